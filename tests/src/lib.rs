@@ -1,0 +1,156 @@
+//! The GPU-aware test harness shared by the workspace's integration tests.
+//!
+//! Test binaries in this crate use `harness = false` and [`libtest_mimic`]: each GPU test is a
+//! [`gpu`] trial, which is reported as **ignored** when no usable GPU is found (no driver, `cuInit`
+//! fails, or no device), and runs otherwise. `cargo test --workspace` therefore passes on a machine
+//! without a GPU and runs everything on one. [`cpu`] trials always run; [`needs_nvrtc`] trials run
+//! wherever NVRTC can be loaded (it needs no GPU).
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use std::sync::OnceLock;
+
+/// What a test body returns: any error fails the test with its message.
+pub type TestResult = Result<(), Box<dyn std::error::Error>>;
+
+/// Why there is no usable GPU here, or `None` when there is one.
+pub fn no_gpu_reason() -> Option<&'static str> {
+    static REASON: OnceLock<Option<String>> = OnceLock::new();
+    REASON
+        .get_or_init(|| {
+            let drv = match cuda_sys::Driver::get() {
+                Ok(d) => d,
+                Err(e) => {
+                    return Some(format!(
+                        "no CUDA driver: {}",
+                        e.to_string().lines().next().unwrap_or("")
+                    ))
+                }
+            };
+            let mut count = 0;
+            // SAFETY: plain init and an int out-pointer.
+            let r = unsafe { drv.cuInit(0).and_then(|_| drv.cuDeviceGetCount(&mut count)) };
+            match r {
+                Err(e) => Some(format!("CUDA driver present but unusable: {e}")),
+                Ok(()) if count == 0 => Some("CUDA driver present but no device".into()),
+                Ok(()) => None,
+            }
+        })
+        .as_deref()
+}
+
+/// Why NVRTC cannot be used here, or `None` when it can.
+pub fn no_nvrtc_reason() -> Option<String> {
+    cuda_sys::Nvrtc::get().err().map(|e| e.to_string())
+}
+
+fn trial(name: &str, f: fn() -> TestResult) -> Trial {
+    Trial::test(name, move || f().map_err(|e| Failed::from(e.to_string())))
+}
+
+/// A test that needs no GPU.
+pub fn cpu(name: &str, f: fn() -> TestResult) -> Trial {
+    trial(name, f)
+}
+
+/// A test that needs a GPU: ignored when [`no_gpu_reason`] has one.
+pub fn gpu(name: &str, f: fn() -> TestResult) -> Trial {
+    trial(name, f).with_ignored_flag(no_gpu_reason().is_some())
+}
+
+/// A test that needs NVRTC (but no GPU): ignored when NVRTC cannot be loaded.
+pub fn needs_nvrtc(name: &str, f: fn() -> TestResult) -> Trial {
+    trial(name, f).with_ignored_flag(no_nvrtc_reason().is_some())
+}
+
+/// Runs the trials with the standard test-binary command line, printing first why GPU (or NVRTC)
+/// tests are ignored, if they are. Exits the process with libtest's exit code.
+pub fn run(trials: Vec<Trial>) -> ! {
+    let args = Arguments::from_args();
+    if let Some(why) = no_gpu_reason() {
+        eprintln!("note: GPU tests are ignored: {why}");
+    }
+    if let Some(why) = no_nvrtc_reason() {
+        eprintln!(
+            "note: NVRTC tests are ignored: {}",
+            why.lines().next().unwrap_or("")
+        );
+    }
+    libtest_mimic::run(&args, trials).exit()
+}
+
+/// Fails the test with `msg` unless `cond` holds.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $($msg:tt)+) => {
+        if !$cond {
+            return Err(format!($($msg)+).into());
+        }
+    };
+}
+
+/// Seed 000's vector-add kernel, as CUDA C (with `extern "C"` so its PTX name is unmangled).
+pub const VECTOR_ADD_SRC: &str = r#"
+extern "C" __global__ void vector_add(float *A, float *B, float *C, int N) {
+    // Calculate thread index
+    int idx = blockIdx.x * blockDim.x + threadIdx.x;
+    // Bounds checking
+    if (idx < N) {
+        C[idx] = A[idx] + B[idx];
+    }
+}
+"#;
+
+/// Compiles CUDA C to PTX with the raw NVRTC calls, returning the compile log on failure.
+/// (The safe NVRTC wrapper lives in `cuda-driver`; this is the raw layer on purpose.)
+pub fn nvrtc_compile_raw(
+    src: &str,
+    options: &[&str],
+) -> Result<String, Box<dyn std::error::Error>> {
+    use std::ffi::{c_char, CString};
+    let nvrtc = cuda_sys::Nvrtc::get()?;
+    let src = CString::new(src)?;
+    let opts: Vec<CString> = options
+        .iter()
+        .map(|o| CString::new(*o))
+        .collect::<Result<_, _>>()?;
+    let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
+    let mut prog: cuda_sys::nvrtcProgram = std::ptr::null_mut();
+    // SAFETY: all strings are NUL-terminated and outlive the calls; `prog` is destroyed below on
+    // every path after it is created.
+    unsafe {
+        nvrtc.nvrtcCreateProgram(
+            &mut prog,
+            src.as_ptr(),
+            c"test.cu".as_ptr(),
+            0,
+            std::ptr::null(),
+            std::ptr::null(),
+        )?;
+        let compiled = nvrtc.nvrtcCompileProgram(prog, opt_ptrs.len() as i32, opt_ptrs.as_ptr());
+        let result = match compiled {
+            Err(e) => {
+                let mut n = 0usize;
+                let mut log = Vec::new();
+                if nvrtc.nvrtcGetProgramLogSize(prog, &mut n).is_ok() {
+                    log = vec![0u8; n];
+                    let _ = nvrtc.nvrtcGetProgramLog(prog, log.as_mut_ptr().cast());
+                }
+                Err(format!(
+                    "{e}\n{}",
+                    String::from_utf8_lossy(&log).trim_end_matches('\0')
+                )
+                .into())
+            }
+            Ok(()) => {
+                let mut n = 0usize;
+                nvrtc.nvrtcGetPTXSize(prog, &mut n)?;
+                let mut ptx = vec![0u8; n];
+                nvrtc.nvrtcGetPTX(prog, ptx.as_mut_ptr().cast())?;
+                ptx.pop(); // the NUL terminator
+                Ok(String::from_utf8(ptx)?)
+            }
+        };
+        nvrtc.nvrtcDestroyProgram(&mut prog)?;
+        result
+    }
+}
