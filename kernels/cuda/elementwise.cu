@@ -1,0 +1,283 @@
+// elementwise.cu — "vector add and friends" for every dtype, and the fused op of seed 004.
+//
+// What it teaches:
+//   * one template per operation shape (map1: out = f(x), map2: out = f(a, b)) serves every dtype;
+//     the extern "C" wrappers at the bottom give each instantiation an unmangled name, e.g. add_f32;
+//   * f16 / bf16 are stored as 16-bit bit patterns and computed in f32 (see dtype.cuh). For
+//     + - * / the f32 result rounded once to f16/bf16 is the correctly rounded result;
+//   * fast memory-bound code: 16-byte vector loads/stores (4 f32, 2 f64, 4 i32, 8 f16/bf16 per
+//     access) taken when every pointer is 16-byte aligned (checked at run time; otherwise a scalar
+//     path is used), a grid-stride loop (any grid is correct), 64-bit indices;
+//   * kernel fusion (seed 004): relu(x * scale + bias) reads x once and writes once, instead of
+//     three kernels and two temporaries; its backward pass computes dL/dx and dL/dbias together,
+//     with a deterministic column sum (no atomics: fixed summation order for a fixed grid).
+//
+// Exact semantics (the CPU references must match):
+//   add/sub/mul/div: IEEE ops in the compute type. i32 wraps (two's complement); i32 division
+//     truncates, x / 0 == 0 and INT_MIN / -1 == INT_MIN (Rust: if b == 0 {0} else {a.wrapping_div(b)}).
+//   scale:  out = x * alpha              (alpha is f32 for f16/bf16, f64 for f64, i32 for i32)
+//   axpy:   y = fma(alpha, x, y)         (one rounding: Rust f32::mul_add; i32: wrapping a*x+y)
+//   relu:   out = x < 0 ? 0 : x          (NaN stays NaN, -0.0 stays -0.0)
+//   tanh:   tanhf / tanh (CUDA libdevice, within 2 ulp; not bit-reproducible on a CPU)
+//   fill:   out = value (value passed in the compute type; every f16/bf16 is exact in f32)
+//   bias_relu_fwd: pre = fmaf(x, scale, bias[col]); out = pre > 0 ? pre : 0
+//   bias_relu_bwd: g = pre > 0 ? grad_out : 0; grad_x = g * scale; grad_bias[col] = sum_rows g
+// In-place use (out == x, out == a, grad_x == grad_out) is allowed: each element is read and then
+// written by the same thread. Partially overlapping buffers are not allowed.
+//
+// Launch: all 1-D kernels: block 256, any grid (ideal: min(ceil(n / (256 * 16/sizeof(T))), 8 * SMs)).
+//   bias_relu_fwd_f32: block 256, grid (ceil(cols / 1024), min(rows, 65535)) — any grid is correct.
+//   bias_relu_bwd_f32: block (32, 8) EXACTLY, grid (ceil(cols / 32), P) with 1 <= P <= 65535;
+//     it writes grad_bias_partial[P][cols] (row chunk p's column sums); then
+//   bias_relu_bwd_reduce_f32: block 256, grid ceil(cols / 256): grad_bias[c] = sum_p partial[p][c]
+//     (in p order). With P == 1 the partial already is grad_bias and the reduce can be skipped.
+#include "dtype.cuh"
+
+// ---------------------------------------------------------------------------------------------
+// Operations, written once for the compute type. i32 arithmetic goes through unsigned so that
+// overflow wraps (signed overflow is undefined behaviour in C++).
+struct OpAdd {
+    template <typename C> __device__ C operator()(C a, C b) const { return a + b; }
+    __device__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
+};
+struct OpSub {
+    template <typename C> __device__ C operator()(C a, C b) const { return a - b; }
+    __device__ int operator()(int a, int b) const { return (int)((unsigned)a - (unsigned)b); }
+};
+struct OpMul {
+    template <typename C> __device__ C operator()(C a, C b) const { return a * b; }
+    __device__ int operator()(int a, int b) const { return (int)((unsigned)a * (unsigned)b); }
+};
+struct OpDiv {
+    template <typename C> __device__ C operator()(C a, C b) const { return a / b; }
+    __device__ int operator()(int a, int b) const {
+        if (b == 0) return 0;
+        if (b == -1) return (int)(0u - (unsigned)a);  // INT_MIN / -1 wraps to INT_MIN
+        return a / b;
+    }
+};
+template <typename C> struct OpScale {
+    C alpha;
+    __device__ C operator()(C x) const { return x * alpha; }
+};
+template <> struct OpScale<int> {
+    int alpha;
+    __device__ int operator()(int x) const { return (int)((unsigned)x * (unsigned)alpha); }
+};
+template <typename C> struct OpAxpy {  // (x, y) -> alpha * x + y, one rounding
+    C alpha;
+    __device__ C operator()(C x, C y) const { return fma(alpha, x, y); }
+};
+template <> struct OpAxpy<float> {
+    float alpha;
+    __device__ float operator()(float x, float y) const { return fmaf(alpha, x, y); }
+};
+template <> struct OpAxpy<int> {
+    int alpha;
+    __device__ int operator()(int x, int y) const {
+        return (int)((unsigned)alpha * (unsigned)x + (unsigned)y);
+    }
+};
+struct OpRelu {
+    template <typename C> __device__ C operator()(C x) const { return x < C(0) ? C(0) : x; }
+};
+struct OpTanh {
+    __device__ float operator()(float x) const { return tanhf(x); }
+    __device__ double operator()(double x) const { return tanh(x); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// out[i] = op(x[i])
+template <typename Tag, typename Op>
+__device__ __forceinline__ void map1(const typename DType<Tag>::Storage* x,
+                                     typename DType<Tag>::Storage* out, u64 n, Op op) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    const u64 tid = global_tid(), stride = grid_threads();
+    u64 done = 0;
+    if (aligned16(x, out)) {
+        const u64 V = Pack<S>::N, packs = n / V;
+        for (u64 p = tid; p < packs; p += stride) {
+            Pack<S> v = load_pack(x + p * V);
+#pragma unroll
+            for (int j = 0; j < (int)V; ++j) v.v[j] = D::store(op(D::load(v.v[j])));
+            store_pack(out + p * V, v);
+        }
+        done = packs * V;
+    }
+    for (u64 i = done + tid; i < n; i += stride) out[i] = D::store(op(D::load(x[i])));
+}
+
+// out[i] = op(a[i], b[i])
+template <typename Tag, typename Op>
+__device__ __forceinline__ void map2(const typename DType<Tag>::Storage* a,
+                                     const typename DType<Tag>::Storage* b,
+                                     typename DType<Tag>::Storage* out, u64 n, Op op) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    const u64 tid = global_tid(), stride = grid_threads();
+    u64 done = 0;
+    if (aligned16(a, b, out)) {
+        const u64 V = Pack<S>::N, packs = n / V;
+        for (u64 p = tid; p < packs; p += stride) {
+            Pack<S> va = load_pack(a + p * V);
+            Pack<S> vb = load_pack(b + p * V);
+#pragma unroll
+            for (int j = 0; j < (int)V; ++j)
+                va.v[j] = D::store(op(D::load(va.v[j]), D::load(vb.v[j])));
+            store_pack(out + p * V, va);
+        }
+        done = packs * V;
+    }
+    for (u64 i = done + tid; i < n; i += stride)
+        out[i] = D::store(op(D::load(a[i]), D::load(b[i])));
+}
+
+// out[i] = value
+template <typename Tag>
+__device__ __forceinline__ void fill(typename DType<Tag>::Storage* out,
+                                     typename DType<Tag>::Compute value, u64 n) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    const S s = D::store(value);
+    const u64 tid = global_tid(), stride = grid_threads();
+    u64 done = 0;
+    if (aligned16(out)) {
+        const u64 V = Pack<S>::N, packs = n / V;
+        Pack<S> v;
+#pragma unroll
+        for (int j = 0; j < (int)V; ++j) v.v[j] = s;
+        for (u64 p = tid; p < packs; p += stride) store_pack(out + p * V, v);
+        done = packs * V;
+    }
+    for (u64 i = done + tid; i < n; i += stride) out[i] = s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// pre > 0 ? pre : +0 (NaN and -0.0 give +0), exactly as documented for the CPU reference.
+__device__ __forceinline__ float relu0(float pre) { return pre > 0.0f ? pre : 0.0f; }
+
+// Seed 004's fused op: out = relu(x * scale + bias[col]) on a row-major [rows, cols] array.
+// blockIdx.y walks rows, blockIdx.x/threadIdx.x walk columns (float4 packets when possible),
+// so no thread ever divides an index to find its column.
+extern "C" __global__ void bias_relu_fwd_f32(const float* x, const float* bias, float scale,
+                                             float* out, int rows, int cols) {
+    const bool vec = (cols % 4 == 0) && aligned16(x, bias, out);
+    const int per_row = vec ? cols / 4 : cols;
+    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
+        const u64 base = (u64)r * (u64)cols;
+        for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < per_row;
+             c += gridDim.x * blockDim.x) {
+            if (vec) {
+                float4 v = reinterpret_cast<const float4*>(x + base)[c];
+                float4 b = reinterpret_cast<const float4*>(bias)[c];
+                float4 o;
+                o.x = relu0(fmaf(v.x, scale, b.x));
+                o.y = relu0(fmaf(v.y, scale, b.y));
+                o.z = relu0(fmaf(v.z, scale, b.z));
+                o.w = relu0(fmaf(v.w, scale, b.w));
+                reinterpret_cast<float4*>(out + base)[c] = o;
+            } else {
+                out[base + c] = relu0(fmaf(x[base + c], scale, bias[c]));
+            }
+        }
+    }
+}
+
+// Backward of bias_relu_fwd. Block (32, 8): threadIdx.x picks a column, threadIdx.y one of 8
+// interleaved row lanes; blockIdx.y picks a chunk of rows. Each thread sums its rows in increasing
+// order, then the 8 row lanes are added in order 0..7, then (in bias_relu_bwd_reduce_f32) the
+// chunks in order 0..P-1: a fixed order, hence bit-identical results for a fixed grid.
+extern "C" __global__ void __launch_bounds__(256)
+bias_relu_bwd_f32(const float* x, const float* bias, float scale, const float* grad_out,
+                  float* grad_x, float* grad_bias_partial, int rows, int cols) {
+    __shared__ float part[8][33];  // 33: no bank conflicts when row lane 0 reads a column
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    const int chunk = (rows + gridDim.y - 1) / gridDim.y;
+    const int r0 = blockIdx.y * chunk;
+    const int r1 = min(rows, r0 + chunk);
+    float acc = 0.0f;
+    if (c < cols) {
+        const float b = bias[c];
+        for (int r = r0 + threadIdx.y; r < r1; r += 8) {
+            const u64 i = (u64)r * (u64)cols + c;
+            const float pre = fmaf(x[i], scale, b);
+            const float g = pre > 0.0f ? grad_out[i] : 0.0f;
+            grad_x[i] = g * scale;
+            acc += g;
+        }
+    }
+    part[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && c < cols) {
+        float s = part[0][threadIdx.x];
+#pragma unroll
+        for (int k = 1; k < 8; ++k) s += part[k][threadIdx.x];
+        grad_bias_partial[(u64)blockIdx.y * (u64)cols + c] = s;
+    }
+}
+
+// grad_bias[c] = partial[0][c] + partial[1][c] + ... + partial[parts-1][c], in that order.
+extern "C" __global__ void bias_relu_bwd_reduce_f32(const float* partial, float* grad_bias,
+                                                    int parts, int cols) {
+    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (int p = 0; p < parts; ++p) s += partial[(u64)p * (u64)cols + c];
+        grad_bias[c] = s;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Unmangled entry points, one per (operation, dtype).
+extern "C" __global__ void add_f32(const float* a, const float* b, float* out, unsigned long long n) { map2<float>(a, b, out, n, OpAdd()); }
+extern "C" __global__ void add_f64(const double* a, const double* b, double* out, unsigned long long n) { map2<double>(a, b, out, n, OpAdd()); }
+extern "C" __global__ void add_i32(const int* a, const int* b, int* out, unsigned long long n) { map2<int>(a, b, out, n, OpAdd()); }
+extern "C" __global__ void add_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n) { map2<F16>(a, b, out, n, OpAdd()); }
+extern "C" __global__ void add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n) { map2<BF16>(a, b, out, n, OpAdd()); }
+
+extern "C" __global__ void sub_f32(const float* a, const float* b, float* out, unsigned long long n) { map2<float>(a, b, out, n, OpSub()); }
+extern "C" __global__ void sub_f64(const double* a, const double* b, double* out, unsigned long long n) { map2<double>(a, b, out, n, OpSub()); }
+extern "C" __global__ void sub_i32(const int* a, const int* b, int* out, unsigned long long n) { map2<int>(a, b, out, n, OpSub()); }
+extern "C" __global__ void sub_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n) { map2<F16>(a, b, out, n, OpSub()); }
+extern "C" __global__ void sub_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n) { map2<BF16>(a, b, out, n, OpSub()); }
+
+extern "C" __global__ void mul_f32(const float* a, const float* b, float* out, unsigned long long n) { map2<float>(a, b, out, n, OpMul()); }
+extern "C" __global__ void mul_f64(const double* a, const double* b, double* out, unsigned long long n) { map2<double>(a, b, out, n, OpMul()); }
+extern "C" __global__ void mul_i32(const int* a, const int* b, int* out, unsigned long long n) { map2<int>(a, b, out, n, OpMul()); }
+extern "C" __global__ void mul_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n) { map2<F16>(a, b, out, n, OpMul()); }
+extern "C" __global__ void mul_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n) { map2<BF16>(a, b, out, n, OpMul()); }
+
+extern "C" __global__ void div_f32(const float* a, const float* b, float* out, unsigned long long n) { map2<float>(a, b, out, n, OpDiv()); }
+extern "C" __global__ void div_f64(const double* a, const double* b, double* out, unsigned long long n) { map2<double>(a, b, out, n, OpDiv()); }
+extern "C" __global__ void div_i32(const int* a, const int* b, int* out, unsigned long long n) { map2<int>(a, b, out, n, OpDiv()); }
+extern "C" __global__ void div_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n) { map2<F16>(a, b, out, n, OpDiv()); }
+extern "C" __global__ void div_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n) { map2<BF16>(a, b, out, n, OpDiv()); }
+
+extern "C" __global__ void scale_f32(const float* x, float* out, float alpha, unsigned long long n) { map1<float>(x, out, n, OpScale<float>{alpha}); }
+extern "C" __global__ void scale_f64(const double* x, double* out, double alpha, unsigned long long n) { map1<double>(x, out, n, OpScale<double>{alpha}); }
+extern "C" __global__ void scale_i32(const int* x, int* out, int alpha, unsigned long long n) { map1<int>(x, out, n, OpScale<int>{alpha}); }
+extern "C" __global__ void scale_f16(const f16_t* x, f16_t* out, float alpha, unsigned long long n) { map1<F16>(x, out, n, OpScale<float>{alpha}); }
+extern "C" __global__ void scale_bf16(const bf16_t* x, bf16_t* out, float alpha, unsigned long long n) { map1<BF16>(x, out, n, OpScale<float>{alpha}); }
+
+extern "C" __global__ void axpy_f32(float alpha, const float* x, float* y, unsigned long long n) { map2<float>(x, y, y, n, OpAxpy<float>{alpha}); }
+extern "C" __global__ void axpy_f64(double alpha, const double* x, double* y, unsigned long long n) { map2<double>(x, y, y, n, OpAxpy<double>{alpha}); }
+extern "C" __global__ void axpy_i32(int alpha, const int* x, int* y, unsigned long long n) { map2<int>(x, y, y, n, OpAxpy<int>{alpha}); }
+extern "C" __global__ void axpy_f16(float alpha, const f16_t* x, f16_t* y, unsigned long long n) { map2<F16>(x, y, y, n, OpAxpy<float>{alpha}); }
+extern "C" __global__ void axpy_bf16(float alpha, const bf16_t* x, bf16_t* y, unsigned long long n) { map2<BF16>(x, y, y, n, OpAxpy<float>{alpha}); }
+
+extern "C" __global__ void relu_f32(const float* x, float* out, unsigned long long n) { map1<float>(x, out, n, OpRelu()); }
+extern "C" __global__ void relu_f64(const double* x, double* out, unsigned long long n) { map1<double>(x, out, n, OpRelu()); }
+extern "C" __global__ void relu_i32(const int* x, int* out, unsigned long long n) { map1<int>(x, out, n, OpRelu()); }
+extern "C" __global__ void relu_f16(const f16_t* x, f16_t* out, unsigned long long n) { map1<F16>(x, out, n, OpRelu()); }
+extern "C" __global__ void relu_bf16(const bf16_t* x, bf16_t* out, unsigned long long n) { map1<BF16>(x, out, n, OpRelu()); }
+
+extern "C" __global__ void tanh_f32(const float* x, float* out, unsigned long long n) { map1<float>(x, out, n, OpTanh()); }
+extern "C" __global__ void tanh_f64(const double* x, double* out, unsigned long long n) { map1<double>(x, out, n, OpTanh()); }
+extern "C" __global__ void tanh_f16(const f16_t* x, f16_t* out, unsigned long long n) { map1<F16>(x, out, n, OpTanh()); }
+extern "C" __global__ void tanh_bf16(const bf16_t* x, bf16_t* out, unsigned long long n) { map1<BF16>(x, out, n, OpTanh()); }
+
+extern "C" __global__ void fill_f32(float* out, float value, unsigned long long n) { fill<float>(out, value, n); }
+extern "C" __global__ void fill_f64(double* out, double value, unsigned long long n) { fill<double>(out, value, n); }
+extern "C" __global__ void fill_i32(int* out, int value, unsigned long long n) { fill<int>(out, value, n); }
+extern "C" __global__ void fill_f16(f16_t* out, float value, unsigned long long n) { fill<F16>(out, value, n); }
+extern "C" __global__ void fill_bf16(bf16_t* out, float value, unsigned long long n) { fill<BF16>(out, value, n); }

@@ -1,0 +1,194 @@
+// reduce.cu — sums and maxima: the tree reduction as taught, and a fast deterministic one.
+//
+// 1. reduce_sum_tree_*: Mark Harris's shared-memory tree reduction ("sequential addressing"
+//    version): each thread loads ONE element into shared memory, then the block halves the number
+//    of active threads each step (s = blockDim/2, /4, ..., 1), thread t adding sdata[t + s] into
+//    sdata[t]. Active threads stay contiguous (no divergence inside warps until s < 32) and reads
+//    are conflict-free. One partial sum per block; reduce the partials with another launch.
+//    Launch: blockDim.x a power of two <= 1024 (designed for 256), grid ceil(n / blockDim.x).
+//
+// 2. reduce_{sum,max}_fast_*: what makes a reduction fast:
+//    * few blocks, many elements per thread (grid-stride), 16-byte vector loads, 4 independent
+//      loads in flight per thread per iteration (memory-level parallelism);
+//    * the in-block reduction uses warp shuffles (__shfl_down_sync): registers, no shared memory
+//      and no __syncthreads except one to combine the per-warp results;
+//    * one partial per block, then reduce_finalize_* (one block) reduces the partials on the GPU:
+//      two launches, no host round trip. Launch: block 256 (any multiple of 32 <= 1024), grid G
+//      with 1 <= G (suggested min(ceil(n / 4096), 4 * SMs)); partial must hold G values; then
+//      reduce_finalize_*: grid 1, block 256 (any multiple of 32 <= 1024), num_partials = G.
+//
+// 3. reduce_rows_{sum,max}_*: per-row reductions of a row-major [rows, cols] array, one warp per
+//    row. Launch: blockDim.x a multiple of 32 (designed for 256 = 8 rows per block), grid
+//    ceil(rows / (blockDim.x / 32)). Mean = sum / cols (on the host or a following scale).
+//
+// Determinism: there are no atomics. Every thread adds its elements in a fixed order, the shuffle
+// and cross-warp trees have a fixed shape, and the finalize kernel reads the partials in a fixed
+// order: the same input with the same grid and block sizes gives bit-identical results, run after
+// run. (A different grid size changes the summation order and so, for floats, the rounding.)
+// Accumulators: f32 -> f32, f64 -> f64, i32 -> i64 for sums (exact) and i32 for max,
+// f16/bf16 -> f32 (partials and results are f32).
+// Semantics: the sum of zero elements is 0; the max of zero elements is -inf (INT_MIN for i32);
+// max propagates NaN (like torch.max): max(a, b) = (a > b || a != a) ? a : b.
+#include "dtype.cuh"
+
+#define MAX_BLOCK 1024
+
+// ---------------------------------------------------------------------------------------------
+// 1. The tree reduction as taught.
+template <typename T>
+__device__ __forceinline__ void reduce_sum_tree(const T* in, T* partial, u64 n) {
+    __shared__ T sdata[MAX_BLOCK];
+    const unsigned int tid = threadIdx.x;
+    const u64 i = (u64)blockIdx.x * blockDim.x + tid;
+    sdata[tid] = (i < n) ? in[i] : T(0);  // one element per thread
+    __syncthreads();
+    for (unsigned int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (tid < s) sdata[tid] += sdata[tid + s];
+        __syncthreads();
+    }
+    if (tid == 0) partial[blockIdx.x] = sdata[0];
+}
+
+extern "C" __global__ void reduce_sum_tree_f32(const float* in, float* partial, unsigned long long n) { reduce_sum_tree<float>(in, partial, n); }
+extern "C" __global__ void reduce_sum_tree_f64(const double* in, double* partial, unsigned long long n) { reduce_sum_tree<double>(in, partial, n); }
+
+// ---------------------------------------------------------------------------------------------
+// Reduction operators: identity and combine, for each accumulator type.
+template <typename A> struct SumOp {
+    static __device__ __forceinline__ A identity() { return A(0); }
+    static __device__ __forceinline__ A combine(A a, A b) { return a + b; }
+};
+template <typename A> struct MaxOp {
+    static __device__ __forceinline__ A identity();
+    static __device__ __forceinline__ A combine(A a, A b) { return (a > b || a != a) ? a : b; }
+};
+template <> __device__ __forceinline__ float MaxOp<float>::identity() { return __int_as_float(0xff800000); }
+template <> __device__ __forceinline__ double MaxOp<double>::identity() { return __longlong_as_double(0xfff0000000000000ll); }
+template <> __device__ __forceinline__ int MaxOp<int>::identity() { return (int)0x80000000; }
+
+// Value of one stored element in the accumulator type.
+template <typename Tag, typename A>
+__device__ __forceinline__ A widen(typename DType<Tag>::Storage x) { return (A)DType<Tag>::load(x); }
+
+// Warp-level tree with shuffles: lane 0 ends with the combination of all 32 lanes.
+template <typename A, typename Op>
+__device__ __forceinline__ A warp_reduce(A v) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) v = Op::combine(v, __shfl_down_sync(0xffffffffu, v, off));
+    return v;
+}
+
+// Block-level: shuffle inside each warp, then warp 0 combines the per-warp values (in warp order).
+// The result is valid in thread 0. blockDim.x must be a multiple of 32, at most 1024.
+template <typename A, typename Op>
+__device__ __forceinline__ A block_reduce(A v) {
+    __shared__ A warp_vals[32];
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    v = warp_reduce<A, Op>(v);
+    if (lane == 0) warp_vals[warp] = v;
+    __syncthreads();
+    if (warp == 0) {
+        v = (lane < (int)(blockDim.x / 32)) ? warp_vals[lane] : Op::identity();
+        v = warp_reduce<A, Op>(v);
+    }
+    return v;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 2. Fast reduction: partial[blockIdx.x] = op over this block's grid-stride share of in[0..n).
+template <typename Tag, typename A, typename Op>
+__device__ __forceinline__ void reduce_fast(const typename DType<Tag>::Storage* in, A* partial, u64 n) {
+    typedef typename DType<Tag>::Storage S;
+    const u64 tid = global_tid(), stride = grid_threads();
+    A acc = Op::identity();
+    u64 done = 0;
+    if (aligned16(in)) {
+        const int V = Pack<S>::N;
+        const u64 packs = n / V;
+        u64 p = tid;
+        // 4 independent 16-byte loads in flight per iteration, then combined in a fixed order.
+        for (; p + 3 * stride < packs; p += 4 * stride) {
+            Pack<S> v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[u] = load_pack(in + (p + u * stride) * V);
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+#pragma unroll
+                for (int j = 0; j < V; ++j) acc = Op::combine(acc, widen<Tag, A>(v[u].v[j]));
+        }
+        for (; p < packs; p += stride) {
+            const Pack<S> v = load_pack(in + p * V);
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc = Op::combine(acc, widen<Tag, A>(v.v[j]));
+        }
+        done = packs * V;
+    }
+    for (u64 i = done + tid; i < n; i += stride) acc = Op::combine(acc, widen<Tag, A>(in[i]));
+    acc = block_reduce<A, Op>(acc);
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+// One block: out[0] = op over partial[0..num), each thread reading a fixed strided subset.
+template <typename A, typename Op>
+__device__ __forceinline__ A finalize(const A* partial, unsigned int num) {
+    A acc = Op::identity();
+    for (unsigned int i = threadIdx.x; i < num; i += blockDim.x) acc = Op::combine(acc, partial[i]);
+    return block_reduce<A, Op>(acc);
+}
+
+extern "C" __global__ void reduce_sum_fast_f32(const float* in, float* partial, unsigned long long n) { reduce_fast<float, float, SumOp<float> >(in, partial, n); }
+extern "C" __global__ void reduce_sum_fast_f64(const double* in, double* partial, unsigned long long n) { reduce_fast<double, double, SumOp<double> >(in, partial, n); }
+extern "C" __global__ void reduce_sum_fast_i32(const int* in, long long* partial, unsigned long long n) { reduce_fast<int, long long, SumOp<long long> >(in, partial, n); }
+extern "C" __global__ void reduce_sum_fast_f16(const f16_t* in, float* partial, unsigned long long n) { reduce_fast<F16, float, SumOp<float> >(in, partial, n); }
+extern "C" __global__ void reduce_sum_fast_bf16(const bf16_t* in, float* partial, unsigned long long n) { reduce_fast<BF16, float, SumOp<float> >(in, partial, n); }
+
+extern "C" __global__ void reduce_max_fast_f32(const float* in, float* partial, unsigned long long n) { reduce_fast<float, float, MaxOp<float> >(in, partial, n); }
+extern "C" __global__ void reduce_max_fast_f64(const double* in, double* partial, unsigned long long n) { reduce_fast<double, double, MaxOp<double> >(in, partial, n); }
+extern "C" __global__ void reduce_max_fast_i32(const int* in, int* partial, unsigned long long n) { reduce_fast<int, int, MaxOp<int> >(in, partial, n); }
+extern "C" __global__ void reduce_max_fast_f16(const f16_t* in, float* partial, unsigned long long n) { reduce_fast<F16, float, MaxOp<float> >(in, partial, n); }
+extern "C" __global__ void reduce_max_fast_bf16(const bf16_t* in, float* partial, unsigned long long n) { reduce_fast<BF16, float, MaxOp<float> >(in, partial, n); }
+
+extern "C" __global__ void reduce_finalize_sum_f32(const float* partial, float* out, unsigned int num_partials) { float r = finalize<float, SumOp<float> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r; }
+extern "C" __global__ void reduce_finalize_sum_f64(const double* partial, double* out, unsigned int num_partials) { double r = finalize<double, SumOp<double> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r; }
+extern "C" __global__ void reduce_finalize_sum_i64(const long long* partial, long long* out, unsigned int num_partials) { long long r = finalize<long long, SumOp<long long> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r; }
+extern "C" __global__ void reduce_finalize_max_f32(const float* partial, float* out, unsigned int num_partials) { float r = finalize<float, MaxOp<float> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r; }
+extern "C" __global__ void reduce_finalize_max_f64(const double* partial, double* out, unsigned int num_partials) { double r = finalize<double, MaxOp<double> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r; }
+extern "C" __global__ void reduce_finalize_max_i32(const int* partial, int* out, unsigned int num_partials) { int r = finalize<int, MaxOp<int> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r; }
+// mean: out[0] = (sum of partials) / count, rounded once (count == 0 gives NaN, like torch.mean).
+extern "C" __global__ void reduce_finalize_mean_f32(const float* partial, float* out, unsigned int num_partials, unsigned long long count) { float r = finalize<float, SumOp<float> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r / (float)count; }
+extern "C" __global__ void reduce_finalize_mean_f64(const double* partial, double* out, unsigned int num_partials, unsigned long long count) { double r = finalize<double, SumOp<double> >(partial, num_partials); if (threadIdx.x == 0) out[0] = r / (double)count; }
+
+// ---------------------------------------------------------------------------------------------
+// 3. Row reductions: warp w of the grid reduces row w. Lanes read consecutive elements (coalesced),
+// 16-byte packets when every row start is 16-byte aligned, then a shuffle tree.
+template <typename Tag, typename A, typename Op>
+__device__ __forceinline__ void reduce_rows(const typename DType<Tag>::Storage* in, A* out, int rows, int cols) {
+    typedef typename DType<Tag>::Storage S;
+    const int V = Pack<S>::N;
+    const int lane = threadIdx.x % 32;
+    const u64 row = (u64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (u64)rows) return;  // whole warp leaves together
+    const S* r = in + row * (u64)cols;
+    A acc = Op::identity();
+    int done = 0;
+    if (cols % V == 0 && aligned16(in)) {
+        for (int p = lane; p < cols / V; p += 32) {
+            const Pack<S> v = load_pack(r + (u64)p * V);
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc = Op::combine(acc, widen<Tag, A>(v.v[j]));
+        }
+        done = cols;
+    }
+    for (int c = done + lane; c < cols; c += 32) acc = Op::combine(acc, widen<Tag, A>(r[c]));
+    acc = warp_reduce<A, Op>(acc);
+    if (lane == 0) out[row] = acc;
+}
+
+extern "C" __global__ void reduce_rows_sum_f32(const float* in, float* out, int rows, int cols) { reduce_rows<float, float, SumOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void reduce_rows_sum_f64(const double* in, double* out, int rows, int cols) { reduce_rows<double, double, SumOp<double> >(in, out, rows, cols); }
+extern "C" __global__ void reduce_rows_sum_f16(const f16_t* in, float* out, int rows, int cols) { reduce_rows<F16, float, SumOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void reduce_rows_sum_bf16(const bf16_t* in, float* out, int rows, int cols) { reduce_rows<BF16, float, SumOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void reduce_rows_max_f32(const float* in, float* out, int rows, int cols) { reduce_rows<float, float, MaxOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void reduce_rows_max_f64(const double* in, double* out, int rows, int cols) { reduce_rows<double, double, MaxOp<double> >(in, out, rows, cols); }
+extern "C" __global__ void reduce_rows_max_f16(const f16_t* in, float* out, int rows, int cols) { reduce_rows<F16, float, MaxOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void reduce_rows_max_bf16(const bf16_t* in, float* out, int rows, int cols) { reduce_rows<BF16, float, MaxOp<float> >(in, out, rows, cols); }

@@ -1,0 +1,233 @@
+// sgemm.cu — a fast FP32 matrix multiply: C = alpha * op(A) @ op(B) + beta * C (row-major).
+//
+// What makes it fast, compared with matmul_tiled.cu's 16x16 tile (1 output per thread):
+//   * register blocking: a block of 256 threads computes a 128x128 tile of C, each thread 8x8
+//     outputs held in 64 registers. Per k step a thread loads 8 values of A and 8 of B from shared
+//     memory and does 64 FMAs with them: 4 FMAs per shared-memory load instead of 1/2.
+//   * warp tiling: a warp's 32 threads are arranged 4 (rows) x 8 (cols), each owning two 4-row and
+//     two 4-column strips 64 apart, so the float4 shared-memory reads of a warp are broadcasts or
+//     128 contiguous bytes: no bank conflicts.
+//   * A is stored transposed in shared memory (As[k][m]), so a thread's 4 consecutive rows of A are
+//     one float4 read, exactly like B's 4 consecutive columns. Rows are padded to 132 floats so the
+//     transposing stores are conflict-free too.
+//   * double buffering: while the block computes on one shared-memory tile, each thread already
+//     has the next tile's global loads (one float4 of A, one of B) in flight in registers; one
+//     __syncthreads per k tile of 8.
+//   * float4 (16-byte) global loads and C stores.
+// Correct for every M, N, K >= 0 (K == 0 gives C = beta * C): a thread whose 4 elements are not all
+// inside the matrix (edge tiles, K % 8 tails) or whose operand is not 16-byte loadable uses guarded
+// scalar loads that fill zeros; edge stores are guarded per element.
+//
+// Entries (separate entries per transpose, so no runtime branch in the inner loop):
+//   sgemm_nn: op(A) = A,   A is [M, K] with row stride lda >= K;   op(B) = B,   B is [K, N], ldb >= N
+//   sgemm_nt: op(B) = B^T, B is stored [N, K], ldb >= K
+//   sgemm_tn: op(A) = A^T, A is stored [K, M], lda >= M
+//   sgemm_tt: both transposed.
+//   C is [M, N] with row stride ldc >= N. Each output is fmaf(beta, C_old, alpha * acc); if
+//   beta == 0, C is not read at all (NaNs in C do not propagate), as in BLAS. Leading dimensions are in elements. Accumulation is fp32 FMA in increasing k order
+//   per output element (deterministic).
+// Fast path requirements (otherwise still correct, only slower): A and B 16-byte aligned with
+//   lda % 4 == 0 and ldb % 4 == 0; for the vector C epilogue, C 16-byte aligned and ldc % 4 == 0.
+// Launch: block 256 (1-D) EXACTLY, grid (ceil(N / 128), ceil(M / 128)), no dynamic shared memory.
+#include "dtype.cuh"
+
+#define BM 128          // rows of C per block
+#define BN 128          // columns of C per block
+#define BK 8            // k per shared-memory tile
+#define SPAD 4          // padding of each shared-memory row (floats)
+#define NTHREADS 256
+
+// One operand tile: 128 (m or n) x 8 (k) values, brought from global memory to registers by
+// load(), and from registers to shared memory S[k][mn] by store().
+// KCONTIG: element (mn, k) is at P[mn * ld + k] (k contiguous: A untransposed, B transposed);
+// otherwise at P[k * ld + mn] (mn contiguous: A transposed, B untransposed).
+template <bool KCONTIG>
+struct TileLoader {
+    const float* p;   // this thread's first element in the current tile
+    int ld;           // leading dimension (elements)
+    int mn_rem;       // MN - (this thread's first mn): how many of its mn positions exist
+    int k_rem;        // K - (this thread's first k in the current tile)
+    int soff;         // where its values go in the shared-memory tile (float index)
+    bool vec_mn;      // 16-byte loads allowed and all 4 elements exist along mn
+    float r[4];
+
+    __device__ __forceinline__ void init(const float* P, int ld_, int mn0, int MN, int K, int tid) {
+        ld = ld_;
+        const bool vec_ok = aligned16(P) && (ld % 4 == 0);
+        int mn, k;
+        if (KCONTIG) {  // 128 rows x 2 float4: thread -> (mn tid/2, k 0 or 4)
+            mn = mn0 + tid / 2;
+            k = (tid % 2) * 4;
+            mn_rem = MN - mn;
+            vec_mn = vec_ok && mn_rem > 0;
+            // rows past the edge are never read; clamp so the pointer stays inside the matrix
+            p = P + (u64)min(mn, MN - 1) * (u64)ld + k;
+            soff = k * (BM + SPAD) + tid / 2;
+        } else {        // 8 rows of k x 32 float4: thread -> (k tid/32, mn 4 * (tid%32))
+            mn = mn0 + (tid % 32) * 4;
+            k = tid / 32;
+            mn_rem = MN - mn;
+            vec_mn = vec_ok && mn_rem >= 4;
+            p = P + (u64)k * (u64)ld + min(mn, MN - 1);
+            soff = k * (BM + SPAD) + (tid % 32) * 4;
+        }
+        k_rem = K - k;
+    }
+
+    __device__ __forceinline__ void load() {
+        if (KCONTIG) {  // elements (mn, k + j), j = 0..3, at p[j]
+            if (vec_mn && k_rem >= 4) {
+                const float4 v = *reinterpret_cast<const float4*>(p);
+                r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) r[j] = (mn_rem > 0 && j < k_rem) ? p[j] : 0.0f;
+            }
+        } else {        // elements (mn + j, k), j = 0..3, at p[j]
+            if (vec_mn && k_rem > 0) {
+                const float4 v = *reinterpret_cast<const float4*>(p);
+                r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) r[j] = (k_rem > 0 && j < mn_rem) ? p[j] : 0.0f;
+            }
+        }
+    }
+    __device__ __forceinline__ void advance() {  // to the next k tile
+        p += KCONTIG ? (u64)BK : (u64)BK * (u64)ld;
+        k_rem -= BK;
+    }
+    // S points at a [BK][BM + SPAD] tile.
+    __device__ __forceinline__ void store(float* S) const {
+        if (KCONTIG) {  // transposing store: 4 k rows, one mn column
+#pragma unroll
+            for (int j = 0; j < 4; ++j) S[soff + j * (BM + SPAD)] = r[j];
+        } else {
+            *reinterpret_cast<float4*>(S + soff) = make_float4(r[0], r[1], r[2], r[3]);
+        }
+    }
+};
+
+template <bool TA, bool TB>
+__device__ __forceinline__ void sgemm_body(int M, int N, int K, float alpha,
+                                           const float* __restrict__ A, int lda,
+                                           const float* __restrict__ B, int ldb, float beta,
+                                           float* __restrict__ C, int ldc) {
+    __shared__ __align__(16) float As[2][BK][BM + SPAD];
+    __shared__ __align__(16) float Bs[2][BK][BN + SPAD];
+
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.y * BM;
+    const int n0 = blockIdx.x * BN;
+
+    TileLoader<!TA> la;  // A untransposed is k-contiguous
+    TileLoader<TB> lb;   // B transposed is k-contiguous
+    la.init(A, lda, m0, M, K, tid);
+    lb.init(B, ldb, n0, N, K, tid);
+
+    // Warp tiling: warps 4 (m) x 2 (n), lanes 4 (m) x 8 (n); each thread owns rows
+    // {tm .. tm+3, tm+64 .. tm+67} and columns {tn .. tn+3, tn+64 .. tn+67} of the block tile.
+    const int warp = tid / 32, lane = tid % 32;
+    const int tm = (warp / 2) * 16 + (lane / 8) * 4;
+    const int tn = (warp % 2) * 32 + (lane % 8) * 4;
+
+    float acc[8][8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) acc[i][j] = 0.0f;
+
+    const int ktiles = (K + BK - 1) / BK;
+    if (ktiles > 0) {
+        la.load();
+        lb.load();
+        la.store(&As[0][0][0]);
+        lb.store(&Bs[0][0][0]);
+        __syncthreads();
+    }
+    for (int kt = 0; kt < ktiles; ++kt) {
+        const int cur = kt & 1;
+        const bool more = kt + 1 < ktiles;
+        if (more) {  // next tile's global loads are in flight during this tile's math
+            la.advance();
+            lb.advance();
+            la.load();
+            lb.load();
+        }
+#pragma unroll
+        for (int k = 0; k < BK; ++k) {
+            const float4 a0 = *reinterpret_cast<const float4*>(&As[cur][k][tm]);
+            const float4 a1 = *reinterpret_cast<const float4*>(&As[cur][k][tm + 64]);
+            const float4 b0 = *reinterpret_cast<const float4*>(&Bs[cur][k][tn]);
+            const float4 b1 = *reinterpret_cast<const float4*>(&Bs[cur][k][tn + 64]);
+            const float a[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }
+        if (more) {  // the other buffer was last read before the previous __syncthreads
+            la.store(&As[cur ^ 1][0][0]);
+            lb.store(&Bs[cur ^ 1][0][0]);
+        }
+        __syncthreads();
+    }
+
+    // Epilogue: C = alpha * acc + beta * C, float4 where possible.
+    const bool cvec = aligned16(C) && (ldc % 4 == 0);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        const int row = m0 + tm + (i < 4 ? i : 60 + i);  // i >= 4: rows tm + 64 + (i - 4)
+        if (row >= M) continue;
+        float* crow = C + (u64)row * (u64)ldc;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int col = n0 + tn + h * 64;
+            float v[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) v[j] = alpha * acc[i][h * 4 + j];
+            if (cvec && col + 4 <= N) {
+                float4* cp = reinterpret_cast<float4*>(crow + col);
+                if (beta != 0.0f) {
+                    const float4 o = *cp;
+                    v[0] = fmaf(beta, o.x, v[0]);
+                    v[1] = fmaf(beta, o.y, v[1]);
+                    v[2] = fmaf(beta, o.z, v[2]);
+                    v[3] = fmaf(beta, o.w, v[3]);
+                }
+                *cp = make_float4(v[0], v[1], v[2], v[3]);
+            } else {
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    if (col + j < N) {
+                        float o = v[j];
+                        if (beta != 0.0f) o = fmaf(beta, crow[col + j], o);
+                        crow[col + j] = o;
+                    }
+                }
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+sgemm_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+         float beta, float* C, int ldc) {
+    sgemm_body<false, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+         float beta, float* C, int ldc) {
+    sgemm_body<false, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+         float beta, float* C, int ldc) {
+    sgemm_body<true, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
+         float beta, float* C, int ldc) {
+    sgemm_body<true, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}

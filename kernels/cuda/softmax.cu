@@ -1,0 +1,132 @@
+// softmax.cu — numerically stable row-wise softmax of a row-major [rows, cols] f32 array.
+//
+//     y[r][c] = exp(x[r][c] - m_r) / d_r,   m_r = max_c x[r][c],   d_r = sum_c exp(x[r][c] - m_r)
+//
+// Subtracting the row max keeps exp() from overflowing. Instead of one pass for the max and another
+// for the sum, each thread keeps the "online softmax" pair (m, d) — running max and running sum of
+// exp(x - m) — and updates it per element:
+//     x > m:  d = d * exp(m - x) + 1;  m = x        (rescale the old sum to the new max)
+//     else:   d = d + exp(x - m)
+// Two partial pairs merge exactly the same way: m = max(m1, m2), d = d1 e^(m1-m) + d2 e^(m2-m).
+// So one read of the row gives (m, d) (lanes merge with warp shuffles, warps through shared
+// memory), and a second read writes y = exp(x - m) * (1 / d).
+// What makes it fast: 16-byte loads when cols % 4 == 0 and both pointers are 16-byte aligned; the
+// first 8 float4 packets of each thread stay in registers between the two passes, so rows up to
+// 32 * 32 = 1024 (warp kernel) or 256 * 32 = 8192 (block kernel, 256 threads) floats are read from
+// global memory once; longer rows are re-read (mostly from L2).
+//   softmax_warp_f32:  one warp per row — for short rows (cols <= ~1024).
+//       Launch: blockDim.x a multiple of 32 (designed for 128), grid ceil(rows / (blockDim.x / 32)).
+//   softmax_block_f32: one block per row — for long rows.
+//       Launch: blockDim.x a multiple of 32, <= 1024 (designed for 256), grid rows.
+// Exactness: expf is CUDA's accurate expf (no fast-math), final scaling multiplies by the
+// reciprocal 1/d (one rounding more than a division). Rows of all -inf give NaN (as torch);
+// NaN anywhere in a row gives a row of NaN. cols == 0 writes nothing. out may not alias in.
+#include "dtype.cuh"
+
+#define NEG_INF __int_as_float(0xff800000)  // -inf (no math.h in NVRTC)
+#define CACHE 8  // float4 packets per thread kept in registers between the passes
+
+struct MD {
+    float m;  // running max
+    float d;  // running sum of exp(x - m)
+};
+
+__device__ __forceinline__ void md_add(MD& s, float x) {
+    if (x > s.m) {
+        s.d = s.d * expf(s.m - x) + 1.0f;  // s.m == -inf: 0 * 0 + 1
+        s.m = x;
+    } else if (x != NEG_INF) {           // exp(-inf - m) == 0; skipping also avoids -inf - -inf
+        s.d += expf(x - s.m);
+    }
+}
+
+__device__ __forceinline__ MD md_merge(MD a, MD b) {
+    MD r;
+    r.m = fmaxf(a.m, b.m);
+    const float da = (a.m == NEG_INF) ? 0.0f : a.d * expf(a.m - r.m);
+    const float db = (b.m == NEG_INF) ? 0.0f : b.d * expf(b.m - r.m);
+    r.d = da + db;
+    return r;
+}
+
+__device__ __forceinline__ MD warp_merge(MD s) {
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) {
+        MD o;
+        o.m = __shfl_xor_sync(0xffffffffu, s.m, off);
+        o.d = __shfl_xor_sync(0xffffffffu, s.d, off);
+        s = md_merge(s, o);
+    }
+    return s;  // every lane holds the warp's result
+}
+
+// Softmax of one row by `nt` cooperating threads, this one being number `t`.
+// BLOCK: the threads are a whole block (merge through shared memory); else one warp.
+template <bool BLOCK>
+__device__ __forceinline__ void softmax_row(const float* __restrict__ x, float* __restrict__ y,
+                                            int cols, int t, int nt, bool vec) {
+    MD s;
+    s.m = NEG_INF;
+    s.d = 0.0f;
+    float4 cache[CACHE];
+    const int packs = vec ? cols / 4 : 0;
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    // pass 1: (m, d) over this thread's elements
+#pragma unroll
+    for (int u = 0; u < CACHE; ++u) {
+        const int p = t + u * nt;
+        if (p < packs) {
+            cache[u] = x4[p];
+            md_add(s, cache[u].x); md_add(s, cache[u].y); md_add(s, cache[u].z); md_add(s, cache[u].w);
+        }
+    }
+    for (int p = t + CACHE * nt; p < packs; p += nt) {
+        const float4 v = x4[p];
+        md_add(s, v.x); md_add(s, v.y); md_add(s, v.z); md_add(s, v.w);
+    }
+    for (int c = packs * 4 + t; c < cols; c += nt) md_add(s, x[c]);
+
+    s = warp_merge(s);
+    if (BLOCK) {
+        __shared__ MD warp_md[32];
+        const int lane = t % 32, warp = t / 32;
+        if (lane == 0) warp_md[warp] = s;
+        __syncthreads();
+        s = warp_md[0];
+        for (int w = 1; w < nt / 32; ++w) s = md_merge(s, warp_md[w]);  // same order in every thread
+    }
+    const float m = s.m, inv = 1.0f / s.d;
+
+    // pass 2: write exp(x - m) / d
+    float4* y4 = reinterpret_cast<float4*>(y);
+#pragma unroll
+    for (int u = 0; u < CACHE; ++u) {
+        const int p = t + u * nt;
+        if (p < packs) {
+            const float4 v = cache[u];
+            y4[p] = make_float4(expf(v.x - m) * inv, expf(v.y - m) * inv, expf(v.z - m) * inv,
+                                expf(v.w - m) * inv);
+        }
+    }
+    for (int p = t + CACHE * nt; p < packs; p += nt) {
+        const float4 v = x4[p];
+        y4[p] = make_float4(expf(v.x - m) * inv, expf(v.y - m) * inv, expf(v.z - m) * inv,
+                            expf(v.w - m) * inv);
+    }
+    for (int c = packs * 4 + t; c < cols; c += nt) y[c] = expf(x[c] - m) * inv;
+}
+
+extern "C" __global__ void softmax_warp_f32(const float* in, float* out, int rows, int cols) {
+    const u64 row = (u64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    if (row >= (u64)rows) return;  // whole warp leaves together
+    const bool vec = (cols % 4 == 0) && aligned16(in, out);
+    softmax_row<false>(in + row * cols, out + row * cols, cols, threadIdx.x % 32, 32, vec);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+softmax_block_f32(const float* in, float* out, int rows, int cols) {
+    const u64 row = blockIdx.x;
+    if (row >= (u64)rows) return;  // whole block leaves together
+    const bool vec = (cols % 4 == 0) && aligned16(in, out);
+    softmax_row<true>(in + row * cols, out + row * cols, cols, threadIdx.x, blockDim.x, vec);
+}
