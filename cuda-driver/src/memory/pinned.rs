@@ -1,0 +1,169 @@
+//! Pinned (page-locked) host memory: what asynchronous copies need.
+
+use super::PinnedHost;
+use crate::{driver, Context, DeviceRepr, Error, Event, Result};
+use std::ops::{Deref, DerefMut};
+use std::sync::Mutex;
+
+bitflags::bitflags! {
+    /// Flags for [`PinnedBuffer`] (`cuMemHostAlloc`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+    pub struct HostAllocFlags: u32 {
+        /// Pinned for every context, not only the allocating one (`CU_MEMHOSTALLOC_PORTABLE`).
+        const PORTABLE = 0x01;
+        /// Mapped into the device's address space (`CU_MEMHOSTALLOC_DEVICEMAP`).
+        const DEVICE_MAP = 0x02;
+        /// Write-combined: faster for the device to read over PCIe, but very slow for the CPU to
+        /// read. Only for buffers the host writes and never reads (`CU_MEMHOSTALLOC_WRITECOMBINED`).
+        const WRITE_COMBINED = 0x04;
+    }
+}
+
+pub trait Sealed {}
+
+/// The event of the last asynchronous copy that used a pinned buffer, if any. Host access waits
+/// for it first, so even a leaked [`super::PendingCopy`] cannot let the host race the DMA engine.
+#[derive(Default)]
+pub struct PendingSlot(Mutex<Option<Event>>);
+
+impl PendingSlot {
+    pub(crate) fn set(&self, e: Event) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    }
+
+    /// Waits for the pending copy, if any.
+    pub(crate) fn wait(&self) -> Result<()> {
+        let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(e) = g.as_ref() {
+            e.synchronize()?;
+            *g = None;
+        }
+        Ok(())
+    }
+
+    /// Waits, reporting a failure (the device is then unusable, so the memory is idle).
+    pub(crate) fn wait_or_report(&self, ctx: &Context) {
+        if let Err(e) = self.wait() {
+            ctx.report_drop_error("waiting for an async copy", e);
+        }
+    }
+}
+
+/// An array of `T` in pinned host memory (`cuMemHostAlloc`), zero-initialised. Derefs to `[T]`.
+///
+/// The default flags are none (not write-combined: that is slow for CPU reads). Pinned memory
+/// makes host↔device copies faster and lets them run asynchronously
+/// ([`crate::Stream::copy_htod_async`]); it is a scarce resource, so allocate it once and reuse it.
+pub struct PinnedBuffer<T: DeviceRepr> {
+    ptr: *mut T,
+    len: usize,
+    flags: HostAllocFlags,
+    ctx: Context,
+    pending: PendingSlot,
+}
+
+// SAFETY: the buffer owns its memory exclusively (like a Box<[T]>), and `T: Send + Sync`.
+unsafe impl<T: DeviceRepr> Send for PinnedBuffer<T> {}
+// SAFETY: shared access only reads, after waiting for pending copies under a Mutex.
+unsafe impl<T: DeviceRepr> Sync for PinnedBuffer<T> {}
+
+impl<T: DeviceRepr> PinnedBuffer<T> {
+    /// Allocates `len` zeroed elements with the default flags.
+    pub fn zeroed(ctx: &Context, len: usize) -> Result<PinnedBuffer<T>> {
+        Self::with_flags(ctx, len, HostAllocFlags::empty())
+    }
+
+    /// Allocates `len` zeroed elements with `flags`.
+    pub fn with_flags(ctx: &Context, len: usize, flags: HostAllocFlags) -> Result<PinnedBuffer<T>> {
+        let bytes = len
+            .checked_mul(std::mem::size_of::<T>())
+            .ok_or(Error::SizeOverflow {
+                op: "PinnedBuffer allocation",
+                count: len,
+                elem_size: std::mem::size_of::<T>(),
+            })?;
+        ctx.bind()?;
+        let mut p = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; freed with cuMemFreeHost in Drop.
+        unsafe { driver()?.cuMemHostAlloc(&mut p, bytes.max(1), flags.bits())? };
+        // SAFETY: `p` points to at least `bytes` writable bytes; zero is a valid `T` (Pod).
+        unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, bytes) };
+        Ok(PinnedBuffer {
+            ptr: p.cast(),
+            len,
+            flags,
+            ctx: ctx.clone(),
+            pending: PendingSlot::default(),
+        })
+    }
+
+    /// Allocates and copies `data` in.
+    pub fn from_slice(ctx: &Context, data: &[T]) -> Result<PinnedBuffer<T>> {
+        let mut b = Self::zeroed(ctx, data.len())?;
+        b.copy_from_slice(data);
+        Ok(b)
+    }
+
+    /// The flags it was allocated with.
+    pub fn flags(&self) -> HostAllocFlags {
+        self.flags
+    }
+
+    /// Waits for any asynchronous copy still using this buffer. Host access does this itself;
+    /// call it to see the error, if any.
+    pub fn wait(&self) -> Result<()> {
+        self.pending.wait()
+    }
+
+    /// Frees the buffer, returning the driver's error if any.
+    pub fn free(self) -> Result<()> {
+        self.pending.wait()?;
+        let p = self.ptr;
+        std::mem::forget(self);
+        // SAFETY: allocated by cuMemHostAlloc, no copy pending, freed once.
+        unsafe { driver()?.cuMemFreeHost(p.cast())? };
+        Ok(())
+    }
+}
+
+impl<T: DeviceRepr> Sealed for PinnedBuffer<T> {}
+impl<T: DeviceRepr> PinnedHost<T> for PinnedBuffer<T> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn pending(&self) -> &PendingSlot {
+        &self.pending
+    }
+    fn host_ptr(&self) -> *mut T {
+        self.ptr
+    }
+}
+
+impl<T: DeviceRepr> Deref for PinnedBuffer<T> {
+    type Target = [T];
+    fn deref(&self) -> &[T] {
+        self.pending.wait_or_report(&self.ctx);
+        // SAFETY: `ptr` is valid for `len` initialised `T`s, and no DMA writes it any more.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+}
+
+impl<T: DeviceRepr> DerefMut for PinnedBuffer<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        self.pending.wait_or_report(&self.ctx);
+        // SAFETY: as above, with exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl<T: DeviceRepr> Drop for PinnedBuffer<T> {
+    fn drop(&mut self) {
+        self.pending.wait_or_report(&self.ctx);
+        if let Ok(drv) = driver() {
+            // SAFETY: allocated by cuMemHostAlloc, no copy pending, freed once.
+            if let Err(e) = unsafe { drv.cuMemFreeHost(self.ptr.cast()) } {
+                self.ctx.report_drop_error("cuMemFreeHost", e.into());
+            }
+        }
+    }
+}
