@@ -2,7 +2,18 @@
 
 use crate::{driver, Device, DeviceLimits, Error, Result, Stream};
 use cuda_sys::{CUcontext, CUlimit};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Bumped whenever a context is released, so a thread's cached "current context" is re-checked.
+static RELEASES: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    /// The context this thread last made (or found) current through `bind`, and the value of
+    /// `RELEASES` then.
+    static BOUND: Cell<(CUcontext, u64)> = const { Cell::new((std::ptr::null_mut(), u64::MAX)) };
+}
 
 /// A device's primary context (the one the CUDA runtime and PyTorch use too), shared through an
 /// `Arc`: cloning is cheap, and the context is released when the last clone, and the last object
@@ -100,7 +111,8 @@ impl Context {
         self.inner.raw
     }
 
-    /// Makes this context current on the calling thread, unless it already is.
+    /// Makes this context current on the calling thread, unless it already is
+    /// (`cuCtxGetCurrent`, then `cuCtxSetCurrent` only if needed).
     pub fn bind(&self) -> Result<()> {
         let drv = driver()?;
         let mut cur = std::ptr::null_mut();
@@ -111,7 +123,20 @@ impl Context {
                 drv.cuCtxSetCurrent(self.inner.raw)?;
             }
         }
+        BOUND.with(|b| b.set((self.inner.raw, RELEASES.load(Ordering::Acquire))));
         Ok(())
+    }
+
+    /// [`Context::bind`] for hot paths (launches): skips the driver call when this thread already
+    /// bound this context through `bind` and no context was released since. Code that changes
+    /// the current context with raw driver calls should call [`Context::bind`] afterwards.
+    #[inline]
+    pub(crate) fn bind_cached(&self) -> Result<()> {
+        let (raw, gen) = BOUND.with(Cell::get);
+        if raw == self.inner.raw && gen == RELEASES.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.bind()
     }
 
     /// Waits until all work queued in this context has finished.
@@ -219,6 +244,7 @@ impl ContextInner {
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
+        RELEASES.fetch_add(1, Ordering::AcqRel);
         if let Ok(drv) = driver() {
             // SAFETY: releases the retain taken in `Context::new`; nothing made in this context
             // is alive any more (they all hold a `Context`).

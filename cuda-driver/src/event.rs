@@ -2,6 +2,7 @@
 
 use crate::{driver, Context, Result, Stream};
 use cuda_sys::{CUevent, CUevent_flags, CUresult};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// A CUDA event. Record it on a stream to mark a point in the queue; other streams can wait on
@@ -10,6 +11,7 @@ pub struct Event {
     raw: CUevent,
     ctx: Context,
     timing: bool,
+    in_capture: AtomicBool,
 }
 
 // SAFETY: a CUevent may be recorded, waited on and queried from any thread.
@@ -42,6 +44,7 @@ impl Event {
             raw,
             ctx: ctx.clone(),
             timing,
+            in_capture: AtomicBool::new(false),
         })
     }
 
@@ -49,7 +52,14 @@ impl Event {
     pub fn record(&self, stream: &Stream) -> Result<()> {
         // SAFETY: both handles are live.
         unsafe { driver()?.cuEventRecord(self.raw, stream.as_raw())? };
+        self.in_capture
+            .store(stream.inner.is_capturing(), Ordering::Release);
         Ok(())
+    }
+
+    /// Whether the last record happened inside a graph capture.
+    pub(crate) fn recorded_in_capture(&self) -> bool {
+        self.in_capture.load(Ordering::Acquire)
     }
 
     /// Blocks the host until the work before the event's last record is done.

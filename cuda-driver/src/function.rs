@@ -246,7 +246,7 @@ impl Function {
             });
         }
         cfg.validate(ctx.limits(), &self.limits(), &self.inner.name)?;
-        ctx.bind()
+        ctx.bind_cached()
     }
 
     /// Launches with raw parameters, after validating `cfg`.

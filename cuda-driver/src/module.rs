@@ -282,6 +282,7 @@ pub struct DeviceGlobal<T: DeviceRepr> {
 impl<T: DeviceRepr> DeviceGlobal<T> {
     /// Reads the value on `stream` (after the work queued on it); blocks until done.
     pub fn read(&self, stream: &Stream) -> Result<T> {
+        stream.refuse_capture("DeviceGlobal::read")?;
         self.module.ctx.bind()?;
         let mut v = T::zeroed();
         // SAFETY: the global is `size_of::<T>()` bytes (checked) and lives with the module;
@@ -300,6 +301,7 @@ impl<T: DeviceRepr> DeviceGlobal<T> {
 
     /// Writes the value on `stream` (ordered after work queued on it); blocks until done.
     pub fn write(&self, stream: &Stream, value: &T) -> Result<()> {
+        stream.refuse_capture("DeviceGlobal::write")?;
         self.module.ctx.bind()?;
         // SAFETY: as in `read`; the source outlives the synchronize below.
         unsafe {

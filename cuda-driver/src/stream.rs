@@ -122,8 +122,40 @@ impl Stream {
     }
 
     /// Makes later work on this stream wait for `event`'s last record.
+    ///
+    /// An event recorded during a graph capture can only be waited on by a stream in the same
+    /// capture: otherwise the waiting stream would silently join the capture, and the buffers it
+    /// uses would escape the graph's bookkeeping. That case is refused.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
+        if event.recorded_in_capture() && !self.inner.is_capturing() {
+            return Err(Error::Unsupported {
+                what: "waiting on an event recorded during a graph capture",
+                why: "the waiting stream would join the capture; capture on one stream, or wait after end_capture".into(),
+            });
+        }
         self.inner.wait_raw(event.as_raw())
+    }
+
+    /// Whether the driver says this stream is capturing (`cuStreamIsCapturing`).
+    pub fn is_capturing(&self) -> Result<bool> {
+        let mut status = cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
+        // SAFETY: out-pointer to a local; live stream.
+        unsafe { driver()?.cuStreamIsCapturing(self.inner.raw, &mut status)? };
+        Ok(status != cuda_sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
+    }
+
+    /// Fails when the stream is capturing: for operations that hand the driver host memory or
+    /// host code whose lifetime a graph could not keep.
+    pub(crate) fn refuse_capture(&self, what: &'static str) -> Result<()> {
+        if self.inner.is_capturing() || self.is_capturing()? {
+            return Err(Error::Unsupported {
+                what,
+                why: "not allowed while the stream is captured into a graph: the graph would keep \
+                      using host memory or a callback after this call returns"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// Records a new (non-timing) event at the current end of the queue.
@@ -138,7 +170,11 @@ impl Stream {
     /// `f` must be `'static + Send`: it runs later, on another thread. A panic in `f` is caught
     /// (it must not unwind into the driver) and logged. `f` must not call CUDA itself (a driver
     /// rule for host functions).
+    ///
+    /// Refused while the stream is being captured into a graph: a graph would run the callback
+    /// at every replay, but an `FnOnce` can run only once.
     pub fn launch_host_func<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<()> {
+        self.refuse_capture("launch_host_func")?;
         extern "C" fn trampoline<F: FnOnce() + Send + 'static>(data: *mut c_void) {
             // SAFETY: `data` is the Box<F> leaked below; the driver calls this exactly once.
             let f = unsafe { Box::from_raw(data.cast::<F>()) };

@@ -33,6 +33,8 @@ impl Drop for CurrentContextGuard {
             if let Err(e) = unsafe { drv.cuCtxPopCurrent_v2(&mut popped) } {
                 self.ctx.report_drop_error("cuCtxPopCurrent", e.into());
             }
+            // The thread's current context changed under the bind cache: re-check next time.
+            let _ = self.ctx.bind();
         }
     }
 }

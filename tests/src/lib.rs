@@ -154,3 +154,66 @@ pub fn nvrtc_compile_raw(
         result
     }
 }
+
+/// The process's context on device 0 (created once).
+pub fn context() -> Result<cuda_driver::Context, Box<dyn std::error::Error>> {
+    static CTX: OnceLock<Result<cuda_driver::Context, String>> = OnceLock::new();
+    CTX.get_or_init(|| cuda_driver::Context::new(0).map_err(|e| e.to_string()))
+        .clone()
+        .map_err(Into::into)
+}
+
+/// Compiles CUDA C for the context's device with NVRTC and loads it.
+pub fn load_cuda(
+    ctx: &cuda_driver::Context,
+    src: &str,
+) -> Result<cuda_driver::Module, Box<dyn std::error::Error>> {
+    let opts = cuda_driver::nvrtc::CompileOptions::for_context(ctx);
+    let ptx = cuda_driver::nvrtc::compile_ptx_cached("test.cu", src, &opts)?;
+    Ok(ctx.load_ptx(&ptx)?)
+}
+
+/// Test kernels used across the driver tests.
+pub const TEST_KERNELS: &str = r#"
+extern "C" __global__ void vector_add(const float* a, const float* b, float* c, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) c[i] = a[i] + b[i];
+}
+extern "C" __global__ void axpy(float a, const float* x, float* y, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = a * x[i] + y[i];
+}
+// Spins for `cycles` clock cycles in thread 0 of each block, then writes `value` everywhere:
+// queued work that takes a while, to test ordering and frees under load.
+extern "C" __global__ void slow_fill(float* out, float value, unsigned n, long long cycles) {
+    if (threadIdx.x == 0) {
+        long long start = clock64();
+        while (clock64() - start < cycles) { }
+    }
+    __syncthreads();
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = value;
+}
+extern "C" __global__ void copy_scaled(const float* in, float* out, float s, unsigned n) {
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        out[i] = in[i] * s;
+}
+__device__ float scale_factor;
+__device__ int counters[4];
+extern "C" __global__ void scale_by_global(float* x, unsigned n) {
+    unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= scale_factor;
+    if (i == 0) counters[0] += 1;
+}
+extern "C" __global__ void dyn_shared_reverse(const float* in, float* out, unsigned n) {
+    extern __shared__ float tile[];
+    unsigned t = threadIdx.x;
+    if (t < n) tile[t] = in[t];
+    __syncthreads();
+    if (t < n) out[t] = tile[n - 1 - t];
+}
+extern "C" __global__ void block_ids(unsigned* out) {
+    if (threadIdx.x == 0) out[blockIdx.x] = blockIdx.x + 1;
+}
+extern "C" __global__ void empty_kernel() {}
+"#;

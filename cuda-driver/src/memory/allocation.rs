@@ -136,6 +136,14 @@ impl Allocation {
             return Ok(());
         }
         // A foreign stream: wait for everything queued on the home stream so far …
+        if self.home.is_capturing() {
+            // Recording an event on a capturing stream and waiting on it here would pull this
+            // stream into the capture without the graph knowing about its buffers.
+            return Err(Error::Unsupported {
+                what: "using a buffer on another stream while its home stream is captured into a graph",
+                why: "use it on the capturing stream, or after end_capture".into(),
+            });
+        }
         let ev = new_event()?;
         // SAFETY: live handles; the event is ours.
         unsafe {

@@ -90,6 +90,7 @@ impl Stream {
     /// The lengths must match: a mismatch is an error and nothing is copied.
     pub fn memcpy_htod<T: DeviceRepr>(&self, src: &[T], dst: &mut DeviceSlice<T>) -> Result<()> {
         Self::check_len("memcpy_htod", src.len(), dst.len())?;
+        self.refuse_capture("memcpy_htod")?;
         self.check_device("the destination buffer", dst)?;
         if src.is_empty() {
             return Ok(());
@@ -112,6 +113,7 @@ impl Stream {
     /// Copies `src` into `dst` (any host memory); returns once the copy is done.
     pub fn memcpy_dtoh<T: DeviceRepr>(&self, src: &DeviceSlice<T>, dst: &mut [T]) -> Result<()> {
         Self::check_len("memcpy_dtoh", src.len(), dst.len())?;
+        self.refuse_capture("memcpy_dtoh")?;
         self.check_device("the source buffer", src)?;
         if dst.is_empty() {
             return Ok(());
@@ -202,7 +204,7 @@ impl Stream {
     ) -> Result<PendingCopy<'a>> {
         Self::check_len("copy_htod_async", src.len(), dst.len())?;
         self.check_device("the destination buffer", dst)?;
-        src.pending().wait()?;
+        self.refuse_capture("copy_htod_async")?;
         dst.before_use(&self.inner)?;
         if !dst.is_empty() {
             // SAFETY: `src` is pinned memory valid for `num_bytes`, borrowed by the returned guard
@@ -217,7 +219,7 @@ impl Stream {
             };
         }
         dst.after_use(&self.inner)?;
-        src.pending().set(self.record_event()?);
+        src.pending().add(self.record_event()?);
         Ok(PendingCopy {
             slot: src.pending(),
             stream: self.clone(),
@@ -234,6 +236,7 @@ impl Stream {
     ) -> Result<PendingCopy<'a>> {
         Self::check_len("copy_dtoh_async", src.len(), dst.len())?;
         self.check_device("the source buffer", src)?;
+        self.refuse_capture("copy_dtoh_async")?;
         dst.pending().wait()?;
         src.before_use(&self.inner)?;
         if !src.is_empty() {
@@ -250,7 +253,7 @@ impl Stream {
         }
         src.after_use(&self.inner)?;
         let dst: &'a H = dst;
-        dst.pending().set(self.record_event()?);
+        dst.pending().add(self.record_event()?);
         Ok(PendingCopy {
             slot: dst.pending(),
             stream: self.clone(),

@@ -21,22 +21,23 @@ bitflags::bitflags! {
 
 pub trait Sealed {}
 
-/// The event of the last asynchronous copy that used a pinned buffer, if any. Host access waits
-/// for it first, so even a leaked [`super::PendingCopy`] cannot let the host race the DMA engine.
+/// Events of the asynchronous copies that may still use a pinned buffer. Host access waits for
+/// all of them first, so even a leaked [`super::PendingCopy`] cannot let the host race the DMA
+/// engine, and two threads copying from one shared buffer cannot hide each other's copy.
 #[derive(Default)]
-pub struct PendingSlot(Mutex<Option<Event>>);
+pub struct PendingSlot(Mutex<Vec<Event>>);
 
 impl PendingSlot {
-    pub(crate) fn set(&self, e: Event) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+    pub(crate) fn add(&self, e: Event) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).push(e);
     }
 
-    /// Waits for the pending copy, if any.
+    /// Waits for every pending copy.
     pub(crate) fn wait(&self) -> Result<()> {
         let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(e) = g.as_ref() {
+        while let Some(e) = g.last() {
             e.synchronize()?;
-            *g = None;
+            g.pop();
         }
         Ok(())
     }

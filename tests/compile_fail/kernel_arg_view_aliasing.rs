@@ -1,0 +1,22 @@
+// Proves impossible: launching with a buffer as input while a writable view of it is alive and used
+// as the output (the view and the buffer overlap).
+use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+
+/// `saxpy(const float* x, float* y, float a, unsigned n)`.
+type Saxpy = Kernel<(
+    &'static DeviceSlice<f32>,
+    &'static mut DeviceSlice<f32>,
+    f32,
+    u32,
+)>;
+
+fn launch(k: &Saxpy, stream: &Stream) -> Result<()> {
+    let mut buf = stream.alloc_zeros::<f32>(512)?;
+    let mut out = buf.slice_mut(256..)?;
+    let cfg = LaunchConfig::for_num_elems(256);
+    k.launch(stream, &cfg, &buf, &mut out, 2.0, 256)
+}
+
+fn main() {
+    let _ = launch;
+}

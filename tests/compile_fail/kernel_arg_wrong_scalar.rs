@@ -1,0 +1,23 @@
+// Proves impossible: passing an `f64` where the kernel's signature has an `f32` scalar (the kernel
+// would read 4 of the 8 bytes, reinterpreted).
+use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+
+/// `saxpy(const float* x, float* y, float a, unsigned n)`.
+type Saxpy = Kernel<(
+    &'static DeviceSlice<f32>,
+    &'static mut DeviceSlice<f32>,
+    f32,
+    u32,
+)>;
+
+fn launch(k: &Saxpy, stream: &Stream) -> Result<()> {
+    let x = stream.alloc_zeros::<f32>(256)?;
+    let mut y = stream.alloc_zeros::<f32>(256)?;
+    let a: f64 = 2.0;
+    let cfg = LaunchConfig::for_num_elems(256);
+    k.launch(stream, &cfg, &x, &mut y, a, 256)
+}
+
+fn main() {
+    let _ = launch;
+}

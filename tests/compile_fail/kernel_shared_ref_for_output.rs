@@ -1,0 +1,22 @@
+// Proves impossible: handing a kernel that writes its second pointer (`&mut DeviceSlice<f32>`) a
+// shared borrow, which would let it write memory others may be reading.
+use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+
+/// `saxpy(const float* x, float* y, float a, unsigned n)`.
+type Saxpy = Kernel<(
+    &'static DeviceSlice<f32>,
+    &'static mut DeviceSlice<f32>,
+    f32,
+    u32,
+)>;
+
+fn launch(k: &Saxpy, stream: &Stream) -> Result<()> {
+    let x = stream.alloc_zeros::<f32>(256)?;
+    let y = stream.alloc_zeros::<f32>(256)?;
+    let cfg = LaunchConfig::for_num_elems(256);
+    k.launch(stream, &cfg, &x, &y, 2.0, 256)
+}
+
+fn main() {
+    let _ = launch;
+}
