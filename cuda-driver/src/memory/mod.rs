@@ -21,6 +21,7 @@
 
 mod allocation;
 mod buffer;
+pub mod cast;
 mod copy;
 mod pinned;
 mod registered;

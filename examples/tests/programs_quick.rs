@@ -1,0 +1,52 @@
+//! Every example program, run with `--quick` on the GPU, must succeed: none of them rots.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The programs, and where cargo built them (with `.gpu/bin/NAME` as the fallback on a GPU
+/// machine, where `gpu-pack` put them).
+macro_rules! programs {
+    ($($name:ident),* $(,)?) => {
+        &[$((stringify!($name), env!(concat!("CARGO_BIN_EXE_", stringify!($name))))),*]
+    };
+}
+
+const PROGRAMS: &[(&str, &str)] = programs![device_query];
+
+fn path(name: &str, cargo: &str) -> PathBuf {
+    let p = PathBuf::from(cargo);
+    if p.exists() {
+        p
+    } else {
+        PathBuf::from(".gpu/bin").join(name)
+    }
+}
+
+fn main() {
+    let trials = PROGRAMS
+        .iter()
+        .map(|&(name, cargo)| {
+            let exe = path(name, cargo);
+            libtest_mimic::Trial::test(format!("{name} --quick"), move || {
+                let out = Command::new(&exe)
+                    .arg("--quick")
+                    .output()
+                    .map_err(|e| format!("running {}: {e}", exe.display()))?;
+                if out.status.success() {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{} exited with {}\nstdout:\n{}\nstderr:\n{}",
+                        exe.display(),
+                        out.status,
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    )
+                    .into())
+                }
+            })
+            .with_ignored_flag(cuda_tests::no_gpu_reason().is_some())
+        })
+        .collect();
+    cuda_tests::run(trials);
+}

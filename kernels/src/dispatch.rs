@@ -1,0 +1,208 @@
+//! Dtype dispatch, in one place: for each kernel family, one `match` on `T::DTYPE` (written by
+//! the `family!` macro from a `dtype => field` list) picks the generated handle and returns it
+//! with the generic signature the ops launch with.
+//!
+//! The generated handles have concrete types (`Kernel<(&DeviceSlice<f32>, …)>`); an op generic
+//! over `T: Element` needs `Kernel<(&DeviceSlice<T>, …)>`. When `T::DTYPE` is `F32`, `T` *is*
+//! `f32`, so the two types are the same type: [`cast`] checks exactly that with `Any` (no
+//! `unsafe`), and fails with an error instead of panicking if a match arm were ever wrong.
+
+use crate::ops::BinaryOp;
+use crate::{DType, Element, Error, Kernels, Result, StridedLayout};
+use cuda_driver::{DeviceSlice, Kernel};
+use std::any::Any;
+
+type In<T> = &'static DeviceSlice<T>;
+type Out<T> = &'static mut DeviceSlice<T>;
+type Scalar<T> = <T as Element>::Scalar;
+type SumAcc<T> = <T as Element>::SumAcc;
+
+/// `op(a, b, out, n)`.
+pub(crate) type Map2<T> = Kernel<(In<T>, In<T>, Out<T>, u64)>;
+/// `op(x, out, n)`.
+pub(crate) type Map1<T> = Kernel<(In<T>, Out<T>, u64)>;
+/// `scale(x, out, alpha, n)`.
+pub(crate) type Scale<T> = Kernel<(In<T>, Out<T>, Scalar<T>, u64)>;
+/// `axpy(alpha, x, y, n)`.
+pub(crate) type Axpy<T> = Kernel<(Scalar<T>, In<T>, Out<T>, u64)>;
+/// `fill(out, value, n)`.
+pub(crate) type Fill<T> = Kernel<(Out<T>, Scalar<T>, u64)>;
+/// `matmul(A, B, C, M, N, K)`.
+pub(crate) type Matmul<T> = Kernel<(In<T>, In<T>, Out<T>, i32, i32, i32)>;
+/// `sgemm(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)` for `T = f32`.
+pub(crate) type Sgemm<T> = Kernel<(i32, i32, i32, f32, In<T>, i32, In<T>, i32, f32, Out<T>, i32)>;
+/// `reduce_*(in, partial, n)`.
+pub(crate) type Partial<T, A> = Kernel<(In<T>, Out<A>, u64)>;
+/// `reduce_finalize_{sum,max}(partial, out, num_partials)`.
+pub(crate) type Finalize<A> = Kernel<(In<A>, Out<A>, u32)>;
+/// `reduce_finalize_mean(partial, out, num_partials, count)`.
+pub(crate) type FinalizeMean<A> = Kernel<(In<A>, Out<A>, u32, u64)>;
+/// `reduce_rows_*(in, out, rows, cols)`.
+pub(crate) type Rows<T, A> = Kernel<(In<T>, Out<A>, i32, i32)>;
+/// `strided_copy_b*(src, dst, layout, n)`.
+pub(crate) type StridedCopy<T> = Kernel<(In<T>, Out<T>, StridedLayout, u64)>;
+
+/// `k` as a `Kernel<B>`, when `B` is its own type (always, when the match arms are right).
+fn cast<A: 'static, B: 'static>(k: &Kernel<A>) -> Result<&Kernel<B>> {
+    (k as &dyn Any)
+        .downcast_ref::<Kernel<B>>()
+        .ok_or_else(|| Error::Invalid {
+            op: "dtype dispatch",
+            problem: format!(
+                "internal error: {k:?} is not a {}",
+                std::any::type_name::<B>()
+            ),
+        })
+}
+
+fn unsupported(op: &'static str, dtype: DType, why: &'static str) -> Error {
+    Error::Unsupported { op, dtype, why }
+}
+
+/// Defines `fn $name<T: Element>(k) -> Result<&$ty>` with one arm per listed dtype (the others
+/// are `Unsupported`), and, under `cfg(test)`, a test that each listed field's type is `$ty`
+/// for that dtype's `T` — so every arm is checked on the CPU, without loading anything.
+macro_rules! family {
+    ($name:ident -> $ty:ty; $op:expr, $why:expr; $($dt:ident => $field:ident),+ $(,)?) => {
+        pub(crate) fn $name<T: Element>(k: &Kernels) -> Result<&$ty> {
+            match T::DTYPE {
+                $(DType::$dt => cast(&k.$field),)+
+                #[allow(unreachable_patterns)]
+                other => Err(unsupported($op, other, $why)),
+            }
+        }
+
+        #[cfg(test)]
+        mod $name {
+            #[allow(unused_imports)]
+            use super::*;
+
+            fn expected<T: Element>() -> std::any::TypeId {
+                std::any::TypeId::of::<$ty>()
+            }
+
+            #[test]
+            fn every_arm_has_the_generic_signature() {
+                $(
+                    assert_eq!(
+                        field_type(|k: &Kernels| &k.$field),
+                        expected::<elem!($dt)>(),
+                        concat!(stringify!($name), ": `", stringify!($field), "` for ", stringify!($dt))
+                    );
+                )+
+            }
+        }
+    };
+}
+
+#[cfg(test)]
+macro_rules! elem {
+    (F32) => {
+        f32
+    };
+    (F64) => {
+        f64
+    };
+    (I32) => {
+        i32
+    };
+    (F16) => {
+        cuda_driver::half::f16
+    };
+    (BF16) => {
+        cuda_driver::half::bf16
+    };
+}
+
+/// The `TypeId` of a field's handle type, without a `Kernels` value.
+#[cfg(test)]
+fn field_type<A: 'static>(_: fn(&Kernels) -> &Kernel<A>) -> std::any::TypeId {
+    std::any::TypeId::of::<Kernel<A>>()
+}
+
+pub(crate) fn binary<T: Element>(k: &Kernels, op: BinaryOp) -> Result<&Map2<T>> {
+    match op {
+        BinaryOp::Add => add::<T>(k),
+        BinaryOp::Sub => sub::<T>(k),
+        BinaryOp::Mul => mul::<T>(k),
+        BinaryOp::Div => div::<T>(k),
+    }
+}
+
+family!(add -> Map2<T>; "add", "";
+    F32 => add_f32, F64 => add_f64, I32 => add_i32, F16 => add_f16, BF16 => add_bf16);
+family!(sub -> Map2<T>; "sub", "";
+    F32 => sub_f32, F64 => sub_f64, I32 => sub_i32, F16 => sub_f16, BF16 => sub_bf16);
+family!(mul -> Map2<T>; "mul", "";
+    F32 => mul_f32, F64 => mul_f64, I32 => mul_i32, F16 => mul_f16, BF16 => mul_bf16);
+family!(div -> Map2<T>; "div", "";
+    F32 => div_f32, F64 => div_f64, I32 => div_i32, F16 => div_f16, BF16 => div_bf16);
+family!(scale -> Scale<T>; "scale", "";
+    F32 => scale_f32, F64 => scale_f64, I32 => scale_i32, F16 => scale_f16, BF16 => scale_bf16);
+family!(axpy -> Axpy<T>; "axpy", "";
+    F32 => axpy_f32, F64 => axpy_f64, I32 => axpy_i32, F16 => axpy_f16, BF16 => axpy_bf16);
+family!(relu -> Map1<T>; "relu", "";
+    F32 => relu_f32, F64 => relu_f64, I32 => relu_i32, F16 => relu_f16, BF16 => relu_bf16);
+family!(tanh -> Map1<T>; "tanh", "tanh exists for f32, f64, f16 and bf16";
+    F32 => tanh_f32, F64 => tanh_f64, F16 => tanh_f16, BF16 => tanh_bf16);
+family!(fill -> Fill<T>; "fill", "";
+    F32 => fill_f32, F64 => fill_f64, I32 => fill_i32, F16 => fill_f16, BF16 => fill_bf16);
+family!(matmul_naive -> Matmul<T>; "matmul (naive)", "matmul kernels exist for f32, f64 and i32";
+    F32 => matmul_naive_f32, F64 => matmul_naive_f64, I32 => matmul_naive_i32);
+family!(matmul_tiled16 -> Matmul<T>; "matmul (tiled16)", "matmul kernels exist for f32, f64 and i32";
+    F32 => matmul_tiled16_f32, F64 => matmul_tiled16_f64, I32 => matmul_tiled16_i32);
+family!(sgemm_nn -> Sgemm<T>; "matmul (fast)",
+    "the fast matmul (sgemm) is f32 only; use Tiled16 for f64 and i32";
+    F32 => sgemm_nn);
+family!(sum_fast -> Partial<T, SumAcc<T>>; "sum", "";
+    F32 => reduce_sum_fast_f32, F64 => reduce_sum_fast_f64, I32 => reduce_sum_fast_i32,
+    F16 => reduce_sum_fast_f16, BF16 => reduce_sum_fast_bf16);
+family!(sum_tree -> Partial<T, SumAcc<T>>; "sum (tree)",
+    "the tree reduction exists for f32 and f64; use ReduceAlgo::Fast";
+    F32 => reduce_sum_tree_f32, F64 => reduce_sum_tree_f64);
+family!(max_fast -> Partial<T, Scalar<T>>; "max", "";
+    F32 => reduce_max_fast_f32, F64 => reduce_max_fast_f64, I32 => reduce_max_fast_i32,
+    F16 => reduce_max_fast_f16, BF16 => reduce_max_fast_bf16);
+family!(sum_finalize -> Finalize<SumAcc<T>>; "sum", "";
+    F32 => reduce_finalize_sum_f32, F64 => reduce_finalize_sum_f64,
+    I32 => reduce_finalize_sum_i64, F16 => reduce_finalize_sum_f32,
+    BF16 => reduce_finalize_sum_f32);
+family!(max_finalize -> Finalize<Scalar<T>>; "max", "";
+    F32 => reduce_finalize_max_f32, F64 => reduce_finalize_max_f64,
+    I32 => reduce_finalize_max_i32, F16 => reduce_finalize_max_f32,
+    BF16 => reduce_finalize_max_f32);
+family!(mean_finalize -> FinalizeMean<SumAcc<T>>; "mean",
+    "mean exists for f32, f64, f16 and bf16 (for i32, use sum and divide)";
+    F32 => reduce_finalize_mean_f32, F64 => reduce_finalize_mean_f64,
+    F16 => reduce_finalize_mean_f32, BF16 => reduce_finalize_mean_f32);
+family!(rows_sum -> Rows<T, SumAcc<T>>; "rows_sum", "row reductions exist for f32, f64, f16 and bf16";
+    F32 => reduce_rows_sum_f32, F64 => reduce_rows_sum_f64,
+    F16 => reduce_rows_sum_f16, BF16 => reduce_rows_sum_bf16);
+family!(rows_max -> Rows<T, Scalar<T>>; "rows_max", "row reductions exist for f32, f64, f16 and bf16";
+    F32 => reduce_rows_max_f32, F64 => reduce_rows_max_f64,
+    F16 => reduce_rows_max_f16, BF16 => reduce_rows_max_bf16);
+
+/// The byte-moving `strided_copy_b{2,4,8}` for any `T` of 2, 4 or 8 bytes.
+pub(crate) fn strided_copy<T: cuda_driver::DeviceRepr>(k: &Kernels) -> Result<StridedCopy<T>> {
+    let f = match std::mem::size_of::<T>() {
+        2 => k.strided_copy_b2.function(),
+        4 => k.strided_copy_b4.function(),
+        8 => k.strided_copy_b8.function(),
+        size => {
+            return Err(Error::Invalid {
+                op: "strided_copy",
+                problem: format!(
+                    "elements of {size} bytes ({}) have no kernel; sizes 2, 4 and 8 do",
+                    std::any::type_name::<T>()
+                ),
+            })
+        }
+    };
+    // SAFETY: strided_copy_bN(const uN* src, uN* dst, StridedLayout layout, unsigned long long n)
+    // only moves N-byte elements, and `T` has exactly N bytes (checked above) and is Pod, so
+    // `&DeviceSlice<T>` / `&mut DeviceSlice<T>` describe the same memory as the `uN` pointers;
+    // `from_function` re-checks the parameter sizes. Device addresses of `T` slices are
+    // N-aligned (allocations are 256-byte aligned, views start at whole elements). The op checks
+    // that every index the layout reaches lies in `src` and that `dst` holds `n` elements.
+    Ok(unsafe { Kernel::from_function(f.clone())? })
+}

@@ -1,0 +1,85 @@
+//! Launch-configuration and argument-check helpers shared by the ops.
+
+use crate::{Error, Result};
+use cuda_driver::Stream;
+
+/// The block size most kernels are designed for.
+pub(crate) const BLOCK: u32 = 256;
+
+/// Streaming multiprocessors of the stream's device (at least 1).
+pub(crate) fn sms(s: &Stream) -> u64 {
+    u64::from(s.context().limits().sm_count.max(1))
+}
+
+/// `min(ceil(work / per_block), cap)` blocks, at least 1 (a grid of 0 is an invalid launch).
+pub(crate) fn grid(work: u64, per_block: u64, cap: u64) -> u32 {
+    work.div_ceil(per_block.max(1))
+        .min(cap)
+        .clamp(1, i32::MAX as u64) as u32
+}
+
+/// `ceil(a / b)` as a grid dimension (callers keep it within the device limit or let launch
+/// validation report it).
+pub(crate) fn blocks(a: usize, b: usize) -> u32 {
+    a.div_ceil(b).min(u32::MAX as usize) as u32
+}
+
+/// `v` as the `int` a kernel takes.
+pub(crate) fn to_i32(op: &'static str, what: &'static str, v: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::TooLarge {
+        op,
+        what,
+        value: v as u128,
+        max: i32::MAX as u128,
+    })
+}
+
+/// `len == expected`, else [`Error::Length`].
+pub(crate) fn check_len(
+    op: &'static str,
+    what: &'static str,
+    found: usize,
+    expected: usize,
+) -> Result<()> {
+    if found == expected {
+        Ok(())
+    } else {
+        Err(Error::Length {
+            op,
+            what,
+            expected,
+            found,
+        })
+    }
+}
+
+/// `rows * cols`, or [`Error::TooLarge`] when it overflows.
+pub(crate) fn elems(op: &'static str, rows: usize, cols: usize) -> Result<usize> {
+    rows.checked_mul(cols).ok_or(Error::TooLarge {
+        op,
+        what: "rows * cols",
+        value: rows as u128 * cols as u128,
+        max: usize::MAX as u128,
+    })
+}
+
+/// A dense row-major `[rows, cols]` buffer must have exactly `rows * cols` elements.
+pub(crate) fn check_matrix(
+    op: &'static str,
+    what: &'static str,
+    len: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    let need = elems(op, rows, cols)?;
+    if len == need {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            op,
+            what,
+            expected: format!("a [{rows}, {cols}] matrix ({need} elements)"),
+            found: format!("{len} elements"),
+        })
+    }
+}

@@ -1,0 +1,37 @@
+//! Safe operations on device buffers, one concept per file.
+//!
+//! Every op takes the loaded [`Kernels`](crate::Kernels), the [`Stream`](cuda_driver::Stream) to
+//! queue work on, and device slices; it checks lengths and shapes (returning
+//! [`Error`](crate::Error) with the shapes involved, before anything is queued), picks the launch
+//! configuration the kernel is designed for (see the crate README), skips the launch when there
+//! is nothing to do, and returns as soon as the work is queued (nothing synchronizes).
+//!
+//! Scalars (`alpha`, fill values) are taken as [`Element::Scalar`](crate::Element::Scalar), the
+//! type the kernel computes in (`f32` for f32/f16/bf16, `f64` for f64, `i32` for i32), so
+//! nothing is rounded on the way to the kernel.
+//!
+//! The exact CPU twin of each op is in [`crate::reference`].
+
+mod bias_relu;
+mod coalescing;
+mod elementwise;
+mod introspect;
+mod matmul;
+mod random;
+mod reduce;
+mod sgemm;
+mod softmax;
+mod strided_copy;
+mod vector_add;
+
+pub use bias_relu::{bias_relu_bwd, bias_relu_bwd_parts, bias_relu_fwd};
+pub use coalescing::{copy_coalesced, copy_strided, transpose, TransposeAlgo};
+pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
+pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
+pub use matmul::{matmul, MatmulAlgo};
+pub use random::{fill_normal, fill_uniform, philox_u32};
+pub use reduce::{max, mean, reduce_partials, rows_max, rows_sum, sum, ReduceAlgo};
+pub use sgemm::{sgemm, Transpose};
+pub use softmax::{softmax_rows, softmax_rows_with, SoftmaxAlgo, WARP_MAX_COLS};
+pub use strided_copy::strided_copy;
+pub use vector_add::{vector_add, vector_add_seed};

@@ -1,0 +1,170 @@
+//! Reductions: full sum / max / mean to one device value (two launches, no host round trip),
+//! and per-row sum / max of a 2-D array.
+
+use crate::launch::{blocks, check_len, check_matrix, grid, sms, to_i32, BLOCK};
+use crate::{dispatch, Element, Error, Kernels, Result};
+use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+
+/// Which first-pass kernel a full reduction uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceAlgo {
+    /// `reduce_sum_tree_<dt>`: the shared-memory tree as taught, one element per thread and one
+    /// partial per 256 elements (f32 and f64 sums and means only).
+    Tree,
+    /// `reduce_{sum,max}_fast_<dt>`: grid-stride, 16-byte loads, warp shuffles, one partial per
+    /// block with `min(ceil(n / 4096), 4 × SMs)` blocks.
+    Fast,
+}
+
+/// How many partials (first-pass blocks) a reduction of `n` elements uses on a device with
+/// `sm_count` SMs. Results are bit-identical run to run for the same `(algo, n, sm_count)`.
+pub fn reduce_partials(algo: ReduceAlgo, n: usize, sm_count: u32) -> u32 {
+    match algo {
+        ReduceAlgo::Tree => grid(n as u64, BLOCK as u64, u32::MAX as u64),
+        ReduceAlgo::Fast => grid(n as u64, 4096, 4 * u64::from(sm_count.max(1))),
+    }
+}
+
+fn check_out<A>(op: &'static str, out: &DeviceSlice<A>) -> Result<()> {
+    check_len(op, "out", out.len(), 1)
+}
+
+/// First pass into a temporary partial buffer allocated on `s`, then `finalize` on it.
+fn two_pass<T: Element, A: DeviceRepr>(
+    s: &Stream,
+    first: &dispatch::Partial<T, A>,
+    x: &DeviceSlice<T>,
+    parts: u32,
+    finalize: impl FnOnce(&DeviceSlice<A>) -> Result<()>,
+) -> Result<()> {
+    let mut partial = s.alloc_zeros::<A>(parts as usize)?;
+    first.launch(
+        s,
+        &LaunchConfig::new(parts, BLOCK),
+        x,
+        &mut partial,
+        x.len() as u64,
+    )?;
+    finalize(&partial)
+}
+
+fn first_pass<T: Element>(
+    k: &Kernels,
+    algo: ReduceAlgo,
+) -> Result<&dispatch::Partial<T, T::SumAcc>> {
+    match algo {
+        ReduceAlgo::Tree => dispatch::sum_tree::<T>(k),
+        ReduceAlgo::Fast => dispatch::sum_fast::<T>(k),
+    }
+}
+
+/// `out[0] = Σ x` in the accumulator type ([`Element::SumAcc`]: i64 for i32, f32 for f16/bf16);
+/// 0 for an empty `x`. `out` must have exactly one element. Deterministic for a fixed device.
+pub fn sum<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    algo: ReduceAlgo,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::SumAcc>,
+) -> Result<()> {
+    let first = first_pass::<T>(k, algo)?;
+    let fin = dispatch::sum_finalize::<T>(k)?;
+    check_out("sum", out)?;
+    let parts = reduce_partials(algo, x.len(), sms(s) as u32);
+    two_pass(s, first, x, parts, |p| {
+        Ok(fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts)?)
+    })
+}
+
+/// `out[0] = max x` in [`Element::Scalar`] (f32 for f16/bf16); NaN if any element is NaN,
+/// -inf (`i32::MIN`) for an empty `x`. Only [`ReduceAlgo::Fast`] exists for max.
+pub fn max<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    algo: ReduceAlgo,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::Scalar>,
+) -> Result<()> {
+    if algo == ReduceAlgo::Tree {
+        return Err(Error::Unsupported {
+            op: "max (tree)",
+            dtype: T::DTYPE,
+            why: "the tree reduction is sum-only; use ReduceAlgo::Fast",
+        });
+    }
+    let first = dispatch::max_fast::<T>(k)?;
+    let fin = dispatch::max_finalize::<T>(k)?;
+    check_out("max", out)?;
+    let parts = reduce_partials(algo, x.len(), sms(s) as u32);
+    two_pass(s, first, x, parts, |p| {
+        Ok(fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts)?)
+    })
+}
+
+/// `out[0] = (Σ x) / n` in [`Element::SumAcc`] (f32 for f16/bf16), rounded once; NaN for an
+/// empty `x`. Not for i32 (use [`sum`]).
+pub fn mean<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    algo: ReduceAlgo,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::SumAcc>,
+) -> Result<()> {
+    let fin = dispatch::mean_finalize::<T>(k)?;
+    let first = first_pass::<T>(k, algo)?;
+    check_out("mean", out)?;
+    let parts = reduce_partials(algo, x.len(), sms(s) as u32);
+    let count = x.len() as u64;
+    two_pass(s, first, x, parts, |p| {
+        Ok(fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts, count)?)
+    })
+}
+
+/// Launch for row reductions: block 256 (8 warps, one row each), grid `ceil(rows / 8)`.
+fn rows_config(rows: usize) -> LaunchConfig {
+    LaunchConfig::new(blocks(rows, (BLOCK / 32) as usize), BLOCK)
+}
+
+/// `out[r] = Σ_c x[r][c]` of a row-major `[rows, cols]` array, in [`Element::SumAcc`] (f32 for
+/// f16/bf16); empty rows give 0. f32, f64, f16, bf16.
+pub fn rows_sum<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::SumAcc>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    const OP: &str = "rows_sum";
+    let kernel = dispatch::rows_sum::<T>(k)?;
+    check_matrix(OP, "x", x.len(), rows, cols)?;
+    check_len(OP, "out", out.len(), rows)?;
+    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    if rows == 0 {
+        return Ok(());
+    }
+    kernel.launch(s, &rows_config(rows), x, out, r, c)?;
+    Ok(())
+}
+
+/// `out[r] = max_c x[r][c]` of a row-major `[rows, cols]` array, in [`Element::Scalar`] (f32
+/// for f16/bf16); NaN propagates, empty rows give -inf. f32, f64, f16, bf16.
+pub fn rows_max<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    const OP: &str = "rows_max";
+    let kernel = dispatch::rows_max::<T>(k)?;
+    check_matrix(OP, "x", x.len(), rows, cols)?;
+    check_len(OP, "out", out.len(), rows)?;
+    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    if rows == 0 {
+        return Ok(());
+    }
+    kernel.launch(s, &rows_config(rows), x, out, r, c)?;
+    Ok(())
+}

@@ -1,0 +1,61 @@
+//! Elementwise ops, computed exactly as the kernels do (f16/bf16 in f32, rounded once).
+
+use crate::ops::BinaryOp;
+use crate::{Compute, Element, Float};
+
+/// `a + b` (seed 000's vector add).
+pub fn vector_add(a: &[f32], b: &[f32]) -> Vec<f32> {
+    a.iter().zip(b).map(|(x, y)| x + y).collect()
+}
+
+/// One element of [`binary`].
+pub fn binary_one<T: Element>(op: BinaryOp, a: T, b: T) -> T {
+    let (a, b) = (a.to_scalar(), b.to_scalar());
+    T::from_scalar(match op {
+        BinaryOp::Add => Compute::add(a, b),
+        BinaryOp::Sub => Compute::sub(a, b),
+        BinaryOp::Mul => Compute::mul(a, b),
+        BinaryOp::Div => Compute::div(a, b),
+    })
+}
+
+/// `a op b` elementwise.
+pub fn binary<T: Element>(op: BinaryOp, a: &[T], b: &[T]) -> Vec<T> {
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| binary_one(op, x, y))
+        .collect()
+}
+
+/// `x * alpha`.
+pub fn scale<T: Element>(x: &[T], alpha: T::Scalar) -> Vec<T> {
+    x.iter()
+        .map(|&v| T::from_scalar(Compute::mul(v.to_scalar(), alpha)))
+        .collect()
+}
+
+/// `fma(alpha, x, y)`.
+pub fn axpy<T: Element>(alpha: T::Scalar, x: &[T], y: &[T]) -> Vec<T> {
+    x.iter()
+        .zip(y)
+        .map(|(&a, &b)| T::from_scalar(Compute::fma(alpha, a.to_scalar(), b.to_scalar())))
+        .collect()
+}
+
+/// `x < 0 ? 0 : x`.
+pub fn relu<T: Element>(x: &[T]) -> Vec<T> {
+    x.iter()
+        .map(|&v| T::from_scalar(Compute::relu(v.to_scalar())))
+        .collect()
+}
+
+/// `tanh(x)` in the compute type, rounded to `T` (the GPU is within 2 ulp of the compute type,
+/// so within 1 ulp of `T` for f16/bf16 and a few ulp for f32/f64).
+pub fn tanh<T: Float>(x: &[T]) -> Vec<T> {
+    x.iter().map(|&v| v.tanh_cpu()).collect()
+}
+
+/// `n` copies of `value` rounded to `T`.
+pub fn fill<T: Element>(value: T::Scalar, n: usize) -> Vec<T> {
+    vec![T::from_scalar(value); n]
+}

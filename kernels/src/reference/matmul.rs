@@ -1,0 +1,61 @@
+//! Matrix products, accumulating with FMA in increasing k (bit-exact with every GPU kernel).
+
+use crate::ops::Transpose;
+use crate::{Compute, Element};
+
+/// `C[m, n] = A[m, k] · B[k, n]` (row-major), `acc = fma(a, b, acc)` for k = 0, 1, … (i32
+/// wraps).
+pub fn matmul<T: Element>(a: &[T], b: &[T], m: usize, n: usize, k: usize) -> Vec<T> {
+    let mut c = Vec::with_capacity(m * n);
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = <T::Scalar as Compute>::zero();
+            for kk in 0..k {
+                acc = Compute::fma(a[i * k + kk].to_scalar(), b[kk * n + j].to_scalar(), acc);
+            }
+            c.push(T::from_scalar(acc));
+        }
+    }
+    c
+}
+
+/// `C = alpha · op(A) · op(B) + beta · C` in place, as `sgemm_XY` computes it: `acc` by FMA in
+/// increasing k, then `alpha · acc`, then `fmaf(beta, C, ·)` unless `beta == 0` (C not read).
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm(
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    beta: f32,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    let at = |i: usize, kk: usize| match ta {
+        Transpose::NoTrans => a[i * lda + kk],
+        Transpose::Trans => a[kk * lda + i],
+    };
+    let bt = |kk: usize, j: usize| match tb {
+        Transpose::NoTrans => b[kk * ldb + j],
+        Transpose::Trans => b[j * ldb + kk],
+    };
+    for i in 0..m {
+        for j in 0..n {
+            let mut acc = 0.0f32;
+            for kk in 0..k {
+                acc = at(i, kk).mul_add(bt(kk, j), acc);
+            }
+            let mut v = alpha * acc;
+            if beta != 0.0 {
+                v = beta.mul_add(c[i * ldc + j], v);
+            }
+            c[i * ldc + j] = v;
+        }
+    }
+}

@@ -1,0 +1,26 @@
+//! CPU twins of every op, following "Exact semantics" in the crate README: the tests compare each
+//! GPU result with these.
+//!
+//! Most are **bit-exact** (copies, integer ops, `+ - * /`, scale, axpy, relu, fill, the fused
+//! bias/ReLU forward and backward, matmul and sgemm — FMA in increasing k —, max reductions,
+//! Philox words and uniform floats). The others compute in f64 and state how far the GPU may
+//! be: `tanh` (CUDA `tanhf`, ≤ 2 ulp), sums and means (summation order), softmax (`expf`) and
+//! `fill_normal` (`logf`, `sincospif`).
+
+mod bias_relu;
+mod copy;
+mod elementwise;
+mod introspect;
+mod matmul;
+mod random;
+mod reduce;
+mod softmax;
+
+pub use bias_relu::{bias_relu_bwd, bias_relu_fwd};
+pub use copy::{copy_strided, strided_copy, transpose};
+pub use elementwise::{axpy, binary, binary_one, fill, relu, scale, tanh, vector_add};
+pub use introspect::{thread_hierarchy, SMID_WORD};
+pub use matmul::{matmul, sgemm};
+pub use random::{fill_normal, fill_uniform, philox4x32_10, philox_u32};
+pub use reduce::{max, mean, rows_max, rows_sum, sum, sum_i32};
+pub use softmax::softmax_rows;
