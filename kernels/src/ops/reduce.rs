@@ -37,7 +37,9 @@ fn two_pass<T: Element, A: DeviceRepr>(
     parts: u32,
     finalize: impl FnOnce(&DeviceSlice<A>) -> Result<()>,
 ) -> Result<()> {
-    let mut partial = s.alloc_zeros::<A>(parts as usize)?;
+    // SAFETY: the first pass runs `parts` blocks and block `b` writes `partial[b]`, so every
+    // element is written before `finalize` reads it; nothing else reads it.
+    let mut partial = unsafe { s.alloc::<A>(parts as usize)? };
     first.launch(
         s,
         &LaunchConfig::new(parts, BLOCK),
