@@ -64,7 +64,8 @@ mod runtime;
 pub mod staging;
 // tensor-lite (`Tensor<T>`: storage + layout, views, ops on cuda-kernels) will live in
 // `src/tensor/` and be declared here:
-// pub mod tensor;
+pub mod tensor;
+pub use tensor::{DType, Layout, Tensor, TensorElement, TensorError};
 
 pub use caching::{CachedBuffer, CachingAllocator, MemoryStats, Pool, PoolStats};
 pub use device::{current_device, device_count, set_device, synchronize};

@@ -95,6 +95,7 @@ impl Stream {
         if src.is_empty() {
             return Ok(());
         }
+        self.context().bind_cached()?;
         dst.before_use(&self.inner)?;
         // SAFETY: `src` is valid for `num_bytes` bytes and stays borrowed until the stream is
         // synchronized below; `dst` is device memory of the same size.
@@ -118,6 +119,7 @@ impl Stream {
         if dst.is_empty() {
             return Ok(());
         }
+        self.context().bind_cached()?;
         src.before_use(&self.inner)?;
         // SAFETY: `dst` is valid for writes of `num_bytes` bytes and stays borrowed until the
         // stream is synchronized below; any bytes are valid `T`s (Pod).
@@ -152,6 +154,7 @@ impl Stream {
         if src.is_empty() {
             return Ok(());
         }
+        self.context().bind_cached()?;
         src.before_use(&self.inner)?;
         dst.before_use(&self.inner)?;
         // SAFETY: both ranges are live device memory of `num_bytes` bytes, ordered by the
@@ -187,6 +190,7 @@ impl Stream {
         if dst.is_empty() {
             return Ok(());
         }
+        self.context().bind_cached()?;
         dst.before_use(&self.inner)?;
         // SAFETY: live device memory of `num_bytes` bytes; any bytes are valid `T`s (Pod).
         unsafe {
@@ -205,6 +209,7 @@ impl Stream {
         Self::check_len("copy_htod_async", src.len(), dst.len())?;
         self.check_device("the destination buffer", dst)?;
         self.refuse_capture("copy_htod_async")?;
+        self.context().bind_cached()?;
         dst.before_use(&self.inner)?;
         if !dst.is_empty() {
             // SAFETY: `src` is pinned memory valid for `num_bytes`, borrowed by the returned guard
@@ -238,6 +243,7 @@ impl Stream {
         self.check_device("the source buffer", src)?;
         self.refuse_capture("copy_dtoh_async")?;
         dst.pending().wait()?;
+        self.context().bind_cached()?;
         src.before_use(&self.inner)?;
         if !src.is_empty() {
             // SAFETY: `dst` is pinned memory valid for writes of `num_bytes`, exclusively borrowed

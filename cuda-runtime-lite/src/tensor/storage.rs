@@ -1,0 +1,141 @@
+//! `Storage<T>`: the flat device buffer tensors view (seed 003's `Storage`), and the per-device
+//! execution context ops use (the runtime's default stream, caching allocator and kernels).
+
+use super::error::Result;
+use super::TensorElement;
+use crate::{CachedBuffer, Runtime};
+use cuda_driver::{DeviceSlice, Stream};
+use cuda_kernels::Kernels;
+use std::ops::Range;
+use std::sync::Arc;
+
+/// A flat buffer of `T` on one device, from that device's caching allocator (so
+/// `memory_allocated()` counts it). Shared by every view of it through an `Arc`; never written
+/// after the op that created it finished queuing its work.
+pub(crate) struct Storage<T: TensorElement> {
+    buf: CachedBuffer<T>,
+    device: usize,
+}
+
+impl<T: TensorElement> Storage<T> {
+    /// Number of elements in the buffer.
+    pub(crate) fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The device ordinal.
+    pub(crate) fn device(&self) -> usize {
+        self.device
+    }
+
+    /// The whole buffer.
+    pub(crate) fn slice(&self) -> &DeviceSlice<T> {
+        &self.buf
+    }
+
+    /// The elements in `range` (a view: no copy). Fails, rather than panicking, if the range
+    /// were outside the buffer.
+    pub(crate) fn range(&self, range: Range<usize>) -> Result<cuda_driver::DeviceView<'_, T>> {
+        Ok(self.buf.slice(range)?)
+    }
+}
+
+/// Two new storages (the outputs of a two-output op).
+pub(crate) type StoragePair<A, B> = (Arc<Storage<A>>, Arc<Storage<B>>);
+
+/// Where a tensor op runs: the device's runtime (context, default stream, caching allocator).
+/// Every tensor op queues its work on the runtime's **default stream**, so ops on one device run
+/// in issue order and the host only waits in `to_vec()` (and `Display`).
+#[derive(Clone, Copy)]
+pub(crate) struct Exec {
+    rt: &'static Runtime,
+}
+
+impl Exec {
+    /// The runtime of device `ordinal`, with its context made current on the calling thread
+    /// (one `cuCtxGetCurrent` when it already is): `cuda-driver` binds contexts for launches
+    /// and allocations, but its stream copies use whatever context is current, and a tensor may
+    /// be used on a thread that never touched its device.
+    pub(crate) fn on(ordinal: usize) -> Result<Exec> {
+        let rt = Runtime::get(ordinal)?;
+        rt.context().bind()?;
+        Ok(Exec { rt })
+    }
+
+    /// The runtime of the calling thread's current device.
+    pub(crate) fn current() -> Result<Exec> {
+        Ok(Exec {
+            rt: Runtime::current()?,
+        })
+    }
+
+    pub(crate) fn runtime(&self) -> &'static Runtime {
+        self.rt
+    }
+
+    pub(crate) fn device(&self) -> usize {
+        self.rt.ordinal()
+    }
+
+    pub(crate) fn stream(&self) -> &'static Stream {
+        self.rt.default_stream()
+    }
+
+    /// The kernels, loaded into the device's context on first use.
+    pub(crate) fn kernels(&self) -> Result<Arc<Kernels>> {
+        Ok(Kernels::get(self.rt.context())?)
+    }
+
+    /// A new storage of `len` elements whose contents are written by `init` (queued on the
+    /// default stream). If `init` fails, the buffer is dropped unread.
+    ///
+    /// # Safety
+    /// `init` must write every element (or fail): the buffer comes from the caching allocator
+    /// uninitialised, and a reused block holds its previous user's data (valid `T`s, since
+    /// `T: Pod`, but stale), as for [`crate::CachingAllocator::alloc`].
+    pub(crate) unsafe fn storage_with<T: TensorElement>(
+        &self,
+        len: usize,
+        init: impl FnOnce(&mut DeviceSlice<T>) -> Result<()>,
+    ) -> Result<Arc<Storage<T>>> {
+        // SAFETY: forwarded to the caller: `init` writes every element (on the default stream,
+        // before any later use on it), and nothing else reads the buffer before it is returned.
+        let mut buf = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
+        init(&mut buf)?;
+        Ok(Arc::new(Storage {
+            buf,
+            device: self.device(),
+        }))
+    }
+
+    /// Two new storages written by one `init` (for ops with two outputs).
+    ///
+    /// # Safety
+    /// As for [`Exec::storage_with`]: `init` must write every element of both.
+    pub(crate) unsafe fn storage_pair_with<A: TensorElement, B: TensorElement>(
+        &self,
+        len_a: usize,
+        len_b: usize,
+        init: impl FnOnce(&mut DeviceSlice<A>, &mut DeviceSlice<B>) -> Result<()>,
+    ) -> Result<StoragePair<A, B>> {
+        // SAFETY: forwarded to the caller: `init` writes every element of both.
+        let mut a = unsafe { self.rt.allocator().alloc::<A>(self.stream(), len_a)? };
+        // SAFETY: as above.
+        let mut b = unsafe { self.rt.allocator().alloc::<B>(self.stream(), len_b)? };
+        init(&mut a, &mut b)?;
+        let device = self.device();
+        Ok((
+            Arc::new(Storage { buf: a, device }),
+            Arc::new(Storage { buf: b, device }),
+        ))
+    }
+
+    /// A new zero-filled storage (`cudaMemsetAsync` on the default stream).
+    pub(crate) fn zeros<T: TensorElement>(&self, len: usize) -> Result<Arc<Storage<T>>> {
+        let buf = self.rt.allocator().alloc_zeros::<T>(self.stream(), len)?;
+        Ok(Arc::new(Storage {
+            buf,
+            device: self.device(),
+        }))
+    }
+}
