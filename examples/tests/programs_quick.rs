@@ -11,7 +11,36 @@ macro_rules! programs {
     };
 }
 
-const PROGRAMS: &[(&str, &str)] = programs![device_query, driver_bench, kernels_bench];
+const PROGRAMS: &[(&str, &str)] = programs![
+    tour,
+    device_query,
+    vector_add_layers,
+    cpu_vs_gpu,
+    custom_kernel,
+    memory_stats,
+    sync_pitfall,
+    elementwise_timing,
+    transfer_cost,
+    small_kernels_pitfall,
+    sync_in_loop_pitfall,
+    batch_size_sweep,
+    square_elementwise,
+    attention_chain,
+    memory_breakdown,
+    thread_hierarchy,
+    coalescing,
+    tiled_matmul,
+    streams_overlap,
+    tensor_strides,
+    dtype_dispatch,
+    fused_op,
+    custom_relu,
+    reduce_sum,
+    launch_config,
+    error_handling,
+    driver_bench,
+    kernels_bench,
+];
 
 fn path(name: &str, cargo: &str) -> PathBuf {
     let p = PathBuf::from(cargo);
