@@ -53,21 +53,73 @@ pub fn summarize(calls: &[CallEvent]) -> Vec<(&'static str, usize, Duration, u32
     out
 }
 
-/// Prints `summarize(calls)` as an indented list: name, repeat count, time, status if not 0.
+/// The name of a traced call's status (`CUDA_ERROR_INVALID_VALUE`, …), or its number.
+pub fn status_name(e: &CallEvent) -> String {
+    let name = match e.library {
+        "nvrtc" => cuda_sys::nvrtcResult(e.status).name(),
+        _ => cuda_sys::CUresult(e.status).name(),
+    };
+    name.map(str::to_string)
+        .unwrap_or_else(|| format!("status {}", e.status))
+}
+
+/// Totals per entry point, in order of first call: name, calls, total time, and the calls that
+/// returned an error (with the error's name).
+pub fn totals(calls: &[CallEvent]) -> Vec<(&'static str, usize, Duration, Vec<String>)> {
+    let mut out: Vec<(&'static str, usize, Duration, Vec<String>)> = Vec::new();
+    for c in calls {
+        let i = match out.iter().position(|t| t.0 == c.call) {
+            Some(i) => i,
+            None => {
+                out.push((c.call, 0, Duration::ZERO, Vec::new()));
+                out.len() - 1
+            }
+        };
+        out[i].1 += 1;
+        out[i].2 += c.elapsed;
+        if c.status != 0 {
+            out[i].3.push(status_name(c));
+        }
+    }
+    out
+}
+
+/// Prints the calls as an indented list: in order (repeats collapsed) when there are few, or
+/// totals per entry point when there are many (a module load makes hundreds).
 pub fn print_calls(indent: &str, calls: &[CallEvent]) {
+    if calls.len() > 24 {
+        println!(
+            "{indent}({} calls; totals per entry point, in order of first use)",
+            calls.len()
+        );
+        for (name, n, t, errors) in totals(calls) {
+            let errs = match errors.first() {
+                Some(e) => format!("  ({} returned {e})", errors.len()),
+                None => String::new(),
+            };
+            println!(
+                "{indent}{name:<28} ×{n:<4} {:>9.1} µs{errs}",
+                t.as_secs_f64() * 1e6
+            );
+        }
+        return;
+    }
     for (name, n, t, status) in summarize(calls) {
         let times = if n > 1 {
-            format!(" ×{n}")
+            format!("×{n}")
         } else {
             String::new()
         };
         let st = if status == 0 {
             String::new()
         } else {
-            format!("  -> status {status}")
+            format!(
+                "  -> {}",
+                cuda_sys::CUresult(status).name().unwrap_or("error")
+            )
         };
         println!(
-            "{indent}{name}{times:<6} {:>9.1} µs{st}",
+            "{indent}{name:<28} {times:<5} {:>9.1} µs{st}",
             t.as_secs_f64() * 1e6
         );
     }

@@ -196,7 +196,8 @@ fn body() -> ProgramResult {
         print_calls("      ", &s.calls);
     }
     say("   (cuMemAlloc → cuMemAllocAsync from the device's memory pool; cuMemcpyHtoD/DtoH → their _v2 async forms on the stream;");
-    say("    cuModuleLoadData → cuModuleLoadDataEx with JIT log buffers; cuLaunchKernel; cuStreamSynchronize.)\n");
+    say("    cuModuleLoadData → cuModuleLoadDataEx with JIT log buffers, one per PTX file; each typed handle checks its");
+    say("    parameters with cuFuncGetParamInfo until it answers CUDA_ERROR_INVALID_VALUE, the end of the list.)\n");
 
     // ── Layer 4: the driver library ────────────────────────────────────────────────────────
     let resolved = drv
@@ -385,7 +386,9 @@ fn benchmark(sizes: &[usize]) -> Result<Vec<BenchRow>, Box<dyn std::error::Error
         gc2.synchronize()?;
         let gpu_add = t.elapsed().as_secs_f64();
 
-        // Transfers, separately: the inputs up, the result down.
+        // Transfers, separately: the inputs up, the result down. One untimed round first, so the
+        // pinned staging buffers of large pageable copies are allocated before the clock runs.
+        drop(Tensor::from_slice(&a, &[n])?);
         let t = Instant::now();
         let ua = Tensor::from_slice(&a, &[n])?;
         let ub = Tensor::from_slice(&b, &[n])?;
