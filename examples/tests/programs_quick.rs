@@ -40,6 +40,7 @@ const PROGRAMS: &[(&str, &str)] = programs![
     error_handling,
     driver_bench,
     kernels_bench,
+    kernel_lab,
 ];
 
 fn path(name: &str, cargo: &str) -> PathBuf {
