@@ -1,8 +1,14 @@
 //! Shared pieces of the example programs (one per seed section, plus `tour`): command-line
-//! flags, the `main` wrapper that explains a missing driver, the driver-call trace, timing
-//! statistics, tables, and PyTorch's reference figures from the same run.
+//! flags, the `main` wrapper that explains a missing driver, text-or-JSON output, GPU timing
+//! with events, checks against CPU references, PyTorch's reference figures from the same run,
+//! run-time compiled kernels, the driver-call trace, timing statistics and tables.
 
 pub mod bench;
 pub mod cli;
 pub mod exit;
+pub mod jit;
+pub mod output;
+pub mod timing;
+pub mod torch;
 pub mod trace_log;
+pub mod verify;

@@ -33,7 +33,13 @@
 
 #define BM 128          // rows of C per block
 #define BN 128          // columns of C per block
-#define BK 8            // k per shared-memory tile
+#ifndef BK
+#define BK 8            // k per shared-memory tile: a multiple of 8 (kernel_lab tries 16)
+#endif
+#define KPARTS (BK / 8) // float4 loads per thread per operand tile
+#ifndef SGEMM_MIN_BLOCKS
+#define SGEMM_MIN_BLOCKS 2  // blocks per SM the register budget is sized for
+#endif
 #define SPAD 4          // padding of each shared-memory row (floats)
 #define NTHREADS 256
 
@@ -49,13 +55,13 @@ struct TileLoader {
     int k_rem;        // K - (this thread's first k in the current tile)
     int soff;         // where its values go in the shared-memory tile (float index)
     bool vec_mn;      // 16-byte loads allowed and all 4 elements exist along mn
-    float r[4];
+    float r[KPARTS][4];  // part q holds k rows (or columns) 8q .. 8q + 7 of the tile
 
     __device__ __forceinline__ void init(const float* P, int ld_, int mn0, int MN, int K, int tid) {
         ld = ld_;
         const bool vec_ok = aligned16(P) && (ld % 4 == 0);
         int mn, k;
-        if (KCONTIG) {  // 128 rows x 2 float4: thread -> (mn tid/2, k 0 or 4)
+        if (KCONTIG) {  // 128 rows x 2 float4 per 8 k: thread -> (mn tid/2, k 0 or 4)
             mn = mn0 + tid / 2;
             k = (tid % 2) * 4;
             mn_rem = MN - mn;
@@ -75,21 +81,27 @@ struct TileLoader {
     }
 
     __device__ __forceinline__ void load() {
-        if (KCONTIG) {  // elements (mn, k + j), j = 0..3, at p[j]
-            if (vec_mn && k_rem >= 4) {
-                const float4 v = *reinterpret_cast<const float4*>(p);
-                r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
-            } else {
 #pragma unroll
-                for (int j = 0; j < 4; ++j) r[j] = (mn_rem > 0 && j < k_rem) ? p[j] : 0.0f;
-            }
-        } else {        // elements (mn + j, k), j = 0..3, at p[j]
-            if (vec_mn && k_rem > 0) {
-                const float4 v = *reinterpret_cast<const float4*>(p);
-                r[0] = v.x; r[1] = v.y; r[2] = v.z; r[3] = v.w;
-            } else {
+        for (int q = 0; q < KPARTS; ++q) {
+            const int kr = k_rem - 8 * q;  // k positions left from this part's first one
+            if (KCONTIG) {  // elements (mn, k + j), j = 0..3, at pq[j]
+                const float* pq = p + 8 * q;
+                if (vec_mn && kr >= 4) {
+                    const float4 v = *reinterpret_cast<const float4*>(pq);
+                    r[q][0] = v.x; r[q][1] = v.y; r[q][2] = v.z; r[q][3] = v.w;
+                } else {
 #pragma unroll
-                for (int j = 0; j < 4; ++j) r[j] = (k_rem > 0 && j < mn_rem) ? p[j] : 0.0f;
+                    for (int j = 0; j < 4; ++j) r[q][j] = (mn_rem > 0 && j < kr) ? pq[j] : 0.0f;
+                }
+            } else {        // elements (mn + j, k), j = 0..3, at pq[j]
+                const float* pq = p + (u64)(8 * q) * (u64)ld;
+                if (vec_mn && kr > 0) {
+                    const float4 v = *reinterpret_cast<const float4*>(pq);
+                    r[q][0] = v.x; r[q][1] = v.y; r[q][2] = v.z; r[q][3] = v.w;
+                } else {
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) r[q][j] = (kr > 0 && j < mn_rem) ? pq[j] : 0.0f;
+                }
             }
         }
     }
@@ -99,11 +111,15 @@ struct TileLoader {
     }
     // S points at a [BK][BM + SPAD] tile.
     __device__ __forceinline__ void store(float* S) const {
-        if (KCONTIG) {  // transposing store: 4 k rows, one mn column
 #pragma unroll
-            for (int j = 0; j < 4; ++j) S[soff + j * (BM + SPAD)] = r[j];
-        } else {
-            *reinterpret_cast<float4*>(S + soff) = make_float4(r[0], r[1], r[2], r[3]);
+        for (int q = 0; q < KPARTS; ++q) {
+            float* Sq = S + 8 * q * (BM + SPAD);
+            if (KCONTIG) {  // transposing store: 4 k rows, one mn column
+#pragma unroll
+                for (int j = 0; j < 4; ++j) Sq[soff + j * (BM + SPAD)] = r[q][j];
+            } else {
+                *reinterpret_cast<float4*>(Sq + soff) = make_float4(r[q][0], r[q][1], r[q][2], r[q][3]);
+            }
         }
     }
 };
@@ -211,22 +227,22 @@ __device__ __forceinline__ void sgemm_body(int M, int N, int K, float alpha,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+extern "C" __global__ void __launch_bounds__(NTHREADS, SGEMM_MIN_BLOCKS)
 sgemm_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
          float beta, float* C, int ldc) {
     sgemm_body<false, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+extern "C" __global__ void __launch_bounds__(NTHREADS, SGEMM_MIN_BLOCKS)
 sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
          float beta, float* C, int ldc) {
     sgemm_body<false, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+extern "C" __global__ void __launch_bounds__(NTHREADS, SGEMM_MIN_BLOCKS)
 sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
          float beta, float* C, int ldc) {
     sgemm_body<true, false>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-extern "C" __global__ void __launch_bounds__(NTHREADS, 2)
+extern "C" __global__ void __launch_bounds__(NTHREADS, SGEMM_MIN_BLOCKS)
 sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
          float beta, float* C, int ldc) {
     sgemm_body<true, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

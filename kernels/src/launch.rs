@@ -18,6 +18,15 @@ pub(crate) fn grid(work: u64, per_block: u64, cap: u64) -> u32 {
         .clamp(1, i32::MAX as u64) as u32
 }
 
+/// One 16-byte packet per thread: `ceil(n / (256 · 16 / size_of::<T>()))` blocks of 256 — the
+/// grid that covers the whole array in one step of the kernels' grid-stride loops. Measured by
+/// `kernel_lab` on an H200 (kernels/TUNING.md): a full grid with one packet per thread moves
+/// 3–5% more bytes per second than a grid capped at a few blocks per SM looping over the array.
+pub(crate) fn packet_grid<T>(n: usize) -> u32 {
+    let per_thread = (16 / std::mem::size_of::<T>().max(1)).max(1) as u64;
+    grid(n as u64, BLOCK as u64 * per_thread, i32::MAX as u64)
+}
+
 /// `ceil(a / b)` as a grid dimension (callers keep it within the device limit or let launch
 /// validation report it).
 pub(crate) fn blocks(a: usize, b: usize) -> u32 {

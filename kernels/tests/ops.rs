@@ -1188,6 +1188,9 @@ fn softmax() -> TestResult {
         (1, 65537),
         (1000, 128),
         (33, 8193),
+        (3, 4096),
+        (2, 16384),
+        (2, 16388),
     ];
     for &(rows, cols) in shapes {
         for &off in OFFSETS {
@@ -1198,9 +1201,14 @@ fn softmax() -> TestResult {
             let dx = upload(&s, &x, off)?;
             let want = reference::softmax_rows(&x, rows, cols);
             let want64: Vec<f64> = want.iter().map(|&v| f64::from(v)).collect();
-            for algo in [SoftmaxAlgo::Auto, SoftmaxAlgo::Warp, SoftmaxAlgo::Block] {
+            for algo in [
+                SoftmaxAlgo::Auto,
+                SoftmaxAlgo::Warp,
+                SoftmaxAlgo::Block,
+                SoftmaxAlgo::Registers,
+            ] {
                 let mut o = poisoned::<f32>(&s, rows * cols, off)?;
-                ops::softmax_rows_with(
+                let r = ops::softmax_rows_with(
                     &k,
                     &s,
                     algo,
@@ -1208,7 +1216,17 @@ fn softmax() -> TestResult {
                     &mut o.slice_mut(off..)?,
                     rows,
                     cols,
-                )?;
+                );
+                // The registers kernel takes aligned rows of a multiple of 4, up to 16384.
+                let fits = rows == 0 || cols == 0 || (cols % 4 == 0 && cols <= 16384 && off == 0);
+                if algo == SoftmaxAlgo::Registers && !fits {
+                    ensure!(
+                        matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
+                        "Registers must refuse {rows}x{cols} off={off}"
+                    );
+                    continue;
+                }
+                r?;
                 let got: Vec<f64> = download(&s, &o, off)?
                     .iter()
                     .map(|&v| f64::from(v))
@@ -1224,13 +1242,17 @@ fn softmax() -> TestResult {
         }
     }
     // A row of -inf gives NaN; a NaN poisons its row only; -inf elements give 0.
-    let cols = 40;
+    let cols = 40; // a multiple of 4, so the registers kernel takes it too
     let mut x = vec![0.5f32; 3 * cols];
     x[..cols].iter_mut().for_each(|v| *v = f32::NEG_INFINITY);
     x[cols + 7] = f32::NAN;
     x[2 * cols + 3] = f32::NEG_INFINITY;
     let dx = s.clone_htod(&x)?;
-    for algo in [SoftmaxAlgo::Warp, SoftmaxAlgo::Block] {
+    for algo in [
+        SoftmaxAlgo::Warp,
+        SoftmaxAlgo::Block,
+        SoftmaxAlgo::Registers,
+    ] {
         let mut o = s.alloc_zeros::<f32>(3 * cols)?;
         ops::softmax_rows_with(&k, &s, algo, &dx, &mut o, 3, cols)?;
         let got = s.clone_dtoh(&o)?;

@@ -57,30 +57,39 @@ extern "C" __global__ void va_gs2(const float* a, const float* b, float* c, u64 
     if (i < n4) c4[i] = add4(a4[i], b4[i]);
 }
 
-// ---- transpose: out[cols][rows] = in[rows][cols], padded tile -----------------------------
-template <int TILE, int BX, int BY>
-__device__ __forceinline__ void tp_body(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    __shared__ float tile[TILE][TILE + 1];
+// ---- transpose: out[cols][rows] = in[rows][cols] ------------------------------------------
+// Round 1 (tp_*: loops starting at threadIdx, so not unrolled) lost to the library's 32x8
+// kernel: few loads in flight. Round 2: a TH x TW tile (TW = 32 * CX) with block (32, BY), every
+// load and store in a compile-time unrolled loop, so each thread has TH/BY * CX loads in flight.
+template <int TH, int CX, int BY>
+__device__ __forceinline__ void tq_body(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    constexpr int TW = 32 * CX;
+    __shared__ float tile[TH][TW + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c0 = blockIdx.x * TILE, r0 = blockIdx.y * TILE;
+    const int c0 = blockIdx.x * TW, r0 = blockIdx.y * TH;
 #pragma unroll
-    for (int j = ty; j < TILE; j += BY)
+    for (int j = 0; j < TH; j += BY)
 #pragma unroll
-        for (int i = tx; i < TILE; i += BX)
-            if (r0 + j < rows && c0 + i < cols) tile[j][i] = in[(u64)(r0 + j) * cols + c0 + i];
+        for (int cx = 0; cx < CX; ++cx) {
+            const int r = r0 + ty + j, c = c0 + tx + 32 * cx;
+            if (r < rows && c < cols) tile[ty + j][tx + 32 * cx] = in[(u64)r * cols + c];
+        }
     __syncthreads();
 #pragma unroll
-    for (int j = ty; j < TILE; j += BY)
+    for (int j = 0; j < TW; j += BY)
 #pragma unroll
-        for (int i = tx; i < TILE; i += BX)
-            if (c0 + j < cols && r0 + i < rows) out[(u64)(c0 + j) * rows + r0 + i] = tile[i][j];
+        for (int rx = 0; rx < TH / 32; ++rx) {
+            const int orow = c0 + ty + j, ocol = r0 + tx + 32 * rx;
+            if (orow < cols && ocol < rows) out[(u64)orow * rows + ocol] = tile[tx + 32 * rx][ty + j];
+        }
 }
-extern "C" __global__ void __launch_bounds__(256) tp_32_32x8(const float* in, float* out, int rows, int cols) { tp_body<32, 32, 8>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(512) tp_32_32x16(const float* in, float* out, int rows, int cols) { tp_body<32, 32, 16>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(1024) tp_32_32x32(const float* in, float* out, int rows, int cols) { tp_body<32, 32, 32>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(512) tp_64_64x8(const float* in, float* out, int rows, int cols) { tp_body<64, 64, 8>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(256) tp_64_32x8(const float* in, float* out, int rows, int cols) { tp_body<64, 32, 8>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(1024) tp_64_64x16(const float* in, float* out, int rows, int cols) { tp_body<64, 64, 16>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) tq_32x32_b8(const float* in, float* out, int rows, int cols) { tq_body<32, 1, 8>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) tq_32x32_b4(const float* in, float* out, int rows, int cols) { tq_body<32, 1, 4>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) tq_32x64_b8(const float* in, float* out, int rows, int cols) { tq_body<32, 2, 8>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) tq_32x64_b4(const float* in, float* out, int rows, int cols) { tq_body<32, 2, 4>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) tq_64x32_b8(const float* in, float* out, int rows, int cols) { tq_body<64, 1, 8>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) tq_64x64_b8(const float* in, float* out, int rows, int cols) { tq_body<64, 2, 8>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(512) tq_64x64_b16(const float* in, float* out, int rows, int cols) { tq_body<64, 2, 16>(in, out, rows, cols); }
 
 // ---- softmax: one block per row, the row held in registers (cols == NT * 4 * P) -----------
 template <int NT>

@@ -22,12 +22,13 @@
 
 use clap::Parser;
 use cuda_driver::{Context, DeviceBuffer, Event, Stream};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use cuda_examples::torch::TorchFlag;
 use cuda_kernels::ops::{self, Transpose};
 use cuda_kernels::Kernels;
-use std::collections::HashMap;
 use std::error::Error;
 use std::process::ExitCode;
 
@@ -36,14 +37,8 @@ use std::process::ExitCode;
 struct Args {
     #[command(flatten)]
     common: Common,
-    /// Output of `anchors/torch_baseline.py` on the same machine, to compare with.
-    #[arg(long)]
-    torch: Option<String>,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
+    #[command(flatten)]
+    torch: TorchFlag,
 }
 
 fn main() -> ExitCode {
@@ -177,12 +172,7 @@ fn body(args: Args) -> ProgramResult {
     };
     let Dims { bh, seq, d } = m;
     let reps = args.common.pick(3, 10);
-    let torch: HashMap<String, f64> = match &args.torch {
-        Some(p) => parse_torch_baseline(
-            &std::fs::read_to_string(p).map_err(|e| format!("reading --torch {p}: {e}"))?,
-        ),
-        None => HashMap::new(),
-    };
+    let torch = args.torch.load()?;
     let ctx = Context::new(args.common.device)?;
     let s = ctx.new_stream()?;
     let kn = Kernels::get(&ctx)?;

@@ -11,10 +11,12 @@
 //! Run: `cargo run --release -p cuda-examples --bin batch_size_sweep [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Event, Stream};
-use cuda_examples::bench::{median, Table};
+use cuda_driver::{Context, DeviceSlice, Stream};
+use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use cuda_examples::timing::GpuTimer;
 use cuda_kernels::ops::{self, Transpose};
 use cuda_kernels::Kernels;
 use std::process::ExitCode;
@@ -24,11 +26,6 @@ use std::process::ExitCode;
 struct Args {
     #[command(flatten)]
     common: Common,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
 }
 
 fn main() -> ExitCode {
@@ -83,7 +80,7 @@ fn body(args: Args) -> ProgramResult {
     ops::fill_normal(&k, &s, &mut bias, 2, 0)?;
     let (w_host, bias_host) = (s.clone_dtoh(&w)?, s.clone_dtoh(&bias)?);
     let layer = Layer { w: &w, bias: &bias };
-    let (start, end) = (Event::new(&ctx, true)?, Event::new(&ctx, true)?);
+    let timer = GpuTimer::new(&ctx)?;
     let mut table = Table::new(&[
         "batch",
         "µs / forward",
@@ -100,17 +97,9 @@ fn body(args: Args) -> ProgramResult {
         for _ in 0..3 {
             layer.forward(&k, &s, b, &x, &mut z, &mut h)?;
         }
-        let mut per = Vec::new();
-        for _ in 0..reps {
-            start.record(&s)?;
-            for _ in 0..iters {
-                layer.forward(&k, &s, b, &x, &mut z, &mut h)?;
-            }
-            end.record(&s)?;
-            end.synchronize()?;
-            per.push(start.elapsed(&end)?.as_secs_f64() / iters as f64);
-        }
-        let sec = median(&per);
+        let sec = timer.median_per_call(&s, reps, iters, |s| {
+            layer.forward(&k, s, b, &x, &mut z, &mut h)
+        })?;
 
         // Check sampled rows against f64.
         let (xh, hh) = (s.clone_dtoh(&x)?, s.clone_dtoh(&h)?);

@@ -18,52 +18,30 @@
 //! (`--quick` for small sizes; `--transpose-n N` for the matrix size).
 
 use clap::Parser;
-use cuda_driver::{Context, Event, Stream};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_driver::Context;
+use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
+use cuda_examples::timing::gpu_time;
+use cuda_examples::torch::{TorchBaseline, TorchFlag};
+use cuda_examples::verify::same_bits;
 use cuda_kernels::ops::{self, TransposeAlgo};
 use cuda_kernels::{reference, Kernels};
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
-
-type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Seed 003's coalescing and bank-conflict lessons, measured.
 #[derive(Debug, Parser)]
 struct Args {
     #[command(flatten)]
     common: Common,
-    /// Output of `anchors/torch_baseline.py` from the same machine, to compare with.
-    #[arg(long)]
-    torch: Option<PathBuf>,
+    #[command(flatten)]
+    torch: TorchFlag,
     /// Transpose an N×N f32 matrix (default 8192; 1024 with --quick).
     #[arg(long)]
     transpose_n: Option<usize>,
-}
-
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -71,69 +49,14 @@ fn main() -> ExitCode {
     run("coalescing", || body(&args))
 }
 
-/// Median GPU seconds per call of `f`: `reps` samples of `inner` back-to-back calls each, timed
-/// with CUDA events, after one untimed warm-up sample.
-fn gpu_time(
-    ctx: &Context,
-    s: &Stream,
-    reps: usize,
-    inner: usize,
-    mut f: impl FnMut(&Stream) -> BoxResult<()>,
-) -> BoxResult<f64> {
-    let (a, b) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    for _ in 0..inner {
-        f(s)?;
-    }
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        a.record(s)?;
-        for _ in 0..inner {
-            f(s)?;
-        }
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(a.elapsed(&b)?.as_secs_f64() / inner as f64);
-    }
-    Ok(median(&v))
-}
-
-/// Bit-for-bit comparison; the first difference as an error.
-fn same_bits(what: &str, got: &[f32], want: &[f32]) -> BoxResult<()> {
-    if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()).into());
-    }
-    match got
-        .iter()
-        .zip(want)
-        .position(|(g, w)| g.to_bits() != w.to_bits())
-    {
-        None => Ok(()),
-        Some(i) => Err(format!(
-            "{what}: element {i} is {} on the GPU but {} in the CPU reference",
-            got[i], want[i]
-        )
-        .into()),
-    }
-}
-
-fn torch_cell(torch: &HashMap<String, f64>, key: &str) -> String {
-    torch
-        .get(key)
-        .map_or_else(|| "-".to_string(), |v| format!("{v:.0} GB/s"))
+fn torch_cell(torch: &TorchBaseline, key: &str) -> String {
+    torch.cell(key, |v| format!("{v:.0} GB/s"))
 }
 
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
-    let torch = match &args.torch {
-        Some(p) => parse_torch_baseline(
-            &std::fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()))?,
-        ),
-        None => HashMap::new(),
-    };
+    let mut out = Out::new(q.json);
+    let torch = args.torch.load()?;
     let ctx = Context::new(q.device)?;
     let dev = ctx.device();
     let s = ctx.new_stream()?;
@@ -160,7 +83,7 @@ fn body(args: &Args) -> ProgramResult {
 
     let head = src.slice(..n)?;
     let t_coal = gpu_time(&ctx, &s, reps, inner, |s| {
-        Ok(ops::copy_coalesced(&k, s, &head, &mut dst)?)
+        ops::copy_coalesced(&k, s, &head, &mut dst)
     })?;
     same_bits("copy_coalesced", &s.clone_dtoh(&dst)?, &src_host[..n])?;
     let coal = useful / t_coal / 1e9;
@@ -188,7 +111,7 @@ fn body(args: &Args) -> ProgramResult {
     let mut sweep = Vec::new();
     for &stride in &STRIDES {
         let tm = gpu_time(&ctx, &s, reps, inner, |s| {
-            Ok(ops::copy_strided(&k, s, &src, &mut dst, stride)?)
+            ops::copy_strided(&k, s, &src, &mut dst, stride)
         })?;
         same_bits(
             &format!("copy_strided stride {stride}"),
@@ -259,7 +182,7 @@ fn body(args: &Args) -> ProgramResult {
         ),
     ] {
         let tm = gpu_time(&ctx, &s, reps, inner.min(3), |s| {
-            Ok(ops::transpose(&k, s, algo, &x, &mut y, tn, tn)?)
+            ops::transpose(&k, s, algo, &x, &mut y, tn, tn)
         })?;
         same_bits(&format!("transpose {name}"), &s.clone_dtoh(&y)?, &want)?;
         s.memset_zeros(&mut y)?;
@@ -271,9 +194,7 @@ fn body(args: &Args) -> ProgramResult {
             format!("{g:.0}"),
             format!("{:.0}%", 100.0 * g / coal),
             if algo == TransposeAlgo::TiledPadded {
-                torch
-                    .get("transpose")
-                    .map_or("-".into(), |v| format!("{v:.0} GB/s (16384²)"))
+                torch.cell("transpose", |v| format!("{v:.0} GB/s (16384²)"))
             } else {
                 String::new()
             },
@@ -292,7 +213,7 @@ fn body(args: &Args) -> ProgramResult {
     out.put("transpose_n", json!(tn));
     out.put("transpose", Value::Array(tr));
     if !torch.is_empty() {
-        out.put("torch", json!(torch));
+        out.put("torch", json!(torch.figures()));
     }
     out.finish();
     Ok(())

@@ -13,11 +13,14 @@
 
 use clap::Parser;
 use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, DeviceBuffer, DeviceSlice, Event, Kernel, LaunchConfig, Stream};
+use cuda_driver::{Context, DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Stream};
 use cuda_examples::bench::median;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use cuda_examples::timing::GpuTimer;
 use cuda_examples::trace_log::{print_calls, CallRecorder};
+use cuda_examples::verify::same_bits;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -48,11 +51,6 @@ struct Args {
     /// Elements (the seed uses 1000).
     #[arg(long, default_value_t = 1000)]
     n: usize,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
 }
 
 fn main() -> ExitCode {
@@ -188,15 +186,15 @@ fn body(args: Args) -> ProgramResult {
 
     // The first call: allocation of c + launch, host-timed (submission only) and event-timed.
     s.synchronize()?;
-    let start = Event::new(&ctx, true)?;
-    let end = Event::new(&ctx, true)?;
-    start.record(&s)?;
-    let t = Instant::now();
-    let c = vector_add_cuda(&kernel, &s, &a, &b)?;
-    let t_submit = t.elapsed();
-    end.record(&s)?;
-    end.synchronize()?;
-    let t_first_gpu = start.elapsed(&end)?;
+    let timer = GpuTimer::new(&ctx)?;
+    let mut first = None;
+    let t_first_gpu = timer.time(&s, |s| -> Result<(), Box<dyn std::error::Error>> {
+        let t = Instant::now();
+        let c = vector_add_cuda(&kernel, s, &a, &b)?;
+        first = Some((c, t.elapsed()));
+        Ok(())
+    })?;
+    let (c, t_submit) = first.ok_or("the first call returned no result")?;
     say!(
         q,
         "\n5. c = vector_add_cuda(a, b), first call: host {:.1} µs to allocate c and queue the \
@@ -220,13 +218,13 @@ fn body(args: Args) -> ProgramResult {
     let mut gpu = Vec::with_capacity(reps);
     let mut host = Vec::with_capacity(reps);
     for _ in 0..reps {
-        start.record(&s)?;
-        let t = Instant::now();
-        kernel.launch(&s, &cfg, &a, &b, &mut c2, ni)?;
-        host.push(us(t.elapsed()));
-        end.record(&s)?;
-        end.synchronize()?;
-        gpu.push(us(start.elapsed(&end)?));
+        let t_gpu = timer.time(&s, |s| -> cuda_driver::Result<()> {
+            let t = Instant::now();
+            kernel.launch(s, &cfg, &a, &b, &mut c2, ni)?;
+            host.push(us(t.elapsed()));
+            Ok(())
+        })?;
+        gpu.push(us(t_gpu));
     }
     let (host_us, gpu_us) = (median(&host), median(&gpu));
     say!(
@@ -242,15 +240,8 @@ fn body(args: Args) -> ProgramResult {
     let t_d2h = t.elapsed();
     drop(rec);
     let want = cuda_kernels::reference::vector_add(&a_host, &b_host);
-    let bad = got
-        .iter()
-        .chain(&got2)
-        .zip(want.iter().chain(&want))
-        .filter(|(g, w)| g.to_bits() != w.to_bits())
-        .count();
-    if bad > 0 {
-        return Err(format!("{bad} of {} results differ from the CPU's a + b", 2 * n).into());
-    }
+    same_bits("first call's c vs the CPU's a + b", &got, &want)?;
+    same_bits("steady-state c vs the CPU's a + b", &got2, &want)?;
     say!(
         q,
         "\n7. c.cpu(): D2H of 2 × {n} floats {:.1} µs; all {n} elements equal the CPU's a + b \

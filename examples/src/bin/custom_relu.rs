@@ -16,17 +16,18 @@
 
 use clap::Parser;
 use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, DeviceSlice, Event, LaunchConfig, Stream};
-use cuda_examples::bench::{median, Table};
+use cuda_driver::{Context, DeviceSlice, Event, LaunchConfig};
+use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
+use cuda_examples::timing::gpu_time;
 use cuda_examples::trace_log::{summarize, CallRecorder};
+use cuda_examples::verify::same_bits;
 use cuda_kernels::{ops, reference, Kernels};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::process::ExitCode;
 use std::time::Instant;
-
-type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// The driver/NVRTC calls of one step, consecutive repeats collapsed, one per line.
 fn calls_text(calls: &[cuda_sys::trace::CallEvent]) -> String {
@@ -73,87 +74,14 @@ struct Args {
     common: Common,
 }
 
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     run("custom_relu", || body(&args))
 }
 
-/// Median GPU seconds per call of `f`: `reps` samples of `inner` back-to-back calls each, timed
-/// with CUDA events, after one untimed warm-up sample.
-fn gpu_time(
-    ctx: &Context,
-    s: &Stream,
-    reps: usize,
-    inner: usize,
-    mut f: impl FnMut(&Stream) -> BoxResult<()>,
-) -> BoxResult<f64> {
-    let (a, b) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    for _ in 0..inner {
-        f(s)?;
-    }
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        a.record(s)?;
-        for _ in 0..inner {
-            f(s)?;
-        }
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(a.elapsed(&b)?.as_secs_f64() / inner as f64);
-    }
-    Ok(median(&v))
-}
-
-/// The first element whose bits differ, as an error.
-fn same_bits(what: &str, got: &[f32], want: &[f32]) -> BoxResult<()> {
-    if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()).into());
-    }
-    if let Some(i) = got
-        .iter()
-        .zip(want)
-        .position(|(g, w)| g.to_bits() != w.to_bits())
-    {
-        return Err(format!(
-            "{what}: element {i} is {:e} ({:#010x}) but should be {:e} ({:#010x})",
-            got[i],
-            got[i].to_bits(),
-            want[i],
-            want[i].to_bits()
-        )
-        .into());
-    }
-    Ok(())
-}
-
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
+    let mut out = Out::new(q.json);
     let ctx = Context::new(q.device)?;
     let dev = ctx.device();
     let s = ctx.new_stream()?;
@@ -268,11 +196,9 @@ fn body(args: &Args) -> ProgramResult {
     ));
 
     let t_custom = gpu_time(&ctx, &s, reps, inner, |s| {
-        Ok(kernel.launch(s, &cfg, &x, &mut y_custom, n32)?)
+        kernel.launch(s, &cfg, &x, &mut y_custom, n32)
     })?;
-    let t_lib = gpu_time(&ctx, &s, reps, inner, |s| {
-        Ok(ops::relu(&k, s, &x, &mut y_lib)?)
-    })?;
+    let t_lib = gpu_time(&ctx, &s, reps, inner, |s| ops::relu(&k, s, &x, &mut y_lib))?;
     let gbps = |t: f64| 8.0 * n as f64 / t / 1e9;
     let mut tb = Table::new(&["step", "time", "note"]);
     tb.row(&[

@@ -14,7 +14,8 @@
 //! Run: `cargo run --release -p cuda-examples --bin driver_bench [-- --torch torch.txt] [--quick]`
 
 use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, PinnedBuffer, Stream};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_examples::bench::{median, Table};
+use cuda_examples::torch::TorchBaseline;
 use std::ffi::c_void;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -61,10 +62,7 @@ type FourArgs = Kernel<(
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let args = args();
-    let torch = match &args.torch {
-        Some(p) => parse_torch_baseline(&std::fs::read_to_string(p)?),
-        None => Default::default(),
-    };
+    let torch = TorchBaseline::load(args.torch.as_ref())?;
     let ctx = Context::new(0)?;
     let dev = ctx.device();
     println!(
@@ -203,7 +201,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             .map(|v| {
                 format!(
                     "torch eager add_: {v:.2} / {:.2} us",
-                    torch.get("eager_total").copied().unwrap_or(f64::NAN)
+                    torch.get("eager_total").unwrap_or(f64::NAN)
                 )
             })
             .unwrap_or_default(),
@@ -242,7 +240,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     }
     s.synchronize()?;
     let per_kernel = t0.elapsed().as_secs_f64() * 1e6 / (greps * 100) as f64;
-    let tg = torch.get("graph_per_op").copied();
+    let tg = torch.get("graph_per_op");
     t.row(&[
         "CUDA graph replay, per kernel (100-kernel graph)".into(),
         format!("{per_kernel:.3} us"),
@@ -263,7 +261,7 @@ fn per_op(d: Duration, n: usize) -> f64 {
 fn copies(
     ctx: &Context,
     s: &Stream,
-    torch: &std::collections::HashMap<String, f64>,
+    torch: &TorchBaseline,
     quick: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let n = if quick { 16 << 20 } else { 256 << 20 };
@@ -299,7 +297,7 @@ fn copies(
         ("D2H pageable", d2h_pageable, ""),
         ("D2H pinned", d2h_pinned, "d2h_pinned"),
     ] {
-        let theirs = torch.get(key).copied();
+        let theirs = torch.get(key);
         t.row(&[
             name.into(),
             format!("{ours:.1}"),

@@ -11,10 +11,13 @@
 //! Run: `cargo run --release -p cuda-examples --bin elementwise_timing [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Event, Stream};
+use cuda_driver::{Context, DeviceSlice, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use cuda_examples::timing::GpuTimer;
+use cuda_examples::verify::same_bits;
 use cuda_kernels::ops::{self, BinaryOp};
 use cuda_kernels::Kernels;
 use std::process::ExitCode;
@@ -25,11 +28,6 @@ use std::time::Instant;
 struct Args {
     #[command(flatten)]
     common: Common,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
 }
 
 fn main() -> ExitCode {
@@ -85,7 +83,7 @@ fn body(args: Args) -> ProgramResult {
         ctx.device().name()?,
         t_load.as_secs_f64() * 1e3
     );
-    let (start, end) = (Event::new(&ctx, true)?, Event::new(&ctx, true)?);
+    let timer = GpuTimer::new(&ctx)?;
     let mut table = Table::new(&[
         "N",
         "CPU 1 thread",
@@ -135,21 +133,14 @@ fn body(args: Args) -> ProgramResult {
             s.synchronize()?;
             gh.push(t.elapsed().as_secs_f64() * 1e3);
 
-            start.record(&s)?;
-            gpu_square(&k, &s, &x, &mut y)?;
-            end.record(&s)?;
-            end.synchronize()?;
-            ge.push(start.elapsed(&end)?.as_secs_f64() * 1e3);
+            let gpu = timer.time(&s, |s| gpu_square(&k, s, &x, &mut y))?;
+            ge.push(gpu.as_secs_f64() * 1e3);
         }
-        let y_gpu = s.clone_dtoh(&y)?;
-        let bad = y_gpu
-            .iter()
-            .zip(&y_cpu)
-            .filter(|(g, c)| g.to_bits() != c.to_bits())
-            .count();
-        if bad > 0 {
-            return Err(format!("N = {n}: {bad} GPU results differ from the CPU's x * x").into());
-        }
+        same_bits(
+            &format!("N = {n}: GPU vs the CPU's x * x"),
+            &s.clone_dtoh(&y)?,
+            &y_cpu,
+        )?;
         let (c1, cn, gh, ge) = (median(&c1), median(&cn), median(&gh), median(&ge));
         let gbs = 8.0 * n as f64 / (ge * 1e-3) / 1e9;
         table.row(&[

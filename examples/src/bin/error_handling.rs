@@ -25,6 +25,7 @@ use clap::Parser;
 use cuda_driver::{Context, Device, Error, LaunchConfig};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
 use cuda_examples::trace_log::CallRecorder;
 use cuda_kernels::{reference, Kernels};
 use serde_json::{json, Value};
@@ -35,28 +36,6 @@ use std::process::ExitCode;
 struct Args {
     #[command(flatten)]
     common: Common,
-}
-
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -131,10 +110,7 @@ fn report<T>(
 
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
+    let mut out = Out::new(q.json);
     let ctx = Context::new(q.device)?;
     let dev = ctx.device();
     let lim = *ctx.limits();

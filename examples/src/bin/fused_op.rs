@@ -20,15 +20,17 @@
 //! (`--quick` for fewer repetitions).
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceBuffer, Event, Stream};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_driver::{Context, DeviceBuffer, Stream};
+use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
+use cuda_examples::timing::gpu_time;
+use cuda_examples::torch::TorchFlag;
+use cuda_examples::verify::{bit_identical, max_abs_diff, same_bits, within, Mismatch};
 use cuda_kernels::ops::{self, BinaryOp};
 use cuda_kernels::{reference, Kernels, StridedLayout};
-use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::path::PathBuf;
+use serde_json::json;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -42,9 +44,8 @@ const TOL: f32 = 1e-5;
 struct Args {
     #[command(flatten)]
     common: Common,
-    /// Output of `anchors/torch_baseline.py` from the same machine, to compare with.
-    #[arg(long)]
-    torch: Option<PathBuf>,
+    #[command(flatten)]
+    torch: TorchFlag,
     /// Rows of x (the seed's batch size).
     #[arg(long, default_value_t = 1024)]
     rows: usize,
@@ -53,57 +54,9 @@ struct Args {
     cols: usize,
 }
 
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     run("fused_op", || body(&args))
-}
-
-/// Median GPU seconds per call of `f`: `reps` samples of `inner` back-to-back calls each, timed
-/// with CUDA events, after one untimed warm-up sample.
-fn gpu_time(
-    ctx: &Context,
-    s: &Stream,
-    reps: usize,
-    inner: usize,
-    mut f: impl FnMut(&Stream) -> BoxResult<()>,
-) -> BoxResult<f64> {
-    let (a, b) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    for _ in 0..inner {
-        f(s)?;
-    }
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        a.record(s)?;
-        for _ in 0..inner {
-            f(s)?;
-        }
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(a.elapsed(&b)?.as_secs_f64() / inner as f64);
-    }
-    Ok(median(&v))
 }
 
 /// The seed's benchmark: host clock over `iters` calls, then a synchronize; seconds per call.
@@ -126,23 +79,15 @@ fn host_time(
 
 /// `(max |got − want|, bit-identical)`; NaN anywhere counts as infinitely far.
 fn max_diff(got: &[f32], want: &[f32]) -> (f32, bool) {
-    let mut d = 0f32;
-    let mut same = got.len() == want.len();
-    for (g, w) in got.iter().zip(want) {
-        let e = (g - w).abs();
-        d = if e.is_nan() { f32::INFINITY } else { d.max(e) };
-        same &= g.to_bits() == w.to_bits();
-    }
-    (d, same)
+    (max_abs_diff(got, want), bit_identical(got, want))
 }
 
-fn check(what: &str, d: f32) -> BoxResult<()> {
-    if d > TOL {
-        return Err(
-            format!("{what}: max difference {d:e} from the CPU reference exceeds {TOL:e}").into(),
-        );
-    }
-    Ok(())
+fn check(what: &str, d: f32) -> Result<(), Mismatch> {
+    within(
+        &format!("{what}: max difference from the CPU reference"),
+        f64::from(d),
+        f64::from(TOL),
+    )
 }
 
 fn normal(k: &Kernels, s: &Stream, n: usize, seed: u64) -> BoxResult<DeviceBuffer<f32>> {
@@ -153,16 +98,8 @@ fn normal(k: &Kernels, s: &Stream, n: usize, seed: u64) -> BoxResult<DeviceBuffe
 
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
-    let torch = match &args.torch {
-        Some(p) => parse_torch_baseline(
-            &std::fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()))?,
-        ),
-        None => HashMap::new(),
-    };
+    let mut out = Out::new(q.json);
+    let torch = args.torch.load()?;
     let (rows, cols, scale) = (args.rows, args.cols, 2.0f32);
     let n = rows
         .checked_mul(cols)
@@ -214,15 +151,11 @@ fn body(args: &Args) -> ProgramResult {
     unfused4(&s, &mut t1, &mut bias_full, &mut t2, &mut out_u)?;
     let (d_unfused, same_unfused) = max_diff(&s.clone_dtoh(&out_u)?, &want);
     check("unfused", d_unfused)?;
-    let bias_full_h = s.clone_dtoh(&bias_full)?;
-    let bcast_ok = bias_full_h.chunks(cols).all(|r| {
-        r.iter()
-            .zip(&bias_h)
-            .all(|(a, b)| a.to_bits() == b.to_bits())
-    });
-    if !bcast_ok {
-        return Err("the broadcast bias (strided_copy with stride 0) differs from bias".into());
-    }
+    same_bits(
+        "the broadcast bias (strided_copy with stride 0)",
+        &s.clone_dtoh(&bias_full)?,
+        &bias_h.repeat(rows),
+    )?;
 
     out.say("Correctness (as in the seed's test_fused_op_forward), against the CPU reference:");
     let bits = |b: bool| if b { " (bit-identical)" } else { "" };
@@ -235,9 +168,7 @@ fn body(args: &Args) -> ProgramResult {
 
     // Timing.
     let g_fused = gpu_time(&ctx, &s, reps, inner, |s| {
-        Ok(ops::bias_relu_fwd(
-            &k, s, &x, &bias, scale, &mut out_f, rows, cols,
-        )?)
+        ops::bias_relu_fwd(&k, s, &x, &bias, scale, &mut out_f, rows, cols)
     })?;
     let h_fused = host_time(&s, iters, |s| {
         Ok(ops::bias_relu_fwd(
@@ -329,8 +260,8 @@ fn body(args: &Args) -> ProgramResult {
         "PyTorch (same machine)",
     ]);
     let us = |v: f64| format!("{:.1} µs", v * 1e6);
-    let torch_unfused = torch.get("relu_unfused_us").copied();
-    let torch_fb = torch.get("relu_fwd_bwd_us").copied();
+    let torch_unfused = torch.get("relu_unfused_us");
+    let torch_fb = torch.get("relu_fwd_bwd_us");
     t.row(&[
         "fused bias_relu_fwd".into(),
         "1".into(),

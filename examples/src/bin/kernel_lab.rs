@@ -9,12 +9,12 @@
 use clap::Parser;
 use cuda_driver::nvrtc::{compile_ptx, CompileOptions};
 use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Module, Stream};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
-use cuda_kernels::ops::{self, Transpose, TransposeAlgo};
+use cuda_examples::torch::TorchBaseline;
+use cuda_kernels::ops::{self, SoftmaxAlgo, Transpose, TransposeAlgo};
 use cuda_kernels::Kernels;
-use std::collections::HashMap;
 use std::process::ExitCode;
 
 const VARIANTS: &str = include_str!("../../../kernels/tuning/variants.cu");
@@ -96,7 +96,7 @@ fn compile(ctx: &Context, name: &str, src: &str) -> Res<Module> {
 
 struct Report {
     table: Table,
-    torch: HashMap<String, f64>,
+    torch: TorchBaseline,
 }
 
 impl Report {
@@ -147,10 +147,7 @@ fn same(a: &[f32], b: &[f32]) -> String {
 fn body() -> ProgramResult {
     let args = Args::parse();
     let quick = args.common.quick;
-    let torch = match &args.torch {
-        Some(p) => parse_torch_baseline(&std::fs::read_to_string(p)?),
-        None => HashMap::new(),
-    };
+    let torch = TorchBaseline::load(args.torch.as_ref())?;
     let ctx = Context::new(args.common.device)?;
     let s = ctx.new_stream()?;
     let k = Kernels::get(&ctx)?;
@@ -266,18 +263,18 @@ fn body() -> ProgramResult {
         "",
         "",
     );
-    for (name, tile, bx, by) in [
-        ("tp_32_32x8", 32u32, 32u32, 8u32),
-        ("tp_32_32x16", 32, 32, 16),
-        ("tp_32_32x32", 32, 32, 32),
-        ("tp_64_64x8", 64, 64, 8),
-        ("tp_64_32x8", 64, 32, 8),
-        ("tp_64_64x16", 64, 64, 16),
+    for (name, th, tw, by) in [
+        ("tq_32x32_b8", 32u32, 32u32, 8u32),
+        ("tq_32x32_b4", 32, 32, 4),
+        ("tq_32x64_b8", 32, 64, 8),
+        ("tq_32x64_b4", 32, 64, 4),
+        ("tq_64x32_b8", 64, 32, 8),
+        ("tq_64x64_b8", 64, 64, 8),
+        ("tq_64x64_b16", 64, 64, 16),
     ] {
         // SAFETY: (const float* in, float* out, int rows, int cols), bounds-checked tiles.
         let kern: TwoD = unsafe { v.kernel(name)? };
-        let g = (m as u32).div_ceil(tile);
-        let cfg = LaunchConfig::new((g, g), (bx, by));
+        let cfg = LaunchConfig::new(((m as u32).div_ceil(tw), (m as u32).div_ceil(th)), (32, by));
         s.memset_zeros(&mut y)?;
         kern.launch(&s, &cfg, &x, &mut y, m as i32, m as i32)?;
         let check = same(&s.clone_dtoh(&y)?, &want);
@@ -321,14 +318,7 @@ fn body() -> ProgramResult {
         "softmax",
         "",
     );
-    for (name, nt) in [
-        ("sm_256x4", 256u32),
-        ("sm_128x8", 128),
-        ("sm_512x2", 512),
-        ("sm_1024x1", 1024),
-        ("sm_256x4_exp2", 256),
-        ("sm_128x8_exp2", 128),
-    ] {
+    for (name, nt) in [("sm_256x4", 256u32), ("sm_256x4_exp2", 256)] {
         // SAFETY: (const float* in, float* out, int rows, int cols) with cols == NT * 4 * P.
         let kern: TwoD = unsafe { v.kernel(name)? };
         let cfg = LaunchConfig::new(rows as u32, nt);
@@ -350,8 +340,36 @@ fn body() -> ProgramResult {
         );
     }
     drop((x, y));
+    // Where the registers kernel should take over from warp-per-row: 2^24 floats as rows of
+    // different widths.
+    for cols in [256usize, 512, 1024, 2048, 8192, 16384] {
+        let rows = (if quick { 1usize << 20 } else { 1 << 24 }) / cols;
+        let mut x = s.alloc_zeros::<f32>(rows * cols)?;
+        ops::fill_uniform(&k, &s, &mut x, 7, 0)?;
+        let mut y = s.alloc_zeros::<f32>(rows * cols)?;
+        for algo in [
+            SoftmaxAlgo::Warp,
+            SoftmaxAlgo::Registers,
+            SoftmaxAlgo::Block,
+        ] {
+            let t = time(&s, reps, |s| {
+                Ok(ops::softmax_rows_with(&k, s, algo, &x, &mut y, rows, cols)?)
+            })?;
+            let name = format!("{algo:?} {rows}x{cols}");
+            rep.row(
+                "softmax width",
+                &name,
+                t,
+                8.0 * (rows * cols) as f64 / t / 1e9,
+                "GB/s",
+                d2d,
+                "",
+                "",
+            );
+        }
+    }
 
-    // SGEMM 4096^3, with grouped block orders.
+    // SGEMM 4096^3: tile depth, register budget and block order.
     let g: usize = if quick { 1024 } else { 4096 };
     let mut a = s.alloc_zeros::<f32>(g * g)?;
     let mut b = s.alloc_zeros::<f32>(g * g)?;
@@ -370,7 +388,7 @@ fn body() -> ProgramResult {
         )?)
     })?;
     let tkey = format!("sgemm_{g}");
-    let cublas = rep.torch.get(&tkey).copied().unwrap_or(f64::NAN);
+    let cublas = rep.torch.get(&tkey).unwrap_or(f64::NAN);
     rep.row(
         "sgemm",
         "library sgemm_nn",
@@ -383,11 +401,24 @@ fn body() -> ProgramResult {
     );
     let sgemm_text = SGEMM.replace("#include \"dtype.cuh\"", "");
     let dtype_text = DTYPE.replace("#pragma once", "");
-    for group in [4u32, 8, 16] {
-        let src = format!("#define SWZ_G {group}\n{dtype_text}\n{SWIZZLE}\n{sgemm_text}");
-        let module = compile(&ctx, "sgemm_swizzled.cu", &src)?;
-        // SAFETY: the library's sgemm_nn signature; only the block order differs.
+    for (bk, min_blocks, group) in [
+        (8u32, 2u32, 0u32),
+        (8, 1, 0),
+        (16, 2, 0),
+        (16, 1, 0),
+        (16, 2, 8),
+    ] {
+        let swizzle = if group > 0 {
+            format!("#define SWZ_G {group}\n{SWIZZLE}")
+        } else {
+            String::new()
+        };
+        let src = format!("#define BK {bk}\n#define SGEMM_MIN_BLOCKS {min_blocks}\n{dtype_text}\n{swizzle}\n{sgemm_text}");
+        let module = compile(&ctx, "sgemm_variant.cu", &src)?;
+        // SAFETY: the library's sgemm_nn signature; only tile depth, register budget and block
+        // order differ.
         let kern: Gemm = unsafe { module.kernel("sgemm_nn")? };
+        let regs = kern.function().attributes()?.registers;
         let gb = (g as u32).div_ceil(128);
         let cfg = LaunchConfig::new((gb, gb), 256);
         s.memset_zeros(&mut c)?;
@@ -396,9 +427,15 @@ fn body() -> ProgramResult {
         let t = time(&s, greps, |s| {
             Ok(kern.launch(s, &cfg, gi, gi, gi, 1.0, &a, gi, &b, gi, 0.0, &mut c, gi)?)
         })?;
+        let groups = if group > 0 {
+            format!(", {group}-row groups")
+        } else {
+            String::new()
+        };
+        let name = format!("BK {bk}, {min_blocks} blocks/SM, {regs} regs{groups}");
         rep.row(
             "sgemm",
-            &format!("sgemm_nn, {group}-row groups"),
+            &name,
             t,
             flops / t / 1e12,
             "TFLOP/s",

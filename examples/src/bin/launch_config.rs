@@ -17,10 +17,13 @@
 
 use clap::Parser;
 use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, DeviceSlice, Event, Function, LaunchConfig, Stream};
-use cuda_examples::bench::{median, Table};
+use cuda_driver::{Context, DeviceSlice, Function, Kernel, LaunchConfig};
+use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
+use cuda_examples::timing::gpu_time;
+use cuda_examples::verify::same_bits;
 use cuda_kernels::{ops, reference, Kernels};
 use cuda_sys::CUdevice_attribute as A;
 use serde_json::{json, Value};
@@ -54,6 +57,16 @@ extern "C" __global__ void fused_1d(const float* __restrict__ x, const float* __
 }
 "#;
 
+/// Both kernels of `SOURCE`: `x`, `bias`, `scale`, `out`, `rows`, `cols`.
+type FusedKernel = Kernel<(
+    &'static DeviceSlice<f32>,
+    &'static DeviceSlice<f32>,
+    f32,
+    &'static mut DeviceSlice<f32>,
+    i32,
+    i32,
+)>;
+
 /// Block shapes and sizes for seed 004's fused op, timed, with the driver's occupancy figures.
 #[derive(Debug, Parser)]
 struct Args {
@@ -61,76 +74,9 @@ struct Args {
     common: Common,
 }
 
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     run("launch_config", || body(&args))
-}
-
-/// Median GPU seconds per call of `f`: `reps` samples of `inner` back-to-back calls each, timed
-/// with CUDA events, after one untimed warm-up sample.
-fn gpu_time(
-    ctx: &Context,
-    s: &Stream,
-    reps: usize,
-    inner: usize,
-    mut f: impl FnMut(&Stream) -> BoxResult<()>,
-) -> BoxResult<f64> {
-    let (a, b) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    for _ in 0..inner {
-        f(s)?;
-    }
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        a.record(s)?;
-        for _ in 0..inner {
-            f(s)?;
-        }
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(a.elapsed(&b)?.as_secs_f64() / inner as f64);
-    }
-    Ok(median(&v))
-}
-
-/// The first differing element, as an error.
-fn same_bits(what: &str, got: &[f32], want: &[f32]) -> BoxResult<()> {
-    if let Some(i) = got
-        .iter()
-        .zip(want)
-        .position(|(g, w)| g.to_bits() != w.to_bits())
-    {
-        return Err(format!(
-            "{what}: element {i} is {} on the GPU but {} in the CPU reference",
-            got[i], want[i]
-        )
-        .into());
-    }
-    if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()).into());
-    }
-    Ok(())
 }
 
 /// Occupancy of `f` with blocks of `threads`: (blocks per SM, % of the SM's warp slots).
@@ -142,10 +88,7 @@ fn occupancy(f: &Function, threads: u32, max_threads_sm: u32) -> BoxResult<(u32,
 
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
+    let mut out = Out::new(q.json);
     let ctx = Context::new(q.device)?;
     let dev = ctx.device();
     let s = ctx.new_stream()?;
@@ -170,27 +113,9 @@ fn body(args: &Args) -> ProgramResult {
     // SOURCE; they read x[i], bias[c] and write out[i] only for r < rows, c < cols (i < rows ·
     // cols), and every launch passes rows, cols matching the slices' lengths (x, out: rows ·
     // cols; bias: cols).
-    let k2 = unsafe {
-        module.kernel::<(
-            &DeviceSlice<f32>,
-            &DeviceSlice<f32>,
-            f32,
-            &mut DeviceSlice<f32>,
-            i32,
-            i32,
-        )>("fused_2d")?
-    };
+    let k2: FusedKernel = unsafe { module.kernel("fused_2d")? };
     // SAFETY: as above.
-    let k1 = unsafe {
-        module.kernel::<(
-            &DeviceSlice<f32>,
-            &DeviceSlice<f32>,
-            f32,
-            &mut DeviceSlice<f32>,
-            i32,
-            i32,
-        )>("fused_1d")?
-    };
+    let k1: FusedKernel = unsafe { module.kernel("fused_1d")? };
     let (f2, f1) = (k2.function().clone(), k1.function().clone());
     let (a2, a1) = (f2.attributes()?, f1.attributes()?);
     let (pg2, pb2) = f2.max_potential_block_size(0)?;
@@ -277,7 +202,7 @@ fn body(args: &Args) -> ProgramResult {
             kern.launch(&s, cfg, &x, &bias, scale, &mut o, ri, ci)?;
             same_bits(&format!("{kname} block {label}"), &s.clone_dtoh(&o)?, &want)?;
             let tm = gpu_time(&ctx, &s, reps, inner, |s| {
-                Ok(kern.launch(s, cfg, &x, &bias, scale, &mut o, ri, ci)?)
+                kern.launch(s, cfg, &x, &bias, scale, &mut o, ri, ci)
             })?;
             let threads = cfg.block().x * cfg.block().y;
             let (bps, occ) = occupancy(func, threads, max_threads_sm)?;
@@ -308,9 +233,7 @@ fn body(args: &Args) -> ProgramResult {
         ops::bias_relu_fwd(&k, &s, &x, &bias, scale, &mut o, rows, cols)?;
         same_bits("ops::bias_relu_fwd", &s.clone_dtoh(&o)?, &want)?;
         let tm = gpu_time(&ctx, &s, reps, inner, |s| {
-            Ok(ops::bias_relu_fwd(
-                &k, s, &x, &bias, scale, &mut o, rows, cols,
-            )?)
+            ops::bias_relu_fwd(&k, s, &x, &bias, scale, &mut o, rows, cols)
         })?;
         t.row(&[
             "ops::bias_relu_fwd".into(),

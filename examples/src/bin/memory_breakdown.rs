@@ -24,6 +24,7 @@ use clap::Parser;
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
 use cuda_kernels::ops::{self, Transpose};
 use cuda_kernels::Kernels;
 use cuda_runtime_lite::caching::{format_bytes, size_class};
@@ -35,11 +36,6 @@ use std::process::ExitCode;
 struct Args {
     #[command(flatten)]
     common: Common,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
 }
 
 fn main() -> ExitCode {

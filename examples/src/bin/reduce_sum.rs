@@ -16,16 +16,17 @@
 //! Run: `cargo run --release -p cuda-examples --bin reduce_sum` (`--quick` for small sizes).
 
 use clap::Parser;
-use cuda_driver::{Context, Event, Stream};
-use cuda_examples::bench::{median, Table};
+use cuda_driver::Context;
+use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
+use cuda_examples::timing::gpu_time;
+use cuda_examples::verify::within;
 use cuda_kernels::ops::{self, ReduceAlgo};
 use cuda_kernels::{reference, Kernels};
 use serde_json::{json, Value};
 use std::process::ExitCode;
-
-type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
 
 /// Allowed |GPU − CPU| relative to Σ|x| (f32 accumulation over up to 2^28 terms).
 const REL_TOL: f64 = 1e-5;
@@ -37,57 +38,9 @@ struct Args {
     common: Common,
 }
 
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     run("reduce_sum", || body(&args))
-}
-
-/// Median GPU seconds per call of `f`: `reps` samples of `inner` back-to-back calls each, timed
-/// with CUDA events, after one untimed warm-up sample.
-fn gpu_time(
-    ctx: &Context,
-    s: &Stream,
-    reps: usize,
-    inner: usize,
-    mut f: impl FnMut(&Stream) -> BoxResult<()>,
-) -> BoxResult<f64> {
-    let (a, b) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    for _ in 0..inner {
-        f(s)?;
-    }
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        a.record(s)?;
-        for _ in 0..inner {
-            f(s)?;
-        }
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(a.elapsed(&b)?.as_secs_f64() / inner as f64);
-    }
-    Ok(median(&v))
 }
 
 fn pretty(n: usize) -> String {
@@ -102,10 +55,7 @@ fn pretty(n: usize) -> String {
 
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
+    let mut out = Out::new(q.json);
     let ctx = Context::new(q.device)?;
     let dev = ctx.device();
     let s = ctx.new_stream()?;
@@ -154,7 +104,7 @@ fn body(args: &Args) -> ProgramResult {
 
         // The copy ceiling, same array, same run.
         let mut y = s.alloc_zeros::<f32>(n)?;
-        let t_copy = gpu_time(&ctx, &s, reps, inner, |s| Ok(s.memcpy_dtod(&x, &mut y)?))?;
+        let t_copy = gpu_time(&ctx, &s, reps, inner, |s| s.memcpy_dtod(&x, &mut y))?;
         drop(y);
         let copy_gbps = 8.0 * n as f64 / t_copy / 1e9;
         t.row(&[
@@ -178,13 +128,11 @@ fn body(args: &Args) -> ProgramResult {
             let second = s.clone_dtoh(&d_out)?[0];
             let same = first.to_bits() == second.to_bits();
             let err = (f64::from(first) - cpu).abs() / abs.max(f64::MIN_POSITIVE);
-            if err.is_nan() || err > REL_TOL {
-                return Err(format!(
-                    "{name} sum of {n} elements: GPU {first}, CPU {cpu}: relative error {err:e} \
-                     exceeds {REL_TOL:e}"
-                )
-                .into());
-            }
+            within(
+                &format!("{name} sum of {n} elements: GPU {first}, CPU {cpu}: relative error"),
+                err,
+                REL_TOL,
+            )?;
             if !same {
                 return Err(format!(
                     "{name} sum of {n} elements is not deterministic: {first} ({:#010x}) then \
@@ -195,7 +143,7 @@ fn body(args: &Args) -> ProgramResult {
                 .into());
             }
             let tm = gpu_time(&ctx, &s, reps, inner, |s| {
-                Ok(ops::sum(&k, s, algo, &x, &mut d_out)?)
+                ops::sum(&k, s, algo, &x, &mut d_out)
             })?;
             let gbps = 4.0 * n as f64 / tm / 1e9;
             let partials = ops::reduce_partials(algo, n, sms);

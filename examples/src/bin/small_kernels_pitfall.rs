@@ -18,14 +18,16 @@
 //! Run: `cargo run --release -p cuda-examples --bin small_kernels_pitfall [-- --quick] [--torch FILE] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::nvrtc::{self, CompileOptions};
 use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Stream};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::jit::compile_and_load;
+use cuda_examples::say;
+use cuda_examples::torch::TorchFlag;
+use cuda_examples::verify::same_bits;
 use cuda_kernels::ops;
 use cuda_kernels::Kernels;
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -59,14 +61,8 @@ type AxpyRepeat = Kernel<(
 struct Args {
     #[command(flatten)]
     common: Common,
-    /// Output of `anchors/torch_baseline.py` on the same machine, to compare with.
-    #[arg(long)]
-    torch: Option<String>,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
+    #[command(flatten)]
+    torch: TorchFlag,
 }
 
 fn main() -> ExitCode {
@@ -94,27 +90,18 @@ fn body(args: Args) -> ProgramResult {
     let n = 1024usize;
     let steps: usize = args.common.pick(200, 1000);
     let reps = args.common.pick(3, 7);
-    let torch: HashMap<String, f64> = match &args.torch {
-        Some(p) => parse_torch_baseline(
-            &std::fs::read_to_string(p).map_err(|e| format!("reading --torch {p}: {e}"))?,
-        ),
-        None => HashMap::new(),
-    };
+    let torch = args.torch.load()?;
     let ctx = Context::new(args.common.device)?;
     let s = ctx.new_stream()?;
     let k = Kernels::get(&ctx)?;
-    let t = Instant::now();
-    let ptx = nvrtc::compile_ptx_cached(
-        "axpy_repeat.cu",
-        FUSED_SOURCE,
-        &CompileOptions::for_context(&ctx),
-    )?;
-    let module = ctx.load_ptx(&ptx)?;
     // SAFETY: matches the declaration above: `y` is read and written, `x` only read, then
     // `float`, `int`, `unsigned long long`; the kernel touches indices `< n` only, and every
     // launch passes `n = y.len() = x.len()`.
-    let fused: AxpyRepeat = unsafe { module.kernel("axpy_repeat")? };
-    let t_compile = t.elapsed().as_secs_f64() * 1e3;
+    let (fused, t_compile): (AxpyRepeat, _) =
+        compile_and_load(&ctx, "axpy_repeat.cu", FUSED_SOURCE, |m| unsafe {
+            m.kernel("axpy_repeat")
+        })?;
+    let t_compile = t_compile.as_secs_f64() * 1e3;
     say!(
         q,
         "small_kernels_pitfall on {}: {steps} steps of y = {ALPHA} * x + y on {n} f32\n\
@@ -131,17 +118,8 @@ fn body(args: Args) -> ProgramResult {
         .collect();
     let x = s.clone_htod(&x_host)?;
     let mut y = s.clone_htod(&y0)?;
-    let check = |what: &str, got: Vec<f32>| -> ProgramResult {
-        let bad = got
-            .iter()
-            .zip(&want)
-            .filter(|(g, w)| g.to_bits() != w.to_bits())
-            .count();
-        if bad > 0 {
-            return Err(format!("{what}: {bad} of {n} results differ from the CPU loop").into());
-        }
-        Ok(())
-    };
+    let check =
+        |what: &str, got: Vec<f32>| same_bits(&format!("{what} vs the CPU loop"), &got, &want);
     let per_op = |ms: f64| ms * 1e3 / steps as f64;
 
     // 1. Eager: N launches.
@@ -218,7 +196,7 @@ fn body(args: Args) -> ProgramResult {
         println!("{j}");
         return Ok(());
     }
-    let tv = |key: &str| torch.get(key).map_or("-".into(), |v| format!("{v:.2}"));
+    let tv = |key: &str| torch.number(key, 2);
     let mut t = Table::new(&["way", "launches", "µs per op", "PyTorch µs per op"]);
     t.row(&[
         "1. eager: host submission only".into(),

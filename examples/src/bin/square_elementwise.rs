@@ -17,11 +17,13 @@
 //! Run: `cargo run --release -p cuda-examples --bin square_elementwise [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, DeviceSlice, Event, Kernel, LaunchConfig, Stream};
+use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::jit::compile_and_load;
+use cuda_examples::say;
+use cuda_examples::timing::GpuTimer;
 use cuda_kernels::ops::{self, BinaryOp};
 use cuda_kernels::Kernels;
 use std::process::ExitCode;
@@ -48,11 +50,6 @@ type Tanh2p1 = Kernel<(
 struct Args {
     #[command(flatten)]
     common: Common,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
 }
 
 fn main() -> ExitCode {
@@ -130,17 +127,13 @@ fn body(args: Args) -> ProgramResult {
     let ctx = Context::new(args.common.device)?;
     let s = ctx.new_stream()?;
     let k = Kernels::get(&ctx)?;
-    let t = Instant::now();
-    let ptx = nvrtc::compile_ptx_cached(
-        "tanh2p1.cu",
-        FUSED_SOURCE,
-        &CompileOptions::for_context(&ctx),
-    )?;
-    let module = ctx.load_ptx(&ptx)?;
     // SAFETY: matches the declaration above (`x` read, `y` written, `unsigned long long n`); the
     // kernel touches indices `< n` only and every launch passes `n = x.len() = y.len()`.
-    let fused: Tanh2p1 = unsafe { module.kernel("tanh2p1")? };
-    let t_compile = t.elapsed().as_secs_f64() * 1e3;
+    let (fused, t_compile): (Tanh2p1, _) =
+        compile_and_load(&ctx, "tanh2p1.cu", FUSED_SOURCE, |m| unsafe {
+            m.kernel("tanh2p1")
+        })?;
+    let t_compile = t_compile.as_secs_f64() * 1e3;
     say!(
         q,
         "square_elementwise on {}: y = tanh(x) * 2 + 1 on {n} f32 (x ~ randn); fused kernel \
@@ -159,7 +152,7 @@ fn body(args: Args) -> ProgramResult {
     };
     ops::fill(&k, &s, &mut unfused.ones, 1.0)?;
     let cfg = LaunchConfig::for_num_elems(n);
-    let (start, end) = (Event::new(&ctx, true)?, Event::new(&ctx, true)?);
+    let timer = GpuTimer::new(&ctx)?;
 
     // CPU.
     let mut y_cpu = Vec::new();
@@ -195,11 +188,7 @@ fn body(args: Args) -> ProgramResult {
                 go(y)?;
                 s.synchronize()?;
                 host.push(t.elapsed().as_secs_f64() * 1e3);
-                start.record(&s)?;
-                go(y)?;
-                end.record(&s)?;
-                end.synchronize()?;
-                ev.push(start.elapsed(&end)?.as_secs_f64() * 1e3);
+                ev.push(timer.time(&s, |_| go(y))?.as_secs_f64() * 1e3);
             }
             Ok((median(&host), median(&ev)))
         };

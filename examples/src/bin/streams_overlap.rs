@@ -23,6 +23,7 @@ use cuda_driver::{Context, DeviceBuffer, DeviceSlice, Event, PinnedBuffer, Strea
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
 use cuda_kernels::{ops, Kernels};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -40,28 +41,6 @@ struct Args {
     /// Scale passes per chunk (default: calibrated so compute ≈ one chunk's H2D copy).
     #[arg(long)]
     passes: Option<usize>,
-}
-
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -281,10 +260,7 @@ fn timeline(run: &RunTimes, n_streams: usize, width: usize) -> Vec<String> {
 
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
+    let mut out = Out::new(q.json);
     if args.streams == 0 || args.streams > 64 {
         return Err("--streams must be between 1 and 64".into());
     }

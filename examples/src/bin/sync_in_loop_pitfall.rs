@@ -22,6 +22,8 @@ use cuda_driver::{Context, DeviceSlice, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use cuda_examples::verify::{same_bits, within};
 use cuda_kernels::ops::{self, ReduceAlgo};
 use cuda_kernels::Kernels;
 use std::process::ExitCode;
@@ -32,11 +34,6 @@ use std::time::Instant;
 struct Args {
     #[command(flatten)]
     common: Common,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
 }
 
 fn main() -> ExitCode {
@@ -114,13 +111,11 @@ fn body(args: Args) -> ProgramResult {
     }
 
     // Checks: identical losses, and agreement with a CPU simulation.
-    if synced
-        .iter()
-        .zip(&on_device)
-        .any(|(a, b)| a.to_bits() != b.to_bits())
-    {
-        return Err("the two loops computed different losses".into());
-    }
+    same_bits(
+        "the losses kept on the device vs those read every step",
+        &on_device,
+        &synced,
+    )?;
     let mut xc = x0.clone();
     let mut worst = 0.0f64;
     for (i, &got) in synced.iter().enumerate() {
@@ -130,12 +125,11 @@ fn body(args: Args) -> ProgramResult {
         let want: f64 = xc.iter().map(|&v| f64::from(v)).sum();
         let err = (f64::from(got) - want).abs() / want.abs();
         worst = worst.max(err);
-        if err.is_nan() || err > 1e-5 {
-            return Err(format!(
-                "step {i}: GPU loss {got} vs CPU {want} (relative error {err:.2e} > 1e-5)"
-            )
-            .into());
-        }
+        within(
+            &format!("step {i}: GPU loss {got} vs CPU {want}: relative error"),
+            err,
+            1e-5,
+        )?;
     }
 
     let (ms_sync, ms_dev) = (median(&t_sync), median(&t_dev));

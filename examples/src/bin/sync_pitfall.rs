@@ -16,10 +16,12 @@
 //! Run: `cargo run --release -p cuda-examples --bin sync_pitfall [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Event, Stream};
+use cuda_driver::{Context, DeviceSlice, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use cuda_examples::timing::GpuTimer;
 use cuda_kernels::ops::{self, Transpose};
 use cuda_kernels::Kernels;
 use std::process::ExitCode;
@@ -30,11 +32,6 @@ use std::time::Instant;
 struct Args {
     #[command(flatten)]
     common: Common,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
 }
 
 fn main() -> ExitCode {
@@ -78,7 +75,7 @@ fn body(args: Args) -> ProgramResult {
     matmul(&k, &s, n, &a, &b, &mut c)?;
     s.synchronize()?;
 
-    let (start, end) = (Event::new(&ctx, true)?, Event::new(&ctx, true)?);
+    let timer = GpuTimer::new(&ctx)?;
     let (mut wrong, mut right, mut events) = (Vec::new(), Vec::new(), Vec::new());
     let mut still_running = 0;
     for _ in 0..reps {
@@ -99,11 +96,8 @@ fn body(args: Args) -> ProgramResult {
         right.push(t.elapsed().as_secs_f64() * 1e3);
 
         // 3. Events around the work on the stream.
-        start.record(&s)?;
-        matmul(&k, &s, n, &a, &b, &mut c)?;
-        end.record(&s)?;
-        end.synchronize()?;
-        events.push(start.elapsed(&end)?.as_secs_f64() * 1e3);
+        let gpu = timer.time(&s, |s| matmul(&k, s, n, &a, &b, &mut c))?;
+        events.push(gpu.as_secs_f64() * 1e3);
     }
     let (w, r, e) = (median(&wrong), median(&right), median(&events));
     let tflops = |ms: f64| 2.0 * (n as f64).powi(3) / (ms * 1e-3) / 1e12;

@@ -11,9 +11,11 @@
 //! (`--quick`, `--device N`, `--json` as for every program).
 
 use clap::Parser;
-use cuda_driver::{Context, Event, Stream};
+use cuda_driver::{Context, Stream};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
+use cuda_examples::timing::GpuTimer;
 use cuda_kernels::{ops, reference, Kernels};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
@@ -40,28 +42,6 @@ fn parse_pair(s: &str) -> Result<(u32, u32), String> {
     Ok((p(a)?, p(b)?))
 }
 
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     run("thread_hierarchy", || body(&args))
@@ -78,12 +58,11 @@ fn launch(
     let words =
         ops::THREAD_RECORD_WORDS * (grid.0 * grid.1) as usize * (block.0 * block.1) as usize;
     let mut d = s.alloc_zeros::<u32>(words)?;
-    let (start, end) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    start.record(s)?;
-    ops::thread_hierarchy(k, s, &mut d, grid, block)?;
-    end.record(s)?;
-    end.synchronize()?;
-    let us = start.elapsed(&end)?.as_secs_f64() * 1e6;
+    let timer = GpuTimer::new(ctx)?;
+    let us = timer
+        .time(s, |s| ops::thread_hierarchy(k, s, &mut d, grid, block))?
+        .as_secs_f64()
+        * 1e6;
     Ok((s.clone_dtoh(&d)?, us))
 }
 
@@ -112,10 +91,7 @@ fn check(
 }
 
 fn body(args: &Args) -> ProgramResult {
-    let mut out = Out {
-        json: args.common.json,
-        doc: Default::default(),
-    };
+    let mut out = Out::new(args.common.json);
     let ctx = Context::new(args.common.device)?;
     let dev = ctx.device();
     let lim = *ctx.limits();

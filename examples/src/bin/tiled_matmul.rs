@@ -18,15 +18,17 @@
 //! (`--quick` for sizes 256 and 512).
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceBuffer, Event, Stream};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_driver::{Context, DeviceBuffer, Stream};
+use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
+use cuda_examples::output::Out;
+use cuda_examples::timing::gpu_time;
+use cuda_examples::torch::TorchFlag;
+use cuda_examples::verify::{bit_identical, normwise_rel_error, within};
 use cuda_kernels::ops::{self, MatmulAlgo};
 use cuda_kernels::{reference, Kernels};
 use serde_json::{json, Value};
-use std::collections::HashMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 type BoxResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -39,31 +41,8 @@ const TOL: f64 = 1e-4;
 struct Args {
     #[command(flatten)]
     common: Common,
-    /// Output of `anchors/torch_baseline.py` from the same machine, to compare with.
-    #[arg(long)]
-    torch: Option<PathBuf>,
-}
-
-/// Text output unless `--json`, then one JSON document at the end.
-struct Out {
-    json: bool,
-    doc: serde_json::Map<String, Value>,
-}
-
-impl Out {
-    fn say(&self, s: impl AsRef<str>) {
-        if !self.json {
-            println!("{}", s.as_ref());
-        }
-    }
-    fn put(&mut self, k: &str, v: Value) {
-        self.doc.insert(k.to_string(), v);
-    }
-    fn finish(self) {
-        if self.json {
-            println!("{}", Value::Object(self.doc));
-        }
-    }
+    #[command(flatten)]
+    torch: TorchFlag,
 }
 
 fn main() -> ExitCode {
@@ -71,41 +50,10 @@ fn main() -> ExitCode {
     run("tiled_matmul", || body(&args))
 }
 
-/// Median GPU seconds per call of `f`: `reps` samples timed with CUDA events, after one untimed
-/// warm-up call.
-fn gpu_time(
-    ctx: &Context,
-    s: &Stream,
-    reps: usize,
-    mut f: impl FnMut(&Stream) -> BoxResult<()>,
-) -> BoxResult<f64> {
-    let (a, b) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    f(s)?;
-    let mut v = Vec::with_capacity(reps);
-    for _ in 0..reps {
-        a.record(s)?;
-        f(s)?;
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(a.elapsed(&b)?.as_secs_f64());
-    }
-    Ok(median(&v))
-}
-
-/// `(max|got − want| / max|want|, bit-identical)`.
+/// `(max|got − want| / max|want|, bit-identical)`; `(∞, false)` when a value is not finite.
 fn compare(got: &[f32], want: &[f32]) -> (f64, bool) {
-    let mut diff = 0f64;
-    let mut scale = 0f64;
-    let mut same = got.len() == want.len();
-    for (g, w) in got.iter().zip(want) {
-        diff = diff.max((f64::from(*g) - f64::from(*w)).abs());
-        scale = scale.max(f64::from(*w).abs());
-        same &= g.to_bits() == w.to_bits();
-    }
-    if got.iter().chain(want).any(|v| !v.is_finite()) {
-        return (f64::INFINITY, false);
-    }
-    (diff / scale.max(f64::MIN_POSITIVE), same)
+    let rel = normwise_rel_error(got, want);
+    (rel, rel.is_finite() && bit_identical(got, want))
 }
 
 fn name(a: MatmulAlgo) -> &'static str {
@@ -126,16 +74,8 @@ fn normal(k: &Kernels, s: &Stream, n: usize, seed: u64) -> BoxResult<DeviceBuffe
 
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
-    let mut out = Out {
-        json: q.json,
-        doc: Default::default(),
-    };
-    let torch = match &args.torch {
-        Some(p) => parse_torch_baseline(
-            &std::fs::read_to_string(p).map_err(|e| format!("reading {}: {e}", p.display()))?,
-        ),
-        None => HashMap::new(),
-    };
+    let mut out = Out::new(q.json);
+    let torch = args.torch.load()?;
     let ctx = Context::new(q.device)?;
     let dev = ctx.device();
     let s = ctx.new_stream()?;
@@ -165,13 +105,11 @@ fn body(args: &Args) -> ProgramResult {
                 name(algo),
                 if same { "  (bit-identical)" } else { "" }
             ));
-            if rel > TOL {
-                return Err(format!(
-                    "{} at {m}x{n}x{kd}: relative error {rel:e} exceeds {TOL:e}",
-                    name(algo)
-                )
-                .into());
-            }
+            within(
+                &format!("{} at {m}x{n}x{kd}: relative error", name(algo)),
+                rel,
+                TOL,
+            )?;
             checks.push(
                 json!({"m": m, "n": n, "k": kd, "algo": name(algo), "rel_err": rel,
                                "bit_identical": same}),
@@ -205,7 +143,7 @@ fn body(args: &Args) -> ProgramResult {
         let a = normal(&k, &s, n * n, 10 + n as u64)?;
         let b = normal(&k, &s, n * n, 20 + n as u64)?;
         let flops = 2.0 * (n as f64).powi(3);
-        let cublas = torch.get(&format!("sgemm_{n}")).copied();
+        let cublas = torch.get(&format!("sgemm_{n}"));
         let mut first: Option<(&'static str, Vec<f32>)> = None;
         let mut naive_gf = None;
         for algo in ALGOS {
@@ -213,8 +151,8 @@ fn body(args: &Args) -> ProgramResult {
                 continue;
             }
             let mut c = s.alloc_zeros::<f32>(n * n)?;
-            let tm = gpu_time(&ctx, &s, reps, |s| {
-                Ok(ops::matmul(&k, s, algo, &a, &b, &mut c, n, n, n)?)
+            let tm = gpu_time(&ctx, &s, reps, 1, |s| {
+                ops::matmul(&k, s, algo, &a, &b, &mut c, n, n, n)
             })?;
             let gf = flops / tm / 1e9;
             let got = s.clone_dtoh(&c)?;
@@ -223,14 +161,14 @@ fn body(args: &Args) -> ProgramResult {
                 None => "reference for this size".to_string(),
                 Some((ref_name, want)) => {
                     let (rel, same) = compare(&got, want);
-                    if rel > TOL {
-                        return Err(format!(
-                            "{} at n = {n} differs from {ref_name}: relative error {rel:e} \
-                             exceeds {TOL:e}",
+                    within(
+                        &format!(
+                            "{} at n = {n} differs from {ref_name}: relative error",
                             name(algo)
-                        )
-                        .into());
-                    }
+                        ),
+                        rel,
+                        TOL,
+                    )?;
                     format!(
                         "vs {ref_name}: {rel:.1e}{}",
                         if same { " (bit-identical)" } else { "" }
@@ -266,12 +204,8 @@ fn body(args: &Args) -> ProgramResult {
     } else {
         out.say(format!(
             "cuBLAS (torch, TF32 off): {} TFLOP/s at 1024, {} TFLOP/s at 4096.",
-            torch
-                .get("sgemm_1024")
-                .map_or("-".into(), |v| format!("{v:.1}")),
-            torch
-                .get("sgemm_4096")
-                .map_or("-".into(), |v| format!("{v:.1}"))
+            torch.number("sgemm_1024", 1),
+            torch.number("sgemm_4096", 1)
         ));
     }
     out.say(
@@ -281,7 +215,7 @@ fn body(args: &Args) -> ProgramResult {
     );
     out.put("perf", Value::Array(perf));
     if !torch.is_empty() {
-        out.put("torch", json!(torch));
+        out.put("torch", json!(torch.figures()));
     }
     out.finish();
     Ok(())

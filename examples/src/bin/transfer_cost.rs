@@ -20,14 +20,17 @@
 //! Run: `cargo run --release -p cuda-examples --bin transfer_cost [-- --quick] [--torch FILE] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Event, PinnedBuffer};
-use cuda_examples::bench::{median, parse_torch_baseline, Table};
+use cuda_driver::PinnedBuffer;
+use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use cuda_examples::timing::gpu_time;
+use cuda_examples::torch::TorchFlag;
+use cuda_examples::verify::same_bits;
 use cuda_kernels::ops::{self, BinaryOp};
 use cuda_kernels::Kernels;
 use cuda_runtime_lite::{self as rt, Runtime};
-use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -36,14 +39,8 @@ use std::time::Instant;
 struct Args {
     #[command(flatten)]
     common: Common,
-    /// Output of `anchors/torch_baseline.py` on the same machine, to compare with.
-    #[arg(long)]
-    torch: Option<String>,
-}
-
-/// Prints unless `--json` (then only the JSON summary is printed).
-macro_rules! say {
-    ($json:expr, $($t:tt)*) => { if !$json { println!($($t)*); } };
+    #[command(flatten)]
+    torch: TorchFlag,
 }
 
 fn main() -> ExitCode {
@@ -65,16 +62,13 @@ fn time_ms(
     Ok(median(&v))
 }
 
+/// The copy `got` equals its source `want` bit for bit.
 fn same(what: &str, got: &[f32], want: &[f32]) -> ProgramResult {
-    if got.len() != want.len()
-        || got
-            .iter()
-            .zip(want)
-            .any(|(g, w)| g.to_bits() != w.to_bits())
-    {
-        return Err(format!("{what}: the copy does not equal its source").into());
-    }
-    Ok(())
+    Ok(same_bits(
+        &format!("{what}: the copy vs its source"),
+        got,
+        want,
+    )?)
 }
 
 fn body(args: Args) -> ProgramResult {
@@ -83,12 +77,7 @@ fn body(args: Args) -> ProgramResult {
     let n = (mib << 20) / 4;
     let bytes = (n * 4) as f64;
     let reps = args.common.pick(3, 5);
-    let torch: HashMap<String, f64> = match &args.torch {
-        Some(p) => parse_torch_baseline(
-            &std::fs::read_to_string(p).map_err(|e| format!("reading --torch {p}: {e}"))?,
-        ),
-        None => HashMap::new(),
-    };
+    let torch = args.torch.load()?;
     rt::set_device(args.common.device)?;
     let runtime = Runtime::current()?;
     let (ctx, s) = (runtime.context(), runtime.default_stream());
@@ -153,17 +142,10 @@ fn body(args: Args) -> ProgramResult {
     // One elementwise op on the same data, for scale.
     let k = Kernels::get(ctx)?;
     let mut y = s.alloc_zeros::<f32>(n)?;
-    ops::binary(&k, s, BinaryOp::Mul, &d, &d, &mut y)?;
-    let (start, end) = (Event::new(ctx, true)?, Event::new(ctx, true)?);
-    let mut v = Vec::new();
-    for _ in 0..reps.max(5) {
-        start.record(s)?;
-        ops::binary(&k, s, BinaryOp::Mul, &d, &d, &mut y)?;
-        end.record(s)?;
-        end.synchronize()?;
-        v.push(start.elapsed(&end)?.as_secs_f64() * 1e3);
-    }
-    let compute_ms = median(&v);
+    // One warm-up call, then the median of `reps.max(5)` event-timed calls.
+    let compute_ms = gpu_time(ctx, s, reps.max(5), 1, |s| {
+        ops::binary(&k, s, BinaryOp::Mul, &d, &d, &mut y)
+    })? * 1e3;
     let y_host = rt::clone_dtoh(&y)?;
     if y_host
         .iter()
@@ -184,7 +166,7 @@ fn body(args: Args) -> ProgramResult {
         .iter()
         .find(|r| r.0.starts_with("staged") && r.1 == "H2D")
         .map_or(f64::NAN, |r| gbs(r.2));
-    let torch_pageable = torch.get("h2d_pageable").copied();
+    let torch_pageable = torch.get("h2d_pageable");
 
     if q {
         let rows: Vec<_> = results

@@ -145,7 +145,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 103 kernels, in manifest order.
+/// The names of all 104 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "copy_coalesced",
     "copy_strided",
@@ -244,6 +244,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "sgemm_tn",
     "sgemm_tt",
     "softmax_block_f32",
+    "softmax_rows_regs_f32",
     "softmax_warp_f32",
     "strided_copy_b2",
     "strided_copy_b4",
@@ -357,6 +358,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `sgemm_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `softmax_block_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_rows_regs_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_warp_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `strided_copy_b2` | `const unsigned short* src`, `unsigned short* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b4` | `const unsigned int* src`, `unsigned int* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
@@ -559,6 +561,8 @@ pub struct Kernels {
     pub sgemm_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `softmax_block_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_rows_regs_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_rows_regs_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_warp_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_warp_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu`.
@@ -882,6 +886,9 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         softmax_block_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_block_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_rows_regs_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         softmax_warp_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_warp_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -1003,6 +1010,7 @@ impl Kernels {
             "sgemm_tn" => Some(self.sgemm_tn.function()),
             "sgemm_tt" => Some(self.sgemm_tt.function()),
             "softmax_block_f32" => Some(self.softmax_block_f32.function()),
+            "softmax_rows_regs_f32" => Some(self.softmax_rows_regs_f32.function()),
             "softmax_warp_f32" => Some(self.softmax_warp_f32.function()),
             "strided_copy_b2" => Some(self.strided_copy_b2.function()),
             "strided_copy_b4" => Some(self.strided_copy_b4.function()),

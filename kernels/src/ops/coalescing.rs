@@ -1,11 +1,11 @@
 //! Memory-coalescing demonstrations: a coalesced copy, a strided gather, and three transposes.
 
-use crate::launch::{blocks, check_len, check_matrix, grid, sms, to_i32, BLOCK};
+use crate::launch::{blocks, check_len, check_matrix, grid, packet_grid, sms, to_i32, BLOCK};
 use crate::{Error, Kernels, Result};
 use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// `dst = src` with `copy_coalesced` (float4 when both are 16-byte aligned): the bandwidth
-/// ceiling. Block 256, `min(ceil(n / 1024), 32 × SMs)` blocks.
+/// ceiling. Block 256, `ceil(n / 1024)` blocks (one float4 per thread).
 pub fn copy_coalesced(
     k: &Kernels,
     s: &Stream,
@@ -17,7 +17,7 @@ pub fn copy_coalesced(
     if n == 0 {
         return Ok(());
     }
-    let cfg = LaunchConfig::new(grid(n as u64, 4 * BLOCK as u64, 32 * sms(s)), BLOCK);
+    let cfg = LaunchConfig::new(packet_grid::<f32>(n), BLOCK);
     k.copy_coalesced.launch(s, &cfg, src, dst, n as u64)?;
     Ok(())
 }

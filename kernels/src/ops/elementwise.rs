@@ -1,6 +1,6 @@
 //! Elementwise ops for every dtype: `+ - * /`, scale, axpy, relu, tanh, fill.
 
-use crate::launch::{check_len, grid, sms, BLOCK};
+use crate::launch::{check_len, packet_grid, BLOCK};
 use crate::{dispatch, Element, Float, Kernels, Result};
 use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
@@ -17,11 +17,10 @@ pub enum BinaryOp {
     Div,
 }
 
-/// The launch for `n` elements of `T`: block 256, `min(ceil(n / (256 · 16/size)), 8 × SMs)`
-/// blocks (one 16-byte packet per thread per step of the grid-stride loop).
-fn config<T>(s: &Stream, n: usize) -> LaunchConfig {
-    let per_thread = (16 / std::mem::size_of::<T>().max(1)).max(1) as u64;
-    LaunchConfig::new(grid(n as u64, BLOCK as u64 * per_thread, 8 * sms(s)), BLOCK)
+/// The launch for `n` elements of `T`: block 256, one 16-byte packet per thread
+/// ([`crate::launch::packet_grid`]).
+fn config<T>(_s: &Stream, n: usize) -> LaunchConfig {
+    LaunchConfig::new(packet_grid::<T>(n), BLOCK)
 }
 
 /// `out = a op b` elementwise (f16/bf16 computed in f32 and rounded once). All three must have

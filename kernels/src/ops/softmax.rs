@@ -1,7 +1,7 @@
 //! Numerically stable row-wise softmax (online max and sum).
 
 use crate::launch::{blocks, check_matrix, to_i32};
-use crate::{Kernels, Result};
+use crate::{Error, Kernels, Result};
 use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Which softmax kernel.
@@ -13,15 +13,31 @@ pub enum SoftmaxAlgo {
     Warp,
     /// `softmax_block_f32`: one block of 256 threads per row (grid `rows`).
     Block,
+    /// `softmax_rows_regs_f32`: one block per row with the row in registers (4 float4 per
+    /// thread, block `ceil(cols / 16)` rounded up to a warp); needs `cols % 4 == 0`, 16-byte
+    /// aligned `x` and `out`, and `cols <= 16384`.
+    Registers,
 }
 
 /// The column count up to which [`SoftmaxAlgo::Auto`] picks the warp-per-row kernel (a warp
 /// keeps up to 32 × 32 floats of its row in registers between the two passes).
 pub const WARP_MAX_COLS: usize = 1024;
 
+/// The longest row [`SoftmaxAlgo::Registers`] holds in registers (4 float4 × 1024 threads).
+pub const REGISTERS_MAX_COLS: usize = 16384;
+
+/// Whether [`SoftmaxAlgo::Registers`] can run on this shape and these buffers.
+fn registers_fit(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> bool {
+    cols % 4 == 0
+        && cols <= REGISTERS_MAX_COLS
+        && x.as_raw_ptr() % 16 == 0
+        && out.as_raw_ptr() % 16 == 0
+}
+
 /// `out[r] = softmax(x[r])` for each row of a row-major `[rows, cols]` f32 array:
 /// `exp(x − max) · (1 / Σ exp(x − max))`; a row of all -inf gives NaN. Picks the warp-per-row
-/// kernel for `cols <= 1024` and the block-per-row kernel otherwise.
+/// kernel for `cols <= 1024`, the registers kernel for longer rows it fits, and the block-per-row
+/// kernel otherwise.
 pub fn softmax_rows(
     k: &Kernels,
     s: &Stream,
@@ -33,7 +49,8 @@ pub fn softmax_rows(
     softmax_rows_with(k, s, SoftmaxAlgo::Auto, x, out, rows, cols)
 }
 
-/// [`softmax_rows`] with a chosen kernel (both are correct for every shape).
+/// [`softmax_rows`] with a chosen kernel (`Warp` and `Block` are correct for every shape;
+/// `Registers` returns [`crate::Error::Invalid`] for a shape or alignment it cannot take).
 #[allow(clippy::too_many_arguments)]
 pub fn softmax_rows_with(
     k: &Kernels,
@@ -51,17 +68,35 @@ pub fn softmax_rows_with(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
+    let fits = registers_fit(x, out, cols);
     let algo = match algo {
         SoftmaxAlgo::Auto if cols <= WARP_MAX_COLS => SoftmaxAlgo::Warp,
+        SoftmaxAlgo::Auto if fits => SoftmaxAlgo::Registers,
         SoftmaxAlgo::Auto => SoftmaxAlgo::Block,
+        SoftmaxAlgo::Registers if !fits => {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: format!(
+                    "the registers kernel needs cols % 4 == 0, cols <= {REGISTERS_MAX_COLS} and 16-byte aligned buffers (cols = {cols}); use SoftmaxAlgo::Block"
+                ),
+            })
+        }
         other => other,
     };
-    if algo == SoftmaxAlgo::Warp {
-        let cfg = LaunchConfig::new(blocks(rows, 4), 128);
-        k.softmax_warp_f32.launch(s, &cfg, x, out, r, c)?;
-    } else {
-        let cfg = LaunchConfig::new(rows as u32, 256);
-        k.softmax_block_f32.launch(s, &cfg, x, out, r, c)?;
+    match algo {
+        SoftmaxAlgo::Warp => {
+            let cfg = LaunchConfig::new(blocks(rows, 4), 128);
+            k.softmax_warp_f32.launch(s, &cfg, x, out, r, c)?;
+        }
+        SoftmaxAlgo::Registers => {
+            let threads = (cols / 4).div_ceil(4).div_ceil(32).clamp(1, 32) as u32 * 32;
+            let cfg = LaunchConfig::new(rows as u32, threads);
+            k.softmax_rows_regs_f32.launch(s, &cfg, x, out, r, c)?;
+        }
+        _ => {
+            let cfg = LaunchConfig::new(rows as u32, 256);
+            k.softmax_block_f32.launch(s, &cfg, x, out, r, c)?;
+        }
     }
     Ok(())
 }
