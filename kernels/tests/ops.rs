@@ -275,10 +275,21 @@ fn philox_known_answer() -> TestResult {
 }
 
 fn manifest_and_ptx_table() -> TestResult {
+    // Every entry of the manifest has a handle, and nothing else does: kernels.json lists each
+    // file once under "files" and each kernel once under "kernels", both with a "source".
+    let manifest = include_str!("../kernels.json");
+    let entries = manifest.matches("\"source\": \"cuda/").count() - cuda_kernels::PTX_FILES.len();
     ensure!(
-        cuda_kernels::KERNEL_NAMES.len() == 103,
-        "expected 103 kernels"
+        cuda_kernels::KERNEL_NAMES.len() == entries,
+        "{} handles for {entries} manifest entries",
+        cuda_kernels::KERNEL_NAMES.len()
     );
+    for name in cuda_kernels::KERNEL_NAMES {
+        ensure!(
+            manifest.contains(&format!("\"name\": \"{name}\"")),
+            "{name} is not in kernels.json"
+        );
+    }
     ensure!(
         std::mem::size_of::<StridedLayout>() == 144,
         "StridedLayout must be 144 bytes"
