@@ -7,19 +7,23 @@
 //   * copy_strided: dst[i] = src[i * stride]; reads waste (stride - 1) / stride of every sector
 //     once the stride reaches 8 floats (32 bytes).
 //   * transpose_naive: out[c][r] = in[r][c]; reads are coalesced but writes are strided by rows.
-//   * transpose_tiled: a 32x32 tile goes through shared memory so both the global read and the
-//     global write are coalesced. The column read of the tile (tile[tx][ty + j]) hits the same
-//     bank for all 32 threads of a warp: a 32-way bank conflict, on purpose, to be measured.
-//   * transpose_tiled_padded: the same with a 32x33 tile: the extra column shifts each row by one
-//     bank, so the column read is conflict-free. Each thread moves 4 elements (block 32x8 for a
-//     32x32 tile), which keeps enough loads in flight to reach ~copy bandwidth.
+//   * transpose_tiled: a 64x64 tile goes through shared memory so both the global read and the
+//     global write are coalesced. The column read of the tile (tile[tx + 32 rx][ty + j]) hits the
+//     same bank for all 32 threads of a warp: a 32-way bank conflict, on purpose, to be measured.
+//   * transpose_tiled_padded: the same with a 64x65 tile: the extra column shifts each row by one
+//     bank, so the column read is conflict-free. Each thread moves 16 elements (block 32x8 for a
+//     64x64 tile) from fully unrolled loops, so 16 loads are in flight per thread: on an H200 this
+//     reached 0.94x the device-to-device copy, where a 32x32 tile (4 per thread) reached 0.83x
+//     (kernels/TUNING.md).
 // Transposes: in is [rows, cols] row-major, out is [cols, rows] row-major; any rows, cols.
-// Launch: copy_*: block 256, any grid. transpose_*: block (32, 8) EXACTLY,
-//   grid (ceil(cols / 32), ceil(rows / 32)) (so rows <= 65535 * 32).
+// Launch: copy_*: block 256, any grid. transpose_naive: block (32, 8) EXACTLY,
+//   grid (ceil(cols / 32), ceil(rows / 32)) (so rows <= 65535 * 32). transpose_tiled and
+//   transpose_tiled_padded: block (32, 8) EXACTLY, grid (ceil(cols / 64), ceil(rows / 64)).
 #include "dtype.cuh"
 
-#define TILE_DIM 32
-#define BLOCK_ROWS 8
+#define TILE_DIM 32    // transpose_naive: 32 x 32 outputs per block
+#define BLOCK_ROWS 8   // threadIdx.y extent of every transpose block
+#define TT 64          // transpose_tiled*: 64 x 64 tile, each thread 2 columns x 8 rows
 
 extern "C" __global__ void copy_coalesced(const float* __restrict__ src, float* __restrict__ dst,
                                           unsigned long long n) {
@@ -53,21 +57,27 @@ transpose_naive(const float* __restrict__ in, float* __restrict__ out, int rows,
 template <int PAD>
 __device__ __forceinline__ void transpose_tiled_body(const float* __restrict__ in,
                                                      float* __restrict__ out, int rows, int cols) {
-    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];
+    __shared__ float tile[TT][TT + PAD];
     const int tx = threadIdx.x, ty = threadIdx.y;
-    // read a 32x32 tile of `in`: row r0 + ty + j, column c0 + tx (coalesced along tx)
-    int c = blockIdx.x * TILE_DIM + tx;
-    int r = blockIdx.y * TILE_DIM + ty;
+    const int c0 = blockIdx.x * TT, r0 = blockIdx.y * TT;
+    // read a 64x64 tile of `in`: rows r0 + ty + j, columns c0 + tx + 32 cx (coalesced along tx);
+    // the loops have constant trip counts, so all 16 loads are issued before any is used
 #pragma unroll
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
-        if (c < cols && r + j < rows) tile[ty + j][tx] = in[(u64)(r + j) * cols + c];
+    for (int j = 0; j < TT; j += BLOCK_ROWS)
+#pragma unroll
+        for (int cx = 0; cx < TT / 32; ++cx) {
+            const int r = r0 + ty + j, c = c0 + tx + 32 * cx;
+            if (r < rows && c < cols) tile[ty + j][tx + 32 * cx] = in[(u64)r * cols + c];
+        }
     __syncthreads();
-    // write it transposed: out row = in column c0 + ty + j, out column = in row r0 + tx
-    c = blockIdx.y * TILE_DIM + tx;   // column of out (= row of in)
-    r = blockIdx.x * TILE_DIM + ty;   // row of out (= column of in)
+    // write it transposed: out row = in column c0 + ty + j, out column = in row r0 + tx + 32 rx
 #pragma unroll
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS)
-        if (c < rows && r + j < cols) out[(u64)(r + j) * rows + c] = tile[tx][ty + j];
+    for (int j = 0; j < TT; j += BLOCK_ROWS)
+#pragma unroll
+        for (int rx = 0; rx < TT / 32; ++rx) {
+            const int orow = c0 + ty + j, ocol = r0 + tx + 32 * rx;
+            if (orow < cols && ocol < rows) out[(u64)orow * rows + ocol] = tile[tx + 32 * rx][ty + j];
+        }
 }
 
 extern "C" __global__ void __launch_bounds__(256)

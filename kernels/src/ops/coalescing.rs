@@ -64,14 +64,15 @@ pub fn copy_strided(
 pub enum TransposeAlgo {
     /// `transpose_naive`: coalesced reads, strided writes.
     Naive,
-    /// `transpose_tiled`: a 32×32 shared-memory tile (32-way bank conflicts on purpose).
+    /// `transpose_tiled`: a 64×64 shared-memory tile (32-way bank conflicts on purpose).
     Tiled,
-    /// `transpose_tiled_padded`: a 32×33 tile, conflict-free.
+    /// `transpose_tiled_padded`: a 64×65 tile, conflict-free.
     TiledPadded,
 }
 
 /// `out[c][r] = x[r][c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`. Block
-/// (32, 8), grid `(ceil(cols / 32), ceil(rows / 32))` (so `rows <= 65535 · 32`).
+/// (32, 8); grid `(ceil(cols / 32), ceil(rows / 32))` for the naive kernel and
+/// `(ceil(cols / 64), ceil(rows / 64))` for the tiled ones (so `rows <= 65535 · 32`).
 #[allow(clippy::too_many_arguments)]
 pub fn transpose(
     k: &Kernels,
@@ -89,7 +90,8 @@ pub fn transpose(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    let cfg = LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, 8));
+    let tile = if algo == TransposeAlgo::Naive { 32 } else { 64 };
+    let cfg = LaunchConfig::new((blocks(cols, tile), blocks(rows, tile)), (32, 8));
     let kernel = match algo {
         TransposeAlgo::Naive => &k.transpose_naive,
         TransposeAlgo::Tiled => &k.transpose_tiled,

@@ -7,7 +7,8 @@ use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 /// Which softmax kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SoftmaxAlgo {
-    /// [`SoftmaxAlgo::Warp`] for rows of at most 1024 columns, [`SoftmaxAlgo::Block`] beyond.
+    /// [`SoftmaxAlgo::Registers`] where it fits, else [`SoftmaxAlgo::Warp`] for rows of at most
+    /// 1024 columns and [`SoftmaxAlgo::Block`] beyond.
     Auto,
     /// `softmax_warp_f32`: one warp per row (block 128 = 4 rows, grid `ceil(rows / 4)`).
     Warp,
@@ -35,9 +36,9 @@ fn registers_fit(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> b
 }
 
 /// `out[r] = softmax(x[r])` for each row of a row-major `[rows, cols]` f32 array:
-/// `exp(x − max) · (1 / Σ exp(x − max))`; a row of all -inf gives NaN. Picks the warp-per-row
-/// kernel for `cols <= 1024`, the registers kernel for longer rows it fits, and the block-per-row
-/// kernel otherwise.
+/// `exp(x − max) · (1 / Σ exp(x − max))`; a row of all -inf gives NaN. Picks the registers
+/// kernel where it fits (`cols % 4 == 0`, aligned, `cols <= 16384`), else warp-per-row for
+/// `cols <= 1024` and block-per-row beyond.
 pub fn softmax_rows(
     k: &Kernels,
     s: &Stream,
@@ -70,8 +71,10 @@ pub fn softmax_rows_with(
     }
     let fits = registers_fit(x, out, cols);
     let algo = match algo {
-        SoftmaxAlgo::Auto if cols <= WARP_MAX_COLS => SoftmaxAlgo::Warp,
+        // Registers wherever it fits: on an H200 it beat warp-per-row at every width from 256
+        // to 1024 columns (1.4x) and block-per-row beyond (kernels/TUNING.md).
         SoftmaxAlgo::Auto if fits => SoftmaxAlgo::Registers,
+        SoftmaxAlgo::Auto if cols <= WARP_MAX_COLS => SoftmaxAlgo::Warp,
         SoftmaxAlgo::Auto => SoftmaxAlgo::Block,
         SoftmaxAlgo::Registers if !fits => {
             return Err(Error::Invalid {
