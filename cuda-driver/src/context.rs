@@ -3,7 +3,7 @@
 use crate::{driver, Device, DeviceLimits, Error, Result, Stream};
 use cuda_sys::{CUcontext, CUlimit};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Bumped whenever a context is released, so a thread's cached "current context" is re-checked.
@@ -37,6 +37,10 @@ pub(crate) struct ContextInner {
     pub(crate) device: Device,
     pub(crate) limits: DeviceLimits,
     drop_errors: Mutex<Vec<Error>>,
+    /// Graph captures in progress on streams of this context.
+    pub(crate) captures: AtomicUsize,
+    /// Modules whose unload waits for the end of every capture (see `Module`'s drop).
+    pub(crate) deferred_unloads: Mutex<Vec<cuda_sys::CUmodule>>,
 }
 
 // SAFETY: a CUcontext handle may be used from any thread (the driver API is thread-safe and we
@@ -90,6 +94,8 @@ impl Context {
                 device,
                 limits,
                 drop_errors: Mutex::new(Vec::new()),
+                captures: AtomicUsize::new(0),
+                deferred_unloads: Mutex::new(Vec::new()),
             }),
         };
         ctx.bind()?;
@@ -242,9 +248,39 @@ impl ContextInner {
     }
 }
 
+impl ContextInner {
+    /// Unloads the modules whose unload was deferred, after synchronizing the context; only
+    /// when no capture is in progress (a context-wide synchronize would invalidate it).
+    pub(crate) fn unload_deferred(&self) -> Result<()> {
+        let pending = std::mem::take(
+            &mut *self
+                .deferred_unloads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()),
+        );
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let drv = driver()?;
+        // SAFETY: makes this (live, retained) context current and waits for its work, so no
+        // kernel of these modules is queued or running; each module is unloaded once.
+        unsafe {
+            drv.cuCtxSetCurrent(self.raw)?;
+            drv.cuCtxSynchronize()?;
+            for m in pending {
+                drv.cuModuleUnload(m)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 impl Drop for ContextInner {
     fn drop(&mut self) {
         RELEASES.fetch_add(1, Ordering::AcqRel);
+        if let Err(e) = self.unload_deferred() {
+            log::warn!("cuda-driver: unloading deferred modules failed in Drop: {e}");
+        }
         if let Ok(drv) = driver() {
             // SAFETY: releases the retain taken in `Context::new`; nothing made in this context
             // is alive any more (they all hold a `Context`).

@@ -43,13 +43,17 @@ impl Stream {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
-        self.inner.capturing.store(true, Ordering::Release);
+        if !self.inner.capturing.swap(true, Ordering::AcqRel) {
+            self.context().inner.captures.fetch_add(1, Ordering::AcqRel);
+        }
         Ok(())
     }
 
     /// Ends the capture and returns the graph.
     pub fn end_capture(&self) -> Result<Graph> {
-        self.inner.capturing.store(false, Ordering::Release);
+        if self.inner.capturing.swap(false, Ordering::AcqRel) {
+            self.context().inner.captures.fetch_sub(1, Ordering::AcqRel);
+        }
         let mut keep = std::mem::take(
             &mut *self
                 .inner

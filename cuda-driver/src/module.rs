@@ -31,7 +31,10 @@ pub struct JitOptions {
 }
 
 /// A loaded module. Cheap to clone; unloaded when the last clone and the last [`Function`] from
-/// it are dropped (after synchronizing its context, so queued kernels finish first).
+/// it are dropped, after synchronizing its context, so queued kernels finish first. While a
+/// graph capture is in progress on any stream of the context, the unload is deferred (a
+/// context-wide synchronize would invalidate the capture) to the next module drop or the
+/// context's release.
 #[derive(Clone)]
 pub struct Module {
     inner: Arc<ModuleInner>,
@@ -323,12 +326,21 @@ impl<T: DeviceRepr> DeviceGlobal<T> {
 
 impl Drop for ModuleInner {
     fn drop(&mut self) {
+        let inner = &self.ctx.inner;
+        if inner.captures.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            inner
+                .deferred_unloads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(self.raw);
+            return;
+        }
         let r = (|| -> Result<()> {
             self.ctx.synchronize()?;
             // SAFETY: no Function of this module is alive (each holds the module) and every
             // queued kernel has finished (synchronized above).
             unsafe { driver()?.cuModuleUnload(self.raw)? };
-            Ok(())
+            inner.unload_deferred()
         })();
         if let Err(e) = r {
             self.ctx.report_drop_error("unloading a module", e);

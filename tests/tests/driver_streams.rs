@@ -27,6 +27,10 @@ fn main() {
             "capture_refuses_host_callbacks_host_copies_and_foreign_streams",
             capture_refusals,
         ),
+        gpu(
+            "module_dropped_during_a_capture_is_unloaded_after_it",
+            module_drop_during_capture,
+        ),
     ]);
 }
 
@@ -433,5 +437,45 @@ fn capture_refusals() -> TestResult {
     ensure!(refusals.iter().all(|&r| r), "refusals {refusals:?}");
     g.instantiate()?.launch(&s)?;
     ensure!(s.clone_dtoh(&y)?.iter().all(|&v| v == 3.0), "graph result");
+    Ok(())
+}
+
+/// Dropping a module synchronizes its context first, which would invalidate a graph capture in
+/// progress on any stream of it; so during a capture the unload is deferred, and the capture
+/// survives.
+fn module_drop_during_capture() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let k = kernels(&ctx)?;
+    let n = 1024;
+    let x = s.clone_htod(&vec![2.0f32; n])?;
+    let mut y = s.alloc_zeros::<f32>(n)?;
+    let g = s.capture(|s| {
+        k.copy.launch(
+            s,
+            &LaunchConfig::for_num_elems(n),
+            &x,
+            &mut y,
+            3.0,
+            n as u32,
+        )?;
+        let other = load_cuda(&ctx, TEST_KERNELS).map_err(|e| cuda_driver::Error::Unsupported {
+            what: "loading a module",
+            why: e.to_string(),
+        })?;
+        drop(other); // deferred: a context synchronize here would invalidate this capture
+        k.copy.launch(
+            s,
+            &LaunchConfig::for_num_elems(n),
+            &x,
+            &mut y,
+            4.0,
+            n as u32,
+        )
+    })?;
+    g.instantiate()?.launch(&s)?;
+    ensure!(s.clone_dtoh(&y)?.iter().all(|&v| v == 8.0), "graph result");
+    drop(kernels(&ctx)?); // a later drop unloads the deferred module too
+    ensure!(ctx.take_drop_errors().is_empty(), "drop errors");
     Ok(())
 }

@@ -1,29 +1,41 @@
-//! Row softmax: one warp per row vs one block per row, at 4096 × 4096 (PyTorch's `softmax`
-//! line) and at the attention shape 32·1024 rows × 1024 columns. 8 bytes per element (read x
-//! once, write y once).
+//! Row softmax: one warp per row vs one block per row vs the row held in registers, at
+//! 4096 × 4096 (PyTorch's `softmax` line) and at the attention shape 32·1024 rows × 1024
+//! columns. 8 bytes per element (read x once, write y once).
 
 use super::check;
 use super::context::{torch_size, Bench};
 use super::rows::{Kind, Target, Unit};
 use super::timing::{BenchResult, Rotating};
-use cuda_kernels::ops::{self, SoftmaxAlgo, WARP_MAX_COLS};
+use cuda_kernels::ops::{self, SoftmaxAlgo};
 use cuda_kernels::reference;
 
-const ALGOS: [(SoftmaxAlgo, &str); 2] = [
+const ALGOS: [(SoftmaxAlgo, &str); 3] = [
     (SoftmaxAlgo::Warp, "softmax_warp_f32 (warp per row)"),
     (SoftmaxAlgo::Block, "softmax_block_f32 (block per row)"),
+    (
+        SoftmaxAlgo::Registers,
+        "softmax_rows_regs_f32 (row in registers)",
+    ),
 ];
 
-/// Checks both kernels on short and long rows, then times them. Target: the kernel
+/// Whether the registers kernel takes rows of `cols` (aligned buffers, which these are).
+fn registers_take(cols: usize) -> bool {
+    cols % 4 == 0 && cols <= ops::REGISTERS_MAX_COLS
+}
+
+/// Checks the kernels on short and long rows, then times them. Target: the kernel
 /// `softmax_rows` picks at 4096 × 4096 >= 0.9x torch.softmax.
 pub fn softmax(b: &mut Bench) -> BenchResult<()> {
-    b.section("softmax: warp per row vs block per row");
+    b.section("softmax: warp per row vs block per row vs row in registers");
     let (k, s) = (b.k.clone(), b.s.clone());
     for (rows, cols) in [(37, 1000), (9, 4096), (5, 33)] {
         let (x, hx) = check::signed(&k, &s, rows * cols, 51)?;
         // expf within 2 ulp and f32 sums of up to 128 terms per lane: 2e-5 relative.
         let want = reference::softmax_rows(&hx, rows, cols);
         for (algo, name) in ALGOS {
+            if algo == SoftmaxAlgo::Registers && !registers_take(cols) {
+                continue;
+            }
             let mut y = check::zeros(&s, rows * cols)?;
             ops::softmax_rows_with(&k, &s, algo, &x, &mut y, rows, cols)?;
             check::close(
@@ -43,13 +55,12 @@ pub fn softmax(b: &mut Bench) -> BenchResult<()> {
         let mut py = Rotating::zeros(&s, n, sets)?;
         let size = format!("{rows}x{cols} f32");
         let same = (rows, cols) == torch_size::SOFTMAX;
-        let auto = if cols <= WARP_MAX_COLS {
-            SoftmaxAlgo::Warp
-        } else {
-            SoftmaxAlgo::Block
-        };
+        let auto = ops::softmax_choice(&px.get(0)?, &py.get_mut(0)?, cols);
         let mut rates = Vec::new();
         for (algo, name) in ALGOS {
+            if algo == SoftmaxAlgo::Registers && !registers_take(cols) {
+                continue;
+            }
             let m = b.time(&format!("{name} {size}"), |s, i| {
                 Ok(ops::softmax_rows_with(
                     &k,

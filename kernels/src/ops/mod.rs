@@ -32,6 +32,8 @@ pub use matmul::{matmul, MatmulAlgo};
 pub use random::{fill_normal, fill_uniform, philox_u32};
 pub use reduce::{max, mean, reduce_partials, rows_max, rows_sum, sum, ReduceAlgo};
 pub use sgemm::{sgemm, Transpose};
-pub use softmax::{softmax_rows, softmax_rows_with, SoftmaxAlgo, WARP_MAX_COLS};
+pub use softmax::{
+    softmax_choice, softmax_rows, softmax_rows_with, SoftmaxAlgo, REGISTERS_MAX_COLS, WARP_MAX_COLS,
+};
 pub use strided_copy::strided_copy;
 pub use vector_add::{vector_add, vector_add_seed};

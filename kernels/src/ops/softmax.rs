@@ -35,6 +35,20 @@ fn registers_fit(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> b
         && out.as_raw_ptr() % 16 == 0
 }
 
+/// The kernel [`SoftmaxAlgo::Auto`] (and so [`softmax_rows`]) picks for rows of `cols` floats in
+/// these buffers: [`SoftmaxAlgo::Registers`] where it fits (on an H200 it beat warp-per-row at
+/// every width from 256 to 1024 columns by 1.4x, and block-per-row beyond; kernels/TUNING.md),
+/// else [`SoftmaxAlgo::Warp`] up to [`WARP_MAX_COLS`], else [`SoftmaxAlgo::Block`].
+pub fn softmax_choice(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> SoftmaxAlgo {
+    if registers_fit(x, out, cols) {
+        SoftmaxAlgo::Registers
+    } else if cols <= WARP_MAX_COLS {
+        SoftmaxAlgo::Warp
+    } else {
+        SoftmaxAlgo::Block
+    }
+}
+
 /// `out[r] = softmax(x[r])` for each row of a row-major `[rows, cols]` f32 array:
 /// `exp(x − max) · (1 / Σ exp(x − max))`; a row of all -inf gives NaN. Picks the registers
 /// kernel where it fits (`cols % 4 == 0`, aligned, `cols <= 16384`), else warp-per-row for
@@ -69,14 +83,9 @@ pub fn softmax_rows_with(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    let fits = registers_fit(x, out, cols);
     let algo = match algo {
-        // Registers wherever it fits: on an H200 it beat warp-per-row at every width from 256
-        // to 1024 columns (1.4x) and block-per-row beyond (kernels/TUNING.md).
-        SoftmaxAlgo::Auto if fits => SoftmaxAlgo::Registers,
-        SoftmaxAlgo::Auto if cols <= WARP_MAX_COLS => SoftmaxAlgo::Warp,
-        SoftmaxAlgo::Auto => SoftmaxAlgo::Block,
-        SoftmaxAlgo::Registers if !fits => {
+        SoftmaxAlgo::Auto => softmax_choice(x, out, cols),
+        SoftmaxAlgo::Registers if !registers_fit(x, out, cols) => {
             return Err(Error::Invalid {
                 op: OP,
                 problem: format!(
