@@ -57,6 +57,11 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         }
     }
 
+    /// How many owners the allocation has: this buffer, plus each graph that captured work on it.
+    pub(super) fn allocation_owners(&self) -> usize {
+        Arc::strong_count(&self.alloc)
+    }
+
     /// Bytes allocated.
     pub fn allocated_bytes(&self) -> usize {
         self.alloc.bytes

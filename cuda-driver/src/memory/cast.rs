@@ -21,18 +21,8 @@ use super::slice::SliceRaw;
 use super::{DeviceBuffer, DeviceSlice};
 use crate::{DeviceRepr, Error, Result, Stream};
 use std::marker::PhantomData;
-use std::mem::{align_of, size_of, ManuallyDrop};
+use std::mem::{align_of, size_of};
 use std::ops::{Deref, DerefMut};
-use std::sync::Arc;
-
-/// The raw parts (address, length, allocation) behind a slice reference.
-fn raw_parts<T>(s: &DeviceSlice<T>) -> SliceRaw {
-    // SAFETY: `DeviceSlice<T>` is `#[repr(C)]` with its `SliceRaw` as the first field, and every
-    // `&DeviceSlice<T>` is made by `DeviceSlice::from_raw(_mut)` from a pointer to a live,
-    // initialised `SliceRaw` (with a zero-length `[()]` tail). So the reference's address is that
-    // of a `SliceRaw`, readable for the borrow's duration; `SliceRaw` is `Copy`, and we only read.
-    unsafe { *(s as *const DeviceSlice<T> as *const SliceRaw) }
-}
 
 /// Checks that `bytes` bytes at device address `ptr` can be read as `U`s, returning how many.
 fn check_cast<U>(op: &'static str, ptr: u64, bytes: usize) -> Result<usize> {
@@ -122,7 +112,7 @@ impl<U> DerefMut for CastViewMut<'_, U> {
 
 impl<T: DeviceRepr> DeviceSlice<T> {
     fn cast_raw<U: DeviceRepr>(&self, op: &'static str) -> Result<SliceRaw> {
-        let raw = raw_parts(self);
+        let raw = self.raw_parts();
         let len = check_cast::<U>(op, raw.ptr, self.num_bytes())?;
         Ok(SliceRaw {
             ptr: raw.ptr,
@@ -183,7 +173,7 @@ impl DeviceBuffer<u8> {
     /// buffer back ([`IntoTypedError::into_buffer`]).
     pub fn into_typed<T: DeviceRepr>(self, len: usize) -> Result<TypedBytes<T>, IntoTypedError> {
         const OP: &str = "DeviceBuffer::into_typed";
-        let raw = raw_parts(&*self);
+        let raw = DeviceSlice::raw_parts(&*self);
         let checked = len
             .checked_mul(size_of::<T>())
             .ok_or(Error::SizeOverflow {
@@ -227,12 +217,7 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
     /// is dropped, and a graph launch may still write it, so a caching allocator must not hand it
     /// out again (it should drop the buffer instead of caching it).
     pub fn is_held_by_graph(&self) -> bool {
-        let raw = raw_parts(&**self);
-        // SAFETY: `raw.alloc` is `Arc::as_ptr` of the `Arc<Allocation>` this buffer owns, which is
-        // alive for `&self`. `ManuallyDrop` makes the temporary `Arc` neither take nor release a
-        // reference: it only reads the count.
-        let arc = ManuallyDrop::new(unsafe { Arc::from_raw(raw.alloc) });
-        Arc::strong_count(&arc) > 1
+        self.allocation_owners() > 1
     }
 }
 

@@ -60,6 +60,11 @@ impl<T> DeviceSlice<T> {
         unsafe { &mut *(p as *mut DeviceSlice<T>) }
     }
 
+    /// The raw parts (address, length, allocation), for sibling modules.
+    pub(super) fn raw_parts(&self) -> SliceRaw {
+        self.raw
+    }
+
     /// Number of elements.
     pub fn len(&self) -> usize {
         self.raw.len
