@@ -2,7 +2,7 @@
 
 use crate::launch::{grid, sms, BLOCK};
 use crate::{Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_driver::{DeviceRepr, DeviceSlice, Kernel, LaunchConfig, Stream};
 
 /// The launch for `n` outputs at stream position `offset`: one Philox block (4 outputs) per
 /// thread, block 256, `min(ceil(blocks / 256), 32 × SMs)` blocks.
@@ -10,6 +10,25 @@ fn config(s: &Stream, n: usize, offset: u64) -> LaunchConfig {
     let first = offset / 4;
     let last = offset.saturating_add(n as u64 - 1) / 4;
     LaunchConfig::new(grid(last - first + 1, BLOCK as u64, 32 * sms(s)), BLOCK)
+}
+
+/// The signature the three generators share: `(out, n, seed, offset)`.
+type Generator<T> = Kernel<(&'static mut DeviceSlice<T>, u64, u64, u64)>;
+
+/// Fills `out` from `kernel`'s stream at `(seed, offset)`; nothing to do for an empty `out`.
+fn generate<T: DeviceRepr>(
+    kernel: &Generator<T>,
+    s: &Stream,
+    out: &mut DeviceSlice<T>,
+    seed: u64,
+    offset: u64,
+) -> Result<()> {
+    let n = out.len();
+    if n == 0 {
+        return Ok(());
+    }
+    kernel.launch(s, &config(s, n, offset), out, n as u64, seed, offset)?;
+    Ok(())
 }
 
 /// `out[i]` = word `offset + i` of the Philox4x32-10 stream keyed by `seed` (bit-exact with
@@ -21,13 +40,7 @@ pub fn philox_u32(
     seed: u64,
     offset: u64,
 ) -> Result<()> {
-    let n = out.len();
-    if n == 0 {
-        return Ok(());
-    }
-    k.philox_u32
-        .launch(s, &config(s, n, offset), out, n as u64, seed, offset)?;
-    Ok(())
+    generate(&k.philox_u32, s, out, seed, offset)
 }
 
 /// Uniform floats in `[0, 1)`: `(word >> 8) · 2^-24` (bit-exact with the reference).
@@ -38,13 +51,7 @@ pub fn fill_uniform(
     seed: u64,
     offset: u64,
 ) -> Result<()> {
-    let n = out.len();
-    if n == 0 {
-        return Ok(());
-    }
-    k.fill_uniform_f32
-        .launch(s, &config(s, n, offset), out, n as u64, seed, offset)?;
-    Ok(())
+    generate(&k.fill_uniform_f32, s, out, seed, offset)
 }
 
 /// Standard normal floats by Box–Muller on word pairs (CUDA `logf`/`sincospif`: within a few
@@ -56,11 +63,5 @@ pub fn fill_normal(
     seed: u64,
     offset: u64,
 ) -> Result<()> {
-    let n = out.len();
-    if n == 0 {
-        return Ok(());
-    }
-    k.fill_normal_f32
-        .launch(s, &config(s, n, offset), out, n as u64, seed, offset)?;
-    Ok(())
+    generate(&k.fill_normal_f32, s, out, seed, offset)
 }

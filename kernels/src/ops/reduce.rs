@@ -122,9 +122,26 @@ pub fn mean<T: Element>(
     })
 }
 
-/// Launch for row reductions: block 256 (8 warps, one row each), grid `ceil(rows / 8)`.
-fn rows_config(rows: usize) -> LaunchConfig {
-    LaunchConfig::new(blocks(rows, (BLOCK / 32) as usize), BLOCK)
+/// Checks the shapes and launches a row reduction: block 256 (8 warps, one row each), grid
+/// `ceil(rows / 8)`; nothing to do for zero rows.
+fn rows_launch<T: Element, A: DeviceRepr>(
+    op: &'static str,
+    kernel: &dispatch::Rows<T, A>,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<A>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    check_matrix(op, "x", x.len(), rows, cols)?;
+    check_len(op, "out", out.len(), rows)?;
+    let (r, c) = (to_i32(op, "rows", rows)?, to_i32(op, "cols", cols)?);
+    if rows == 0 {
+        return Ok(());
+    }
+    let cfg = LaunchConfig::new(blocks(rows, (BLOCK / 32) as usize), BLOCK);
+    kernel.launch(s, &cfg, x, out, r, c)?;
+    Ok(())
 }
 
 /// `out[r] = Σ_c x[r][c]` of a row-major `[rows, cols]` array, in [`Element::SumAcc`] (f32 for
@@ -137,16 +154,15 @@ pub fn rows_sum<T: Element>(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    const OP: &str = "rows_sum";
-    let kernel = dispatch::rows_sum::<T>(k)?;
-    check_matrix(OP, "x", x.len(), rows, cols)?;
-    check_len(OP, "out", out.len(), rows)?;
-    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
-    if rows == 0 {
-        return Ok(());
-    }
-    kernel.launch(s, &rows_config(rows), x, out, r, c)?;
-    Ok(())
+    rows_launch(
+        "rows_sum",
+        dispatch::rows_sum::<T>(k)?,
+        s,
+        x,
+        out,
+        rows,
+        cols,
+    )
 }
 
 /// `out[r] = max_c x[r][c]` of a row-major `[rows, cols]` array, in [`Element::Scalar`] (f32
@@ -159,14 +175,13 @@ pub fn rows_max<T: Element>(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
-    const OP: &str = "rows_max";
-    let kernel = dispatch::rows_max::<T>(k)?;
-    check_matrix(OP, "x", x.len(), rows, cols)?;
-    check_len(OP, "out", out.len(), rows)?;
-    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
-    if rows == 0 {
-        return Ok(());
-    }
-    kernel.launch(s, &rows_config(rows), x, out, r, c)?;
-    Ok(())
+    rows_launch(
+        "rows_max",
+        dispatch::rows_max::<T>(k)?,
+        s,
+        x,
+        out,
+        rows,
+        cols,
+    )
 }
