@@ -6,6 +6,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+/// The process-wide handles: one per device ordinal, held weakly so the context is still released
+/// when its last handle goes. [`Context::new`] hands out the live one if there is one.
+static REGISTRY: crate::registry::WeakRegistry<ContextInner> = crate::registry::WeakRegistry::new();
+
 /// Bumped whenever a context is released, so a thread's cached "current context" is re-checked.
 static RELEASES: AtomicU64 = AtomicU64::new(0);
 
@@ -18,6 +22,14 @@ thread_local! {
 /// A device's primary context (the one the CUDA runtime and PyTorch use too), shared through an
 /// `Arc`: cloning is cheap, and the context is released when the last clone, and the last object
 /// made in it (buffers, streams, modules hold a clone), is dropped.
+///
+/// ## One device, one handle
+/// The driver has one primary context per device, and so does this crate: every
+/// [`Context::new`] of the same ordinal, from any thread, in any crate, returns the same
+/// process-wide handle while one is alive ([`Context::same_as`] is true), so buffers, kernels,
+/// streams and events made through any of them work together, and the per-context state (drop
+/// errors, graph captures in progress, deferred module unloads) is shared. After the last handle
+/// is dropped the context is released; the next `Context::new` retains it again.
 ///
 /// Operations bind the context to the calling thread when it is not already current, so a
 /// `Context` can be used from any thread.
@@ -39,6 +51,9 @@ pub(crate) struct ContextInner {
     drop_errors: Mutex<Vec<Error>>,
     /// Graph captures in progress on streams of this context.
     pub(crate) captures: AtomicUsize,
+    /// Held while a capture begins and while a context-wide synchronize (or module unload)
+    /// runs, so neither can slip in between the other's check and its driver call.
+    pub(crate) sync_gate: Mutex<()>,
     /// Modules whose unload waits for the end of every capture (see `Module`'s drop).
     pub(crate) deferred_unloads: Mutex<Vec<cuda_sys::CUmodule>>,
 }
@@ -80,25 +95,73 @@ impl Limit {
 }
 
 impl Context {
-    /// Retains the primary context of device `ordinal` (initialising the driver if needed).
+    /// The primary context of device `ordinal` (initialising the driver and retaining the
+    /// context if needed): the process-wide handle, shared with every other caller.
     pub fn new(ordinal: usize) -> Result<Context> {
         let drv = driver()?;
         let device = Device::get(ordinal)?;
-        let limits = device.limits()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; released in Drop.
-        unsafe { drv.cuDevicePrimaryCtxRetain(&mut raw, device.as_raw())? };
-        let ctx = Context {
-            inner: Arc::new(ContextInner {
+        let inner = REGISTRY.get_or_try_insert(ordinal, || -> Result<Arc<ContextInner>> {
+            let limits = device.limits()?;
+            let mut raw = std::ptr::null_mut();
+            // SAFETY: out-pointer to a local; released when the ContextInner drops.
+            unsafe { drv.cuDevicePrimaryCtxRetain(&mut raw, device.as_raw())? };
+            Ok(Arc::new(ContextInner {
                 raw,
                 device,
                 limits,
                 drop_errors: Mutex::new(Vec::new()),
                 captures: AtomicUsize::new(0),
+                sync_gate: Mutex::new(()),
                 deferred_unloads: Mutex::new(Vec::new()),
-            }),
-        };
+            }))
+        })?;
+        let ctx = Context { inner };
         ctx.bind()?;
+        Ok(ctx)
+    }
+
+    /// The handle for a context another library made current or handed over (PyTorch's
+    /// `torch.cuda.current_context`, CuPy, the CUDA runtime, another Rust crate): the same
+    /// process-wide handle [`Context::new`] gives for its device. This crate takes its own
+    /// retain; the caller's retain is not used after this call returns.
+    ///
+    /// Only primary contexts are accepted (the runtime and the frameworks use them); any other
+    /// context gives [`Error::Unsupported`].
+    ///
+    /// # Safety
+    /// `raw` must be a live context handle (not destroyed, not reset) for the duration of this
+    /// call.
+    pub unsafe fn from_raw(raw: CUcontext) -> Result<Context> {
+        let drv = driver()?;
+        let mut dev = 0;
+        let mut popped = std::ptr::null_mut();
+        // SAFETY: `raw` is live (caller's promise); pushed and popped on this thread, so the
+        // thread's context stack is as before.
+        let got = unsafe {
+            drv.cuCtxPushCurrent_v2(raw)?;
+            let got = drv.cuCtxGetDevice(&mut dev);
+            drv.cuCtxPopCurrent_v2(&mut popped)?;
+            got
+        };
+        invalidate_bind_cache();
+        got?;
+        let ordinal = Device::all()?
+            .iter()
+            .position(|d| d.as_raw() == dev)
+            .ok_or(Error::Unsupported {
+                what: "Context::from_raw",
+                why: format!("the context's device {dev} is not among the driver's devices"),
+            })?;
+        let ctx = Context::new(ordinal)?;
+        if ctx.as_raw() != raw {
+            return Err(Error::Unsupported {
+                what: "Context::from_raw with a context that is not the device's primary context",
+                why: "this crate works in primary contexts only (one per device, shared with the \
+                      CUDA runtime and the frameworks); create the other library's work in the \
+                      primary context"
+                    .into(),
+            });
+        }
         Ok(ctx)
     }
 
@@ -146,11 +209,13 @@ impl Context {
     }
 
     /// Waits until all work queued in this context has finished.
+    ///
+    /// Refused with [`Error::Unsupported`] while a graph capture is in progress on a stream of
+    /// this context: the driver would fail the call *and* invalidate the capture (another
+    /// thread's). Synchronize the streams you use instead.
     pub fn synchronize(&self) -> Result<()> {
-        self.bind()?;
-        // SAFETY: no arguments.
-        unsafe { driver()?.cuCtxSynchronize()? };
-        Ok(())
+        self.inner
+            .while_no_capture("synchronizing the whole context", || Ok(()))
     }
 
     /// Free and total device memory in bytes (`cuMemGetInfo`).
@@ -237,7 +302,45 @@ impl Context {
     }
 }
 
+/// Forgets which context this thread has bound, so the next `bind_cached` asks the driver
+/// (after code that changed the current context behind the cache's back).
+pub(crate) fn invalidate_bind_cache() {
+    BOUND.with(|b| b.set((std::ptr::null_mut(), u64::MAX)));
+}
+
+/// Notes that `ctx` is now current on this thread (after a push).
+pub(crate) fn note_bound(ctx: CUcontext) {
+    BOUND.with(|b| b.set((ctx, RELEASES.load(Ordering::Acquire))));
+}
+
 impl ContextInner {
+    /// Runs `then` after a context-wide synchronize, with no capture able to begin in between
+    /// (both take `sync_gate`). Refused while a capture is in progress: the driver would fail
+    /// the synchronize and invalidate the capture.
+    pub(crate) fn while_no_capture<R>(
+        &self,
+        what: &'static str,
+        then: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let _gate = self.sync_gate.lock().unwrap_or_else(|p| p.into_inner());
+        if self.captures.load(Ordering::Acquire) > 0 {
+            return Err(Error::Unsupported {
+                what,
+                why: "a graph capture is in progress on a stream of this context, and a \
+                      context-wide synchronize would invalidate it; synchronize streams instead"
+                    .into(),
+            });
+        }
+        let drv = driver()?;
+        // SAFETY: makes this live, retained context current (the bind cache is reset below).
+        unsafe {
+            drv.cuCtxSetCurrent(self.raw)?;
+            drv.cuCtxSynchronize()?;
+        }
+        invalidate_bind_cache();
+        then()
+    }
+
     pub(crate) fn report_drop_error(&self, what: &str, e: Error) {
         log::warn!("cuda-driver: {what} failed in Drop: {e}");
         let mut v = self.drop_errors.lock().unwrap_or_else(|p| p.into_inner());
@@ -252,41 +355,101 @@ impl ContextInner {
     /// Unloads the modules whose unload was deferred, after synchronizing the context; only
     /// when no capture is in progress (a context-wide synchronize would invalidate it).
     pub(crate) fn unload_deferred(&self) -> Result<()> {
-        let pending = std::mem::take(
-            &mut *self
-                .deferred_unloads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        if pending.is_empty() {
+        if self
+            .deferred_unloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+        {
             return Ok(());
         }
-        let drv = driver()?;
-        // SAFETY: makes this (live, retained) context current and waits for its work, so no
-        // kernel of these modules is queued or running; each module is unloaded once.
-        unsafe {
-            drv.cuCtxSetCurrent(self.raw)?;
-            drv.cuCtxSynchronize()?;
-            for m in pending {
-                drv.cuModuleUnload(m)?;
+        self.while_no_capture("unloading modules", || {
+            let pending = std::mem::take(
+                &mut *self
+                    .deferred_unloads
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()),
+            );
+            let (failed, r) = unload_modules(pending);
+            self.deferred_unloads
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(failed);
+            r
+        })
+    }
+}
+
+/// Unloads `modules` (in a context made current and synchronized by the caller); returns the
+/// ones whose unload failed, with the first error.
+fn unload_modules(modules: Vec<cuda_sys::CUmodule>) -> (Vec<cuda_sys::CUmodule>, Result<()>) {
+    let drv = match driver() {
+        Ok(d) => d,
+        Err(e) => return (modules, Err(e)),
+    };
+    let mut failed = Vec::new();
+    let mut first_err = Ok(());
+    for m in modules {
+        // SAFETY: the context is current and synchronized, so no kernel of `m` is queued or
+        // running, and no Function of it is alive (it was deferred when its last one dropped);
+        // each module is unloaded once (a failed unload leaves it loaded, to be tried again).
+        if let Err(e) = unsafe { drv.cuModuleUnload(m) } {
+            failed.push(m);
+            if first_err.is_ok() {
+                first_err = Err(e.into());
             }
         }
-        Ok(())
     }
+    (failed, first_err)
 }
 
 impl Drop for ContextInner {
     fn drop(&mut self) {
-        RELEASES.fetch_add(1, Ordering::AcqRel);
-        if let Err(e) = self.unload_deferred() {
-            log::warn!("cuda-driver: unloading deferred modules failed in Drop: {e}");
-        }
-        if let Ok(drv) = driver() {
-            // SAFETY: releases the retain taken in `Context::new`; nothing made in this context
-            // is alive any more (they all hold a `Context`).
-            if let Err(e) = unsafe { drv.cuDevicePrimaryCtxRelease_v2(self.device.as_raw()) } {
-                log::warn!("cuda-driver: releasing the primary context failed in Drop: {e}");
+        let raw = self.raw as usize;
+        let device = self.device;
+        let modules: Vec<usize> = std::mem::take(
+            self.deferred_unloads
+                .get_mut()
+                .unwrap_or_else(|p| p.into_inner()),
+        )
+        .into_iter()
+        .map(|m| m as usize)
+        .collect();
+        let release = move || {
+            let raw = raw as CUcontext;
+            let modules: Vec<cuda_sys::CUmodule> = modules
+                .into_iter()
+                .map(|m| m as cuda_sys::CUmodule)
+                .collect();
+            if !modules.is_empty() {
+                // No capture can be in progress: every capture stream holds this context.
+                let synced = driver().and_then(|drv| {
+                    // SAFETY: the context is still retained (released below).
+                    unsafe {
+                        drv.cuCtxSetCurrent(raw)?;
+                        drv.cuCtxSynchronize()?;
+                    }
+                    Ok(())
+                });
+                invalidate_bind_cache();
+                let r = synced.and_then(|()| unload_modules(modules).1);
+                if let Err(e) = r {
+                    log::warn!("cuda-driver: unloading deferred modules failed in Drop: {e}");
+                }
             }
+            RELEASES.fetch_add(1, Ordering::AcqRel);
+            if let Ok(drv) = driver() {
+                // SAFETY: releases the retain taken in `Context::new`; nothing made in this
+                // context is alive any more (they all hold a `Context`).
+                if let Err(e) = unsafe { drv.cuDevicePrimaryCtxRelease_v2(device.as_raw()) } {
+                    log::warn!("cuda-driver: releasing the primary context failed in Drop: {e}");
+                }
+            }
+        };
+        if crate::host_callback::active() {
+            crate::host_callback::defer(release);
+        } else {
+            release();
         }
     }
 }

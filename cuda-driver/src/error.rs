@@ -32,9 +32,11 @@ pub enum Error {
     /// A device allocation did not fit.
     #[error(
         "out of device memory: asked for {requested} bytes, {free} of {total} bytes are free; \
-         free buffers (or empty caches) and retry, or allocate less"
+         free buffers (or empty caches) and retry, or allocate less ({call} failed)"
     )]
     OutOfMemory {
+        /// The allocation call that failed (`cuMemAllocAsync` or `cuMemAlloc_v2`).
+        call: &'static str,
         /// Bytes asked for.
         requested: usize,
         /// Free bytes on the device at the time (`cuMemGetInfo`).
@@ -159,6 +161,14 @@ pub enum Error {
         /// Bytes per element.
         elem_size: usize,
     },
+
+    /// A CUDA call was made from inside a stream host function, which the driver forbids.
+    #[error(
+        "CUDA was called from inside a stream host function (Stream::launch_host_func), which the \
+         driver forbids; do the work after the callback (e.g. signal a channel from the callback \
+         and call CUDA from the receiving thread)"
+    )]
+    InHostCallback,
 }
 
 impl Error {

@@ -2,7 +2,6 @@
 
 use crate::{driver, Context, Result, Stream};
 use cuda_sys::{CUevent, CUevent_flags, CUresult};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// A CUDA event. Record it on a stream to mark a point in the queue; other streams can wait on
@@ -11,7 +10,6 @@ pub struct Event {
     raw: CUevent,
     ctx: Context,
     timing: bool,
-    in_capture: AtomicBool,
 }
 
 // SAFETY: a CUevent may be recorded, waited on and queried from any thread.
@@ -44,22 +42,37 @@ impl Event {
             raw,
             ctx: ctx.clone(),
             timing,
-            in_capture: AtomicBool::new(false),
         })
     }
 
     /// Records the event at the current end of `stream`'s queue.
+    ///
+    /// Refused on a stream that is being captured into a graph: the graph's record node would
+    /// name this event, which the graph cannot own, and a stream waiting on it would silently
+    /// join the capture.
     pub fn record(&self, stream: &Stream) -> Result<()> {
-        // SAFETY: both handles are live.
+        let _gate = stream.inner.enter();
+        self.record_entered(stream)
+    }
+
+    /// [`Event::record`] for a caller that holds `stream`'s enqueue guard.
+    pub(crate) fn record_entered(&self, stream: &Stream) -> Result<()> {
+        if !stream.context().same_as(&self.ctx) {
+            return Err(crate::Error::DeviceMismatch {
+                what: "the stream",
+                expected: self.ctx.device().ordinal() as i32,
+                found: stream.context().device().ordinal() as i32,
+            });
+        }
+        stream.refuse_capture("recording an event")?;
+        // SAFETY: both handles are live and in one context.
         unsafe { driver()?.cuEventRecord(self.raw, stream.as_raw())? };
-        self.in_capture
-            .store(stream.inner.is_capturing(), Ordering::Release);
         Ok(())
     }
 
-    /// Whether the last record happened inside a graph capture.
-    pub(crate) fn recorded_in_capture(&self) -> bool {
-        self.in_capture.load(Ordering::Acquire)
+    /// The context the event was made in.
+    pub fn context(&self) -> &Context {
+        &self.ctx
     }
 
     /// Blocks the host until the work before the event's last record is done.
@@ -98,9 +111,9 @@ impl Event {
     }
 
     /// Destroys the event, returning the driver's error if any.
-    pub fn close(self) -> Result<()> {
-        let raw = self.raw;
-        std::mem::forget(self);
+    pub fn close(mut self) -> Result<()> {
+        // From here `Drop` sees a null handle and destroys nothing (a failure below leaks).
+        let raw = std::mem::replace(&mut self.raw, std::ptr::null_mut());
         // SAFETY: the handle is live and not used again.
         unsafe { driver()?.cuEventDestroy_v2(raw)? };
         Ok(())
@@ -109,12 +122,16 @@ impl Event {
 
 impl Drop for Event {
     fn drop(&mut self) {
-        if let Ok(drv) = driver() {
-            // SAFETY: the handle is live and not used again. Destroying an event whose record
-            // is still pending is allowed: the driver frees it once the work completes.
-            if let Err(e) = unsafe { drv.cuEventDestroy_v2(self.raw) } {
-                self.ctx.report_drop_error("cuEventDestroy", e.into());
-            }
+        if self.raw.is_null() {
+            return; // destroyed by `close`
         }
+        let raw = self.raw as usize;
+        crate::host_callback::release_on_drop(self.ctx.clone(), "cuEventDestroy", move || {
+            // SAFETY: the handle is live and not used again (a failed destroy leaves it live).
+            // Destroying an event whose record is still pending is allowed: the driver frees it
+            // once the work completes.
+            unsafe { driver()?.cuEventDestroy_v2(raw as CUevent)? };
+            Ok(())
+        });
     }
 }

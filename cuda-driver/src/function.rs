@@ -3,6 +3,7 @@
 
 use crate::launch::KernelLimits;
 use crate::module::ModuleInner;
+use crate::stream::EnqueueGuard;
 use crate::{driver, Error, LaunchConfig, Result, Stream};
 use cuda_sys::{CUfunction, CUfunction_attribute as FA, CUresult};
 use std::ffi::c_void;
@@ -234,9 +235,14 @@ impl Function {
     }
 
     /// Checks `cfg` against the device and this kernel, and that `stream` is in the module's
-    /// context; binds the context.
+    /// context; binds the context; enters the stream (hold the guard until the launch and its
+    /// bookkeeping are done).
     #[inline]
-    pub(crate) fn prepare(&self, stream: &Stream, cfg: &LaunchConfig) -> Result<()> {
+    pub(crate) fn prepare<'s>(
+        &'s self,
+        stream: &'s Stream,
+        cfg: &LaunchConfig,
+    ) -> Result<EnqueueGuard<'s>> {
         let ctx = &self.inner.module.ctx;
         if !stream.context().same_as(ctx) {
             return Err(Error::DeviceMismatch {
@@ -246,7 +252,9 @@ impl Function {
             });
         }
         cfg.validate(ctx.limits(), &self.limits(), &self.inner.name)?;
-        ctx.bind_cached()
+        ctx.bind_cached()?;
+        let gate = stream.inner.enter();
+        Ok(gate.with_module(&self.inner.module))
     }
 
     /// Launches with raw parameters, after validating `cfg`.
@@ -262,7 +270,7 @@ impl Function {
         cfg: &LaunchConfig,
         params: &mut [*mut c_void],
     ) -> Result<()> {
-        self.prepare(stream, cfg)?;
+        let _gate = self.prepare(stream, cfg)?;
         // SAFETY: forwarded to the caller.
         unsafe { self.launch_prepared(stream, cfg, params) }
     }
@@ -270,7 +278,8 @@ impl Function {
     /// Launches an already validated configuration.
     ///
     /// # Safety
-    /// As for [`Function::launch`], and `prepare` succeeded for this stream and config.
+    /// As for [`Function::launch`], and `prepare` succeeded for this stream and config and its
+    /// guard is still held.
     #[inline]
     pub(crate) unsafe fn launch_prepared(
         &self,
@@ -279,6 +288,17 @@ impl Function {
         params: &mut [*mut c_void],
     ) -> Result<()> {
         let drv = driver()?;
+        if stream.inner.is_capturing() {
+            // The graph will own this kernel (and so its module): a replay never runs unloaded
+            // code, whatever is dropped in between.
+            stream
+                .inner
+                .captured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .functions
+                .push(self.clone());
+        }
         let (g, b) = (cfg.grid(), cfg.block());
         if cfg.cluster().is_none() && !cfg.is_cooperative() {
             // SAFETY: forwarded to the caller.

@@ -1,17 +1,32 @@
 //! CUDA graphs: capture a stream's work once, replay it with one launch.
+//!
+//! ## Capture takes a stream of its own
+//! A capture runs on a stream made for it ([`Context::begin_capture`], or [`Stream::capture`]
+//! with a closure), the way `torch.cuda.graph` captures on a side stream. No other handle to that
+//! stream exists when the capture begins, and every enqueue on it holds the stream's capture gate
+//! (a read lock) across its check, driver call and bookkeeping, while the capture's start and end
+//! take the write side. So whichever thread queues work on the stream, the work lands in the graph
+//! exactly when the bookkeeping says so, and a graph owns everything its nodes reference:
+//! - the device buffers the captured work reads or writes;
+//! - the kernels (and so their modules) of its kernel nodes.
+//!
+//! What a graph could not own is refused on a capturing stream with [`Error::Unsupported`]:
+//! host callbacks (an `FnOnce` would run at every replay), copies to or from host memory, event
+//! records, allocations, and launching another graph.
 
-use crate::memory::Allocation;
+use crate::stream::Captured;
 use crate::{driver, Context, DeviceRepr, Error, Result, Stream};
 use cuda_sys::{CUgraph, CUgraphExec, CUgraphNode, CUgraphNodeType, CUresult, CUstreamCaptureMode};
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// A captured graph of GPU work. It keeps alive every buffer the captured work used.
+/// A captured graph of GPU work. It owns every buffer the captured work used and every kernel
+/// (with its module) that it launches.
 pub struct Graph {
     raw: CUgraph,
     ctx: Context,
-    keep: Arc<Vec<Arc<Allocation>>>,
+    keep: Captured,
 }
 
 /// An instantiated graph, ready to replay with [`GraphExec::launch`].
@@ -21,65 +36,122 @@ pub struct GraphExec {
 }
 
 // SAFETY: graph handles may be used from any thread; the driver documents graph objects as not
-// thread-safe for concurrent *modification*, which `&mut self` methods rule out.
+// thread-safe for concurrent *modification*, which `&mut self` methods rule out. The kept
+// allocations and functions are Send + Sync.
 unsafe impl Send for Graph {}
 // SAFETY: as above.
 unsafe impl Send for GraphExec {}
 
-impl Stream {
-    /// Starts capturing this stream's work into a graph (thread-local capture mode). Work queued
-    /// on it until [`Stream::end_capture`] is recorded, not run. Allocate buffers before capture.
-    pub fn begin_capture(&self) -> Result<()> {
-        self.context().bind()?;
-        // SAFETY: live stream.
-        unsafe {
-            driver()?.cuStreamBeginCapture_v2(
-                self.as_raw(),
-                CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )?
-        };
-        self.inner
-            .captured
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
-        if !self.inner.capturing.swap(true, Ordering::AcqRel) {
-            self.context().inner.captures.fetch_add(1, Ordering::AcqRel);
-        }
-        Ok(())
-    }
+/// A graph capture in progress on a stream of its own. Queue work on [`Capture::stream`] (or
+/// through `Deref`), then [`Capture::end`] it to get the [`Graph`]. Dropping it without `end`
+/// ends the capture and discards the graph.
+///
+/// Clones of its stream may go to other threads: work they queue is captured too, and `end`
+/// waits for enqueues in flight.
+pub struct Capture {
+    stream: Stream,
+    ended: bool,
+}
 
-    /// Ends the capture and returns the graph.
-    pub fn end_capture(&self) -> Result<Graph> {
-        if self.inner.capturing.swap(false, Ordering::AcqRel) {
-            self.context().inner.captures.fetch_sub(1, Ordering::AcqRel);
-        }
-        let mut keep = std::mem::take(
-            &mut *self
+impl Context {
+    /// Begins capturing into a graph, on a new stream made for this capture (see the
+    /// [module docs](crate::graph)). Allocate buffers before capture: allocation on a
+    /// capturing stream is refused.
+    pub fn begin_capture(&self) -> Result<Capture> {
+        let stream = Stream::new_capture_stream(self)?;
+        {
+            // No context-wide synchronize may run between counting the capture and beginning it.
+            let _sync = self
                 .inner
-                .captured
+                .sync_gate
                 .lock()
-                .unwrap_or_else(|p| p.into_inner()),
-        );
-        keep.sort_by_key(|a| Arc::as_ptr(a) as usize);
-        keep.dedup_by_key(|a| Arc::as_ptr(a) as usize);
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: out-pointer; live stream.
-        unsafe { driver()?.cuStreamEndCapture(self.as_raw(), &mut raw)? };
-        Ok(Graph {
-            raw,
-            ctx: self.context().clone(),
-            keep: Arc::new(keep),
+                .unwrap_or_else(|p| p.into_inner());
+            let _w = stream.inner.gate_write();
+            // SAFETY: live stream, not yet shared with anyone.
+            unsafe {
+                driver()?.cuStreamBeginCapture_v2(
+                    stream.as_raw(),
+                    CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
+                )?
+            };
+            stream.inner.capturing.store(true, Ordering::Release);
+            self.inner.captures.fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(Capture {
+            stream,
+            ended: false,
         })
     }
 
-    /// Captures what `f` queues on this stream into a graph.
+    /// Captures what `f` queues on the capture stream it is given into a graph.
     pub fn capture(&self, f: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph> {
-        self.begin_capture()?;
-        let r = f(self);
-        let g = self.end_capture();
+        let cap = self.begin_capture()?;
+        let r = f(cap.stream());
+        let g = cap.end();
         r?;
         g
+    }
+}
+
+impl Capture {
+    /// The capture stream: work queued on it (from any thread) is recorded into the graph.
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    /// Ends the capture and returns the graph. Waits for enqueues in flight on other threads.
+    pub fn end(mut self) -> Result<Graph> {
+        self.ended = true;
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<Graph> {
+        let inner = &self.stream.inner;
+        let _w = inner.gate_write();
+        let ctx = self.stream.context().clone();
+        if inner.capturing.swap(false, Ordering::AcqRel) {
+            ctx.inner.captures.fetch_sub(1, Ordering::AcqRel);
+        }
+        let mut keep =
+            std::mem::take(&mut *inner.captured.lock().unwrap_or_else(|p| p.into_inner()));
+        keep.allocations.sort_by_key(|a| Arc::as_ptr(a) as usize);
+        keep.allocations.dedup_by_key(|a| Arc::as_ptr(a) as usize);
+        keep.functions.sort_by_key(|f| f.as_raw() as usize);
+        keep.functions.dedup_by_key(|f| f.as_raw() as usize);
+        let mut raw = std::ptr::null_mut();
+        ctx.bind()?;
+        // SAFETY: out-pointer; live stream, capturing since `begin_capture`.
+        unsafe { driver()?.cuStreamEndCapture(self.stream.as_raw(), &mut raw)? };
+        Ok(Graph { raw, ctx, keep })
+    }
+}
+
+impl std::ops::Deref for Capture {
+    type Target = Stream;
+    fn deref(&self) -> &Stream {
+        &self.stream
+    }
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        if !self.ended {
+            // The graph (if any) is dropped right away; nothing of it ever ran.
+            if let Err(e) = self.finish() {
+                self.stream
+                    .context()
+                    .report_drop_error("ending a discarded capture", e);
+            }
+        }
+    }
+}
+
+impl Stream {
+    /// Captures what `f` queues into a graph, on a capture stream of this stream's context (see
+    /// [`Context::begin_capture`]); `f` gets that stream. Replay the graph on this stream (or any
+    /// other) with [`GraphExec::launch`].
+    pub fn capture(&self, f: impl FnOnce(&Stream) -> Result<()>) -> Result<Graph> {
+        self.context().capture(f)
     }
 }
 
@@ -94,6 +166,9 @@ impl Graph {
         let mut n = 0usize;
         // SAFETY: querying the count with a null array.
         unsafe { drv.cuGraphGetNodes(self.raw, std::ptr::null_mut(), &mut n)? };
+        if n == 0 {
+            return Ok(Vec::new());
+        }
         let mut v = vec![std::ptr::null_mut(); n];
         // SAFETY: the array has room for `n` nodes.
         unsafe { drv.cuGraphGetNodes(self.raw, v.as_mut_ptr(), &mut n)? };
@@ -127,16 +202,34 @@ impl Graph {
 
 impl GraphExec {
     /// Replays the graph on `stream`, ordered after earlier uses of the buffers it touches.
+    /// The stream must belong to the graph's context and must not be capturing.
     pub fn launch(&self, stream: &Stream) -> Result<()> {
-        for a in self.graph.keep.iter() {
+        if !stream.context().same_as(&self.graph.ctx) {
+            return Err(Error::DeviceMismatch {
+                what: "the stream",
+                expected: self.graph.ctx.device().ordinal() as i32,
+                found: stream.context().device().ordinal() as i32,
+            });
+        }
+        let _gate = stream.inner.enter();
+        stream.refuse_capture("launching a graph")?;
+        self.graph.ctx.bind_cached()?;
+        for a in self.graph.keep.allocations.iter() {
             a.before_use(&stream.inner)?;
         }
-        // SAFETY: live handles; the buffers the graph uses are kept alive by it.
+        // SAFETY: live handles in one context; the buffers and kernels the graph uses are owned
+        // by it, and ordered on `stream` above.
         unsafe { driver()?.cuGraphLaunch(self.raw, stream.as_raw())? };
-        for a in self.graph.keep.iter() {
-            a.after_use(&stream.inner)?;
+        let mut first_err = Ok(());
+        for a in self.graph.keep.allocations.iter() {
+            // `after_use` settles the stream itself if it fails, so nothing stays untracked.
+            if let Err(e) = a.after_use(&stream.inner) {
+                if first_err.is_ok() {
+                    first_err = Err(e);
+                }
+            }
         }
-        Ok(())
+        first_err
     }
 
     /// Number of kernel nodes.
@@ -212,24 +305,28 @@ impl GraphExec {
 
 impl Drop for GraphExec {
     fn drop(&mut self) {
-        if let Ok(drv) = driver() {
-            // SAFETY: live handle, destroyed once; replays already queued complete first.
-            if let Err(e) = unsafe { drv.cuGraphExecDestroy(self.raw) } {
-                self.graph
-                    .ctx
-                    .report_drop_error("cuGraphExecDestroy", e.into());
-            }
-        }
+        let raw = self.raw as usize;
+        crate::host_callback::release_on_drop(
+            self.graph.ctx.clone(),
+            "cuGraphExecDestroy",
+            move || {
+                // SAFETY: live handle, destroyed once (a failed destroy leaves it live); replays
+                // already queued complete first (the driver frees an in-flight executable graph when
+                // it finishes).
+                unsafe { driver()?.cuGraphExecDestroy(raw as CUgraphExec)? };
+                Ok(())
+            },
+        );
     }
 }
 
 impl Drop for Graph {
     fn drop(&mut self) {
-        if let Ok(drv) = driver() {
-            // SAFETY: live handle, destroyed once.
-            if let Err(e) = unsafe { drv.cuGraphDestroy(self.raw) } {
-                self.ctx.report_drop_error("cuGraphDestroy", e.into());
-            }
-        }
+        let raw = self.raw as usize;
+        crate::host_callback::release_on_drop(self.ctx.clone(), "cuGraphDestroy", move || {
+            // SAFETY: live handle, destroyed once (a failed destroy leaves it live).
+            unsafe { driver()?.cuGraphDestroy(raw as CUgraph)? };
+            Ok(())
+        });
     }
 }

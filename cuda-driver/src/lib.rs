@@ -29,25 +29,65 @@
 //! };
 //! let x = stream.clone_htod(&[1.0f32, 2.0, 3.0])?;
 //! let mut y = stream.alloc_zeros::<f32>(3)?;
-//! scale.launch(&stream, &LaunchConfig::for_num_elems(3), &x, &mut y, 2.0, 3)?;
+//! let n = 3u32;
+//! assert!(n as usize <= x.len() && n as usize <= y.len());
+//! // SAFETY: the kernel touches x[i] and y[i] only for i < n, and n fits both buffers.
+//! unsafe { scale.launch(&stream, &LaunchConfig::for_num_elems(3), &x, &mut y, 2.0, n)? };
 //! assert_eq!(stream.clone_dtoh(&y)?, [2.0, 4.0, 6.0]);
 //! # Ok(()) }
 //! ```
 //!
-//! ## Safety model
-//! - **Memory**: see [`memory`]: buffers are freed in stream order, and using a buffer on a stream
-//!   other than the one it was allocated on is ordered automatically with events.
-//! - **Launches**: a [`Kernel`]'s type is its signature; making one is `unsafe` (the promise that
-//!   it matches the CUDA code, checked for parameter count and sizes), launching it is safe.
-//!   [`Function::launch`] (untyped) is `unsafe`. Launch configurations are validated against the
-//!   device before every launch.
-//! - **Host memory in async copies** is borrowed by a [`PendingCopy`] until the copy completes.
-//! - **`Drop` never panics**: failures are logged and stored in the [`Context`]
-//!   ([`Context::take_drop_errors`]); fallible `free()`/`close()` exist where it matters.
-//! - **Threads**: [`Context`], [`Stream`], [`DeviceBuffer`], [`Module`], [`Function`], [`Kernel`],
-//!   [`Event`] are `Send + Sync` (the driver API is thread-safe and the context is bound per
-//!   thread on use). [`CurrentContextGuard`] is not `Send`: it stands for this thread's context
-//!   stack.
+//! ## Soundness model
+//! "Safe" means: **no program without the `unsafe` keyword can cause undefined behaviour**, on
+//! the host or on the device, whatever it passes, in whatever order it drops things, however its
+//! threads interleave, and whatever the driver returns. The rules that make it so, each guarded
+//! by tests in `tests/tests/soundness.rs` and `tests/compile_fail/`:
+//!
+//! 1. **Kernels.** Making a typed [`Kernel`] is `unsafe` (the CUDA declaration matches the Rust
+//!    signature; parameter count and sizes are checked). *Launching* one is `unsafe` too
+//!    ([`Kernel::launch`]): only the caller knows which scalar is a length and whether the grid
+//!    fits the buffers. Safe APIs that launch kernels (the ops of `cuda-kernels`, the tensor
+//!    layer) check every shape against the real buffers first. The same rule holds for your
+//!    kernels: check, then launch in an `unsafe` block that says why it is in bounds.
+//!    [`Function::launch`] (untyped) is `unsafe` as well.
+//! 2. **Graphs own what their nodes reference**: the buffers captured work uses and the kernels
+//!    (so the modules) it launches. No drop order can make a replay touch freed memory or
+//!    unloaded code. What a graph cannot own is refused during capture.
+//! 3. **A check and the enqueue it guards are one step for every other thread.** Captures run on
+//!    a stream made for them ([`Context::begin_capture`]); each enqueue on it holds the stream's
+//!    capture gate across its "is it capturing?" check, driver call and bookkeeping, and the
+//!    capture's start and end take the gate exclusively. Ordinary streams never capture.
+//!    A module's kernels are queued under a shared lock that [`DeviceGlobal`] access takes
+//!    exclusively (after a context synchronize), so a global is never accessed under a kernel.
+//! 4. **An error after work was queued leaves that work tracked or finished.** Events a copy
+//!    needs are created before it is queued; if recording the after-use event still fails, the
+//!    stream is synchronized (or, failing that, the context) before the error is returned. A
+//!    failed wait on a pending host copy falls back to a context synchronize before the host
+//!    touches the memory. *Assumption*: when both a stream and its context fail to synchronize,
+//!    the context has a sticky error and the GPU runs no more of its work.
+//! 5. **Memory in use is never freed under the GPU**: buffers are freed in their home stream's
+//!    order after every other stream's use (see [`memory`]); host memory in an async copy is
+//!    borrowed until the copy is known complete, and the pinned buffer itself waits if the
+//!    borrow is leaked.
+//! 6. **Host callbacks make no CUDA calls**: inside one, this crate's calls return
+//!    [`Error::InHostCallback`] and CUDA objects dropped there are released later on a reaper
+//!    thread; a panic is caught and its payload never dropped there.
+//! 7. **One device, one context.** [`Context::new`] returns the process-wide handle of the
+//!    device's primary context, so identity checks ([`Error::DeviceMismatch`]) compare devices,
+//!    never handles of the same device. The per-thread bound-context cache is updated by every
+//!    path that changes the current context ([`Context::bind`], [`Context::push_current`] and its
+//!    guard's drop).
+//! 8. **`Drop` never panics** and never loses an error silently: failures are logged and stored in
+//!    the [`Context`] ([`Context::take_drop_errors`]); a failed release is tried once more, and if
+//!    that fails too the resource is leaked, never released twice; fallible `free()`/`close()`
+//!    exist where it matters.
+//! 9. **Threads**: [`Context`], [`Stream`], [`DeviceBuffer`], [`Module`], [`Function`], [`Kernel`],
+//!    [`Event`] are `Send + Sync` (the driver API is thread-safe and the context is bound per
+//!    thread on use). [`CurrentContextGuard`] is not `Send`: it stands for one thread's context
+//!    stack.
+//!
+//! What `unsafe` callers promise is in each `# Safety` section; the escape hatches for other
+//! libraries' objects are [`Context::from_raw`], [`Stream::from_raw`] and the `as_raw()` getters.
 
 #![warn(missing_docs)]
 
@@ -57,11 +97,13 @@ mod error;
 mod event;
 mod function;
 pub mod graph;
+mod host_callback;
 pub mod launch;
 pub mod memory;
 mod module;
 pub mod nvrtc;
 mod ptx_info;
+mod registry;
 mod stream;
 mod thread_guard;
 
@@ -73,8 +115,8 @@ pub use function::{Function, FunctionAttributes};
 pub use graph::{Graph, GraphExec};
 pub use launch::{Dim3, Kernel, KernelArg, KernelLimits, KernelParam, LaunchConfig};
 pub use memory::{
-    DeviceBuffer, DeviceRepr, DeviceSlice, DeviceView, DeviceViewMut, HostAllocFlags,
-    HostRegistration, PendingCopy, PinnedBuffer, PinnedHost,
+    DeviceBuffer, DeviceRepr, DeviceSlice, DeviceView, DeviceViewMut, ExternalSlice,
+    HostAllocFlags, HostRegistration, PendingCopy, PinnedBuffer, PinnedHost,
 };
 pub use module::{DeviceGlobal, JitOptions, Module, ModuleImage};
 pub use stream::{Stream, StreamKind};
@@ -86,6 +128,9 @@ pub use {bytemuck, cuda_sys, half};
 /// The process-wide driver, initialised (`cuInit`) once.
 pub(crate) fn driver() -> Result<&'static cuda_sys::Driver> {
     use std::sync::OnceLock;
+    if host_callback::active() {
+        return Err(host_callback::refused());
+    }
     static INIT: OnceLock<Result<(), Error>> = OnceLock::new();
     let drv = cuda_sys::Driver::get()?;
     INIT.get_or_init(|| {

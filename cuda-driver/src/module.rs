@@ -43,6 +43,10 @@ pub struct Module {
 pub(crate) struct ModuleInner {
     raw: CUmodule,
     pub(crate) ctx: Context,
+    /// Launches of this module's kernels hold the read side while they enqueue;
+    /// [`DeviceGlobal`] accesses hold the write side, so a global is never read or written
+    /// while a kernel that may use it is being queued or (after a context synchronize) running.
+    pub(crate) globals: std::sync::RwLock<()>,
     pub(crate) ptx: Option<String>,
     entries: Vec<String>,
     info_log: String,
@@ -155,6 +159,7 @@ impl Context {
             inner: Arc::new(ModuleInner {
                 raw,
                 ctx: self.clone(),
+                globals: std::sync::RwLock::new(()),
                 ptx,
                 entries,
                 info_log: text(&info),
@@ -283,29 +288,65 @@ pub struct DeviceGlobal<T: DeviceRepr> {
 }
 
 impl<T: DeviceRepr> DeviceGlobal<T> {
-    /// Reads the value on `stream` (after the work queued on it); blocks until done.
+    /// Checks `stream` and makes the global idle: no kernel of the context is queued or running
+    /// when this returns, and none of this module can be queued while the returned guard lives.
+    fn exclusive<'a>(
+        &'a self,
+        stream: &'a Stream,
+        what: &'static str,
+    ) -> Result<(
+        std::sync::RwLockWriteGuard<'a, ()>,
+        crate::stream::EnqueueGuard<'a>,
+    )> {
+        let ctx = &self.module.ctx;
+        if !stream.context().same_as(ctx) {
+            return Err(Error::DeviceMismatch {
+                what: "the stream",
+                expected: ctx.device().ordinal() as i32,
+                found: stream.context().device().ordinal() as i32,
+            });
+        }
+        // Same lock order as a launch (stream gate, then module), so the two cannot deadlock.
+        let gate = stream.inner.enter();
+        let launches = self
+            .module
+            .globals
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        stream.refuse_capture(what)?;
+        // Kernels on every stream (not only `stream`) may use the global.
+        ctx.inner.while_no_capture(what, || Ok(()))?;
+        Ok((launches, gate))
+    }
+
+    /// Reads the value; blocks until every kernel queued in the context so far has finished
+    /// (any of them may write the global), then copies on `stream`.
     pub fn read(&self, stream: &Stream) -> Result<T> {
-        stream.refuse_capture("DeviceGlobal::read")?;
-        self.module.ctx.bind()?;
+        let _excl = self.exclusive(stream, "DeviceGlobal::read")?;
         let mut v = T::zeroed();
         // SAFETY: the global is `size_of::<T>()` bytes (checked) and lives with the module;
-        // the host value is a valid destination; any bytes are a valid T.
-        unsafe {
+        // the host value is a valid destination; any bytes are a valid T; no kernel runs.
+        let r = unsafe {
             driver()?.cuMemcpyDtoHAsync_v2(
                 (&mut v as *mut T).cast(),
                 self.ptr,
                 std::mem::size_of::<T>(),
                 stream.as_raw(),
-            )?;
+            )
+        };
+        r?;
+        let synced = stream.synchronize();
+        if synced.is_err() {
+            stream.inner.settle();
         }
-        stream.synchronize()?;
+        synced?;
         Ok(v)
     }
 
-    /// Writes the value on `stream` (ordered after work queued on it); blocks until done.
+    /// Writes the value; blocks until every kernel queued in the context so far has finished
+    /// (any of them may read the global), copies on `stream`, and waits for the copy.
     pub fn write(&self, stream: &Stream, value: &T) -> Result<()> {
-        stream.refuse_capture("DeviceGlobal::write")?;
-        self.module.ctx.bind()?;
+        let _excl = self.exclusive(stream, "DeviceGlobal::write")?;
         // SAFETY: as in `read`; the source outlives the synchronize below.
         unsafe {
             driver()?.cuMemcpyHtoDAsync_v2(
@@ -315,7 +356,11 @@ impl<T: DeviceRepr> DeviceGlobal<T> {
                 stream.as_raw(),
             )?;
         }
-        stream.synchronize()
+        let synced = stream.synchronize();
+        if synced.is_err() {
+            stream.inner.settle();
+        }
+        synced
     }
 
     /// The device address.
@@ -326,24 +371,21 @@ impl<T: DeviceRepr> DeviceGlobal<T> {
 
 impl Drop for ModuleInner {
     fn drop(&mut self) {
-        let inner = &self.ctx.inner;
-        if inner.captures.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            inner
-                .deferred_unloads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(self.raw);
-            return;
-        }
-        let r = (|| -> Result<()> {
-            self.ctx.synchronize()?;
-            // SAFETY: no Function of this module is alive (each holds the module) and every
-            // queued kernel has finished (synchronized above).
-            unsafe { driver()?.cuModuleUnload(self.raw)? };
-            inner.unload_deferred()
-        })();
-        if let Err(e) = r {
-            self.ctx.report_drop_error("unloading a module", e);
-        }
+        // Every unload goes through the context's deferred list, unloaded after a context-wide
+        // synchronize, and only while no capture is in progress (a synchronize would invalidate
+        // it): otherwise after the capture, by the next unload or the context's release.
+        self.ctx
+            .inner
+            .deferred_unloads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.raw);
+        let ctx = self.ctx.clone();
+        crate::host_callback::release_on_drop(self.ctx.clone(), "unloading a module", move || {
+            match ctx.inner.unload_deferred() {
+                Err(Error::Unsupported { .. }) => Ok(()), // a capture is running: later
+                r => r,
+            }
+        });
     }
 }

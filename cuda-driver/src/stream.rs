@@ -4,7 +4,7 @@ use crate::{driver, Context, Error, Event, Result};
 use cuda_sys::{CUresult, CUstream};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
 use std::time::Duration;
 
 /// What kind of stream to create.
@@ -31,10 +31,40 @@ pub(crate) struct StreamInner {
     pub(crate) raw: CUstream,
     pub(crate) ctx: Context,
     owned: bool,
-    /// While a graph capture is in progress, the allocations its work uses (kept alive by the
-    /// graph).
+    /// Whether a graph capture is in progress. Only a stream made for a capture
+    /// ([`Context::begin_capture`]) ever captures; its flag changes only under `gate`'s write
+    /// lock, while every enqueue holds the read lock (see [`StreamInner::enter`]).
     pub(crate) capturing: AtomicBool,
-    pub(crate) captured: Mutex<Vec<Arc<crate::memory::Allocation>>>,
+    /// `Some` for a capture stream: readers are enqueues, the writer is the capture's start/end.
+    gate: Option<RwLock<()>>,
+    /// While a graph capture is in progress, what its work uses (kept alive by the graph).
+    pub(crate) captured: Mutex<Captured>,
+}
+
+/// What the work captured into a graph references, so the graph can own it.
+#[derive(Default)]
+pub(crate) struct Captured {
+    /// Device allocations read or written by captured work.
+    pub(crate) allocations: Vec<Arc<crate::memory::Allocation>>,
+    /// Kernels (each keeps its module loaded).
+    pub(crate) functions: Vec<crate::Function>,
+}
+
+/// Held for the duration of one enqueue (check, driver call, bookkeeping): while it lives, the
+/// stream's capture state cannot change, so the check and the work it guards are one step for
+/// every other thread.
+pub(crate) struct EnqueueGuard<'a> {
+    _read: Option<RwLockReadGuard<'a, ()>>,
+    /// For a kernel launch: the read side of its module's globals lock.
+    _module: Option<RwLockReadGuard<'a, ()>>,
+}
+
+impl<'a> EnqueueGuard<'a> {
+    /// Also holds `module`'s globals lock (read side) for a launch of one of its kernels.
+    pub(crate) fn with_module(mut self, module: &'a crate::module::ModuleInner) -> Self {
+        self._module = Some(module.globals.read().unwrap_or_else(|p| p.into_inner()));
+        self
+    }
 }
 
 // SAFETY: a CUstream may be used from any thread; the driver serialises submissions.
@@ -65,20 +95,67 @@ impl Stream {
         Ok(Self::wrap(ctx.clone(), raw, true))
     }
 
+    /// A handle for a stream another library owns (PyTorch's `torch.cuda.current_stream().cuda_stream`,
+    /// CuPy, another Rust crate). The stream is borrowed: this crate never destroys it. Checks
+    /// that it belongs to `ctx` (`cuStreamGetCtx`).
+    ///
+    /// # Safety
+    /// - `raw` is a live stream, and stays live while the returned handle, any clone of it, any
+    ///   buffer allocated on it (buffers are freed in their home stream's order) or any work
+    ///   queued through them exists;
+    /// - nobody begins a graph capture on it while this crate queues work on it (this crate
+    ///   keeps the bookkeeping that makes captures sound only for its own capture streams).
+    pub unsafe fn from_raw(ctx: &Context, raw: CUstream) -> Result<Stream> {
+        ctx.bind()?;
+        let mut owner = std::ptr::null_mut();
+        // SAFETY: `raw` is live (caller's promise); out-pointer to a local.
+        unsafe { driver()?.cuStreamGetCtx(raw, &mut owner)? };
+        if owner != ctx.as_raw() {
+            return Err(Error::Unsupported {
+                what: "Stream::from_raw with a stream of another context",
+                why: format!(
+                    "the stream belongs to context {owner:?}, not device {}'s primary context",
+                    ctx.device().ordinal()
+                ),
+            });
+        }
+        Ok(Self::wrap(ctx.clone(), raw, false))
+    }
+
     pub(crate) fn null(ctx: Context) -> Stream {
         Self::wrap(ctx, std::ptr::null_mut(), false)
     }
 
     fn wrap(ctx: Context, raw: CUstream, owned: bool) -> Stream {
+        Self::wrap_with(ctx, raw, owned, None)
+    }
+
+    fn wrap_with(ctx: Context, raw: CUstream, owned: bool, gate: Option<RwLock<()>>) -> Stream {
         Stream {
             inner: Arc::new(StreamInner {
                 raw,
                 ctx,
                 owned,
                 capturing: AtomicBool::new(false),
-                captured: Mutex::new(Vec::new()),
+                gate,
+                captured: Mutex::new(Captured::default()),
             }),
         }
+    }
+
+    /// A new non-blocking stream that may be captured into a graph (see [`Context::begin_capture`]).
+    pub(crate) fn new_capture_stream(ctx: &Context) -> Result<Stream> {
+        ctx.bind()?;
+        let flags = cuda_sys::CUstream_flags::CU_STREAM_NON_BLOCKING.0;
+        let mut raw = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; destroyed when the last handle drops.
+        unsafe { driver()?.cuStreamCreateWithPriority(&mut raw, flags, 0)? };
+        Ok(Self::wrap_with(
+            ctx.clone(),
+            raw,
+            true,
+            Some(RwLock::new(())),
+        ))
     }
 
     /// The (least, greatest) priority values: `greatest` is the highest priority and is
@@ -99,6 +176,11 @@ impl Stream {
     /// The raw `CUstream` (escape hatch; null for the default stream).
     pub fn as_raw(&self) -> CUstream {
         self.inner.raw
+    }
+
+    /// Whether this stream was made for a graph capture ([`Context::begin_capture`]).
+    pub fn is_capture_stream(&self) -> bool {
+        self.inner.gate.is_some()
     }
 
     /// Whether two handles are the same stream.
@@ -123,16 +205,17 @@ impl Stream {
 
     /// Makes later work on this stream wait for `event`'s last record.
     ///
-    /// An event recorded during a graph capture can only be waited on by a stream in the same
-    /// capture: otherwise the waiting stream would silently join the capture, and the buffers it
-    /// uses would escape the graph's bookkeeping. That case is refused.
+    /// Events cannot be recorded during a graph capture (see [`Event::record`]), so a wait can
+    /// never pull this stream into another stream's capture.
     pub fn wait_event(&self, event: &Event) -> Result<()> {
-        if event.recorded_in_capture() && !self.inner.is_capturing() {
-            return Err(Error::Unsupported {
-                what: "waiting on an event recorded during a graph capture",
-                why: "the waiting stream would join the capture; capture on one stream, or wait after end_capture".into(),
+        if !event.context().same_as(self.context()) {
+            return Err(Error::DeviceMismatch {
+                what: "the event",
+                expected: self.context().device().ordinal() as i32,
+                found: event.context().device().ordinal() as i32,
             });
         }
+        let _gate = self.inner.enter();
         self.inner.wait_raw(event.as_raw())
     }
 
@@ -145,9 +228,9 @@ impl Stream {
     }
 
     /// Fails when the stream is capturing: for operations that hand the driver host memory or
-    /// host code whose lifetime a graph could not keep.
+    /// host code whose lifetime a graph could not keep. Call with an [`EnqueueGuard`] held.
     pub(crate) fn refuse_capture(&self, what: &'static str) -> Result<()> {
-        if self.inner.is_capturing() || self.is_capturing()? {
+        if self.inner.is_capturing() {
             return Err(Error::Unsupported {
                 what,
                 why: "not allowed while the stream is captured into a graph: the graph would keep \
@@ -168,23 +251,25 @@ impl Stream {
     /// Queues `f` to run on a driver thread once the work queued before it has finished.
     ///
     /// `f` must be `'static + Send`: it runs later, on another thread. A panic in `f` is caught
-    /// (it must not unwind into the driver) and logged. `f` must not call CUDA itself (a driver
-    /// rule for host functions).
+    /// (it must not unwind into the driver) and logged. The driver forbids CUDA calls from a host
+    /// function; here any call `f` makes through this crate returns
+    /// [`Error::InHostCallback`] instead, and CUDA objects dropped inside `f` (a captured buffer
+    /// or stream, say) are released later on another thread.
     ///
     /// Refused while the stream is being captured into a graph: a graph would run the callback
     /// at every replay, but an `FnOnce` can run only once.
     pub fn launch_host_func<F: FnOnce() + Send + 'static>(&self, f: F) -> Result<()> {
+        let _gate = self.inner.enter();
         self.refuse_capture("launch_host_func")?;
-        extern "C" fn trampoline<F: FnOnce() + Send + 'static>(data: *mut c_void) {
-            // SAFETY: `data` is the Box<F> leaked below; the driver calls this exactly once.
-            let f = unsafe { Box::from_raw(data.cast::<F>()) };
-            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).is_err() {
-                log::error!("cuda-driver: a stream host callback panicked; the panic was caught");
-            }
-        }
         let data = Box::into_raw(Box::new(f)).cast::<c_void>();
         // SAFETY: the trampoline matches CUhostFn and takes back ownership of `data`.
-        let r = unsafe { driver()?.cuLaunchHostFunc(self.inner.raw, Some(trampoline::<F>), data) };
+        let r = unsafe {
+            driver()?.cuLaunchHostFunc(
+                self.inner.raw,
+                Some(crate::host_callback::trampoline::<F>),
+                data,
+            )
+        };
         if let Err(e) = r {
             // SAFETY: the driver did not take the callback, so we still own `data`.
             drop(unsafe { Box::from_raw(data.cast::<F>()) });
@@ -207,6 +292,54 @@ impl Stream {
 }
 
 impl StreamInner {
+    /// Enters an enqueue: until the guard drops, the capture state of this stream is fixed
+    /// (a capture cannot begin or end). Normal streams never capture and take no lock.
+    #[inline]
+    pub(crate) fn enter(&self) -> EnqueueGuard<'_> {
+        EnqueueGuard {
+            _read: self
+                .gate
+                .as_ref()
+                .map(|g| g.read().unwrap_or_else(|p| p.into_inner())),
+            _module: None,
+        }
+    }
+
+    /// The capture gate's write side (capture start and end); `None` for normal streams.
+    pub(crate) fn gate_write(&self) -> Option<std::sync::RwLockWriteGuard<'_, ()>> {
+        self.gate
+            .as_ref()
+            .map(|g| g.write().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Makes sure the work queued on this stream so far is no longer running, after an error
+    /// that left it untracked: synchronizes the stream, or failing that the whole context.
+    /// If both fail the context has a sticky error and runs no more work (the crate's
+    /// documented assumption), so nothing queued can still touch memory.
+    pub(crate) fn settle(&self) {
+        // Twice: a transient failure should not cost a context-wide wait.
+        if self.synchronize().is_ok() || self.synchronize().is_ok() {
+            return;
+        }
+        // Poll: NOT_READY means work is still queued; anything else means it is done or the
+        // context is dead.
+        let start = std::time::Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Ok(drv) = driver() {
+                // SAFETY: live handle.
+                match unsafe { drv.cuStreamQuery(self.raw) } {
+                    Err(e) if e.code() == Some(CUresult::CUDA_ERROR_NOT_READY) => {}
+                    _ => return,
+                }
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        if let Err(e) = self.ctx.synchronize() {
+            self.ctx
+                .report_drop_error("settling a stream after an error", e);
+        }
+    }
+
     pub(crate) fn synchronize(&self) -> Result<()> {
         // SAFETY: live handle.
         unsafe { driver()?.cuStreamSynchronize(self.raw)? };
@@ -229,13 +362,12 @@ impl Drop for StreamInner {
         if !self.owned {
             return;
         }
-        if let Ok(drv) = driver() {
-            // SAFETY: the handle is live and unused from now on. Work still queued completes;
-            // the driver releases the stream afterwards.
-            if let Err(e) = unsafe { drv.cuStreamDestroy_v2(self.raw) } {
-                self.ctx
-                    .report_drop_error("cuStreamDestroy", Error::from(e));
-            }
-        }
+        let raw = self.raw as usize;
+        crate::host_callback::release_on_drop(self.ctx.clone(), "cuStreamDestroy", move || {
+            // SAFETY: the handle is live and unused from now on (a failed destroy leaves it
+            // live). Work still queued completes; the driver releases the stream afterwards.
+            unsafe { driver()?.cuStreamDestroy_v2(raw as CUstream)? };
+            Ok(())
+        });
     }
 }

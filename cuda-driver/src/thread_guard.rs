@@ -18,6 +18,8 @@ impl Context {
     pub fn push_current(&self) -> Result<CurrentContextGuard> {
         // SAFETY: a retained, live context.
         unsafe { driver()?.cuCtxPushCurrent_v2(self.as_raw())? };
+        // The bind cache must know: launches check it before skipping `cuCtxSetCurrent`.
+        crate::context::note_bound(self.as_raw());
         Ok(CurrentContextGuard {
             ctx: self.clone(),
             _not_send: PhantomData,
@@ -33,8 +35,8 @@ impl Drop for CurrentContextGuard {
             if let Err(e) = unsafe { drv.cuCtxPopCurrent_v2(&mut popped) } {
                 self.ctx.report_drop_error("cuCtxPopCurrent", e.into());
             }
-            // The thread's current context changed under the bind cache: re-check next time.
-            let _ = self.ctx.bind();
+            // The thread's current context is now whatever was below: ask the driver next time.
+            crate::context::invalidate_bind_cache();
         }
     }
 }

@@ -28,6 +28,8 @@ impl Driver {
     ) -> Result<(), DriverError> {
         #[cfg(feature = "fault-injection")]
         if let Some(status) = crate::fault::intercept(call) {
+            // Traced like a real call, so a trace shows where the injected failure landed.
+            let status = crate::trace::run("driver", call, || status);
             return Err(self.error_for(call, CUresult(status)));
         }
         let status = crate::trace::run("driver", call, || f().0);
@@ -89,6 +91,8 @@ impl Nvrtc {
     ) -> Result<(), NvrtcError> {
         #[cfg(feature = "fault-injection")]
         if let Some(status) = crate::fault::intercept(call) {
+            // Traced like a real call, so a trace shows where the injected failure landed.
+            let status = crate::trace::run("nvrtc", call, || status);
             return Err(self.error_for(call, nvrtcResult(status)));
         }
         let status = crate::trace::run("nvrtc", call, || f().0);

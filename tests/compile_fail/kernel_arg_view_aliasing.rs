@@ -14,7 +14,8 @@ fn launch(k: &Saxpy, stream: &Stream) -> Result<()> {
     let mut buf = stream.alloc_zeros::<f32>(512)?;
     let mut out = buf.slice_mut(256..)?;
     let cfg = LaunchConfig::for_num_elems(256);
-    k.launch(stream, &cfg, &buf, &mut out, 2.0, 256)
+    // SAFETY: (beside the point here: the call must not compile at all)
+    unsafe { k.launch(stream, &cfg, &buf, &mut out, 2.0, 256) }
 }
 
 fn main() {

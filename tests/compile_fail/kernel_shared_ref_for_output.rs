@@ -14,7 +14,8 @@ fn launch(k: &Saxpy, stream: &Stream) -> Result<()> {
     let x = stream.alloc_zeros::<f32>(256)?;
     let y = stream.alloc_zeros::<f32>(256)?;
     let cfg = LaunchConfig::for_num_elems(256);
-    k.launch(stream, &cfg, &x, &y, 2.0, 256)
+    // SAFETY: (beside the point here: the call must not compile at all)
+    unsafe { k.launch(stream, &cfg, &x, &y, 2.0, 256) }
 }
 
 fn main() {

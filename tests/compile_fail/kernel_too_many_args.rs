@@ -13,7 +13,8 @@ fn launch(k: &Saxpy, stream: &Stream) -> Result<()> {
     let x = stream.alloc_zeros::<f32>(256)?;
     let mut y = stream.alloc_zeros::<f32>(256)?;
     let cfg = LaunchConfig::for_num_elems(256);
-    k.launch(stream, &cfg, &x, &mut y, 2.0, 256, 7u32)
+    // SAFETY: (beside the point here: the call must not compile at all)
+    unsafe { k.launch(stream, &cfg, &x, &mut y, 2.0, 256, 7u32) }
 }
 
 fn main() {

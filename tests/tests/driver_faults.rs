@@ -51,9 +51,9 @@ fn injected_launch_failure() -> TestResult {
     let x = s.clone_htod(&[1.0f32; 4])?;
     let mut y = s.alloc_zeros::<f32>(4)?;
     fault::inject("cuLaunchKernel", 1, CUresult::CUDA_ERROR_LAUNCH_FAILED.0);
-    let e = k
-        .launch(&s, &LaunchConfig::new(1, 32), 1.0, &x, &mut y, 4)
-        .unwrap_err();
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    let e = unsafe { k.launch(&s, &LaunchConfig::new(1, 32), 1.0, &x, &mut y, 4) }.unwrap_err();
     ensure!(
         e.driver_code() == Some(CUresult::CUDA_ERROR_LAUNCH_FAILED),
         "{e}"
@@ -63,7 +63,9 @@ fn injected_launch_failure() -> TestResult {
         msg.contains("cuLaunchKernel failed with CUDA_ERROR_LAUNCH_FAILED"),
         "{msg}"
     );
-    k.launch(&s, &LaunchConfig::new(1, 32), 1.0, &x, &mut y, 4)?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe { k.launch(&s, &LaunchConfig::new(1, 32), 1.0, &x, &mut y, 4) }?;
     ensure!(
         s.clone_dtoh(&y)? == [1.0; 4],
         "launch after injected failure"

@@ -223,14 +223,18 @@ fn leaked_pending() -> TestResult {
     let slow = unsafe { m.kernel::<(&mut DeviceSlice<f32>, f32, u32, i64)>("slow_fill")? };
     let n = 1 << 16;
     let mut d = s.alloc_zeros::<f32>(n)?;
-    slow.launch(
-        &s,
-        &LaunchConfig::new(64, 256),
-        &mut d,
-        5.0,
-        n as u32,
-        20_000_000,
-    )?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe {
+        slow.launch(
+            &s,
+            &LaunchConfig::new(64, 256),
+            &mut d,
+            5.0,
+            n as u32,
+            20_000_000,
+        )
+    }?;
     let mut dst = PinnedBuffer::<f32>::zeroed(&ctx, n)?;
     let p = s.copy_dtoh_async(&d, &mut dst)?;
     std::mem::forget(p); // the borrow ends, but the buffer still knows a copy is pending
@@ -276,22 +280,30 @@ fn drop_while_queued() -> TestResult {
         let n = 1 << 20;
         let mut x = a.alloc_zeros::<f32>(n)?;
         // Queue long work on the home stream and on another stream, then drop everything.
-        slow.launch(
-            &a,
-            &LaunchConfig::new(132, 256),
-            &mut x,
-            1.0,
-            n as u32,
-            5_000_000,
-        )?;
-        slow.launch(
-            &b,
-            &LaunchConfig::new(132, 256),
-            &mut x,
-            2.0,
-            n as u32,
-            5_000_000,
-        )?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            slow.launch(
+                &a,
+                &LaunchConfig::new(132, 256),
+                &mut x,
+                1.0,
+                n as u32,
+                5_000_000,
+            )
+        }?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            slow.launch(
+                &b,
+                &LaunchConfig::new(132, 256),
+                &mut x,
+                2.0,
+                n as u32,
+                5_000_000,
+            )
+        }?;
         drop(x);
         drop(slow);
         drop(m);

@@ -163,14 +163,18 @@ fn typed_vector_add() -> TestResult {
         let b: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
         let (da, db) = (s.clone_htod(&a)?, s.clone_htod(&b)?);
         let mut dc = s.alloc_zeros::<f32>(n)?;
-        k.launch(
-            &s,
-            &LaunchConfig::for_num_elems(n),
-            &da,
-            &db,
-            &mut dc,
-            n as u32,
-        )?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.launch(
+                &s,
+                &LaunchConfig::for_num_elems(n),
+                &da,
+                &db,
+                &mut dc,
+                n as u32,
+            )
+        }?;
         let c = s.clone_dtoh(&dc)?;
         for i in 0..n {
             ensure!(
@@ -239,8 +243,9 @@ fn launch_limits() -> TestResult {
     let mut c = s.alloc_zeros::<f32>(4)?;
     let max = ctx.limits().max_threads_per_block;
     let cfg = LaunchConfig::new(1, (max, 2));
-    let msg = k
-        .launch(&s, &cfg, &a, &b, &mut c, 4)
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    let msg = unsafe { k.launch(&s, &cfg, &a, &b, &mut c, 4) }
         .unwrap_err()
         .to_string();
     ensure!(
@@ -250,13 +255,16 @@ fn launch_limits() -> TestResult {
         )),
         "{msg}"
     );
-    let msg = k
-        .launch(&s, &LaunchConfig::new((1, 1 << 20), 32), &a, &b, &mut c, 4)
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    let msg = unsafe { k.launch(&s, &LaunchConfig::new((1, 1 << 20), 32), &a, &b, &mut c, 4) }
         .unwrap_err()
         .to_string();
     ensure!(msg.contains("grid.y is 1048576"), "{msg}");
-    let msg = k
-        .launch(
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    let msg = unsafe {
+        k.launch(
             &s,
             &LaunchConfig::new(1, 32).with_shared_mem(1 << 30),
             &a,
@@ -264,11 +272,14 @@ fn launch_limits() -> TestResult {
             &mut c,
             4,
         )
-        .unwrap_err()
-        .to_string();
+    }
+    .unwrap_err()
+    .to_string();
     ensure!(msg.contains("dynamic shared memory"), "{msg}");
     // The stream is still fine afterwards.
-    k.launch(&s, &LaunchConfig::new(1, 32), &a, &b, &mut c, 4)?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe { k.launch(&s, &LaunchConfig::new(1, 32), &a, &b, &mut c, 4) }?;
     s.synchronize()?;
     Ok(())
 }
@@ -355,37 +366,49 @@ fn dynamic_shared() -> TestResult {
     let x: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let dx = s.clone_htod(&x)?;
     let mut dy = s.alloc_zeros::<f32>(n as usize)?;
-    k.launch(
-        &s,
-        &LaunchConfig::new(1, n).with_shared_mem(n * 4),
-        &dx,
-        &mut dy,
-        n,
-    )?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe {
+        k.launch(
+            &s,
+            &LaunchConfig::new(1, n).with_shared_mem(n * 4),
+            &dx,
+            &mut dy,
+            n,
+        )
+    }?;
     let y = s.clone_dtoh(&dy)?;
     ensure!(y.iter().rev().copied().eq(x.iter().copied()), "reverse");
     // Above 48 KiB needs the opt-in.
     let big = 64 << 10;
-    let e = k.launch(
-        &s,
-        &LaunchConfig::new(1, n).with_shared_mem(big),
-        &dx,
-        &mut dy,
-        n,
-    );
-    ensure!(
-        matches!(e, Err(Error::LaunchConfig { .. })),
-        "64 KiB accepted without opt-in"
-    );
-    if ctx.limits().max_shared_per_block_optin >= big {
-        k.function().set_max_dynamic_shared_mem(big)?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    let e = unsafe {
         k.launch(
             &s,
             &LaunchConfig::new(1, n).with_shared_mem(big),
             &dx,
             &mut dy,
             n,
-        )?;
+        )
+    };
+    ensure!(
+        matches!(e, Err(Error::LaunchConfig { .. })),
+        "64 KiB accepted without opt-in"
+    );
+    if ctx.limits().max_shared_per_block_optin >= big {
+        k.function().set_max_dynamic_shared_mem(big)?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.launch(
+                &s,
+                &LaunchConfig::new(1, n).with_shared_mem(big),
+                &dx,
+                &mut dy,
+                n,
+            )
+        }?;
         s.synchronize()?;
     }
     ensure!(
@@ -407,8 +430,12 @@ fn globals() -> TestResult {
     // SAFETY: matches scale_by_global(float*, unsigned).
     let k = unsafe { m.kernel::<(&mut DeviceSlice<f32>, u32)>("scale_by_global")? };
     let mut x = s.clone_htod(&[1.0f32, 2.0, 4.0])?;
-    k.launch(&s, &LaunchConfig::new(1, 32), &mut x, 3)?;
-    k.launch(&s, &LaunchConfig::new(1, 32), &mut x, 3)?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe { k.launch(&s, &LaunchConfig::new(1, 32), &mut x, 3) }?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe { k.launch(&s, &LaunchConfig::new(1, 32), &mut x, 3) }?;
     ensure!(s.clone_dtoh(&x)? == [6.25, 12.5, 25.0], "scaled by global");
     ensure!(counters.read(&s)?[0] == 2, "counter written by kernel");
     ensure!(
@@ -441,7 +468,9 @@ fn cubin() -> TestResult {
     let k: VecAdd = unsafe { m.kernel("vector_add")? };
     let a = s.clone_htod(&[1.0f32; 5])?;
     let mut c = s.alloc_zeros::<f32>(5)?;
-    k.launch(&s, &LaunchConfig::new(1, 32), &a, &a, &mut c, 5)?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe { k.launch(&s, &LaunchConfig::new(1, 32), &a, &a, &mut c, 5) }?;
     ensure!(s.clone_dtoh(&c)? == [2.0; 5], "cubin kernel");
     Ok(())
 }
@@ -460,7 +489,9 @@ fn cluster_launch() -> TestResult {
     let k = block_ids_kernel(&ctx)?;
     let mut out = s.alloc_zeros::<u32>(16)?;
     let cfg = LaunchConfig::new(16, 64).with_cluster(2);
-    let r = k.launch(&s, &cfg, &mut out);
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    let r = unsafe { k.launch(&s, &cfg, &mut out) };
     if ctx.limits().compute_capability.major < 9 {
         ensure!(
             matches!(r, Err(Error::LaunchConfig { .. })),
@@ -481,7 +512,9 @@ fn cooperative_launch() -> TestResult {
     let s = ctx.new_stream()?;
     let k = block_ids_kernel(&ctx)?;
     let mut out = s.alloc_zeros::<u32>(8)?;
-    k.launch(&s, &LaunchConfig::new(8, 64).cooperative(), &mut out)?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe { k.launch(&s, &LaunchConfig::new(8, 64).cooperative(), &mut out) }?;
     ensure!(
         s.clone_dtoh(&out)? == (1..=8).collect::<Vec<u32>>(),
         "cooperative launch output"

@@ -74,14 +74,18 @@ fn stream_kinds() -> TestResult {
     let blocking = Stream::new(&ctx, StreamKind::Blocking, least)?;
     let k = kernels(&ctx)?;
     let mut x = hi.alloc_zeros::<f32>(1 << 16)?;
-    k.slow.launch(
-        &hi,
-        &LaunchConfig::new(4, 256),
-        &mut x,
-        3.0,
-        1 << 16,
-        50_000_000,
-    )?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe {
+        k.slow.launch(
+            &hi,
+            &LaunchConfig::new(4, 256),
+            &mut x,
+            3.0,
+            1 << 16,
+            50_000_000,
+        )
+    }?;
     let busy = !hi.query()?;
     hi.synchronize()?;
     ensure!(hi.query()?, "query after sync");
@@ -105,14 +109,18 @@ fn events() -> TestResult {
     let start = Event::new(&ctx, true)?;
     let end = Event::new(&ctx, true)?;
     start.record(&a)?;
-    k.slow.launch(
-        &a,
-        &LaunchConfig::new(4, 256),
-        &mut x,
-        1.0,
-        1 << 16,
-        20_000_000,
-    )?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe {
+        k.slow.launch(
+            &a,
+            &LaunchConfig::new(4, 256),
+            &mut x,
+            1.0,
+            1 << 16,
+            20_000_000,
+        )
+    }?;
     end.record(&a)?;
     b.wait_event(&end)?; // b now waits for the slow kernel
     let marker = b.record_event()?;
@@ -121,14 +129,18 @@ fn events() -> TestResult {
     let t = start.elapsed(&end)?;
     ensure!(t > Duration::from_micros(100), "elapsed {t:?}");
     let ((), t2) = a.time(|s| {
-        k.slow.launch(
-            s,
-            &LaunchConfig::new(4, 256),
-            &mut x,
-            2.0,
-            1 << 16,
-            20_000_000,
-        )
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.slow.launch(
+                s,
+                &LaunchConfig::new(4, 256),
+                &mut x,
+                2.0,
+                1 << 16,
+                20_000_000,
+            )
+        }
     })?;
     ensure!(t2 > Duration::from_micros(100), "stream.time {t2:?}");
     eprintln!("slow kernel: {t:?} / {t2:?}");
@@ -148,14 +160,18 @@ fn host_callbacks() -> TestResult {
     let k = kernels(&ctx)?;
     let order = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut x = s.alloc_zeros::<f32>(1024)?;
-    k.slow.launch(
-        &s,
-        &LaunchConfig::new(1, 256),
-        &mut x,
-        1.0,
-        1024,
-        10_000_000,
-    )?;
+    // SAFETY: the test kernel guards its index with the length it is passed, which does not
+    // exceed any buffer argument's length here.
+    unsafe {
+        k.slow.launch(
+            &s,
+            &LaunchConfig::new(1, 256),
+            &mut x,
+            1.0,
+            1024,
+            10_000_000,
+        )
+    }?;
     for i in 0..5 {
         let order = order.clone();
         s.launch_host_func(move || order.lock().unwrap().push(i))?;
@@ -185,17 +201,25 @@ fn cross_stream() -> TestResult {
     let n = 1 << 20;
     for round in 0..3 {
         let mut x = a.alloc_zeros::<f32>(n)?;
-        k.slow.launch(
-            &a,
-            &LaunchConfig::new(132, 256),
-            &mut x,
-            7.0 + round as f32,
-            n as u32,
-            20_000_000,
-        )?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.slow.launch(
+                &a,
+                &LaunchConfig::new(132, 256),
+                &mut x,
+                7.0 + round as f32,
+                n as u32,
+                20_000_000,
+            )
+        }?;
         let mut y = b.alloc_zeros::<f32>(n)?;
-        k.copy
-            .launch(&b, &LaunchConfig::new(132, 256), &x, &mut y, 2.0, n as u32)?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.copy
+                .launch(&b, &LaunchConfig::new(132, 256), &x, &mut y, 2.0, n as u32)
+        }?;
         let got = b.clone_dtoh(&y)?;
         let want = 2.0 * (7.0 + round as f32);
         ensure!(
@@ -204,14 +228,18 @@ fn cross_stream() -> TestResult {
             got[0]
         );
         // And back: written on B (foreign), then read on A (home) with no user sync.
-        k.slow.launch(
-            &b,
-            &LaunchConfig::new(132, 256),
-            &mut x,
-            -1.0,
-            n as u32,
-            20_000_000,
-        )?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.slow.launch(
+                &b,
+                &LaunchConfig::new(132, 256),
+                &mut x,
+                -1.0,
+                n as u32,
+                20_000_000,
+            )
+        }?;
         ensure!(
             a.clone_dtoh(&x)?.iter().all(|&v| v == -1.0),
             "round {round}: A read stale data"
@@ -231,14 +259,18 @@ fn ping_pong() -> TestResult {
     let mut y = streams[2].alloc_zeros::<f32>(n)?;
     for i in 0..30 {
         let s = &streams[i % 3];
-        k.axpy.launch(
-            s,
-            &LaunchConfig::for_num_elems(n),
-            2.0,
-            &x,
-            &mut y,
-            n as u32,
-        )?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.axpy.launch(
+                s,
+                &LaunchConfig::for_num_elems(n),
+                2.0,
+                &x,
+                &mut y,
+                n as u32,
+            )
+        }?;
         std::mem::swap(&mut x, &mut y);
     }
     // Each step: y_new = 2x + y_old; track on the CPU.
@@ -270,9 +302,19 @@ fn sixteen_threads() -> TestResult {
                         let x = s.clone_htod(&h).map_err(|e| e.to_string())?;
                         let mut y = s.alloc_zeros::<f32>(n).map_err(|e| e.to_string())?;
                         let f = (t + 1) as f32;
-                        k.copy
-                            .launch(&s, &LaunchConfig::for_num_elems(n), &x, &mut y, f, n as u32)
-                            .map_err(|e| e.to_string())?;
+                        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+                        // exceed any buffer argument's length here.
+                        unsafe {
+                            k.copy.launch(
+                                &s,
+                                &LaunchConfig::for_num_elems(n),
+                                &x,
+                                &mut y,
+                                f,
+                                n as u32,
+                            )
+                        }
+                        .map_err(|e| e.to_string())?;
                         let got = s.clone_dtoh(&y).map_err(|e| e.to_string())?;
                         if got.iter().zip(&h).any(|(g, h)| *g != h * f) {
                             return Err(format!("thread {t} iteration {i}: wrong result"));
@@ -308,8 +350,12 @@ fn graph_replay() -> TestResult {
     let cfg = LaunchConfig::for_num_elems(n);
     let steps = |s: &Stream, y: &mut DeviceSlice<f32>| -> cuda_driver::Result<()> {
         for i in 0..20 {
-            k.axpy
-                .launch(s, &cfg, 0.5 + i as f32 * 0.01, &x, y, n as u32)?;
+            // SAFETY: the test kernel guards its index with the length it is passed, which does not
+            // exceed any buffer argument's length here.
+            unsafe {
+                k.axpy
+                    .launch(s, &cfg, 0.5 + i as f32 * 0.01, &x, y, n as u32)
+            }?;
         }
         Ok(())
     };
@@ -338,14 +384,18 @@ fn graph_update() -> TestResult {
     let x = s.clone_htod(&vec![1.0f32; n])?;
     let mut y = s.alloc_zeros::<f32>(n)?;
     let graph = s.capture(|s| {
-        k.axpy.launch(
-            s,
-            &LaunchConfig::for_num_elems(n),
-            1.0,
-            &x,
-            &mut y,
-            n as u32,
-        )
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.axpy.launch(
+                s,
+                &LaunchConfig::for_num_elems(n),
+                1.0,
+                &x,
+                &mut y,
+                n as u32,
+            )
+        }
     })?;
     let mut exec = graph.instantiate()?;
     exec.launch(&s)?; // y = 1
@@ -371,14 +421,18 @@ fn graph_keeps_buffers() -> TestResult {
         let x = s.clone_htod(&vec![3.0f32; n])?;
         let mut y = s.alloc_zeros::<f32>(n)?;
         let g = s.capture(|s| {
-            k.copy.launch(
-                s,
-                &LaunchConfig::for_num_elems(n),
-                &x,
-                &mut y,
-                2.0,
-                n as u32,
-            )
+            // SAFETY: the test kernel guards its index with the length it is passed, which does not
+            // exceed any buffer argument's length here.
+            unsafe {
+                k.copy.launch(
+                    s,
+                    &LaunchConfig::for_num_elems(n),
+                    &x,
+                    &mut y,
+                    2.0,
+                    n as u32,
+                )
+            }
         })?;
         g.instantiate()?
         // x and y are dropped here; the graph keeps their memory.
@@ -394,7 +448,11 @@ fn graph_keeps_buffers() -> TestResult {
 }
 
 /// What a graph could not keep alive is refused during capture: host callbacks (an `FnOnce` run at
-/// every replay), copies to or from host memory, and pulling another stream into the capture.
+/// every replay), copies to or from host memory, event records and allocations.
+fn scratch(s: &Stream) -> cuda_driver::Result<cuda_driver::DeviceBuffer<f32>> {
+    s.alloc_zeros::<f32>(16)
+}
+
 fn capture_refusals() -> TestResult {
     let ctx = context()?;
     let s = ctx.new_stream()?;
@@ -410,29 +468,23 @@ fn capture_refusals() -> TestResult {
         refusals.push(s.launch_host_func(|| ()).is_err());
         refusals.push(s.copy_htod_async(&pinned, &mut y).is_err());
         refusals.push(s.memcpy_dtoh(&x, &mut host).is_err());
-        // `x` lives on `s`, which is capturing: using it on another stream is refused.
-        refusals.push(
-            k.copy
-                .launch(
-                    &other,
-                    &LaunchConfig::for_num_elems(n),
-                    &x,
-                    &mut y,
-                    1.0,
-                    n as u32,
-                )
-                .is_err(),
-        );
-        let ev = s.record_event()?;
-        refusals.push(other.wait_event(&ev).is_err());
-        k.copy.launch(
-            s,
-            &LaunchConfig::for_num_elems(n),
-            &x,
-            &mut y,
-            3.0,
-            n as u32,
-        )
+        // Events (a graph cannot own them) and allocations are refused on a capturing stream.
+        refusals.push(s.record_event().is_err());
+        refusals.push(s.alloc_zeros::<f32>(16).is_err());
+        // The capture has a stream of its own: `other` is not capturing and keeps running work.
+        refusals.push(other.memset_bytes(&mut scratch(&other)?, 0).is_ok());
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.copy.launch(
+                s,
+                &LaunchConfig::for_num_elems(n),
+                &x,
+                &mut y,
+                3.0,
+                n as u32,
+            )
+        }
     })?;
     ensure!(refusals.iter().all(|&r| r), "refusals {refusals:?}");
     g.instantiate()?.launch(&s)?;
@@ -451,27 +503,35 @@ fn module_drop_during_capture() -> TestResult {
     let x = s.clone_htod(&vec![2.0f32; n])?;
     let mut y = s.alloc_zeros::<f32>(n)?;
     let g = s.capture(|s| {
-        k.copy.launch(
-            s,
-            &LaunchConfig::for_num_elems(n),
-            &x,
-            &mut y,
-            3.0,
-            n as u32,
-        )?;
+        // SAFETY: the test kernel guards its index with the length it is passed, which does not
+        // exceed any buffer argument's length here.
+        unsafe {
+            k.copy.launch(
+                s,
+                &LaunchConfig::for_num_elems(n),
+                &x,
+                &mut y,
+                3.0,
+                n as u32,
+            )
+        }?;
         let other = load_cuda(&ctx, TEST_KERNELS).map_err(|e| cuda_driver::Error::Unsupported {
             what: "loading a module",
             why: e.to_string(),
         })?;
         drop(other); // deferred: a context synchronize here would invalidate this capture
-        k.copy.launch(
-            s,
-            &LaunchConfig::for_num_elems(n),
-            &x,
-            &mut y,
-            4.0,
-            n as u32,
-        )
+                     // SAFETY: the test kernel guards its index with the length it is passed, which does not
+                     // exceed any buffer argument's length here.
+        unsafe {
+            k.copy.launch(
+                s,
+                &LaunchConfig::for_num_elems(n),
+                &x,
+                &mut y,
+                4.0,
+                n as u32,
+            )
+        }
     })?;
     g.instantiate()?.launch(&s)?;
     ensure!(s.clone_dtoh(&y)?.iter().all(|&v| v == 8.0), "graph result");

@@ -10,10 +10,21 @@ use std::marker::PhantomData;
 /// `vector_add(const float*, const float*, float*, int)`.
 ///
 /// [`Kernel::launch`] takes exactly those arguments, so a launch with the wrong types, the wrong
-/// number of arguments, or a read-only buffer where the kernel writes does not compile, and a
-/// launch needs no `unsafe`. Making the handle ([`crate::Module::kernel`]) is the `unsafe` step: it
-/// is the promise that the CUDA declaration matches. That promise is checked as far as the driver
-/// allows: the number and byte sizes of the kernel's parameters must match the signature.
+/// number of arguments, or a read-only buffer where the kernel writes does not compile.
+///
+/// Two promises stand between a kernel and memory safety, and both are `unsafe`:
+/// - **making the handle** ([`crate::Module::kernel`], [`Kernel::from_function`]): the CUDA
+///   declaration matches `Args` (checked as far as the driver allows: the number and byte sizes
+///   of the parameters);
+/// - **launching it** ([`Kernel::launch`]): with *this* grid and *these* scalar values the kernel
+///   stays inside the buffers it is given. Only the caller can know that: `add(a, b, out, n)` is
+///   in bounds for `n <= out.len()` and out of bounds for `n = 2 * out.len()`, and nothing in the
+///   types says which scalar is a length.
+///
+/// Safe code launches kernels through wrappers that check the shapes against the real buffers
+/// first and then make the `unsafe` call (the ops of `cuda-kernels` are such wrappers). The
+/// crate-level [soundness model](crate#soundness-model) says what the rest of the launch
+/// guarantees (ordering across streams, graph keep-alive, context checks).
 pub struct Kernel<Args> {
     func: Function,
     _sig: PhantomData<fn() -> Args>,
@@ -45,8 +56,8 @@ impl<Args: Signature> Kernel<Args> {
     /// # Safety
     /// The kernel's CUDA declaration must match `Args`: pointer parameters the kernel writes must
     /// be `&mut DeviceSlice<T>` of the right `T`, pointers it only reads `&DeviceSlice<T>`, and
-    /// scalars their exact C type, and the kernel must not access memory beyond what the
-    /// arguments describe given the launch configuration callers will use.
+    /// scalars their exact C type. (Staying in bounds is promised per launch: see
+    /// [`Kernel::launch`].)
     pub unsafe fn from_function(func: Function) -> Result<Kernel<Args>> {
         func.check_param_sizes(Args::SIZES)?;
         Ok(Kernel {
@@ -65,21 +76,35 @@ macro_rules! impl_launch {
     ($($A:ident $a:ident $v:ident),*) => {
         impl<$($A: KernelParam),*> Kernel<($($A,)*)> {
             /// Queues the kernel on `stream` with `cfg` (validated first) and these arguments.
-            /// Buffers are ordered across streams as the [`crate::memory`] docs describe.
+            /// Buffers are ordered across streams as the [`crate::memory`] docs describe; during a
+            /// graph capture the graph keeps the buffers and the module alive.
+            ///
+            /// # Safety
+            /// With `cfg`'s grid and block and these scalar values, every memory access the kernel
+            /// makes through a buffer argument must fall inside that buffer's `len()` elements,
+            /// and it must access no other device memory (no pointers smuggled in scalars or
+            /// structs, no module globals written while other kernels read them). Check every
+            /// length/shape scalar against the buffers before calling (e.g. `n <= out.len()`
+            /// for a one-thread-per-element kernel with an `if (i < n)` guard); a kernel without
+            /// a bounds guard needs the grid itself checked too.
             #[allow(clippy::too_many_arguments, unused_mut)]
             #[inline]
-            pub fn launch(&self, stream: &Stream, cfg: &LaunchConfig $(, $a: $A::Arg<'_>)*) -> Result<()> {
-                self.func.prepare(stream, cfg)?;
+            pub unsafe fn launch(&self, stream: &Stream, cfg: &LaunchConfig $(, $a: $A::Arg<'_>)*) -> Result<()> {
+                let _gate = self.func.prepare(stream, cfg)?;
                 $( $a.before_launch(stream)?; )*
                 $( let $v = $a.value(); )*
                 let mut params: [*mut c_void; 0 $(+ { let _ = stringify!($A); 1 })*] =
                     [$( &$v as *const _ as *mut c_void ),*];
                 // SAFETY: the signature was checked against the kernel when the handle was made
-                // (and promised by its maker); each pointer refers to a live local of the
-                // parameter's exact size; buffers are live for the call and ordered on `stream`.
+                // (and promised by its maker); bounds are promised by our caller; each pointer
+                // refers to a live local of the parameter's exact size; buffers are live for the
+                // call and ordered on `stream`; `_gate` keeps the capture state fixed.
                 unsafe { self.func.launch_prepared(stream, cfg, &mut params)? };
-                $( $a.after_launch(stream)?; )*
-                Ok(())
+                // After-use bookkeeping settles the stream itself if it fails (see
+                // `Allocation::after_use`), so an error here leaves nothing untracked.
+                let mut first_err = Ok(());
+                $( if let Err(e) = $a.after_launch(stream) { if first_err.is_ok() { first_err = Err(e); } } )*
+                first_err
             }
         }
     };

@@ -14,6 +14,9 @@ pub(crate) struct Allocation {
     pub(crate) home: Arc<StreamInner>,
     pooled: bool,
     freed: bool,
+    /// Memory another library owns ([`super::ExternalSlice`]): never freed here; dropping waits
+    /// for its uses instead, and graphs may not capture it.
+    external: bool,
     /// Fast path: false while no stream other than `home` has used the allocation since the
     /// home stream last caught up with them.
     has_foreign: AtomicBool,
@@ -37,6 +40,15 @@ impl Allocation {
     /// Allocates `bytes` (at least 1) on `stream`.
     pub(crate) fn new(stream: &Arc<StreamInner>, bytes: usize) -> Result<Allocation> {
         let ctx = &stream.ctx;
+        let _gate = stream.enter();
+        if stream.is_capturing() {
+            return Err(Error::Unsupported {
+                what: "allocating on a stream that is being captured into a graph",
+                why: "the graph would free or reuse the memory behind the buffer's back; allocate \
+                      before the capture begins"
+                    .into(),
+            });
+        }
         ctx.bind()?;
         let drv = driver()?;
         let pooled = ctx.limits().memory_pools;
@@ -54,6 +66,11 @@ impl Allocation {
             if e.code() == Some(cuda_sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY) {
                 let (free, total) = ctx.mem_get_info().unwrap_or((0, 0));
                 return Err(Error::OutOfMemory {
+                    call: if pooled {
+                        "cuMemAllocAsync"
+                    } else {
+                        "cuMemAlloc_v2"
+                    },
                     requested: bytes,
                     free,
                     total,
@@ -67,9 +84,52 @@ impl Allocation {
             home: stream.clone(),
             pooled,
             freed: false,
+            external: false,
             has_foreign: AtomicBool::new(false),
             foreign: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The record for external memory at `ptr` (see [`super::ExternalSlice`]).
+    pub(crate) fn external(
+        stream: &Arc<StreamInner>,
+        ptr: CUdeviceptr,
+        bytes: usize,
+    ) -> Allocation {
+        Allocation {
+            ptr,
+            bytes,
+            home: stream.clone(),
+            pooled: false,
+            freed: true,
+            external: true,
+            has_foreign: AtomicBool::new(false),
+            foreign: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// For external memory: waits until every use queued on any stream has finished.
+    pub(crate) fn settle_external(&self) -> Result<()> {
+        let home = self.home.clone();
+        let _gate = home.enter();
+        home.ctx.bind()?;
+        let r = self.order_before(&home).and_then(|()| home.synchronize());
+        if r.is_err() {
+            home.settle();
+        }
+        r
+    }
+
+    fn refuse_external_capture(&self) -> Result<()> {
+        if self.external {
+            return Err(Error::Unsupported {
+                what: "using borrowed external memory (ExternalSlice) in a graph capture",
+                why: "the graph would use the memory after the borrow ends; copy it into a \
+                      DeviceBuffer first"
+                    .into(),
+            });
+        }
+        Ok(())
     }
 
     /// Orders `stream` after every earlier use of this allocation. Call before queuing work that
@@ -77,11 +137,13 @@ impl Allocation {
     #[inline]
     pub(crate) fn before_use(self: &Arc<Self>, stream: &Arc<StreamInner>) -> Result<()> {
         if stream.is_capturing() {
+            self.refuse_external_capture()?;
             // A graph keeps what it uses alive, and orders it when replayed (see graph.rs).
             stream
                 .captured
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
+                .allocations
                 .push(self.clone());
             return Ok(());
         }
@@ -100,6 +162,7 @@ impl Allocation {
         // SAFETY: forwarded to the caller.
         let a = unsafe { &*this };
         if stream.is_capturing() {
+            a.refuse_external_capture()?;
             // SAFETY: `this` came from `Arc::as_ptr` of a live Arc (caller's contract), so taking
             // one more strong reference is valid.
             let arc = unsafe {
@@ -110,6 +173,7 @@ impl Allocation {
                 .captured
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
+                .allocations
                 .push(arc);
             return Ok(());
         }
@@ -124,16 +188,27 @@ impl Allocation {
         let drv = driver()?;
         let mut foreign = self.foreign.lock().unwrap_or_else(|p| p.into_inner());
         if at_home {
+            // Every foreign use must end up ordered before what follows on the home stream: by a
+            // queued wait, or, if queuing it fails, by waiting for that stream on the host.
+            let mut first_err = Ok(());
+            for u in foreign.iter() {
+                // SAFETY: live handles.
+                if let Err(e) = unsafe { drv.cuStreamWaitEvent(stream.raw, u.event, 0) } {
+                    u.stream.settle();
+                    if first_err.is_ok() {
+                        first_err = Err(e.into());
+                    }
+                }
+            }
             for u in foreign.drain(..) {
-                // SAFETY: live handles; the event is destroyed right after the wait is queued
-                // (allowed: the driver keeps it until the wait resolves).
-                unsafe {
-                    drv.cuStreamWaitEvent(stream.raw, u.event, 0)?;
-                    drv.cuEventDestroy_v2(u.event)?;
+                // SAFETY: our event; the waits above were queued (the driver keeps an event until
+                // the waits on it resolve) or the stream was settled. A failure only leaks it.
+                if let Err(e) = unsafe { drv.cuEventDestroy_v2(u.event) } {
+                    self.home.ctx.report_drop_error("cuEventDestroy", e.into());
                 }
             }
             self.has_foreign.store(false, Ordering::Release);
-            return Ok(());
+            return first_err;
         }
         // A foreign stream: wait for everything queued on the home stream so far …
         if self.home.is_capturing() {
@@ -145,11 +220,15 @@ impl Allocation {
             });
         }
         let ev = new_event()?;
-        // SAFETY: live handles; the event is ours.
+        // SAFETY: live handles; the event is ours and destroyed on every path (allowed while a
+        // wait on it is queued).
         unsafe {
-            drv.cuEventRecord(ev, self.home.raw)?;
-            let waited = drv.cuStreamWaitEvent(stream.raw, ev, 0);
-            drv.cuEventDestroy_v2(ev)?;
+            let waited = drv
+                .cuEventRecord(ev, self.home.raw)
+                .and_then(|()| drv.cuStreamWaitEvent(stream.raw, ev, 0));
+            if let Err(e) = drv.cuEventDestroy_v2(ev) {
+                self.home.ctx.report_drop_error("cuEventDestroy", e.into());
+            }
             waited?;
         }
         // … and for the other foreign streams' last uses.
@@ -160,21 +239,40 @@ impl Allocation {
         Ok(())
     }
 
-    /// Records that work using this allocation was queued on `stream`.
+    /// Records that work using this allocation was queued on `stream`. Call right after the
+    /// work was queued, with the stream's enqueue guard still held.
+    ///
+    /// If recording fails, the work is already queued but would be untracked (a later free could
+    /// overtake it), so the stream is settled first (see `StreamInner::settle`): the error is
+    /// returned with the work finished.
     #[inline]
     pub(crate) fn after_use(&self, stream: &Arc<StreamInner>) -> Result<()> {
         if Arc::ptr_eq(stream, &self.home) || stream.is_capturing() {
             return Ok(());
         }
+        let r = self.track_foreign(stream);
+        if r.is_err() {
+            stream.settle();
+        }
+        r
+    }
+
+    fn track_foreign(&self, stream: &Arc<StreamInner>) -> Result<()> {
         let drv = driver()?;
         let ev = new_event()?;
         // SAFETY: live handles.
-        unsafe { drv.cuEventRecord(ev, stream.raw)? };
+        if let Err(e) = unsafe { drv.cuEventRecord(ev, stream.raw) } {
+            // SAFETY: our event, never recorded.
+            let _ = unsafe { drv.cuEventDestroy_v2(ev) };
+            return Err(e.into());
+        }
         let mut foreign = self.foreign.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(u) = foreign.iter_mut().find(|u| Arc::ptr_eq(&u.stream, stream)) {
             let old = std::mem::replace(&mut u.event, ev);
-            // SAFETY: the old event is ours and no longer referenced.
-            unsafe { drv.cuEventDestroy_v2(old)? };
+            // SAFETY: the old event is ours and no longer referenced. A failure only leaks it.
+            if let Err(e) = unsafe { drv.cuEventDestroy_v2(old) } {
+                self.home.ctx.report_drop_error("cuEventDestroy", e.into());
+            }
         } else {
             foreign.push(ForeignUse {
                 stream: stream.clone(),
@@ -200,7 +298,13 @@ impl Allocation {
 
     fn free(&mut self) -> Result<()> {
         let drv = driver()?;
-        self.home.ctx.bind()?;
+        // The free names its stream; binding only matters for `cuMemFree` without pools. A bind
+        // failure is reported, not a reason to keep the memory.
+        if let Err(e) = self.home.ctx.bind() {
+            self.home
+                .ctx
+                .report_drop_error("binding the context to free device memory", e);
+        }
         let home = self.home.clone();
         // Make the home stream wait for the other streams' uses, then free in its order.
         self.order_before(&home)?;
@@ -231,15 +335,53 @@ impl Allocation {
     /// Frees now, returning the error instead of reporting it.
     pub(crate) fn close(mut self) -> Result<()> {
         self.freed = true;
-        self.free()
+        let first = self.free();
+        if first.is_err() {
+            // Once more, so a transient failure does not leak; if this fails too, the memory is
+            // leaked (never freed twice) and the first error says why.
+            let _ = self.free();
+        }
+        first
     }
 }
 
 impl Drop for Allocation {
     fn drop(&mut self) {
-        if !self.freed {
+        if crate::host_callback::active() {
+            // Inside a host function no CUDA call may be made: hand the memory to the reaper
+            // thread, as a twin that owns the same pointer and bookkeeping.
+            let twin = Allocation {
+                ptr: self.ptr,
+                bytes: self.bytes,
+                home: self.home.clone(),
+                pooled: self.pooled,
+                freed: self.freed,
+                external: self.external,
+                has_foreign: AtomicBool::new(self.has_foreign.load(Ordering::Acquire)),
+                foreign: Mutex::new(std::mem::take(
+                    self.foreign.get_mut().unwrap_or_else(|p| p.into_inner()),
+                )),
+            };
+            self.freed = true;
+            crate::host_callback::defer(move || drop(twin));
+            return;
+        }
+        if self.external {
+            if let Err(e) = self.settle_external() {
+                self.home
+                    .ctx
+                    .report_drop_error("waiting for uses of external memory", e);
+            }
+        } else if !self.freed {
             if let Err(e) = self.free() {
                 self.home.ctx.report_drop_error("freeing device memory", e);
+                // Once more: a transient failure should not leak the memory. If this fails too,
+                // the memory is leaked (never freed twice) and the error reported.
+                if let Err(e) = self.free() {
+                    self.home
+                        .ctx
+                        .report_drop_error("freeing device memory (retry)", e);
+                }
             }
         }
         let foreign = std::mem::take(self.foreign.get_mut().unwrap_or_else(|p| p.into_inner()));

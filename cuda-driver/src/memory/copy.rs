@@ -14,15 +14,15 @@ use std::marker::PhantomData;
 pub struct PendingCopy<'a> {
     slot: &'a super::pinned::PendingSlot,
     stream: Stream,
+    waited: bool,
     _host: PhantomData<&'a mut ()>,
 }
 
 impl PendingCopy<'_> {
     /// Waits for the copy and returns its error, if any.
-    pub fn wait(self) -> Result<()> {
-        let r = self.slot.wait();
-        std::mem::forget(self);
-        r
+    pub fn wait(mut self) -> Result<()> {
+        self.waited = true;
+        self.slot.wait()
     }
 
     /// Whether the copy has finished (without blocking).
@@ -33,7 +33,9 @@ impl PendingCopy<'_> {
 
 impl Drop for PendingCopy<'_> {
     fn drop(&mut self) {
-        self.slot.wait_or_report(self.stream.context());
+        if !self.waited {
+            self.slot.wait_or_report(self.stream.context());
+        }
     }
 }
 
@@ -90,8 +92,9 @@ impl Stream {
     /// The lengths must match: a mismatch is an error and nothing is copied.
     pub fn memcpy_htod<T: DeviceRepr>(&self, src: &[T], dst: &mut DeviceSlice<T>) -> Result<()> {
         Self::check_len("memcpy_htod", src.len(), dst.len())?;
-        self.refuse_capture("memcpy_htod")?;
         self.check_device("the destination buffer", dst)?;
+        let _gate = self.inner.enter();
+        self.refuse_capture("memcpy_htod")?;
         if src.is_empty() {
             return Ok(());
         }
@@ -107,15 +110,15 @@ impl Stream {
                 self.as_raw(),
             )?
         };
-        dst.after_use(&self.inner)?;
-        self.synchronize()
+        self.finish_blocking_copy(dst.after_use(&self.inner))
     }
 
     /// Copies `src` into `dst` (any host memory); returns once the copy is done.
     pub fn memcpy_dtoh<T: DeviceRepr>(&self, src: &DeviceSlice<T>, dst: &mut [T]) -> Result<()> {
         Self::check_len("memcpy_dtoh", src.len(), dst.len())?;
-        self.refuse_capture("memcpy_dtoh")?;
         self.check_device("the source buffer", src)?;
+        let _gate = self.inner.enter();
+        self.refuse_capture("memcpy_dtoh")?;
         if dst.is_empty() {
             return Ok(());
         }
@@ -131,8 +134,17 @@ impl Stream {
                 self.as_raw(),
             )?
         };
-        src.after_use(&self.inner)?;
-        self.synchronize()
+        self.finish_blocking_copy(src.after_use(&self.inner))
+    }
+
+    /// The end of a copy whose host side is only borrowed for the call: whatever failed, the
+    /// copy is finished (or the context is dead) before the borrow ends.
+    fn finish_blocking_copy(&self, tracked: Result<()>) -> Result<()> {
+        let synced = self.synchronize();
+        if synced.is_err() {
+            self.inner.settle();
+        }
+        tracked.and(synced)
     }
 
     /// Copies `src` into a new `Vec`; returns once the copy is done.
@@ -154,6 +166,7 @@ impl Stream {
         if src.is_empty() {
             return Ok(());
         }
+        let _gate = self.inner.enter();
         self.context().bind_cached()?;
         src.before_use(&self.inner)?;
         dst.before_use(&self.inner)?;
@@ -167,8 +180,10 @@ impl Stream {
                 self.as_raw(),
             )?
         };
-        src.after_use(&self.inner)?;
-        dst.after_use(&self.inner)
+        // Each `after_use` settles the stream itself if it fails: both are always attempted.
+        let a = src.after_use(&self.inner);
+        let b = dst.after_use(&self.inner);
+        a.and(b)
     }
 
     /// Allocates a buffer on this stream and queues a copy of `src` into it.
@@ -190,6 +205,7 @@ impl Stream {
         if dst.is_empty() {
             return Ok(());
         }
+        let _gate = self.inner.enter();
         self.context().bind_cached()?;
         dst.before_use(&self.inner)?;
         // SAFETY: live device memory of `num_bytes` bytes; any bytes are valid `T`s (Pod).
@@ -208,7 +224,11 @@ impl Stream {
     ) -> Result<PendingCopy<'a>> {
         Self::check_len("copy_htod_async", src.len(), dst.len())?;
         self.check_device("the destination buffer", dst)?;
+        let _gate = self.inner.enter();
         self.refuse_capture("copy_htod_async")?;
+        // Made before the copy is queued, so that nothing can fail between queuing the copy and
+        // recording its completion but the record itself (which settles on failure).
+        let done = crate::Event::new(self.context(), false)?;
         self.context().bind_cached()?;
         dst.before_use(&self.inner)?;
         if !dst.is_empty() {
@@ -223,11 +243,13 @@ impl Stream {
                 )?
             };
         }
-        dst.after_use(&self.inner)?;
-        src.pending().add(self.record_event()?);
+        let tracked = dst.after_use(&self.inner);
+        self.track_pending(src.pending(), done)?;
+        tracked?;
         Ok(PendingCopy {
             slot: src.pending(),
             stream: self.clone(),
+            waited: false,
             _host: PhantomData,
         })
     }
@@ -241,8 +263,10 @@ impl Stream {
     ) -> Result<PendingCopy<'a>> {
         Self::check_len("copy_dtoh_async", src.len(), dst.len())?;
         self.check_device("the source buffer", src)?;
+        let _gate = self.inner.enter();
         self.refuse_capture("copy_dtoh_async")?;
         dst.pending().wait()?;
+        let done = crate::Event::new(self.context(), false)?;
         self.context().bind_cached()?;
         src.before_use(&self.inner)?;
         if !src.is_empty() {
@@ -257,13 +281,30 @@ impl Stream {
                 )?
             };
         }
-        src.after_use(&self.inner)?;
+        let tracked = src.after_use(&self.inner);
         let dst: &'a H = dst;
-        dst.pending().add(self.record_event()?);
+        self.track_pending(dst.pending(), done)?;
+        tracked?;
         Ok(PendingCopy {
             slot: dst.pending(),
             stream: self.clone(),
+            waited: false,
             _host: PhantomData,
         })
+    }
+
+    /// Records `done` after a queued async copy and hands it to the host buffer's pending slot;
+    /// if the record fails, settles the stream so the copy is over before the error returns.
+    fn track_pending(&self, slot: &super::pinned::PendingSlot, done: crate::Event) -> Result<()> {
+        match done.record_entered(self) {
+            Ok(()) => {
+                slot.add(done);
+                Ok(())
+            }
+            Err(e) => {
+                self.inner.settle();
+                Err(e)
+            }
+        }
     }
 }

@@ -32,20 +32,55 @@ impl PendingSlot {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).push(e);
     }
 
-    /// Waits for every pending copy.
+    /// Waits for every pending copy. When waiting on a copy's event fails, waits for the whole
+    /// context instead (if that fails too, the context has a sticky error and runs no more
+    /// work), so when this returns, with or without an error, no copy uses the memory any more,
+    /// except inside a host callback, where nothing can be waited for: then the copies stay
+    /// pending and [`Error::InHostCallback`] is returned.
     pub(crate) fn wait(&self) -> Result<()> {
         let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if g.is_empty() {
+            return Ok(());
+        }
+        if crate::host_callback::active() {
+            return Err(crate::host_callback::refused());
+        }
+        let mut first_err = Ok(());
         while let Some(e) = g.last() {
-            e.synchronize()?;
+            if let Err(err) = e.synchronize() {
+                // Once more, then the whole context (see the docs above).
+                if e.synchronize().is_err() {
+                    let _ = e.context().synchronize();
+                }
+                if first_err.is_ok() {
+                    first_err = Err(err);
+                }
+            }
             g.pop();
         }
-        Ok(())
+        first_err
     }
 
-    /// Waits, reporting a failure (the device is then unusable, so the memory is idle).
+    /// Waits, reporting a failure (the memory is idle all the same; see [`PendingSlot::wait`]).
     pub(crate) fn wait_or_report(&self, ctx: &Context) {
         if let Err(e) = self.wait() {
             ctx.report_drop_error("waiting for an async copy", e);
+        }
+    }
+
+    /// Waits before host access through `Deref`, which cannot return an error.
+    ///
+    /// # Panics
+    /// Inside a host callback when a copy is still pending: the memory may be in use by the DMA
+    /// engine and cannot be waited for there (the trampoline catches the panic).
+    fn wait_for_host_access(&self, ctx: &Context) {
+        match self.wait() {
+            Ok(()) => {}
+            Err(Error::InHostCallback) => panic!(
+                "cuda-driver: a pinned buffer with an asynchronous copy in flight was accessed \
+                 inside a stream host callback, where the copy cannot be waited for"
+            ),
+            Err(e) => ctx.report_drop_error("waiting for an async copy", e),
         }
     }
 }
@@ -117,10 +152,11 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
     }
 
     /// Frees the buffer, returning the driver's error if any.
-    pub fn free(self) -> Result<()> {
+    pub fn free(mut self) -> Result<()> {
         self.pending.wait()?;
-        let p = self.ptr;
-        std::mem::forget(self);
+        // From here `Drop` sees a null pointer and frees nothing (a failure below leaks).
+        let p = std::mem::replace(&mut self.ptr, std::ptr::null_mut());
+        self.len = 0;
         // SAFETY: allocated by cuMemHostAlloc, no copy pending, freed once.
         unsafe { driver()?.cuMemFreeHost(p.cast())? };
         Ok(())
@@ -143,7 +179,7 @@ impl<T: DeviceRepr> PinnedHost<T> for PinnedBuffer<T> {
 impl<T: DeviceRepr> Deref for PinnedBuffer<T> {
     type Target = [T];
     fn deref(&self) -> &[T] {
-        self.pending.wait_or_report(&self.ctx);
+        self.pending.wait_for_host_access(&self.ctx);
         // SAFETY: `ptr` is valid for `len` initialised `T`s, and no DMA writes it any more.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
@@ -151,7 +187,7 @@ impl<T: DeviceRepr> Deref for PinnedBuffer<T> {
 
 impl<T: DeviceRepr> DerefMut for PinnedBuffer<T> {
     fn deref_mut(&mut self) -> &mut [T] {
-        self.pending.wait_or_report(&self.ctx);
+        self.pending.wait_for_host_access(&self.ctx);
         // SAFETY: as above, with exclusive access.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
@@ -159,12 +195,19 @@ impl<T: DeviceRepr> DerefMut for PinnedBuffer<T> {
 
 impl<T: DeviceRepr> Drop for PinnedBuffer<T> {
     fn drop(&mut self) {
-        self.pending.wait_or_report(&self.ctx);
-        if let Ok(drv) = driver() {
-            // SAFETY: allocated by cuMemHostAlloc, no copy pending, freed once.
-            if let Err(e) = unsafe { drv.cuMemFreeHost(self.ptr.cast()) } {
-                self.ctx.report_drop_error("cuMemFreeHost", e.into());
-            }
+        let ptr = self.ptr as usize;
+        if ptr == 0 {
+            return; // freed by `free`
         }
+        let ctx = self.ctx.clone();
+        let pending = std::mem::take(&mut self.pending);
+        crate::host_callback::release_on_drop(self.ctx.clone(), "cuMemFreeHost", move || {
+            // The memory is idle once this returns, with or without an error (see `wait`).
+            pending.wait_or_report(&ctx);
+            // SAFETY: allocated by cuMemHostAlloc, no copy pending, freed once (a failed free
+            // leaves it allocated).
+            unsafe { driver()?.cuMemFreeHost(ptr as *mut std::ffi::c_void)? };
+            Ok(())
+        });
     }
 }

@@ -49,15 +49,14 @@ impl<T: DeviceRepr> HostRegistration<T> {
     /// Waits for pending copies, unregisters, and gives the `Vec` back.
     pub fn into_inner(mut self) -> Result<Vec<T>> {
         self.pending.wait()?;
-        let data = std::mem::take(&mut self.data);
-        let ctx = self.ctx.clone();
-        std::mem::forget(self);
-        if !data.is_empty() && std::mem::size_of::<T>() > 0 {
-            // SAFETY: registered in `new`; no copy is pending.
-            unsafe { driver()?.cuMemHostUnregister(data.as_ptr() as *mut _)? };
+        // `self` drops with an empty Vec afterwards, which unregisters nothing.
+        if !self.data.is_empty() && std::mem::size_of::<T>() > 0 {
+            // SAFETY: registered in `new`; no copy is pending. On failure the Vec stays in
+            // `self`, whose `Drop` tries again (freeing registered memory would break later
+            // registrations at that address).
+            unsafe { driver()?.cuMemHostUnregister(self.data.as_mut_ptr().cast())? };
         }
-        drop(ctx);
-        Ok(data)
+        Ok(std::mem::take(&mut self.data))
     }
 }
 
@@ -76,15 +75,47 @@ impl<T: DeviceRepr> PinnedHost<T> for HostRegistration<T> {
 
 impl<T: DeviceRepr> Drop for HostRegistration<T> {
     fn drop(&mut self) {
-        self.pending.wait_or_report(&self.ctx);
         if self.data.is_empty() || std::mem::size_of::<T>() == 0 {
-            return;
+            return; // nothing was registered (`new` registers only a non-empty buffer)
         }
-        if let Ok(drv) = driver() {
-            // SAFETY: registered in `new`; no copy is pending.
-            if let Err(e) = unsafe { drv.cuMemHostUnregister(self.data.as_mut_ptr().cast()) } {
-                self.ctx.report_drop_error("cuMemHostUnregister", e.into());
+        let mut data = LeakUnlessUnregistered(Some(std::mem::take(&mut self.data)));
+        let ctx = self.ctx.clone();
+        let pending = std::mem::take(&mut self.pending);
+        let mut unregistered = false;
+        // The closure owns the Vec: it is freed only after its copies are over and it is
+        // unregistered; if unregistering fails twice, it is leaked (freeing registered memory
+        // would make later registrations of that address fail).
+        crate::host_callback::release_on_drop(self.ctx.clone(), "cuMemHostUnregister", move || {
+            pending.wait_or_report(&ctx);
+            if !unregistered {
+                // SAFETY: registered in `new`; no copy is pending.
+                unsafe { driver()?.cuMemHostUnregister(data.vec().as_mut_ptr().cast())? };
+                unregistered = true;
+                data.release();
             }
+            Ok(())
+        });
+    }
+}
+
+/// A registered `Vec` on its way out: freed by [`LeakUnlessUnregistered::release`] once it is
+/// unregistered, leaked if it is dropped still registered.
+struct LeakUnlessUnregistered<T>(Option<Vec<T>>);
+
+impl<T> LeakUnlessUnregistered<T> {
+    fn vec(&mut self) -> &mut Vec<T> {
+        self.0.get_or_insert_with(Vec::new)
+    }
+
+    fn release(&mut self) {
+        drop(self.0.take());
+    }
+}
+
+impl<T> Drop for LeakUnlessUnregistered<T> {
+    fn drop(&mut self) {
+        if let Some(v) = self.0.take() {
+            std::mem::forget(v);
         }
     }
 }

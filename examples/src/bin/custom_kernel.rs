@@ -80,7 +80,9 @@ fn vector_add_cuda(
     let mut c = s.alloc_zeros::<f32>(a.len())?;
     if n > 0 {
         let cfg = LaunchConfig::new(a.len().div_ceil(256) as u32, 256);
-        k.launch(s, &cfg, a, b, &mut c, n)?;
+        // SAFETY: the seed's kernel guards idx < N, and N is the length of a, b and c (they
+        // all have a.len() elements).
+        unsafe { k.launch(s, &cfg, a, b, &mut c, n) }?;
     }
     Ok(c)
 }
@@ -220,7 +222,9 @@ fn body(args: Args) -> ProgramResult {
     for _ in 0..reps {
         let t_gpu = timer.time(&s, |s| -> cuda_driver::Result<()> {
             let t = Instant::now();
-            kernel.launch(s, &cfg, &a, &b, &mut c2, ni)?;
+            // SAFETY: the seed's kernel guards idx < N, and N is the length of a, b and c (they
+            // all have a.len() elements).
+            unsafe { kernel.launch(s, &cfg, &a, &b, &mut c2, ni) }?;
             host.push(us(t.elapsed()));
             Ok(())
         })?;

@@ -132,7 +132,9 @@ fn body(args: &Args) -> ProgramResult {
     // 1. Invalid launch configuration.
     let bad = LaunchConfig::new(1, (64, 32));
     let rec = CallRecorder::start();
-    let r = k.relu_f32.launch(&s, &bad, &x, &mut y, n);
+    // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
+    // a bad configuration is refused by validation before anything is queued.
+    let r = unsafe { k.relu_f32.launch(&s, &bad, &x, &mut y, n) };
     let calls = rec.take();
     drop(rec);
     let launched = calls.iter().any(|c| c.call.starts_with("cuLaunch"));
@@ -164,8 +166,12 @@ fn body(args: &Args) -> ProgramResult {
         }
     ));
     all_ok &= !launched;
-    k.relu_f32
-        .launch(&s, &LaunchConfig::new(8, 256), &x, &mut y, n)?;
+    // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
+    // a bad configuration is refused by validation before anything is queued.
+    unsafe {
+        k.relu_f32
+            .launch(&s, &LaunchConfig::new(8, 256), &x, &mut y, n)
+    }?;
     let fixed_ok = s.clone_dtoh(&y)? == want;
     out.say(format!(
         "    after the fix:   block 256 -> launched, output {} the CPU reference\n",
@@ -184,9 +190,12 @@ fn body(args: &Args) -> ProgramResult {
         let ctx_b = Context::new(other)?;
         let s_b = ctx_b.new_stream()?;
         let x_b = s_b.clone_htod(&host)?;
-        let r = k
-            .relu_f32
-            .launch(&s, &LaunchConfig::new(8, 256), &x_b, &mut y, n);
+        // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
+        // a bad configuration is refused by validation before anything is queued.
+        let r = unsafe {
+            k.relu_f32
+                .launch(&s, &LaunchConfig::new(8, 256), &x_b, &mut y, n)
+        };
         let here = q.device as i32;
         all_ok &= report(
             &out,
@@ -209,8 +218,12 @@ fn body(args: &Args) -> ProgramResult {
         );
         let x_here = s.clone_htod(&s_b.clone_dtoh(&x_b)?)?;
         s.memset_zeros(&mut y)?;
-        k.relu_f32
-            .launch(&s, &LaunchConfig::new(8, 256), &x_here, &mut y, n)?;
+        // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
+        // a bad configuration is refused by validation before anything is queued.
+        unsafe {
+            k.relu_f32
+                .launch(&s, &LaunchConfig::new(8, 256), &x_here, &mut y, n)
+        }?;
         let fixed_ok = s.clone_dtoh(&y)? == want;
         out.say(format!(
             "    after the fix:   copied to device {here} -> launched, output {} the CPU \

@@ -219,9 +219,12 @@ fn body() -> ProgramResult {
         let grid = fixed_grid.unwrap_or_else(|| n4.div_ceil(block as u64 * per_thread)) as u32;
         let cfg = LaunchConfig::new(grid, block);
         s.memset_zeros(&mut c)?;
-        kern.launch(&s, &cfg, &a, &b, &mut c, n4)?;
+        // SAFETY: each variant writes packets < n4 of c and reads a, b there; all three hold n4 packets.
+        unsafe { kern.launch(&s, &cfg, &a, &b, &mut c, n4) }?;
         let check = same(&s.clone_dtoh(&c)?, &want);
-        let t = time(&s, reps, |s| Ok(kern.launch(s, &cfg, &a, &b, &mut c, n4)?))?;
+        let t = time(&s, reps, |s| {
+            Ok(unsafe { kern.launch(s, &cfg, &a, &b, &mut c, n4) }?)
+        })?;
         rep.row(
             "vector add",
             &format!("{name} b{block} g{grid}"),
@@ -276,10 +279,11 @@ fn body() -> ProgramResult {
         let kern: TwoD = unsafe { v.kernel(name)? };
         let cfg = LaunchConfig::new(((m as u32).div_ceil(tw), (m as u32).div_ceil(th)), (32, by));
         s.memset_zeros(&mut y)?;
-        kern.launch(&s, &cfg, &x, &mut y, m as i32, m as i32)?;
+        // SAFETY: the tile kernels guard r < m, c < m, and x and y are m x m.
+        unsafe { kern.launch(&s, &cfg, &x, &mut y, m as i32, m as i32) }?;
         let check = same(&s.clone_dtoh(&y)?, &want);
         let t = time(&s, reps, |s| {
-            Ok(kern.launch(s, &cfg, &x, &mut y, m as i32, m as i32)?)
+            Ok(unsafe { kern.launch(s, &cfg, &x, &mut y, m as i32, m as i32) }?)
         })?;
         rep.row(
             "transpose",
@@ -323,10 +327,11 @@ fn body() -> ProgramResult {
         let kern: TwoD = unsafe { v.kernel(name)? };
         let cfg = LaunchConfig::new(rows as u32, nt);
         s.memset_zeros(&mut y)?;
-        kern.launch(&s, &cfg, &x, &mut y, rows as i32, cols as i32)?;
+        // SAFETY: one block per row r < rows, columns < cols; x and y are [rows, cols].
+        unsafe { kern.launch(&s, &cfg, &x, &mut y, rows as i32, cols as i32) }?;
         let check = same(&s.clone_dtoh(&y)?, &want);
         let t = time(&s, reps, |s| {
-            Ok(kern.launch(s, &cfg, &x, &mut y, rows as i32, cols as i32)?)
+            Ok(unsafe { kern.launch(s, &cfg, &x, &mut y, rows as i32, cols as i32) }?)
         })?;
         rep.row(
             "softmax",
@@ -422,10 +427,11 @@ fn body() -> ProgramResult {
         let gb = (g as u32).div_ceil(128);
         let cfg = LaunchConfig::new((gb, gb), 256);
         s.memset_zeros(&mut c)?;
-        kern.launch(&s, &cfg, gi, gi, gi, 1.0, &a, gi, &b, gi, 0.0, &mut c, gi)?;
+        // SAFETY: sgemm guards rows and columns < g, and a, b, c are g x g with leading dimension g.
+        unsafe { kern.launch(&s, &cfg, gi, gi, gi, 1.0, &a, gi, &b, gi, 0.0, &mut c, gi) }?;
         let check = same(&s.clone_dtoh(&c)?, &want);
         let t = time(&s, greps, |s| {
-            Ok(kern.launch(s, &cfg, gi, gi, gi, 1.0, &a, gi, &b, gi, 0.0, &mut c, gi)?)
+            Ok(unsafe { kern.launch(s, &cfg, gi, gi, gi, 1.0, &a, gi, &b, gi, 0.0, &mut c, gi) }?)
         })?;
         let groups = if group > 0 {
             format!(", {group}-row groups")

@@ -199,10 +199,14 @@ fn body(args: &Args) -> ProgramResult {
                 (&k1, &f1, "fused_1d")
             };
             s.memset_zeros(&mut o)?;
-            kern.launch(&s, cfg, &x, &bias, scale, &mut o, ri, ci)?;
+            // SAFETY: both fused kernels guard r < rows and c < cols, and x and o are
+            // [rows, cols], bias [cols] (allocated so above).
+            unsafe { kern.launch(&s, cfg, &x, &bias, scale, &mut o, ri, ci) }?;
             same_bits(&format!("{kname} block {label}"), &s.clone_dtoh(&o)?, &want)?;
             let tm = gpu_time(&ctx, &s, reps, inner, |s| {
-                kern.launch(s, cfg, &x, &bias, scale, &mut o, ri, ci)
+                // SAFETY: both fused kernels guard r < rows and c < cols, and x and o are
+                // [rows, cols], bias [cols] (allocated so above).
+                unsafe { kern.launch(s, cfg, &x, &bias, scale, &mut o, ri, ci) }
             })?;
             let threads = cfg.block().x * cfg.block().y;
             let (bps, occ) = occupancy(func, threads, max_threads_sm)?;

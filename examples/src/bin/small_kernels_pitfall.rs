@@ -140,13 +140,15 @@ fn body(args: Args) -> ProgramResult {
     // 2. Fused: one launch.
     let cfg = LaunchConfig::for_num_elems(n);
     let reps_i = i32::try_from(steps)?;
-    fused.launch(&s, &cfg, &mut y, &x, ALPHA, reps_i, n as u64)?; // warm-up
+    // SAFETY: the kernels touch elements i < n only, and x and y both have n elements.
+    unsafe { fused.launch(&s, &cfg, &mut y, &x, ALPHA, reps_i, n as u64) }?; // warm-up
     let mut fused_t = vec![];
     for _ in 0..reps {
         s.memcpy_htod(&y0, &mut y)?;
         s.synchronize()?;
         let t = Instant::now();
-        fused.launch(&s, &cfg, &mut y, &x, ALPHA, reps_i, n as u64)?;
+        // SAFETY: the kernels touch elements i < n only, and x and y both have n elements.
+        unsafe { fused.launch(&s, &cfg, &mut y, &x, ALPHA, reps_i, n as u64) }?;
         s.synchronize()?;
         fused_t.push(t.elapsed().as_secs_f64() * 1e3);
     }
@@ -155,9 +157,10 @@ fn body(args: Args) -> ProgramResult {
 
     // 3. CUDA graph: capture the N launches once, replay with one call.
     let t = Instant::now();
-    s.begin_capture()?;
-    let captured = eager(&k, &s, steps, &x, &mut y);
-    let graph = s.end_capture();
+    // The capture runs on a stream of its own (like `torch.cuda.graph`'s side stream).
+    let capture = ctx.begin_capture()?;
+    let captured = eager(&k, &capture, steps, &x, &mut y);
+    let graph = capture.end();
     captured?;
     let exec = graph?.instantiate()?;
     let t_build = t.elapsed().as_secs_f64() * 1e3;

@@ -240,9 +240,10 @@ fn driver_layer(ordinal: usize, a: &[f32], b: &[f32]) -> Out {
     let mut dc = s.run("let mut dc = stream.alloc_zeros::<f32>(n)?;", || {
         stream.alloc_zeros::<f32>(n)
     })?;
+    // SAFETY: the kernel touches index i < N only, and da, db, dc all have N = n elements.
     s.run(
-        "k.launch(&stream, &LaunchConfig::for_num_elems(n), &da, &db, &mut dc, n as i32)?;",
-        || {
+        "unsafe { k.launch(&stream, &LaunchConfig::for_num_elems(n), &da, &db, &mut dc, n as i32)? };",
+        || unsafe {
             k.launch(
                 &stream,
                 &LaunchConfig::for_num_elems(n),

@@ -27,8 +27,13 @@ pub fn bias_relu_fwd(
         return Ok(());
     }
     let cfg = LaunchConfig::new((blocks(cols, 1024), rows.min(65535) as u32), BLOCK);
-    k.bias_relu_fwd_f32
-        .launch(s, &cfg, x, bias, scale, out, r, c)?;
+    // SAFETY: the kernels index x, grad_out, grad_x/out as [rows, cols] and bias, grad_bias
+    // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
+    // to have exactly those shapes above.
+    unsafe {
+        k.bias_relu_fwd_f32
+            .launch(s, &cfg, x, bias, scale, out, r, c)
+    }?;
     Ok(())
 }
 
@@ -79,25 +84,40 @@ pub fn bias_relu_bwd(
     let parts = bias_relu_bwd_parts(rows, cols, sms(s) as u32);
     let cfg = LaunchConfig::new((blocks(cols, 32), parts), (32, 8));
     if parts == 1 {
-        k.bias_relu_bwd_f32
-            .launch(s, &cfg, x, bias, scale, grad_out, grad_x, grad_bias, r, c)?;
+        // SAFETY: the kernels index x, grad_out, grad_x/out as [rows, cols] and bias, grad_bias
+        // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
+        // to have exactly those shapes above.
+        unsafe {
+            k.bias_relu_bwd_f32
+                .launch(s, &cfg, x, bias, scale, grad_out, grad_x, grad_bias, r, c)
+        }?;
         return Ok(());
     }
     let mut partial = s.alloc_zeros::<f32>(parts as usize * cols)?;
-    k.bias_relu_bwd_f32.launch(
-        s,
-        &cfg,
-        x,
-        bias,
-        scale,
-        grad_out,
-        grad_x,
-        &mut partial,
-        r,
-        c,
-    )?;
+    // SAFETY: the kernels index x, grad_out, grad_x/out as [rows, cols] and bias, grad_bias
+    // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
+    // to have exactly those shapes above.
+    unsafe {
+        k.bias_relu_bwd_f32.launch(
+            s,
+            &cfg,
+            x,
+            bias,
+            scale,
+            grad_out,
+            grad_x,
+            &mut partial,
+            r,
+            c,
+        )
+    }?;
     let cfg2 = LaunchConfig::new(blocks(cols, BLOCK as usize), BLOCK);
-    k.bias_relu_bwd_reduce_f32
-        .launch(s, &cfg2, &partial, grad_bias, parts as i32, c)?;
+    // SAFETY: the kernels index x, grad_out, grad_x/out as [rows, cols] and bias, grad_bias
+    // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
+    // to have exactly those shapes above.
+    unsafe {
+        k.bias_relu_bwd_reduce_f32
+            .launch(s, &cfg2, &partial, grad_bias, parts as i32, c)
+    }?;
     Ok(())
 }

@@ -18,7 +18,9 @@ pub fn copy_coalesced(
         return Ok(());
     }
     let cfg = LaunchConfig::new(packet_grid::<f32>(n), BLOCK);
-    k.copy_coalesced.launch(s, &cfg, src, dst, n as u64)?;
+    // SAFETY: the kernel guards every index with the element counts / extents it is
+    // passed, which were checked against both buffers above.
+    unsafe { k.copy_coalesced.launch(s, &cfg, src, dst, n as u64) }?;
     Ok(())
 }
 
@@ -54,8 +56,12 @@ pub fn copy_strided(
         });
     }
     let cfg = LaunchConfig::new(grid(n as u64, BLOCK as u64, 32 * sms(s)), BLOCK);
-    k.copy_strided
-        .launch(s, &cfg, src, dst, n as u64, stride as u64)?;
+    // SAFETY: the kernel guards every index with the element counts / extents it is
+    // passed, which were checked against both buffers above.
+    unsafe {
+        k.copy_strided
+            .launch(s, &cfg, src, dst, n as u64, stride as u64)
+    }?;
     Ok(())
 }
 
@@ -97,6 +103,8 @@ pub fn transpose(
         TransposeAlgo::Tiled => &k.transpose_tiled,
         TransposeAlgo::TiledPadded => &k.transpose_tiled_padded,
     };
-    kernel.launch(s, &cfg, x, out, r, c)?;
+    // SAFETY: the kernel guards every index with the element counts / extents it is
+    // passed, which were checked against both buffers above.
+    unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
     Ok(())
 }

@@ -40,7 +40,9 @@ pub fn binary<T: Element>(
     if n == 0 {
         return Ok(());
     }
-    kernel.launch(s, &config::<T>(s, n), a, b, out, n as u64)?;
+    // SAFETY: every kernel of this family touches elements i < n only (grid-stride loop and
+    // tail guard), and n is the length of every buffer argument (checked above).
+    unsafe { kernel.launch(s, &config::<T>(s, n), a, b, out, n as u64) }?;
     Ok(())
 }
 
@@ -58,7 +60,9 @@ pub fn scale<T: Element>(
     if n == 0 {
         return Ok(());
     }
-    kernel.launch(s, &config::<T>(s, n), x, out, alpha, n as u64)?;
+    // SAFETY: every kernel of this family touches elements i < n only (grid-stride loop and
+    // tail guard), and n is the length of every buffer argument (checked above).
+    unsafe { kernel.launch(s, &config::<T>(s, n), x, out, alpha, n as u64) }?;
     Ok(())
 }
 
@@ -76,7 +80,9 @@ pub fn axpy<T: Element>(
     if n == 0 {
         return Ok(());
     }
-    kernel.launch(s, &config::<T>(s, n), alpha, x, y, n as u64)?;
+    // SAFETY: every kernel of this family touches elements i < n only (grid-stride loop and
+    // tail guard), and n is the length of every buffer argument (checked above).
+    unsafe { kernel.launch(s, &config::<T>(s, n), alpha, x, y, n as u64) }?;
     Ok(())
 }
 
@@ -93,7 +99,9 @@ pub fn relu<T: Element>(
     if n == 0 {
         return Ok(());
     }
-    kernel.launch(s, &config::<T>(s, n), x, out, n as u64)?;
+    // SAFETY: every kernel of this family touches elements i < n only (grid-stride loop and
+    // tail guard), and n is the length of every buffer argument (checked above).
+    unsafe { kernel.launch(s, &config::<T>(s, n), x, out, n as u64) }?;
     Ok(())
 }
 
@@ -110,7 +118,9 @@ pub fn tanh<T: Float>(
     if n == 0 {
         return Ok(());
     }
-    kernel.launch(s, &config::<T>(s, n), x, out, n as u64)?;
+    // SAFETY: every kernel of this family touches elements i < n only (grid-stride loop and
+    // tail guard), and n is the length of every buffer argument (checked above).
+    unsafe { kernel.launch(s, &config::<T>(s, n), x, out, n as u64) }?;
     Ok(())
 }
 
@@ -126,6 +136,8 @@ pub fn fill<T: Element>(
     if n == 0 {
         return Ok(());
     }
-    kernel.launch(s, &config::<T>(s, n), out, value, n as u64)?;
+    // SAFETY: every kernel of this family touches elements i < n only (grid-stride loop and
+    // tail guard), and n is the length of every buffer argument (checked above).
+    unsafe { kernel.launch(s, &config::<T>(s, n), out, value, n as u64) }?;
     Ok(())
 }

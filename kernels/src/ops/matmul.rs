@@ -51,7 +51,9 @@ pub fn matmul<T: Element>(
                 return Ok(());
             }
             let cfg = LaunchConfig::new((blocks(n, 16), blocks(m, 16)), (16, 16));
-            kernel.launch(s, &cfg, a, b, c, mi, ni, ki)?;
+            // SAFETY: the kernels guard rows < m, cols < n and read A[m, k], B[k, n], write C[m, n];
+            // all three buffers were checked to have exactly those shapes above.
+            unsafe { kernel.launch(s, &cfg, a, b, c, mi, ni, ki) }?;
         }
         MatmulAlgo::Fast => {
             let kernel = dispatch::sgemm_nn::<T>(k)?;
@@ -59,7 +61,9 @@ pub fn matmul<T: Element>(
                 return Ok(());
             }
             let cfg = LaunchConfig::new((blocks(n, 128), blocks(m, 128)), BLOCK);
-            kernel.launch(s, &cfg, mi, ni, ki, 1.0, a, ki, b, ni, 0.0, c, ni)?;
+            // SAFETY: the kernels guard rows < m, cols < n and read A[m, k], B[k, n], write C[m, n];
+            // all three buffers were checked to have exactly those shapes above.
+            unsafe { kernel.launch(s, &cfg, mi, ni, ki, 1.0, a, ki, b, ni, 0.0, c, ni) }?;
         }
     }
     Ok(())

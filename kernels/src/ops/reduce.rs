@@ -40,13 +40,19 @@ fn two_pass<T: Element, A: DeviceRepr>(
     // SAFETY: the first pass runs `parts` blocks and block `b` writes `partial[b]`, so every
     // element is written before `finalize` reads it; nothing else reads it.
     let mut partial = unsafe { s.alloc::<A>(parts as usize)? };
-    first.launch(
-        s,
-        &LaunchConfig::new(parts, BLOCK),
-        x,
-        &mut partial,
-        x.len() as u64,
-    )?;
+    // SAFETY: the first pass reads x[i] for i < n = x.len() and block b writes only
+    // partial[b] (b < parts = partial.len()); the final pass reads parts partials and writes
+    // out[0] (out.len() == 1 checked); row kernels guard r < rows, c < cols with x checked as
+    // [rows, cols] and out as [rows].
+    unsafe {
+        first.launch(
+            s,
+            &LaunchConfig::new(parts, BLOCK),
+            x,
+            &mut partial,
+            x.len() as u64,
+        )
+    }?;
     finalize(&partial)
 }
 
@@ -74,7 +80,11 @@ pub fn sum<T: Element>(
     check_out("sum", out)?;
     let parts = reduce_partials(algo, x.len(), sms(s) as u32);
     two_pass(s, first, x, parts, |p| {
-        Ok(fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts)?)
+        // SAFETY: the first pass reads x[i] for i < n = x.len() and block b writes only
+        // partial[b] (b < parts = partial.len()); the final pass reads parts partials and writes
+        // out[0] (out.len() == 1 checked); row kernels guard r < rows, c < cols with x checked as
+        // [rows, cols] and out as [rows].
+        Ok(unsafe { fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts) }?)
     })
 }
 
@@ -99,7 +109,11 @@ pub fn max<T: Element>(
     check_out("max", out)?;
     let parts = reduce_partials(algo, x.len(), sms(s) as u32);
     two_pass(s, first, x, parts, |p| {
-        Ok(fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts)?)
+        // SAFETY: the first pass reads x[i] for i < n = x.len() and block b writes only
+        // partial[b] (b < parts = partial.len()); the final pass reads parts partials and writes
+        // out[0] (out.len() == 1 checked); row kernels guard r < rows, c < cols with x checked as
+        // [rows, cols] and out as [rows].
+        Ok(unsafe { fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts) }?)
     })
 }
 
@@ -118,7 +132,11 @@ pub fn mean<T: Element>(
     let parts = reduce_partials(algo, x.len(), sms(s) as u32);
     let count = x.len() as u64;
     two_pass(s, first, x, parts, |p| {
-        Ok(fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts, count)?)
+        // SAFETY: the first pass reads x[i] for i < n = x.len() and block b writes only
+        // partial[b] (b < parts = partial.len()); the final pass reads parts partials and writes
+        // out[0] (out.len() == 1 checked); row kernels guard r < rows, c < cols with x checked as
+        // [rows, cols] and out as [rows].
+        Ok(unsafe { fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts, count) }?)
     })
 }
 
@@ -140,7 +158,11 @@ fn rows_launch<T: Element, A: DeviceRepr>(
         return Ok(());
     }
     let cfg = LaunchConfig::new(blocks(rows, (BLOCK / 32) as usize), BLOCK);
-    kernel.launch(s, &cfg, x, out, r, c)?;
+    // SAFETY: the first pass reads x[i] for i < n = x.len() and block b writes only
+    // partial[b] (b < parts = partial.len()); the final pass reads parts partials and writes
+    // out[0] (out.len() == 1 checked); row kernels guard r < rows, c < cols with x checked as
+    // [rows, cols] and out as [rows].
+    unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
     Ok(())
 }
 

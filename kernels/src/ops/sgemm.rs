@@ -118,6 +118,8 @@ pub fn sgemm(
         (Transpose::Trans, Transpose::NoTrans) => &k.sgemm_tn,
         (Transpose::Trans, Transpose::Trans) => &k.sgemm_tt,
     };
-    kernel.launch(s, &cfg, mi, ni, ki, alpha, a, la, b, lb, beta, c, lc)?;
+    // SAFETY: the kernel guards rows < m and cols < n and reads/writes each operand within
+    // (rows - 1) * ld + cols elements, which check_operand verified against each buffer.
+    unsafe { kernel.launch(s, &cfg, mi, ni, ki, alpha, a, la, b, lb, beta, c, lc) }?;
     Ok(())
 }

@@ -98,16 +98,22 @@ pub fn softmax_rows_with(
     match algo {
         SoftmaxAlgo::Warp => {
             let cfg = LaunchConfig::new(blocks(rows, 4), 128);
-            k.softmax_warp_f32.launch(s, &cfg, x, out, r, c)?;
+            // SAFETY: each kernel handles rows r < rows and columns c < cols of x and out, both
+            // checked above to be dense [rows, cols] matrices.
+            unsafe { k.softmax_warp_f32.launch(s, &cfg, x, out, r, c) }?;
         }
         SoftmaxAlgo::Registers => {
             let threads = (cols / 4).div_ceil(4).div_ceil(32).clamp(1, 32) as u32 * 32;
             let cfg = LaunchConfig::new(rows as u32, threads);
-            k.softmax_rows_regs_f32.launch(s, &cfg, x, out, r, c)?;
+            // SAFETY: each kernel handles rows r < rows and columns c < cols of x and out, both
+            // checked above to be dense [rows, cols] matrices.
+            unsafe { k.softmax_rows_regs_f32.launch(s, &cfg, x, out, r, c) }?;
         }
         _ => {
             let cfg = LaunchConfig::new(rows as u32, 256);
-            k.softmax_block_f32.launch(s, &cfg, x, out, r, c)?;
+            // SAFETY: each kernel handles rows r < rows and columns c < cols of x and out, both
+            // checked above to be dense [rows, cols] matrices.
+            unsafe { k.softmax_block_f32.launch(s, &cfg, x, out, r, c) }?;
         }
     }
     Ok(())

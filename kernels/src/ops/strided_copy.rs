@@ -51,6 +51,8 @@ pub fn strided_copy<T: DeviceRepr>(
         });
     }
     let cfg = LaunchConfig::new(grid(n as u64, BLOCK as u64, 32 * sms(s)), BLOCK);
-    kernel.launch(s, &cfg, src, out, *layout, n as u64)?;
+    // SAFETY: out has n = layout.numel() elements and every source index the view
+    // reaches lies in 0..src.len() (index_range checked above); the kernel guards i < n.
+    unsafe { kernel.launch(s, &cfg, src, out, *layout, n as u64) }?;
     Ok(())
 }

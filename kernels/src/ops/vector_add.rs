@@ -22,7 +22,9 @@ pub fn vector_add_seed(
         return Ok(());
     }
     let cfg = LaunchConfig::new(n.div_ceil(BLOCK as usize) as u32, BLOCK);
-    k.vector_add.launch(s, &cfg, a, b, c, n_i32)?;
+    // SAFETY: the kernel writes c[i] for i < n only, and a, b, c all have n elements
+    // (checked above).
+    unsafe { k.vector_add.launch(s, &cfg, a, b, c, n_i32) }?;
     Ok(())
 }
 
@@ -43,6 +45,8 @@ pub fn vector_add(
         return Ok(());
     }
     let cfg = LaunchConfig::new(packet_grid::<f32>(n), BLOCK);
-    k.vector_add_fast.launch(s, &cfg, a, b, c, n as u64)?;
+    // SAFETY: the kernel writes c[i] for i < n only, and a, b, c all have n elements
+    // (checked above).
+    unsafe { k.vector_add_fast.launch(s, &cfg, a, b, c, n as u64) }?;
     Ok(())
 }

@@ -1,0 +1,605 @@
+//! `tests/soundness`: each hole a safe program could once open, as a run-and-observe GPU test.
+//! Each test must end in a typed error or a correct result, and run clean under
+//! `compute-sanitizer --tool memcheck`. (What a type can forbid is in `compile_fail/`.)
+//!
+//! The rules these guard are written down in `cuda-driver`'s crate docs ("Soundness model").
+
+use cuda_driver::cuda_sys::{fault, CUresult};
+use cuda_driver::{Context, DeviceSlice, Error, Kernel, LaunchConfig, PinnedBuffer, Stream};
+use cuda_tests::{context, ensure, gpu, load_cuda, TestResult, TEST_KERNELS};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Barrier};
+use std::time::Duration;
+
+fn main() {
+    cuda_tests::run(vec![
+        // 2. A graph owns its kernels' modules.
+        gpu("graph_outlives_module_and_kernel", graph_outlives_module),
+        gpu("graph_outlives_its_buffers", graph_outlives_buffers),
+        // 3. Capture state and enqueue are one step.
+        gpu("capture_is_on_its_own_stream", capture_own_stream),
+        gpu("capture_vs_enqueue_stress_threads", capture_stress),
+        gpu("capture_refuses_what_a_graph_cannot_own", capture_refusals),
+        // 4. Errors after work was queued leave it tracked or finished.
+        gpu("error_after_launch_settles_the_stream", error_after_launch),
+        gpu("error_after_dtod_settles_the_stream", error_after_dtod),
+        gpu(
+            "error_after_async_htod_settles_the_stream",
+            error_after_async_htod,
+        ),
+        gpu("failed_wait_still_waits_for_the_dma", failed_pending_wait),
+        gpu(
+            "error_after_graph_launch_settles_the_stream",
+            error_after_graph_launch,
+        ),
+        // 5. Smaller holes.
+        gpu("host_callback_cuda_call_is_refused", callback_cuda_refused),
+        gpu("host_callback_drops_are_deferred", callback_drops_deferred),
+        gpu(
+            "host_callback_panic_payload_drop_panics",
+            callback_payload_panics,
+        ),
+        gpu(
+            "device_global_write_waits_for_kernels",
+            global_write_ordered,
+        ),
+        gpu("foreign_stream_is_checked", foreign_stream_checked),
+        gpu2("push_current_keeps_bind_cache_honest", push_current_cache),
+        gpu2(
+            "cross_device_graph_and_global_refused",
+            cross_device_refusals,
+        ),
+    ]);
+}
+
+/// A test that needs two GPUs: ignored with fewer.
+fn gpu2(name: &str, f: fn() -> TestResult) -> libtest_mimic::Trial {
+    let two = cuda_tests::no_gpu_reason().is_none()
+        && cuda_driver::Device::count()
+            .map(|n| n >= 2)
+            .unwrap_or(false);
+    libtest_mimic::Trial::test(name, move || {
+        f().map_err(|e| libtest_mimic::Failed::from(e.to_string()))
+    })
+    .with_ignored_flag(!two)
+}
+
+type Axpy = Kernel<(
+    f32,
+    &'static DeviceSlice<f32>,
+    &'static mut DeviceSlice<f32>,
+    u32,
+)>;
+type SlowFill = Kernel<(&'static mut DeviceSlice<f32>, f32, u32, i64)>;
+
+fn axpy(m: &cuda_driver::Module) -> cuda_driver::Result<Axpy> {
+    // SAFETY: matches axpy(float, const float*, float*, unsigned).
+    unsafe { m.kernel("axpy") }
+}
+
+fn slow_fill(m: &cuda_driver::Module) -> cuda_driver::Result<SlowFill> {
+    // SAFETY: matches slow_fill(float*, float, unsigned, long long).
+    unsafe { m.kernel("slow_fill") }
+}
+
+/// About 50 ms of spinning on an H100/H200 clock.
+const SLOW: i64 = 80_000_000;
+
+/// `y += a * x` for all of `y` (checked: `x` and `y` have `n` elements).
+fn launch_axpy(
+    k: &Axpy,
+    s: &Stream,
+    a: f32,
+    x: &DeviceSlice<f32>,
+    y: &mut DeviceSlice<f32>,
+) -> cuda_driver::Result<()> {
+    let n = y.len();
+    assert_eq!(x.len(), n);
+    // SAFETY: the kernel touches x[i], y[i] for i < n only, and both have n elements.
+    unsafe { k.launch(s, &LaunchConfig::for_num_elems(n), a, x, y, n as u32) }
+}
+
+fn launch_slow_fill(
+    k: &SlowFill,
+    s: &Stream,
+    y: &mut DeviceSlice<f32>,
+    v: f32,
+) -> cuda_driver::Result<()> {
+    let n = y.len();
+    // SAFETY: grid-stride loop over i < n = y.len().
+    unsafe { k.launch(s, &LaunchConfig::new(4, 128), y, v, n as u32, SLOW) }
+}
+
+fn graph_outlives_module() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let n = 4096;
+    let x = s.clone_htod(&vec![1.0f32; n])?;
+    let mut y = s.alloc_zeros::<f32>(n)?;
+    let exec = {
+        let m = load_cuda(&ctx, TEST_KERNELS)?;
+        let k = axpy(&m)?;
+        let g = s.capture(|cs| launch_axpy(&k, cs, 2.0, &x, &mut y))?;
+        g.instantiate()?
+        // `k` and `m` drop here: the graph must keep the module loaded.
+    };
+    for _ in 0..3 {
+        exec.launch(&s)?;
+    }
+    ensure!(
+        s.clone_dtoh(&y)?.iter().all(|&v| v == 6.0),
+        "graph result after module drop"
+    );
+    drop(exec);
+    Ok(())
+}
+
+fn graph_outlives_buffers() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let m = load_cuda(&ctx, TEST_KERNELS)?;
+    let k = axpy(&m)?;
+    let n = 1 << 16;
+    let exec = {
+        let x = s.clone_htod(&vec![1.0f32; n])?;
+        let mut y = s.alloc_zeros::<f32>(n)?;
+        s.capture(|cs| launch_axpy(&k, cs, 1.0, &x, &mut y))?
+            .instantiate()?
+    };
+    for _ in 0..5 {
+        exec.launch(&s)?;
+    }
+    s.synchronize()?;
+    Ok(())
+}
+
+fn capture_own_stream() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let cap = ctx.begin_capture()?;
+    ensure!(cap.stream().is_capture_stream(), "not a capture stream");
+    ensure!(!cap.stream().same_as(&s), "capture on a user stream");
+    ensure!(cap.is_capturing()?, "driver says not capturing");
+    ensure!(!s.is_capturing()?, "user stream capturing");
+    // A user stream is free to run work while a capture is in progress.
+    let mut b = s.alloc_zeros::<f32>(16)?;
+    s.memset_bytes(&mut b, 0)?;
+    let g = cap.end()?;
+    ensure!(g.node_count()? == 0, "empty capture has nodes");
+    Ok(())
+}
+
+/// Eight threads queue work (kernels, memsets, host callbacks, event records) on clones of a
+/// capture stream while the main thread ends the capture at an arbitrary moment; many rounds.
+/// Every accepted host callback runs exactly once (a callback captured into a graph would run at
+/// each replay, or be freed twice), and the graphs replay correctly.
+fn capture_stress() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let m = load_cuda(&ctx, TEST_KERNELS)?;
+    let k = Arc::new(axpy(&m)?);
+    let n = 1024;
+    let rounds = 40;
+    let threads = 8;
+    for round in 0..rounds {
+        let cap = ctx.begin_capture()?;
+        let cs_main = cap.stream().clone();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let ran = Arc::new(AtomicUsize::new(0));
+        let start = Arc::new(Barrier::new(threads + 1));
+        let mut handles = Vec::new();
+        for t in 0..threads {
+            let cs = cap.stream().clone();
+            let (k, accepted, ran, start) =
+                (k.clone(), accepted.clone(), ran.clone(), start.clone());
+            let x = s.clone_htod(&vec![1.0f32; n])?;
+            let mut y = s.alloc_zeros::<f32>(n)?;
+            handles.push(std::thread::spawn(move || -> Result<(), String> {
+                start.wait();
+                for i in 0..30 {
+                    match (t + i) % 4 {
+                        0 => {
+                            let ran = ran.clone();
+                            if cs
+                                .launch_host_func(move || {
+                                    ran.fetch_add(1, Ordering::SeqCst);
+                                })
+                                .is_ok()
+                            {
+                                accepted.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                        1 => launch_axpy(&k, &cs, 1.0, &x, &mut y).map_err(|e| e.to_string())?,
+                        2 => cs.memset_bytes(&mut y, 0).map_err(|e| e.to_string())?,
+                        _ => {
+                            let _ = cs.record_event();
+                        }
+                    }
+                }
+                // Drop the buffers while the graph may still own them.
+                drop((x, y));
+                Ok(())
+            }));
+        }
+        start.wait();
+        std::thread::sleep(Duration::from_micros(50 * (round % 7) as u64));
+        let graph = cap.end();
+        for h in handles {
+            h.join().map_err(|_| "worker panicked")??;
+        }
+        let exec = graph?.instantiate()?;
+        for _ in 0..3 {
+            exec.launch(&s)?;
+        }
+        s.synchronize()?;
+        cs_main.synchronize()?; // the callbacks queued after the capture ended have run
+        cap_stream_sync(&ctx)?;
+        ensure!(
+            ran.load(Ordering::SeqCst) == accepted.load(Ordering::SeqCst),
+            "round {round}: {} callbacks accepted, {} ran",
+            accepted.load(Ordering::SeqCst),
+            ran.load(Ordering::SeqCst)
+        );
+    }
+    Ok(())
+}
+
+fn capture_refusals() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let pinned = PinnedBuffer::<f32>::zeroed(&ctx, 16)?;
+    let mut y = s.alloc_zeros::<f32>(16)?;
+    let mut host = vec![0f32; 16];
+    let exec_other = s.capture(|_| Ok(()))?.instantiate()?;
+    let mut refused = Vec::new();
+    let g = ctx.capture(|cs| {
+        refused.push(("host func", cs.launch_host_func(|| ()).is_err()));
+        refused.push(("htod async", cs.copy_htod_async(&pinned, &mut y).is_err()));
+        refused.push(("dtoh", cs.memcpy_dtoh(&y, &mut host).is_err()));
+        refused.push(("htod", cs.memcpy_htod(&host, &mut y).is_err()));
+        refused.push(("event record", cs.record_event().is_err()));
+        refused.push(("alloc", cs.alloc_zeros::<f32>(4).is_err()));
+        refused.push(("graph launch", exec_other.launch(cs).is_err()));
+        cs.memset_bytes(&mut y, 0)
+    })?;
+    let bad: Vec<_> = refused
+        .iter()
+        .filter(|(_, r)| !r)
+        .map(|(w, _)| *w)
+        .collect();
+    ensure!(bad.is_empty(), "accepted during capture: {bad:?}");
+    g.instantiate()?.launch(&s)?;
+    s.synchronize()?;
+    Ok(())
+}
+
+/// The buffer lives on `home`; a slow kernel on `other` uses it, and recording the after-use
+/// event fails: the call returns the error with `other` already idle, so dropping the buffer
+/// right away cannot free it under the kernel.
+fn error_after_launch() -> TestResult {
+    let ctx = context()?;
+    let home = ctx.new_stream()?;
+    let other = ctx.new_stream()?;
+    let m = load_cuda(&ctx, TEST_KERNELS)?;
+    let k = slow_fill(&m)?;
+    let mut y = home.alloc_zeros::<f32>(1 << 20)?;
+    home.synchronize()?;
+    // before_use records one event on `home`; the second record is after_use's.
+    fault::inject("cuEventRecord", 2, CUresult::CUDA_ERROR_INVALID_HANDLE.0);
+    let r = launch_slow_fill(&k, &other, &mut y, 5.0);
+    fault::clear();
+    ensure!(r.is_err(), "injected failure not reported");
+    ensure!(
+        other.query()?,
+        "the kernel is still running after the error: it is untracked"
+    );
+    drop(y);
+    home.synchronize()?;
+    Ok(())
+}
+
+fn error_after_dtod() -> TestResult {
+    let ctx = context()?;
+    let home = ctx.new_stream()?;
+    let other = ctx.new_stream()?;
+    let m = load_cuda(&ctx, TEST_KERNELS)?;
+    let k = slow_fill(&m)?;
+    let n = 1 << 20;
+    let src = other.alloc_zeros::<f32>(n)?;
+    let mut dst = home.alloc_zeros::<f32>(n)?;
+    home.synchronize()?;
+    let mut busy = other.alloc_zeros::<f32>(n)?;
+    launch_slow_fill(&k, &other, &mut busy, 1.0)?; // keeps `other` busy
+    fault::inject("cuEventRecord", 2, CUresult::CUDA_ERROR_INVALID_HANDLE.0);
+    let r = other.memcpy_dtod(&src, &mut dst);
+    fault::clear();
+    ensure!(r.is_err(), "injected failure not reported");
+    ensure!(
+        other.query()?,
+        "the copy is still queued after the error: it is untracked"
+    );
+    drop(dst);
+    Ok(())
+}
+
+fn error_after_async_htod() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let m = load_cuda(&ctx, TEST_KERNELS)?;
+    let k = slow_fill(&m)?;
+    let n = 1 << 20;
+    let mut busy = s.alloc_zeros::<f32>(n)?;
+    let mut dst = s.alloc_zeros::<f32>(n)?;
+    let mut pinned = PinnedBuffer::<f32>::zeroed(&ctx, n)?;
+    launch_slow_fill(&k, &s, &mut busy, 1.0)?;
+    fault::inject("cuEventRecord", 1, CUresult::CUDA_ERROR_INVALID_HANDLE.0);
+    let r = s.copy_htod_async(&pinned, &mut dst).map(|p| p.wait());
+    fault::clear();
+    ensure!(r.is_err(), "injected failure not reported");
+    ensure!(
+        s.query()?,
+        "the DMA may still read the pinned buffer after the error"
+    );
+    pinned[0] = 1.0; // the host may touch it now
+    Ok(())
+}
+
+/// Waiting for a pending async copy fails (injected): host access still waits for the DMA (the
+/// context-wide fallback) before handing out the memory.
+fn failed_pending_wait() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let m = load_cuda(&ctx, TEST_KERNELS)?;
+    let k = slow_fill(&m)?;
+    let n = 1 << 16;
+    let mut src = s.alloc_zeros::<f32>(n)?;
+    let mut pinned = PinnedBuffer::<f32>::zeroed(&ctx, n)?;
+    launch_slow_fill(&k, &s, &mut src, 7.0)?;
+    let pending = s.copy_dtoh_async(&src, &mut pinned)?;
+    std::mem::forget(pending); // leak the guard: the buffer itself must wait
+    fault::inject(
+        "cuEventSynchronize",
+        1,
+        CUresult::CUDA_ERROR_INVALID_HANDLE.0,
+    );
+    let all_seven = pinned.iter().all(|&v| v == 7.0);
+    fault::clear();
+    ensure!(
+        all_seven,
+        "host read the pinned buffer before the DMA finished"
+    );
+    Ok(())
+}
+
+fn error_after_graph_launch() -> TestResult {
+    let ctx = context()?;
+    let home = ctx.new_stream()?;
+    let other = ctx.new_stream()?;
+    let m = load_cuda(&ctx, TEST_KERNELS)?;
+    let k = slow_fill(&m)?;
+    let mut y = home.alloc_zeros::<f32>(1 << 20)?;
+    home.synchronize()?;
+    let exec = ctx
+        .capture(|cs| launch_slow_fill(&k, cs, &mut y, 3.0))?
+        .instantiate()?;
+    fault::inject("cuEventRecord", 2, CUresult::CUDA_ERROR_INVALID_HANDLE.0);
+    let r = exec.launch(&other);
+    fault::clear();
+    ensure!(r.is_err(), "injected failure not reported");
+    ensure!(
+        other.query()?,
+        "the replay is still running after the error: it is untracked"
+    );
+    drop(exec);
+    drop(y);
+    home.synchronize()?;
+    Ok(())
+}
+
+fn callback_cuda_refused() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let (tx, rx) = mpsc::channel();
+    let inner = s.clone();
+    s.launch_host_func(move || {
+        let r1 = inner.synchronize().err();
+        let r2 = Context::new(0).err();
+        let r3 = inner.alloc_zeros::<f32>(4).err();
+        let _ = tx.send([r1, r2, r3]);
+    })?;
+    s.synchronize()?;
+    let errs = rx.recv_timeout(Duration::from_secs(10))?;
+    for (i, e) in errs.iter().enumerate() {
+        ensure!(
+            matches!(e, Some(Error::InHostCallback)),
+            "call {i} in a host callback gave {e:?}"
+        );
+    }
+    Ok(())
+}
+
+fn callback_drops_deferred() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let (free_before, _) = ctx.mem_get_info()?;
+    // 20 x 64 MiB, far more than other tests running beside this one allocate.
+    for _ in 0..20 {
+        let own = ctx.new_stream()?;
+        let buf = own.alloc_zeros::<f32>(1 << 24)?;
+        let pinned = PinnedBuffer::<f32>::zeroed(&ctx, 1024)?;
+        let ev = s.record_event()?;
+        // Everything is moved into the callback and dropped there.
+        s.launch_host_func(move || drop((buf, own, pinned, ev)))?;
+    }
+    s.synchronize()?;
+    // The reaper frees what the callbacks dropped; give it a moment.
+    let mut ok = false;
+    for _ in 0..100 {
+        std::thread::sleep(Duration::from_millis(20));
+        s.synchronize()?;
+        let (free_now, _) = ctx.mem_get_info()?;
+        if free_now + (256 << 20) >= free_before {
+            ok = true;
+            break;
+        }
+    }
+    ensure!(ok, "memory dropped in callbacks was not released");
+    // (Drop errors are per context and other tests run beside this one: the fault campaign, a
+    // test binary of its own, checks them.)
+    Ok(())
+}
+
+/// Waits for the context's work where that does not disturb other tests' captures (a
+/// context-wide synchronize is refused while any capture is in progress).
+fn cap_stream_sync(ctx: &Context) -> TestResult {
+    match ctx.synchronize() {
+        Ok(()) => Ok(()),
+        Err(Error::Unsupported { .. }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+struct PanicsOnDrop;
+impl Drop for PanicsOnDrop {
+    fn drop(&mut self) {
+        panic!("payload drop panics");
+    }
+}
+
+fn callback_payload_panics() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    s.launch_host_func(|| std::panic::panic_any(PanicsOnDrop))?;
+    s.launch_host_func(|| panic!("plain panic"))?;
+    s.synchronize()?;
+    // Reaching here means nothing unwound into the driver (that would abort the process).
+    let y = s.alloc_zeros::<f32>(4)?;
+    ensure!(
+        s.clone_dtoh(&y)? == [0.0; 4],
+        "stream unusable after callback panics"
+    );
+    Ok(())
+}
+
+const GLOBAL_KERNELS: &str = r#"
+__device__ float g_value;
+extern "C" __global__ void slow_read_global(float* out, long long cycles) {
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+    out[0] = g_value;
+}
+"#;
+
+fn global_write_ordered() -> TestResult {
+    let ctx = context()?;
+    let a = ctx.new_stream()?;
+    let b = ctx.new_stream()?;
+    let m = load_cuda(&ctx, GLOBAL_KERNELS)?;
+    let g = m.global::<f32>("g_value")?;
+    // SAFETY: matches slow_read_global(float*, long long).
+    let k: Kernel<(&mut DeviceSlice<f32>, i64)> = unsafe { m.kernel("slow_read_global")? };
+    // Global access waits for the whole context, which is refused while another test of this
+    // binary is capturing: retry until no capture is in progress.
+    let retry = |f: &dyn Fn() -> cuda_driver::Result<()>| -> TestResult {
+        for _ in 0..500 {
+            match f() {
+                Err(Error::Unsupported { .. }) => std::thread::sleep(Duration::from_millis(10)),
+                r => return Ok(r?),
+            }
+        }
+        Err("a capture never ended".into())
+    };
+    retry(&|| g.write(&a, &1.0))?;
+    let mut out = b.alloc_zeros::<f32>(1)?;
+    // SAFETY: one thread writes out[0]; `out` has one element.
+    unsafe { k.launch(&b, &LaunchConfig::new(1, 1), &mut out, SLOW)? };
+    retry(&|| g.write(&a, &2.0))?; // must wait for the kernel on `b`, which reads 1.0
+    ensure!(
+        b.clone_dtoh(&out)? == [1.0],
+        "the write overtook a kernel reading the global"
+    );
+    let read = std::cell::Cell::new(0.0f32);
+    retry(&|| g.read(&a).map(|v| read.set(v)))?;
+    ensure!(read.get() == 2.0, "global value");
+    Ok(())
+}
+
+fn foreign_stream_checked() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    // SAFETY: `s` outlives `borrowed` and everything made through it; nobody captures it.
+    let borrowed = unsafe { Stream::from_raw(&ctx, s.as_raw())? };
+    let b = borrowed.clone_htod(&[1.0f32, 2.0])?;
+    ensure!(
+        borrowed.clone_dtoh(&b)? == [1.0, 2.0],
+        "borrowed stream copy"
+    );
+    drop(b);
+    drop(borrowed); // must not destroy `s`
+    s.synchronize()?;
+    // SAFETY: the context handle is live.
+    let again = unsafe { Context::from_raw(ctx.as_raw())? };
+    ensure!(again.same_as(&ctx), "from_raw gave another handle");
+    Ok(())
+}
+
+fn push_current_cache() -> TestResult {
+    let c0 = Context::new(0)?;
+    let c1 = Context::new(1)?;
+    let s0 = c0.new_stream()?;
+    let m = load_cuda(&c0, TEST_KERNELS)?;
+    let k = axpy(&m)?;
+    let x = s0.clone_htod(&[1.0f32; 8])?;
+    let mut y = s0.alloc_zeros::<f32>(8)?;
+    launch_axpy(&k, &s0, 1.0, &x, &mut y)?; // binds c0 (and caches it)
+    {
+        let _g = c1.push_current()?; // c1 current now
+        launch_axpy(&k, &s0, 1.0, &x, &mut y)?; // must bind c0 again
+    }
+    launch_axpy(&k, &s0, 1.0, &x, &mut y)?;
+    ensure!(
+        s0.clone_dtoh(&y)? == [3.0; 8],
+        "launches while another context was pushed"
+    );
+    Ok(())
+}
+
+fn cross_device_refusals() -> TestResult {
+    let c0 = Context::new(0)?;
+    let c1 = Context::new(1)?;
+    ensure!(!c0.same_as(&c1), "two devices, one handle");
+    let s0 = c0.new_stream()?;
+    let s1 = c1.new_stream()?;
+    let exec = s0.capture(|_| Ok(()))?.instantiate()?;
+    ensure!(
+        matches!(
+            exec.launch(&s1),
+            Err(Error::DeviceMismatch {
+                expected: 0,
+                found: 1,
+                ..
+            })
+        ),
+        "graph launched on another device's stream"
+    );
+    let m = load_cuda(&c0, GLOBAL_KERNELS)?;
+    let g = m.global::<f32>("g_value")?;
+    ensure!(
+        matches!(g.write(&s1, &1.0), Err(Error::DeviceMismatch { .. })),
+        "global written through another device's stream"
+    );
+    let b1 = s1.alloc_zeros::<f32>(4)?;
+    let mut b0 = s0.alloc_zeros::<f32>(4)?;
+    ensure!(
+        matches!(
+            s0.memcpy_dtod(&b1, &mut b0),
+            Err(Error::DeviceMismatch {
+                expected: 0,
+                found: 1,
+                ..
+            })
+        ),
+        "cross-device copy"
+    );
+    Ok(())
+}
