@@ -62,6 +62,7 @@ mod memory;
 mod memory_stats;
 mod runtime;
 pub mod staging;
+mod stream_scope;
 // tensor-lite (`Tensor<T>`: storage + layout, views, ops on cuda-kernels) will live in
 // `src/tensor/` and be declared here:
 pub mod tensor;
@@ -80,6 +81,7 @@ pub use memory_stats::{
 };
 pub use runtime::Runtime;
 pub use staging::{StagingConfig, StagingPool};
+pub use stream_scope::{current_stream, stream_for, use_stream, with_stream, StreamGuard};
 
 /// Re-exported so users need not depend on it directly.
 pub use cuda_driver;

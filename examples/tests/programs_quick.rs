@@ -41,6 +41,7 @@ const PROGRAMS: &[(&str, &str)] = programs![
     driver_bench,
     kernels_bench,
     kernel_lab,
+    soak,
 ];
 
 fn path(name: &str, cargo: &str) -> PathBuf {

@@ -43,12 +43,14 @@ impl<T: TensorElement> Storage<T> {
 /// Two new storages (the outputs of a two-output op).
 pub(crate) type StoragePair<A, B> = (Arc<Storage<A>>, Arc<Storage<B>>);
 
-/// Where a tensor op runs: the device's runtime (context, default stream, caching allocator).
-/// Every tensor op queues its work on the runtime's **default stream**, so ops on one device run
-/// in issue order and the host only waits in `to_vec()` (and `Display`).
-#[derive(Clone, Copy)]
+/// Where a tensor op runs: the device's runtime (context, caching allocator) and the calling
+/// thread's **current stream** for the device ([`crate::use_stream`]; the runtime's default
+/// stream unless one is set), so ops on one thread run in issue order and the host only waits
+/// in `to_vec()` (and `Display`).
+#[derive(Clone)]
 pub(crate) struct Exec {
     rt: &'static Runtime,
+    stream: Stream,
 }
 
 impl Exec {
@@ -59,14 +61,18 @@ impl Exec {
     pub(crate) fn on(ordinal: usize) -> Result<Exec> {
         let rt = Runtime::get(ordinal)?;
         rt.context().bind()?;
-        Ok(Exec { rt })
+        Ok(Exec::with_runtime(rt))
+    }
+
+    fn with_runtime(rt: &'static Runtime) -> Exec {
+        let stream = crate::stream_scope::scoped(rt.ordinal())
+            .unwrap_or_else(|| rt.default_stream().clone());
+        Exec { rt, stream }
     }
 
     /// The runtime of the calling thread's current device.
     pub(crate) fn current() -> Result<Exec> {
-        Ok(Exec {
-            rt: Runtime::current()?,
-        })
+        Ok(Exec::with_runtime(Runtime::current()?))
     }
 
     pub(crate) fn runtime(&self) -> &'static Runtime {
@@ -77,8 +83,8 @@ impl Exec {
         self.rt.ordinal()
     }
 
-    pub(crate) fn stream(&self) -> &'static Stream {
-        self.rt.default_stream()
+    pub(crate) fn stream(&self) -> &Stream {
+        &self.stream
     }
 
     /// The kernels, loaded into the device's context on first use.
