@@ -95,8 +95,9 @@ pub enum Error {
 
     /// A typed kernel handle's Rust signature does not match the kernel's parameters.
     #[error(
-        "kernel `{kernel}` takes parameters of {found:?} bytes, but the Rust signature has \
-         {expected:?} bytes; fix the signature to match the CUDA declaration"
+        "kernel `{kernel}` takes parameters of {found:?} bytes (as cuFuncGetParamInfo or the \
+         module's PTX lists them), but the Rust signature has {expected:?} bytes; fix the \
+         signature to match the CUDA declaration"
     )]
     SignatureMismatch {
         /// The kernel.

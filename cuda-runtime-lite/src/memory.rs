@@ -1,5 +1,6 @@
 //! `cudaMalloc`, `cudaMemcpy`, `cudaMemset`, `cudaFree` on the current device, through the
-//! caching allocator and the default stream.
+//! caching allocator and the calling thread's current stream ([`crate::use_stream`]; the
+//! device's default stream unless one is set, as in the CUDA runtime and PyTorch).
 //!
 //! Argument order follows `cuda-driver` (and Rust's `copy_from_slice` pairs): **source first,
 //! destination second** — the reverse of `cudaMemcpy(dst, src, …)`.
@@ -9,7 +10,7 @@ use crate::{Result, Runtime};
 use cuda_driver::{DeviceRepr, DeviceSlice, Stream};
 
 /// Allocates `len` uninitialised elements of `T` on the current device (`cudaMalloc`), through
-/// its caching allocator, for its default stream.
+/// its caching allocator, for the calling thread's current stream.
 ///
 /// # Safety
 /// The contents are arbitrary until written (a reused block holds its previous user's data:
@@ -19,24 +20,26 @@ use cuda_driver::{DeviceRepr, DeviceSlice, Stream};
 pub unsafe fn malloc<T: DeviceRepr>(len: usize) -> Result<CachedBuffer<T>> {
     let rt = Runtime::current()?;
     // SAFETY: forwarded to the caller.
-    unsafe { rt.allocator().alloc(rt.default_stream(), len) }
+    unsafe { rt.allocator().alloc(&crate::stream_for(rt.ordinal())?, len) }
 }
 
 /// Allocates `len` zeroed elements of `T` on the current device (`cudaMalloc` + `cudaMemset`
-/// queued on the default stream).
+/// queued on the calling thread's current stream).
 pub fn malloc_zeros<T: DeviceRepr>(len: usize) -> Result<CachedBuffer<T>> {
     let rt = Runtime::current()?;
-    rt.allocator().alloc_zeros(rt.default_stream(), len)
+    rt.allocator()
+        .alloc_zeros(&crate::stream_for(rt.ordinal())?, len)
 }
 
 /// Allocates a buffer on the current device holding a copy of `src` (`cudaMalloc` +
 /// [`memcpy_htod`]); returns when the copy is done.
 pub fn clone_htod<T: DeviceRepr>(src: &[T]) -> Result<CachedBuffer<T>> {
     let rt = Runtime::current()?;
+    let stream = crate::stream_for(rt.ordinal())?;
     // SAFETY: fully written by the copy below before anyone can read it (on failure the buffer
     // is dropped unread).
-    let mut b = unsafe { rt.allocator().alloc::<T>(rt.default_stream(), src.len())? };
-    rt.copy_htod_pageable(rt.default_stream(), src, &mut b)?;
+    let mut b = unsafe { rt.allocator().alloc::<T>(&stream, src.len())? };
+    rt.copy_htod_pageable(&stream, src, &mut b)?;
     Ok(b)
 }
 
@@ -48,35 +51,35 @@ pub fn clone_dtoh<T: DeviceRepr>(src: &DeviceSlice<T>) -> Result<Vec<T>> {
 }
 
 /// Copies host memory (pageable: any `&[T]`) to the device (`cudaMemcpy(…, HostToDevice)`), on
-/// the current device's default stream; returns when the copy is complete. Copies of at least
+/// the current device's current stream; returns when the copy is complete. Copies of at least
 /// one staging chunk (4 MiB by default) are staged through pinned buffers by several threads
 /// ([`crate::staging`]); smaller ones go through the driver. Lengths must match.
 pub fn memcpy_htod<T: DeviceRepr>(src: &[T], dst: &mut DeviceSlice<T>) -> Result<()> {
     let rt = Runtime::current()?;
-    rt.copy_htod_pageable(rt.default_stream(), src, dst)
+    rt.copy_htod_pageable(&crate::stream_for(rt.ordinal())?, src, dst)
 }
 
-/// Copies device memory to host memory (`cudaMemcpy(…, DeviceToHost)`), on the current device's
-/// default stream, after the work queued on it; returns when `dst` is written. Staged like
+/// Copies device memory to host memory (`cudaMemcpy(…, DeviceToHost)`), on the calling thread's
+/// current stream, after the work queued on it; returns when `dst` is written. Staged like
 /// [`memcpy_htod`]. Lengths must match.
 pub fn memcpy_dtoh<T: DeviceRepr>(src: &DeviceSlice<T>, dst: &mut [T]) -> Result<()> {
     let rt = Runtime::current()?;
-    rt.copy_dtoh_pageable(rt.default_stream(), src, dst)
+    rt.copy_dtoh_pageable(&crate::stream_for(rt.ordinal())?, src, dst)
 }
 
-/// Queues a device-to-device copy on the current device's default stream
+/// Queues a device-to-device copy on the current device's current stream
 /// (`cudaMemcpy(…, DeviceToDevice)`, which is asynchronous with respect to the host too).
 /// Lengths must match.
 pub fn memcpy_dtod<T: DeviceRepr>(src: &DeviceSlice<T>, dst: &mut DeviceSlice<T>) -> Result<()> {
-    Ok(Runtime::current()?.default_stream().memcpy_dtod(src, dst)?)
+    let rt = Runtime::current()?;
+    Ok(crate::stream_for(rt.ordinal())?.memcpy_dtod(src, dst)?)
 }
 
-/// Queues setting every byte of `dst` to `byte` on the current device's default stream
+/// Queues setting every byte of `dst` to `byte` on the current device's current stream
 /// (`cudaMemset`).
 pub fn memset<T: DeviceRepr>(dst: &mut DeviceSlice<T>, byte: u8) -> Result<()> {
-    Ok(Runtime::current()?
-        .default_stream()
-        .memset_bytes(dst, byte)?)
+    let rt = Runtime::current()?;
+    Ok(crate::stream_for(rt.ordinal())?.memset_bytes(dst, byte)?)
 }
 
 /// Returns a buffer's block to its allocator's cache now (`cudaFree` through the cache; dropping

@@ -217,3 +217,36 @@ extern "C" __global__ void block_ids(unsigned* out) {
 }
 extern "C" __global__ void empty_kernel() {}
 "#;
+
+/// A test that needs two GPUs: ignored where there are fewer.
+pub fn gpu2(name: &str, f: fn() -> TestResult) -> Trial {
+    let two = no_gpu_reason().is_none()
+        && cuda_driver::Device::count()
+            .map(|n| n >= 2)
+            .unwrap_or(false);
+    trial(name, f).with_ignored_flag(!two)
+}
+
+/// `axpy(float a, const float* x, float* y, unsigned n)` of [`TEST_KERNELS`].
+pub type Axpy = cuda_driver::Kernel<(
+    f32,
+    &'static cuda_driver::DeviceSlice<f32>,
+    &'static mut cuda_driver::DeviceSlice<f32>,
+    u32,
+)>;
+
+/// `slow_fill(float* out, float value, unsigned n, long long cycles)` of [`TEST_KERNELS`].
+pub type SlowFill =
+    cuda_driver::Kernel<(&'static mut cuda_driver::DeviceSlice<f32>, f32, u32, i64)>;
+
+/// The typed `axpy` of a module loaded from [`TEST_KERNELS`].
+pub fn axpy_kernel(m: &cuda_driver::Module) -> cuda_driver::Result<Axpy> {
+    // SAFETY: matches axpy(float, const float*, float*, unsigned) in TEST_KERNELS.
+    unsafe { m.kernel("axpy") }
+}
+
+/// The typed `slow_fill` of a module loaded from [`TEST_KERNELS`].
+pub fn slow_fill_kernel(m: &cuda_driver::Module) -> cuda_driver::Result<SlowFill> {
+    // SAFETY: matches slow_fill(float*, float, unsigned, long long) in TEST_KERNELS.
+    unsafe { m.kernel("slow_fill") }
+}

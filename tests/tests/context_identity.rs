@@ -4,10 +4,10 @@
 //! binary (the same binary, filtered to that one test, with `CUDA_RS_CHILD` set), so each starts
 //! from a fresh process.
 
-use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Stream};
+use cuda_driver::{Context, LaunchConfig, Stream};
 use cuda_kernels::{ops, Kernels};
 use cuda_runtime_lite::Tensor;
-use cuda_tests::{ensure, gpu, TestResult};
+use cuda_tests::{ensure, gpu, Axpy, TestResult};
 
 fn main() {
     cuda_tests::run(vec![
@@ -52,13 +52,6 @@ fn in_child(name: &str, body: fn() -> TestResult) -> TestResult {
     );
     Ok(())
 }
-
-type Axpy = Kernel<(
-    f32,
-    &'static DeviceSlice<f32>,
-    &'static mut DeviceSlice<f32>,
-    u32,
-)>;
 
 fn two_handles() -> TestResult {
     let a = Context::new(0)?;
@@ -141,8 +134,7 @@ fn release_and_retain() -> TestResult {
         let b = s.clone_htod(&[round as f32; 16])?;
         ensure!(s.clone_dtoh(&b)? == [round as f32; 16], "round {round}");
         let m = cuda_tests::load_cuda(&ctx, cuda_tests::TEST_KERNELS)?;
-        // SAFETY: matches axpy(float, const float*, float*, unsigned).
-        let k: Axpy = unsafe { m.kernel("axpy")? };
+        let k: Axpy = cuda_tests::axpy_kernel(&m)?;
         let mut y = s.alloc_zeros::<f32>(16)?;
         // SAFETY: i < n = 16 = len of both buffers.
         unsafe { k.launch(&s, &LaunchConfig::for_num_elems(16), 1.0, &b, &mut y, 16)? };

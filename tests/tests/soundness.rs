@@ -52,35 +52,7 @@ fn main() {
     ]);
 }
 
-/// A test that needs two GPUs: ignored with fewer.
-fn gpu2(name: &str, f: fn() -> TestResult) -> libtest_mimic::Trial {
-    let two = cuda_tests::no_gpu_reason().is_none()
-        && cuda_driver::Device::count()
-            .map(|n| n >= 2)
-            .unwrap_or(false);
-    libtest_mimic::Trial::test(name, move || {
-        f().map_err(|e| libtest_mimic::Failed::from(e.to_string()))
-    })
-    .with_ignored_flag(!two)
-}
-
-type Axpy = Kernel<(
-    f32,
-    &'static DeviceSlice<f32>,
-    &'static mut DeviceSlice<f32>,
-    u32,
-)>;
-type SlowFill = Kernel<(&'static mut DeviceSlice<f32>, f32, u32, i64)>;
-
-fn axpy(m: &cuda_driver::Module) -> cuda_driver::Result<Axpy> {
-    // SAFETY: matches axpy(float, const float*, float*, unsigned).
-    unsafe { m.kernel("axpy") }
-}
-
-fn slow_fill(m: &cuda_driver::Module) -> cuda_driver::Result<SlowFill> {
-    // SAFETY: matches slow_fill(float*, float, unsigned, long long).
-    unsafe { m.kernel("slow_fill") }
-}
+use cuda_tests::{axpy_kernel as axpy, gpu2, slow_fill_kernel as slow_fill, Axpy, SlowFill};
 
 /// About 50 ms of spinning on an H100/H200 clock.
 const SLOW: i64 = 80_000_000;
@@ -276,14 +248,39 @@ fn capture_refusals() -> TestResult {
 /// The buffer lives on `home`; a slow kernel on `other` uses it, and recording the after-use
 /// event fails: the call returns the error with `other` already idle, so dropping the buffer
 /// right away cannot free it under the kernel.
-fn error_after_launch() -> TestResult {
+/// Two streams, the slow kernel, and a buffer living on `home`, idle.
+struct TwoStreams {
+    ctx: Context,
+    home: Stream,
+    other: Stream,
+    k: SlowFill,
+    y: cuda_driver::DeviceBuffer<f32>,
+}
+
+fn two_streams() -> Result<TwoStreams, Box<dyn std::error::Error>> {
     let ctx = context()?;
     let home = ctx.new_stream()?;
     let other = ctx.new_stream()?;
-    let m = load_cuda(&ctx, TEST_KERNELS)?;
-    let k = slow_fill(&m)?;
-    let mut y = home.alloc_zeros::<f32>(1 << 20)?;
+    let k = slow_fill(&load_cuda(&ctx, TEST_KERNELS)?)?;
+    let y = home.alloc_zeros::<f32>(1 << 20)?;
     home.synchronize()?;
+    Ok(TwoStreams {
+        ctx,
+        home,
+        other,
+        k,
+        y,
+    })
+}
+
+fn error_after_launch() -> TestResult {
+    let TwoStreams {
+        home,
+        other,
+        k,
+        mut y,
+        ..
+    } = two_streams()?;
     // before_use records one event on `home`; the second record is after_use's.
     fault::inject("cuEventRecord", 2, CUresult::CUDA_ERROR_INVALID_HANDLE.0);
     let r = launch_slow_fill(&k, &other, &mut y, 5.0);
@@ -372,13 +369,13 @@ fn failed_pending_wait() -> TestResult {
 }
 
 fn error_after_graph_launch() -> TestResult {
-    let ctx = context()?;
-    let home = ctx.new_stream()?;
-    let other = ctx.new_stream()?;
-    let m = load_cuda(&ctx, TEST_KERNELS)?;
-    let k = slow_fill(&m)?;
-    let mut y = home.alloc_zeros::<f32>(1 << 20)?;
-    home.synchronize()?;
+    let TwoStreams {
+        ctx,
+        home,
+        other,
+        k,
+        mut y,
+    } = two_streams()?;
     let exec = ctx
         .capture(|cs| launch_slow_fill(&k, cs, &mut y, 3.0))?
         .instantiate()?;

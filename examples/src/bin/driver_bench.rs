@@ -1,7 +1,7 @@
 //! `driver_bench`: the cost of the safe layer, measured.
 //!
 //! - Host-side launch cost of an empty kernel and a 4-argument kernel: raw `cuLaunchKernel`
-//!   through `cuda-sys`, the typed safe launch, and the untyped (`unsafe`) launch of `cuda-driver`.
+//!   through `cuda-sys`, the typed launch (checked config, cross-stream tracking, capture gate), and the untyped launch of `cuda-driver`.
 //!   256-launch batches (below the launch queue's depth, so the host never waits for the GPU),
 //!   median over 200 batches, the variants interleaved batch by batch.
 //! - Back-to-back throughput, launch + synchronize round trip, and CUDA-graph replay cost per
@@ -119,10 +119,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     let mut results: Vec<(&str, Vec<f64>)> = vec![
         ("empty: raw cuLaunchKernel (cuda-sys)", vec![]),
-        ("empty: typed safe launch", vec![]),
+        ("empty: typed launch", vec![]),
         ("empty: untyped launch", vec![]),
         ("4 args: raw cuLaunchKernel (cuda-sys)", vec![]),
-        ("4 args: typed safe launch", vec![]),
+        ("4 args: typed launch", vec![]),
         ("4 args: untyped launch", vec![]),
     ];
     let batch = |f: &mut dyn FnMut() -> Result<(), Box<dyn std::error::Error>>| -> Result<f64, Box<dyn std::error::Error>> {

@@ -1,7 +1,8 @@
 //! `soak`: sixteen threads share one device through every layer for minutes, and the process's
 //! memory must not grow.
 //!
-//! Each thread runs one kind of work until the time is up (four threads of each kind):
+//! Each thread runs one kind of work until the time is up (of 16 threads: 2 launching, 6
+//! allocating, 4 tensor, 4 graph + copy threads):
 //! - **launches**: typed kernel launches through `cuda-kernels` (`axpy`) on the thread's stream;
 //! - **alloc/free**: device buffers of changing sizes through `cuda-driver` (stream-ordered
 //!   `cuMemAllocAsync`/`cuMemFreeAsync`) and through the runtime's caching allocator, each used on
@@ -38,7 +39,7 @@ struct Args {
     /// How long to run, in seconds (`--quick`: 4).
     #[arg(long, default_value_t = 180)]
     seconds: u64,
-    /// Worker threads (a multiple of 4: one kind of work per quarter).
+    /// Worker threads (a multiple of 8: see `body` for the mix of work).
     #[arg(long, default_value_t = 16)]
     threads: usize,
     /// Allowed growth of resident host memory after warm-up, MiB.
@@ -70,9 +71,16 @@ fn body(args: Args) -> ProgramResult {
     } else {
         args.seconds.max(4)
     };
-    let threads = args.threads.max(4) / 4 * 4;
+    let threads = args.threads.max(8) / 8 * 8;
     let ctx = Context::new(args.common.device)?;
     cuda_runtime_lite::set_device(args.common.device)?;
+    // Keep freed memory in the device's stream-ordered pool (as PyTorch's caching allocator
+    // keeps it). With the driver's default threshold of 0 the pool gives memory back at every
+    // synchronize and must map it again on the next allocation; measured on an H100, that made
+    // allocating threads wait minutes behind the launch threads saturating the GPU.
+    if ctx.limits().memory_pools {
+        ctx.set_pool_release_threshold(u64::MAX)?;
+    }
     let kernels = Kernels::get(&ctx)?;
     let counters = Arc::new(Counters::default());
     let stop = Arc::new(AtomicBool::new(false));
@@ -87,10 +95,14 @@ fn body(args: Args) -> ProgramResult {
         let device = args.common.device;
         workers.push(std::thread::spawn(move || -> WorkResult {
             cuda_runtime_lite::set_device(device)?;
-            let r = match t % 4 {
+            // Per 8 threads: 1 launching, 3 allocating, 2 tensor, 2 graph + copy threads. (Four
+            // launch-only threads that never slept starved the allocating ones for minutes on an
+            // H100: cuMemAllocAsync waits for a driver lock that threads issuing cuLaunchKernel
+            // back to back almost never let go. The busy threads now pause between batches.)
+            let r = match t % 8 {
                 0 => launches(&ctx, &k, &c, &stop),
-                1 => alloc_free(&ctx, &c, &stop, t as u64),
-                2 => tensors(&ctx, &c, &stop, t as u64),
+                1 | 2 | 5 => alloc_free(&ctx, &c, &stop, t as u64),
+                3 | 6 => tensors(&ctx, &c, &stop, t as u64),
                 _ => graphs_and_copies(&ctx, &k, &c, &stop),
             };
             if r.is_err() {
@@ -126,6 +138,8 @@ fn body(args: Args) -> ProgramResult {
             .map_err(|e| format!("worker {i}: {e}"))?;
     }
     ctx.synchronize()?;
+    // Hand cached blocks back, so a leak checker sees only real leaks.
+    cuda_runtime_lite::empty_cache()?;
     let drop_errors = ctx.take_drop_errors();
     if !drop_errors.is_empty() {
         return Err(format!("{} errors in Drop: {:?}", drop_errors.len(), drop_errors).into());
@@ -206,6 +220,9 @@ fn launches(ctx: &Context, k: &Kernels, c: &Counters, stop: &AtomicBool) -> Work
         }
         s.synchronize()?;
         c.launches.fetch_add(1000, Ordering::Relaxed);
+        // Let go of the driver between batches: back-to-back launches from a thread that never
+        // sleeps starve the allocating threads (the driver's locks are not fair).
+        std::thread::sleep(Duration::from_micros(500));
     }
     Ok(())
 }
@@ -218,6 +235,20 @@ fn lcg(state: &mut u64) -> u64 {
     *state >> 33
 }
 
+/// Runs `f`, and says so when it took longer than a second (a stall, not a leak, but worth
+/// seeing).
+fn timed<R>(what: &str, f: impl FnOnce() -> R) -> R {
+    let t = Instant::now();
+    let r = f();
+    if t.elapsed() > Duration::from_secs(1) {
+        eprintln!(
+            "soak: slow step: {what} took {:.1} s",
+            t.elapsed().as_secs_f64()
+        );
+    }
+    r
+}
+
 fn alloc_free(ctx: &Context, c: &Counters, stop: &AtomicBool, seed: u64) -> WorkResult {
     let home = ctx.new_stream()?;
     let other = ctx.new_stream()?;
@@ -226,15 +257,20 @@ fn alloc_free(ctx: &Context, c: &Counters, stop: &AtomicBool, seed: u64) -> Work
         for i in 0..100 {
             let len = 1 + (lcg(&mut state) % (1 << 18)) as usize;
             if i % 2 == 0 {
-                let mut b = home.alloc_zeros::<u8>(len)?;
-                other.memset_bytes(&mut b, 1)?; // a foreign use, ordered by events
+                let mut b = timed("alloc_zeros", || home.alloc_zeros::<u8>(len))?;
+                // a foreign use, ordered by events
+                timed("memset on another stream", || other.memset_bytes(&mut b, 1))?;
+                timed("free", || drop(b));
             } else {
-                let mut b = cuda_runtime_lite::malloc_zeros::<u8>(len)?;
-                other.memset_bytes(&mut b, 2)?;
+                let mut b = timed("malloc_zeros", || {
+                    cuda_runtime_lite::malloc_zeros::<u8>(len)
+                })?;
+                timed("memset on another stream", || other.memset_bytes(&mut b, 2))?;
+                timed("cached free", || drop(b));
             }
         }
-        home.synchronize()?;
-        other.synchronize()?;
+        timed("home synchronize", || home.synchronize())?;
+        timed("other synchronize", || other.synchronize())?;
         c.alloc_cycles.fetch_add(100, Ordering::Relaxed);
     }
     Ok(())
@@ -256,6 +292,9 @@ fn tensors(ctx: &Context, c: &Counters, stop: &AtomicBool, seed: u64) -> WorkRes
         let _ = m.to_vec()?;
         c.tensor_ops.fetch_add(8, Ordering::Relaxed);
         i += 1;
+        if i % 16 == 0 {
+            std::thread::sleep(Duration::from_micros(500)); // as in `launches`
+        }
     }
     Ok(())
 }
@@ -263,7 +302,7 @@ fn tensors(ctx: &Context, c: &Counters, stop: &AtomicBool, seed: u64) -> WorkRes
 fn graphs_and_copies(ctx: &Context, k: &Kernels, c: &Counters, stop: &AtomicBool) -> WorkResult {
     let s = ctx.new_stream()?;
     let n = 1 << 16;
-    let x = s.clone_htod(&vec![1.0f32; n])?;
+    let x = timed("graph thread clone_htod", || s.clone_htod(&vec![1.0f32; n]))?;
     let mut y = s.alloc_zeros::<f32>(n)?;
     let exec = ctx
         .capture(|cs| {
@@ -278,15 +317,24 @@ fn graphs_and_copies(ctx: &Context, k: &Kernels, c: &Counters, stop: &AtomicBool
             Ok(())
         })?
         .instantiate()?;
-    let host = PinnedBuffer::from_slice(ctx, &vec![2.0f32; n])?;
+    let host = timed("PinnedBuffer::from_slice", || {
+        PinnedBuffer::from_slice(ctx, &vec![2.0f32; n])
+    })?;
     let mut back = PinnedBuffer::<f32>::zeroed(ctx, n)?;
     let mut dev = s.alloc_zeros::<f32>(n)?;
     while !stop.load(Ordering::Relaxed) {
-        for _ in 0..10 {
-            exec.launch(&s)?;
-        }
-        s.copy_htod_async(&host, &mut dev)?.wait()?;
-        s.copy_dtoh_async(&dev, &mut back)?.wait()?;
+        timed("10 graph replays", || -> cuda_driver::Result<()> {
+            for _ in 0..10 {
+                exec.launch(&s)?;
+            }
+            Ok(())
+        })?;
+        timed("async htod + wait", || {
+            s.copy_htod_async(&host, &mut dev)?.wait()
+        })?;
+        timed("async dtoh + wait", || {
+            s.copy_dtoh_async(&dev, &mut back)?.wait()
+        })?;
         if back[n - 1] != 2.0 {
             return Err("async copy round trip".into());
         }
