@@ -216,7 +216,7 @@ impl Allocation {
             // stream into the capture without the graph knowing about its buffers.
             return Err(Error::Unsupported {
                 what: "using a buffer on another stream while its home stream is captured into a graph",
-                why: "use it on the capturing stream, or after end_capture".into(),
+                why: "use it on the capturing stream, or after the capture ends".into(),
             });
         }
         let ev = new_event()?;
