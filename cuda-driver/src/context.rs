@@ -183,17 +183,7 @@ impl Context {
     /// Makes this context current on the calling thread, unless it already is
     /// (`cuCtxGetCurrent`, then `cuCtxSetCurrent` only if needed).
     pub fn bind(&self) -> Result<()> {
-        let drv = driver()?;
-        let mut cur = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; setting a retained, live context.
-        unsafe {
-            drv.cuCtxGetCurrent(&mut cur)?;
-            if cur != self.inner.raw {
-                drv.cuCtxSetCurrent(self.inner.raw)?;
-            }
-        }
-        BOUND.with(|b| b.set((self.inner.raw, RELEASES.load(Ordering::Acquire))));
-        Ok(())
+        self.inner.bind()
     }
 
     /// [`Context::bind`] for hot paths (launches): skips the driver call when this thread already
@@ -314,6 +304,21 @@ pub(crate) fn note_bound(ctx: CUcontext) {
 }
 
 impl ContextInner {
+    /// See [`Context::bind`].
+    pub(crate) fn bind(&self) -> Result<()> {
+        let drv = driver()?;
+        let mut cur = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; setting a retained, live context.
+        unsafe {
+            drv.cuCtxGetCurrent(&mut cur)?;
+            if cur != self.raw {
+                drv.cuCtxSetCurrent(self.raw)?;
+            }
+        }
+        note_bound(self.raw);
+        Ok(())
+    }
+
     /// Runs `then` after a context-wide synchronize, with no capture able to begin in between
     /// (both take `sync_gate`). Refused while a capture is in progress: the driver would fail
     /// the synchronize and invalidate the capture.
@@ -331,13 +336,9 @@ impl ContextInner {
                     .into(),
             });
         }
-        let drv = driver()?;
-        // SAFETY: makes this live, retained context current (the bind cache is reset below).
-        unsafe {
-            drv.cuCtxSetCurrent(self.raw)?;
-            drv.cuCtxSynchronize()?;
-        }
-        invalidate_bind_cache();
+        self.bind()?;
+        // SAFETY: no arguments; this context is current (above).
+        unsafe { driver()?.cuCtxSynchronize()? };
         then()
     }
 
@@ -370,37 +371,28 @@ impl ContextInner {
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()),
             );
-            let (failed, r) = unload_modules(pending);
-            self.deferred_unloads
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .extend(failed);
-            r
+            unload_modules(pending)
         })
     }
 }
 
-/// Unloads `modules` (in a context made current and synchronized by the caller); returns the
-/// ones whose unload failed, with the first error.
-fn unload_modules(modules: Vec<cuda_sys::CUmodule>) -> (Vec<cuda_sys::CUmodule>, Result<()>) {
-    let drv = match driver() {
-        Ok(d) => d,
-        Err(e) => return (modules, Err(e)),
-    };
-    let mut failed = Vec::new();
+/// Unloads `modules` (in a context made current and synchronized by the caller), each once: a
+/// module whose unload fails is leaked (the call may have taken effect and returned an earlier
+/// asynchronous error), and the first error is returned.
+fn unload_modules(modules: Vec<cuda_sys::CUmodule>) -> Result<()> {
+    let drv = driver()?;
     let mut first_err = Ok(());
     for m in modules {
         // SAFETY: the context is current and synchronized, so no kernel of `m` is queued or
         // running, and no Function of it is alive (it was deferred when its last one dropped);
-        // each module is unloaded once (a failed unload leaves it loaded, to be tried again).
+        // each module leaves the deferred list before this and is unloaded once.
         if let Err(e) = unsafe { drv.cuModuleUnload(m) } {
-            failed.push(m);
             if first_err.is_ok() {
                 first_err = Err(e.into());
             }
         }
     }
-    (failed, first_err)
+    first_err
 }
 
 impl Drop for ContextInner {
@@ -432,7 +424,7 @@ impl Drop for ContextInner {
                     Ok(())
                 });
                 invalidate_bind_cache();
-                let r = synced.and_then(|()| unload_modules(modules).1);
+                let r = synced.and_then(|()| unload_modules(modules));
                 if let Err(e) = r {
                     log::warn!("cuda-driver: unloading deferred modules failed in Drop: {e}");
                 }

@@ -101,14 +101,18 @@ impl Capture {
 
     /// Ends the capture and returns the graph. Waits for enqueues in flight on other threads.
     pub fn end(mut self) -> Result<Graph> {
-        self.ended = true;
-        self.finish()
+        let graph = self.finish();
+        // If ending failed before the capture state changed, `Drop` tries once more.
+        self.ended = graph.is_ok() || !self.stream.inner.is_capturing();
+        graph
     }
 
     fn finish(&mut self) -> Result<Graph> {
         let inner = &self.stream.inner;
         let _w = inner.gate_write();
         let ctx = self.stream.context().clone();
+        // Before the state changes: an error here leaves the capture running, and so marked.
+        ctx.bind()?;
         if inner.capturing.swap(false, Ordering::AcqRel) {
             ctx.inner.captures.fetch_sub(1, Ordering::AcqRel);
         }
@@ -119,7 +123,6 @@ impl Capture {
         keep.functions.sort_by_key(|f| f.as_raw() as usize);
         keep.functions.dedup_by_key(|f| f.as_raw() as usize);
         let mut raw = std::ptr::null_mut();
-        ctx.bind()?;
         // SAFETY: out-pointer; live stream, capturing since `begin_capture`.
         unsafe { driver()?.cuStreamEndCapture(self.stream.as_raw(), &mut raw)? };
         Ok(Graph { raw, ctx, keep })

@@ -102,19 +102,18 @@ pub(crate) extern "C" fn trampoline<F: FnOnce() + Send + 'static>(data: *mut c_v
 }
 
 /// Releases a driver resource from a `Drop`: now, or (inside a host callback) later on the
-/// reaper thread. A failed release is reported through `ctx` and tried once more, so a transient
-/// failure does not leak; if the retry fails too, the resource is leaked (never released twice).
+/// reaper thread. A failure is reported through `ctx`, and the resource is then leaked: a
+/// release call is never repeated, since the driver may have done it and returned an error left
+/// by earlier asynchronous work (its documented behaviour), and a second release would be a
+/// double free.
 pub(crate) fn release_on_drop(
     ctx: crate::Context,
     what: &'static str,
-    mut release: impl FnMut() -> crate::Result<()> + Send + 'static,
+    release: impl FnOnce() -> crate::Result<()> + Send + 'static,
 ) {
-    let mut run = move || {
+    let run = move || {
         if let Err(e) = release() {
             ctx.report_drop_error(what, e);
-            if let Err(e) = release() {
-                ctx.report_drop_error(what, e);
-            }
         }
     };
     if active() {

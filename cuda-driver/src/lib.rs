@@ -78,9 +78,10 @@
 //!    path that changes the current context ([`Context::bind`], [`Context::push_current`] and its
 //!    guard's drop).
 //! 8. **`Drop` never panics** and never loses an error silently: failures are logged and stored in
-//!    the [`Context`] ([`Context::take_drop_errors`]); a failed release is tried once more, and if
-//!    that fails too the resource is leaked, never released twice; fallible `free()`/`close()`
-//!    exist where it matters.
+//!    the [`Context`] ([`Context::take_drop_errors`]). A release call that fails is never
+//!    repeated (the driver may have done it and returned an error left by earlier asynchronous
+//!    work): the resource is leaked, never released twice. Fallible `free()`/`close()` exist
+//!    where it matters.
 //! 9. **Threads**: [`Context`], [`Stream`], [`DeviceBuffer`], [`Module`], [`Function`], [`Kernel`],
 //!    [`Event`] are `Send + Sync` (the driver API is thread-safe and the context is bound per
 //!    thread on use). [`CurrentContextGuard`] is not `Send`: it stands for one thread's context

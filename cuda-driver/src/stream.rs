@@ -84,6 +84,16 @@ impl Stream {
     /// A new stream of `kind` with `priority` (lower numbers are higher priority; see
     /// [`Stream::priority_range`]).
     pub fn new(ctx: &Context, kind: StreamKind, priority: i32) -> Result<Stream> {
+        Self::create(ctx, kind, priority, None)
+    }
+
+    /// Creates a stream this crate owns; `gate` is `Some` for a capture stream.
+    fn create(
+        ctx: &Context,
+        kind: StreamKind,
+        priority: i32,
+        gate: Option<RwLock<()>>,
+    ) -> Result<Stream> {
         ctx.bind()?;
         let flags = match kind {
             StreamKind::Blocking => 0,
@@ -92,7 +102,7 @@ impl Stream {
         let mut raw = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; destroyed when the last handle drops.
         unsafe { driver()?.cuStreamCreateWithPriority(&mut raw, flags, priority)? };
-        Ok(Self::wrap(ctx.clone(), raw, true))
+        Ok(Self::wrap_with(ctx.clone(), raw, true, gate))
     }
 
     /// A handle for a stream another library owns (PyTorch's `torch.cuda.current_stream().cuda_stream`,
@@ -145,17 +155,7 @@ impl Stream {
 
     /// A new non-blocking stream that may be captured into a graph (see [`Context::begin_capture`]).
     pub(crate) fn new_capture_stream(ctx: &Context) -> Result<Stream> {
-        ctx.bind()?;
-        let flags = cuda_sys::CUstream_flags::CU_STREAM_NON_BLOCKING.0;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; destroyed when the last handle drops.
-        unsafe { driver()?.cuStreamCreateWithPriority(&mut raw, flags, 0)? };
-        Ok(Self::wrap_with(
-            ctx.clone(),
-            raw,
-            true,
-            Some(RwLock::new(())),
-        ))
+        Self::create(ctx, StreamKind::NonBlocking, 0, Some(RwLock::new(())))
     }
 
     /// The (least, greatest) priority values: `greatest` is the highest priority and is
@@ -323,14 +323,15 @@ impl StreamInner {
         }
         // Poll: NOT_READY means work is still queued; anything else means it is done or the
         // context is dead.
+        let Ok(drv) = driver() else {
+            return; // no driver, or inside a host callback: nothing can be waited for here
+        };
         let start = std::time::Instant::now();
         while start.elapsed() < Duration::from_secs(30) {
-            if let Ok(drv) = driver() {
-                // SAFETY: live handle.
-                match unsafe { drv.cuStreamQuery(self.raw) } {
-                    Err(e) if e.code() == Some(CUresult::CUDA_ERROR_NOT_READY) => {}
-                    _ => return,
-                }
+            // SAFETY: live handle.
+            match unsafe { drv.cuStreamQuery(self.raw) } {
+                Err(e) if e.code() == Some(CUresult::CUDA_ERROR_NOT_READY) => {}
+                _ => return,
             }
             std::thread::sleep(Duration::from_micros(200));
         }

@@ -306,10 +306,17 @@ impl Allocation {
                 .report_drop_error("binding the context to free device memory", e);
         }
         let home = self.home.clone();
-        // Make the home stream wait for the other streams' uses, then free in its order.
-        self.order_before(&home)?;
-        // SAFETY: the pointer came from the matching allocation call and is freed once; every
-        // use queued on any stream is ordered before the free (above).
+        // Make the home stream wait for the other streams' uses, then free in its order. The
+        // waits may be tried again (a transient failure should not leak the memory); the free
+        // itself is called once whatever it returns (see `host_callback::release_on_drop`).
+        if let Err(e) = self.order_before(&home) {
+            self.home
+                .ctx
+                .report_drop_error("ordering a free after its uses", e);
+            self.order_before(&home)?;
+        }
+        // SAFETY: the pointer came from the matching allocation call and is freed once (callers
+        // never call `free` twice); every use queued on any stream is ordered before the free.
         unsafe {
             if self.pooled {
                 drv.cuMemFreeAsync(self.ptr, home.raw)?;
@@ -335,13 +342,7 @@ impl Allocation {
     /// Frees now, returning the error instead of reporting it.
     pub(crate) fn close(mut self) -> Result<()> {
         self.freed = true;
-        let first = self.free();
-        if first.is_err() {
-            // Once more, so a transient failure does not leak; if this fails too, the memory is
-            // leaked (never freed twice) and the first error says why.
-            let _ = self.free();
-        }
-        first
+        self.free()
     }
 }
 
@@ -373,15 +374,9 @@ impl Drop for Allocation {
                     .report_drop_error("waiting for uses of external memory", e);
             }
         } else if !self.freed {
+            // On failure the memory is leaked, never freed twice.
             if let Err(e) = self.free() {
                 self.home.ctx.report_drop_error("freeing device memory", e);
-                // Once more: a transient failure should not leak the memory. If this fails too,
-                // the memory is leaked (never freed twice) and the error reported.
-                if let Err(e) = self.free() {
-                    self.home
-                        .ctx
-                        .report_drop_error("freeing device memory (retry)", e);
-                }
             }
         }
         let foreign = std::mem::take(self.foreign.get_mut().unwrap_or_else(|p| p.into_inner()));

@@ -81,18 +81,15 @@ impl<T: DeviceRepr> Drop for HostRegistration<T> {
         let mut data = LeakUnlessUnregistered(Some(std::mem::take(&mut self.data)));
         let ctx = self.ctx.clone();
         let pending = std::mem::take(&mut self.pending);
-        let mut unregistered = false;
         // The closure owns the Vec: it is freed only after its copies are over and it is
-        // unregistered; if unregistering fails twice, it is leaked (freeing registered memory
-        // would make later registrations of that address fail).
+        // unregistered; if unregistering fails, it is leaked (freeing registered memory would
+        // make later registrations of that address fail).
         crate::host_callback::release_on_drop(self.ctx.clone(), "cuMemHostUnregister", move || {
             pending.wait_or_report(&ctx);
-            if !unregistered {
-                // SAFETY: registered in `new`; no copy is pending.
-                unsafe { driver()?.cuMemHostUnregister(data.vec().as_mut_ptr().cast())? };
-                unregistered = true;
-                data.release();
-            }
+            // SAFETY: registered in `new`; no copy is pending; unregistered once (on failure the
+            // Vec is leaked, still registered).
+            unsafe { driver()?.cuMemHostUnregister(data.vec().as_mut_ptr().cast())? };
+            data.release();
             Ok(())
         });
     }
