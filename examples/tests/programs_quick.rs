@@ -54,13 +54,30 @@ fn path(name: &str, cargo: &str) -> PathBuf {
 }
 
 fn main() {
-    let trials = PROGRAMS
+    // kernels_bench runs twice: its sections, and the shape sweep (every case checked against
+    // the CPU reference at the swept shape before it is timed).
+    let runs = PROGRAMS
         .iter()
-        .map(|&(name, cargo)| {
+        .map(|&(name, cargo)| (name, cargo, false))
+        .chain(std::iter::once((
+            "kernels_bench",
+            env!("CARGO_BIN_EXE_kernels_bench"),
+            true,
+        )));
+    let trials = runs
+        .map(|(name, cargo, sweep)| {
             let exe = path(name, cargo);
-            libtest_mimic::Trial::test(format!("{name} --quick"), move || {
+            let title = if sweep {
+                format!("{name} --sweep --quick")
+            } else {
+                format!("{name} --quick")
+            };
+            libtest_mimic::Trial::test(title, move || {
                 let mut cmd = Command::new(&exe);
                 cmd.arg("--quick");
+                if sweep {
+                    cmd.arg("--sweep");
+                }
                 if name == "kernels_bench" {
                     // Keep its report and chart out of the working tree.
                     cmd.arg("--out").arg(std::env::temp_dir());

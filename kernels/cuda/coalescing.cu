@@ -84,3 +84,24 @@ extern "C" __global__ void __launch_bounds__(256)
 transpose_tiled(const float* in, float* out, int rows, int cols) { transpose_tiled_body<0>(in, out, rows, cols); }
 extern "C" __global__ void __launch_bounds__(256)
 transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transpose_tiled_body<1>(in, out, rows, cols); }
+
+// transpose_skinny: for shapes with fewer than 64 rows or columns, where a 64 x 64 tile would
+// leave most of its threads idle (a [2^20, 3] transpose launched 16384 tiles with 3 columns
+// each). One output element per step, outputs in order (coalesced writes), 4 independent loads
+// in flight per thread; the reads jump by `cols` but a skinny side keeps them in few lines.
+// Launch: block 256, any grid.
+extern "C" __global__ void __launch_bounds__(256)
+transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    const u64 total = (u64)rows * (u64)cols, stride = grid_threads();
+    for (u64 o = global_tid(); o < total; o += 4 * stride) {
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+            const u64 e = o + u * stride;  // out[e] = out[c][r] with c = e / rows, r = e % rows
+            if (e < total) v[u] = in[(e % (u64)rows) * (u64)cols + e / (u64)rows];
+        }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (o + u * stride < total) out[o + u * stride] = v[u];
+    }
+}

@@ -105,7 +105,17 @@ __device__ __forceinline__ void map1(const typename DType<Tag>::Storage* x,
         }
         done = packs * V;
     }
-    for (u64 i = done + tid; i < n; i += stride) out[i] = D::store(op(D::load(x[i])));
+    // Scalar path (misaligned views) and the tail: 4 independent loads in flight per thread
+    // before any store (a plain grid-stride loop issues them one at a time).
+    for (u64 i = done + tid; i < n; i += 4 * stride) {
+        S v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (i + u * stride < n) v[u] = x[i + u * stride];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (i + u * stride < n) out[i + u * stride] = D::store(op(D::load(v[u])));
+    }
 }
 
 // out[i] = op(a[i], b[i])
@@ -129,8 +139,20 @@ __device__ __forceinline__ void map2(const typename DType<Tag>::Storage* a,
         }
         done = packs * V;
     }
-    for (u64 i = done + tid; i < n; i += stride)
-        out[i] = D::store(op(D::load(a[i]), D::load(b[i])));
+    // Scalar path (misaligned views) and the tail: 4 independent pairs of loads in flight.
+    for (u64 i = done + tid; i < n; i += 4 * stride) {
+        S va[4], vb[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (i + u * stride < n) {
+                va[u] = a[i + u * stride];
+                vb[u] = b[i + u * stride];
+            }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (i + u * stride < n)
+                out[i + u * stride] = D::store(op(D::load(va[u]), D::load(vb[u])));
+    }
 }
 
 // out[i] = value

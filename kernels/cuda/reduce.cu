@@ -192,3 +192,124 @@ extern "C" __global__ void reduce_rows_max_f32(const float* in, float* out, int 
 extern "C" __global__ void reduce_rows_max_f64(const double* in, double* out, int rows, int cols) { reduce_rows<double, double, MaxOp<double> >(in, out, rows, cols); }
 extern "C" __global__ void reduce_rows_max_f16(const f16_t* in, float* out, int rows, int cols) { reduce_rows<F16, float, MaxOp<float> >(in, out, rows, cols); }
 extern "C" __global__ void reduce_rows_max_bf16(const bf16_t* in, float* out, int rows, int cols) { reduce_rows<BF16, float, MaxOp<float> >(in, out, rows, cols); }
+
+// ---------------------------------------------------------------------------------------------
+// 4. Long rows: reduce_rows_part_*. A warp per row leaves the GPU idle when rows are few or
+// long (7 rows of a million columns: 7 warps). Here block (p, r) of a grid (P, rows) reduces the
+// columns [p * chunk, min(cols, (p + 1) * chunk)) of row r with the whole block (4 loads in flight
+// per thread) and writes partial[r * P + p]; reduce_rows_* over the [rows, P] partials finishes
+// (with P == 1, partial is the output). chunk must be a multiple of 8 (whole 16-byte packets).
+// Launch: block 256 (any multiple of 32 <= 1024), grid (P, rows) with rows <= 65535,
+// chunk = ceil(cols / P) rounded up to a multiple of 8.
+template <typename Tag, typename A, typename Op>
+__device__ __forceinline__ void reduce_rows_part(const typename DType<Tag>::Storage* in, A* partial,
+                                                 int rows, int cols, int chunk) {
+    typedef typename DType<Tag>::Storage S;
+    const int V = Pack<S>::N;
+    const u64 row = blockIdx.y;
+    if (row >= (u64)rows) return;  // whole block leaves together
+    const int t = threadIdx.x, nt = blockDim.x;
+    const long long c0 = (long long)blockIdx.x * chunk;
+    const long long c1 = min((long long)cols, c0 + chunk);
+    const S* r = in + row * (u64)cols;
+    A acc = Op::identity();
+    long long done = c0;
+    if (cols % V == 0 && aligned16(in) && c0 < c1) {
+        const long long q1 = c1 / V;  // c0 and c1 (when < cols) are multiples of 8 >= V
+        long long q = c0 / V + t;
+        for (; q + 3 * nt < q1; q += 4 * nt) {
+            Pack<S> v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[u] = load_pack(r + (q + u * nt) * V);
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+#pragma unroll
+                for (int j = 0; j < V; ++j) acc = Op::combine(acc, widen<Tag, A>(v[u].v[j]));
+        }
+        for (; q < q1; q += nt) {
+            const Pack<S> v = load_pack(r + q * V);
+#pragma unroll
+            for (int j = 0; j < V; ++j) acc = Op::combine(acc, widen<Tag, A>(v.v[j]));
+        }
+        done = c1;
+    }
+    long long c = done + t;
+    for (; c + 3 * nt < c1; c += 4 * nt) {
+        S v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) v[u] = r[c + u * nt];
+#pragma unroll
+        for (int u = 0; u < 4; ++u) acc = Op::combine(acc, widen<Tag, A>(v[u]));
+    }
+    for (; c < c1; c += nt) acc = Op::combine(acc, widen<Tag, A>(r[c]));
+    acc = block_reduce<A, Op>(acc);
+    if (threadIdx.x == 0) partial[row * gridDim.x + blockIdx.x] = acc;
+}
+
+extern "C" __global__ void reduce_rows_part_sum_f32(const float* in, float* partial, int rows, int cols, int chunk) { reduce_rows_part<float, float, SumOp<float> >(in, partial, rows, cols, chunk); }
+extern "C" __global__ void reduce_rows_part_sum_f64(const double* in, double* partial, int rows, int cols, int chunk) { reduce_rows_part<double, double, SumOp<double> >(in, partial, rows, cols, chunk); }
+extern "C" __global__ void reduce_rows_part_sum_f16(const f16_t* in, float* partial, int rows, int cols, int chunk) { reduce_rows_part<F16, float, SumOp<float> >(in, partial, rows, cols, chunk); }
+extern "C" __global__ void reduce_rows_part_sum_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk) { reduce_rows_part<BF16, float, SumOp<float> >(in, partial, rows, cols, chunk); }
+extern "C" __global__ void reduce_rows_part_max_f32(const float* in, float* partial, int rows, int cols, int chunk) { reduce_rows_part<float, float, MaxOp<float> >(in, partial, rows, cols, chunk); }
+extern "C" __global__ void reduce_rows_part_max_f64(const double* in, double* partial, int rows, int cols, int chunk) { reduce_rows_part<double, double, MaxOp<double> >(in, partial, rows, cols, chunk); }
+extern "C" __global__ void reduce_rows_part_max_f16(const f16_t* in, float* partial, int rows, int cols, int chunk) { reduce_rows_part<F16, float, MaxOp<float> >(in, partial, rows, cols, chunk); }
+extern "C" __global__ void reduce_rows_part_max_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk) { reduce_rows_part<BF16, float, MaxOp<float> >(in, partial, rows, cols, chunk); }
+
+// ---------------------------------------------------------------------------------------------
+// 5. Column reductions: reduce the middle dimension of a contiguous [outer, rows, cols] array
+// (a reduction over any dimension but the last, without moving data first). Block (32, 8) of
+// grid (ceil(cols / 32), P, outer): the 32 lanes take 32 adjacent columns (each row's read is one
+// coalesced 128-byte line), the 8 thread rows take rows ty, ty + 8, ... of part p =
+// [p * chunk, min(rows, (p + 1) * chunk)) with 4 loads in flight, and the 8 values of a column
+// combine in ty order through shared memory. Writes out[(z * P + p) * cols + c]: with P == 1
+// that is the [outer, cols] result; else a [outer, P, cols] array that one more launch with
+// P == 1 reduces (fixed order: deterministic).
+// Launch: block (32, 8), grid (ceil(cols / 32), P <= 65535, outer <= 65535), chunk =
+// ceil(rows / P); or, for a short reduced dimension (a few rows of many columns), the thin launch
+// block (256, 1), grid (ceil(cols / 256), P, outer): one thread per column, no shared memory.
+template <typename Tag, typename A, typename Op>
+__device__ __forceinline__ void reduce_cols(const typename DType<Tag>::Storage* in, A* out,
+                                            int rows, int cols, int chunk) {
+    typedef typename DType<Tag>::Storage S;
+    __shared__ A vals[8][33];
+    const int tx = threadIdx.x, ty = threadIdx.y, ny = blockDim.y;
+    const int c = blockIdx.x * blockDim.x + tx;
+    const u64 z = blockIdx.z;
+    const long long r0 = (long long)blockIdx.y * chunk;
+    const long long r1 = min((long long)rows, r0 + chunk);
+    A acc = Op::identity();
+    if (c < cols) {
+        const S* col = in + z * (u64)rows * (u64)cols + c;
+        long long r = r0 + ty;
+        for (; r + 3 * ny < r1; r += 4 * ny) {
+            S v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[u] = col[(u64)(r + ny * u) * (u64)cols];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) acc = Op::combine(acc, widen<Tag, A>(v[u]));
+        }
+        for (; r < r1; r += ny) acc = Op::combine(acc, widen<Tag, A>(col[(u64)r * (u64)cols]));
+    }
+    const u64 o = (z * gridDim.y + blockIdx.y) * (u64)cols + c;
+    if (ny == 1) {  // thin launch: one thread per column, nothing to combine
+        if (c < cols) out[o] = acc;
+        return;
+    }
+    vals[ty][tx] = acc;
+    __syncthreads();
+    if (ty == 0 && c < cols) {
+        A v = vals[0][tx];
+#pragma unroll
+        for (int j = 1; j < 8; ++j) v = Op::combine(v, vals[j][tx]);
+        out[o] = v;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_f32(const float* in, float* out, int rows, int cols, int chunk) { reduce_cols<float, float, SumOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk) { reduce_cols<double, double, SumOp<double> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<F16, float, SumOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<BF16, float, SumOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f32(const float* in, float* out, int rows, int cols, int chunk) { reduce_cols<float, float, MaxOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk) { reduce_cols<double, double, MaxOp<double> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<F16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<BF16, float, MaxOp<float> >(in, out, rows, cols, chunk); }

@@ -28,7 +28,11 @@
 //   per output element (deterministic).
 // Fast path requirements (otherwise still correct, only slower): A and B 16-byte aligned with
 //   lda % 4 == 0 and ldb % 4 == 0; for the vector C epilogue, C 16-byte aligned and ldc % 4 == 0.
-// Launch: block 256 (1-D) EXACTLY, grid (ceil(N / 128), ceil(M / 128)), no dynamic shared memory.
+// Launch: block 256 (1-D) EXACTLY, grid (ceil(N / 128), ceil(M / 128), S), no dynamic shared
+// memory. S = 1: the product as above. S > 1 (split-K, when the tiles alone cannot fill the
+// GPU): slice z sums its share of k (whole 16-wide k tiles) into the [M, ldc] slab
+// C + z * M * ldc of a workspace the host passes as C (alpha 1, beta 0), and
+// sgemm_splitk_reduce adds the S slabs in order z = 0, 1, ... into the real C.
 #include "dtype.cuh"
 
 #define BM 128          // rows of C per block
@@ -129,12 +133,25 @@ __device__ __forceinline__ void sgemm_body(int M, int N, int K, float alpha,
                                            const float* __restrict__ A, int lda,
                                            const float* __restrict__ B, int ldb, float beta,
                                            float* __restrict__ C, int ldc) {
+    // (A, B, C and K are adjusted below for split-K slices.)
     __shared__ __align__(16) float As[2][BK][BM + SPAD];
     __shared__ __align__(16) float Bs[2][BK][BN + SPAD];
 
     const int tid = threadIdx.x;
     const int m0 = blockIdx.y * BM;
     const int n0 = blockIdx.x * BN;
+
+    // Split-K: slice z = blockIdx.z of gridDim.z takes the k range [k0, k0 + kn) (whole BK
+    // tiles, the last slice the rest) and writes its own [M, ldc] slab C + z * M * ldc.
+    if (gridDim.z > 1) {
+        const int ktiles_all = (K + BK - 1) / BK;
+        const int per = (ktiles_all + gridDim.z - 1) / gridDim.z;
+        const int k0 = min(K, (int)blockIdx.z * per * BK);
+        const int kn = min(K - k0, per * BK);
+        A += TA ? (u64)k0 * (u64)lda : (u64)k0;
+        B += TB ? (u64)k0 : (u64)k0 * (u64)ldb;
+        K = kn;  // (C moves to the slice's slab in the epilogue)
+    }
 
     TileLoader<!TA> la;  // A untransposed is k-contiguous
     TileLoader<TB> lb;   // B transposed is k-contiguous
@@ -191,6 +208,7 @@ __device__ __forceinline__ void sgemm_body(int M, int N, int K, float alpha,
     }
 
     // Epilogue: C = alpha * acc + beta * C, float4 where possible.
+    C += (u64)blockIdx.z * (u64)M * (u64)ldc;  // split-K slab (0 without a split)
     const bool cvec = aligned16(C) && (ldc % 4 == 0);
 #pragma unroll
     for (int i = 0; i < 8; ++i) {
@@ -246,4 +264,21 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, SGEMM_MIN_BLOCKS)
 sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb,
          float beta, float* C, int ldc) {
     sgemm_body<true, true>(M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+// C[i][j] = alpha * (ws[0][i][j] + ws[1][i][j] + ... + ws[S-1][i][j]) (+ beta * C[i][j], not read
+// when beta == 0), in that order: deterministic. ws is S dense [M, N] slabs. Launch: block 256,
+// any grid (grid-stride over M * N).
+extern "C" __global__ void sgemm_splitk_reduce(const float* __restrict__ ws, int splits, int M, int N,
+                                               float alpha, float beta, float* __restrict__ C, int ldc) {
+    const u64 total = (u64)M * (u64)N, slab = total;
+    for (u64 e = global_tid(); e < total; e += grid_threads()) {
+        float acc = ws[e];
+        for (int z = 1; z < splits; ++z) acc += ws[(u64)z * slab + e];
+        float v = alpha * acc;
+        const u64 i = e / (u64)N, j = e % (u64)N;
+        float* c = C + i * (u64)ldc + j;
+        if (beta != 0.0f) v = fmaf(beta, *c, v);
+        *c = v;
+    }
 }

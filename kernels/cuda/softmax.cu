@@ -197,3 +197,186 @@ softmax_rows_regs_f32(const float* __restrict__ in, float* __restrict__ out, int
         if (i < packs) y4[i] = make_float4(v[p].x * inv, v[p].y * inv, v[p].z * inv, v[p].w * inv);
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Rows of any width, picked by shape in ops::softmax_choice (kernels/TUNING.md, round 3).
+//
+// softmax_small_g<G>_p<PER>_f32: rows of at most G * PER columns, G lanes per row (32 / G rows
+// per warp), each lane holding PER elements in registers (element c = lane + i * G: the lanes of
+// a row read adjacent floats). Exact row max and sum with shuffles inside the G-lane group, one
+// expf per element, any width and alignment (scalar loads). Replaces one warp per row for
+// narrow rows (a 1-column row used 1 of 32 lanes) and the online kernels up to 1024 columns.
+//   Launch: block 128, grid ceil(rows / (128 / G)).
+template <int G, int PER>
+__device__ __forceinline__ void softmax_small(const float* __restrict__ in, float* __restrict__ out,
+                                              int rows, int cols) {
+    const int lane = threadIdx.x % G;
+    const u64 row = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / G;
+    const bool live = row < (u64)rows;  // dead lanes still take part in the shuffles
+    const float* x = in + (live ? row : 0) * (u64)cols;
+    float v[PER];
+    float m = NEG_INF;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        const int c = lane + i * G;
+        v[i] = (live && c < cols) ? x[c] : NEG_INF;
+        m = fmaxf(m, v[i]);
+    }
+#pragma unroll
+    for (int off = G / 2; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off, G));
+    // fmaxf skips NaN, but exp(NaN - m) is NaN and reaches the sum, as does exp(-inf - -inf) for
+    // an all -inf row: either way the whole row becomes NaN (as the CPU reference).
+    float s = 0.0f;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        if (lane + i * G < cols) {
+            v[i] = expf(v[i] - m);
+            s += v[i];
+        }
+    }
+#pragma unroll
+    for (int off = G / 2; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off, G);
+    if (!live) return;
+    const float inv = 1.0f / s;
+    float* y = out + row * (u64)cols;
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+        const int c = lane + i * G;
+        if (c < cols) y[c] = v[i] * inv;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g1_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<1, 1>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g2_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<2, 1>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g4_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<4, 1>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g8_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<8, 1>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g16_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<16, 1>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 1>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p2_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 2>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p4_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 4>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p8_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 8>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p16_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 16>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p32_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 32>(in, out, rows, cols); }
+
+// softmax_rows_regs_any_f32: softmax_rows_regs_f32 for any width and alignment: one block per
+// row, up to 16 scalar elements per thread in registers (element i * blockDim.x + t), so rows of
+// up to 16 * blockDim.x floats (16384 with 1024 threads) are read once. Same NaN / inf rules.
+//   Launch: blockDim.x = a multiple of 32 >= cols / 16 (<= 1024), grid rows.
+#define REG_ELEMS 16
+extern "C" __global__ void __launch_bounds__(1024)
+softmax_rows_regs_any_f32(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    __shared__ float smem[32];
+    const u64 row = blockIdx.x;
+    if (row >= (u64)rows) return;  // whole block leaves together
+    const int nt = blockDim.x, t = threadIdx.x;
+    const float* x = in + row * (u64)cols;
+    float* y = out + row * (u64)cols;
+    float v[REG_ELEMS];
+    float m = NEG_INF;
+#pragma unroll
+    for (int p = 0; p < REG_ELEMS; ++p) {
+        const int i = p * nt + t;
+        v[p] = i < cols ? x[i] : NEG_INF;
+        m = fmaxf(m, v[p]);
+    }
+    m = block_allreduce(m, true, smem);
+    float s = 0.0f;
+#pragma unroll
+    for (int p = 0; p < REG_ELEMS; ++p) {
+        if (p * nt + t < cols) {
+            v[p] = expf(v[p] - m);
+            s += v[p];
+        }
+    }
+    s = block_allreduce(s, false, smem);
+    const float inv = 1.0f / s;
+#pragma unroll
+    for (int p = 0; p < REG_ELEMS; ++p) {
+        const int i = p * nt + t;
+        if (i < cols) y[i] = v[p] * inv;
+    }
+}
+
+// Long rows (more than fit in one block's registers): each row is split into P chunks of
+// `chunk` columns, one block each (grid (P, rows)), so a few long rows still fill the GPU.
+//   softmax_part_stats_f32: block (p, r) computes the online pair (m, d) of its chunk and writes
+//       stats[2 * (r * P + p)] = m, stats[2 * (r * P + p) + 1] = d.
+//   softmax_part_apply_f32: block (p, r) merges the row's P pairs (same order in every block, so
+//       every chunk of a row uses the same m and d) and writes exp(x - m) / d for its chunk.
+// The second read of x mostly hits L2. chunk must be a multiple of 4 (16-byte packets when the
+// row starts are aligned). Launch: block 256 (a multiple of 32 <= 1024), grid (P, rows <= 65535).
+__device__ __forceinline__ bool part_vec(const float* in, const float* out, int cols) {
+    return (cols % 4 == 0) && aligned16(in, out);
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+softmax_part_stats_f32(const float* __restrict__ in, float* __restrict__ stats, int rows, int cols,
+                       int chunk) {
+    const u64 row = blockIdx.y;
+    if (row >= (u64)rows) return;
+    const long long c0 = (long long)blockIdx.x * chunk;
+    const int n = (int)max(0LL, min((long long)cols - c0, (long long)chunk));
+    const float* x = in + row * (u64)cols + c0;
+    const int t = threadIdx.x, nt = blockDim.x;
+    MD s;
+    s.m = NEG_INF;
+    s.d = 0.0f;
+    int done = 0;
+    if ((cols % 4 == 0) && aligned16(in)) {
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        for (int p = t; p < n / 4; p += nt) {
+            const float4 v = x4[p];
+            md_add(s, v.x); md_add(s, v.y); md_add(s, v.z); md_add(s, v.w);
+        }
+        done = n / 4 * 4;
+    }
+    for (int c = done + t; c < n; c += nt) md_add(s, x[c]);
+    s = warp_merge(s);
+    __shared__ MD warp_md[32];
+    if (t % 32 == 0) warp_md[t / 32] = s;
+    __syncthreads();
+    if (t == 0) {
+        MD r = warp_md[0];
+        for (int w = 1; w < nt / 32; ++w) r = md_merge(r, warp_md[w]);
+        const u64 k = row * gridDim.x + blockIdx.x;
+        stats[2 * k] = r.m;
+        stats[2 * k + 1] = r.d;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024)
+softmax_part_apply_f32(const float* __restrict__ in, const float* __restrict__ stats,
+                       float* __restrict__ out, int rows, int cols, int chunk) {
+    const u64 row = blockIdx.y;
+    if (row >= (u64)rows) return;
+    const float* st = stats + 2 * row * gridDim.x;
+    MD r;
+    r.m = st[0];
+    r.d = st[1];
+    for (unsigned p = 1; p < gridDim.x; ++p) {
+        MD o;
+        o.m = st[2 * p];
+        o.d = st[2 * p + 1];
+        r = md_merge(r, o);
+    }
+    // A NaN anywhere in the row: its chunk's m is NaN (md_add keeps NaN out of m, but its d is
+    // NaN), so the merged d is NaN and the whole row becomes NaN, as the other kernels.
+    const float m = r.m, inv = 1.0f / r.d;
+    const long long c0 = (long long)blockIdx.x * chunk;
+    const int n = (int)max(0LL, min((long long)cols - c0, (long long)chunk));
+    const float* x = in + row * (u64)cols + c0;
+    float* y = out + row * (u64)cols + c0;
+    const int t = threadIdx.x, nt = blockDim.x;
+    int done = 0;
+    if (part_vec(in, out, cols)) {
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        float4* y4 = reinterpret_cast<float4*>(y);
+        for (int p = t; p < n / 4; p += nt) {
+            const float4 v = x4[p];
+            y4[p] = make_float4(expf(v.x - m) * inv, expf(v.y - m) * inv, expf(v.z - m) * inv,
+                                expf(v.w - m) * inv);
+        }
+        done = n / 4 * 4;
+    }
+    for (int c = done + t; c < n; c += nt) y[c] = expf(x[c] - m) * inv;
+}

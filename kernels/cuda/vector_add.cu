@@ -42,7 +42,18 @@ extern "C" __global__ void vector_add_fast(const float* __restrict__ a, const fl
         // scalar tail: the last n % 4 elements (at most 3), one thread each
         const u64 i = n4 * 4 + tid;
         if (i < n) c[i] = a[i] + b[i];
-    } else {
-        for (u64 i = tid; i < n; i += stride) c[i] = a[i] + b[i];
+    } else {  // 4 independent pairs of loads in flight per thread, then the stores
+        for (u64 i = tid; i < n; i += 4 * stride) {
+            float x[4], y[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+                if (i + u * stride < n) {
+                    x[u] = a[i + u * stride];
+                    y[u] = b[i + u * stride];
+                }
+#pragma unroll
+            for (int u = 0; u < 4; ++u)
+                if (i + u * stride < n) c[i + u * stride] = x[u] + y[u];
+        }
     }
 }

@@ -39,6 +39,8 @@ pub(crate) type Finalize<A> = Kernel<(In<A>, Out<A>, u32)>;
 pub(crate) type FinalizeMean<A> = Kernel<(In<A>, Out<A>, u32, u64)>;
 /// `reduce_rows_*(in, out, rows, cols)`.
 pub(crate) type Rows<T, A> = Kernel<(In<T>, Out<A>, i32, i32)>;
+/// `reduce_rows_part_*` / `reduce_cols_*(in, out, rows, cols, chunk)`.
+pub(crate) type Part<T, A> = Kernel<(In<T>, Out<A>, i32, i32, i32)>;
 /// `strided_copy_b*(src, dst, layout, n)`.
 pub(crate) type StridedCopy<T> = Kernel<(In<T>, Out<T>, StridedLayout, u64)>;
 
@@ -181,6 +183,32 @@ family!(rows_sum -> Rows<T, SumAcc<T>>; "rows_sum", "row reductions exist for f3
 family!(rows_max -> Rows<T, Scalar<T>>; "rows_max", "row reductions exist for f32, f64, f16 and bf16";
     F32 => reduce_rows_max_f32, F64 => reduce_rows_max_f64,
     F16 => reduce_rows_max_f16, BF16 => reduce_rows_max_bf16);
+
+family!(rows_part_sum -> Part<T, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_rows_part_sum_f32, F64 => reduce_rows_part_sum_f64,
+    F16 => reduce_rows_part_sum_f16, BF16 => reduce_rows_part_sum_bf16);
+family!(rows_part_max -> Part<T, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_rows_part_max_f32, F64 => reduce_rows_part_max_f64,
+    F16 => reduce_rows_part_max_f16, BF16 => reduce_rows_part_max_bf16);
+family!(cols_sum -> Part<T, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols_sum_f32, F64 => reduce_cols_sum_f64,
+    F16 => reduce_cols_sum_f16, BF16 => reduce_cols_sum_bf16);
+family!(cols_max -> Part<T, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols_max_f32, F64 => reduce_cols_max_f64,
+    F16 => reduce_cols_max_f16, BF16 => reduce_cols_max_bf16);
+// The finishing passes run over the accumulator type (f32 partials for f16/bf16).
+family!(acc_rows_sum -> Rows<SumAcc<T>, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_rows_sum_f32, F64 => reduce_rows_sum_f64,
+    F16 => reduce_rows_sum_f32, BF16 => reduce_rows_sum_f32);
+family!(acc_rows_max -> Rows<Scalar<T>, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_rows_max_f32, F64 => reduce_rows_max_f64,
+    F16 => reduce_rows_max_f32, BF16 => reduce_rows_max_f32);
+family!(acc_cols_sum -> Part<SumAcc<T>, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols_sum_f32, F64 => reduce_cols_sum_f64,
+    F16 => reduce_cols_sum_f32, BF16 => reduce_cols_sum_f32);
+family!(acc_cols_max -> Part<Scalar<T>, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols_max_f32, F64 => reduce_cols_max_f64,
+    F16 => reduce_cols_max_f32, BF16 => reduce_cols_max_f32);
 
 /// The byte-moving `strided_copy_b{2,4,8}` for any `T` of 2, 4 or 8 bytes.
 pub(crate) fn strided_copy<T: cuda_driver::DeviceRepr>(k: &Kernels) -> Result<StridedCopy<T>> {

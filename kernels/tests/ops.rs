@@ -759,6 +759,7 @@ const MATMUL_SHAPES: &[(usize, usize, usize)] = &[
     (17, 33, 9),
     (127, 129, 65),
     (256, 256, 256),
+    (33, 200, 700),
     (0, 5, 3),
     (5, 0, 3),
     (4, 5, 0),
@@ -803,7 +804,8 @@ fn matmul_all<T: Gen>() -> TestResult {
 }
 
 fn sgemm_all_transposes() -> TestResult {
-    let (_ctx, s, k) = setup()?;
+    let (ctx, s, k) = setup()?;
+    let sms = ctx.device().sm_count()?;
     let ts = [Transpose::NoTrans, Transpose::Trans];
     for &(m, n, kd) in MATMUL_SHAPES {
         for ta in ts {
@@ -852,8 +854,12 @@ fn sgemm_all_transposes() -> TestResult {
                     )?;
                     let got = s.clone_dtoh(&dc.slice(off..)?)?;
                     let _ = br;
-                    reference::sgemm(ta, tb, m, n, kd, alpha, &a, lda, &b, ldb, beta, &mut c, ldc);
-                    // exact: FMA in increasing k, then alpha·acc, then fmaf(beta, C, ·); padding untouched.
+                    let splits = ops::sgemm_splits(m, n, kd, sms);
+                    reference::sgemm_split_k(
+                        ta, tb, m, n, kd, alpha, &a, lda, &b, ldb, beta, &mut c, ldc, splits,
+                    );
+                    // exact: FMA in increasing k (per k slice with split-K, slices summed in
+                    // order), then alpha·acc, then fmaf(beta, C, ·); padding untouched.
                     check_exact(&format!("sgemm {ta:?},{tb:?} {m}x{n}x{kd} alpha={alpha} beta={beta} pad={pad} off={off}"), &got, &c)?;
                 }
             }
@@ -1084,6 +1090,58 @@ fn reduce_rows<T: Gen>() -> TestResult {
     Ok(())
 }
 
+/// `[outer, size, inner]` shapes for reductions over the middle dimension: warp rows, split
+/// rows (long and few), thin columns, columns with and without a split, several outer slices.
+const SHAPES_3D: &[(usize, usize, usize)] = &[
+    (1, 0, 7),
+    (3, 5, 1),
+    (1, 3000, 1),
+    (2, 100_003, 1),
+    (5, 7, 1000),
+    (1, 4096, 1),
+    (1, 33, 1),
+    (1, 4096, 33),
+    (3, 700, 65),
+    (1, 31, 70_001),
+    (2, 64, 4099),
+];
+
+fn reduce_dims<T: Gen>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    for &(outer, size, inner) in SHAPES_3D {
+        let x = small_data::<T>(29, outer * size * inner);
+        let dx = upload(&s, &x, 0)?;
+        let tag = format!("<{}> [{outer}, {size}, {inner}]", T::DTYPE);
+        let mut want_sum = Vec::new();
+        let mut abs_sum = Vec::new();
+        let mut want_max = Vec::new();
+        for o in 0..outer {
+            for i in 0..inner {
+                let col: Vec<T> = (0..size).map(|r| x[(o * size + r) * inner + i]).collect();
+                want_sum.push(reference::sum(&col));
+                abs_sum.push(col.iter().map(|v| v.to_f64().abs()).sum::<f64>());
+                want_max.push(reference::max(&col));
+            }
+        }
+        let mut o = poisoned::<T::SumAcc>(&s, outer * inner, 0)?;
+        ops::sum_dim(&k, &s, &dx, &mut o, (outer, size, inner))?;
+        let got: Vec<f64> = download(&s, &o, 0)?.into_iter().map(T::acc_f64).collect();
+        // f32 accumulators: 1e-6·Σ|column|; f64: 1e-13·Σ|column|.
+        check_close(&format!("sum_dim{tag}"), &got, &want_sum, |i| {
+            sum_rel_tol::<T>() * abs_sum[i]
+        })?;
+        let mut o = poisoned::<T::Scalar>(&s, outer * inner, 0)?;
+        ops::max_dim(&k, &s, &dx, &mut o, (outer, size, inner))?;
+        let got = download(&s, &o, 0)?;
+        ensure!(
+            got == want_max,
+            "max_dim{tag}: differs (first: {:?})",
+            got.iter().zip(&want_max).position(|(a, b)| a != b)
+        );
+    }
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // Copies and transposes.
 
@@ -1126,6 +1184,8 @@ fn transposes() -> TestResult {
                 TransposeAlgo::Naive,
                 TransposeAlgo::Tiled,
                 TransposeAlgo::TiledPadded,
+                TransposeAlgo::Skinny,
+                TransposeAlgo::Auto,
             ] {
                 let mut o = poisoned::<f32>(&s, rows * cols, off)?;
                 ops::transpose(
@@ -1208,6 +1268,13 @@ fn softmax() -> TestResult {
         (3, 4096),
         (2, 16384),
         (2, 16388),
+        (67, 1),
+        (65, 2),
+        (40, 7),
+        (9, 17),
+        (5, 100),
+        (3, 50257),
+        (2, 100_003),
     ];
     for &(rows, cols) in shapes {
         for &off in OFFSETS {
@@ -1223,6 +1290,8 @@ fn softmax() -> TestResult {
                 SoftmaxAlgo::Warp,
                 SoftmaxAlgo::Block,
                 SoftmaxAlgo::Registers,
+                SoftmaxAlgo::Narrow,
+                SoftmaxAlgo::Split,
             ] {
                 let mut o = poisoned::<f32>(&s, rows * cols, off)?;
                 let r = ops::softmax_rows_with(
@@ -1234,12 +1303,16 @@ fn softmax() -> TestResult {
                     rows,
                     cols,
                 );
-                // The registers kernel takes aligned rows of a multiple of 4, up to 16384.
-                let fits = rows == 0 || cols == 0 || (cols % 4 == 0 && cols <= 16384 && off == 0);
-                if algo == SoftmaxAlgo::Registers && !fits {
+                // Registers takes rows of up to 16384 columns, Narrow up to 1024 (any width,
+                // any alignment); the others take every shape.
+                let refused = rows > 0
+                    && cols > 0
+                    && ((algo == SoftmaxAlgo::Registers && cols > ops::REGISTERS_MAX_COLS)
+                        || (algo == SoftmaxAlgo::Narrow && cols > ops::NARROW_MAX_COLS));
+                if refused {
                     ensure!(
                         matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
-                        "Registers must refuse {rows}x{cols} off={off}"
+                        "{algo:?} must refuse {rows}x{cols} off={off}"
                     );
                     continue;
                 }
@@ -1258,20 +1331,36 @@ fn softmax() -> TestResult {
             }
         }
     }
-    // A row of -inf gives NaN; a NaN poisons its row only; -inf elements give 0.
-    let cols = 40; // a multiple of 4, so the registers kernel takes it too
+    // A row of -inf gives NaN; a NaN poisons its row only; -inf elements give 0. 40 columns
+    // (every kernel takes them) and 5000 (the split kernel cuts each row into chunks, the NaN
+    // in a later chunk than the first).
+    for (cols, algos) in [
+        (
+            40,
+            &[
+                SoftmaxAlgo::Warp,
+                SoftmaxAlgo::Block,
+                SoftmaxAlgo::Registers,
+                SoftmaxAlgo::Narrow,
+                SoftmaxAlgo::Split,
+            ][..],
+        ),
+        (5000, &[SoftmaxAlgo::Registers, SoftmaxAlgo::Split][..]),
+    ] {
+        special_rows(&s, &k, cols, algos)?;
+    }
+    Ok(())
+}
+
+fn special_rows(s: &Stream, k: &Kernels, cols: usize, algos: &[SoftmaxAlgo]) -> TestResult {
     let mut x = vec![0.5f32; 3 * cols];
     x[..cols].iter_mut().for_each(|v| *v = f32::NEG_INFINITY);
-    x[cols + 7] = f32::NAN;
+    x[cols + cols - 7] = f32::NAN;
     x[2 * cols + 3] = f32::NEG_INFINITY;
     let dx = s.clone_htod(&x)?;
-    for algo in [
-        SoftmaxAlgo::Warp,
-        SoftmaxAlgo::Block,
-        SoftmaxAlgo::Registers,
-    ] {
+    for &algo in algos {
         let mut o = s.alloc_zeros::<f32>(3 * cols)?;
-        ops::softmax_rows_with(&k, &s, algo, &dx, &mut o, 3, cols)?;
+        ops::softmax_rows_with(k, s, algo, &dx, &mut o, 3, cols)?;
         let got = s.clone_dtoh(&o)?;
         ensure!(
             got[..2 * cols].iter().all(|v| v.is_nan()),
@@ -1417,6 +1506,10 @@ fn main() {
         gpu("reduce_rows_f64", reduce_rows::<f64>),
         gpu("reduce_rows_f16", reduce_rows::<f16>),
         gpu("reduce_rows_bf16", reduce_rows::<bf16>),
+        gpu("reduce_dims_f32", reduce_dims::<f32>),
+        gpu("reduce_dims_f64", reduce_dims::<f64>),
+        gpu("reduce_dims_f16", reduce_dims::<f16>),
+        gpu("reduce_dims_bf16", reduce_dims::<bf16>),
         gpu("copy_coalesced_and_strided", copies),
         gpu("transpose_all", transposes),
         gpu("strided_copy_f32", strided_copy_all::<f32>),

@@ -291,28 +291,26 @@ pub trait TensorElement:
         Err(unsupported::<Self>("max", WHY_I64))
     }
 
-    /// `out[r] = Σ_c x[r][c]`.
+    /// `out[o][i] = Σ_s x[o][s][i]` of a contiguous `[outer, size, inner]` array.
     #[doc(hidden)]
-    fn rows_sum(
+    fn sum_dim(
         _k: &Kernels,
         _s: &Stream,
         _x: &DeviceSlice<Self>,
         _out: &mut DeviceSlice<Self::Sum>,
-        _rows: usize,
-        _cols: usize,
+        _shape: (usize, usize, usize),
     ) -> Result<()> {
         Err(unsupported::<Self>("sum over a dimension", WHY_ROWS))
     }
 
-    /// `out[r] = max_c x[r][c]`.
+    /// `out[o][i] = max_s x[o][s][i]` of a contiguous `[outer, size, inner]` array.
     #[doc(hidden)]
-    fn rows_max(
+    fn max_dim(
         _k: &Kernels,
         _s: &Stream,
         _x: &DeviceSlice<Self>,
         _out: &mut DeviceSlice<Self::Max>,
-        _rows: usize,
-        _cols: usize,
+        _shape: (usize, usize, usize),
     ) -> Result<()> {
         Err(unsupported::<Self>("max over a dimension", WHY_ROWS))
     }
@@ -488,26 +486,24 @@ macro_rules! forward_float {
             Ok(ops::mean::<$t>(k, s, ReduceAlgo::Fast, x, out)?)
         }
 
-        fn rows_sum(
+        fn sum_dim(
             k: &Kernels,
             s: &Stream,
             x: &DeviceSlice<$t>,
             out: &mut DeviceSlice<$sum>,
-            rows: usize,
-            cols: usize,
+            shape: (usize, usize, usize),
         ) -> Result<()> {
-            Ok(ops::rows_sum::<$t>(k, s, x, out, rows, cols)?)
+            Ok(ops::sum_dim::<$t>(k, s, x, out, shape)?)
         }
 
-        fn rows_max(
+        fn max_dim(
             k: &Kernels,
             s: &Stream,
             x: &DeviceSlice<$t>,
             out: &mut DeviceSlice<$max>,
-            rows: usize,
-            cols: usize,
+            shape: (usize, usize, usize),
         ) -> Result<()> {
-            Ok(ops::rows_max::<$t>(k, s, x, out, rows, cols)?)
+            Ok(ops::max_dim::<$t>(k, s, x, out, shape)?)
         }
     };
 }

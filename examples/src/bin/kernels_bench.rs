@@ -31,6 +31,15 @@
 //! ```
 //!
 //! `--quick` runs small sizes with few repetitions (seconds: the GPU smoke test).
+//!
+//! `--sweep` runs the shape sweep instead (see `kernels_bench/sweep/mod.rs`): PyTorch's side
+//! comes from `tools/torch_sweep.py`, which reads the cases `--sweep-cases` prints:
+//!
+//! ```text
+//! .gpu/bin/kernels_bench --sweep-cases > cases.json
+//! python3 tools/torch_sweep.py cases.json > torch_sweep.json
+//! .gpu/bin/kernels_bench --sweep --torch-sweep torch_sweep.json --out bench/
+//! ```
 
 #[path = "../kernels_bench/mod.rs"]
 mod kb;
@@ -49,13 +58,43 @@ struct Args {
     /// session.
     #[arg(long, value_name = "FILE")]
     torch: Option<PathBuf>,
-    /// Directory for kernels_bench.md and kernels_bench.svg.
+    /// Directory for kernels_bench.md and kernels_bench.svg (kernels_sweep.* with --sweep).
     #[arg(long, value_name = "DIR", default_value = ".")]
     out: PathBuf,
+    /// Run the shape sweep instead: every fast kernel family over tiny to large, odd, prime
+    /// and misaligned shapes, min / median ratio per family.
+    #[arg(long)]
+    sweep: bool,
+    /// Print the sweep's cases as JSON (the input of `tools/torch_sweep.py`) and exit.
+    #[arg(long)]
+    sweep_cases: bool,
+    /// `tools/torch_sweep.py`'s output from the same session (PyTorch's side of the sweep).
+    #[arg(long, value_name = "FILE")]
+    torch_sweep: Option<PathBuf>,
+    /// With --sweep: only the cases whose id contains this text.
+    #[arg(long, value_name = "TEXT")]
+    filter: Option<String>,
 }
 
 fn main() -> ExitCode {
     let a = Args::parse();
+    if a.sweep_cases {
+        return cuda_examples::exit::run("kernels_bench", || {
+            println!("{}", kb::sweep::cases_json(a.common.quick)?);
+            Ok(())
+        });
+    }
+    if a.sweep {
+        return cuda_examples::exit::run("kernels_bench", || {
+            kb::sweep::run(kb::sweep::Options {
+                torch: a.torch_sweep,
+                out: a.out,
+                quick: a.common.quick,
+                device: a.common.device,
+                filter: a.filter,
+            })
+        });
+    }
     cuda_examples::exit::run("kernels_bench", || {
         kb::run(kb::Options {
             torch: a.torch,

@@ -15,6 +15,7 @@ pub mod memory;
 pub mod report;
 pub mod rows;
 pub mod softmax;
+pub mod sweep;
 pub mod timing;
 
 use context::{Bench, Sizes};

@@ -9,18 +9,27 @@ use super::timing::{BenchResult, Rotating};
 use cuda_kernels::ops::{self, SoftmaxAlgo};
 use cuda_kernels::reference;
 
-const ALGOS: [(SoftmaxAlgo, &str); 3] = [
+const ALGOS: [(SoftmaxAlgo, &str); 5] = [
     (SoftmaxAlgo::Warp, "softmax_warp_f32 (warp per row)"),
     (SoftmaxAlgo::Block, "softmax_block_f32 (block per row)"),
     (
         SoftmaxAlgo::Registers,
         "softmax_rows_regs_f32 (row in registers)",
     ),
+    (
+        SoftmaxAlgo::Narrow,
+        "softmax_small_g*_p*_f32 (lanes per row)",
+    ),
+    (SoftmaxAlgo::Split, "softmax_part_* (chunks per row)"),
 ];
 
-/// Whether the registers kernel takes rows of `cols` (aligned buffers, which these are).
-fn registers_take(cols: usize) -> bool {
-    cols % 4 == 0 && cols <= ops::REGISTERS_MAX_COLS
+/// Whether `algo` takes rows of `cols` columns.
+fn takes(algo: SoftmaxAlgo, cols: usize) -> bool {
+    match algo {
+        SoftmaxAlgo::Registers => cols <= ops::REGISTERS_MAX_COLS,
+        SoftmaxAlgo::Narrow => cols <= ops::NARROW_MAX_COLS,
+        _ => true,
+    }
 }
 
 /// Checks the kernels on short and long rows, then times them. Target: the kernel
@@ -33,7 +42,7 @@ pub fn softmax(b: &mut Bench) -> BenchResult<()> {
         // expf within 2 ulp and f32 sums of up to 128 terms per lane: 2e-5 relative.
         let want = reference::softmax_rows(&hx, rows, cols);
         for (algo, name) in ALGOS {
-            if algo == SoftmaxAlgo::Registers && !registers_take(cols) {
+            if !takes(algo, cols) {
                 continue;
             }
             let mut y = check::zeros(&s, rows * cols)?;
@@ -55,10 +64,10 @@ pub fn softmax(b: &mut Bench) -> BenchResult<()> {
         let mut py = Rotating::zeros(&s, n, sets)?;
         let size = format!("{rows}x{cols} f32");
         let same = (rows, cols) == torch_size::SOFTMAX;
-        let auto = ops::softmax_choice(&px.get(0)?, &py.get_mut(0)?, cols);
+        let auto = ops::softmax_choice(rows, cols, b.sm_count);
         let mut rates = Vec::new();
         for (algo, name) in ALGOS {
-            if algo == SoftmaxAlgo::Registers && !registers_take(cols) {
+            if !takes(algo, cols) {
                 continue;
             }
             let m = b.time(&format!("{name} {size}"), |s, i| {

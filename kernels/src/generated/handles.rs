@@ -145,11 +145,12 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 104 kernels, in manifest order.
+/// The names of all 136 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "copy_coalesced",
     "copy_strided",
     "transpose_naive",
+    "transpose_skinny",
     "transpose_tiled",
     "transpose_tiled_padded",
     "add_bf16",
@@ -211,6 +212,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "fill_normal_f32",
     "fill_uniform_f32",
     "philox_u32",
+    "reduce_cols_max_bf16",
+    "reduce_cols_max_f16",
+    "reduce_cols_max_f32",
+    "reduce_cols_max_f64",
+    "reduce_cols_sum_bf16",
+    "reduce_cols_sum_f16",
+    "reduce_cols_sum_f32",
+    "reduce_cols_sum_f64",
     "reduce_finalize_max_f32",
     "reduce_finalize_max_f64",
     "reduce_finalize_max_i32",
@@ -228,6 +237,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "reduce_rows_max_f16",
     "reduce_rows_max_f32",
     "reduce_rows_max_f64",
+    "reduce_rows_part_max_bf16",
+    "reduce_rows_part_max_f16",
+    "reduce_rows_part_max_f32",
+    "reduce_rows_part_max_f64",
+    "reduce_rows_part_sum_bf16",
+    "reduce_rows_part_sum_f16",
+    "reduce_rows_part_sum_f32",
+    "reduce_rows_part_sum_f64",
     "reduce_rows_sum_bf16",
     "reduce_rows_sum_f16",
     "reduce_rows_sum_f32",
@@ -241,10 +258,25 @@ pub static KERNEL_NAMES: &[&str] = &[
     "reduce_sum_tree_f64",
     "sgemm_nn",
     "sgemm_nt",
+    "sgemm_splitk_reduce",
     "sgemm_tn",
     "sgemm_tt",
     "softmax_block_f32",
+    "softmax_part_apply_f32",
+    "softmax_part_stats_f32",
+    "softmax_rows_regs_any_f32",
     "softmax_rows_regs_f32",
+    "softmax_small_g16_p1_f32",
+    "softmax_small_g1_p1_f32",
+    "softmax_small_g2_p1_f32",
+    "softmax_small_g32_p16_f32",
+    "softmax_small_g32_p1_f32",
+    "softmax_small_g32_p2_f32",
+    "softmax_small_g32_p32_f32",
+    "softmax_small_g32_p4_f32",
+    "softmax_small_g32_p8_f32",
+    "softmax_small_g4_p1_f32",
+    "softmax_small_g8_p1_f32",
     "softmax_warp_f32",
     "strided_copy_b2",
     "strided_copy_b4",
@@ -264,6 +296,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `copy_coalesced` | `const float* src`, `float* dst`, `unsigned long long n` | `cuda/coalescing.cu` |
 /// | `copy_strided` | `const float* src`, `float* dst`, `unsigned long long n_out`, `unsigned long long stride` | `cuda/coalescing.cu` |
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `add_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -325,6 +358,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `fill_normal_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `fill_uniform_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `philox_u32` | `unsigned int* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
+/// | `reduce_cols_max_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_max_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_max_f32` | `const float* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_max_f64` | `const double* in`, `double* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_sum_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_sum_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_sum_f32` | `const float* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_sum_f64` | `const double* in`, `double* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
 /// | `reduce_finalize_max_f32` | `const float* partial`, `float* out`, `unsigned int num_partials` | `cuda/reduce.cu` |
 /// | `reduce_finalize_max_f64` | `const double* partial`, `double* out`, `unsigned int num_partials` | `cuda/reduce.cu` |
 /// | `reduce_finalize_max_i32` | `const int* partial`, `int* out`, `unsigned int num_partials` | `cuda/reduce.cu` |
@@ -342,6 +383,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `reduce_rows_max_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
 /// | `reduce_rows_max_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
 /// | `reduce_rows_max_f64` | `const double* in`, `double* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_max_bf16` | `const bf16_t* in`, `float* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_max_f16` | `const f16_t* in`, `float* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_max_f32` | `const float* in`, `float* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_max_f64` | `const double* in`, `double* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_sum_bf16` | `const bf16_t* in`, `float* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_sum_f16` | `const f16_t* in`, `float* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_sum_f32` | `const float* in`, `float* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_rows_part_sum_f64` | `const double* in`, `double* partial`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
 /// | `reduce_rows_sum_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
 /// | `reduce_rows_sum_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
 /// | `reduce_rows_sum_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
@@ -355,10 +404,25 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `reduce_sum_tree_f64` | `const double* in`, `double* partial`, `unsigned long long n` | `cuda/reduce.cu` |
 /// | `sgemm_nn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_nt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_splitk_reduce` | `const float* ws`, `int splits`, `int M`, `int N`, `float alpha`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `softmax_block_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_part_apply_f32` | `const float* in`, `const float* stats`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/softmax.cu` |
+/// | `softmax_part_stats_f32` | `const float* in`, `float* stats`, `int rows`, `int cols`, `int chunk` | `cuda/softmax.cu` |
+/// | `softmax_rows_regs_any_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_rows_regs_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g16_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g1_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g2_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g32_p16_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g32_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g32_p2_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g32_p32_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g32_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g32_p8_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g4_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g8_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_warp_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `strided_copy_b2` | `const unsigned short* src`, `unsigned short* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b4` | `const unsigned int* src`, `unsigned int* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
@@ -373,6 +437,8 @@ pub struct Kernels {
     pub copy_strided: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64)>,
     /// `transpose_naive(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_naive: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_skinny(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
+    pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
@@ -495,6 +561,22 @@ pub struct Kernels {
     pub fill_uniform_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
     /// `philox_u32(unsigned int* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
     pub philox_u32: Kernel<(&'static mut DeviceSlice<u32>, u64, u64, u64)>,
+    /// `reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_max_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_cols_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_sum_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_cols_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `reduce_finalize_max_f32(const float* partial, float* out, unsigned int num_partials)` from `cuda/reduce.cu`.
     pub reduce_finalize_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>,
     /// `reduce_finalize_max_f64(const double* partial, double* out, unsigned int num_partials)` from `cuda/reduce.cu`.
@@ -529,6 +611,22 @@ pub struct Kernels {
     pub reduce_rows_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `reduce_rows_max_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu`.
     pub reduce_rows_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `reduce_rows_part_max_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_max_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_max_f32(const float* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_max_f64(const double* in, double* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_f32(const float* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_f64(const double* in, double* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
+    pub reduce_rows_part_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `reduce_rows_sum_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
     pub reduce_rows_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `reduce_rows_sum_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
@@ -555,14 +653,44 @@ pub struct Kernels {
     pub sgemm_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_splitk_reduce: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `softmax_block_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_part_apply_f32(const float* in, const float* stats, float* out, int rows, int cols, int chunk)` from `cuda/softmax.cu`.
+    pub softmax_part_apply_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `softmax_part_stats_f32(const float* in, float* stats, int rows, int cols, int chunk)` from `cuda/softmax.cu`.
+    pub softmax_part_stats_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `softmax_rows_regs_any_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_rows_regs_any_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_rows_regs_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_rows_regs_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g16_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g16_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g1_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g1_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g2_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g2_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p16_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g32_p16_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g32_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p2_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g32_p2_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p32_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g32_p32_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g32_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p8_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g32_p8_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g4_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g4_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g8_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g8_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_warp_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_warp_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu`.
@@ -602,6 +730,9 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_naive: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_naive")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        transpose_skinny: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_tiled: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
@@ -787,6 +918,30 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         philox_u32: unsafe { m_random.kernel::<(&'static mut DeviceSlice<u32>, u64, u64, u64)>("philox_u32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_max_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_max_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols_max_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_sum_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols_sum_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         reduce_finalize_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>("reduce_finalize_max_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -838,6 +993,30 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         reduce_rows_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_rows_max_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_max_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_max_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_rows_part_max_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_sum_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_rows_part_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_rows_part_sum_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         reduce_rows_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_sum_bf16")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -877,6 +1056,9 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         sgemm_nt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_nt")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgemm_splitk_reduce: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_splitk_reduce")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         sgemm_tn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_tn")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -886,7 +1068,49 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         softmax_block_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_block_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_part_apply_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("softmax_part_apply_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_part_stats_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("softmax_part_stats_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_rows_regs_any_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_any_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         softmax_rows_regs_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g16_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g16_p1_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g1_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p1_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g2_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g2_p1_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g32_p16_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p16_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g32_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p1_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g32_p2_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p2_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g32_p32_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p32_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g32_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p4_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g32_p8_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p8_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g4_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g4_p1_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g8_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g8_p1_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         softmax_warp_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_warp_f32")? },
@@ -916,6 +1140,7 @@ impl Kernels {
             "copy_coalesced" => Some(self.copy_coalesced.function()),
             "copy_strided" => Some(self.copy_strided.function()),
             "transpose_naive" => Some(self.transpose_naive.function()),
+            "transpose_skinny" => Some(self.transpose_skinny.function()),
             "transpose_tiled" => Some(self.transpose_tiled.function()),
             "transpose_tiled_padded" => Some(self.transpose_tiled_padded.function()),
             "add_bf16" => Some(self.add_bf16.function()),
@@ -977,6 +1202,14 @@ impl Kernels {
             "fill_normal_f32" => Some(self.fill_normal_f32.function()),
             "fill_uniform_f32" => Some(self.fill_uniform_f32.function()),
             "philox_u32" => Some(self.philox_u32.function()),
+            "reduce_cols_max_bf16" => Some(self.reduce_cols_max_bf16.function()),
+            "reduce_cols_max_f16" => Some(self.reduce_cols_max_f16.function()),
+            "reduce_cols_max_f32" => Some(self.reduce_cols_max_f32.function()),
+            "reduce_cols_max_f64" => Some(self.reduce_cols_max_f64.function()),
+            "reduce_cols_sum_bf16" => Some(self.reduce_cols_sum_bf16.function()),
+            "reduce_cols_sum_f16" => Some(self.reduce_cols_sum_f16.function()),
+            "reduce_cols_sum_f32" => Some(self.reduce_cols_sum_f32.function()),
+            "reduce_cols_sum_f64" => Some(self.reduce_cols_sum_f64.function()),
             "reduce_finalize_max_f32" => Some(self.reduce_finalize_max_f32.function()),
             "reduce_finalize_max_f64" => Some(self.reduce_finalize_max_f64.function()),
             "reduce_finalize_max_i32" => Some(self.reduce_finalize_max_i32.function()),
@@ -994,6 +1227,14 @@ impl Kernels {
             "reduce_rows_max_f16" => Some(self.reduce_rows_max_f16.function()),
             "reduce_rows_max_f32" => Some(self.reduce_rows_max_f32.function()),
             "reduce_rows_max_f64" => Some(self.reduce_rows_max_f64.function()),
+            "reduce_rows_part_max_bf16" => Some(self.reduce_rows_part_max_bf16.function()),
+            "reduce_rows_part_max_f16" => Some(self.reduce_rows_part_max_f16.function()),
+            "reduce_rows_part_max_f32" => Some(self.reduce_rows_part_max_f32.function()),
+            "reduce_rows_part_max_f64" => Some(self.reduce_rows_part_max_f64.function()),
+            "reduce_rows_part_sum_bf16" => Some(self.reduce_rows_part_sum_bf16.function()),
+            "reduce_rows_part_sum_f16" => Some(self.reduce_rows_part_sum_f16.function()),
+            "reduce_rows_part_sum_f32" => Some(self.reduce_rows_part_sum_f32.function()),
+            "reduce_rows_part_sum_f64" => Some(self.reduce_rows_part_sum_f64.function()),
             "reduce_rows_sum_bf16" => Some(self.reduce_rows_sum_bf16.function()),
             "reduce_rows_sum_f16" => Some(self.reduce_rows_sum_f16.function()),
             "reduce_rows_sum_f32" => Some(self.reduce_rows_sum_f32.function()),
@@ -1007,10 +1248,25 @@ impl Kernels {
             "reduce_sum_tree_f64" => Some(self.reduce_sum_tree_f64.function()),
             "sgemm_nn" => Some(self.sgemm_nn.function()),
             "sgemm_nt" => Some(self.sgemm_nt.function()),
+            "sgemm_splitk_reduce" => Some(self.sgemm_splitk_reduce.function()),
             "sgemm_tn" => Some(self.sgemm_tn.function()),
             "sgemm_tt" => Some(self.sgemm_tt.function()),
             "softmax_block_f32" => Some(self.softmax_block_f32.function()),
+            "softmax_part_apply_f32" => Some(self.softmax_part_apply_f32.function()),
+            "softmax_part_stats_f32" => Some(self.softmax_part_stats_f32.function()),
+            "softmax_rows_regs_any_f32" => Some(self.softmax_rows_regs_any_f32.function()),
             "softmax_rows_regs_f32" => Some(self.softmax_rows_regs_f32.function()),
+            "softmax_small_g16_p1_f32" => Some(self.softmax_small_g16_p1_f32.function()),
+            "softmax_small_g1_p1_f32" => Some(self.softmax_small_g1_p1_f32.function()),
+            "softmax_small_g2_p1_f32" => Some(self.softmax_small_g2_p1_f32.function()),
+            "softmax_small_g32_p16_f32" => Some(self.softmax_small_g32_p16_f32.function()),
+            "softmax_small_g32_p1_f32" => Some(self.softmax_small_g32_p1_f32.function()),
+            "softmax_small_g32_p2_f32" => Some(self.softmax_small_g32_p2_f32.function()),
+            "softmax_small_g32_p32_f32" => Some(self.softmax_small_g32_p32_f32.function()),
+            "softmax_small_g32_p4_f32" => Some(self.softmax_small_g32_p4_f32.function()),
+            "softmax_small_g32_p8_f32" => Some(self.softmax_small_g32_p8_f32.function()),
+            "softmax_small_g4_p1_f32" => Some(self.softmax_small_g4_p1_f32.function()),
+            "softmax_small_g8_p1_f32" => Some(self.softmax_small_g8_p1_f32.function()),
             "softmax_warp_f32" => Some(self.softmax_warp_f32.function()),
             "strided_copy_b2" => Some(self.strided_copy_b2.function()),
             "strided_copy_b4" => Some(self.strided_copy_b4.function()),

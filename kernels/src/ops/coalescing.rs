@@ -74,6 +74,22 @@ pub enum TransposeAlgo {
     Tiled,
     /// `transpose_tiled_padded`: a 64×65 tile, conflict-free.
     TiledPadded,
+    /// `transpose_skinny`: one output element per step, outputs in order (for shapes with a
+    /// side shorter than a tile).
+    Skinny,
+    /// Picked by shape ([`transpose_choice`]).
+    Auto,
+}
+
+/// The transpose [`TransposeAlgo::Auto`] picks: [`TransposeAlgo::Skinny`] when either side is
+/// shorter than 64 (a tile would leave most of its threads idle), else
+/// [`TransposeAlgo::TiledPadded`].
+pub fn transpose_choice(rows: usize, cols: usize) -> TransposeAlgo {
+    if rows < 64 || cols < 64 {
+        TransposeAlgo::Skinny
+    } else {
+        TransposeAlgo::TiledPadded
+    }
 }
 
 /// `out[c][r] = x[r][c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`. Block
@@ -96,12 +112,23 @@ pub fn transpose(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
+    let algo = match algo {
+        TransposeAlgo::Auto => transpose_choice(rows, cols),
+        other => other,
+    };
+    if algo == TransposeAlgo::Skinny {
+        let cfg = LaunchConfig::new(grid((rows * cols) as u64, 4 * 256, 32 * sms(s)), 256);
+        // SAFETY: reads x[r·cols + c] and writes out[c·rows + r] only for r < rows, c < cols
+        // (element e < rows·cols); both buffers were checked to hold rows·cols floats.
+        unsafe { k.transpose_skinny.launch(s, &cfg, x, out, r, c) }?;
+        return Ok(());
+    }
     let tile = if algo == TransposeAlgo::Naive { 32 } else { 64 };
     let cfg = LaunchConfig::new((blocks(cols, tile), blocks(rows, tile)), (32, 8));
     let kernel = match algo {
         TransposeAlgo::Naive => &k.transpose_naive,
         TransposeAlgo::Tiled => &k.transpose_tiled,
-        TransposeAlgo::TiledPadded => &k.transpose_tiled_padded,
+        _ => &k.transpose_tiled_padded,
     };
     // SAFETY: the kernel guards every index with the element counts / extents it is
     // passed, which were checked against both buffers above.

@@ -19,21 +19,26 @@ mod introspect;
 mod matmul;
 mod random;
 mod reduce;
+mod reduce_dim;
 mod sgemm;
 mod softmax;
 mod strided_copy;
 mod vector_add;
 
 pub use bias_relu::{bias_relu_bwd, bias_relu_bwd_parts, bias_relu_fwd};
-pub use coalescing::{copy_coalesced, copy_strided, transpose, TransposeAlgo};
+pub use coalescing::{copy_coalesced, copy_strided, transpose, transpose_choice, TransposeAlgo};
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use matmul::{matmul, MatmulAlgo};
 pub use random::{fill_normal, fill_uniform, philox_u32};
-pub use reduce::{max, mean, reduce_partials, rows_max, rows_sum, sum, ReduceAlgo};
-pub use sgemm::{sgemm, Transpose};
+pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo};
+pub use reduce_dim::{
+    col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim, ROW_SPLIT_MIN_COLS,
+};
+pub use sgemm::{sgemm, sgemm_splits, Transpose};
 pub use softmax::{
-    softmax_choice, softmax_rows, softmax_rows_with, SoftmaxAlgo, REGISTERS_MAX_COLS, WARP_MAX_COLS,
+    narrow_shape, softmax_choice, softmax_rows, softmax_rows_with, split_shape, SoftmaxAlgo,
+    NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,
 };
 pub use strided_copy::strided_copy;
 pub use vector_add::{vector_add, vector_add_seed};

@@ -1,7 +1,7 @@
 //! Reductions: full sum / max / mean to one device value (two launches, no host round trip),
-//! and per-row sum / max of a 2-D array.
+//! (reductions along one dimension are in `reduce_dim.rs`).
 
-use crate::launch::{blocks, check_len, check_matrix, grid, sms, to_i32, BLOCK};
+use crate::launch::{check_len, grid, sms, BLOCK};
 use crate::{dispatch, Element, Error, Kernels, Result};
 use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
@@ -138,72 +138,4 @@ pub fn mean<T: Element>(
         // [rows, cols] and out as [rows].
         Ok(unsafe { fin.launch(s, &LaunchConfig::new(1, BLOCK), p, out, parts, count) }?)
     })
-}
-
-/// Checks the shapes and launches a row reduction: block 256 (8 warps, one row each), grid
-/// `ceil(rows / 8)`; nothing to do for zero rows.
-fn rows_launch<T: Element, A: DeviceRepr>(
-    op: &'static str,
-    kernel: &dispatch::Rows<T, A>,
-    s: &Stream,
-    x: &DeviceSlice<T>,
-    out: &mut DeviceSlice<A>,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    check_matrix(op, "x", x.len(), rows, cols)?;
-    check_len(op, "out", out.len(), rows)?;
-    let (r, c) = (to_i32(op, "rows", rows)?, to_i32(op, "cols", cols)?);
-    if rows == 0 {
-        return Ok(());
-    }
-    let cfg = LaunchConfig::new(blocks(rows, (BLOCK / 32) as usize), BLOCK);
-    // SAFETY: the first pass reads x[i] for i < n = x.len() and block b writes only
-    // partial[b] (b < parts = partial.len()); the final pass reads parts partials and writes
-    // out[0] (out.len() == 1 checked); row kernels guard r < rows, c < cols with x checked as
-    // [rows, cols] and out as [rows].
-    unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
-    Ok(())
-}
-
-/// `out[r] = Σ_c x[r][c]` of a row-major `[rows, cols]` array, in [`Element::SumAcc`] (f32 for
-/// f16/bf16); empty rows give 0. f32, f64, f16, bf16.
-pub fn rows_sum<T: Element>(
-    k: &Kernels,
-    s: &Stream,
-    x: &DeviceSlice<T>,
-    out: &mut DeviceSlice<T::SumAcc>,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    rows_launch(
-        "rows_sum",
-        dispatch::rows_sum::<T>(k)?,
-        s,
-        x,
-        out,
-        rows,
-        cols,
-    )
-}
-
-/// `out[r] = max_c x[r][c]` of a row-major `[rows, cols]` array, in [`Element::Scalar`] (f32
-/// for f16/bf16); NaN propagates, empty rows give -inf. f32, f64, f16, bf16.
-pub fn rows_max<T: Element>(
-    k: &Kernels,
-    s: &Stream,
-    x: &DeviceSlice<T>,
-    out: &mut DeviceSlice<T::Scalar>,
-    rows: usize,
-    cols: usize,
-) -> Result<()> {
-    rows_launch(
-        "rows_max",
-        dispatch::rows_max::<T>(k)?,
-        s,
-        x,
-        out,
-        rows,
-        cols,
-    )
 }

@@ -1,6 +1,6 @@
 //! The fast f32 GEMM with transposes, alpha, beta and leading dimensions.
 
-use crate::launch::{blocks, to_i32, BLOCK};
+use crate::launch::{blocks, grid, sms, to_i32, BLOCK};
 use crate::{Error, Kernels, Result};
 use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
@@ -59,6 +59,20 @@ fn check_operand(
     Ok(())
 }
 
+/// How many k slices (split-K) `sgemm` uses for an `m × n × k` product on a GPU with
+/// `sm_count` SMs: 1 when the 128 × 128 tiles alone give a block to every SM; otherwise as many
+/// as fill two blocks per SM, each slice keeping at least 4 k tiles (64 of k), at most 16
+/// (kernels/TUNING.md, round 3).
+pub fn sgemm_splits(m: usize, n: usize, k: usize, sm_count: u32) -> usize {
+    let tiles = m.div_ceil(128).max(1) * n.div_ceil(128).max(1);
+    let slots = 2 * sm_count.max(1) as usize;
+    if tiles >= sm_count.max(1) as usize {
+        return 1;
+    }
+    let by_k = k.div_ceil(16) / 4;
+    (slots / tiles).min(by_k).clamp(1, 16)
+}
+
 /// `C = alpha · op(A) · op(B) + beta · C`, row-major, f32 (`sgemm_{nn,nt,tn,tt}`).
 ///
 /// `op(A)` is `[m, kdim]`: `A` is stored `[m, kdim]` (`lda >= kdim`) for `NoTrans`, `[kdim, m]`
@@ -67,7 +81,9 @@ fn check_operand(
 /// matrix (`(rows - 1) · ld + cols` elements). Each output is `fmaf(beta, C, alpha · acc)` with
 /// `acc` accumulated by FMA in increasing k; with `beta == 0` C is not read. Fast path: 16-byte
 /// aligned operands and leading dimensions that are multiples of 4. Launch: block 256, grid
-/// `(ceil(n / 128), ceil(m / 128))`.
+/// `(ceil(n / 128), ceil(m / 128))`; when those tiles cannot fill the GPU, split-K
+/// ([`sgemm_splits`] slices of k into a stream-ordered workspace, summed in order by
+/// `sgemm_splitk_reduce`: deterministic, but the k sum is then a sum of per-slice FMA chains).
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm(
     k: &Kernels,
@@ -111,15 +127,39 @@ pub fn sgemm(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    let cfg = LaunchConfig::new((blocks(n, 128), blocks(m, 128)), BLOCK);
     let kernel = match (ta, tb) {
         (Transpose::NoTrans, Transpose::NoTrans) => &k.sgemm_nn,
         (Transpose::NoTrans, Transpose::Trans) => &k.sgemm_nt,
         (Transpose::Trans, Transpose::NoTrans) => &k.sgemm_tn,
         (Transpose::Trans, Transpose::Trans) => &k.sgemm_tt,
     };
-    // SAFETY: the kernel guards rows < m and cols < n and reads/writes each operand within
-    // (rows - 1) * ld + cols elements, which check_operand verified against each buffer.
-    unsafe { kernel.launch(s, &cfg, mi, ni, ki, alpha, a, la, b, lb, beta, c, lc) }?;
+    let splits = sgemm_splits(m, n, kdim, sms(s) as u32);
+    let (gx, gy) = (blocks(n, 128), blocks(m, 128));
+    if splits == 1 {
+        let cfg = LaunchConfig::new((gx, gy), BLOCK);
+        // SAFETY: every index the kernel reads or writes lies in the stored matrices checked
+        // above (op(A) [m, k] with lda, op(B) [k, n] with ldb, C [m, n] with ldc); the grid has
+        // one k slice (gridDim.z == 1), so C itself is the output.
+        unsafe { kernel.launch(s, &cfg, mi, ni, ki, alpha, a, la, b, lb, beta, c, lc) }?;
+        return Ok(());
+    }
+    // Split-K: `splits` slabs of [m, n] partial products, then their sum in order.
+    let slab = m * n;
+    // SAFETY: each slice z writes every element of its slab (the [m, n] tile grid covers it,
+    // K = 0 slices write zeros) before the reduce kernel reads it, in stream order.
+    let mut ws = unsafe { s.alloc::<f32>(slab * splits)? };
+    let cfg = LaunchConfig::new((gx, gy, splits as u32), BLOCK);
+    let n_ld = ni;
+    // SAFETY: as above for A and B; slice z writes ws[z·m·n + i·n + j] for i < m, j < n: inside
+    // the splits·m·n workspace (C = ws with ldc = n, alpha 1, beta 0: not read).
+    unsafe { kernel.launch(s, &cfg, mi, ni, ki, 1.0, a, la, b, lb, 0.0, &mut ws, n_ld) }?;
+    let rcfg = LaunchConfig::new(grid(slab as u64, BLOCK as u64 * 4, 8 * sms(s)), BLOCK);
+    let sp = to_i32(OP, "splits", splits)?;
+    // SAFETY: reads ws[z·m·n + e] for z < splits, e < m·n (the workspace) and writes
+    // c[i·ldc + j] for i < m, j < n (checked above).
+    unsafe {
+        k.sgemm_splitk_reduce
+            .launch(s, &rcfg, &ws, sp, mi, ni, alpha, beta, c, lc)
+    }?;
     Ok(())
 }

@@ -1,58 +1,92 @@
-//! Numerically stable row-wise softmax (online max and sum).
+//! Numerically stable row-wise softmax, with the kernel picked by shape in one place
+//! ([`softmax_choice`]; the measurements behind it are in `kernels/TUNING.md`).
 
-use crate::launch::{blocks, check_matrix, to_i32};
+use crate::launch::{blocks, check_matrix, sms, to_i32};
 use crate::{Error, Kernels, Result};
 use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Which softmax kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SoftmaxAlgo {
-    /// [`SoftmaxAlgo::Registers`] where it fits, else [`SoftmaxAlgo::Warp`] for rows of at most
-    /// 1024 columns and [`SoftmaxAlgo::Block`] beyond.
+    /// The kernel [`softmax_choice`] picks for the shape.
     Auto,
-    /// `softmax_warp_f32`: one warp per row (block 128 = 4 rows, grid `ceil(rows / 4)`).
+    /// `softmax_warp_f32`: one warp per row, online (max, sum) (block 128 = 4 rows); kept as
+    /// the first step the examples show.
     Warp,
-    /// `softmax_block_f32`: one block of 256 threads per row (grid `rows`).
+    /// `softmax_block_f32`: one block of 256 threads per row, online (max, sum) (grid `rows`).
     Block,
-    /// `softmax_rows_regs_f32`: one block per row with the row in registers (4 float4 per
-    /// thread, block `ceil(cols / 16)` rounded up to a warp); needs `cols % 4 == 0`, 16-byte
-    /// aligned `x` and `out`, and `cols <= 16384`.
+    /// `softmax_rows_regs_f32` (`cols % 4 == 0`, 16-byte aligned) or `softmax_rows_regs_any_f32`
+    /// (any width and alignment): one block per row with the row in registers (block
+    /// `ceil(cols / 16)` threads rounded up to a warp); `cols <= 16384`.
     Registers,
+    /// `softmax_small_g{G}_p{P}_f32`: `G` lanes per row (`32 / G` rows per warp), `P` elements
+    /// per lane in registers; `cols <= 1024`.
+    Narrow,
+    /// `softmax_part_stats_f32` + `softmax_part_apply_f32`: each row split into chunks, one
+    /// block per chunk, for long rows or rows too few to fill the GPU; `rows <= 65535`.
+    Split,
 }
 
-/// The column count up to which [`SoftmaxAlgo::Auto`] picks the warp-per-row kernel (a warp
-/// keeps up to 32 × 32 floats of its row in registers between the two passes).
+/// The widest row [`SoftmaxAlgo::Narrow`] takes (32 lanes × 32 elements).
+pub const NARROW_MAX_COLS: usize = 1024;
+
+/// The column count up to which the warp-per-row kernel keeps its row in registers between its
+/// two passes (32 lanes × 8 float4).
 pub const WARP_MAX_COLS: usize = 1024;
 
-/// The longest row [`SoftmaxAlgo::Registers`] holds in registers (4 float4 × 1024 threads).
+/// The longest row [`SoftmaxAlgo::Registers`] holds in registers (16 floats × 1024 threads).
 pub const REGISTERS_MAX_COLS: usize = 16384;
 
-/// Whether [`SoftmaxAlgo::Registers`] can run on this shape and these buffers.
-fn registers_fit(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> bool {
-    cols % 4 == 0
-        && cols <= REGISTERS_MAX_COLS
-        && x.as_raw_ptr() % 16 == 0
-        && out.as_raw_ptr() % 16 == 0
+/// The most rows [`SoftmaxAlgo::Split`] takes (the grid's y dimension).
+pub const SPLIT_MAX_ROWS: usize = 65_535;
+
+/// Whether the float4 registers kernel can run on these buffers (else the scalar one does).
+fn registers_vec(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> bool {
+    cols % 4 == 0 && x.as_raw_ptr() % 16 == 0 && out.as_raw_ptr() % 16 == 0
 }
 
-/// The kernel [`SoftmaxAlgo::Auto`] (and so [`softmax_rows`]) picks for rows of `cols` floats in
-/// these buffers: [`SoftmaxAlgo::Registers`] where it fits (on an H200 it beat warp-per-row at
-/// every width from 256 to 1024 columns by 1.4x, and block-per-row beyond; kernels/TUNING.md),
-/// else [`SoftmaxAlgo::Warp`] up to [`WARP_MAX_COLS`], else [`SoftmaxAlgo::Block`].
-pub fn softmax_choice(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> SoftmaxAlgo {
-    if registers_fit(x, out, cols) {
+/// The kernel [`SoftmaxAlgo::Auto`] (and so [`softmax_rows`]) picks for `rows` rows of `cols`
+/// floats on a GPU with `sm_count` SMs:
+/// - `cols <= 1024`: [`SoftmaxAlgo::Narrow`] (several rows per warp below 32 columns);
+/// - rows that one block per row cannot spread over the GPU (fewer than 2 per SM) or longer than
+///   16384 columns: [`SoftmaxAlgo::Split`];
+/// - otherwise [`SoftmaxAlgo::Registers`] (the row read once, one `expf` per element).
+pub fn softmax_choice(rows: usize, cols: usize, sm_count: u32) -> SoftmaxAlgo {
+    let few_rows = rows < 2 * sm_count.max(1) as usize;
+    if cols <= NARROW_MAX_COLS {
+        SoftmaxAlgo::Narrow
+    } else if rows <= SPLIT_MAX_ROWS && (cols > REGISTERS_MAX_COLS || (few_rows && cols > 2048)) {
+        SoftmaxAlgo::Split
+    } else if cols <= REGISTERS_MAX_COLS {
         SoftmaxAlgo::Registers
-    } else if cols <= WARP_MAX_COLS {
-        SoftmaxAlgo::Warp
     } else {
         SoftmaxAlgo::Block
     }
 }
 
+/// `(G, P)` of the narrow kernel for rows of `cols` (1 ..= 1024) columns: `G` a power of two up
+/// to 32 lanes, `P` a power of two with `G · P >= cols`.
+pub fn narrow_shape(cols: usize) -> (usize, usize) {
+    let g = cols.max(1).next_power_of_two().min(32);
+    let p = cols.div_ceil(32).max(1).next_power_of_two();
+    (g, p)
+}
+
+/// Chunks per row and columns per chunk of [`SoftmaxAlgo::Split`]: enough blocks for four per
+/// SM, chunks of at most 16384 and at least 1024 columns, a multiple of 4.
+pub fn split_shape(rows: usize, cols: usize, sm_count: u32) -> (usize, usize) {
+    let want = (4 * sm_count.max(1) as usize).div_ceil(rows.max(1));
+    let parts = want
+        .max(cols.div_ceil(REGISTERS_MAX_COLS))
+        .min(cols.div_ceil(1024))
+        .clamp(1, 65_535);
+    let chunk = cols.div_ceil(parts).next_multiple_of(4).max(4);
+    (cols.div_ceil(chunk).max(1), chunk)
+}
+
 /// `out[r] = softmax(x[r])` for each row of a row-major `[rows, cols]` f32 array:
-/// `exp(x − max) · (1 / Σ exp(x − max))`; a row of all -inf gives NaN. Picks the registers
-/// kernel where it fits (`cols % 4 == 0`, aligned, `cols <= 16384`), else warp-per-row for
-/// `cols <= 1024` and block-per-row beyond.
+/// `exp(x − max) · (1 / Σ exp(x − max))`; a row of all -inf gives NaN. The kernel is picked
+/// by shape ([`softmax_choice`]).
 pub fn softmax_rows(
     k: &Kernels,
     s: &Stream,
@@ -83,36 +117,91 @@ pub fn softmax_rows_with(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
+    let sm_count = sms(s) as u32;
     let algo = match algo {
-        SoftmaxAlgo::Auto => softmax_choice(x, out, cols),
-        SoftmaxAlgo::Registers if !registers_fit(x, out, cols) => {
+        SoftmaxAlgo::Auto => softmax_choice(rows, cols, sm_count),
+        SoftmaxAlgo::Registers if cols > REGISTERS_MAX_COLS => {
             return Err(Error::Invalid {
                 op: OP,
                 problem: format!(
-                    "the registers kernel needs cols % 4 == 0, cols <= {REGISTERS_MAX_COLS} and 16-byte aligned buffers (cols = {cols}); use SoftmaxAlgo::Block"
+                    "the registers kernel holds rows of at most {REGISTERS_MAX_COLS} columns (cols = {cols}); use SoftmaxAlgo::Split or Auto"
+                ),
+            })
+        }
+        SoftmaxAlgo::Narrow if cols > NARROW_MAX_COLS => {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: format!(
+                    "the narrow kernel takes rows of at most {NARROW_MAX_COLS} columns (cols = {cols}); use SoftmaxAlgo::Auto"
+                ),
+            })
+        }
+        SoftmaxAlgo::Split if rows > SPLIT_MAX_ROWS => {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: format!(
+                    "the split kernels take at most {SPLIT_MAX_ROWS} rows (rows = {rows}); use SoftmaxAlgo::Auto"
                 ),
             })
         }
         other => other,
     };
+    // SAFETY (every launch below): each kernel reads x[r·cols + c] and writes out[r·cols + c]
+    // only for r < rows, c < cols, and both buffers were checked to hold rows·cols floats; the
+    // split kernels' stats buffer holds 2·rows·P floats, block (p, r) writing pair r·P + p.
     match algo {
         SoftmaxAlgo::Warp => {
             let cfg = LaunchConfig::new(blocks(rows, 4), 128);
-            // SAFETY: each kernel handles rows r < rows and columns c < cols of x and out, both
-            // checked above to be dense [rows, cols] matrices.
             unsafe { k.softmax_warp_f32.launch(s, &cfg, x, out, r, c) }?;
         }
+        SoftmaxAlgo::Narrow => {
+            let (g, p) = narrow_shape(cols);
+            let kernel = match (g, p) {
+                (1, _) => &k.softmax_small_g1_p1_f32,
+                (2, _) => &k.softmax_small_g2_p1_f32,
+                (4, _) => &k.softmax_small_g4_p1_f32,
+                (8, _) => &k.softmax_small_g8_p1_f32,
+                (16, _) => &k.softmax_small_g16_p1_f32,
+                (_, 1) => &k.softmax_small_g32_p1_f32,
+                (_, 2) => &k.softmax_small_g32_p2_f32,
+                (_, 4) => &k.softmax_small_g32_p4_f32,
+                (_, 8) => &k.softmax_small_g32_p8_f32,
+                (_, 16) => &k.softmax_small_g32_p16_f32,
+                _ => &k.softmax_small_g32_p32_f32,
+            };
+            let cfg = LaunchConfig::new(blocks(rows, 128 / g), 128);
+            unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
+        }
         SoftmaxAlgo::Registers => {
-            let threads = (cols / 4).div_ceil(4).div_ceil(32).clamp(1, 32) as u32 * 32;
+            let vec = registers_vec(x, out, cols);
+            // 16 floats per thread either way (4 float4, or 16 scalars).
+            let threads = cols.div_ceil(16).div_ceil(32).clamp(1, 32) as u32 * 32;
             let cfg = LaunchConfig::new(rows as u32, threads);
-            // SAFETY: each kernel handles rows r < rows and columns c < cols of x and out, both
-            // checked above to be dense [rows, cols] matrices.
-            unsafe { k.softmax_rows_regs_f32.launch(s, &cfg, x, out, r, c) }?;
+            let kernel = if vec {
+                &k.softmax_rows_regs_f32
+            } else {
+                &k.softmax_rows_regs_any_f32
+            };
+            unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
+        }
+        SoftmaxAlgo::Split => {
+            let (parts, chunk) = split_shape(rows, cols, sm_count);
+            let ch = to_i32(OP, "chunk", chunk)?;
+            // SAFETY: every (p, r) pair is written by the stats kernel before the apply kernel
+            // reads it, in stream order.
+            let mut stats = unsafe { s.alloc::<f32>(2 * rows * parts)? };
+            let cfg = LaunchConfig::new((parts as u32, rows as u32), 256);
+            unsafe {
+                k.softmax_part_stats_f32
+                    .launch(s, &cfg, x, &mut stats, r, c, ch)
+            }?;
+            unsafe {
+                k.softmax_part_apply_f32
+                    .launch(s, &cfg, x, &stats, out, r, c, ch)
+            }?;
         }
         _ => {
             let cfg = LaunchConfig::new(rows as u32, 256);
-            // SAFETY: each kernel handles rows r < rows and columns c < cols of x and out, both
-            // checked above to be dense [rows, cols] matrices.
             unsafe { k.softmax_block_f32.launch(s, &cfg, x, out, r, c) }?;
         }
     }

@@ -37,6 +37,29 @@ pub fn sgemm(
     c: &mut [f32],
     ldc: usize,
 ) {
+    sgemm_split_k(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1);
+}
+
+/// [`sgemm`] computed as `ops::sgemm` does with `splits` k slices (split-K): each slice an FMA
+/// chain over its whole 16-wide k tiles in increasing k, the slices added in order, then
+/// `alpha · sum` and `fmaf(beta, C, ·)`. `splits == 1` is exactly [`sgemm`].
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_split_k(
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    beta: f32,
+    c: &mut [f32],
+    ldc: usize,
+    splits: usize,
+) {
     let at = |i: usize, kk: usize| match ta {
         Transpose::NoTrans => a[i * lda + kk],
         Transpose::Trans => a[kk * lda + i],
@@ -45,11 +68,20 @@ pub fn sgemm(
         Transpose::NoTrans => b[kk * ldb + j],
         Transpose::Trans => b[j * ldb + kk],
     };
+    // The k slices of split-K (`sgemm_splitk`'s order): whole 16-wide k tiles per slice.
+    let splits = splits.max(1);
+    let per = k.div_ceil(16).div_ceil(splits) * 16;
     for i in 0..m {
         for j in 0..n {
             let mut acc = 0.0f32;
-            for kk in 0..k {
-                acc = at(i, kk).mul_add(bt(kk, j), acc);
+            for z in 0..splits {
+                let k0 = (z * per).min(k);
+                let k1 = (k0 + per).min(k);
+                let mut part = 0.0f32;
+                for kk in k0..k1 {
+                    part = at(i, kk).mul_add(bt(kk, j), part);
+                }
+                acc = if z == 0 { part } else { acc + part };
             }
             let mut v = alpha * acc;
             if beta != 0.0 {

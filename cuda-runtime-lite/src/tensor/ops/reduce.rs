@@ -1,10 +1,11 @@
 //! Reductions: `sum`, `mean`, `max` over all elements or over one dimension.
 //!
-//! A reduction over dimension `d` moves `d` last (a permuted view), makes that contiguous (a
-//! copy only when `d` was not already last in memory) and runs the row-reduction kernel on the
-//! resulting `[rows, size(d)]` matrix.
+//! A reduction over dimension `d` of a contiguous tensor reads it as `[outer, size(d), inner]`
+//! (`outer`: the product of the dimensions before `d`, `inner`: after it) and runs
+//! `cuda_kernels::ops::sum_dim` / `max_dim`, which pick the kernel by shape (rows, split rows
+//! or columns) without moving data; a strided tensor is made contiguous first.
 
-use super::{renamed, rows_except};
+use super::renamed;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::{Tensor, TensorElement};
 use cuda_driver::{DeviceSlice, Stream};
@@ -12,9 +13,14 @@ use cuda_kernels::Kernels;
 
 /// A dispatch entry for a full reduction into one element of `R`.
 type Full<T, R> = fn(&Kernels, &Stream, &DeviceSlice<T>, &mut DeviceSlice<R>) -> Result<()>;
-/// A dispatch entry for a row reduction `[rows, cols] → [rows]`.
-type Rows<T, R> =
-    fn(&Kernels, &Stream, &DeviceSlice<T>, &mut DeviceSlice<R>, usize, usize) -> Result<()>;
+/// A dispatch entry for a reduction `[outer, size, inner] → [outer, inner]`.
+type Dim<T, R> = fn(
+    &Kernels,
+    &Stream,
+    &DeviceSlice<T>,
+    &mut DeviceSlice<R>,
+    (usize, usize, usize),
+) -> Result<()>;
 
 impl<T: TensorElement> Tensor<T> {
     fn reduce_all<R: TensorElement>(&self, op: &'static str, f: Full<T, R>) -> Result<Tensor<R>> {
@@ -36,7 +42,7 @@ impl<T: TensorElement> Tensor<T> {
         dim: isize,
         keepdim: bool,
         empty_ok: bool,
-        f: Rows<T, R>,
+        f: Dim<T, R>,
     ) -> Result<Tensor<R>> {
         if self.rank() == 0 {
             // A scalar has one "dimension" for reductions, as in PyTorch: 0 or -1.
@@ -59,21 +65,20 @@ impl<T: TensorElement> Tensor<T> {
                 shape: self.shape().to_vec(),
             });
         }
-        let rows = rows_except(self.shape(), d);
-        let perm: Vec<isize> = (0..self.rank())
-            .filter(|&i| i != d)
-            .chain([d])
-            .map(|i| i as isize)
-            .collect();
-        let x = self.permute(&perm)?.contiguous()?;
+        let outer: usize = self.shape()[..d].iter().product();
+        let inner: usize = self.shape()[d + 1..].iter().product();
+        let x = self.contiguous()?;
         let exec = self.exec()?;
         let k = exec.kernels()?;
         let xv = x.dense()?;
-        // SAFETY: the row-reduction kernels write one output per row (0 / -inf for empty rows,
-        // which only sums reach).
-        let storage =
-            unsafe { exec.storage_with(rows, |out| f(&k, exec.stream(), &xv, out, rows, cols)) }
-                .map_err(|e| renamed(e.with_shape(self.shape()), op))?;
+        // SAFETY: the dimension reductions write every one of the outer · inner outputs (0 /
+        // -inf for an empty dimension, which only sums reach).
+        let storage = unsafe {
+            exec.storage_with(outer * inner, |out| {
+                f(&k, exec.stream(), &xv, out, (outer, cols, inner))
+            })
+        }
+        .map_err(|e| renamed(e.with_shape(self.shape()), op))?;
         let mut shape = self.shape().to_vec();
         if keepdim {
             shape[d] = 1;
@@ -92,12 +97,12 @@ impl<T: TensorElement> Tensor<T> {
     /// The sum over dimension `dim`, which is removed (`tensor.sum(dim)`). f32, f64, f16/bf16
     /// (→ f32).
     pub fn sum(&self, dim: isize) -> Result<Tensor<T::Sum>> {
-        self.reduce_dim("sum", dim, false, true, T::rows_sum)
+        self.reduce_dim("sum", dim, false, true, T::sum_dim)
     }
 
     /// [`Tensor::sum`] keeping `dim` with size 1 (`keepdim=True`).
     pub fn sum_keepdim(&self, dim: isize) -> Result<Tensor<T::Sum>> {
-        self.reduce_dim("sum", dim, true, true, T::rows_sum)
+        self.reduce_dim("sum", dim, true, true, T::sum_dim)
     }
 
     /// The mean of all elements as a 0-d tensor (`tensor.mean()`); NaN when empty. Floating
@@ -118,7 +123,7 @@ impl<T: TensorElement> Tensor<T> {
     }
 
     fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor<T::Sum>> {
-        let sums = self.reduce_dim("mean", dim, keepdim, true, T::rows_sum)?;
+        let sums = self.reduce_dim("mean", dim, keepdim, true, T::sum_dim)?;
         let count = if self.rank() == 0 {
             1
         } else {
@@ -145,11 +150,11 @@ impl<T: TensorElement> Tensor<T> {
     /// The maximum over dimension `dim`, which is removed (`torch.amax(t, dim)`: values only, no
     /// indices). f32, f64, f16/bf16 (→ f32). A zero-size `dim` is an error.
     pub fn max(&self, dim: isize) -> Result<Tensor<T::Max>> {
-        self.reduce_dim("max", dim, false, false, T::rows_max)
+        self.reduce_dim("max", dim, false, false, T::max_dim)
     }
 
     /// [`Tensor::max`] keeping `dim` with size 1.
     pub fn max_keepdim(&self, dim: isize) -> Result<Tensor<T::Max>> {
-        self.reduce_dim("max", dim, true, false, T::rows_max)
+        self.reduce_dim("max", dim, true, false, T::max_dim)
     }
 }

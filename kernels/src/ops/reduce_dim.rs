@@ -1,0 +1,321 @@
+//! Reductions along one dimension: sum or max of a contiguous `[outer, size, inner]` array over
+//! its middle dimension, giving `[outer, inner]` (a tensor's `sum(dim)` / `amax(dim)` with
+//! `outer` the product of the dimensions before `dim` and `inner` of those after it).
+//!
+//! The kernel is picked by shape, here and nowhere else (measurements: `kernels/TUNING.md`):
+//! - `inner == 1` (the last dimension), rows shorter than [`ROW_SPLIT_MIN_COLS`]: one warp per
+//!   row (`reduce_rows_*`), 16-byte loads;
+//! - `inner == 1`, longer rows: each row split into `P` column chunks, one block per chunk
+//!   (`reduce_rows_part_*`, 4 loads in flight per thread), `P` chosen so that a few rows still
+//!   fill every SM; a second launch reduces the `[rows, P]` partials with the warp kernel;
+//! - `inner > 1`: columns (`reduce_cols_*`): 32 adjacent columns per block, 8 thread rows, the
+//!   reduced dimension split into `P` parts when `outer · ceil(inner / 32)` blocks cannot fill
+//!   the GPU, then one more launch over the `[outer, P, inner]` partials; a reduced dimension of
+//!   at most [`THIN_MAX_SIZE`] uses one thread per column (block (256, 1)) instead.
+//!
+//! All without atomics: the same input, shape and GPU give bit-identical results.
+
+use crate::dispatch::{self, Part, Rows};
+use crate::launch::{blocks, check_len, sms, to_i32, BLOCK};
+use crate::{Element, Error, Kernels, Result};
+use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+
+/// Rows at least this long are split across blocks ([`reduce_dim`]'s second choice).
+pub const ROW_SPLIT_MIN_COLS: usize = 1024;
+
+/// Reduced dimensions up to this long use the thin column launch (one thread per column).
+pub const THIN_MAX_SIZE: usize = 32;
+
+/// The most blocks in a grid's y and z dimensions.
+const GRID_YZ_MAX: usize = 65_535;
+
+/// Blocks that keep every SM busy: 8 blocks of 256 threads per SM.
+fn fill(sm_count: u64) -> usize {
+    8 * sm_count.max(1) as usize
+}
+
+/// How many column chunks each of `rows` rows of `cols` elements is split into (1: no split).
+pub fn row_parts(rows: usize, cols: usize, sm_count: u32) -> usize {
+    if cols < ROW_SPLIT_MIN_COLS || rows == 0 {
+        return 1;
+    }
+    let want = fill(u64::from(sm_count)).div_ceil(rows);
+    want.min(cols.div_ceil(2048)).clamp(1, GRID_YZ_MAX)
+}
+
+/// How many parts the reduced dimension of `size` is split into for `outer × inner` columns.
+pub fn col_parts(outer: usize, size: usize, inner: usize, sm_count: u32) -> usize {
+    let col_blocks = outer.saturating_mul(inner.div_ceil(32)).max(1);
+    let want = fill(u64::from(sm_count)).div_ceil(col_blocks);
+    want.min(size.div_ceil(64)).clamp(1, GRID_YZ_MAX)
+}
+
+/// The kernels one reduction needs: the first pass over `T` and the finishing passes over the
+/// accumulator type `A` (f32 for f16/bf16).
+struct Plan<'k, T: DeviceRepr, A: DeviceRepr> {
+    rows: &'k Rows<T, A>,
+    rows_part: &'k Part<T, A>,
+    cols: &'k Part<T, A>,
+    rows_acc: &'k Rows<A, A>,
+    cols_acc: &'k Part<A, A>,
+}
+
+/// `out[o][i] = Σ_s x[o][s][i]` of a contiguous `[outer, size, inner]` `x`; `out` holds
+/// `outer · inner` values in [`Element::SumAcc`] (f32 for f16/bf16). An empty `size` gives 0.
+/// f32, f64, f16, bf16.
+pub fn sum_dim<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::SumAcc>,
+    (outer, size, inner): (usize, usize, usize),
+) -> Result<()> {
+    let plan = Plan {
+        rows: dispatch::rows_sum::<T>(k)?,
+        rows_part: dispatch::rows_part_sum::<T>(k)?,
+        cols: dispatch::cols_sum::<T>(k)?,
+        rows_acc: dispatch::acc_rows_sum::<T>(k)?,
+        cols_acc: dispatch::acc_cols_sum::<T>(k)?,
+    };
+    reduce_dim(
+        "sum over a dimension",
+        &plan,
+        s,
+        x,
+        out,
+        (outer, size, inner),
+    )
+}
+
+/// `out[o][i] = max_s x[o][s][i]` of a contiguous `[outer, size, inner]` `x`, in
+/// [`Element::Scalar`] (f32 for f16/bf16); NaN propagates; an empty `size` gives -inf.
+/// f32, f64, f16, bf16.
+pub fn max_dim<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::Scalar>,
+    (outer, size, inner): (usize, usize, usize),
+) -> Result<()> {
+    let plan = Plan {
+        rows: dispatch::rows_max::<T>(k)?,
+        rows_part: dispatch::rows_part_max::<T>(k)?,
+        cols: dispatch::cols_max::<T>(k)?,
+        rows_acc: dispatch::acc_rows_max::<T>(k)?,
+        cols_acc: dispatch::acc_cols_max::<T>(k)?,
+    };
+    reduce_dim(
+        "max over a dimension",
+        &plan,
+        s,
+        x,
+        out,
+        (outer, size, inner),
+    )
+}
+
+/// `out[r] = Σ_c x[r][c]` of a row-major `[rows, cols]` array ([`sum_dim`] of the last
+/// dimension).
+pub fn rows_sum<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::SumAcc>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    sum_dim(k, s, x, out, (rows, cols, 1))
+}
+
+/// `out[r] = max_c x[r][c]` of a row-major `[rows, cols]` array ([`max_dim`] of the last
+/// dimension).
+pub fn rows_max<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    max_dim(k, s, x, out, (rows, cols, 1))
+}
+
+/// `out[c] = Σ_r x[r][c]` of a row-major `[rows, cols]` array ([`sum_dim`] of the first).
+pub fn cols_sum<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T::SumAcc>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    sum_dim(k, s, x, out, (1, rows, cols))
+}
+
+fn reduce_dim<T: DeviceRepr, A: DeviceRepr>(
+    op: &'static str,
+    plan: &Plan<'_, T, A>,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<A>,
+    (outer, size, inner): (usize, usize, usize),
+) -> Result<()> {
+    let too_large = |what: &'static str| Error::TooLarge {
+        op,
+        what,
+        value: outer as u128 * size as u128 * inner as u128,
+        max: usize::MAX as u128,
+    };
+    let n_out = outer.checked_mul(inner).ok_or(too_large("outer × inner"))?;
+    let n_in = n_out
+        .checked_mul(size)
+        .ok_or(too_large("outer × size × inner"))?;
+    check_len(op, "x", x.len(), n_in)?;
+    check_len(op, "out", out.len(), n_out)?;
+    if n_out == 0 {
+        return Ok(());
+    }
+    let sm_count = sms(s) as u32;
+    if inner == 1 {
+        rows(op, plan, s, x, out, n_out, size, sm_count)
+    } else {
+        cols(op, plan, s, x, out, (outer, size, inner), sm_count)
+    }
+}
+
+/// The last dimension: warp per row, or split rows and a second pass.
+#[allow(clippy::too_many_arguments)]
+fn rows<T: DeviceRepr, A: DeviceRepr>(
+    op: &'static str,
+    plan: &Plan<'_, T, A>,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<A>,
+    rows: usize,
+    cols: usize,
+    sm_count: u32,
+) -> Result<()> {
+    let (r, c) = (to_i32(op, "rows", rows)?, to_i32(op, "columns", cols)?);
+    let warp_cfg = |rows: usize| LaunchConfig::new(blocks(rows, (BLOCK / 32) as usize), BLOCK);
+    if cols < ROW_SPLIT_MIN_COLS || rows > GRID_YZ_MAX {
+        // SAFETY: reduce_rows_* reads x[r·cols + c] for r < rows, c < cols (x holds rows·cols,
+        // checked) and writes out[r] (out holds rows, checked).
+        unsafe { plan.rows.launch(s, &warp_cfg(rows), x, out, r, c) }?;
+        return Ok(());
+    }
+    let parts = row_parts(rows, cols, sm_count);
+    let chunk = cols.div_ceil(parts).next_multiple_of(8);
+    let parts = cols.div_ceil(chunk).max(1);
+    let ch = to_i32(op, "chunk", chunk)?;
+    let cfg = LaunchConfig::new((parts as u32, rows as u32), BLOCK);
+    if parts == 1 {
+        // SAFETY: block (0, r) reads x[r·cols + c] for c < cols and writes out[r·1 + 0]; x holds
+        // rows·cols and out rows values (checked); the grid's y is rows (<= 65535, checked).
+        unsafe { plan.rows_part.launch(s, &cfg, x, out, r, c, ch) }?;
+        return Ok(());
+    }
+    // SAFETY: filled by the first launch (every (r, p) block writes partial[r·P + p]) before
+    // the second reads it, in stream order.
+    let mut partial = unsafe { s.alloc::<A>(rows * parts)? };
+    // SAFETY: block (p, r) reads x[r·cols + c] for c in its chunk ∩ [0, cols) and writes
+    // partial[r·P + p] < rows·P = partial.len().
+    unsafe { plan.rows_part.launch(s, &cfg, x, &mut partial, r, c, ch) }?;
+    let p = to_i32(op, "parts", parts)?;
+    // SAFETY: reads the [rows, P] partials (rows·P values) and writes out[r] for r < rows.
+    unsafe {
+        plan.rows_acc
+            .launch(s, &warp_cfg(rows), &partial, out, r, p)
+    }?;
+    Ok(())
+}
+
+/// A middle dimension: columns, split along the reduced dimension when the columns are few.
+fn cols<T: DeviceRepr, A: DeviceRepr>(
+    op: &'static str,
+    plan: &Plan<'_, T, A>,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<A>,
+    (outer, size, inner): (usize, usize, usize),
+    sm_count: u32,
+) -> Result<()> {
+    let (sz, inn) = (to_i32(op, "size", size)?, to_i32(op, "inner", inner)?);
+    // A short reduced dimension: one thread per column (block (256, 1)), no split.
+    let thin = size <= THIN_MAX_SIZE;
+    let (bx, by) = if thin { (256, 1) } else { (32, 8) };
+    let gx = blocks(inner, bx as usize);
+    let parts = if thin {
+        1
+    } else {
+        col_parts(outer, size, inner, sm_count)
+    };
+    let chunk = size.div_ceil(parts).max(1);
+    let parts = size.div_ceil(chunk).max(1);
+    let ch = to_i32(op, "chunk", chunk)?;
+    let partial_len = outer
+        .checked_mul(parts)
+        .and_then(|v| v.checked_mul(inner))
+        .ok_or(Error::TooLarge {
+            op,
+            what: "partials",
+            value: outer as u128 * parts as u128 * inner as u128,
+            max: usize::MAX as u128,
+        })?;
+    // SAFETY (both launches below): fully written by the first pass before the second reads it.
+    let mut partial = if parts > 1 {
+        Some(unsafe { s.alloc::<A>(partial_len)? })
+    } else {
+        None
+    };
+    // Slabs of at most 65535 outer slices (the grid's z limit).
+    let mut o = 0;
+    while o < outer {
+        let slab = (outer - o).min(GRID_YZ_MAX);
+        let xs = x.slice(o * size * inner..(o + slab) * size * inner)?;
+        let cfg = LaunchConfig::new((gx, parts as u32, slab as u32), (bx, by));
+        match partial.as_mut() {
+            None => {
+                let mut os = out.slice_mut(o * inner..(o + slab) * inner)?;
+                // SAFETY: block (bx, p = 0, z) reads xs[z·size·inner + r·inner + c] for
+                // r < size, c < inner (xs holds slab·size·inner) and writes os[z·inner + c]
+                // (os holds slab·inner).
+                unsafe { plan.cols.launch(s, &cfg, &xs, &mut os, sz, inn, ch) }?;
+            }
+            Some(partial) => {
+                let mut ps = partial.slice_mut(o * parts * inner..(o + slab) * parts * inner)?;
+                // SAFETY: as above, writing ps[(z·P + p)·inner + c] < slab·P·inner = ps.len().
+                unsafe { plan.cols.launch(s, &cfg, &xs, &mut ps, sz, inn, ch) }?;
+                let mut os = out.slice_mut(o * inner..(o + slab) * inner)?;
+                let p = to_i32(op, "parts", parts)?;
+                let fin = LaunchConfig::new((gx, 1, slab as u32), (32, 8));
+                // SAFETY: reads the [slab, P, inner] partials and writes os[z·inner + c].
+                unsafe { plan.cols_acc.launch(s, &fin, &ps, &mut os, p, inn, p) }?;
+            }
+        }
+        o += slab;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_rows_split_until_the_gpu_is_full() {
+        assert_eq!(row_parts(4096, 1000, 132), 1);
+        assert_eq!(row_parts(4096, 4096, 132), 1);
+        assert_eq!(row_parts(7, 1_000_003, 132), 151);
+        assert_eq!(row_parts(1, 50_257, 132), 25);
+        assert_eq!(row_parts(0, 50_257, 132), 1);
+    }
+
+    #[test]
+    fn few_columns_split_the_reduced_dimension() {
+        assert_eq!(col_parts(1, 4096, 4096, 132), 9);
+        assert_eq!(col_parts(1, 8192, 65_536, 132), 1);
+        assert_eq!(col_parts(1, 4096, 1, 132), 64);
+        assert_eq!(col_parts(1, 100_000, 33, 132), 528);
+        assert_eq!(col_parts(1, 0, 33, 132), 1);
+    }
+}
