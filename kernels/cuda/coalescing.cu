@@ -85,23 +85,103 @@ transpose_tiled(const float* in, float* out, int rows, int cols) { transpose_til
 extern "C" __global__ void __launch_bounds__(256)
 transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transpose_tiled_body<1>(in, out, rows, cols); }
 
-// transpose_skinny: for shapes with fewer than 64 rows or columns, where a 64 x 64 tile would
-// leave most of its threads idle (a [2^20, 3] transpose launched 16384 tiles with 3 columns
-// each). One output element per step, outputs in order (coalesced writes), 4 independent loads
-// in flight per thread; the reads jump by `cols` but a skinny side keeps them in few lines.
-// Launch: block 256, any grid.
+// transpose_tiled32_padded: the padded tile at 32 x 32 (block 32 x 8, 4 loads per thread), for
+// small matrices where 64 x 64 tiles are too few to fill the GPU (1024^2 is 256 such tiles).
+// Launch: block (32, 8), grid (ceil(cols / 32), ceil(rows / 32)).
+extern "C" __global__ void __launch_bounds__(256)
+transpose_tiled32_padded(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    __shared__ float tile[32][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+#pragma unroll
+    for (int j = 0; j < 32; j += BLOCK_ROWS) {
+        const int r = r0 + ty + j, c = c0 + tx;
+        if (r < rows && c < cols) tile[ty + j][tx] = in[(u64)r * cols + c];
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 32; j += BLOCK_ROWS) {
+        const int orow = c0 + ty + j, ocol = r0 + tx;
+        if (orow < cols && ocol < rows) out[(u64)orow * rows + ocol] = tile[tx][ty + j];
+    }
+}
+
+// transpose_tiled_aligned: the 64 x 64 padded tile for rows that do not start on a 128-byte
+// line (odd widths). A warp reading 32 floats that straddle two lines costs two L1 wavefronts;
+// the tiled kernel spent four on each 64-float row segment. Here the lanes of a warp follow the
+// memory lines instead of the tile: for each row segment, 3 instructions cover the 3 lines it
+// touches (lane l of instruction k takes the float at line_start + 32 k + l, if it belongs to
+// the segment), so a segment costs 3 wavefronts, on the reads and on the writes alike.
+// Launch: block (32, 8), grid (ceil(cols / 64), ceil(rows / 64)).
+extern "C" __global__ void __launch_bounds__(256)
+transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    __shared__ float tile[TT][TT + 1];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c0 = blockIdx.x * TT, r0 = blockIdx.y * TT;
+    const int cw = min(TT, cols - c0), rh = min(TT, rows - r0);  // this tile's extent
+#pragma unroll
+    for (int j = 0; j < TT; j += BLOCK_ROWS) {
+        const int i = ty + j;
+        const float* seg = in + (u64)(r0 + i) * cols + c0;
+        const int mis = (int)(((unsigned long long)seg >> 2) & 31);  // floats past its line
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            const int o = 32 * k + tx - mis;  // tile column this lane takes
+            if (i < rh && o >= 0 && o < cw) tile[i][o] = seg[o];
+        }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < TT; j += BLOCK_ROWS) {
+        const int i = ty + j;  // output row c0 + i, columns r0 .. r0 + rh
+        float* seg = out + (u64)(c0 + i) * rows + r0;
+        const int mis = (int)(((unsigned long long)seg >> 2) & 31);
+#pragma unroll
+        for (int k = 0; k < 3; ++k) {
+            const int o = 32 * k + tx - mis;
+            if (i < cw && o >= 0 && o < rh) seg[o] = tile[o][i];
+        }
+    }
+}
+
+// transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64
+// tile would leave most of its threads idle (a [2^20, 3] transpose was 16384 tiles of 3
+// columns). A block moves a [tr, tc] sub-matrix through shared memory: tc = cols, tr = 4096 / cols
+// rows when cols < 64 (its input is one contiguous span, its output cols contiguous runs), or
+// tr = rows, tc = 4096 / rows columns when rows < 64 (rows input runs, one contiguous output span).
+// Reads and writes walk element numbers q = 0 .. tr * tc in order, so consecutive lanes touch
+// consecutive addresses on both sides; 4 loads in flight per thread.
+// Launch: block 256, grid ceil(rows / tr) (cols < 64) or ceil(cols / tc) (rows < 64), with
+// tr, tc as above.
+#define SKINNY_TILE 4096
 extern "C" __global__ void __launch_bounds__(256)
 transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    const u64 total = (u64)rows * (u64)cols, stride = grid_threads();
-    for (u64 o = global_tid(); o < total; o += 4 * stride) {
+    __shared__ float tile[SKINNY_TILE];
+    const bool by_rows = cols < 64;  // else rows < 64
+    const int tr = by_rows ? SKINNY_TILE / (cols + 1) : rows;
+    const int tc = by_rows ? cols : SKINNY_TILE / (rows + 1);
+    const int r0 = by_rows ? blockIdx.x * tr : 0, c0 = by_rows ? 0 : blockIdx.x * tc;
+    const int h = min(tr, rows - r0), w = min(tc, cols - c0);  // this block's sub-matrix
+    const int n = h * w, t = threadIdx.x, nt = blockDim.x;
+    // tile[i * ld + j] holds element (r0 + i, c0 + j); an odd row stride ld (w or w + 1) keeps
+    // the column-wise reads of the second phase free of bank conflicts; tr * ld <= SKINNY_TILE.
+    const int ld = w | 1;
+    for (int q = t; q < n; q += 4 * nt) {
         float v[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-            const u64 e = o + u * stride;  // out[e] = out[c][r] with c = e / rows, r = e % rows
-            if (e < total) v[u] = in[(e % (u64)rows) * (u64)cols + e / (u64)rows];
+            const int e = q + u * nt;
+            if (e < n) v[u] = in[(u64)(r0 + e / w) * cols + c0 + e % w];
         }
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (o + u * stride < total) out[o + u * stride] = v[u];
+        for (int u = 0; u < 4; ++u) {
+            const int e = q + u * nt;
+            if (e < n) tile[(e / w) * ld + e % w] = v[u];
+        }
+    }
+    __syncthreads();
+    for (int q = t; q < n; q += nt) {  // output element (c0 + j, r0 + i), q = j * h + i
+        const int j = q / h, i = q % h;
+        out[(u64)(c0 + j) * rows + r0 + i] = tile[i * ld + j];
     }
 }

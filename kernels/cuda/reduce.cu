@@ -260,7 +260,7 @@ extern "C" __global__ void reduce_rows_part_max_bf16(const bf16_t* in, float* pa
 // (a reduction over any dimension but the last, without moving data first). Block (32, 8) of
 // grid (ceil(cols / 32), P, outer): the 32 lanes take 32 adjacent columns (each row's read is one
 // coalesced 128-byte line), the 8 thread rows take rows ty, ty + 8, ... of part p =
-// [p * chunk, min(rows, (p + 1) * chunk)) with 4 loads in flight, and the 8 values of a column
+// [p * chunk, min(rows, (p + 1) * chunk)) with 8 loads in flight, and the 8 values of a column
 // combine in ty order through shared memory. Writes out[(z * P + p) * cols + c]: with P == 1
 // that is the [outer, cols] result; else a [outer, P, cols] array that one more launch with
 // P == 1 reduces (fixed order: deterministic).
@@ -281,12 +281,12 @@ __device__ __forceinline__ void reduce_cols(const typename DType<Tag>::Storage* 
     if (c < cols) {
         const S* col = in + z * (u64)rows * (u64)cols + c;
         long long r = r0 + ty;
-        for (; r + 3 * ny < r1; r += 4 * ny) {
-            S v[4];
+        for (; r + 7 * ny < r1; r += 8 * ny) {  // 8 loads in flight
+            S v[8];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) v[u] = col[(u64)(r + ny * u) * (u64)cols];
+            for (int u = 0; u < 8; ++u) v[u] = col[(u64)(r + ny * u) * (u64)cols];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) acc = Op::combine(acc, widen<Tag, A>(v[u]));
+            for (int u = 0; u < 8; ++u) acc = Op::combine(acc, widen<Tag, A>(v[u]));
         }
         for (; r < r1; r += ny) acc = Op::combine(acc, widen<Tag, A>(col[(u64)r * (u64)cols]));
     }

@@ -206,6 +206,8 @@ softmax_rows_regs_f32(const float* __restrict__ in, float* __restrict__ out, int
 // a row read adjacent floats). Exact row max and sum with shuffles inside the G-lane group, one
 // expf per element, any width and alignment (scalar loads). Replaces one warp per row for
 // narrow rows (a 1-column row used 1 of 32 lanes) and the online kernels up to 1024 columns.
+// Instances: G = next_pow2(cols) / 4 (1 to 32), PER = 4 (fewer below 4 columns; up to 32 when
+// G = 32): 4 elements per lane keep 4 loads in flight and cost one shuffle tree per 4 elements.
 //   Launch: block 128, grid ceil(rows / (128 / G)).
 template <int G, int PER>
 __device__ __forceinline__ void softmax_small(const float* __restrict__ in, float* __restrict__ out,
@@ -247,12 +249,12 @@ __device__ __forceinline__ void softmax_small(const float* __restrict__ in, floa
 }
 
 extern "C" __global__ void __launch_bounds__(128) softmax_small_g1_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<1, 1>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(128) softmax_small_g2_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<2, 1>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(128) softmax_small_g4_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<4, 1>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(128) softmax_small_g8_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<8, 1>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(128) softmax_small_g16_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<16, 1>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p1_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 1>(in, out, rows, cols); }
-extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p2_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 2>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g1_p2_f32(const float* in, float* out, int rows, int cols) { softmax_small<1, 2>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g1_p4_f32(const float* in, float* out, int rows, int cols) { softmax_small<1, 4>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g2_p4_f32(const float* in, float* out, int rows, int cols) { softmax_small<2, 4>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g4_p4_f32(const float* in, float* out, int rows, int cols) { softmax_small<4, 4>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g8_p4_f32(const float* in, float* out, int rows, int cols) { softmax_small<8, 4>(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(128) softmax_small_g16_p4_f32(const float* in, float* out, int rows, int cols) { softmax_small<16, 4>(in, out, rows, cols); }
 extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p4_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 4>(in, out, rows, cols); }
 extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p8_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 8>(in, out, rows, cols); }
 extern "C" __global__ void __launch_bounds__(128) softmax_small_g32_p16_f32(const float* in, float* out, int rows, int cols) { softmax_small<32, 16>(in, out, rows, cols); }
@@ -379,4 +381,71 @@ softmax_part_apply_f32(const float* __restrict__ in, const float* __restrict__ s
         done = n / 4 * 4;
     }
     for (int c = done + t; c < n; c += nt) y[c] = expf(x[c] - m) * inv;
+}
+
+// softmax_smem_f32: one block per row with the row staged in dynamic shared memory (cols floats,
+// up to the device's opt-in limit: ~56k floats on an H100), for rows too long for registers:
+// read once from global memory (16-byte loads when aligned, 4 in flight per thread), exact row max
+// while loading, exp(x - max) once per element in place with the row sum, then the scaled write.
+// Every thread touches only its own elements between the two block reductions, whose
+// __syncthreads order the passes. Same NaN / inf rules as the registers kernel.
+//   Launch: block 1024 (a multiple of 32), grid rows, dynamic shared memory 4 * cols bytes.
+extern "C" __global__ void __launch_bounds__(1024)
+softmax_smem_f32(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    extern __shared__ __align__(16) float srow[];
+    __shared__ float red[32];
+    const u64 row = blockIdx.x;
+    if (row >= (u64)rows) return;  // whole block leaves together
+    const int nt = blockDim.x, t = threadIdx.x;
+    const float* x = in + row * (u64)cols;
+    float* y = out + row * (u64)cols;
+    const bool vec = part_vec(in, out, cols);
+    const int packs = vec ? cols / 4 : 0;
+    float4* s4 = reinterpret_cast<float4*>(srow);
+    float m = NEG_INF;
+    {
+        const float4* x4 = reinterpret_cast<const float4*>(x);
+        int p = t;
+        for (; p + 3 * nt < packs; p += 4 * nt) {
+            float4 v[4];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) v[u] = x4[p + u * nt];
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                s4[p + u * nt] = v[u];
+                m = fmaxf(m, fmaxf(fmaxf(v[u].x, v[u].y), fmaxf(v[u].z, v[u].w)));
+            }
+        }
+        for (; p < packs; p += nt) {
+            const float4 v = x4[p];
+            s4[p] = v;
+            m = fmaxf(m, fmaxf(fmaxf(v.x, v.y), fmaxf(v.z, v.w)));
+        }
+        for (int c = packs * 4 + t; c < cols; c += nt) {
+            const float v = x[c];
+            srow[c] = v;
+            m = fmaxf(m, v);
+        }
+    }
+    m = block_allreduce(m, true, red);
+    float s = 0.0f;
+    for (int p = t; p < packs; p += nt) {
+        float4 v = s4[p];
+        v = make_float4(expf(v.x - m), expf(v.y - m), expf(v.z - m), expf(v.w - m));
+        s4[p] = v;
+        s += (v.x + v.y) + (v.z + v.w);
+    }
+    for (int c = packs * 4 + t; c < cols; c += nt) {
+        const float e = expf(srow[c] - m);
+        srow[c] = e;
+        s += e;
+    }
+    s = block_allreduce(s, false, red);
+    const float inv = 1.0f / s;
+    float4* y4 = reinterpret_cast<float4*>(y);
+    for (int p = t; p < packs; p += nt) {
+        const float4 v = s4[p];
+        y4[p] = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+    }
+    for (int c = packs * 4 + t; c < cols; c += nt) y[c] = srow[c] * inv;
 }

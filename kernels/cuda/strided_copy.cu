@@ -27,25 +27,54 @@ struct StridedLayout {
     long long offset;
 };
 
+// Source offset of output element i (i unravelled over the shape, last dimension fastest).
+__device__ __forceinline__ long long view_offset(const StridedLayout& L, u64 i) {
+    u64 rem = i;
+    long long off = L.offset;
+#pragma unroll
+    for (int d = 7; d >= 0; --d) {
+        if (d < L.rank) {
+            const u64 s = (u64)L.shape[d];
+            u64 q;
+            // 32-bit division is much cheaper than 64-bit; use it when the values fit.
+            if ((rem >> 32) == 0 && (s >> 32) == 0) q = (unsigned int)rem / (unsigned int)s;
+            else q = rem / s;
+            off += (long long)(rem - q * s) * L.strides[d];
+            rem = q;
+        }
+    }
+    return off;
+}
+
+// Each thread copies 4 consecutive outputs: it unravels the first index once and steps along the
+// last dimension for the others (unravelling again only when a step wraps past its end), so the
+// divisions are paid once per 4 elements; the 4 loads are issued before the stores.
 template <typename T>
 __device__ __forceinline__ void strided_copy(const T* __restrict__ src, T* __restrict__ dst,
                                              const StridedLayout& L, u64 n) {
-    for (u64 i = global_tid(); i < n; i += grid_threads()) {
-        u64 rem = i;
-        long long off = L.offset;
+    const long long last = L.rank > 0 ? L.shape[L.rank - 1] : 1;
+    const long long step = L.rank > 0 ? L.strides[L.rank - 1] : 0;
+    for (u64 i = 4 * global_tid(); i < n; i += 4 * grid_threads()) {
+        long long off = view_offset(L, i);
+        long long j = L.rank > 0 ? (long long)(i % (u64)last) : 0;
+        T v[4];
 #pragma unroll
-        for (int d = 7; d >= 0; --d) {
-            if (d < L.rank) {
-                const u64 s = (u64)L.shape[d];
-                u64 q;
-                // 32-bit division is much cheaper than 64-bit; use it when the values fit.
-                if ((rem >> 32) == 0 && (s >> 32) == 0) q = (unsigned int)rem / (unsigned int)s;
-                else q = rem / s;
-                off += (long long)(rem - q * s) * L.strides[d];
-                rem = q;
+        for (int u = 0; u < 4; ++u) {
+            if (i + u < n) {
+                if (u > 0) {
+                    if (++j == last) {
+                        j = 0;
+                        off = view_offset(L, i + u);
+                    } else {
+                        off += step;
+                    }
+                }
+                v[u] = src[off];
             }
         }
-        dst[i] = src[off];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (i + u < n) dst[i + u] = v[u];
     }
 }
 

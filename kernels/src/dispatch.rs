@@ -234,3 +234,38 @@ pub(crate) fn strided_copy<T: cuda_driver::DeviceRepr>(k: &Kernels) -> Result<St
     // that every index the layout reaches lies in `src` and that `dst` holds `n` elements.
     Ok(unsafe { Kernel::from_function(f.clone())? })
 }
+
+/// `transpose_*(in, out, rows, cols)` over any 4-byte element.
+pub(crate) type TransposeBits<T> = Kernel<(In<T>, Out<T>, i32, i32)>;
+
+/// The transpose kernel `algo` names, for any `T` of 4 bytes (a transpose only moves values).
+pub(crate) fn transpose_bits<T: cuda_driver::DeviceRepr>(
+    k: &Kernels,
+    algo: crate::ops::TransposeAlgo,
+) -> Result<TransposeBits<T>> {
+    use crate::ops::TransposeAlgo as A;
+    if std::mem::size_of::<T>() != 4 {
+        return Err(Error::Invalid {
+            op: "transpose",
+            problem: format!(
+                "the transpose kernels move 4-byte elements; {} has {}",
+                std::any::type_name::<T>(),
+                std::mem::size_of::<T>()
+            ),
+        });
+    }
+    let f = match algo {
+        A::Naive => k.transpose_naive.function(),
+        A::Tiled => k.transpose_tiled.function(),
+        A::Skinny => k.transpose_skinny.function(),
+        A::Tiled32 => k.transpose_tiled32_padded.function(),
+        A::Aligned => k.transpose_tiled_aligned.function(),
+        A::TiledPadded | A::Auto => k.transpose_tiled_padded.function(),
+    };
+    // SAFETY: transpose_*(const float* in, float* out, int rows, int cols) only loads and stores
+    // whole 4-byte values (no arithmetic on them, so any bit pattern moves unchanged), and `T`
+    // has exactly 4 bytes (checked above) and is Pod, so `&DeviceSlice<T>` / `&mut
+    // DeviceSlice<T>` describe the same memory as the float pointers; `from_function` re-checks
+    // the parameter sizes. The caller checks `in` and `out` against rows · cols.
+    Ok(unsafe { Kernel::from_function(f.clone())? })
+}

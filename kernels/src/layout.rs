@@ -71,6 +71,46 @@ impl StridedLayout {
             .try_fold(1usize, |acc, &s| acc.checked_mul(usize::try_from(s).ok()?))
     }
 
+    /// The same view with fewer dimensions: extent-1 dimensions dropped and each pair of
+    /// neighbours merged where the outer one steps exactly over the inner one
+    /// (`strides[d] == strides[d + 1] · shape[d + 1]`). Same elements, same order, so a copy
+    /// through it writes the same output with less index arithmetic (a contiguous view becomes
+    /// rank 1). `None` when the layout is invalid.
+    pub fn simplified(&self) -> Option<StridedLayout> {
+        let dims = self.dims()?;
+        let mut shape: Vec<i64> = Vec::with_capacity(dims.len());
+        let mut strides: Vec<i64> = Vec::with_capacity(dims.len());
+        for (d, &extent) in dims.iter().enumerate() {
+            if extent == 1 {
+                continue;
+            }
+            let stride = self.strides[d];
+            match (shape.last_mut(), strides.last()) {
+                (Some(outer), Some(&outer_stride))
+                    if Some(outer_stride) == stride.checked_mul(extent) =>
+                {
+                    *outer = outer.checked_mul(extent)?;
+                    *strides.last_mut()? = stride;
+                }
+                _ => {
+                    shape.push(extent);
+                    strides.push(stride);
+                }
+            }
+        }
+        if dims.contains(&0) {
+            // An empty view stays empty (its strides do not matter).
+            shape = vec![0];
+            strides = vec![1];
+        }
+        let mut l = StridedLayout::zeroed();
+        l.rank = shape.len() as i32;
+        l.shape[..shape.len()].copy_from_slice(&shape);
+        l.strides[..strides.len()].copy_from_slice(&strides);
+        l.offset = self.offset;
+        Some(l)
+    }
+
     /// The smallest and largest element index the view touches (`None` when it is empty or
     /// invalid, or an index overflows `i64`).
     pub fn index_range(&self) -> Option<(i64, i64)> {
@@ -87,5 +127,40 @@ impl StridedLayout {
             }
         }
         Some((lo, hi))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StridedLayout;
+    use crate::reference;
+
+    #[test]
+    fn simplified_views_keep_their_elements_and_order() {
+        let src: Vec<u32> = (0..4096).collect();
+        let cases: &[(&[usize], &[isize], usize)] = &[
+            (&[4, 8, 16], &[128, 16, 1], 0),
+            (&[16, 4, 8], &[1, 128, 16], 3),
+            (&[2, 1, 12, 1, 8], &[960, 5, 64, 7, 1], 0),
+            (&[8, 8], &[1, 8], 0),
+            (&[5, 6], &[24, 2], 1),
+            (&[3, 0, 4], &[1, 1, 1], 0),
+            (&[], &[], 9),
+            (&[7, 3], &[0, 1], 2),
+            (&[4, 4], &[-4, 1], 20),
+        ];
+        for &(shape, strides, offset) in cases {
+            let l = StridedLayout::new(shape, strides, offset).unwrap();
+            let s = l.simplified().unwrap();
+            assert!(s.rank <= l.rank.max(1), "{shape:?}: rank grew");
+            assert_eq!(s.numel(), l.numel(), "{shape:?}");
+            assert_eq!(
+                reference::strided_copy(&src, &s),
+                reference::strided_copy(&src, &l),
+                "{shape:?} {strides:?}"
+            );
+        }
+        let contiguous = StridedLayout::contiguous(&[4, 8, 16]).unwrap().simplified();
+        assert_eq!(contiguous.map(|c| c.rank), Some(1));
     }
 }

@@ -1173,9 +1173,20 @@ fn copies() -> TestResult {
     Ok(())
 }
 
+/// Transpose shapes beyond [`SHAPES_2D`]: both sides at least 64 and odd (the line-following
+/// kernel), a side just under 64 (the skinny kernel in both directions), tall and wide strips.
+const TRANSPOSE_SHAPES: &[(usize, usize)] = &[
+    (65, 97),
+    (127, 4099),
+    (63, 1000),
+    (5000, 63),
+    (2, 70_001),
+    (3001, 1),
+];
+
 fn transposes() -> TestResult {
     let (_ctx, s, k) = setup()?;
-    for &(rows, cols) in SHAPES_2D {
+    for &(rows, cols) in SHAPES_2D.iter().chain(TRANSPOSE_SHAPES) {
         for &off in OFFSETS {
             let x = data::<f32>(21, rows * cols);
             let dx = upload(&s, &x, off)?;
@@ -1184,11 +1195,13 @@ fn transposes() -> TestResult {
                 TransposeAlgo::Naive,
                 TransposeAlgo::Tiled,
                 TransposeAlgo::TiledPadded,
+                TransposeAlgo::Tiled32,
+                TransposeAlgo::Aligned,
                 TransposeAlgo::Skinny,
                 TransposeAlgo::Auto,
             ] {
                 let mut o = poisoned::<f32>(&s, rows * cols, off)?;
-                ops::transpose(
+                let r = ops::transpose(
                     &k,
                     &s,
                     algo,
@@ -1196,7 +1209,15 @@ fn transposes() -> TestResult {
                     &mut o.slice_mut(off..)?,
                     rows,
                     cols,
-                )?;
+                );
+                if algo == TransposeAlgo::Skinny && rows >= 64 && cols >= 64 {
+                    ensure!(
+                        matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
+                        "Skinny must refuse {rows}x{cols}"
+                    );
+                    continue;
+                }
+                r?;
                 check_exact(
                     &format!("transpose {algo:?} {rows}x{cols} off={off}"),
                     &download(&s, &o, off)?,
@@ -1251,6 +1272,8 @@ fn strided_copy_all<T: Gen>() -> TestResult {
 
 fn softmax() -> TestResult {
     let (_ctx, s, k) = setup()?;
+    let shared_cols =
+        ops::shared_max_cols(s.context().limits().max_shared_per_block_optin as usize);
     let shapes: &[(usize, usize)] = &[
         (0, 5),
         (5, 0),
@@ -1274,6 +1297,7 @@ fn softmax() -> TestResult {
         (9, 17),
         (5, 100),
         (3, 50257),
+        (140, 20_001),
         (2, 100_003),
     ];
     for &(rows, cols) in shapes {
@@ -1292,6 +1316,7 @@ fn softmax() -> TestResult {
                 SoftmaxAlgo::Registers,
                 SoftmaxAlgo::Narrow,
                 SoftmaxAlgo::Split,
+                SoftmaxAlgo::Shared,
             ] {
                 let mut o = poisoned::<f32>(&s, rows * cols, off)?;
                 let r = ops::softmax_rows_with(
@@ -1308,7 +1333,8 @@ fn softmax() -> TestResult {
                 let refused = rows > 0
                     && cols > 0
                     && ((algo == SoftmaxAlgo::Registers && cols > ops::REGISTERS_MAX_COLS)
-                        || (algo == SoftmaxAlgo::Narrow && cols > ops::NARROW_MAX_COLS));
+                        || (algo == SoftmaxAlgo::Narrow && cols > ops::NARROW_MAX_COLS)
+                        || (algo == SoftmaxAlgo::Shared && cols > shared_cols));
                 if refused {
                     ensure!(
                         matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
@@ -1343,9 +1369,17 @@ fn softmax() -> TestResult {
                 SoftmaxAlgo::Registers,
                 SoftmaxAlgo::Narrow,
                 SoftmaxAlgo::Split,
+                SoftmaxAlgo::Shared,
             ][..],
         ),
-        (5000, &[SoftmaxAlgo::Registers, SoftmaxAlgo::Split][..]),
+        (
+            5000,
+            &[
+                SoftmaxAlgo::Registers,
+                SoftmaxAlgo::Split,
+                SoftmaxAlgo::Shared,
+            ][..],
+        ),
     ] {
         special_rows(&s, &k, cols, algos)?;
     }

@@ -9,7 +9,7 @@ use super::timing::{BenchResult, Rotating};
 use cuda_kernels::ops::{self, SoftmaxAlgo};
 use cuda_kernels::reference;
 
-const ALGOS: [(SoftmaxAlgo, &str); 5] = [
+const ALGOS: [(SoftmaxAlgo, &str); 6] = [
     (SoftmaxAlgo::Warp, "softmax_warp_f32 (warp per row)"),
     (SoftmaxAlgo::Block, "softmax_block_f32 (block per row)"),
     (
@@ -21,6 +21,10 @@ const ALGOS: [(SoftmaxAlgo, &str); 5] = [
         "softmax_small_g*_p*_f32 (lanes per row)",
     ),
     (SoftmaxAlgo::Split, "softmax_part_* (chunks per row)"),
+    (
+        SoftmaxAlgo::Shared,
+        "softmax_smem_f32 (row in shared memory)",
+    ),
 ];
 
 /// Whether `algo` takes rows of `cols` columns.
@@ -64,7 +68,8 @@ pub fn softmax(b: &mut Bench) -> BenchResult<()> {
         let mut py = Rotating::zeros(&s, n, sets)?;
         let size = format!("{rows}x{cols} f32");
         let same = (rows, cols) == torch_size::SOFTMAX;
-        let auto = ops::softmax_choice(rows, cols, b.sm_count);
+        let shared = s.context().limits().max_shared_per_block_optin as usize;
+        let auto = ops::softmax_choice(rows, cols, b.sm_count, shared);
         let mut rates = Vec::new();
         for (algo, name) in ALGOS {
             if !takes(algo, cols) {

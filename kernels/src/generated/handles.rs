@@ -145,13 +145,15 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 136 kernels, in manifest order.
+/// The names of all 140 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "copy_coalesced",
     "copy_strided",
     "transpose_naive",
     "transpose_skinny",
     "transpose_tiled",
+    "transpose_tiled32_padded",
+    "transpose_tiled_aligned",
     "transpose_tiled_padded",
     "add_bf16",
     "add_f16",
@@ -258,6 +260,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "reduce_sum_tree_f64",
     "sgemm_nn",
     "sgemm_nt",
+    "sgemm_pack_rows",
     "sgemm_splitk_reduce",
     "sgemm_tn",
     "sgemm_tt",
@@ -266,17 +269,18 @@ pub static KERNEL_NAMES: &[&str] = &[
     "softmax_part_stats_f32",
     "softmax_rows_regs_any_f32",
     "softmax_rows_regs_f32",
-    "softmax_small_g16_p1_f32",
+    "softmax_small_g16_p4_f32",
     "softmax_small_g1_p1_f32",
-    "softmax_small_g2_p1_f32",
+    "softmax_small_g1_p2_f32",
+    "softmax_small_g1_p4_f32",
+    "softmax_small_g2_p4_f32",
     "softmax_small_g32_p16_f32",
-    "softmax_small_g32_p1_f32",
-    "softmax_small_g32_p2_f32",
     "softmax_small_g32_p32_f32",
     "softmax_small_g32_p4_f32",
     "softmax_small_g32_p8_f32",
-    "softmax_small_g4_p1_f32",
-    "softmax_small_g8_p1_f32",
+    "softmax_small_g4_p4_f32",
+    "softmax_small_g8_p4_f32",
+    "softmax_smem_f32",
     "softmax_warp_f32",
     "strided_copy_b2",
     "strided_copy_b4",
@@ -298,6 +302,8 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_tiled32_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `add_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `add_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -404,6 +410,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `reduce_sum_tree_f64` | `const double* in`, `double* partial`, `unsigned long long n` | `cuda/reduce.cu` |
 /// | `sgemm_nn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_nt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_pack_rows` | `const float* src`, `int ld_src`, `float* dst`, `int ld_dst`, `int rows`, `int cols` | `cuda/sgemm.cu` |
 /// | `sgemm_splitk_reduce` | `const float* ws`, `int splits`, `int M`, `int N`, `float alpha`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
@@ -412,17 +419,18 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `softmax_part_stats_f32` | `const float* in`, `float* stats`, `int rows`, `int cols`, `int chunk` | `cuda/softmax.cu` |
 /// | `softmax_rows_regs_any_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_rows_regs_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
-/// | `softmax_small_g16_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g16_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_small_g1_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
-/// | `softmax_small_g2_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g1_p2_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g1_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g2_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_small_g32_p16_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
-/// | `softmax_small_g32_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
-/// | `softmax_small_g32_p2_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_small_g32_p32_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_small_g32_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_small_g32_p8_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
-/// | `softmax_small_g4_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
-/// | `softmax_small_g8_p1_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g4_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_small_g8_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `softmax_smem_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_warp_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `strided_copy_b2` | `const unsigned short* src`, `unsigned short* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b4` | `const unsigned int* src`, `unsigned int* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
@@ -441,6 +449,10 @@ pub struct Kernels {
     pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled32_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
+    pub transpose_tiled32_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
+    pub transpose_tiled_aligned: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
@@ -653,6 +665,8 @@ pub struct Kernels {
     pub sgemm_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_pack_rows(const float* src, int ld_src, float* dst, int ld_dst, int rows, int cols)` from `cuda/sgemm.cu`.
+    pub sgemm_pack_rows: Kernel<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_splitk_reduce: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
@@ -669,28 +683,30 @@ pub struct Kernels {
     pub softmax_rows_regs_any_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_rows_regs_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_rows_regs_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g16_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g16_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g16_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g16_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_small_g1_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_small_g1_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g2_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g2_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g1_p2_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g1_p2_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g1_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g1_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g2_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g2_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_small_g32_p16_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_small_g32_p16_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g32_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g32_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g32_p2_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g32_p2_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_small_g32_p32_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_small_g32_p32_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_small_g32_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_small_g32_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_small_g32_p8_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_small_g32_p8_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g4_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g4_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g8_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g8_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g4_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g4_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g8_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_small_g8_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_smem_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
+    pub softmax_smem_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `softmax_warp_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
     pub softmax_warp_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu`.
@@ -736,6 +752,12 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_tiled: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        transpose_tiled32_padded: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled32_padded")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        transpose_tiled_aligned: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_tiled_padded: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_padded")? },
@@ -1056,6 +1078,9 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         sgemm_nt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_nt")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgemm_pack_rows: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32, i32)>("sgemm_pack_rows")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         sgemm_splitk_reduce: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_splitk_reduce")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -1080,22 +1105,22 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         softmax_rows_regs_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        softmax_small_g16_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g16_p1_f32")? },
+        softmax_small_g16_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g16_p4_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         softmax_small_g1_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p1_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        softmax_small_g2_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g2_p1_f32")? },
+        softmax_small_g1_p2_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p2_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g1_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p4_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_small_g2_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g2_p4_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         softmax_small_g32_p16_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p16_f32")? },
-        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
-        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        softmax_small_g32_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p1_f32")? },
-        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
-        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        softmax_small_g32_p2_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p2_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         softmax_small_g32_p32_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p32_f32")? },
@@ -1107,10 +1132,13 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         softmax_small_g32_p8_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p8_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        softmax_small_g4_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g4_p1_f32")? },
+        softmax_small_g4_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g4_p4_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        softmax_small_g8_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g8_p1_f32")? },
+        softmax_small_g8_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g8_p4_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        softmax_smem_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_smem_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         softmax_warp_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_warp_f32")? },
@@ -1142,6 +1170,8 @@ impl Kernels {
             "transpose_naive" => Some(self.transpose_naive.function()),
             "transpose_skinny" => Some(self.transpose_skinny.function()),
             "transpose_tiled" => Some(self.transpose_tiled.function()),
+            "transpose_tiled32_padded" => Some(self.transpose_tiled32_padded.function()),
+            "transpose_tiled_aligned" => Some(self.transpose_tiled_aligned.function()),
             "transpose_tiled_padded" => Some(self.transpose_tiled_padded.function()),
             "add_bf16" => Some(self.add_bf16.function()),
             "add_f16" => Some(self.add_f16.function()),
@@ -1248,6 +1278,7 @@ impl Kernels {
             "reduce_sum_tree_f64" => Some(self.reduce_sum_tree_f64.function()),
             "sgemm_nn" => Some(self.sgemm_nn.function()),
             "sgemm_nt" => Some(self.sgemm_nt.function()),
+            "sgemm_pack_rows" => Some(self.sgemm_pack_rows.function()),
             "sgemm_splitk_reduce" => Some(self.sgemm_splitk_reduce.function()),
             "sgemm_tn" => Some(self.sgemm_tn.function()),
             "sgemm_tt" => Some(self.sgemm_tt.function()),
@@ -1256,17 +1287,18 @@ impl Kernels {
             "softmax_part_stats_f32" => Some(self.softmax_part_stats_f32.function()),
             "softmax_rows_regs_any_f32" => Some(self.softmax_rows_regs_any_f32.function()),
             "softmax_rows_regs_f32" => Some(self.softmax_rows_regs_f32.function()),
-            "softmax_small_g16_p1_f32" => Some(self.softmax_small_g16_p1_f32.function()),
+            "softmax_small_g16_p4_f32" => Some(self.softmax_small_g16_p4_f32.function()),
             "softmax_small_g1_p1_f32" => Some(self.softmax_small_g1_p1_f32.function()),
-            "softmax_small_g2_p1_f32" => Some(self.softmax_small_g2_p1_f32.function()),
+            "softmax_small_g1_p2_f32" => Some(self.softmax_small_g1_p2_f32.function()),
+            "softmax_small_g1_p4_f32" => Some(self.softmax_small_g1_p4_f32.function()),
+            "softmax_small_g2_p4_f32" => Some(self.softmax_small_g2_p4_f32.function()),
             "softmax_small_g32_p16_f32" => Some(self.softmax_small_g32_p16_f32.function()),
-            "softmax_small_g32_p1_f32" => Some(self.softmax_small_g32_p1_f32.function()),
-            "softmax_small_g32_p2_f32" => Some(self.softmax_small_g32_p2_f32.function()),
             "softmax_small_g32_p32_f32" => Some(self.softmax_small_g32_p32_f32.function()),
             "softmax_small_g32_p4_f32" => Some(self.softmax_small_g32_p4_f32.function()),
             "softmax_small_g32_p8_f32" => Some(self.softmax_small_g32_p8_f32.function()),
-            "softmax_small_g4_p1_f32" => Some(self.softmax_small_g4_p1_f32.function()),
-            "softmax_small_g8_p1_f32" => Some(self.softmax_small_g8_p1_f32.function()),
+            "softmax_small_g4_p4_f32" => Some(self.softmax_small_g4_p4_f32.function()),
+            "softmax_small_g8_p4_f32" => Some(self.softmax_small_g8_p4_f32.function()),
+            "softmax_smem_f32" => Some(self.softmax_smem_f32.function()),
             "softmax_warp_f32" => Some(self.softmax_warp_f32.function()),
             "strided_copy_b2" => Some(self.strided_copy_b2.function()),
             "strided_copy_b4" => Some(self.strided_copy_b4.function()),

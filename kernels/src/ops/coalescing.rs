@@ -1,8 +1,8 @@
 //! Memory-coalescing demonstrations: a coalesced copy, a strided gather, and three transposes.
 
 use crate::launch::{blocks, check_len, check_matrix, grid, packet_grid, sms, to_i32, BLOCK};
-use crate::{Error, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use crate::{dispatch, Error, Kernels, Result};
+use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
 /// `dst = src` with `copy_coalesced` (float4 when both are 16-byte aligned): the bandwidth
 /// ceiling. Block 256, `ceil(n / 1024)` blocks (one float4 per thread).
@@ -74,27 +74,52 @@ pub enum TransposeAlgo {
     Tiled,
     /// `transpose_tiled_padded`: a 64×65 tile, conflict-free.
     TiledPadded,
-    /// `transpose_skinny`: one output element per step, outputs in order (for shapes with a
-    /// side shorter than a tile).
+    /// `transpose_skinny`: a sub-matrix of all the short side through shared memory, for
+    /// shapes with fewer than 64 rows or columns.
     Skinny,
+    /// `transpose_tiled32_padded`: a 32×33 tile, for matrices too small for enough 64×64
+    /// tiles.
+    Tiled32,
+    /// `transpose_tiled_aligned`: the 64×65 tile with lanes that follow the 128-byte lines, for
+    /// rows that do not start on one (widths not a multiple of 32).
+    Aligned,
     /// Picked by shape ([`transpose_choice`]).
     Auto,
 }
 
-/// The transpose [`TransposeAlgo::Auto`] picks: [`TransposeAlgo::Skinny`] when either side is
-/// shorter than 64 (a tile would leave most of its threads idle), else
-/// [`TransposeAlgo::TiledPadded`].
-pub fn transpose_choice(rows: usize, cols: usize) -> TransposeAlgo {
+/// The transpose [`TransposeAlgo::Auto`] picks for `x: [rows, cols]` at `addr` on a GPU with
+/// `sm_count` SMs (measurements: kernels/TUNING.md, round 3):
+/// - a side shorter than 64: [`TransposeAlgo::Skinny`];
+/// - fewer 64×64 tiles than 4 per SM: [`TransposeAlgo::Tiled32`];
+/// - rows or columns not a multiple of 32, or `x` not on a 128-byte line:
+///   [`TransposeAlgo::Aligned`];
+/// - else [`TransposeAlgo::TiledPadded`].
+pub fn transpose_choice(rows: usize, cols: usize, addr: u64, sm_count: u32) -> TransposeAlgo {
+    let tiles = rows.div_ceil(64) * cols.div_ceil(64);
     if rows < 64 || cols < 64 {
         TransposeAlgo::Skinny
+    } else if tiles < 4 * sm_count.max(1) as usize {
+        TransposeAlgo::Tiled32
+    } else if rows % 32 != 0 || cols % 32 != 0 || addr % 128 != 0 {
+        TransposeAlgo::Aligned
     } else {
         TransposeAlgo::TiledPadded
     }
 }
 
+/// Rows (`cols < 64`) or columns (`rows < 64`) per block of `transpose_skinny`.
+fn skinny_span(rows: usize, cols: usize) -> usize {
+    if cols < 64 {
+        4096 / (cols + 1)
+    } else {
+        4096 / (rows + 1)
+    }
+}
+
 /// `out[c][r] = x[r][c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`. Block
 /// (32, 8); grid `(ceil(cols / 32), ceil(rows / 32))` for the naive kernel and
-/// `(ceil(cols / 64), ceil(rows / 64))` for the tiled ones (so `rows <= 65535 · 32`).
+/// `(ceil(cols / 64), ceil(rows / 64))` for the tiled ones (so `rows <= 65535 · 32`); the
+/// skinny kernel: block 256, `min(ceil(n / 1024), 32 × SMs)` blocks.
 #[allow(clippy::too_many_arguments)]
 pub fn transpose(
     k: &Kernels,
@@ -102,6 +127,20 @@ pub fn transpose(
     algo: TransposeAlgo,
     x: &DeviceSlice<f32>,
     out: &mut DeviceSlice<f32>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    transpose_any(k, s, algo, x, out, rows, cols)
+}
+
+/// [`transpose`] for any 4-byte element (`.contiguous()` of a transposed view uses it).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn transpose_any<T: DeviceRepr>(
+    k: &Kernels,
+    s: &Stream,
+    algo: TransposeAlgo,
+    x: &DeviceSlice<T>,
+    out: &mut DeviceSlice<T>,
     rows: usize,
     cols: usize,
 ) -> Result<()> {
@@ -113,25 +152,33 @@ pub fn transpose(
         return Ok(());
     }
     let algo = match algo {
-        TransposeAlgo::Auto => transpose_choice(rows, cols),
+        TransposeAlgo::Auto => transpose_choice(rows, cols, x.as_raw_ptr(), sms(s) as u32),
+        TransposeAlgo::Skinny if rows >= 64 && cols >= 64 => {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: format!(
+                    "the skinny transpose takes shapes with fewer than 64 rows or columns ({rows} x {cols}); use TransposeAlgo::Auto"
+                ),
+            })
+        }
         other => other,
     };
-    if algo == TransposeAlgo::Skinny {
-        let cfg = LaunchConfig::new(grid((rows * cols) as u64, 4 * 256, 32 * sms(s)), 256);
-        // SAFETY: reads x[r·cols + c] and writes out[c·rows + r] only for r < rows, c < cols
-        // (element e < rows·cols); both buffers were checked to hold rows·cols floats.
-        unsafe { k.transpose_skinny.launch(s, &cfg, x, out, r, c) }?;
-        return Ok(());
-    }
-    let tile = if algo == TransposeAlgo::Naive { 32 } else { 64 };
-    let cfg = LaunchConfig::new((blocks(cols, tile), blocks(rows, tile)), (32, 8));
-    let kernel = match algo {
-        TransposeAlgo::Naive => &k.transpose_naive,
-        TransposeAlgo::Tiled => &k.transpose_tiled,
-        _ => &k.transpose_tiled_padded,
+    let kernel = dispatch::transpose_bits::<T>(k, algo)?;
+    let cfg = match algo {
+        TransposeAlgo::Skinny => {
+            let span = skinny_span(rows, cols);
+            let long = if cols < 64 { rows } else { cols };
+            LaunchConfig::new(blocks(long, span), 256)
+        }
+        TransposeAlgo::Naive | TransposeAlgo::Tiled32 => {
+            LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, 8))
+        }
+        _ => LaunchConfig::new((blocks(cols, 64), blocks(rows, 64)), (32, 8)),
     };
-    // SAFETY: the kernel guards every index with the element counts / extents it is
-    // passed, which were checked against both buffers above.
+    // SAFETY: every kernel reads x[r·cols + c] and writes out[c·rows + r] only for r < rows,
+    // c < cols (each guards its indices against the extents it is passed); both buffers were
+    // checked to hold rows·cols elements. The skinny kernel's grid matches its span (above)
+    // and its shared tile holds span · (short side + 1) <= 4096 floats.
     unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
     Ok(())
 }

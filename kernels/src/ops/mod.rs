@@ -37,8 +37,8 @@ pub use reduce_dim::{
 };
 pub use sgemm::{sgemm, sgemm_splits, Transpose};
 pub use softmax::{
-    narrow_shape, softmax_choice, softmax_rows, softmax_rows_with, split_shape, SoftmaxAlgo,
-    NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,
+    narrow_shape, shared_max_cols, softmax_choice, softmax_rows, softmax_rows_with, split_shape,
+    SoftmaxAlgo, NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,
 };
 pub use strided_copy::strided_copy;
 pub use vector_add::{vector_add, vector_add_seed};

@@ -40,6 +40,10 @@ pub fn row_parts(rows: usize, cols: usize, sm_count: u32) -> usize {
         return 1;
     }
     let want = fill(u64::from(sm_count)).div_ceil(rows);
+    if want <= 2 {
+        // Rows enough for half the GPU's block slots: one block per row, no second launch.
+        return 1;
+    }
     want.min(cols.div_ceil(2048)).clamp(1, GRID_YZ_MAX)
 }
 

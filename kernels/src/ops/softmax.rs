@@ -25,6 +25,9 @@ pub enum SoftmaxAlgo {
     /// `softmax_part_stats_f32` + `softmax_part_apply_f32`: each row split into chunks, one
     /// block per chunk, for long rows or rows too few to fill the GPU; `rows <= 65535`.
     Split,
+    /// `softmax_smem_f32`: one block of 1024 threads per row, the row staged in dynamic shared
+    /// memory (read once, one `expf` per element); rows of up to [`shared_max_cols`] columns.
+    Shared,
 }
 
 /// The widest row [`SoftmaxAlgo::Narrow`] takes (32 lanes × 32 elements).
@@ -45,31 +48,52 @@ fn registers_vec(x: &DeviceSlice<f32>, out: &DeviceSlice<f32>, cols: usize) -> b
     cols % 4 == 0 && x.as_raw_ptr() % 16 == 0 && out.as_raw_ptr() % 16 == 0
 }
 
+/// The longest row [`SoftmaxAlgo::Shared`] stages in `shared_bytes` of dynamic shared memory
+/// (the device's opt-in per-block limit minus the kernel's 128 static bytes).
+pub fn shared_max_cols(shared_bytes: usize) -> usize {
+    shared_bytes.saturating_sub(128) / 4
+}
+
 /// The kernel [`SoftmaxAlgo::Auto`] (and so [`softmax_rows`]) picks for `rows` rows of `cols`
-/// floats on a GPU with `sm_count` SMs:
+/// floats on a GPU with `sm_count` SMs and `shared_bytes` of opt-in shared memory per block
+/// (measurements: kernels/TUNING.md, round 3):
 /// - `cols <= 1024`: [`SoftmaxAlgo::Narrow`] (several rows per warp below 32 columns);
-/// - rows that one block per row cannot spread over the GPU (fewer than 2 per SM) or longer than
-///   16384 columns: [`SoftmaxAlgo::Split`];
-/// - otherwise [`SoftmaxAlgo::Registers`] (the row read once, one `expf` per element).
-pub fn softmax_choice(rows: usize, cols: usize, sm_count: u32) -> SoftmaxAlgo {
-    let few_rows = rows < 2 * sm_count.max(1) as usize;
+/// - up to 16384 columns: [`SoftmaxAlgo::Registers`], unless the rows are too few to give
+///   every SM two blocks and longer than 2048 columns: [`SoftmaxAlgo::Split`];
+/// - longer rows: [`SoftmaxAlgo::Shared`] when there is a row per SM and the row fits in shared
+///   memory, else [`SoftmaxAlgo::Split`] (or [`SoftmaxAlgo::Block`] beyond 65535 rows).
+pub fn softmax_choice(rows: usize, cols: usize, sm_count: u32, shared_bytes: usize) -> SoftmaxAlgo {
+    let sms = sm_count.max(1) as usize;
+    let split_ok = rows <= SPLIT_MAX_ROWS;
     if cols <= NARROW_MAX_COLS {
         SoftmaxAlgo::Narrow
-    } else if rows <= SPLIT_MAX_ROWS && (cols > REGISTERS_MAX_COLS || (few_rows && cols > 2048)) {
-        SoftmaxAlgo::Split
     } else if cols <= REGISTERS_MAX_COLS {
-        SoftmaxAlgo::Registers
+        if split_ok && rows < 2 * sms && cols > 2048 {
+            SoftmaxAlgo::Split
+        } else {
+            SoftmaxAlgo::Registers
+        }
+    } else if rows >= sms && cols <= shared_max_cols(shared_bytes) {
+        SoftmaxAlgo::Shared
+    } else if split_ok {
+        SoftmaxAlgo::Split
     } else {
         SoftmaxAlgo::Block
     }
 }
 
-/// `(G, P)` of the narrow kernel for rows of `cols` (1 ..= 1024) columns: `G` a power of two up
-/// to 32 lanes, `P` a power of two with `G · P >= cols`.
+/// `(G, P)` of the narrow kernel for rows of `cols` (1 ..= 1024) columns: `G` lanes per row (a
+/// quarter of `cols` rounded up to a power of two, 1 to 32) and `P` elements per lane (a power
+/// of two, 4 except below 4 columns and above 128), `G · P >= cols`.
 pub fn narrow_shape(cols: usize) -> (usize, usize) {
-    let g = cols.max(1).next_power_of_two().min(32);
-    let p = cols.div_ceil(32).max(1).next_power_of_two();
+    let g = (cols.max(1).next_power_of_two() / 4).clamp(1, 32);
+    let p = cols.max(1).div_ceil(g).next_power_of_two();
     (g, p)
+}
+
+/// Opt-in shared memory per block of the stream's device.
+fn shared_bytes(s: &Stream) -> usize {
+    s.context().limits().max_shared_per_block_optin as usize
 }
 
 /// Chunks per row and columns per chunk of [`SoftmaxAlgo::Split`]: enough blocks for four per
@@ -119,7 +143,7 @@ pub fn softmax_rows_with(
     }
     let sm_count = sms(s) as u32;
     let algo = match algo {
-        SoftmaxAlgo::Auto => softmax_choice(rows, cols, sm_count),
+        SoftmaxAlgo::Auto => softmax_choice(rows, cols, sm_count, shared_bytes(s)),
         SoftmaxAlgo::Registers if cols > REGISTERS_MAX_COLS => {
             return Err(Error::Invalid {
                 op: OP,
@@ -157,13 +181,13 @@ pub fn softmax_rows_with(
         SoftmaxAlgo::Narrow => {
             let (g, p) = narrow_shape(cols);
             let kernel = match (g, p) {
-                (1, _) => &k.softmax_small_g1_p1_f32,
-                (2, _) => &k.softmax_small_g2_p1_f32,
-                (4, _) => &k.softmax_small_g4_p1_f32,
-                (8, _) => &k.softmax_small_g8_p1_f32,
-                (16, _) => &k.softmax_small_g16_p1_f32,
-                (_, 1) => &k.softmax_small_g32_p1_f32,
-                (_, 2) => &k.softmax_small_g32_p2_f32,
+                (1, 1) => &k.softmax_small_g1_p1_f32,
+                (1, 2) => &k.softmax_small_g1_p2_f32,
+                (1, _) => &k.softmax_small_g1_p4_f32,
+                (2, _) => &k.softmax_small_g2_p4_f32,
+                (4, _) => &k.softmax_small_g4_p4_f32,
+                (8, _) => &k.softmax_small_g8_p4_f32,
+                (16, _) => &k.softmax_small_g16_p4_f32,
                 (_, 4) => &k.softmax_small_g32_p4_f32,
                 (_, 8) => &k.softmax_small_g32_p8_f32,
                 (_, 16) => &k.softmax_small_g32_p16_f32,
@@ -199,6 +223,24 @@ pub fn softmax_rows_with(
                 k.softmax_part_apply_f32
                     .launch(s, &cfg, x, &stats, out, r, c, ch)
             }?;
+        }
+        SoftmaxAlgo::Shared => {
+            let bytes = cols * 4;
+            if cols > shared_max_cols(shared_bytes(s)) {
+                return Err(Error::Invalid {
+                    op: OP,
+                    problem: format!(
+                        "a row of {cols} floats ({bytes} bytes) does not fit in this GPU's {} bytes of shared memory per block; use SoftmaxAlgo::Split or Auto",
+                        shared_bytes(s)
+                    ),
+                });
+            }
+            let f = k.softmax_smem_f32.function();
+            if (f.limits().max_dynamic_shared_bytes as usize) < bytes {
+                f.set_max_dynamic_shared_mem(bytes as u32)?;
+            }
+            let cfg = LaunchConfig::new(rows as u32, 1024).with_shared_mem(bytes as u32);
+            unsafe { k.softmax_smem_f32.launch(s, &cfg, x, out, r, c) }?;
         }
         _ => {
             let cfg = LaunchConfig::new(rows as u32, 256);

@@ -4,12 +4,31 @@ use crate::launch::{check_len, grid, sms, BLOCK};
 use crate::{dispatch, Error, Kernels, Result, StridedLayout};
 use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
+/// `Some((rows, cols))` when `layout` (simplified) is the transpose of a contiguous
+/// `[rows, cols]` matrix starting at its offset: shape `[cols, rows]`, strides `[1, cols]`.
+fn transposed_matrix(layout: &StridedLayout) -> Option<(usize, usize)> {
+    let dims = layout.dims()?;
+    if dims.len() != 2
+        || layout.strides[0] != 1
+        || layout.strides[1] != dims[0]
+        || layout.offset < 0
+    {
+        return None;
+    }
+    Some((
+        usize::try_from(dims[1]).ok()?,
+        usize::try_from(dims[0]).ok()?,
+    ))
+}
+
 /// `out[i] = src[offset + Σ_d idx_d(i) · strides[d]]` for the view `layout` of `src`, in
 /// row-major order (`idx(i)` is `i` unravelled over `layout.shape`, last dimension fastest).
 ///
 /// Works for any element of 2, 4 or 8 bytes (`strided_copy_b2/b4/b8`; it only moves bytes).
 /// `out` must have `layout.numel()` elements and every index the view reaches must lie inside
-/// `src`. Block 256, `min(ceil(n / 256), 32 × SMs)` blocks.
+/// `src`. The layout is first simplified ([`StridedLayout::simplified`]); a transposed
+/// contiguous matrix of 4-byte elements goes to the transpose kernels; otherwise block 256,
+/// `min(ceil(n / 1024), 32 × SMs)` blocks, 4 outputs per thread.
 pub fn strided_copy<T: DeviceRepr>(
     k: &Kernels,
     s: &Stream,
@@ -50,9 +69,29 @@ pub fn strided_copy<T: DeviceRepr>(
             found: format!("{} elements", src.len()),
         });
     }
-    let cfg = LaunchConfig::new(grid(n as u64, BLOCK as u64, 32 * sms(s)), BLOCK);
+    // Fewer dimensions, same elements in the same order (a contiguous view becomes rank 1).
+    let layout = layout.simplified().unwrap_or(*layout);
+    if let Some((rows, cols)) = transposed_matrix(&layout) {
+        if std::mem::size_of::<T>() == 4 {
+            // The view is a contiguous [rows, cols] matrix read transposed: the tiled (or
+            // skinny) transpose beats a gather (kernels/TUNING.md, round 3).
+            let start = layout.offset as usize;
+            let m = src.slice(start..start + rows * cols)?;
+            return super::coalescing::transpose_any(
+                k,
+                s,
+                super::TransposeAlgo::Auto,
+                &m,
+                out,
+                rows,
+                cols,
+            );
+        }
+    }
+    let cfg = LaunchConfig::new(grid(n.div_ceil(4) as u64, BLOCK as u64, 32 * sms(s)), BLOCK);
     // SAFETY: out has n = layout.numel() elements and every source index the view
-    // reaches lies in 0..src.len() (index_range checked above); the kernel guards i < n.
-    unsafe { kernel.launch(s, &cfg, src, out, *layout, n as u64) }?;
+    // reaches lies in 0..src.len() (index_range checked above; simplifying keeps the same
+    // elements); the kernel guards i < n.
+    unsafe { kernel.launch(s, &cfg, src, out, layout, n as u64) }?;
     Ok(())
 }
