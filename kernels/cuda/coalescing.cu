@@ -85,27 +85,6 @@ transpose_tiled(const float* in, float* out, int rows, int cols) { transpose_til
 extern "C" __global__ void __launch_bounds__(256)
 transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transpose_tiled_body<1>(in, out, rows, cols); }
 
-// transpose_tiled32_padded: the padded tile at 32 x 32 (block 32 x 8, 4 loads per thread), for
-// small matrices where 64 x 64 tiles are too few to fill the GPU (1024^2 is 256 such tiles).
-// Launch: block (32, 8), grid (ceil(cols / 32), ceil(rows / 32)).
-extern "C" __global__ void __launch_bounds__(256)
-transpose_tiled32_padded(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    __shared__ float tile[32][33];
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
-#pragma unroll
-    for (int j = 0; j < 32; j += BLOCK_ROWS) {
-        const int r = r0 + ty + j, c = c0 + tx;
-        if (r < rows && c < cols) tile[ty + j][tx] = in[(u64)r * cols + c];
-    }
-    __syncthreads();
-#pragma unroll
-    for (int j = 0; j < 32; j += BLOCK_ROWS) {
-        const int orow = c0 + ty + j, ocol = r0 + tx;
-        if (orow < cols && ocol < rows) out[(u64)orow * rows + ocol] = tile[tx][ty + j];
-    }
-}
-
 // transpose_tiled_aligned: the 64 x 64 padded tile for rows that do not start on a 128-byte
 // line (odd widths). A warp reading 32 floats that straddle two lines costs two L1 wavefronts;
 // the tiled kernel spent four on each 64-float row segment. Here the lanes of a warp follow the
@@ -145,43 +124,46 @@ transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, i
 }
 
 // transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64
-// tile would leave most of its threads idle (a [2^20, 3] transpose was 16384 tiles of 3
-// columns). A block moves a [tr, tc] sub-matrix through shared memory: tc = cols, tr = 4096 / cols
-// rows when cols < 64 (its input is one contiguous span, its output cols contiguous runs), or
-// tr = rows, tc = 4096 / rows columns when rows < 64 (rows input runs, one contiguous output span).
-// Reads and writes walk element numbers q = 0 .. tr * tc in order, so consecutive lanes touch
-// consecutive addresses on both sides; 4 loads in flight per thread.
-// Launch: block 256, grid ceil(rows / tr) (cols < 64) or ceil(cols / tc) (rows < 64), with
-// tr, tc as above.
-#define SKINNY_TILE 4096
+// tile would leave most of its threads idle (a [2^20, 3] transpose was 16384 tiles of 3 columns).
+// Tall (cols < 64): grid (ceil(rows / 1024), cols), block 256: block (bx, c) writes the output
+// row c, columns bx * 1024 .. + 1024 (4 per thread, coalesced), reading column c of the input
+// (stride cols: the short rows keep those reads within few lines, shared by the other c).
+// Wide (rows < 64, cols >= 64): grid ceil(rows * cols / 1024), block 256: outputs in order
+// (coalesced), each at in[(e % rows) * cols + e / rows] with 32-bit division.
+// Both: 4 independent loads in flight per thread.
 extern "C" __global__ void __launch_bounds__(256)
 transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    __shared__ float tile[SKINNY_TILE];
-    const bool by_rows = cols < 64;  // else rows < 64
-    const int tr = by_rows ? SKINNY_TILE / (cols + 1) : rows;
-    const int tc = by_rows ? cols : SKINNY_TILE / (rows + 1);
-    const int r0 = by_rows ? blockIdx.x * tr : 0, c0 = by_rows ? 0 : blockIdx.x * tc;
-    const int h = min(tr, rows - r0), w = min(tc, cols - c0);  // this block's sub-matrix
-    const int n = h * w, t = threadIdx.x, nt = blockDim.x;
-    // tile[i * ld + j] holds element (r0 + i, c0 + j); an odd row stride ld (w or w + 1) keeps
-    // the column-wise reads of the second phase free of bank conflicts; tr * ld <= SKINNY_TILE.
-    const int ld = w | 1;
-    for (int q = t; q < n; q += 4 * nt) {
+    if (cols < 64) {
+        const int c = blockIdx.y;
+        const long long r = (long long)blockIdx.x * 1024 + threadIdx.x;
+        float v[4];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (r + 256 * u < rows) v[u] = in[(u64)(r + 256 * u) * cols + c];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (r + 256 * u < rows) out[(u64)c * rows + r + 256 * u] = v[u];
+    } else {  // rows < 64, so rows * cols < 2^37; e < 2^32 while cols < 2^26
+        const u64 total = (u64)rows * (u64)cols;
+        const u64 e0 = (u64)blockIdx.x * 1024 + threadIdx.x;
         float v[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u) {
-            const int e = q + u * nt;
-            if (e < n) v[u] = in[(u64)(r0 + e / w) * cols + c0 + e % w];
+            const u64 e = e0 + 256 * u;
+            if (e < total) {
+                u64 q, m;
+                if ((e >> 32) == 0) {
+                    q = (unsigned)e / (unsigned)rows;
+                    m = (unsigned)e - (unsigned)q * (unsigned)rows;
+                } else {
+                    q = e / (u64)rows;
+                    m = e - q * (u64)rows;
+                }
+                v[u] = in[m * (u64)cols + q];
+            }
         }
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const int e = q + u * nt;
-            if (e < n) tile[(e / w) * ld + e % w] = v[u];
-        }
-    }
-    __syncthreads();
-    for (int q = t; q < n; q += nt) {  // output element (c0 + j, r0 + i), q = j * h + i
-        const int j = q / h, i = q % h;
-        out[(u64)(c0 + j) * rows + r0 + i] = tile[i * ld + j];
+        for (int u = 0; u < 4; ++u)
+            if (e0 + 256 * u < total) out[e0 + 256 * u] = v[u];
     }
 }

@@ -280,15 +280,17 @@ __device__ __forceinline__ void reduce_cols(const typename DType<Tag>::Storage* 
     A acc = Op::identity();
     if (c < cols) {
         const S* col = in + z * (u64)rows * (u64)cols + c;
-        long long r = r0 + ty;
-        for (; r + 7 * ny < r1; r += 8 * ny) {  // 8 loads in flight
+        // 8 loads in flight per step (predicated at the end, so a short part is one step),
+        // combined in row order.
+        for (long long r = r0 + ty; r < r1; r += 8 * ny) {
             S v[8];
 #pragma unroll
-            for (int u = 0; u < 8; ++u) v[u] = col[(u64)(r + ny * u) * (u64)cols];
+            for (int u = 0; u < 8; ++u)
+                if (r + ny * u < r1) v[u] = col[(u64)(r + ny * u) * (u64)cols];
 #pragma unroll
-            for (int u = 0; u < 8; ++u) acc = Op::combine(acc, widen<Tag, A>(v[u]));
+            for (int u = 0; u < 8; ++u)
+                if (r + ny * u < r1) acc = Op::combine(acc, widen<Tag, A>(v[u]));
         }
-        for (; r < r1; r += ny) acc = Op::combine(acc, widen<Tag, A>(col[(u64)r * (u64)cols]));
     }
     const u64 o = (z * gridDim.y + blockIdx.y) * (u64)cols + c;
     if (ny == 1) {  // thin launch: one thread per column, nothing to combine

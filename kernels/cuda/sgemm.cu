@@ -283,24 +283,3 @@ extern "C" __global__ void sgemm_splitk_reduce(const float* __restrict__ ws, int
     }
 }
 
-// dst[r * ld_dst + c] = src[r * ld_src + c] for r < rows, c < cols: the operand copy sgemm makes
-// when a leading dimension is not a multiple of 4 (or the operand is not 16-byte aligned), so
-// the main kernel can use its 16-byte loads; O(rows * cols) against the product's O(m * n * k).
-// dst's padding columns are not written (the main kernel never reads past K / M / N).
-// Launch: block 256, grid (ceil(cols / 1024), min(rows, 65535)).
-extern "C" __global__ void __launch_bounds__(256)
-sgemm_pack_rows(const float* __restrict__ src, int ld_src, float* __restrict__ dst, int ld_dst,
-                int rows, int cols) {
-    for (int r = blockIdx.y; r < rows; r += gridDim.y) {
-        const float* s = src + (u64)r * (u64)ld_src;
-        float* d = dst + (u64)r * (u64)ld_dst;
-        const int c = blockIdx.x * 1024 + threadIdx.x;
-        float v[4];
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (c + 256 * u < cols) v[u] = s[c + 256 * u];
-#pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (c + 256 * u < cols) d[c + 256 * u] = v[u];
-    }
-}

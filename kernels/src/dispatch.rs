@@ -258,7 +258,6 @@ pub(crate) fn transpose_bits<T: cuda_driver::DeviceRepr>(
         A::Naive => k.transpose_naive.function(),
         A::Tiled => k.transpose_tiled.function(),
         A::Skinny => k.transpose_skinny.function(),
-        A::Tiled32 => k.transpose_tiled32_padded.function(),
         A::Aligned => k.transpose_tiled_aligned.function(),
         A::TiledPadded | A::Auto => k.transpose_tiled_padded.function(),
     };

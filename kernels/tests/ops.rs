@@ -1195,7 +1195,6 @@ fn transposes() -> TestResult {
                 TransposeAlgo::Naive,
                 TransposeAlgo::Tiled,
                 TransposeAlgo::TiledPadded,
-                TransposeAlgo::Tiled32,
                 TransposeAlgo::Aligned,
                 TransposeAlgo::Skinny,
                 TransposeAlgo::Auto,

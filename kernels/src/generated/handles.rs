@@ -145,14 +145,13 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 140 kernels, in manifest order.
+/// The names of all 138 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "copy_coalesced",
     "copy_strided",
     "transpose_naive",
     "transpose_skinny",
     "transpose_tiled",
-    "transpose_tiled32_padded",
     "transpose_tiled_aligned",
     "transpose_tiled_padded",
     "add_bf16",
@@ -260,7 +259,6 @@ pub static KERNEL_NAMES: &[&str] = &[
     "reduce_sum_tree_f64",
     "sgemm_nn",
     "sgemm_nt",
-    "sgemm_pack_rows",
     "sgemm_splitk_reduce",
     "sgemm_tn",
     "sgemm_tt",
@@ -302,7 +300,6 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
-/// | `transpose_tiled32_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `add_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -410,7 +407,6 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `reduce_sum_tree_f64` | `const double* in`, `double* partial`, `unsigned long long n` | `cuda/reduce.cu` |
 /// | `sgemm_nn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_nt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
-/// | `sgemm_pack_rows` | `const float* src`, `int ld_src`, `float* dst`, `int ld_dst`, `int rows`, `int cols` | `cuda/sgemm.cu` |
 /// | `sgemm_splitk_reduce` | `const float* ws`, `int splits`, `int M`, `int N`, `float alpha`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
@@ -449,8 +445,6 @@ pub struct Kernels {
     pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_tiled32_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_tiled32_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled_aligned: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
@@ -665,8 +659,6 @@ pub struct Kernels {
     pub sgemm_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_pack_rows(const float* src, int ld_src, float* dst, int ld_dst, int rows, int cols)` from `cuda/sgemm.cu`.
-    pub sgemm_pack_rows: Kernel<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_splitk_reduce: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
@@ -752,9 +744,6 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_tiled: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
-        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
-        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        transpose_tiled32_padded: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled32_padded")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_tiled_aligned: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned")? },
@@ -1078,9 +1067,6 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         sgemm_nt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_nt")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        sgemm_pack_rows: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32, i32)>("sgemm_pack_rows")? },
-        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
-        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         sgemm_splitk_reduce: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_splitk_reduce")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -1170,7 +1156,6 @@ impl Kernels {
             "transpose_naive" => Some(self.transpose_naive.function()),
             "transpose_skinny" => Some(self.transpose_skinny.function()),
             "transpose_tiled" => Some(self.transpose_tiled.function()),
-            "transpose_tiled32_padded" => Some(self.transpose_tiled32_padded.function()),
             "transpose_tiled_aligned" => Some(self.transpose_tiled_aligned.function()),
             "transpose_tiled_padded" => Some(self.transpose_tiled_padded.function()),
             "add_bf16" => Some(self.add_bf16.function()),
@@ -1278,7 +1263,6 @@ impl Kernels {
             "reduce_sum_tree_f64" => Some(self.reduce_sum_tree_f64.function()),
             "sgemm_nn" => Some(self.sgemm_nn.function()),
             "sgemm_nt" => Some(self.sgemm_nt.function()),
-            "sgemm_pack_rows" => Some(self.sgemm_pack_rows.function()),
             "sgemm_splitk_reduce" => Some(self.sgemm_splitk_reduce.function()),
             "sgemm_tn" => Some(self.sgemm_tn.function()),
             "sgemm_tt" => Some(self.sgemm_tt.function()),

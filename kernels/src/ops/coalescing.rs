@@ -77,9 +77,6 @@ pub enum TransposeAlgo {
     /// `transpose_skinny`: a sub-matrix of all the short side through shared memory, for
     /// shapes with fewer than 64 rows or columns.
     Skinny,
-    /// `transpose_tiled32_padded`: a 32×33 tile, for matrices too small for enough 64×64
-    /// tiles.
-    Tiled32,
     /// `transpose_tiled_aligned`: the 64×65 tile with lanes that follow the 128-byte lines, for
     /// rows that do not start on one (widths not a multiple of 32).
     Aligned,
@@ -87,32 +84,19 @@ pub enum TransposeAlgo {
     Auto,
 }
 
-/// The transpose [`TransposeAlgo::Auto`] picks for `x: [rows, cols]` at `addr` on a GPU with
-/// `sm_count` SMs (measurements: kernels/TUNING.md, round 3):
+/// The transpose [`TransposeAlgo::Auto`] picks for `x: [rows, cols]` at device address `addr`
+/// (measurements: kernels/TUNING.md, round 3):
 /// - a side shorter than 64: [`TransposeAlgo::Skinny`];
-/// - fewer 64×64 tiles than 4 per SM: [`TransposeAlgo::Tiled32`];
 /// - rows or columns not a multiple of 32, or `x` not on a 128-byte line:
 ///   [`TransposeAlgo::Aligned`];
 /// - else [`TransposeAlgo::TiledPadded`].
-pub fn transpose_choice(rows: usize, cols: usize, addr: u64, sm_count: u32) -> TransposeAlgo {
-    let tiles = rows.div_ceil(64) * cols.div_ceil(64);
+pub fn transpose_choice(rows: usize, cols: usize, addr: u64) -> TransposeAlgo {
     if rows < 64 || cols < 64 {
         TransposeAlgo::Skinny
-    } else if tiles < 4 * sm_count.max(1) as usize {
-        TransposeAlgo::Tiled32
     } else if rows % 32 != 0 || cols % 32 != 0 || addr % 128 != 0 {
         TransposeAlgo::Aligned
     } else {
         TransposeAlgo::TiledPadded
-    }
-}
-
-/// Rows (`cols < 64`) or columns (`rows < 64`) per block of `transpose_skinny`.
-fn skinny_span(rows: usize, cols: usize) -> usize {
-    if cols < 64 {
-        4096 / (cols + 1)
-    } else {
-        4096 / (rows + 1)
     }
 }
 
@@ -152,7 +136,7 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
         return Ok(());
     }
     let algo = match algo {
-        TransposeAlgo::Auto => transpose_choice(rows, cols, x.as_raw_ptr(), sms(s) as u32),
+        TransposeAlgo::Auto => transpose_choice(rows, cols, x.as_raw_ptr()),
         TransposeAlgo::Skinny if rows >= 64 && cols >= 64 => {
             return Err(Error::Invalid {
                 op: OP,
@@ -165,20 +149,16 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
     };
     let kernel = dispatch::transpose_bits::<T>(k, algo)?;
     let cfg = match algo {
-        TransposeAlgo::Skinny => {
-            let span = skinny_span(rows, cols);
-            let long = if cols < 64 { rows } else { cols };
-            LaunchConfig::new(blocks(long, span), 256)
+        TransposeAlgo::Skinny if cols < 64 => {
+            LaunchConfig::new((blocks(rows, 1024), cols as u32), 256)
         }
-        TransposeAlgo::Naive | TransposeAlgo::Tiled32 => {
-            LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, 8))
-        }
+        TransposeAlgo::Skinny => LaunchConfig::new(blocks(rows * cols, 1024), 256),
+        TransposeAlgo::Naive => LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, 8)),
         _ => LaunchConfig::new((blocks(cols, 64), blocks(rows, 64)), (32, 8)),
     };
     // SAFETY: every kernel reads x[r·cols + c] and writes out[c·rows + r] only for r < rows,
     // c < cols (each guards its indices against the extents it is passed); both buffers were
-    // checked to hold rows·cols elements. The skinny kernel's grid matches its span (above)
-    // and its shared tile holds span · (short side + 1) <= 4096 floats.
+    // checked to hold rows·cols elements.
     unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
     Ok(())
 }

@@ -26,6 +26,10 @@ pub const ROW_SPLIT_MIN_COLS: usize = 1024;
 /// Reduced dimensions up to this long use the thin column launch (one thread per column).
 pub const THIN_MAX_SIZE: usize = 32;
 
+/// Inputs smaller than this (64 KiB of f32) are not split: a block per row reads them faster
+/// than a second launch and a workspace cost.
+pub const SPLIT_MIN_ELEMS: usize = 1 << 14;
+
 /// The most blocks in a grid's y and z dimensions.
 const GRID_YZ_MAX: usize = 65_535;
 
@@ -36,7 +40,7 @@ fn fill(sm_count: u64) -> usize {
 
 /// How many column chunks each of `rows` rows of `cols` elements is split into (1: no split).
 pub fn row_parts(rows: usize, cols: usize, sm_count: u32) -> usize {
-    if cols < ROW_SPLIT_MIN_COLS || rows == 0 {
+    if cols < ROW_SPLIT_MIN_COLS || rows == 0 || rows.saturating_mul(cols) < SPLIT_MIN_ELEMS {
         return 1;
     }
     let want = fill(u64::from(sm_count)).div_ceil(rows);
@@ -201,13 +205,13 @@ fn rows<T: DeviceRepr, A: DeviceRepr>(
 ) -> Result<()> {
     let (r, c) = (to_i32(op, "rows", rows)?, to_i32(op, "columns", cols)?);
     let warp_cfg = |rows: usize| LaunchConfig::new(blocks(rows, (BLOCK / 32) as usize), BLOCK);
+    let parts = row_parts(rows, cols, sm_count);
     if cols < ROW_SPLIT_MIN_COLS || rows > GRID_YZ_MAX {
         // SAFETY: reduce_rows_* reads x[r·cols + c] for r < rows, c < cols (x holds rows·cols,
         // checked) and writes out[r] (out holds rows, checked).
         unsafe { plan.rows.launch(s, &warp_cfg(rows), x, out, r, c) }?;
         return Ok(());
     }
-    let parts = row_parts(rows, cols, sm_count);
     let chunk = cols.div_ceil(parts).next_multiple_of(8);
     let parts = cols.div_ceil(chunk).max(1);
     let ch = to_i32(op, "chunk", chunk)?;
@@ -312,6 +316,7 @@ mod tests {
         assert_eq!(row_parts(7, 1_000_003, 132), 151);
         assert_eq!(row_parts(1, 50_257, 132), 25);
         assert_eq!(row_parts(0, 50_257, 132), 1);
+        assert_eq!(row_parts(1, 4096, 132), 1);
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::launch::{blocks, grid, sms, to_i32, BLOCK};
 use crate::{Error, Kernels, Result};
-use cuda_driver::{DeviceBuffer, DeviceSlice, LaunchConfig, Stream};
+use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Whether an operand is used as stored or transposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -59,52 +59,17 @@ fn check_operand(
     Ok(())
 }
 
-/// Bytes of split-K workspace traffic that cost as much time as one k of a full wave of tiles
-/// (one k of a full wave of 128 × 128 tiles): a block does 32768 FLOP per k at ~165 GFLOP/s
+/// Bytes of split-K workspace traffic that cost as much time as one k of a full wave of
+/// 128 × 128 tiles: a block does 32768 FLOP per k at ~165 GFLOP/s
 /// (two blocks per SM on an H100) while the GPU moves ~3 TB/s, so one k ≈ 0.6 MB of traffic.
 const BYTES_PER_K: f64 = 600_000.0;
 
 /// The cost of one extra launch (the split-K reduce), in the same k units (~3 µs).
 const LAUNCH_K: f64 = 15.0;
 
-/// Products of at least this many multiply-adds (128³) copy an unaligned operand first.
-pub const PACK_MIN_WORK: u128 = 1 << 21;
-
-/// A copy of the stored `[rows, cols]` operand `x` (leading dimension `ld`) with a leading
-/// dimension rounded up to a multiple of 4 in a fresh (256-byte aligned) buffer, when `ld` is
-/// not a multiple of 4 or `x` is not 16-byte aligned and the product is worth it; else `None`.
-fn pack_if_unaligned(
-    k: &Kernels,
-    s: &Stream,
-    x: &DeviceSlice<f32>,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    work: u128,
-) -> Result<Option<(DeviceBuffer<f32>, usize)>> {
-    const OP: &str = "sgemm";
-    let aligned = ld % 4 == 0 && x.as_raw_ptr() % 16 == 0;
-    if aligned || work < PACK_MIN_WORK || rows == 0 || cols == 0 {
-        return Ok(None);
-    }
-    let ld2 = cols.next_multiple_of(4);
-    let len = rows.checked_mul(ld2).ok_or(Error::TooLarge {
-        op: OP,
-        what: "packed operand",
-        value: rows as u128 * ld2 as u128,
-        max: usize::MAX as u128,
-    })?;
-    // SAFETY: the pack kernel writes columns 0..cols of every row before sgemm reads them, in
-    // stream order; the padding columns are never read (sgemm reads only k < K, mn < M / N).
-    let mut buf = unsafe { s.alloc::<f32>(len)? };
-    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
-    let (l1, l2) = (to_i32(OP, "ld", ld)?, to_i32(OP, "ld", ld2)?);
-    let cfg = LaunchConfig::new((blocks(cols, 1024), rows.min(65_535) as u32), BLOCK);
-    // SAFETY: reads x[r·ld + c] for r < rows, c < cols (x was checked to span the stored
-    // [rows, cols] matrix with leading dimension ld) and writes buf[r·ld2 + c] < rows·ld2.
-    unsafe { k.sgemm_pack_rows.launch(s, &cfg, x, l1, &mut buf, l2, r, c) }?;
-    Ok(Some((buf, ld2)))
-}
+/// Products of at least this many multiply-adds (128³) with `B` stored transposed run on a
+/// transposed copy of `B` (one pass over it) instead.
+pub const RELAYOUT_MIN_WORK: u128 = 1 << 21;
 
 /// How many k slices (split-K) `sgemm` uses for an `m × n × k` product on a GPU with
 /// `sm_count` SMs (two 128 × 128 tiles per SM at a time): the `s` in 1..=16 (each slice at least
@@ -185,18 +150,30 @@ pub fn sgemm(
     if m == 0 || n == 0 {
         return Ok(());
     }
-    // Operands whose rows the kernel cannot read with 16-byte loads are copied once into an
-    // aligned buffer with a padded leading dimension (when the product is large enough to pay).
+    // `B` stored transposed ([n, k], k contiguous) costs the kernel 16 rows per warp load
+    // (kernels/TUNING.md, round 3); a dense one is transposed once into [k, n] instead (same
+    // products, same order: the result is bit-identical).
     let work = m as u128 * n as u128 * kdim as u128;
-    let pa = pack_if_unaligned(k, s, a, a_rows, a_cols, lda, work)?;
-    let pb = pack_if_unaligned(k, s, b, b_rows, b_cols, ldb, work)?;
-    let (a, la) = match &pa {
-        Some((buf, ld)) => (&**buf, to_i32(OP, "lda", *ld)?),
-        None => (a, la),
+    let b_copy = if tb == Transpose::Trans && ldb == kdim && work >= RELAYOUT_MIN_WORK {
+        // SAFETY: every element is written by the transpose before sgemm reads it.
+        let mut buf = unsafe { s.alloc::<f32>(kdim * n)? };
+        let stored = b.slice(0..n * kdim)?;
+        super::coalescing::transpose_any(
+            k,
+            s,
+            super::TransposeAlgo::Auto,
+            &stored,
+            &mut buf,
+            n,
+            kdim,
+        )?;
+        Some(buf)
+    } else {
+        None
     };
-    let (b, lb) = match &pb {
-        Some((buf, ld)) => (&**buf, to_i32(OP, "ldb", *ld)?),
-        None => (b, lb),
+    let (tb, b, lb) = match &b_copy {
+        Some(buf) => (Transpose::NoTrans, &**buf, ni),
+        None => (tb, b, lb),
     };
     let kernel = match (ta, tb) {
         (Transpose::NoTrans, Transpose::NoTrans) => &k.sgemm_nn,
