@@ -5,6 +5,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod cpu_baseline;
 pub mod exit;
 pub mod jit;
 pub mod output;

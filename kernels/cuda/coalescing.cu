@@ -85,85 +85,138 @@ transpose_tiled(const float* in, float* out, int rows, int cols) { transpose_til
 extern "C" __global__ void __launch_bounds__(256)
 transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transpose_tiled_body<1>(in, out, rows, cols); }
 
-// transpose_tiled_aligned: the 64 x 64 padded tile for rows that do not start on a 128-byte
-// line (odd widths). A warp reading 32 floats that straddle two lines costs two L1 wavefronts;
-// the tiled kernel spent four on each 64-float row segment. Here the lanes of a warp follow the
-// memory lines instead of the tile: for each row segment, 3 instructions cover the 3 lines it
-// touches (lane l of instruction k takes the float at line_start + 32 k + l, if it belongs to
-// the segment), so a segment costs 3 wavefronts, on the reads and on the writes alike.
-// Launch: block (32, 8), grid (ceil(cols / 64), ceil(rows / 64)).
+// transpose_tiled_aligned: the 64 x 64 tile for matrices whose rows do not start on a 128-byte
+// line (widths or heights not a multiple of 32). There every 64-float row segment a tile writes
+// starts and ends inside a 32-byte sector shared with the neighbouring tile, and a sector written
+// in two halves by two blocks costs the L2 and DRAM far more than a whole one (measured: 0.66x of
+// the D2D copy against 0.95x for aligned shapes). So here each tile writes, for output row c, the
+// range [r0 - s_c, r0 + 64 - s_c) where s_c (0..7) puts its start on a sector boundary: the
+// tiles of one output row partition it into whole sectors (the first tile starts at 0, the last
+// ends at rows). The block therefore reads input rows r0 - 8 .. r0 + 63 (72 rows, 64 columns).
+// Lanes follow the 128-byte lines on both sides (lane l of instruction k takes the float at
+// line_start + 32 k + l, if it belongs to the segment), so a row segment costs only the lines it
+// touches. Tiles run in column-major order (blockIdx.x walks down the rows of tiles), so the
+// tiles sharing output lines run together.
+// Launch: block (32, 8), grid (ceil(rows / 64), ceil(cols / 64)) (note: rows first).
+#define TA_ROWS (TT + 8)
 extern "C" __global__ void __launch_bounds__(256)
 transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    __shared__ float tile[TT][TT + 1];
+    __shared__ float tile[TA_ROWS][TT + 1];  // tile[i][j] = in[r0 - 8 + i][c0 + j]
     const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c0 = blockIdx.x * TT, r0 = blockIdx.y * TT;
-    const int cw = min(TT, cols - c0), rh = min(TT, rows - r0);  // this tile's extent
+    const int c0 = blockIdx.y * TT, r0 = blockIdx.x * TT;
+    const int cw = min(TT, cols - c0);  // this tile's columns
 #pragma unroll
-    for (int j = 0; j < TT; j += BLOCK_ROWS) {
-        const int i = ty + j;
-        const float* seg = in + (u64)(r0 + i) * cols + c0;
+    for (int j = 0; j < TA_ROWS; j += BLOCK_ROWS) {
+        const int i = ty + j, r = r0 - 8 + i;
+        if (r < 0 || r >= rows) continue;  // whole warp (one row per warp)
+        const float* seg = in + (u64)r * cols + c0;
         const int mis = (int)(((unsigned long long)seg >> 2) & 31);  // floats past its line
 #pragma unroll
         for (int k = 0; k < 3; ++k) {
             const int o = 32 * k + tx - mis;  // tile column this lane takes
-            if (i < rh && o >= 0 && o < cw) tile[i][o] = seg[o];
+            if (o >= 0 && o < cw) tile[i][o] = seg[o];
         }
     }
     __syncthreads();
 #pragma unroll
     for (int j = 0; j < TT; j += BLOCK_ROWS) {
-        const int i = ty + j;  // output row c0 + i, columns r0 .. r0 + rh
-        float* seg = out + (u64)(c0 + i) * rows + r0;
+        const int i = ty + j;  // output row c0 + i
+        if (i >= cw) continue;  // whole warp
+        float* row = out + (u64)(c0 + i) * rows;
+        const int s = (int)(((unsigned long long)(row + r0) >> 2) & 7);  // floats past a sector
+        const int lo = r0 == 0 ? 0 : r0 - s;
+        const int hi = r0 + TT >= rows ? rows : r0 + TT - s;
+        float* seg = row + lo;
         const int mis = (int)(((unsigned long long)seg >> 2) & 31);
 #pragma unroll
-        for (int k = 0; k < 3; ++k) {
-            const int o = 32 * k + tx - mis;
-            if (i < cw && o >= 0 && o < rh) seg[o] = tile[o][i];
+        for (int k = 0; k < 4; ++k) {  // up to 71 floats: at most 4 lines
+            const int o = 32 * k + tx - mis;  // offset in [lo, hi)
+            if (o >= 0 && o < hi - lo) seg[o] = tile[lo + o - (r0 - 8)][i];
         }
     }
 }
 
 // transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64
 // tile would leave most of its threads idle (a [2^20, 3] transpose was 16384 tiles of 3 columns).
-// Tall (cols < 64): grid (ceil(rows / 1024), cols), block 256: block (bx, c) writes the output
-// row c, columns bx * 1024 .. + 1024 (4 per thread, coalesced), reading column c of the input
-// (stride cols: the short rows keep those reads within few lines, shared by the other c).
-// Wide (rows < 64, cols >= 64): grid ceil(rows * cols / 1024), block 256: outputs in order
-// (coalesced), each at in[(e % rows) * cols + e / rows] with 32-bit division.
-// Both: 4 independent loads in flight per thread.
+// A block moves a whole strip through shared memory so that both its read and its write are one
+// contiguous run (or a few), without integer division:
+//   tall (cols < 64): R rows (8192 / cols rounded down to a power of two), all columns. It reads the contiguous
+//     span in[r0 * cols, (r0 + R) * cols) as is, and writes the cols output runs
+//     out[c * rows + r0, + R) (element q of the write: c = q >> log2 R, r = q & (R - 1));
+//   wide (rows < 64, cols >= 64): W columns (likewise from rows), all rows. It reads the
+//     rows runs in[r * cols + c0, + W) (q: r = q >> log2 W, j = q & (W - 1)) and writes the
+//     contiguous span out[c0 * rows, (c0 + W) * rows) (q: j = q / rows as (q * ceil(2^32 / rows))
+//     >> 32, exact for q < 2^32 / rows, then r = q - j * rows).
+// Shared-memory padding keeps the second phase's column reads conflict-free (below).
+// A strip holds up to 8192 elements (32 per thread): long contiguous runs on both sides measured
+// faster than shorter strips and more blocks (kernels/TUNING.md, round 3). Launch: block 256, grid ceil(rows / R) (tall) or
+// ceil(cols / W) (wide), with R, W as above (the host computes them alike).
+#define SKINNY_TILE 8192
+__device__ __forceinline__ int floor_log2(unsigned v) { return 31 - __clz(v); }
+// Strip length for a short side of `short_side` (< 64): SKINNY_TILE / short_side rounded down to
+// a power of two (at least 128).
+__device__ __forceinline__ int strip_log2(int short_side) { return floor_log2(SKINNY_TILE / short_side); }
+
 extern "C" __global__ void __launch_bounds__(256)
 transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    // + 128: the tall layout pads one float per 32 (index q + q / 32), the wide one per row (W + 1),
+    // so the column-wise reads of the second phase are free of bank conflicts.
+    __shared__ float tile[SKINNY_TILE + 256];
+    const int t = threadIdx.x;
     if (cols < 64) {
-        const int c = blockIdx.y;
-        const long long r = (long long)blockIdx.x * 1024 + threadIdx.x;
-        float v[4];
+        const int lr = strip_log2(cols), R = 1 << lr;
+        const long long r0 = (long long)blockIdx.x * R;
+        const int h = (int)min((long long)R, rows - r0);  // rows in this strip
+        const int n = h * cols;
+        const float* src = in + (u64)r0 * cols;  // tile[q] = src[q]: element (q / cols, q % cols)
+        for (int q = t; q < n; q += 1024) {
+            float v[4];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (r + 256 * u < rows) v[u] = in[(u64)(r + 256 * u) * cols + c];
+            for (int u = 0; u < 4; ++u)
+                if (q + 256 * u < n) v[u] = src[q + 256 * u];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (r + 256 * u < rows) out[(u64)c * rows + r + 256 * u] = v[u];
-    } else {  // rows < 64, so rows * cols < 2^37; e < 2^32 while cols < 2^26
-        const u64 total = (u64)rows * (u64)cols;
-        const u64 e0 = (u64)blockIdx.x * 1024 + threadIdx.x;
-        float v[4];
+            for (int u = 0; u < 4; ++u)
+                if (q + 256 * u < n) tile[(q + 256 * u) + ((q + 256 * u) >> 5)] = v[u];
+        }
+        __syncthreads();
+        for (int q = t; q < cols * R; q += 1024) {
 #pragma unroll
-        for (int u = 0; u < 4; ++u) {
-            const u64 e = e0 + 256 * u;
-            if (e < total) {
-                u64 q, m;
-                if ((e >> 32) == 0) {
-                    q = (unsigned)e / (unsigned)rows;
-                    m = (unsigned)e - (unsigned)q * (unsigned)rows;
-                } else {
-                    q = e / (u64)rows;
-                    m = e - q * (u64)rows;
-                }
-                v[u] = in[m * (u64)cols + q];
+            for (int u = 0; u < 4; ++u) {
+                const int e = q + 256 * u, c = e >> lr, r = e & (R - 1);
+                const int x = r * cols + c;
+                if (c < cols && r < h) out[(u64)c * rows + r0 + r] = tile[x + (x >> 5)];
             }
         }
+    } else {
+        const int lw = strip_log2(rows), W = 1 << lw;
+        const long long c0 = (long long)blockIdx.x * W;
+        const int w = (int)min((long long)W, cols - c0);  // columns in this strip
+        for (int q = t; q < rows * W; q += 1024) {
+            float v[4];
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-            if (e0 + 256 * u < total) out[e0 + 256 * u] = v[u];
+            for (int u = 0; u < 4; ++u) {
+                const int e = q + 256 * u, r = e >> lw, j = e & (W - 1);
+                if (r < rows && j < w) v[u] = in[(u64)r * cols + c0 + j];
+            }
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int e = q + 256 * u, r = e >> lw, j = e & (W - 1);
+                if (r < rows && j < w) tile[r * (W + 1) + j] = v[u];
+            }
+        }
+        __syncthreads();
+        const u64 magic = (0x100000000ull + rows - 1) / rows;  // ceil(2^32 / rows)
+        const int n = w * rows;
+        float* dst = out + (u64)c0 * rows;  // dst[q] = element (row q % rows, column q / rows)
+        for (int q = t; q < n; q += 1024) {
+#pragma unroll
+            for (int u = 0; u < 4; ++u) {
+                const int e = q + 256 * u;
+                if (e < n) {
+                    const int j = (int)(((u64)e * magic) >> 32), r = e - j * rows;
+                    dst[e] = tile[r * (W + 1) + j];
+                }
+            }
+        }
     }
 }

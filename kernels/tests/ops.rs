@@ -1182,6 +1182,10 @@ const TRANSPOSE_SHAPES: &[(usize, usize)] = &[
     (5000, 63),
     (2, 70_001),
     (3001, 1),
+    (4097, 32),
+    (32, 4097),
+    (1, 5000),
+    (9000, 7),
 ];
 
 fn transposes() -> TestResult {

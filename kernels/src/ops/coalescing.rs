@@ -77,8 +77,9 @@ pub enum TransposeAlgo {
     /// `transpose_skinny`: a sub-matrix of all the short side through shared memory, for
     /// shapes with fewer than 64 rows or columns.
     Skinny,
-    /// `transpose_tiled_aligned`: the 64×65 tile with lanes that follow the 128-byte lines, for
-    /// rows that do not start on one (widths not a multiple of 32).
+    /// `transpose_tiled_aligned`: a 64-column tile whose output rows are cut on 32-byte sector
+    /// boundaries and whose lanes follow the 128-byte lines, for rows that do not start on one
+    /// (widths or heights not a multiple of 32); at most 65535 × 64 columns.
     Aligned,
     /// Picked by shape ([`transpose_choice`]).
     Auto,
@@ -88,16 +89,23 @@ pub enum TransposeAlgo {
 /// (measurements: kernels/TUNING.md, round 3):
 /// - a side shorter than 64: [`TransposeAlgo::Skinny`];
 /// - rows or columns not a multiple of 32, or `x` not on a 128-byte line:
-///   [`TransposeAlgo::Aligned`];
+///   [`TransposeAlgo::Aligned`] (its grid's y counts column tiles: up to 65535 of them);
 /// - else [`TransposeAlgo::TiledPadded`].
 pub fn transpose_choice(rows: usize, cols: usize, addr: u64) -> TransposeAlgo {
     if rows < 64 || cols < 64 {
         TransposeAlgo::Skinny
-    } else if rows % 32 != 0 || cols % 32 != 0 || addr % 128 != 0 {
+    } else if (rows % 32 != 0 || cols % 32 != 0 || addr % 128 != 0) && cols.div_ceil(64) <= 65_535 {
         TransposeAlgo::Aligned
     } else {
         TransposeAlgo::TiledPadded
     }
+}
+
+/// Rows (or columns) per block of `transpose_skinny` when the other side is `short` (< 64):
+/// `8192 / short` rounded down to a power of two (as the kernel computes it).
+fn skinny_strip(short: usize) -> usize {
+    let fit = 8192 / short.clamp(1, 63);
+    1usize << fit.ilog2()
 }
 
 /// `out[c][r] = x[r][c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`. Block
@@ -150,10 +158,11 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
     let kernel = dispatch::transpose_bits::<T>(k, algo)?;
     let cfg = match algo {
         TransposeAlgo::Skinny if cols < 64 => {
-            LaunchConfig::new((blocks(rows, 1024), cols as u32), 256)
+            LaunchConfig::new(blocks(rows, skinny_strip(cols)), 256)
         }
-        TransposeAlgo::Skinny => LaunchConfig::new(blocks(rows * cols, 1024), 256),
+        TransposeAlgo::Skinny => LaunchConfig::new(blocks(cols, skinny_strip(rows)), 256),
         TransposeAlgo::Naive => LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, 8)),
+        TransposeAlgo::Aligned => LaunchConfig::new((blocks(rows, 64), blocks(cols, 64)), (32, 8)),
         _ => LaunchConfig::new((blocks(cols, 64), blocks(rows, 64)), (32, 8)),
     };
     // SAFETY: every kernel reads x[r·cols + c] and writes out[c·rows + r] only for r < rows,

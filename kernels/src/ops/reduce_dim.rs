@@ -20,7 +20,7 @@ use crate::launch::{blocks, check_len, sms, to_i32, BLOCK};
 use crate::{Element, Error, Kernels, Result};
 use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
-/// Rows at least this long are split across blocks ([`reduce_dim`]'s second choice).
+/// Rows at least this long are split across blocks (the second choice of [`sum_dim`]).
 pub const ROW_SPLIT_MIN_COLS: usize = 1024;
 
 /// Reduced dimensions up to this long use the thin column launch (one thread per column).
