@@ -138,19 +138,18 @@ transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, i
 
 // transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64
 // tile would leave most of its threads idle (a [2^20, 3] transpose was 16384 tiles of 3 columns).
-// A block moves a whole strip through shared memory so that both its read and its write are one
-// contiguous run (or a few), without integer division:
-//   tall (cols < 64): R rows (8192 / cols rounded down to a power of two), all columns. It reads the contiguous
-//     span in[r0 * cols, (r0 + R) * cols) as is, and writes the cols output runs
-//     out[c * rows + r0, + R) (element q of the write: c = q >> log2 R, r = q & (R - 1));
-//   wide (rows < 64, cols >= 64): W columns (likewise from rows), all rows. It reads the
-//     rows runs in[r * cols + c0, + W) (q: r = q >> log2 W, j = q & (W - 1)) and writes the
-//     contiguous span out[c0 * rows, (c0 + W) * rows) (q: j = q / rows as (q * ceil(2^32 / rows))
-//     >> 32, exact for q < 2^32 / rows, then r = q - j * rows).
-// Shared-memory padding keeps the second phase's column reads conflict-free (below).
-// A strip holds up to 8192 elements (32 per thread): long contiguous runs on both sides measured
-// faster than shorter strips and more blocks (kernels/TUNING.md, round 3). Launch: block 256, grid ceil(rows / R) (tall) or
-// ceil(cols / W) (wide), with R, W as above (the host computes them alike).
+//   tall (cols < 64): a block moves a strip of R rows (8192 / cols rounded down to a power of
+//     two) through shared memory, so that its read is one contiguous span
+//     in[r0 * cols, (r0 + R) * cols) and its write cols runs out[c * rows + r0, + R), without
+//     integer division (element q of the write: c = q >> log2 R, r = q & (R - 1)). One float of
+//     padding per 32 keeps the column-wise shared reads free of bank conflicts. Strips of 8192
+//     measured faster than of 1024 or 4096 (kernels/TUNING.md, round 3).
+//   wide (rows < 64, cols >= 64): no staging: each thread writes 4 outputs in order (coalesced)
+//     from in[(e % rows) * cols + e / rows] (32-bit division; the few rows keep the reads within
+//     few lines). Staged strips measured slower here.
+// 4 or more loads in flight per thread.
+// Launch: block 256, grid ceil(rows / R) (tall; the host computes R alike) or
+// ceil(rows * cols / 1024) (wide).
 #define SKINNY_TILE 8192
 __device__ __forceinline__ int floor_log2(unsigned v) { return 31 - __clz(v); }
 // Strip length for a short side of `short_side` (< 64): SKINNY_TILE / short_side rounded down to
@@ -159,8 +158,8 @@ __device__ __forceinline__ int strip_log2(int short_side) { return floor_log2(SK
 
 extern "C" __global__ void __launch_bounds__(256)
 transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    // + 128: the tall layout pads one float per 32 (index q + q / 32), the wide one per row (W + 1),
-    // so the column-wise reads of the second phase are free of bank conflicts.
+    // + 256: the tall layout pads one float per 32 (index q + q / 32), so the column-wise reads of
+    // the second phase are free of bank conflicts.
     __shared__ float tile[SKINNY_TILE + 256];
     const int t = threadIdx.x;
     if (cols < 64) {
@@ -187,36 +186,27 @@ transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows
                 if (c < cols && r < h) out[(u64)c * rows + r0 + r] = tile[x + (x >> 5)];
             }
         }
-    } else {
-        const int lw = strip_log2(rows), W = 1 << lw;
-        const long long c0 = (long long)blockIdx.x * W;
-        const int w = (int)min((long long)W, cols - c0);  // columns in this strip
-        for (int q = t; q < rows * W; q += 1024) {
-            float v[4];
+    } else {  // rows < 64 (so rows * cols < 2^37): outputs in order, 4 loads in flight
+        const u64 total = (u64)rows * (u64)cols;
+        const u64 e0 = (u64)blockIdx.x * 1024 + t;
+        float v[4];
 #pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int e = q + 256 * u, r = e >> lw, j = e & (W - 1);
-                if (r < rows && j < w) v[u] = in[(u64)r * cols + c0 + j];
-            }
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int e = q + 256 * u, r = e >> lw, j = e & (W - 1);
-                if (r < rows && j < w) tile[r * (W + 1) + j] = v[u];
-            }
-        }
-        __syncthreads();
-        const u64 magic = (0x100000000ull + rows - 1) / rows;  // ceil(2^32 / rows)
-        const int n = w * rows;
-        float* dst = out + (u64)c0 * rows;  // dst[q] = element (row q % rows, column q / rows)
-        for (int q = t; q < n; q += 1024) {
-#pragma unroll
-            for (int u = 0; u < 4; ++u) {
-                const int e = q + 256 * u;
-                if (e < n) {
-                    const int j = (int)(((u64)e * magic) >> 32), r = e - j * rows;
-                    dst[e] = tile[r * (W + 1) + j];
+        for (int u = 0; u < 4; ++u) {
+            const u64 e = e0 + 256 * u;  // out[e]: column q = e / rows, row m = e % rows
+            if (e < total) {
+                u64 q, m;
+                if ((e >> 32) == 0) {
+                    q = (unsigned)e / (unsigned)rows;
+                    m = (unsigned)e - (unsigned)q * (unsigned)rows;
+                } else {
+                    q = e / (u64)rows;
+                    m = e - q * (u64)rows;
                 }
+                v[u] = in[m * (u64)cols + q];
             }
         }
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+            if (e0 + 256 * u < total) out[e0 + 256 * u] = v[u];
     }
 }

@@ -60,10 +60,14 @@ fn body() -> ProgramResult {
 
     println!("size = {size}");
     println!("{}", cpu_baseline::describe());
-    println!("CPU time: {cpu_time:.4}s");
-    println!("GPU time: {gpu_time:.4}s   (first run, with start-up: {cold:.4}s)");
+    println!("CPU time: {:.3} ms", cpu_time * 1e3);
     println!(
-        "Speedup: {:.2}x   (first run: {:.2}x)",
+        "GPU time: {:.3} ms   (first run, with start-up: {:.3} ms)",
+        gpu_time * 1e3,
+        cold * 1e3
+    );
+    println!(
+        "Speedup: {:.1}x   (first run: {:.2}x)",
         cpu_time / gpu_time,
         cpu_time / cold
     );

@@ -101,7 +101,7 @@ pub fn transpose_choice(rows: usize, cols: usize, addr: u64) -> TransposeAlgo {
     }
 }
 
-/// Rows (or columns) per block of `transpose_skinny` when the other side is `short` (< 64):
+/// Rows per block of `transpose_skinny` for a tall matrix of `short` (< 64) columns:
 /// `8192 / short` rounded down to a power of two (as the kernel computes it).
 fn skinny_strip(short: usize) -> usize {
     let fit = 8192 / short.clamp(1, 63);
@@ -160,7 +160,7 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
         TransposeAlgo::Skinny if cols < 64 => {
             LaunchConfig::new(blocks(rows, skinny_strip(cols)), 256)
         }
-        TransposeAlgo::Skinny => LaunchConfig::new(blocks(cols, skinny_strip(rows)), 256),
+        TransposeAlgo::Skinny => LaunchConfig::new(blocks(rows * cols, 1024), 256),
         TransposeAlgo::Naive => LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, 8)),
         TransposeAlgo::Aligned => LaunchConfig::new((blocks(rows, 64), blocks(cols, 64)), (32, 8)),
         _ => LaunchConfig::new((blocks(cols, 64), blocks(rows, 64)), (32, 8)),
