@@ -854,14 +854,85 @@ fn sgemm_all_transposes() -> TestResult {
                     )?;
                     let got = s.clone_dtoh(&dc.slice(off..)?)?;
                     let _ = br;
-                    let splits = ops::sgemm_splits(m, n, kd, sms);
-                    reference::sgemm_split_k(
-                        ta, tb, m, n, kd, alpha, &a, lda, &b, ldb, beta, &mut c, ldc, splits,
+                    let plan = ops::sgemm_plan(m, n, kd, sms);
+                    reference::sgemm_planned(
+                        ta,
+                        tb,
+                        m,
+                        n,
+                        kd,
+                        alpha,
+                        &a,
+                        lda,
+                        &b,
+                        ldb,
+                        beta,
+                        &mut c,
+                        ldc,
+                        |i| plan.splits_for_row(i),
                     );
                     // exact: FMA in increasing k (per k slice with split-K, slices summed in
                     // order), then alpha·acc, then fmaf(beta, C, ·); padding untouched.
                     check_exact(&format!("sgemm {ta:?},{tb:?} {m}x{n}x{kd} alpha={alpha} beta={beta} pad={pad} off={off}"), &got, &c)?;
                 }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A product whose plan runs whole waves of tile rows unsplit and splits the leftover rows
+/// (2047 × 2049 × 2051 on a 132-SM GPU: 15 tile rows, then one row of tiles in k slices), every
+/// transpose, `beta != 0`: 3000 entries from both parts checked exactly against `sgemm_dot`
+/// with the plan's slices for their row (a full CPU reference would take minutes).
+fn sgemm_planned_rows() -> TestResult {
+    let (ctx, s, k) = setup()?;
+    let sms = ctx.device().sm_count()?;
+    let (m, n, kd) = (2047, 2049, 2051);
+    let plan = ops::sgemm_plan(m, n, kd, sms);
+    let a = small_data::<f32>(31, m * kd);
+    let b = small_data::<f32>(32, kd * n);
+    let c0 = small_data::<f32>(33, m * n);
+    let (da, db) = (s.clone_htod(&a)?, s.clone_htod(&b)?);
+    let ts = [Transpose::NoTrans, Transpose::Trans];
+    for ta in ts {
+        for tb in ts {
+            let lda = if ta == Transpose::NoTrans { kd } else { m };
+            let ldb = if tb == Transpose::NoTrans { n } else { kd };
+            let mut dc = s.clone_htod(&c0)?;
+            let (alpha, beta) = (0.75f32, -0.5f32);
+            ops::sgemm(
+                &k, &s, ta, tb, m, n, kd, alpha, &da, lda, &db, ldb, beta, &mut dc, n,
+            )?;
+            let got = s.clone_dtoh(&dc)?;
+            let mut rng = Rng::new(34);
+            let rest = m - plan.main_rows.min(m - 1);
+            for t in 0..3000usize {
+                // Half the samples from the rows after the plan's main part.
+                let i = if t % 2 == 0 {
+                    (rng.next_u64() as usize) % m
+                } else {
+                    m - 1 - (rng.next_u64() as usize) % rest
+                };
+                let j = (rng.next_u64() as usize) % n;
+                let acc = reference::sgemm_dot(
+                    ta,
+                    tb,
+                    kd,
+                    &a,
+                    lda,
+                    &b,
+                    ldb,
+                    i,
+                    j,
+                    plan.splits_for_row(i),
+                );
+                let want = beta.mul_add(c0[i * n + j], alpha * acc);
+                ensure!(
+                    got[i * n + j].to_bits() == want.to_bits(),
+                    "sgemm {ta:?},{tb:?} {m}x{n}x{kd} plan {plan:?}: C[{i}][{j}] = {} on the GPU, {want} expected",
+                    got[i * n + j]
+                );
             }
         }
     }
@@ -1531,6 +1602,7 @@ fn main() {
         gpu("matmul_f64", matmul_all::<f64>),
         gpu("matmul_i32", matmul_all::<i32>),
         gpu("sgemm_all_transposes", sgemm_all_transposes),
+        gpu("sgemm_planned_rows", sgemm_planned_rows),
         gpu("sgemm_bounds_checks", sgemm_bounds_checks),
         gpu("reduce_f32", reduce_full::<f32>),
         gpu("reduce_f64", reduce_full::<f64>),

@@ -35,7 +35,7 @@ pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo};
 pub use reduce_dim::{
     col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim, ROW_SPLIT_MIN_COLS,
 };
-pub use sgemm::{sgemm, sgemm_splits, Transpose};
+pub use sgemm::{sgemm, sgemm_plan, SgemmPlan, Transpose};
 pub use softmax::{
     narrow_shape, shared_max_cols, softmax_choice, softmax_rows, softmax_rows_with, split_shape,
     SoftmaxAlgo, NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,

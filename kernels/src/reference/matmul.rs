@@ -60,6 +60,58 @@ pub fn sgemm_split_k(
     ldc: usize,
     splits: usize,
 ) {
+    sgemm_planned(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, |_| {
+        splits
+    });
+}
+
+/// [`sgemm`] as `ops::sgemm` computes it under a plan (`ops::sgemm_plan`): row `i` of C with
+/// `splits_for_row(i)` k slices, each an FMA chain over its whole 16-wide k tiles in increasing
+/// k, the slices added in order, then `alpha · sum` and `fmaf(beta, C, ·)`.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_planned(
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    beta: f32,
+    c: &mut [f32],
+    ldc: usize,
+    splits_for_row: impl Fn(usize) -> usize,
+) {
+    for i in 0..m {
+        for j in 0..n {
+            let acc = sgemm_dot(ta, tb, k, a, lda, b, ldb, i, j, splits_for_row(i));
+            let mut v = alpha * acc;
+            if beta != 0.0 {
+                v = beta.mul_add(c[i * ldc + j], v);
+            }
+            c[i * ldc + j] = v;
+        }
+    }
+}
+
+/// The accumulator `ops::sgemm` forms for `C[i][j]` with `splits` k slices (before `alpha` and
+/// `beta`): for checking single entries of products too large for a CPU reference.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_dot(
+    ta: Transpose,
+    tb: Transpose,
+    k: usize,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    i: usize,
+    j: usize,
+    splits: usize,
+) -> f32 {
     let at = |i: usize, kk: usize| match ta {
         Transpose::NoTrans => a[i * lda + kk],
         Transpose::Trans => a[kk * lda + i],
@@ -71,23 +123,15 @@ pub fn sgemm_split_k(
     // The k slices of split-K (`sgemm_splitk`'s order): whole 16-wide k tiles per slice.
     let splits = splits.max(1);
     let per = k.div_ceil(16).div_ceil(splits) * 16;
-    for i in 0..m {
-        for j in 0..n {
-            let mut acc = 0.0f32;
-            for z in 0..splits {
-                let k0 = (z * per).min(k);
-                let k1 = (k0 + per).min(k);
-                let mut part = 0.0f32;
-                for kk in k0..k1 {
-                    part = at(i, kk).mul_add(bt(kk, j), part);
-                }
-                acc = if z == 0 { part } else { acc + part };
-            }
-            let mut v = alpha * acc;
-            if beta != 0.0 {
-                v = beta.mul_add(c[i * ldc + j], v);
-            }
-            c[i * ldc + j] = v;
+    let mut acc = 0.0f32;
+    for z in 0..splits {
+        let k0 = (z * per).min(k);
+        let k1 = (k0 + per).min(k);
+        let mut part = 0.0f32;
+        for kk in k0..k1 {
+            part = at(i, kk).mul_add(bt(kk, j), part);
         }
+        acc = if z == 0 { part } else { acc + part };
     }
+    acc
 }
