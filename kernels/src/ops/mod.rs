@@ -31,7 +31,7 @@ pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use matmul::{matmul, MatmulAlgo};
 pub use random::{fill_normal, fill_uniform, philox_u32};
-pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo};
+pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo, SINGLE_BLOCK_MAX};
 pub use reduce_dim::{
     col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim, ROW_SPLIT_MIN_COLS,
 };
