@@ -315,3 +315,51 @@ extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f32(const floa
 extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk) { reduce_cols<double, double, MaxOp<double> >(in, out, rows, cols, chunk); }
 extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<F16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
 extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<BF16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
+
+// ---------------------------------------------------------------------------------------------
+// 6. Thin columns: a short reduced dimension (at most 32 rows) of many columns, [outer, rows,
+// cols] -> [outer, cols]. Each thread takes THIN_COLS columns 256 apart and issues all their
+// rows' loads (up to 4 x 32) before combining any, rows combined in order (deterministic).
+// A separate kernel so that its registers do not weigh on the general column kernel.
+// Launch: block 256, grid (ceil(cols / 1024), 1, outer <= 65535), rows <= 32.
+#define THIN_COLS 4
+template <typename Tag, typename A, typename Op>
+__device__ __forceinline__ void reduce_cols_thin(const typename DType<Tag>::Storage* in, A* out,
+                                                 int rows, int cols) {
+    typedef typename DType<Tag>::Storage S;
+    const u64 z = blockIdx.z;
+    const long long c0 = (long long)blockIdx.x * blockDim.x * THIN_COLS + threadIdx.x;
+    const S* base = in + z * (u64)rows * (u64)cols;
+    A acc[THIN_COLS];
+#pragma unroll
+    for (int h = 0; h < THIN_COLS; ++h) acc[h] = Op::identity();
+    for (int r = 0; r < rows; r += 8) {
+        S v[THIN_COLS][8];
+#pragma unroll
+        for (int h = 0; h < THIN_COLS; ++h)
+#pragma unroll
+            for (int u = 0; u < 8; ++u) {
+                const long long c = c0 + (long long)h * blockDim.x;
+                if (c < cols && r + u < rows) v[h][u] = base[(u64)(r + u) * (u64)cols + c];
+            }
+#pragma unroll
+        for (int h = 0; h < THIN_COLS; ++h)
+#pragma unroll
+            for (int u = 0; u < 8; ++u)
+                if (r + u < rows) acc[h] = Op::combine(acc[h], widen<Tag, A>(v[h][u]));
+    }
+#pragma unroll
+    for (int h = 0; h < THIN_COLS; ++h) {
+        const long long c = c0 + (long long)h * blockDim.x;
+        if (c < cols) out[z * (u64)cols + c] = acc[h];
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_sum_f32(const float* in, float* out, int rows, int cols) { reduce_cols_thin<float, float, SumOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_sum_f64(const double* in, double* out, int rows, int cols) { reduce_cols_thin<double, double, SumOp<double> >(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_sum_f16(const f16_t* in, float* out, int rows, int cols) { reduce_cols_thin<F16, float, SumOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_sum_bf16(const bf16_t* in, float* out, int rows, int cols) { reduce_cols_thin<BF16, float, SumOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_max_f32(const float* in, float* out, int rows, int cols) { reduce_cols_thin<float, float, MaxOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_max_f64(const double* in, double* out, int rows, int cols) { reduce_cols_thin<double, double, MaxOp<double> >(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_max_f16(const f16_t* in, float* out, int rows, int cols) { reduce_cols_thin<F16, float, MaxOp<float> >(in, out, rows, cols); }
+extern "C" __global__ void __launch_bounds__(256) reduce_cols_thin_max_bf16(const bf16_t* in, float* out, int rows, int cols) { reduce_cols_thin<BF16, float, MaxOp<float> >(in, out, rows, cols); }

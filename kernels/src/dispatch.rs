@@ -196,6 +196,12 @@ family!(cols_sum -> Part<T, SumAcc<T>>; "sum over a dimension", "reductions alon
 family!(cols_max -> Part<T, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
     F32 => reduce_cols_max_f32, F64 => reduce_cols_max_f64,
     F16 => reduce_cols_max_f16, BF16 => reduce_cols_max_bf16);
+family!(cols_thin_sum -> Rows<T, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols_thin_sum_f32, F64 => reduce_cols_thin_sum_f64,
+    F16 => reduce_cols_thin_sum_f16, BF16 => reduce_cols_thin_sum_bf16);
+family!(cols_thin_max -> Rows<T, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols_thin_max_f32, F64 => reduce_cols_thin_max_f64,
+    F16 => reduce_cols_thin_max_f16, BF16 => reduce_cols_thin_max_bf16);
 // The finishing passes run over the accumulator type (f32 partials for f16/bf16).
 family!(acc_rows_sum -> Rows<SumAcc<T>, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
     F32 => reduce_rows_sum_f32, F64 => reduce_rows_sum_f64,

@@ -145,7 +145,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 138 kernels, in manifest order.
+/// The names of all 146 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "copy_coalesced",
     "copy_strided",
@@ -221,6 +221,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "reduce_cols_sum_f16",
     "reduce_cols_sum_f32",
     "reduce_cols_sum_f64",
+    "reduce_cols_thin_max_bf16",
+    "reduce_cols_thin_max_f16",
+    "reduce_cols_thin_max_f32",
+    "reduce_cols_thin_max_f64",
+    "reduce_cols_thin_sum_bf16",
+    "reduce_cols_thin_sum_f16",
+    "reduce_cols_thin_sum_f32",
+    "reduce_cols_thin_sum_f64",
     "reduce_finalize_max_f32",
     "reduce_finalize_max_f64",
     "reduce_finalize_max_i32",
@@ -369,6 +377,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `reduce_cols_sum_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
 /// | `reduce_cols_sum_f32` | `const float* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
 /// | `reduce_cols_sum_f64` | `const double* in`, `double* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_max_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_max_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_max_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_max_f64` | `const double* in`, `double* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_sum_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_sum_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_sum_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
+/// | `reduce_cols_thin_sum_f64` | `const double* in`, `double* out`, `int rows`, `int cols` | `cuda/reduce.cu` |
 /// | `reduce_finalize_max_f32` | `const float* partial`, `float* out`, `unsigned int num_partials` | `cuda/reduce.cu` |
 /// | `reduce_finalize_max_f64` | `const double* partial`, `double* out`, `unsigned int num_partials` | `cuda/reduce.cu` |
 /// | `reduce_finalize_max_i32` | `const int* partial`, `int* out`, `unsigned int num_partials` | `cuda/reduce.cu` |
@@ -583,6 +599,22 @@ pub struct Kernels {
     pub reduce_cols_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
     pub reduce_cols_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_cols_thin_max_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_max_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_max_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_max_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `reduce_cols_thin_sum_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_sum_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_sum_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_sum_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu`.
+    pub reduce_cols_thin_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
     /// `reduce_finalize_max_f32(const float* partial, float* out, unsigned int num_partials)` from `cuda/reduce.cu`.
     pub reduce_finalize_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>,
     /// `reduce_finalize_max_f64(const double* partial, double* out, unsigned int num_partials)` from `cuda/reduce.cu`.
@@ -953,6 +985,30 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         reduce_cols_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols_sum_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_max_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_max_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_cols_thin_max_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_sum_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        reduce_cols_thin_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_cols_thin_sum_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         reduce_finalize_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>("reduce_finalize_max_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -1225,6 +1281,14 @@ impl Kernels {
             "reduce_cols_sum_f16" => Some(self.reduce_cols_sum_f16.function()),
             "reduce_cols_sum_f32" => Some(self.reduce_cols_sum_f32.function()),
             "reduce_cols_sum_f64" => Some(self.reduce_cols_sum_f64.function()),
+            "reduce_cols_thin_max_bf16" => Some(self.reduce_cols_thin_max_bf16.function()),
+            "reduce_cols_thin_max_f16" => Some(self.reduce_cols_thin_max_f16.function()),
+            "reduce_cols_thin_max_f32" => Some(self.reduce_cols_thin_max_f32.function()),
+            "reduce_cols_thin_max_f64" => Some(self.reduce_cols_thin_max_f64.function()),
+            "reduce_cols_thin_sum_bf16" => Some(self.reduce_cols_thin_sum_bf16.function()),
+            "reduce_cols_thin_sum_f16" => Some(self.reduce_cols_thin_sum_f16.function()),
+            "reduce_cols_thin_sum_f32" => Some(self.reduce_cols_thin_sum_f32.function()),
+            "reduce_cols_thin_sum_f64" => Some(self.reduce_cols_thin_sum_f64.function()),
             "reduce_finalize_max_f32" => Some(self.reduce_finalize_max_f32.function()),
             "reduce_finalize_max_f64" => Some(self.reduce_finalize_max_f64.function()),
             "reduce_finalize_max_i32" => Some(self.reduce_finalize_max_i32.function()),

@@ -11,7 +11,8 @@
 //! - `inner > 1`: columns (`reduce_cols_*`): 32 adjacent columns per block, 8 thread rows, the
 //!   reduced dimension split into `P` parts when `outer · ceil(inner / 32)` blocks cannot fill
 //!   the GPU, then one more launch over the `[outer, P, inner]` partials; a reduced dimension of
-//!   at most [`THIN_MAX_SIZE`] uses one thread per column (block (256, 1)) instead.
+//!   at most [`THIN_MAX_SIZE`] uses `reduce_cols_thin_*` instead (4 columns per thread, all their
+//!   rows' loads in flight).
 //!
 //! All without atomics: the same input, shape and GPU give bit-identical results.
 
@@ -64,6 +65,7 @@ struct Plan<'k, T: DeviceRepr, A: DeviceRepr> {
     rows: &'k Rows<T, A>,
     rows_part: &'k Part<T, A>,
     cols: &'k Part<T, A>,
+    cols_thin: &'k Rows<T, A>,
     rows_acc: &'k Rows<A, A>,
     cols_acc: &'k Part<A, A>,
 }
@@ -82,6 +84,7 @@ pub fn sum_dim<T: Element>(
         rows: dispatch::rows_sum::<T>(k)?,
         rows_part: dispatch::rows_part_sum::<T>(k)?,
         cols: dispatch::cols_sum::<T>(k)?,
+        cols_thin: dispatch::cols_thin_sum::<T>(k)?,
         rows_acc: dispatch::acc_rows_sum::<T>(k)?,
         cols_acc: dispatch::acc_cols_sum::<T>(k)?,
     };
@@ -109,6 +112,7 @@ pub fn max_dim<T: Element>(
         rows: dispatch::rows_max::<T>(k)?,
         rows_part: dispatch::rows_part_max::<T>(k)?,
         cols: dispatch::cols_max::<T>(k)?,
+        cols_thin: dispatch::cols_thin_max::<T>(k)?,
         rows_acc: dispatch::acc_rows_max::<T>(k)?,
         cols_acc: dispatch::acc_cols_max::<T>(k)?,
     };
@@ -248,15 +252,24 @@ fn cols<T: DeviceRepr, A: DeviceRepr>(
     sm_count: u32,
 ) -> Result<()> {
     let (sz, inn) = (to_i32(op, "size", size)?, to_i32(op, "inner", inner)?);
-    // A short reduced dimension: one thread per column (block (256, 1)), no split.
-    let thin = size <= THIN_MAX_SIZE;
-    let (bx, by) = if thin { (256, 1) } else { (32, 8) };
-    let gx = blocks(inner, bx as usize);
-    let parts = if thin {
-        1
-    } else {
-        col_parts(outer, size, inner, sm_count)
-    };
+    if size <= THIN_MAX_SIZE {
+        // A short reduced dimension: `reduce_cols_thin_*`, 4 columns per thread, one pass.
+        let mut o = 0;
+        while o < outer {
+            let slab = (outer - o).min(GRID_YZ_MAX);
+            let xs = x.slice(o * size * inner..(o + slab) * size * inner)?;
+            let mut os = out.slice_mut(o * inner..(o + slab) * inner)?;
+            let cfg = LaunchConfig::new((blocks(inner, 1024), 1, slab as u32), 256);
+            // SAFETY: block (bx, 0, z) reads xs[z·size·inner + r·inner + c] for r < size,
+            // c < inner (xs holds slab·size·inner) and writes os[z·inner + c] (os holds
+            // slab·inner); each thread's 4 columns are guarded by c < inner.
+            unsafe { plan.cols_thin.launch(s, &cfg, &xs, &mut os, sz, inn) }?;
+            o += slab;
+        }
+        return Ok(());
+    }
+    let gx = blocks(inner, 32);
+    let parts = col_parts(outer, size, inner, sm_count);
     let chunk = size.div_ceil(parts).max(1);
     let parts = size.div_ceil(chunk).max(1);
     let ch = to_i32(op, "chunk", chunk)?;
@@ -280,7 +293,7 @@ fn cols<T: DeviceRepr, A: DeviceRepr>(
     while o < outer {
         let slab = (outer - o).min(GRID_YZ_MAX);
         let xs = x.slice(o * size * inner..(o + slab) * size * inner)?;
-        let cfg = LaunchConfig::new((gx, parts as u32, slab as u32), (bx, by));
+        let cfg = LaunchConfig::new((gx, parts as u32, slab as u32), (32, 8));
         match partial.as_mut() {
             None => {
                 let mut os = out.slice_mut(o * inner..(o + slab) * inner)?;
