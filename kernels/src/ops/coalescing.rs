@@ -109,9 +109,11 @@ fn skinny_strip(short: usize) -> usize {
 }
 
 /// `out[c][r] = x[r][c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`. Block
-/// (32, 8); grid `(ceil(cols / 32), ceil(rows / 32))` for the naive kernel and
-/// `(ceil(cols / 64), ceil(rows / 64))` for the tiled ones (so `rows <= 65535 · 32`); the
-/// skinny kernel: block 256, `min(ceil(n / 1024), 32 × SMs)` blocks.
+/// (32, 8); grid `(ceil(cols / 32), ceil(rows / 32))` for the naive kernel,
+/// `(ceil(cols / 64), ceil(rows / 64))` for the tiled ones and `(ceil(rows / 64),
+/// ceil(cols / 64))` for the aligned one (grid y is at most 65535); the skinny kernel: block
+/// 256, one block per strip of rows (tall) or per 1024 outputs (wide). [`TransposeAlgo::Auto`]
+/// picks by shape ([`transpose_choice`]).
 #[allow(clippy::too_many_arguments)]
 pub fn transpose(
     k: &Kernels,

@@ -1,8 +1,8 @@
 //! The fast f32 GEMM with transposes, alpha, beta and leading dimensions.
 
 use crate::launch::{blocks, grid, sms, to_i32, BLOCK};
-use crate::{Error, Kernels, Result};
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Stream};
+use crate::{dispatch, Error, Kernels, Result};
+use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Whether an operand is used as stored or transposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -265,7 +265,7 @@ pub fn sgemm(
 
 /// What [`gemm_rows`] needs of the product (checked by `sgemm`).
 struct Operands<'a> {
-    kernel: &'a Kernel<SgemmArgs>,
+    kernel: &'a dispatch::Sgemm<f32>,
     ta: Transpose,
     n: usize,
     kdim: usize,
@@ -277,21 +277,6 @@ struct Operands<'a> {
     beta: f32,
     ldc: usize,
 }
-
-/// The generated handles' signature.
-type SgemmArgs = (
-    i32,
-    i32,
-    i32,
-    f32,
-    &'static DeviceSlice<f32>,
-    i32,
-    &'static DeviceSlice<f32>,
-    i32,
-    f32,
-    &'static mut DeviceSlice<f32>,
-    i32,
-);
 
 /// Rows `rows` of C, with `splits` k slices.
 fn gemm_rows(

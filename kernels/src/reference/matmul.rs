@@ -37,32 +37,7 @@ pub fn sgemm(
     c: &mut [f32],
     ldc: usize,
 ) {
-    sgemm_split_k(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, 1);
-}
-
-/// [`sgemm`] computed as `ops::sgemm` does with `splits` k slices (split-K): each slice an FMA
-/// chain over its whole 16-wide k tiles in increasing k, the slices added in order, then
-/// `alpha · sum` and `fmaf(beta, C, ·)`. `splits == 1` is exactly [`sgemm`].
-#[allow(clippy::too_many_arguments)]
-pub fn sgemm_split_k(
-    ta: Transpose,
-    tb: Transpose,
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: f32,
-    a: &[f32],
-    lda: usize,
-    b: &[f32],
-    ldb: usize,
-    beta: f32,
-    c: &mut [f32],
-    ldc: usize,
-    splits: usize,
-) {
-    sgemm_planned(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, |_| {
-        splits
-    });
+    sgemm_planned(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, |_| 1);
 }
 
 /// [`sgemm`] as `ops::sgemm` computes it under a plan (`ops::sgemm_plan`): row `i` of C with
