@@ -274,3 +274,66 @@ pub(crate) fn transpose_bits<T: cuda_driver::DeviceRepr>(
     // the parameter sizes. The caller checks `in` and `out` against rows · cols.
     Ok(unsafe { Kernel::from_function(f.clone())? })
 }
+
+/// `relu_bwd(x, dy, dx, n)` / `tanh_bwd(y, dy, dx, n)`.
+pub(crate) type Grad1<T> = Kernel<(In<T>, In<T>, Out<T>, u64)>;
+/// `row_softmax(x, y, rows, cols, log)`.
+pub(crate) type RowSoftmax<T> = Kernel<(In<T>, Out<T>, i32, i32, i32)>;
+/// `row_softmax_bwd(y, dy, dx, rows, cols, log)`.
+pub(crate) type RowSoftmaxBwd<T> = Kernel<(In<T>, In<T>, Out<T>, i32, i32, i32)>;
+/// `cross_entropy_fwd(x, targets, loss, rows, cols)`.
+pub(crate) type CrossEntropyFwd<T> = Kernel<(In<T>, In<i32>, Out<T>, i32, i32)>;
+/// `cross_entropy_bwd(x, targets, g, dx, rows, cols, scale)`.
+pub(crate) type CrossEntropyBwd<T> = Kernel<(In<T>, In<i32>, In<T>, Out<T>, i32, i32, Scalar<T>)>;
+/// `sgd(p, g, p_out, n, lr, wd)`.
+pub(crate) type Sgd<T> = Kernel<(In<T>, In<T>, Out<T>, u64, Scalar<T>, Scalar<T>)>;
+/// `sgd_momentum(p, g, b, p_out, b_out, n, lr, momentum, dampening, wd, nesterov, first)`.
+pub(crate) type SgdMomentum<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    u64,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    i32,
+    i32,
+)>;
+/// `adam(p, g, m, v, p_out, m_out, v_out, n, lr, b1, b2, eps, wd, bc1, bc2, adamw)`.
+pub(crate) type Adam<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    Out<T>,
+    u64,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    i32,
+)>;
+
+const WHY_TRAIN: &str = "training kernels exist for f32 and f64";
+family!(relu_bwd -> Grad1<T>; "relu_backward", WHY_TRAIN; F32 => relu_bwd_f32, F64 => relu_bwd_f64);
+family!(tanh_bwd -> Grad1<T>; "tanh_backward", WHY_TRAIN; F32 => tanh_bwd_f32, F64 => tanh_bwd_f64);
+family!(row_softmax -> RowSoftmax<T>; "log_softmax", WHY_TRAIN;
+    F32 => row_softmax_f32, F64 => row_softmax_f64);
+family!(row_softmax_bwd -> RowSoftmaxBwd<T>; "softmax_backward", WHY_TRAIN;
+    F32 => row_softmax_bwd_f32, F64 => row_softmax_bwd_f64);
+family!(cross_entropy_fwd -> CrossEntropyFwd<T>; "cross_entropy", WHY_TRAIN;
+    F32 => cross_entropy_fwd_f32, F64 => cross_entropy_fwd_f64);
+family!(cross_entropy_bwd -> CrossEntropyBwd<T>; "cross_entropy_backward", WHY_TRAIN;
+    F32 => cross_entropy_bwd_f32, F64 => cross_entropy_bwd_f64);
+family!(sgd -> Sgd<T>; "sgd", WHY_TRAIN; F32 => sgd_f32, F64 => sgd_f64);
+family!(sgd_momentum -> SgdMomentum<T>; "sgd (momentum)", WHY_TRAIN;
+    F32 => sgd_momentum_f32, F64 => sgd_momentum_f64);
+family!(adam -> Adam<T>; "adam", WHY_TRAIN; F32 => adam_f32, F64 => adam_f64);

@@ -151,3 +151,7 @@ impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8);
 impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8, A9);
 impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8, A9, A10);
 impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11);
+impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12);
+impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12, A13);
+impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12, A13, A14);
+impl_signature!(A0, A1, A2, A3, A4, A5, A6, A7, A8, A9, A10, A11, A12, A13, A14, A15);

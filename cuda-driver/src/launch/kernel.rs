@@ -122,3 +122,7 @@ impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v
 impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9);
 impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10);
 impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15);

@@ -16,7 +16,9 @@
 //! | `max_all` → | f32 | f64 | i32 | **f32** | — |
 //! | `mean_all` → | f32 | f64 | — | **f32** | — |
 //! | `sum`/`mean`/`max` over a dim → | f32 | f64 | — | **f32** | — |
-//! | `softmax`, `bias_relu` (+ backward), `rand`, `randn` | ✓ | — | — | — | — |
+//! | `softmax`, `bias_relu` (+ backward) | ✓ | ✓ (one warp per row / one thread per element: for gradient checks) | — | — | — |
+//! | `rand`, `randn` | ✓ | — | — | — | — |
+//! | backward passes, `log_softmax`, `cross_entropy`, optimizer steps ([`super::GradElement`], `grad_dtype.rs`) | ✓ | ✓ | — | — | — |
 //!
 //! Reductions of f16/bf16 accumulate in f32 and return f32 tensors ([`TensorElement::Sum`],
 //! [`TensorElement::Max`]); PyTorch rounds them back to f16, which needs a conversion kernel
@@ -681,6 +683,49 @@ impl TensorElement for f64 {
             m,
             n,
             kdim,
+        )?)
+    }
+
+    fn softmax_rows(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<f64>,
+        out: &mut DeviceSlice<f64>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        Ok(ops::row_softmax(k, s, x, out, rows, cols, false)?)
+    }
+
+    fn bias_relu_fwd(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<f64>,
+        bias: &DeviceSlice<f64>,
+        scale: f64,
+        out: &mut DeviceSlice<f64>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        Ok(ops::bias_relu_fwd_f64(
+            k, s, x, bias, scale, out, rows, cols,
+        )?)
+    }
+
+    fn bias_relu_bwd(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<f64>,
+        bias: &DeviceSlice<f64>,
+        scale: f64,
+        grad_out: &DeviceSlice<f64>,
+        grad_x: &mut DeviceSlice<f64>,
+        grad_bias: &mut DeviceSlice<f64>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        Ok(ops::bias_relu_bwd_f64(
+            k, s, x, bias, scale, grad_out, grad_x, grad_bias, rows, cols,
         )?)
     }
 }

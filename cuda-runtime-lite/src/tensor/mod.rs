@@ -68,6 +68,7 @@ mod create;
 mod display;
 mod dtype;
 mod error;
+mod grad_dtype;
 mod layout;
 mod ops;
 mod storage;
@@ -75,7 +76,9 @@ mod view;
 
 pub use dtype::{DType, TensorElement};
 pub use error::{Result, TensorError};
+pub use grad_dtype::GradElement;
 pub use layout::{broadcast_shapes, Layout};
+pub use ops::{AdamParams, SgdParams};
 
 use std::sync::Arc;
 use storage::{Exec, Storage};

@@ -136,6 +136,26 @@ impl Exec {
         ))
     }
 
+    /// Three new storages of `len` elements each, written by one `init` (optimizer steps).
+    ///
+    /// # Safety
+    /// As for [`Exec::storage_with`]: `init` must write every element of all three.
+    pub(crate) unsafe fn storage_triple_with<T: TensorElement>(
+        &self,
+        len: usize,
+        init: impl FnOnce(&mut DeviceSlice<T>, &mut DeviceSlice<T>, &mut DeviceSlice<T>) -> Result<()>,
+    ) -> Result<[Arc<Storage<T>>; 3]> {
+        // SAFETY: forwarded to the caller: `init` writes every element of all three.
+        let mut a = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
+        // SAFETY: as above.
+        let mut b = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
+        // SAFETY: as above.
+        let mut c = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
+        init(&mut a, &mut b, &mut c)?;
+        let device = self.device();
+        Ok([a, b, c].map(|buf| Arc::new(Storage { buf, device })))
+    }
+
     /// A new zero-filled storage (`cudaMemsetAsync` on the default stream).
     pub(crate) fn zeros<T: TensorElement>(&self, len: usize) -> Result<Arc<Storage<T>>> {
         let buf = self.rt.allocator().alloc_zeros::<T>(self.stream(), len)?;

@@ -12,6 +12,17 @@ use cuda_driver::{ComputeCapability, Context, DeviceSlice, Kernel};
 /// Every PTX file of the crate, per target architecture (ascending), embedded at build time.
 pub static PTX_FILES: &[PtxFile] = &[
     PtxFile {
+        name: "activation_grad",
+        source: "cuda/activation_grad.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/activation_grad.ptx"),
+            },
+        ],
+    },
+    PtxFile {
         name: "coalescing",
         source: "cuda/coalescing.cu",
         targets: &[
@@ -56,6 +67,17 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "log_softmax",
+        source: "cuda/log_softmax.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/log_softmax.ptx"),
+            },
+        ],
+    },
+    PtxFile {
         name: "matmul_naive",
         source: "cuda/matmul_naive.cu",
         targets: &[
@@ -74,6 +96,17 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/matmul_tiled.ptx"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "optim",
+        source: "cuda/optim.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/optim.ptx"),
             },
         ],
     },
@@ -145,8 +178,14 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 146 kernels, in manifest order.
+/// The names of all 166 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
+    "bias_relu_bwd_f64",
+    "bias_relu_fwd_f64",
+    "relu_bwd_f32",
+    "relu_bwd_f64",
+    "tanh_bwd_f32",
+    "tanh_bwd_f64",
     "copy_coalesced",
     "copy_strided",
     "transpose_naive",
@@ -204,12 +243,26 @@ pub static KERNEL_NAMES: &[&str] = &[
     "thread_hierarchy",
     "empty_kernel",
     "four_args",
+    "cross_entropy_bwd_f32",
+    "cross_entropy_bwd_f64",
+    "cross_entropy_fwd_f32",
+    "cross_entropy_fwd_f64",
+    "row_softmax_bwd_f32",
+    "row_softmax_bwd_f64",
+    "row_softmax_f32",
+    "row_softmax_f64",
     "matmul_naive_f32",
     "matmul_naive_f64",
     "matmul_naive_i32",
     "matmul_tiled16_f32",
     "matmul_tiled16_f64",
     "matmul_tiled16_i32",
+    "adam_f32",
+    "adam_f64",
+    "sgd_f32",
+    "sgd_f64",
+    "sgd_momentum_f32",
+    "sgd_momentum_f64",
     "fill_normal_f32",
     "fill_uniform_f32",
     "philox_u32",
@@ -303,6 +356,12 @@ pub static KERNEL_NAMES: &[&str] = &[
 ///
 /// | kernel | CUDA parameters | source |
 /// |---|---|---|
+/// | `bias_relu_bwd_f64` | `const double* x`, `const double* bias`, `double scale`, `const double* grad_out`, `double* grad_x`, `double* grad_bias`, `int rows`, `int cols` | `cuda/activation_grad.cu` |
+/// | `bias_relu_fwd_f64` | `const double* x`, `const double* bias`, `double scale`, `double* out`, `int rows`, `int cols` | `cuda/activation_grad.cu` |
+/// | `relu_bwd_f32` | `const float* x`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `relu_bwd_f64` | `const double* x`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `tanh_bwd_f32` | `const float* y`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `tanh_bwd_f64` | `const double* y`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `copy_coalesced` | `const float* src`, `float* dst`, `unsigned long long n` | `cuda/coalescing.cu` |
 /// | `copy_strided` | `const float* src`, `float* dst`, `unsigned long long n_out`, `unsigned long long stride` | `cuda/coalescing.cu` |
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
@@ -360,12 +419,26 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `thread_hierarchy` | `unsigned int* out` | `cuda/introspect.cu` |
 /// | `empty_kernel` | (none) | `cuda/launch_bench.cu` |
 /// | `four_args` | `float* a`, `const float* b`, `float s`, `unsigned int n` | `cuda/launch_bench.cu` |
+/// | `cross_entropy_bwd_f32` | `const float* x`, `const int* targets`, `const float* g`, `float* dx`, `int rows`, `int cols`, `float scale` | `cuda/log_softmax.cu` |
+/// | `cross_entropy_bwd_f64` | `const double* x`, `const int* targets`, `const double* g`, `double* dx`, `int rows`, `int cols`, `double scale` | `cuda/log_softmax.cu` |
+/// | `cross_entropy_fwd_f32` | `const float* x`, `const int* targets`, `float* loss`, `int rows`, `int cols` | `cuda/log_softmax.cu` |
+/// | `cross_entropy_fwd_f64` | `const double* x`, `const int* targets`, `double* loss`, `int rows`, `int cols` | `cuda/log_softmax.cu` |
+/// | `row_softmax_bwd_f32` | `const float* y`, `const float* dy`, `float* dx`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
+/// | `row_softmax_bwd_f64` | `const double* y`, `const double* dy`, `double* dx`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
+/// | `row_softmax_f32` | `const float* x`, `float* y`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
+/// | `row_softmax_f64` | `const double* x`, `double* y`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
 /// | `matmul_naive_f32` | `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K` | `cuda/matmul_naive.cu` |
 /// | `matmul_naive_f64` | `const double* A`, `const double* B`, `double* C`, `int M`, `int N`, `int K` | `cuda/matmul_naive.cu` |
 /// | `matmul_naive_i32` | `const int* A`, `const int* B`, `int* C`, `int M`, `int N`, `int K` | `cuda/matmul_naive.cu` |
 /// | `matmul_tiled16_f32` | `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_f64` | `const double* A`, `const double* B`, `double* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_i32` | `const int* A`, `const int* B`, `int* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
+/// | `adam_f32` | `const float* p`, `const float* g`, `const float* m`, `const float* v`, `float* p_out`, `float* m_out`, `float* v_out`, `unsigned long long n`, `float lr`, `float b1`, `float b2`, `float eps`, `float wd`, `float bc1`, `float bc2`, `int adamw` | `cuda/optim.cu` |
+/// | `adam_f64` | `const double* p`, `const double* g`, `const double* m`, `const double* v`, `double* p_out`, `double* m_out`, `double* v_out`, `unsigned long long n`, `double lr`, `double b1`, `double b2`, `double eps`, `double wd`, `double bc1`, `double bc2`, `int adamw` | `cuda/optim.cu` |
+/// | `sgd_f32` | `const float* p`, `const float* g`, `float* p_out`, `unsigned long long n`, `float lr`, `float wd` | `cuda/optim.cu` |
+/// | `sgd_f64` | `const double* p`, `const double* g`, `double* p_out`, `unsigned long long n`, `double lr`, `double wd` | `cuda/optim.cu` |
+/// | `sgd_momentum_f32` | `const float* p`, `const float* g`, `const float* b`, `float* p_out`, `float* b_out`, `unsigned long long n`, `float lr`, `float momentum`, `float dampening`, `float wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
+/// | `sgd_momentum_f64` | `const double* p`, `const double* g`, `const double* b`, `double* p_out`, `double* b_out`, `unsigned long long n`, `double lr`, `double momentum`, `double dampening`, `double wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
 /// | `fill_normal_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `fill_uniform_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `philox_u32` | `unsigned int* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
@@ -451,6 +524,18 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `vector_add_fast` | `const float* a`, `const float* b`, `float* c`, `unsigned long long n` | `cuda/vector_add.cu` |
 #[derive(Clone, Debug)]
 pub struct Kernels {
+    /// `bias_relu_bwd_f64(const double* x, const double* bias, double scale, const double* grad_out, double* grad_x, double* grad_bias, int rows, int cols)` from `cuda/activation_grad.cu`.
+    pub bias_relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `bias_relu_fwd_f64(const double* x, const double* bias, double scale, double* out, int rows, int cols)` from `cuda/activation_grad.cu`.
+    pub bias_relu_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `relu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
+    pub relu_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `relu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
+    pub relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `tanh_bwd_f32(const float* y, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
+    pub tanh_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
+    pub tanh_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
     /// `copy_coalesced(const float* src, float* dst, unsigned long long n)` from `cuda/coalescing.cu`.
     pub copy_coalesced: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
     /// `copy_strided(const float* src, float* dst, unsigned long long n_out, unsigned long long stride)` from `cuda/coalescing.cu`.
@@ -565,6 +650,22 @@ pub struct Kernels {
     pub empty_kernel: Kernel<()>,
     /// `four_args(float* a, const float* b, float s, unsigned int n)` from `cuda/launch_bench.cu`.
     pub four_args: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>,
+    /// `cross_entropy_bwd_f32(const float* x, const int* targets, const float* g, float* dx, int rows, int cols, float scale)` from `cuda/log_softmax.cu`.
+    pub cross_entropy_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `cross_entropy_bwd_f64(const double* x, const int* targets, const double* g, double* dx, int rows, int cols, double scale)` from `cuda/log_softmax.cu`.
+    pub cross_entropy_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
+    /// `cross_entropy_fwd_f32(const float* x, const int* targets, float* loss, int rows, int cols)` from `cuda/log_softmax.cu`.
+    pub cross_entropy_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `cross_entropy_fwd_f64(const double* x, const int* targets, double* loss, int rows, int cols)` from `cuda/log_softmax.cu`.
+    pub cross_entropy_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `row_softmax_bwd_f32(const float* y, const float* dy, float* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
+    pub row_softmax_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `row_softmax_bwd_f64(const double* y, const double* dy, double* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
+    pub row_softmax_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `row_softmax_f32(const float* x, float* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
+    pub row_softmax_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `row_softmax_f64(const double* x, double* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
+    pub row_softmax_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `matmul_naive_f32(const float* A, const float* B, float* C, int M, int N, int K)` from `cuda/matmul_naive.cu`.
     pub matmul_naive_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `matmul_naive_f64(const double* A, const double* B, double* C, int M, int N, int K)` from `cuda/matmul_naive.cu`.
@@ -577,6 +678,18 @@ pub struct Kernels {
     pub matmul_tiled16_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `matmul_tiled16_i32(const int* A, const int* B, int* C, int M, int N, int K)` from `cuda/matmul_tiled.cu`.
     pub matmul_tiled16_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>,
+    /// `adam_f32(const float* p, const float* g, const float* m, const float* v, float* p_out, float* m_out, float* v_out, unsigned long long n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2, int adamw)` from `cuda/optim.cu`.
+    pub adam_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, f32, f32, f32, i32)>,
+    /// `adam_f64(const double* p, const double* g, const double* m, const double* v, double* p_out, double* m_out, double* v_out, unsigned long long n, double lr, double b1, double b2, double eps, double wd, double bc1, double bc2, int adamw)` from `cuda/optim.cu`.
+    pub adam_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, f64, f64, f64, i32)>,
+    /// `sgd_f32(const float* p, const float* g, float* p_out, unsigned long long n, float lr, float wd)` from `cuda/optim.cu`.
+    pub sgd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32)>,
+    /// `sgd_f64(const double* p, const double* g, double* p_out, unsigned long long n, double lr, double wd)` from `cuda/optim.cu`.
+    pub sgd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64)>,
+    /// `sgd_momentum_f32(const float* p, const float* g, const float* b, float* p_out, float* b_out, unsigned long long n, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu`.
+    pub sgd_momentum_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>,
+    /// `sgd_momentum_f64(const double* p, const double* g, const double* b, double* p_out, double* b_out, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
+    pub sgd_momentum_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>,
     /// `fill_normal_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
     pub fill_normal_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
     /// `fill_uniform_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
@@ -748,19 +861,40 @@ pub struct Kernels {
 /// Loads every PTX file once (the highest target not above the device's compute capability)
 /// and makes every handle.
 pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
-    let m_coalescing = crate::ptx::load(ctx, &PTX_FILES[0])?;
-    let m_elementwise = crate::ptx::load(ctx, &PTX_FILES[1])?;
-    let m_introspect = crate::ptx::load(ctx, &PTX_FILES[2])?;
-    let m_launch_bench = crate::ptx::load(ctx, &PTX_FILES[3])?;
-    let m_matmul_naive = crate::ptx::load(ctx, &PTX_FILES[4])?;
-    let m_matmul_tiled = crate::ptx::load(ctx, &PTX_FILES[5])?;
-    let m_random = crate::ptx::load(ctx, &PTX_FILES[6])?;
-    let m_reduce = crate::ptx::load(ctx, &PTX_FILES[7])?;
-    let m_sgemm = crate::ptx::load(ctx, &PTX_FILES[8])?;
-    let m_softmax = crate::ptx::load(ctx, &PTX_FILES[9])?;
-    let m_strided_copy = crate::ptx::load(ctx, &PTX_FILES[10])?;
-    let m_vector_add = crate::ptx::load(ctx, &PTX_FILES[11])?;
+    let m_activation_grad = crate::ptx::load(ctx, &PTX_FILES[0])?;
+    let m_coalescing = crate::ptx::load(ctx, &PTX_FILES[1])?;
+    let m_elementwise = crate::ptx::load(ctx, &PTX_FILES[2])?;
+    let m_introspect = crate::ptx::load(ctx, &PTX_FILES[3])?;
+    let m_launch_bench = crate::ptx::load(ctx, &PTX_FILES[4])?;
+    let m_log_softmax = crate::ptx::load(ctx, &PTX_FILES[5])?;
+    let m_matmul_naive = crate::ptx::load(ctx, &PTX_FILES[6])?;
+    let m_matmul_tiled = crate::ptx::load(ctx, &PTX_FILES[7])?;
+    let m_optim = crate::ptx::load(ctx, &PTX_FILES[8])?;
+    let m_random = crate::ptx::load(ctx, &PTX_FILES[9])?;
+    let m_reduce = crate::ptx::load(ctx, &PTX_FILES[10])?;
+    let m_sgemm = crate::ptx::load(ctx, &PTX_FILES[11])?;
+    let m_softmax = crate::ptx::load(ctx, &PTX_FILES[12])?;
+    let m_strided_copy = crate::ptx::load(ctx, &PTX_FILES[13])?;
+    let m_vector_add = crate::ptx::load(ctx, &PTX_FILES[14])?;
     Ok(Kernels {
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        bias_relu_bwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("bias_relu_bwd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        bias_relu_fwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>("bias_relu_fwd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        relu_bwd_f32: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("relu_bwd_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        relu_bwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("relu_bwd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        tanh_bwd_f32: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("tanh_bwd_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        tanh_bwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("tanh_bwd_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         copy_coalesced: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("copy_coalesced")? },
@@ -934,6 +1068,30 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         four_args: unsafe { m_launch_bench.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>("four_args")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cross_entropy_bwd_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("cross_entropy_bwd_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cross_entropy_bwd_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("cross_entropy_bwd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cross_entropy_fwd_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("cross_entropy_fwd_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cross_entropy_fwd_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>("cross_entropy_fwd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        row_softmax_bwd_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("row_softmax_bwd_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        row_softmax_bwd_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("row_softmax_bwd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        row_softmax_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("row_softmax_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        row_softmax_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("row_softmax_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         matmul_naive_f32: unsafe { m_matmul_naive.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("matmul_naive_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -950,6 +1108,24 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         matmul_tiled16_i32: unsafe { m_matmul_tiled.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>("matmul_tiled16_i32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        adam_f32: unsafe { m_optim.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, f32, f32, f32, i32)>("adam_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        adam_f64: unsafe { m_optim.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, f64, f64, f64, i32)>("adam_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd_f32: unsafe { m_optim.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32)>("sgd_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd_f64: unsafe { m_optim.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64)>("sgd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd_momentum_f32: unsafe { m_optim.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd_momentum_f64: unsafe { m_optim.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         fill_normal_f32: unsafe { m_random.kernel::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>("fill_normal_f32")? },
@@ -1207,6 +1383,12 @@ impl Kernels {
     /// `None` if there is no such kernel.
     pub fn function(&self, name: &str) -> Option<&cuda_driver::Function> {
         match name {
+            "bias_relu_bwd_f64" => Some(self.bias_relu_bwd_f64.function()),
+            "bias_relu_fwd_f64" => Some(self.bias_relu_fwd_f64.function()),
+            "relu_bwd_f32" => Some(self.relu_bwd_f32.function()),
+            "relu_bwd_f64" => Some(self.relu_bwd_f64.function()),
+            "tanh_bwd_f32" => Some(self.tanh_bwd_f32.function()),
+            "tanh_bwd_f64" => Some(self.tanh_bwd_f64.function()),
             "copy_coalesced" => Some(self.copy_coalesced.function()),
             "copy_strided" => Some(self.copy_strided.function()),
             "transpose_naive" => Some(self.transpose_naive.function()),
@@ -1264,12 +1446,26 @@ impl Kernels {
             "thread_hierarchy" => Some(self.thread_hierarchy.function()),
             "empty_kernel" => Some(self.empty_kernel.function()),
             "four_args" => Some(self.four_args.function()),
+            "cross_entropy_bwd_f32" => Some(self.cross_entropy_bwd_f32.function()),
+            "cross_entropy_bwd_f64" => Some(self.cross_entropy_bwd_f64.function()),
+            "cross_entropy_fwd_f32" => Some(self.cross_entropy_fwd_f32.function()),
+            "cross_entropy_fwd_f64" => Some(self.cross_entropy_fwd_f64.function()),
+            "row_softmax_bwd_f32" => Some(self.row_softmax_bwd_f32.function()),
+            "row_softmax_bwd_f64" => Some(self.row_softmax_bwd_f64.function()),
+            "row_softmax_f32" => Some(self.row_softmax_f32.function()),
+            "row_softmax_f64" => Some(self.row_softmax_f64.function()),
             "matmul_naive_f32" => Some(self.matmul_naive_f32.function()),
             "matmul_naive_f64" => Some(self.matmul_naive_f64.function()),
             "matmul_naive_i32" => Some(self.matmul_naive_i32.function()),
             "matmul_tiled16_f32" => Some(self.matmul_tiled16_f32.function()),
             "matmul_tiled16_f64" => Some(self.matmul_tiled16_f64.function()),
             "matmul_tiled16_i32" => Some(self.matmul_tiled16_i32.function()),
+            "adam_f32" => Some(self.adam_f32.function()),
+            "adam_f64" => Some(self.adam_f64.function()),
+            "sgd_f32" => Some(self.sgd_f32.function()),
+            "sgd_f64" => Some(self.sgd_f64.function()),
+            "sgd_momentum_f32" => Some(self.sgd_momentum_f32.function()),
+            "sgd_momentum_f64" => Some(self.sgd_momentum_f64.function()),
             "fill_normal_f32" => Some(self.fill_normal_f32.function()),
             "fill_uniform_f32" => Some(self.fill_uniform_f32.function()),
             "philox_u32" => Some(self.philox_u32.function()),

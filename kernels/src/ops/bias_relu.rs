@@ -121,3 +121,69 @@ pub fn bias_relu_bwd(
     }?;
     Ok(())
 }
+
+/// [`bias_relu_fwd`] in f64 (`cuda/activation_grad.cu`: one thread per element, `fma`): for
+/// gradient checks, which differentiate in double precision.
+#[allow(clippy::too_many_arguments)]
+pub fn bias_relu_fwd_f64(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<f64>,
+    bias: &DeviceSlice<f64>,
+    scale: f64,
+    out: &mut DeviceSlice<f64>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    const OP: &str = "bias_relu_fwd";
+    check_matrix(OP, "x", x.len(), rows, cols)?;
+    check_matrix(OP, "out", out.len(), rows, cols)?;
+    check_len(OP, "bias", bias.len(), cols)?;
+    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let cfg = LaunchConfig::new(blocks(rows * cols, BLOCK as usize).min(65535 * 64), BLOCK);
+    // SAFETY: the kernel indexes x and out as [rows, cols] (i < rows · cols) and bias by column;
+    // every buffer was checked to have exactly those shapes above.
+    unsafe {
+        k.bias_relu_fwd_f64
+            .launch(s, &cfg, x, bias, scale, out, r, c)
+    }?;
+    Ok(())
+}
+
+/// [`bias_relu_bwd`] in f64: one thread per column walks the rows in order (a deterministic
+/// column sum; f64 is for checking, not for speed).
+#[allow(clippy::too_many_arguments)]
+pub fn bias_relu_bwd_f64(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<f64>,
+    bias: &DeviceSlice<f64>,
+    scale: f64,
+    grad_out: &DeviceSlice<f64>,
+    grad_x: &mut DeviceSlice<f64>,
+    grad_bias: &mut DeviceSlice<f64>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    const OP: &str = "bias_relu_bwd";
+    check_matrix(OP, "x", x.len(), rows, cols)?;
+    check_matrix(OP, "grad_out", grad_out.len(), rows, cols)?;
+    check_matrix(OP, "grad_x", grad_x.len(), rows, cols)?;
+    check_len(OP, "bias", bias.len(), cols)?;
+    check_len(OP, "grad_bias", grad_bias.len(), cols)?;
+    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    if cols == 0 {
+        return Ok(());
+    }
+    let cfg = LaunchConfig::new(blocks(cols, BLOCK as usize), BLOCK);
+    // SAFETY: thread t handles columns c < cols of every row r < rows: the [rows, cols] buffers
+    // and the [cols] ones were checked above.
+    unsafe {
+        k.bias_relu_bwd_f64
+            .launch(s, &cfg, x, bias, scale, grad_out, grad_x, grad_bias, r, c)
+    }?;
+    Ok(())
+}

@@ -12,11 +12,14 @@
 //!
 //! The exact CPU twin of each op is in [`crate::reference`].
 
+mod activation_grad;
 mod bias_relu;
 mod coalescing;
 mod elementwise;
 mod introspect;
+mod log_softmax;
 mod matmul;
+mod optim;
 mod random;
 mod reduce;
 mod reduce_dim;
@@ -25,11 +28,16 @@ mod softmax;
 mod strided_copy;
 mod vector_add;
 
-pub use bias_relu::{bias_relu_bwd, bias_relu_bwd_parts, bias_relu_fwd};
+pub use activation_grad::{relu_bwd, tanh_bwd};
+pub use bias_relu::{
+    bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
+};
 pub use coalescing::{copy_coalesced, copy_strided, transpose, transpose_choice, TransposeAlgo};
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
+pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};
+pub use optim::{adam, sgd, sgd_momentum, AdamParams, SgdParams};
 pub use random::{fill_normal, fill_uniform, philox_u32};
 pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo, SINGLE_BLOCK_MAX};
 pub use reduce_dim::{

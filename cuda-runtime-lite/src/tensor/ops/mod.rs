@@ -3,12 +3,18 @@
 //! `cuda-kernels` op chosen by the dtype dispatch ([`super::TensorElement`]) on the device's
 //! default stream.
 
+mod activation_grad;
 mod arith;
 mod bias_relu;
+mod cross_entropy;
 mod elementwise;
+mod log_softmax;
 mod matmul;
+mod optim;
 mod reduce;
 mod softmax;
+
+pub use optim::{AdamParams, SgdParams};
 
 use super::error::TensorError;
 
