@@ -66,7 +66,9 @@ mod stream_scope;
 // tensor-lite (`Tensor<T>`: storage + layout, views, ops on cuda-kernels) will live in
 // `src/tensor/` and be declared here:
 pub mod tensor;
-pub use tensor::{DType, GradElement, Layout, Tensor, TensorElement, TensorError};
+pub use tensor::{
+    AdamParams, DType, GradElement, Layout, SgdParams, Tensor, TensorElement, TensorError,
+};
 
 pub use caching::{CachedBuffer, CachingAllocator, MemoryStats, Pool, PoolStats};
 pub use device::{current_device, device_count, set_device, synchronize};

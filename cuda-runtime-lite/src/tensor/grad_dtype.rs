@@ -14,7 +14,7 @@ use cuda_kernels::Kernels;
 
 /// Dtypes with backward, loss and optimizer kernels: `f32` and `f64`. Sealed (through
 /// [`TensorElement`]). The `#[doc(hidden)]` methods each queue one `cuda-kernels` op.
-pub trait GradElement: TensorElement {
+pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
     /// `dx = x > 0 ? dy : 0`.
     #[doc(hidden)]
     fn relu_bwd(

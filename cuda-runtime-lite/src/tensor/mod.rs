@@ -22,6 +22,8 @@
 //! | `sum`, `mean`, `amax` | [`Tensor::sum_all`], [`Tensor::sum`], [`Tensor::mean_all`], [`Tensor::mean`], [`Tensor::max_all`], [`Tensor::max`] (+ `_keepdim`) |
 //! | `softmax(dim)`, `relu`, `tanh`, `x * alpha` | [`Tensor::softmax`], [`Tensor::relu`], [`Tensor::tanh`], [`Tensor::scale`] |
 //! | seed 004's fused `relu(x * scale + bias)` | [`Tensor::bias_relu`], [`Tensor::bias_relu_backward`] |
+//! | `log_softmax`, `F.pad` with zeros | [`Tensor::log_softmax`], [`Tensor::zero_pad`] |
+//! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_step`], [`Tensor::sgd_momentum_step`], [`Tensor::adam_step`] |
 //! | `print(t)` | `Display`: `tensor([[1., 2.],\n        [3., 4.]], device='cuda:0')` |
 //!
 //! ## Views cost no copy
@@ -41,7 +43,8 @@
 //! `Tensor<T>` exists for every [`TensorElement`]: `f32`, `f64`, `i32`, `i64`, `f16`, `bf16`.
 //! **Dtype dispatch is in one place: `src/tensor/dtype.rs`**, the implementations of
 //! [`TensorElement`] — one per dtype, each naming the `cuda-kernels` op it calls for every
-//! tensor op, or inheriting a default that returns [`TensorError::UnsupportedDType`]. The
+//! tensor op, or inheriting a default that returns [`TensorError::UnsupportedDType`] (the training
+//! kernels' dispatch is [`GradElement`], in `src/tensor/grad_dtype.rs`). The
 //! support table is in that file's docs; in short: f32 everything; f64 and i32 elementwise,
 //! reductions and matmul; f16/bf16 elementwise and reductions (accumulated in f32, results in
 //! f32); i64 (the dtype of an i32 sum) storage, views and `full`.

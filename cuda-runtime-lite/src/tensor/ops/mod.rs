@@ -11,6 +11,7 @@ mod elementwise;
 mod log_softmax;
 mod matmul;
 mod optim;
+mod pad;
 mod reduce;
 mod softmax;
 

@@ -6,7 +6,8 @@ use crate::tensor::error::{Result, TensorError};
 use crate::tensor::{Tensor, TensorElement};
 
 impl<T: TensorElement> Tensor<T> {
-    /// `exp(x - max) / Σ exp(x - max)` along dimension `dim` (`torch.softmax(x, dim)`), f32 only.
+    /// `exp(x - max) / Σ exp(x - max)` along dimension `dim` (`torch.softmax(x, dim)`): f32 (the
+    /// fast kernels of `softmax.cu`) and f64 (one warp per row).
     /// The result is contiguous with `self`'s shape. Along the last dimension of a contiguous
     /// tensor it is one kernel; along another dimension, `transpose(dim, -1).contiguous()`, the
     /// kernel, and the transpose back made contiguous (two extra copies). A row of all -inf gives

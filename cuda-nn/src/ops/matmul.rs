@@ -1,0 +1,33 @@
+//! The matrix product, 2-D and batched.
+
+use super::sum_to;
+use crate::error::Result;
+use crate::Var;
+use cuda_runtime_lite::GradElement;
+
+impl<T: GradElement> Var<T> {
+    /// `self @ other`: `[m, k] · [k, n]`, or batched `[b, m, k] · [b, k, n]` with a 2-D (or
+    /// batch-1) operand broadcast over the batch (as [`cuda_runtime_lite::Tensor::matmul`]).
+    /// Backward: `dA = g · Bᵀ`, `dB = Aᵀ · g` (transposed views: the f32 kernel reads them in
+    /// place), each summed over a broadcast batch.
+    pub fn matmul(&self, other: &Var<T>) -> Result<Var<T>> {
+        let (a, b) = (self.value(), other.value());
+        let value = a.matmul(&b)?;
+        let (na, nb) = (self.requires_grad(), other.requires_grad());
+        Ok(Var::from_op(value, "matmul", &[self, other], move |g| {
+            let ga = if na {
+                let full = g.matmul(&b.transpose(-2, -1)?)?;
+                Some(sum_to(&full, a.shape())?)
+            } else {
+                None
+            };
+            let gb = if nb {
+                let full = a.transpose(-2, -1)?.matmul(g)?;
+                Some(sum_to(&full, b.shape())?)
+            } else {
+                None
+            };
+            Ok(vec![ga, gb])
+        }))
+    }
+}

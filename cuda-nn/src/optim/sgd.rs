@@ -1,0 +1,95 @@
+//! `torch.optim.SGD`.
+
+use super::{check_hyper, check_params, Optimizer};
+use crate::error::{NnError, Result};
+use crate::Var;
+use cuda_runtime_lite::{GradElement, SgdParams, Tensor};
+
+/// SGD's settings (PyTorch's names and defaults except `lr`, which has none).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SgdConfig {
+    /// Learning rate.
+    pub lr: f64,
+    /// Momentum factor (0: plain SGD).
+    pub momentum: f64,
+    /// Dampening of the momentum.
+    pub dampening: f64,
+    /// L2 penalty.
+    pub weight_decay: f64,
+    /// Nesterov momentum (needs momentum > 0 and dampening 0).
+    pub nesterov: bool,
+}
+
+impl SgdConfig {
+    /// Plain SGD with learning rate `lr`.
+    pub fn new(lr: f64) -> SgdConfig {
+        SgdConfig {
+            lr,
+            momentum: 0.0,
+            dampening: 0.0,
+            weight_decay: 0.0,
+            nesterov: false,
+        }
+    }
+}
+
+/// Stochastic gradient descent, with optional momentum, dampening, Nesterov and weight decay
+/// (`torch.optim.SGD`, same update rule).
+pub struct Sgd<T: GradElement> {
+    params: Vec<Var<T>>,
+    config: SgdConfig,
+    momentum_buffers: Vec<Option<Tensor<T>>>,
+}
+
+impl<T: GradElement> Sgd<T> {
+    /// An optimizer over `params` (e.g. `model.parameters()`).
+    pub fn new(params: Vec<Var<T>>, config: SgdConfig) -> Result<Sgd<T>> {
+        const NAME: &str = "SGD";
+        check_params(NAME, &params)?;
+        check_hyper(NAME, "lr", config.lr, 0.0)?;
+        check_hyper(NAME, "momentum", config.momentum, 0.0)?;
+        check_hyper(NAME, "dampening", config.dampening, f64::MIN)?;
+        check_hyper(NAME, "weight_decay", config.weight_decay, 0.0)?;
+        if config.nesterov && (config.momentum <= 0.0 || config.dampening != 0.0) {
+            return Err(NnError::Invalid {
+                what: NAME,
+                problem: "Nesterov momentum requires a momentum and zero dampening".into(),
+            });
+        }
+        let n = params.len();
+        Ok(Sgd {
+            params,
+            config,
+            momentum_buffers: vec![None; n],
+        })
+    }
+}
+
+impl<T: GradElement> Optimizer<T> for Sgd<T> {
+    fn step(&mut self) -> Result<()> {
+        let c = self.config;
+        for (p, buf) in self.params.iter().zip(&mut self.momentum_buffers) {
+            let Some(g) = p.grad()? else { continue };
+            let value = p.value();
+            if c.momentum == 0.0 {
+                p.set_value(value.sgd_step(&g, c.lr, c.weight_decay)?);
+            } else {
+                let params = SgdParams {
+                    lr: c.lr,
+                    momentum: c.momentum,
+                    dampening: c.dampening,
+                    weight_decay: c.weight_decay,
+                    nesterov: c.nesterov,
+                };
+                let (np, nb) = value.sgd_momentum_step(&g, buf.as_ref(), params)?;
+                p.set_value(np);
+                *buf = Some(nb);
+            }
+        }
+        Ok(())
+    }
+
+    fn parameters(&self) -> &[Var<T>] {
+        &self.params
+    }
+}

@@ -1,0 +1,181 @@
+//! [`Var`]: a tensor that autograd tracks (PyTorch's `Tensor` with `requires_grad`, `.grad` and
+//! `.grad_fn`).
+
+use crate::error::{NnError, Result};
+use crate::graph::{self, BackwardFn, Node};
+use cuda_runtime_lite::{GradElement, Tensor};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// Every `Var` gets a distinct id (the backward pass keys gradients by it).
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A value in the autograd graph: a [`Tensor`], whether it requires a gradient, the gradient
+/// accumulated into it by [`Var::backward`] (leaves only), and for computed values the op that
+/// made them (PyTorch's `grad_fn`) with the inputs and saved tensors its backward needs.
+///
+/// `Clone` gives another handle to the **same** variable (like a Python reference): a
+/// parameter cloned into an optimizer is updated for the model too.
+///
+/// | PyTorch | here |
+/// |---|---|
+/// | `torch.tensor(.., requires_grad=True)` / `nn.Parameter(t)` | [`Var::parameter`] |
+/// | a tensor without grad | [`Var::constant`] |
+/// | `x.grad` | [`Var::grad`] (`Ok(None)` before a backward) |
+/// | `x.detach()` | [`Var::detach`] |
+/// | `x.is_leaf`, `x.grad_fn` | [`Var::is_leaf`], [`Var::op`] |
+pub struct Var<T: GradElement> {
+    pub(crate) inner: Arc<Inner<T>>,
+}
+
+pub(crate) struct Inner<T: GradElement> {
+    pub(crate) id: u64,
+    value: RwLock<Tensor<T>>,
+    pub(crate) requires_grad: bool,
+    grad: Mutex<Option<Tensor<T>>>,
+    pub(crate) node: Option<Node<T>>,
+}
+
+impl<T: GradElement> Clone for Var<T> {
+    fn clone(&self) -> Self {
+        Var {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<T: GradElement> std::fmt::Debug for Var<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Var")
+            .field("shape", &self.shape())
+            .field("requires_grad", &self.inner.requires_grad)
+            .field("op", &self.op())
+            .finish()
+    }
+}
+
+/// A poisoned lock still holds a consistent value here (every critical section is a plain
+/// read or replace), so it is used rather than turned into a panic.
+pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl<T: GradElement> Var<T> {
+    fn make(value: Tensor<T>, requires_grad: bool, node: Option<Node<T>>) -> Var<T> {
+        Var {
+            inner: Arc::new(Inner {
+                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+                value: RwLock::new(value),
+                requires_grad,
+                grad: Mutex::new(None),
+                node,
+            }),
+        }
+    }
+
+    /// A leaf that requires grad: a parameter or an input to differentiate with respect to.
+    pub fn parameter(value: Tensor<T>) -> Var<T> {
+        Var::make(value, true, None)
+    }
+
+    /// A value autograd does not differentiate with respect to (data, targets, constants).
+    pub fn constant(value: Tensor<T>) -> Var<T> {
+        Var::make(value, false, None)
+    }
+
+    /// The result of op `op` on `inputs`. When grad mode is on and some input requires grad,
+    /// the result records `backward` (given the result's gradient, one gradient per input,
+    /// `None` where an input needs none); otherwise it is a constant and `backward` is dropped.
+    pub(crate) fn from_op(
+        value: Tensor<T>,
+        op: &'static str,
+        inputs: &[&Var<T>],
+        backward: impl Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync + 'static,
+    ) -> Var<T> {
+        let needs = graph::is_grad_enabled() && inputs.iter().any(|v| v.inner.requires_grad);
+        if !needs {
+            return Var::constant(value);
+        }
+        let backward: BackwardFn<T> = Box::new(backward);
+        let node = Node::new(op, inputs.iter().map(|v| (*v).clone()).collect(), backward);
+        Var::make(value, true, Some(node))
+    }
+
+    /// The current value (a cheap handle; an optimizer step replaces a parameter's value, so
+    /// read it again after one).
+    pub fn value(&self) -> Tensor<T> {
+        self.inner
+            .value
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Replaces the value (optimizers; the shape stays the same).
+    pub(crate) fn set_value(&self, t: Tensor<T>) {
+        *self.inner.value.write().unwrap_or_else(|e| e.into_inner()) = t;
+    }
+
+    /// The value's shape.
+    pub fn shape(&self) -> Vec<usize> {
+        self.value().shape().to_vec()
+    }
+
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        self.value().numel()
+    }
+
+    /// Whether gradients flow to (or through) this variable.
+    pub fn requires_grad(&self) -> bool {
+        self.inner.requires_grad
+    }
+
+    /// Whether this is a leaf (created by the user, not by an op).
+    pub fn is_leaf(&self) -> bool {
+        self.inner.node.is_none()
+    }
+
+    /// The op that computed this value (`None` for leaves): PyTorch's `grad_fn` name.
+    pub fn op(&self) -> Option<&'static str> {
+        self.inner.node.as_ref().map(|n| n.op)
+    }
+
+    /// The gradient accumulated by backward passes: `Ok(None)` before the first (or after
+    /// [`Var::zero_grad`]); [`NnError::NotRequiringGrad`] if this variable does not require
+    /// grad. Computed (non-leaf) values do not keep gradients, as in PyTorch.
+    pub fn grad(&self) -> Result<Option<Tensor<T>>> {
+        if !self.inner.requires_grad {
+            return Err(NnError::NotRequiringGrad {
+                shape: self.shape(),
+            });
+        }
+        Ok(lock(&self.inner.grad).clone())
+    }
+
+    /// Drops the gradient (`zero_grad(set_to_none=True)`): the next backward writes a fresh one.
+    pub fn zero_grad(&self) {
+        *lock(&self.inner.grad) = None;
+    }
+
+    /// Adds `g` to the accumulated gradient (leaves).
+    pub(crate) fn accumulate_grad(&self, g: Tensor<T>) -> Result<()> {
+        let mut slot = lock(&self.inner.grad);
+        let sum = match slot.take() {
+            None => g.contiguous()?,
+            Some(old) => (&old + &g)?,
+        };
+        *slot = Some(sum);
+        Ok(())
+    }
+
+    /// The same value, cut from the graph (a constant sharing the storage: no copy).
+    pub fn detach(&self) -> Var<T> {
+        Var::constant(self.value())
+    }
+
+    /// Whether `self` and `other` are the same variable.
+    pub fn same_var(&self, other: &Var<T>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
