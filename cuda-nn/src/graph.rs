@@ -101,8 +101,7 @@ impl<T: GradElement> Var<T> {
                         shape: value.shape().to_vec(),
                     });
                 }
-                let one = T::from_f64(1.0);
-                Tensor::from_slice_on(value.device(), &[one], value.shape())?
+                value.full_like(value.shape(), T::from_f64(1.0))?
             }
         };
         let order = self.topological_order();

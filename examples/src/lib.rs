@@ -6,6 +6,7 @@
 pub mod bench;
 pub mod cli;
 pub mod cpu_baseline;
+pub mod cpu_mlp;
 pub mod exit;
 pub mod jit;
 pub mod output;

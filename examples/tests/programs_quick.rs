@@ -42,6 +42,10 @@ const PROGRAMS: &[(&str, &str)] = programs![
     kernels_bench,
     kernel_lab,
     soak,
+    tiny_model_training,
+    fused_layer_training,
+    train_digits,
+    train_bench,
 ];
 
 fn path(name: &str, cargo: &str) -> PathBuf {

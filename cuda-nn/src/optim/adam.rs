@@ -76,8 +76,7 @@ impl<T: GradElement> Optimizer<T> for Adam<T> {
             let (m, v, t) = match state.take() {
                 Some(s) => s,
                 None => {
-                    let shape = value.shape();
-                    let z = Tensor::<T>::zeros(shape)?.to_device(value.device())?;
+                    let z = value.full_like(value.shape(), T::from_f64(0.0))?;
                     (z.clone(), z, 0)
                 }
             };

@@ -87,6 +87,21 @@ impl<T: TensorElement> Tensor<T> {
         Self::from_storage(storage, shape)
     }
 
+    /// A tensor of `shape` with every element `value` on **`self`'s** device (`torch.full_like`
+    /// with a shape; `zeros_like`/`ones_like` are `value` 0 and 1): the `fill` kernel, no host
+    /// copy.
+    pub fn full_like(&self, shape: &[usize], value: T) -> Result<Self> {
+        let n = count("full_like", shape)?;
+        let exec = self.exec()?;
+        let k = exec.kernels()?;
+        // SAFETY: `fill` writes all `n` elements (or fails).
+        let storage = unsafe {
+            exec.storage_with(n, |out| T::fill(&k, exec.stream(), out, value))
+                .map_err(|e| e.with_shape(shape))?
+        };
+        Self::from_storage(storage, shape)
+    }
+
     /// The 1-D tensor `start, start + step, …` up to but excluding `end` (`torch.arange`), with
     /// `ceil((end - start) / step)` elements, each `start + i * step` computed in f64 and rounded
     /// to `T`. Built on the host and copied (there is no iota kernel), on the current device.
