@@ -1,9 +1,9 @@
 //! The recorded graph and the reverse-mode pass over it: [`Var::backward`], grad mode
 //! ([`no_grad`], [`is_grad_enabled`]).
 //!
-//! Each op's result holds a [`Node`]: the op's name, handles to its inputs (which keep the
-//! graph alive exactly as long as a result is reachable) and its backward closure, which owns
-//! the tensors the backward needs (PyTorch's "saved tensors"). `backward` orders the nodes
+//! Each op's result holds a [`Node`]: the op's name, edges to its inputs' autograd records
+//! (not their values: an intermediate value is freed as soon as nothing needs it) and its
+//! backward closure, which owns the tensors the backward needs (PyTorch's "saved tensors"). `backward` orders the nodes
 //! reachable from the output so that every node runs after all its consumers (a depth-first
 //! post-order, reversed), hands each node the sum of its consumers' gradients, and adds the
 //! gradients reaching leaves into their `.grad`. Unless the graph is retained, each node's
@@ -11,11 +11,11 @@
 //! [`NnError::GraphFreed`].
 
 use crate::error::{NnError, Result};
-use crate::var::{lock, Var};
+use crate::var::{lock, Meta, Var};
 use cuda_runtime_lite::{GradElement, Tensor};
 use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// A backward closure: the output's gradient in, one gradient per input out.
 pub(crate) type BackwardFn<T> =
@@ -24,12 +24,16 @@ pub(crate) type BackwardFn<T> =
 /// How a computed value was made.
 pub(crate) struct Node<T: GradElement> {
     pub(crate) op: &'static str,
-    inputs: Vec<Var<T>>,
+    inputs: Vec<Arc<Meta<T>>>,
     backward: Mutex<Option<BackwardFn<T>>>,
 }
 
 impl<T: GradElement> Node<T> {
-    pub(crate) fn new(op: &'static str, inputs: Vec<Var<T>>, backward: BackwardFn<T>) -> Node<T> {
+    pub(crate) fn new(
+        op: &'static str,
+        inputs: Vec<Arc<Meta<T>>>,
+        backward: BackwardFn<T>,
+    ) -> Node<T> {
         Node {
             op,
             inputs,
@@ -87,7 +91,8 @@ impl<T: GradElement> Var<T> {
     }
 
     fn run_backward(&self, seed: Option<Tensor<T>>, retain: bool) -> Result<()> {
-        if !self.inner.requires_grad {
+        let root = &self.inner.meta;
+        if !root.requires_grad {
             return Err(NnError::NoGradPath {
                 shape: self.shape(),
             });
@@ -104,15 +109,15 @@ impl<T: GradElement> Var<T> {
                 value.full_like(value.shape(), T::from_f64(1.0))?
             }
         };
-        let order = self.topological_order();
+        let order = topological_order(root);
         let mut grads: HashMap<u64, Tensor<T>> = HashMap::new();
-        grads.insert(self.inner.id, seed);
-        for var in order.iter().rev() {
-            let Some(g) = grads.remove(&var.inner.id) else {
+        grads.insert(root.id, seed);
+        for meta in order.iter().rev() {
+            let Some(g) = grads.remove(&meta.id) else {
                 continue;
             };
-            let Some(node) = &var.inner.node else {
-                var.accumulate_grad(g)?;
+            let Some(node) = &meta.node else {
+                meta.accumulate_grad(g)?;
                 continue;
             };
             let input_grads = {
@@ -126,42 +131,42 @@ impl<T: GradElement> Var<T> {
             };
             for (input, ig) in node.inputs.iter().zip(input_grads) {
                 let Some(ig) = ig else { continue };
-                if !input.inner.requires_grad {
+                if !input.requires_grad {
                     continue;
                 }
-                let sum = match grads.remove(&input.inner.id) {
+                let sum = match grads.remove(&input.id) {
                     None => ig,
                     Some(old) => (&old + &ig)?,
                 };
-                grads.insert(input.inner.id, sum);
+                grads.insert(input.id, sum);
             }
         }
         Ok(())
     }
+}
 
-    /// Every variable that requires grad reachable from `self`, inputs before the values
-    /// computed from them (iterative depth-first post-order: deep graphs do not recurse).
-    fn topological_order(&self) -> Vec<Var<T>> {
-        let mut order = Vec::new();
-        let mut seen = HashSet::new();
-        let mut stack: Vec<(Var<T>, bool)> = vec![(self.clone(), false)];
-        while let Some((var, expanded)) = stack.pop() {
-            if expanded {
-                order.push(var);
-                continue;
-            }
-            if !seen.insert(var.inner.id) {
-                continue;
-            }
-            stack.push((var.clone(), true));
-            if let Some(node) = &var.inner.node {
-                for input in &node.inputs {
-                    if input.inner.requires_grad && !seen.contains(&input.inner.id) {
-                        stack.push((input.clone(), false));
-                    }
+/// Every record that requires grad reachable from `root`, inputs before the values computed
+/// from them (iterative depth-first post-order: deep graphs do not recurse).
+fn topological_order<T: GradElement>(root: &Arc<Meta<T>>) -> Vec<Arc<Meta<T>>> {
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack: Vec<(Arc<Meta<T>>, bool)> = vec![(Arc::clone(root), false)];
+    while let Some((meta, expanded)) = stack.pop() {
+        if expanded {
+            order.push(meta);
+            continue;
+        }
+        if !seen.insert(meta.id) {
+            continue;
+        }
+        stack.push((Arc::clone(&meta), true));
+        if let Some(node) = &meta.node {
+            for input in &node.inputs {
+                if input.requires_grad && !seen.contains(&input.id) {
+                    stack.push((Arc::clone(input), false));
                 }
             }
         }
-        order
     }
+    order
 }

@@ -43,9 +43,9 @@
 //! use cuda_runtime_lite::Tensor;
 //! # fn main() -> Result<(), cuda_nn::NnError> {
 //! let model = Sequential::<f32>::new()
-//!     .add(Linear::new(784, 512, 1)?)
-//!     .add(Relu)
-//!     .add(Linear::new(512, 10, 2)?);
+//!     .append(Linear::new(784, 512, 1)?)
+//!     .append(Relu)
+//!     .append(Linear::new(512, 10, 2)?);
 //! let mut opt = Sgd::new(model.parameters(), SgdConfig::new(0.1))?;
 //! let x = Var::constant(Tensor::randn(&[256, 784], 3)?);
 //! let y = class_targets(&vec![3; 256], 10)?;

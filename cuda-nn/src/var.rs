@@ -28,11 +28,20 @@ pub struct Var<T: GradElement> {
     pub(crate) inner: Arc<Inner<T>>,
 }
 
+/// What every handle of one variable shares: the value and the autograd record.
 pub(crate) struct Inner<T: GradElement> {
-    pub(crate) id: u64,
     value: RwLock<Tensor<T>>,
+    pub(crate) meta: Arc<Meta<T>>,
+}
+
+/// The autograd record of a variable. Graph edges point at this, **not** at the value: a
+/// computed value is freed as soon as no handle and no backward closure needs it (as in
+/// PyTorch, where the graph keeps only saved tensors), so the forward's intermediates do not
+/// pile up until the backward.
+pub(crate) struct Meta<T: GradElement> {
+    pub(crate) id: u64,
     pub(crate) requires_grad: bool,
-    grad: Mutex<Option<Tensor<T>>>,
+    pub(crate) grad: Mutex<Option<Tensor<T>>>,
     pub(crate) node: Option<Node<T>>,
 }
 
@@ -48,7 +57,7 @@ impl<T: GradElement> std::fmt::Debug for Var<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Var")
             .field("shape", &self.shape())
-            .field("requires_grad", &self.inner.requires_grad)
+            .field("requires_grad", &self.inner.meta.requires_grad)
             .field("op", &self.op())
             .finish()
     }
@@ -62,13 +71,16 @@ pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
 
 impl<T: GradElement> Var<T> {
     fn make(value: Tensor<T>, requires_grad: bool, node: Option<Node<T>>) -> Var<T> {
+        let meta = Arc::new(Meta {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            requires_grad,
+            grad: Mutex::new(None),
+            node,
+        });
         Var {
             inner: Arc::new(Inner {
-                id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
                 value: RwLock::new(value),
-                requires_grad,
-                grad: Mutex::new(None),
-                node,
+                meta,
             }),
         }
     }
@@ -92,12 +104,13 @@ impl<T: GradElement> Var<T> {
         inputs: &[&Var<T>],
         backward: impl Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync + 'static,
     ) -> Var<T> {
-        let needs = graph::is_grad_enabled() && inputs.iter().any(|v| v.inner.requires_grad);
+        let needs = graph::is_grad_enabled() && inputs.iter().any(|v| v.inner.meta.requires_grad);
         if !needs {
             return Var::constant(value);
         }
         let backward: BackwardFn<T> = Box::new(backward);
-        let node = Node::new(op, inputs.iter().map(|v| (*v).clone()).collect(), backward);
+        let edges = inputs.iter().map(|v| Arc::clone(&v.inner.meta)).collect();
+        let node = Node::new(op, edges, backward);
         Var::make(value, true, Some(node))
     }
 
@@ -128,45 +141,34 @@ impl<T: GradElement> Var<T> {
 
     /// Whether gradients flow to (or through) this variable.
     pub fn requires_grad(&self) -> bool {
-        self.inner.requires_grad
+        self.inner.meta.requires_grad
     }
 
     /// Whether this is a leaf (created by the user, not by an op).
     pub fn is_leaf(&self) -> bool {
-        self.inner.node.is_none()
+        self.inner.meta.node.is_none()
     }
 
     /// The op that computed this value (`None` for leaves): PyTorch's `grad_fn` name.
     pub fn op(&self) -> Option<&'static str> {
-        self.inner.node.as_ref().map(|n| n.op)
+        self.inner.meta.node.as_ref().map(|n| n.op)
     }
 
     /// The gradient accumulated by backward passes: `Ok(None)` before the first (or after
     /// [`Var::zero_grad`]); [`NnError::NotRequiringGrad`] if this variable does not require
     /// grad. Computed (non-leaf) values do not keep gradients, as in PyTorch.
     pub fn grad(&self) -> Result<Option<Tensor<T>>> {
-        if !self.inner.requires_grad {
+        if !self.inner.meta.requires_grad {
             return Err(NnError::NotRequiringGrad {
                 shape: self.shape(),
             });
         }
-        Ok(lock(&self.inner.grad).clone())
+        Ok(lock(&self.inner.meta.grad).clone())
     }
 
     /// Drops the gradient (`zero_grad(set_to_none=True)`): the next backward writes a fresh one.
     pub fn zero_grad(&self) {
-        *lock(&self.inner.grad) = None;
-    }
-
-    /// Adds `g` to the accumulated gradient (leaves).
-    pub(crate) fn accumulate_grad(&self, g: Tensor<T>) -> Result<()> {
-        let mut slot = lock(&self.inner.grad);
-        let sum = match slot.take() {
-            None => g.contiguous()?,
-            Some(old) => (&old + &g)?,
-        };
-        *slot = Some(sum);
-        Ok(())
+        *lock(&self.inner.meta.grad) = None;
     }
 
     /// The same value, cut from the graph (a constant sharing the storage: no copy).
@@ -177,5 +179,18 @@ impl<T: GradElement> Var<T> {
     /// Whether `self` and `other` are the same variable.
     pub fn same_var(&self, other: &Var<T>) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl<T: GradElement> Meta<T> {
+    /// Adds `g` to the accumulated gradient (leaves).
+    pub(crate) fn accumulate_grad(&self, g: Tensor<T>) -> Result<()> {
+        let mut slot = lock(&self.grad);
+        let sum = match slot.take() {
+            None => g.contiguous()?,
+            Some(old) => (&old + &g)?,
+        };
+        *slot = Some(sum);
+        Ok(())
     }
 }

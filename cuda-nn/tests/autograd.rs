@@ -198,7 +198,7 @@ fn mlp() -> TestResult {
     check(
         "input gradient of an MLP",
         |v| {
-            let model = Sequential::new().add(Relu);
+            let model = Sequential::new().append(Relu);
             let h = v[0].matmul(&v[1].t()?)?.add(&v[2])?;
             l2.forward(&model.forward(&h)?)?.cross_entropy(&t)
         },
@@ -235,16 +235,16 @@ fn row_values() -> TestResult {
         let row = &xs[r * cols..(r + 1) * cols];
         let m = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
         let lse = m + row.iter().map(|v| (v - m).exp()).sum::<f64>().ln();
-        for c in 0..cols {
+        for (c, &v) in row.iter().enumerate() {
             let i = r * cols + c;
             ensure!(
-                (ls[i] - (row[c] - lse)).abs() < 1e-12,
+                (ls[i] - (v - lse)).abs() < 1e-12,
                 "log_softmax [{r}][{c}]: {} vs {}",
                 ls[i],
-                row[c] - lse
+                v - lse
             );
             ensure!(
-                (sm[i] - (row[c] - lse).exp()).abs() < 1e-14,
+                (sm[i] - (v - lse).exp()).abs() < 1e-14,
                 "softmax f64 [{r}][{c}]"
             );
         }
@@ -270,9 +270,9 @@ fn f32_backward() -> TestResult {
     let t = class_targets(&labels, 3)?;
     let run32 = || -> Result<Vec<Vec<f64>>, Box<dyn std::error::Error>> {
         let m = Sequential::<f32>::new()
-            .add(Linear::new(6, 16, 5)?)
-            .add(Relu)
-            .add(Linear::new(16, 3, 6)?);
+            .append(Linear::new(6, 16, 5)?)
+            .append(Relu)
+            .append(Linear::new(16, 3, 6)?);
         let x = Var::constant(Tensor::from_vec(
             xs.iter().map(|&v| v as f32).collect(),
             &[8, 6],
@@ -293,9 +293,9 @@ fn f32_backward() -> TestResult {
     };
     let run64 = || -> Result<Vec<Vec<f64>>, Box<dyn std::error::Error>> {
         let m = Sequential::<f64>::new()
-            .add(Linear::new(6, 16, 5)?)
-            .add(Relu)
-            .add(Linear::new(16, 3, 6)?);
+            .append(Linear::new(6, 16, 5)?)
+            .append(Relu)
+            .append(Linear::new(16, 3, 6)?);
         let x = Var::constant(Tensor::from_vec(xs.clone(), &[8, 6])?);
         m.forward(&x)?.cross_entropy(&t)?.backward()?;
         let mut out = Vec::new();

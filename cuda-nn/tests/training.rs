@@ -153,9 +153,9 @@ fn adam() -> TestResult {
 
 fn model_shapes() -> TestResult {
     let tiny = Sequential::<f32>::new()
-        .add(Linear::new(784, 512, 1)?)
-        .add(Relu)
-        .add(Linear::new(512, 10, 2)?);
+        .append(Linear::new(784, 512, 1)?)
+        .append(Relu)
+        .append(Linear::new(512, 10, 2)?);
     ensure!(
         tiny.num_parameters() == 784 * 512 + 512 + 512 * 10 + 10,
         "seed 001 model: {}",
@@ -171,9 +171,9 @@ fn model_shapes() -> TestResult {
         "{names:?}"
     );
     let fused = Sequential::<f32>::new()
-        .add(Linear::new(512, 256, 3)?)
-        .add(FusedOpLayer::new(256, 2.0)?)
-        .add(Linear::new(256, 10, 4)?);
+        .append(Linear::new(512, 256, 3)?)
+        .append(FusedOpLayer::new(256, 2.0)?)
+        .append(Linear::new(256, 10, 4)?);
     ensure!(
         fused.num_parameters() == 512 * 256 + 256 + 256 + 256 * 10 + 10,
         "seed 004 model"
@@ -219,9 +219,9 @@ fn learns() -> TestResult {
         .collect();
     let t = class_targets(&labels, 4)?;
     let model = Sequential::<f32>::new()
-        .add(Linear::new(8, 32, 1)?)
-        .add(Relu)
-        .add(Linear::new(32, 4, 2)?);
+        .append(Linear::new(8, 32, 1)?)
+        .append(Relu)
+        .append(Linear::new(32, 4, 2)?);
     let mut opt = Adam::new(model.parameters(), AdamConfig::new(0.01))?;
     let xv = Var::constant(x);
     let mut first = None;

@@ -22,8 +22,8 @@ impl<T: GradElement> Sequential<T> {
         Sequential::default()
     }
 
-    /// Appends a layer (builder style).
-    pub fn add(mut self, layer: impl Module<T> + 'static) -> Sequential<T> {
+    /// Appends a layer (`nn.Sequential.append`, builder style).
+    pub fn append(mut self, layer: impl Module<T> + 'static) -> Sequential<T> {
         self.layers.push(Box::new(layer));
         self
     }

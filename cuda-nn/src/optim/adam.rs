@@ -39,8 +39,18 @@ impl AdamConfig {
 pub struct Adam<T: GradElement> {
     params: Vec<Var<T>>,
     config: AdamConfig,
-    /// (m, v, steps taken) per parameter; `None` until its first step.
-    state: Vec<Option<(Tensor<T>, Tensor<T>, u32)>>,
+    /// Per parameter; `None` until its first step.
+    state: Vec<Option<AdamState<T>>>,
+}
+
+/// One parameter's Adam state.
+struct AdamState<T: GradElement> {
+    /// First moment (`exp_avg`).
+    m: Tensor<T>,
+    /// Second moment (`exp_avg_sq`).
+    v: Tensor<T>,
+    /// Steps taken.
+    steps: u32,
 }
 
 impl<T: GradElement> Adam<T> {
@@ -62,7 +72,7 @@ impl<T: GradElement> Adam<T> {
         Ok(Adam {
             params,
             config,
-            state: vec![None; n],
+            state: (0..n).map(|_| None).collect(),
         })
     }
 }
@@ -74,7 +84,7 @@ impl<T: GradElement> Optimizer<T> for Adam<T> {
             let Some(g) = p.grad()? else { continue };
             let value = p.value();
             let (m, v, t) = match state.take() {
-                Some(s) => s,
+                Some(s) => (s.m, s.v, s.steps),
                 None => {
                     let z = value.full_like(value.shape(), T::from_f64(0.0))?;
                     (z.clone(), z, 0)
@@ -93,7 +103,11 @@ impl<T: GradElement> Optimizer<T> for Adam<T> {
             };
             let (np, nm, nv) = value.adam_step(&g, &m, &v, params)?;
             p.set_value(np);
-            *state = Some((nm, nv, t));
+            *state = Some(AdamState {
+                m: nm,
+                v: nv,
+                steps: t,
+            });
         }
         Ok(())
     }

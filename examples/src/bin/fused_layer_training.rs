@@ -86,9 +86,9 @@ fn body(args: &Args) -> ProgramResult {
 
     // The network.
     let model = Sequential::<f32>::new()
-        .add(Linear::new(512, 256, 3)?)
-        .add(FusedOpLayer::new(256, 2.0)?)
-        .add(Linear::new(256, 10, 4)?);
+        .append(Linear::new(512, 256, 3)?)
+        .append(FusedOpLayer::new(256, 2.0)?)
+        .append(Linear::new(256, 10, 4)?);
     out.say(format!(
         "model = {}\n{} parameters; Adam(lr=0.001); loss = output.sum() on torch.randn(32, 512) \
          per epoch (the seed's loop)",

@@ -103,7 +103,7 @@ fn body(args: &Args) -> ProgramResult {
         Linear::new(HIDDEN, CLASSES, 12)?,
     );
     let mut cpu = to_host(&l1, &l2)?;
-    let model = Sequential::new().add(l1).add(Relu).add(l2);
+    let model = Sequential::new().append(l1).append(Relu).append(l2);
     let mut opt = Sgd::new(model.parameters(), SgdConfig::new(LR))?;
     let x = Var::constant(Tensor::from_vec(x_host.clone(), &[batch, INPUT])?);
     let y = class_targets(&labels, CLASSES)?;

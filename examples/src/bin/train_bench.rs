@@ -104,9 +104,9 @@ fn body(args: &Args) -> ProgramResult {
 
     // Seed 001 exercise 3.
     let m1 = Sequential::<f32>::new()
-        .add(Linear::new(784, 512, 1)?)
-        .add(Relu)
-        .add(Linear::new(512, 10, 2)?);
+        .append(Linear::new(784, 512, 1)?)
+        .append(Relu)
+        .append(Linear::new(512, 10, 2)?);
     let mut o1 = Sgd::new(m1.parameters(), SgdConfig::new(0.1))?;
     let x1 = Var::constant(Tensor::<f32>::randn(&[256, 784], 3)?);
     let labels: Vec<usize> = (0..256).map(|i| (i * 7) % 10).collect();
@@ -121,9 +121,9 @@ fn body(args: &Args) -> ProgramResult {
 
     // Seed 004's network.
     let m2 = Sequential::<f32>::new()
-        .add(Linear::new(512, 256, 4)?)
-        .add(FusedOpLayer::new(256, 2.0)?)
-        .add(Linear::new(256, 10, 5)?);
+        .append(Linear::new(512, 256, 4)?)
+        .append(FusedOpLayer::new(256, 2.0)?)
+        .append(Linear::new(256, 10, 5)?);
     let mut o2 = Adam::new(m2.parameters(), AdamConfig::new(1e-3))?;
     let x2 = Var::constant(Tensor::<f32>::randn(&[32, 512], 6)?);
     let s2: Step<'_> = Box::new(|| {

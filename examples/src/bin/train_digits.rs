@@ -118,9 +118,9 @@ fn train(
     pb: Option<&ProgressBar>,
 ) -> Result<Trained, Box<dyn std::error::Error>> {
     let model = Sequential::<f32>::new()
-        .add(Linear::new(PIXELS, 128, args.seed + 1)?)
-        .add(Relu)
-        .add(Linear::new(128, CLASSES, args.seed + 2)?);
+        .append(Linear::new(PIXELS, 128, args.seed + 1)?)
+        .append(Relu)
+        .append(Linear::new(128, CLASSES, args.seed + 2)?);
     let mut opt = Adam::new(model.parameters(), AdamConfig::new(1e-3))?;
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(args.seed + 3);
     let mut order = train_idx.to_vec();
