@@ -12,7 +12,13 @@
 //!
 //! What a graph could not own is refused on a capturing stream with [`Error::Unsupported`]:
 //! host callbacks (an `FnOnce` would run at every replay), copies to or from host memory, event
-//! records, allocations, and launching another graph.
+//! records, and launching another graph.
+//!
+//! Allocating on a capturing stream is allowed and is **not** captured: the buffer is a plain
+//! `cuMemAlloc` made at capture time (not a graph memory node), and like every buffer the
+//! captured work uses, the graph keeps it alive — dropping the buffer during the capture (a
+//! temporary) leaves the memory with the graph, which frees it when it is dropped. This is what
+//! lets a whole training step, temporaries and all, be captured (PyTorch's graph-private pool).
 
 use crate::stream::Captured;
 use crate::{driver, Context, DeviceRepr, Error, Result, Stream};
@@ -55,8 +61,8 @@ pub struct Capture {
 
 impl Context {
     /// Begins capturing into a graph, on a new stream made for this capture (see the
-    /// [module docs](crate::graph)). Allocate buffers before capture: allocation on a
-    /// capturing stream is refused.
+    /// [module docs](crate::graph)). Buffers allocated on the capture stream are made at
+    /// capture time and owned by the graph once its work uses them.
     pub fn begin_capture(&self) -> Result<Capture> {
         let stream = Stream::new_capture_stream(self)?;
         {

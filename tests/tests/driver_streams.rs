@@ -28,6 +28,10 @@ fn main() {
             capture_refusals,
         ),
         gpu(
+            "capture_allocates_temporaries_the_graph_keeps",
+            capture_allocates_temporaries,
+        ),
+        gpu(
             "module_dropped_during_a_capture_is_unloaded_after_it",
             module_drop_during_capture,
         ),
@@ -468,9 +472,8 @@ fn capture_refusals() -> TestResult {
         refusals.push(s.launch_host_func(|| ()).is_err());
         refusals.push(s.copy_htod_async(&pinned, &mut y).is_err());
         refusals.push(s.memcpy_dtoh(&x, &mut host).is_err());
-        // Events (a graph cannot own them) and allocations are refused on a capturing stream.
+        // Events (a graph cannot own them) are refused on a capturing stream.
         refusals.push(s.record_event().is_err());
-        refusals.push(s.alloc_zeros::<f32>(16).is_err());
         // The capture has a stream of its own: `other` is not capturing and keeps running work.
         refusals.push(other.memset_bytes(&mut scratch(&other)?, 0).is_ok());
         // SAFETY: the test kernel guards its index with the length it is passed, which does not
@@ -489,6 +492,37 @@ fn capture_refusals() -> TestResult {
     ensure!(refusals.iter().all(|&r| r), "refusals {refusals:?}");
     g.instantiate()?.launch(&s)?;
     ensure!(s.clone_dtoh(&y)?.iter().all(|&v| v == 3.0), "graph result");
+    Ok(())
+}
+
+/// A buffer allocated on a capturing stream is made at capture time (not a graph node) and the
+/// graph keeps it: a temporary dropped inside the capture stays valid for every replay.
+fn capture_allocates_temporaries() -> TestResult {
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let k = kernels(&ctx)?;
+    let n = 4096;
+    let x = s.clone_htod(&vec![1.0f32; n])?;
+    let mut y = s.alloc_zeros::<f32>(n)?;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let g = s.capture(|s| {
+        let mut t = s.alloc_zeros::<f32>(n)?;
+        // SAFETY: the test kernel guards its index with `n`, the length of every buffer here.
+        unsafe {
+            k.copy.launch(s, &cfg, &x, &mut t, 3.0, n as u32)?;
+            k.copy.launch(s, &cfg, &t, &mut y, 2.0, n as u32)?;
+        }
+        drop(t); // the graph keeps the memory
+        Ok(())
+    })?;
+    let exec = g.instantiate()?;
+    for _ in 0..3 {
+        exec.launch(&s)?;
+    }
+    ensure!(s.clone_dtoh(&y)?.iter().all(|&v| v == 6.0), "graph result through a temporary");
+    drop(exec);
+    // After the graph is gone the memory is freed; the device keeps working.
+    ensure!(s.clone_dtoh(&x)?.iter().all(|&v| v == 1.0), "x intact");
     Ok(())
 }
 

@@ -41,17 +41,14 @@ impl Allocation {
     pub(crate) fn new(stream: &Arc<StreamInner>, bytes: usize) -> Result<Allocation> {
         let ctx = &stream.ctx;
         let _gate = stream.enter();
-        if stream.is_capturing() {
-            return Err(Error::Unsupported {
-                what: "allocating on a stream that is being captured into a graph",
-                why: "the graph would free or reuse the memory behind the buffer's back; allocate \
-                      before the capture begins"
-                    .into(),
-            });
-        }
         ctx.bind()?;
         let drv = driver()?;
-        let pooled = ctx.limits().memory_pools;
+        // On a capturing stream a stream-ordered allocation would become a graph node that
+        // allocates (and possibly frees) at every replay, behind the buffer's back. `cuMemAlloc`
+        // (allowed in the relaxed capture mode `begin_capture` uses) is not captured: the memory
+        // exists from now until this record is dropped, and every graph whose work uses it
+        // keeps the record alive (see `before_use`), so a replay never touches freed memory.
+        let pooled = ctx.limits().memory_pools && !stream.is_capturing();
         let mut ptr = 0;
         let size = bytes.max(1);
         // SAFETY: out-pointer to a local; freed exactly once in Drop.
