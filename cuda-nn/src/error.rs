@@ -81,3 +81,17 @@ pub enum NnError {
 
 /// `Result<T, NnError>`.
 pub type Result<T> = std::result::Result<T, NnError>;
+
+impl From<cuda_runtime_lite::Error> for NnError {
+    /// A runtime error (device, allocator), as the tensor layer reports it.
+    fn from(e: cuda_runtime_lite::Error) -> Self {
+        NnError::Tensor(TensorError::Runtime(e))
+    }
+}
+
+impl From<cuda_runtime_lite::cuda_driver::Error> for NnError {
+    /// A driver error (graph capture and launch), as the tensor layer reports it.
+    fn from(e: cuda_runtime_lite::cuda_driver::Error) -> Self {
+        NnError::Tensor(TensorError::Driver(e))
+    }
+}

@@ -14,6 +14,7 @@
 //! | seed 004's `FusedOpLayer` | [`FusedOpLayer`] |
 //! | `optim.SGD`, `optim.Adam` / `AdamW`, `zero_grad(set_to_none=True)` | [`Sgd`], [`Adam`], [`Optimizer::zero_grad`] |
 //! | `nn.CrossEntropyLoss()(logits, y)` | [`Var::cross_entropy`] with [`class_targets`] |
+//! | `torch.cuda.graph` over a whole training step | [`CapturedStep`] |
 //!
 //! ## How autograd works here
 //! Every op computes its value with one or a few `Tensor` ops (queued on the GPU, nothing
@@ -57,6 +58,7 @@
 //! # Ok(()) }
 //! ```
 
+mod capture;
 mod error;
 pub mod gradcheck;
 mod graph;
@@ -66,6 +68,7 @@ mod ops;
 mod optim;
 mod var;
 
+pub use capture::CapturedStep;
 pub use cuda_runtime_lite::GradElement;
 pub use error::{NnError, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};

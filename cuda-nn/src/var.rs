@@ -124,9 +124,21 @@ impl<T: GradElement> Var<T> {
             .clone()
     }
 
-    /// Replaces the value (optimizers; the shape stays the same).
-    pub(crate) fn set_value(&self, t: Tensor<T>) {
-        *self.inner.value.write().unwrap_or_else(|e| e.into_inner()) = t;
+    /// Runs `f` on the value itself (optimizers' in-place updates; the shape stays the same).
+    pub(crate) fn with_value_mut<R>(&self, f: impl FnOnce(&mut Tensor<T>) -> R) -> R {
+        f(&mut self.inner.value.write().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The device address of the value's first element (to check that an update was in place).
+    pub(crate) fn value_ptr(&self) -> u64 {
+        self.value().data_ptr()
+    }
+
+    /// Copies `src` into this variable's value, in place when the value's storage is not shared
+    /// with another tensor handle ([`Tensor::is_exclusive`]; otherwise the value becomes a new
+    /// copy). This is how new data reaches a [`crate::CapturedStep`]'s static inputs.
+    pub fn copy_from_(&self, src: &Tensor<T>) -> Result<()> {
+        Ok(self.with_value_mut(|v| v.copy_from_(src))?)
     }
 
     /// The value's shape.

@@ -3,8 +3,8 @@
 //! of the seeds' models, and a small model that must learn.
 
 use cuda_nn::{
-    class_targets, Adam, AdamConfig, FusedOpLayer, Linear, Module, Optimizer, Relu, Sequential,
-    Sgd, SgdConfig, Var,
+    class_targets, Adam, AdamConfig, CapturedStep, FusedOpLayer, Linear, Module, NnError,
+    Optimizer, Relu, Sequential, Sgd, SgdConfig, Var,
 };
 use cuda_runtime_lite::Tensor;
 use cuda_tests::{ensure, gpu, TestResult};
@@ -16,6 +16,12 @@ fn main() {
         gpu("seed_models_count_and_name_parameters", model_shapes),
         gpu("parameters_without_grad_are_skipped", skipped),
         gpu("an_mlp_learns_a_separable_problem", learns),
+        gpu("updates_are_in_place_unless_the_value_is_shared", in_place),
+        gpu(
+            "captured_step_replays_match_eager_steps_bit_for_bit",
+            captured,
+        ),
+        gpu("capture_errors_say_what_to_do", capture_errors),
     ]);
 }
 
@@ -236,5 +242,154 @@ fn learns() -> TestResult {
     }
     let first = first.ok_or("no step")?;
     ensure!(last < 0.25 * first && last < 0.3, "loss {first} -> {last}");
+    Ok(())
+}
+
+fn in_place() -> TestResult {
+    let p = Var::parameter(Tensor::from_vec(vec![1.0f32, 2.0, 3.0], &[3])?);
+    let before = p.value().data_ptr();
+    p.sum_all()?.backward()?;
+    let mut opt = Adam::new(vec![p.clone()], AdamConfig::new(0.1))?;
+    opt.step()?;
+    ensure!(
+        p.value().data_ptr() == before,
+        "an exclusive parameter is updated in place"
+    );
+    // A handle kept elsewhere keeps the old values: the update copies first.
+    let kept = p.value();
+    let old = kept.to_vec()?;
+    opt.step()?;
+    ensure!(
+        kept.to_vec()? == old,
+        "the other handle still sees the old values"
+    );
+    ensure!(
+        p.value().data_ptr() != kept.data_ptr(),
+        "the parameter got its own copy"
+    );
+    Ok(())
+}
+
+/// A model and its optimizer.
+type ModelAndOptimizer = (Sequential<f32>, Box<dyn Optimizer<f32>>);
+
+/// Builds a small MLP (same seeds each call) and its optimizer.
+fn mlp_and_opt(adam: bool) -> Result<ModelAndOptimizer, NnError> {
+    let m = Sequential::<f32>::new()
+        .append(Linear::new(64, 48, 1)?)
+        .append(Relu)
+        .append(Linear::new(48, 10, 2)?);
+    let opt: Box<dyn Optimizer<f32>> = if adam {
+        Box::new(Adam::new(m.parameters(), AdamConfig::new(1e-2))?)
+    } else {
+        let cfg = SgdConfig {
+            momentum: 0.9,
+            ..SgdConfig::new(0.1)
+        };
+        Box::new(Sgd::new(m.parameters(), cfg)?)
+    };
+    Ok((m, opt))
+}
+
+fn captured() -> TestResult {
+    let batches = [
+        Tensor::<f32>::randn(&[32, 64], 5)?,
+        Tensor::<f32>::randn(&[32, 64], 6)?,
+    ];
+    let labels: Vec<usize> = (0..32).map(|i| (i * 7) % 10).collect();
+    let t = class_targets(&labels, 10)?;
+    for adam in [false, true] {
+        // Eager: 10 steps alternating the two batches.
+        let (ma, mut oa) = mlp_and_opt(adam)?;
+        let mut eager_loss = 0.0;
+        for i in 0..10 {
+            oa.zero_grad();
+            let loss = ma
+                .forward(&Var::constant(batches[i % 2].clone()))?
+                .cross_entropy(&t)?;
+            loss.backward()?;
+            oa.step()?;
+            eager_loss = loss.value().item()?;
+        }
+        // Captured: 3 eager steps, then the step captured once and replayed 7 times, the static
+        // input rewritten in place before each replay.
+        let (mb, mut ob) = mlp_and_opt(adam)?;
+        let x = Var::constant(Tensor::<f32>::zeros(&[32, 64])?);
+        for i in 0..3 {
+            x.copy_from_(&batches[i % 2])?;
+            ob.zero_grad();
+            mb.forward(&x)?.cross_entropy(&t)?.backward()?;
+            ob.step()?;
+        }
+        let (graph, loss) = CapturedStep::capture(ob.as_mut(), |opt| {
+            opt.zero_grad();
+            let loss = mb.forward(&x)?.cross_entropy(&t)?;
+            loss.backward()?;
+            opt.step()?;
+            Ok(loss)
+        })?;
+        ensure!(
+            graph.kernel_count()? > 10,
+            "kernels in the graph: {}",
+            graph.kernel_count()?
+        );
+        for i in 3..10 {
+            x.copy_from_(&batches[i % 2])?;
+            graph.replay()?;
+        }
+        graph.synchronize()?;
+        let graph_loss = loss.value().item()?;
+        ensure!(
+            graph_loss.to_bits() == eager_loss.to_bits(),
+            "adam={adam}: loss {graph_loss} vs {eager_loss}"
+        );
+        for (i, (a, b)) in ma.parameters().iter().zip(mb.parameters()).enumerate() {
+            let (va, vb) = (a.value().to_vec()?, b.value().to_vec()?);
+            ensure!(
+                va.iter().zip(&vb).all(|(x, y)| x.to_bits() == y.to_bits()),
+                "adam={adam}: parameter {i} differs between eager and replayed steps"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn capture_errors() -> TestResult {
+    let x = Var::constant(Tensor::<f32>::randn(&[8, 64], 1)?);
+    let t = class_targets(&[1; 8], 10)?;
+    // Before any eager step the optimizer has no state to update in place.
+    let (m, mut opt) = mlp_and_opt(true)?;
+    let e = CapturedStep::capture(opt.as_mut(), |o| {
+        o.zero_grad();
+        m.forward(&x)?.cross_entropy(&t)?.backward()?;
+        o.step()
+    })
+    .err()
+    .ok_or("no warm-up")?;
+    ensure!(e.to_string().contains("eager step first"), "{e}");
+
+    // A step that reads a value on the host cannot be captured.
+    let (m2, mut o2) = mlp_and_opt(false)?;
+    o2.zero_grad();
+    m2.forward(&x)?.cross_entropy(&t)?.backward()?;
+    o2.step()?;
+    let e = CapturedStep::capture(o2.as_mut(), |_| {
+        Ok(m2.forward(&x)?.cross_entropy(&t)?.value().item()?)
+    })
+    .err()
+    .ok_or("item() inside a capture")?;
+    ensure!(matches!(e, NnError::Tensor(_)), "{e}");
+
+    // A parameter whose value is shared is copied, not updated in place: refused.
+    let keep = o2.parameters()[0].value();
+    let e = CapturedStep::capture(o2.as_mut(), |o| {
+        o.zero_grad();
+        m2.forward(&x)?.cross_entropy(&t)?.backward()?;
+        o.step()
+    })
+    .err()
+    .ok_or("shared parameter")?;
+    drop(keep);
+    ensure!(e.to_string().contains("not updated in place"), "{e}");
     Ok(())
 }

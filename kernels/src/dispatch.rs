@@ -285,14 +285,12 @@ pub(crate) type RowSoftmaxBwd<T> = Kernel<(In<T>, In<T>, Out<T>, i32, i32, i32)>
 pub(crate) type CrossEntropyFwd<T> = Kernel<(In<T>, In<i32>, Out<T>, i32, i32)>;
 /// `cross_entropy_bwd(x, targets, g, dx, rows, cols, scale)`.
 pub(crate) type CrossEntropyBwd<T> = Kernel<(In<T>, In<i32>, In<T>, Out<T>, i32, i32, Scalar<T>)>;
-/// `sgd(p, g, p_out, n, lr, wd)`.
-pub(crate) type Sgd<T> = Kernel<(In<T>, In<T>, Out<T>, u64, Scalar<T>, Scalar<T>)>;
-/// `sgd_momentum(p, g, b, p_out, b_out, n, lr, momentum, dampening, wd, nesterov, first)`.
+/// `sgd(p, g, n, lr, wd)` (in place).
+pub(crate) type Sgd<T> = Kernel<(Out<T>, In<T>, u64, Scalar<T>, Scalar<T>)>;
+/// `sgd_momentum(p, g, b, n, lr, momentum, dampening, wd, nesterov, first)` (in place).
 pub(crate) type SgdMomentum<T> = Kernel<(
-    In<T>,
-    In<T>,
-    In<T>,
     Out<T>,
+    In<T>,
     Out<T>,
     u64,
     Scalar<T>,
@@ -302,18 +300,15 @@ pub(crate) type SgdMomentum<T> = Kernel<(
     i32,
     i32,
 )>;
-/// `adam(p, g, m, v, p_out, m_out, v_out, n, lr, b1, b2, eps, wd, bc1, bc2, adamw)`.
+/// `adam(p, g, m, v, steps, index, n, lr, b1, b2, eps, wd, adamw)` (in place).
 pub(crate) type Adam<T> = Kernel<(
-    In<T>,
-    In<T>,
-    In<T>,
+    Out<T>,
     In<T>,
     Out<T>,
     Out<T>,
-    Out<T>,
+    In<i32>,
+    i32,
     u64,
-    Scalar<T>,
-    Scalar<T>,
     Scalar<T>,
     Scalar<T>,
     Scalar<T>,

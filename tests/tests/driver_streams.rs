@@ -519,7 +519,10 @@ fn capture_allocates_temporaries() -> TestResult {
     for _ in 0..3 {
         exec.launch(&s)?;
     }
-    ensure!(s.clone_dtoh(&y)?.iter().all(|&v| v == 6.0), "graph result through a temporary");
+    ensure!(
+        s.clone_dtoh(&y)?.iter().all(|&v| v == 6.0),
+        "graph result through a temporary"
+    );
     drop(exec);
     // After the graph is gone the memory is freed; the device keeps working.
     ensure!(s.clone_dtoh(&x)?.iter().all(|&v| v == 1.0), "x intact");

@@ -35,22 +35,15 @@ impl AdamConfig {
 }
 
 /// Adam (`torch.optim.Adam`, or `AdamW` with `decoupled_weight_decay`): per parameter, one
-/// kernel updates the parameter and both moment estimates.
+/// kernel updates the parameter and both moment estimates in place; the step counts live on
+/// the device (PyTorch's `capturable=True`), advanced by one launch per step for all parameters.
 pub struct Adam<T: GradElement> {
     params: Vec<Var<T>>,
     config: AdamConfig,
-    /// Per parameter; `None` until its first step.
-    state: Vec<Option<AdamState<T>>>,
-}
-
-/// One parameter's Adam state.
-struct AdamState<T: GradElement> {
-    /// First moment (`exp_avg`).
-    m: Tensor<T>,
-    /// Second moment (`exp_avg_sq`).
-    v: Tensor<T>,
-    /// Steps taken.
-    steps: u32,
+    /// Per parameter (m, v); `None` until its first step.
+    state: Vec<Option<(Tensor<T>, Tensor<T>)>>,
+    /// Steps taken by each parameter, on the device; made at the first step.
+    steps: Option<Tensor<i32>>,
 }
 
 impl<T: GradElement> Adam<T> {
@@ -73,6 +66,7 @@ impl<T: GradElement> Adam<T> {
             params,
             config,
             state: (0..n).map(|_| None).collect(),
+            steps: None,
         })
     }
 }
@@ -80,39 +74,78 @@ impl<T: GradElement> Adam<T> {
 impl<T: GradElement> Optimizer<T> for Adam<T> {
     fn step(&mut self) -> Result<()> {
         let c = self.config;
-        for (p, state) in self.params.iter().zip(&mut self.state) {
-            let Some(g) = p.grad()? else { continue };
-            let value = p.value();
-            let (m, v, t) = match state.take() {
-                Some(s) => (s.m, s.v, s.steps),
-                None => {
-                    let z = value.full_like(value.shape(), T::from_f64(0.0))?;
-                    (z.clone(), z, 0)
+        let params = AdamParams {
+            lr: c.lr,
+            beta1: c.betas.0,
+            beta2: c.betas.1,
+            eps: c.eps,
+            weight_decay: c.weight_decay,
+            decoupled: c.decoupled_weight_decay,
+        };
+        let grads = self
+            .params
+            .iter()
+            .map(Var::grad)
+            .collect::<Result<Vec<_>>>()?;
+        if grads.iter().all(Option::is_none) {
+            return Ok(());
+        }
+        let steps = match &mut self.steps {
+            Some(s) => s,
+            None => {
+                let device = self.params[0].value().device();
+                let zeros = vec![0i32; self.params.len()];
+                self.steps
+                    .insert(Tensor::from_slice_on(device, &zeros, &[zeros.len()])?)
+            }
+        };
+        // Advance the step count of every parameter that has a gradient: one launch when all do.
+        if grads.iter().all(Option::is_some) {
+            steps.increment_()?;
+        } else {
+            for (i, g) in grads.iter().enumerate() {
+                if g.is_some() {
+                    steps.increment_at_(i)?;
                 }
-            };
-            let t = t + 1;
-            let params = AdamParams {
-                lr: c.lr,
-                beta1: c.betas.0,
-                beta2: c.betas.1,
-                eps: c.eps,
-                weight_decay: c.weight_decay,
-                bias_correction1: 1.0 - c.betas.0.powi(t as i32),
-                bias_correction2: 1.0 - c.betas.1.powi(t as i32),
-                decoupled: c.decoupled_weight_decay,
-            };
-            let (np, nm, nv) = value.adam_step(&g, &m, &v, params)?;
-            p.set_value(np);
-            *state = Some(AdamState {
-                m: nm,
-                v: nv,
-                steps: t,
-            });
+            }
+        }
+        let steps: &Tensor<i32> = steps;
+        for (i, ((p, state), g)) in self
+            .params
+            .iter()
+            .zip(&mut self.state)
+            .zip(&grads)
+            .enumerate()
+        {
+            let Some(g) = g else { continue };
+            p.with_value_mut(|value| -> Result<()> {
+                let (m, v) = match state {
+                    Some(s) => s,
+                    None => {
+                        let m = value.full_like(value.shape(), T::from_f64(0.0))?;
+                        let v = value.full_like(value.shape(), T::from_f64(0.0))?;
+                        state.insert((m, v))
+                    }
+                };
+                value.adam_(g, m, v, steps, i, params)?;
+                Ok(())
+            })?;
         }
         Ok(())
     }
 
     fn parameters(&self) -> &[Var<T>] {
         &self.params
+    }
+
+    fn state_addresses(&self) -> Vec<u64> {
+        let mut out: Vec<u64> = self
+            .state
+            .iter()
+            .flatten()
+            .flat_map(|(m, v)| [m.data_ptr(), v.data_ptr()])
+            .collect();
+        out.extend(self.steps.as_ref().map(Tensor::data_ptr));
+        out
     }
 }

@@ -1,7 +1,10 @@
 //! Optimizers (`torch.optim`): [`Sgd`] and [`Adam`]. A step updates every parameter that has a
 //! gradient with one fused kernel per parameter (the update rule and its state in one pass),
-//! and replaces the parameter's value: tensors are immutable, the caching allocator recycles the
-//! old buffers, so a step allocates nothing from the driver.
+//! **in place** (the parameter's and the state's storages are rewritten; a parameter whose value
+//! is also held elsewhere is first given a private copy, so the other holder keeps the old
+//! values). Nothing a step computes on the host changes from step to step — Adam's step count is
+//! a device counter — so a whole training step can be captured into a CUDA graph
+//! ([`crate::CapturedStep`]).
 
 mod adam;
 mod sgd;
@@ -21,6 +24,11 @@ pub trait Optimizer<T: GradElement> {
 
     /// The parameters.
     fn parameters(&self) -> &[Var<T>];
+
+    /// The device addresses of the optimizer's state tensors (momentum buffers, moments, step
+    /// counters); empty before the first step creates them. A captured step checks that they
+    /// did not move.
+    fn state_addresses(&self) -> Vec<u64>;
 
     /// Drops every parameter's gradient (`optimizer.zero_grad(set_to_none=True)`).
     fn zero_grad(&self) {

@@ -68,28 +68,43 @@ impl<T: GradElement> Sgd<T> {
 impl<T: GradElement> Optimizer<T> for Sgd<T> {
     fn step(&mut self) -> Result<()> {
         let c = self.config;
+        let params = SgdParams {
+            lr: c.lr,
+            momentum: c.momentum,
+            dampening: c.dampening,
+            weight_decay: c.weight_decay,
+            nesterov: c.nesterov,
+        };
         for (p, buf) in self.params.iter().zip(&mut self.momentum_buffers) {
             let Some(g) = p.grad()? else { continue };
-            let value = p.value();
-            if c.momentum == 0.0 {
-                p.set_value(value.sgd_step(&g, c.lr, c.weight_decay)?);
-            } else {
-                let params = SgdParams {
-                    lr: c.lr,
-                    momentum: c.momentum,
-                    dampening: c.dampening,
-                    weight_decay: c.weight_decay,
-                    nesterov: c.nesterov,
-                };
-                let (np, nb) = value.sgd_momentum_step(&g, buf.as_ref(), params)?;
-                p.set_value(np);
-                *buf = Some(nb);
-            }
+            p.with_value_mut(|value| -> Result<()> {
+                if c.momentum == 0.0 {
+                    value.sgd_(&g, c.lr, c.weight_decay)?;
+                    return Ok(());
+                }
+                match buf {
+                    Some(b) => value.sgd_momentum_(&g, b, params, false)?,
+                    None => {
+                        let mut b = value.full_like(value.shape(), T::from_f64(0.0))?;
+                        value.sgd_momentum_(&g, &mut b, params, true)?;
+                        *buf = Some(b);
+                    }
+                }
+                Ok(())
+            })?;
         }
         Ok(())
     }
 
     fn parameters(&self) -> &[Var<T>] {
         &self.params
+    }
+
+    fn state_addresses(&self) -> Vec<u64> {
+        self.momentum_buffers
+            .iter()
+            .flatten()
+            .map(Tensor::data_ptr)
+            .collect()
     }
 }

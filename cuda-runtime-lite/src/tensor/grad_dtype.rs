@@ -90,46 +90,42 @@ pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
         scale: f64,
     ) -> Result<()>;
 
-    /// Plain SGD.
+    /// Plain SGD, in place.
     #[doc(hidden)]
     fn sgd(
         k: &Kernels,
         s: &Stream,
-        p: &DeviceSlice<Self>,
+        p: &mut DeviceSlice<Self>,
         g: &DeviceSlice<Self>,
-        p_out: &mut DeviceSlice<Self>,
         lr: f64,
         weight_decay: f64,
     ) -> Result<()>;
 
-    /// SGD with momentum.
+    /// SGD with momentum, in place.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn sgd_momentum(
         k: &Kernels,
         s: &Stream,
-        p: &DeviceSlice<Self>,
+        p: &mut DeviceSlice<Self>,
         g: &DeviceSlice<Self>,
-        b: &DeviceSlice<Self>,
-        p_out: &mut DeviceSlice<Self>,
-        b_out: &mut DeviceSlice<Self>,
+        b: &mut DeviceSlice<Self>,
         params: SgdParams<f64>,
         first: bool,
     ) -> Result<()>;
 
-    /// One Adam step.
+    /// One Adam step, in place, with the step count `steps[index]` on the device.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn adam(
         k: &Kernels,
         s: &Stream,
-        p: &DeviceSlice<Self>,
+        p: &mut DeviceSlice<Self>,
         g: &DeviceSlice<Self>,
-        m: &DeviceSlice<Self>,
-        v: &DeviceSlice<Self>,
-        p_out: &mut DeviceSlice<Self>,
-        m_out: &mut DeviceSlice<Self>,
-        v_out: &mut DeviceSlice<Self>,
+        m: &mut DeviceSlice<Self>,
+        v: &mut DeviceSlice<Self>,
+        steps: &DeviceSlice<i32>,
+        index: usize,
         params: AdamParams<f64>,
     ) -> Result<()>;
 }
@@ -225,31 +221,20 @@ macro_rules! grad_element {
             fn sgd(
                 k: &Kernels,
                 s: &Stream,
-                p: &DeviceSlice<$t>,
+                p: &mut DeviceSlice<$t>,
                 g: &DeviceSlice<$t>,
-                p_out: &mut DeviceSlice<$t>,
                 lr: f64,
                 weight_decay: f64,
             ) -> Result<()> {
-                Ok(ops::sgd::<$t>(
-                    k,
-                    s,
-                    p,
-                    g,
-                    p_out,
-                    lr as $t,
-                    weight_decay as $t,
-                )?)
+                Ok(ops::sgd::<$t>(k, s, p, g, lr as $t, weight_decay as $t)?)
             }
 
             fn sgd_momentum(
                 k: &Kernels,
                 s: &Stream,
-                p: &DeviceSlice<$t>,
+                p: &mut DeviceSlice<$t>,
                 g: &DeviceSlice<$t>,
-                b: &DeviceSlice<$t>,
-                p_out: &mut DeviceSlice<$t>,
-                b_out: &mut DeviceSlice<$t>,
+                b: &mut DeviceSlice<$t>,
                 params: SgdParams<f64>,
                 first: bool,
             ) -> Result<()> {
@@ -260,21 +245,18 @@ macro_rules! grad_element {
                     weight_decay: params.weight_decay as $t,
                     nesterov: params.nesterov,
                 };
-                Ok(ops::sgd_momentum::<$t>(
-                    k, s, p, g, b, p_out, b_out, params, first,
-                )?)
+                Ok(ops::sgd_momentum::<$t>(k, s, p, g, b, params, first)?)
             }
 
             fn adam(
                 k: &Kernels,
                 s: &Stream,
-                p: &DeviceSlice<$t>,
+                p: &mut DeviceSlice<$t>,
                 g: &DeviceSlice<$t>,
-                m: &DeviceSlice<$t>,
-                v: &DeviceSlice<$t>,
-                p_out: &mut DeviceSlice<$t>,
-                m_out: &mut DeviceSlice<$t>,
-                v_out: &mut DeviceSlice<$t>,
+                m: &mut DeviceSlice<$t>,
+                v: &mut DeviceSlice<$t>,
+                steps: &DeviceSlice<i32>,
+                index: usize,
                 params: AdamParams<f64>,
             ) -> Result<()> {
                 let params = AdamParams {
@@ -283,13 +265,9 @@ macro_rules! grad_element {
                     beta2: params.beta2 as $t,
                     eps: params.eps as $t,
                     weight_decay: params.weight_decay as $t,
-                    bias_correction1: params.bias_correction1 as $t,
-                    bias_correction2: params.bias_correction2 as $t,
                     decoupled: params.decoupled,
                 };
-                Ok(ops::adam::<$t>(
-                    k, s, p, g, m, v, p_out, m_out, v_out, params,
-                )?)
+                Ok(ops::adam::<$t>(k, s, p, g, m, v, steps, index, params)?)
             }
         }
     };

@@ -11,7 +11,8 @@ use std::sync::Arc;
 
 /// A flat buffer of `T` on one device, from that device's caching allocator (so
 /// `memory_allocated()` counts it). Shared by every view of it through an `Arc`; never written
-/// after the op that created it finished queuing its work.
+/// after the op that created it finished queuing its work, except by the in-place ops, which
+/// write only through the one handle of a storage nobody else shares (`Arc::get_mut`).
 pub(crate) struct Storage<T: TensorElement> {
     buf: CachedBuffer<T>,
     device: usize,
@@ -31,6 +32,11 @@ impl<T: TensorElement> Storage<T> {
     /// The whole buffer.
     pub(crate) fn slice(&self) -> &DeviceSlice<T> {
         &self.buf
+    }
+
+    /// The whole buffer, mutably (only reachable through `Arc::get_mut`: no other handle).
+    pub(crate) fn slice_mut(&mut self) -> &mut DeviceSlice<T> {
+        &mut self.buf
     }
 
     /// The elements in `range` (a view: no copy). Fails, rather than panicking, if the range
@@ -134,26 +140,6 @@ impl Exec {
             Arc::new(Storage { buf: a, device }),
             Arc::new(Storage { buf: b, device }),
         ))
-    }
-
-    /// Three new storages of `len` elements each, written by one `init` (optimizer steps).
-    ///
-    /// # Safety
-    /// As for [`Exec::storage_with`]: `init` must write every element of all three.
-    pub(crate) unsafe fn storage_triple_with<T: TensorElement>(
-        &self,
-        len: usize,
-        init: impl FnOnce(&mut DeviceSlice<T>, &mut DeviceSlice<T>, &mut DeviceSlice<T>) -> Result<()>,
-    ) -> Result<[Arc<Storage<T>>; 3]> {
-        // SAFETY: forwarded to the caller: `init` writes every element of all three.
-        let mut a = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
-        // SAFETY: as above.
-        let mut b = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
-        // SAFETY: as above.
-        let mut c = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
-        init(&mut a, &mut b, &mut c)?;
-        let device = self.device();
-        Ok([a, b, c].map(|buf| Arc::new(Storage { buf, device })))
     }
 
     /// A new zero-filled storage (`cudaMemsetAsync` on the default stream).

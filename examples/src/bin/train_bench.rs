@@ -5,10 +5,11 @@
 //!
 //! For each: wall-clock µs per step (host clock over many steps, one synchronize at the end,
 //! as PyTorch's script measures), host µs spent issuing a step, and the kernel launches and
-//! driver calls one step makes (`cuda_sys::trace`). PyTorch's eager and CUDA-graph figures come
-//! from `tools/torch_train.py` run on the same machine (`--torch-train FILE`). Targets (issue
-//! 10): eager step ≤ 0.5 × PyTorch's eager step; graph-captured step ≤ 1.0 × PyTorch's graph.
-//! Whole-step graph capture is not built yet: that column reports it as missing.
+//! driver calls one step makes (`cuda_sys::trace`); then the same step captured whole into one
+//! CUDA graph (`cuda_nn::CapturedStep`) and replayed: µs per replay and kernels in the graph.
+//! PyTorch's eager and CUDA-graph figures come from `tools/torch_train.py` run on the same
+//! machine (`--torch-train FILE`). Targets (issue 10): eager step ≤ 0.5 × PyTorch's eager step;
+//! graph-captured step ≤ 1.0 × PyTorch's `torch.cuda.graph`-captured step.
 //!
 //! Run: `python3 tools/torch_train.py > t.json; cargo run --release -p cuda-examples --bin
 //! train_bench -- --torch-train t.json` (`--quick`: fewer steps).
@@ -20,8 +21,8 @@ use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::trace_log::CallRecorder;
 use cuda_nn::{
-    class_targets, Adam, AdamConfig, FusedOpLayer, Linear, Module, Optimizer, Relu, Sequential,
-    Sgd, SgdConfig, Var,
+    class_targets, Adam, AdamConfig, CapturedStep, FusedOpLayer, Linear, Module, Optimizer, Relu,
+    Sequential, Sgd, SgdConfig, Var,
 };
 use cuda_runtime_lite::Tensor;
 use serde_json::{json, Value};
@@ -55,6 +56,25 @@ struct Measured {
     host_us: f64,
     launches: usize,
     driver_calls: usize,
+    /// µs per replay of the captured step, and kernels in its graph.
+    graph: Option<(f64, usize)>,
+}
+
+/// µs per replay (host clock over `steps` replays, one synchronize at the end).
+fn time_graph(g: &CapturedStep, steps: usize) -> Result<(f64, usize), Box<dyn std::error::Error>> {
+    for _ in 0..20 {
+        g.replay()?;
+    }
+    g.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..steps {
+        g.replay()?;
+    }
+    g.synchronize()?;
+    Ok((
+        t.elapsed().as_secs_f64() / steps as f64 * 1e6,
+        g.kernel_count()?,
+    ))
 }
 
 fn measure(
@@ -86,6 +106,7 @@ fn measure(
         host_us: host / steps as f64 * 1e6,
         launches,
         driver_calls: calls.len(),
+        graph: None,
     })
 }
 
@@ -117,7 +138,13 @@ fn body(args: &Args) -> ProgramResult {
         o1.step()?;
         Ok(())
     });
-    let r1 = measure(s1, steps, &sync)?;
+    let mut r1 = measure(s1, steps, &sync)?;
+    let (g1, _) = CapturedStep::capture(&mut o1, |o| {
+        o.zero_grad();
+        m1.forward(&x1)?.cross_entropy(&y1)?.backward()?;
+        o.step()
+    })?;
+    r1.graph = Some(time_graph(&g1, steps)?);
 
     // Seed 004's network.
     let m2 = Sequential::<f32>::new()
@@ -132,7 +159,13 @@ fn body(args: &Args) -> ProgramResult {
         o2.step()?;
         Ok(())
     });
-    let r2 = measure(s2, steps, &sync)?;
+    let mut r2 = measure(s2, steps, &sync)?;
+    let (g2, _) = CapturedStep::capture(&mut o2, |o| {
+        o.zero_grad();
+        m2.forward(&x2)?.sum_all()?.backward()?;
+        o.step()
+    })?;
+    r2.graph = Some(time_graph(&g2, steps)?);
 
     let mut table = Table::new(&[
         "workload",
@@ -143,8 +176,10 @@ fn body(args: &Args) -> ProgramResult {
         "torch eager µs",
         "torch kernels",
         "ours / torch eager",
+        "ours graph µs",
+        "graph kernels",
         "torch graph µs",
-        "ours graph",
+        "ours / torch graph",
     ]);
     let mut rows = Vec::new();
     for (name, r) in [("seed001_mlp", &r1), ("seed004_fused", &r2)] {
@@ -153,6 +188,8 @@ fn body(args: &Args) -> ProgramResult {
         let tg = torch[format!("{name}_graph_us")].as_f64();
         let fmt = |v: Option<f64>, d: usize| v.map_or("—".to_string(), |v| format!("{v:.d$}"));
         let ratio = te.map(|t| r.wall_us / t);
+        let (gus, gk) = r.graph.unzip();
+        let gratio = gus.zip(tg).map(|(o, t)| o / t);
         table.row(&[
             name.to_string(),
             format!("{:.1}", r.wall_us),
@@ -171,13 +208,25 @@ fn body(args: &Args) -> ProgramResult {
                     }
                 )
             }),
+            fmt(gus, 1),
+            gk.map_or("—".into(), |k| k.to_string()),
             fmt(tg, 1),
-            "not built".to_string(),
+            gratio.map_or("—".into(), |v| {
+                format!(
+                    "{v:.2} ({})",
+                    if v <= 1.0 {
+                        "PASS ≤ 1.0"
+                    } else {
+                        "MISS > 1.0"
+                    }
+                )
+            }),
         ]);
         rows.push(json!({
             "workload": name, "ours_eager_us": r.wall_us, "ours_host_us": r.host_us,
             "launches": r.launches, "driver_calls": r.driver_calls, "torch_eager_us": te,
             "torch_kernels": tk, "ratio_eager": ratio, "torch_graph_us": tg,
+            "ours_graph_us": gus, "graph_kernels": gk, "ratio_graph": gratio,
         }));
     }
     out.say(format!(

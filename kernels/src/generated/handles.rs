@@ -178,7 +178,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 166 kernels, in manifest order.
+/// The names of all 167 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -259,6 +259,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "matmul_tiled16_i32",
     "adam_f32",
     "adam_f64",
+    "increment_i32",
     "sgd_f32",
     "sgd_f64",
     "sgd_momentum_f32",
@@ -433,12 +434,13 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `matmul_tiled16_f32` | `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_f64` | `const double* A`, `const double* B`, `double* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_i32` | `const int* A`, `const int* B`, `int* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
-/// | `adam_f32` | `const float* p`, `const float* g`, `const float* m`, `const float* v`, `float* p_out`, `float* m_out`, `float* v_out`, `unsigned long long n`, `float lr`, `float b1`, `float b2`, `float eps`, `float wd`, `float bc1`, `float bc2`, `int adamw` | `cuda/optim.cu` |
-/// | `adam_f64` | `const double* p`, `const double* g`, `const double* m`, `const double* v`, `double* p_out`, `double* m_out`, `double* v_out`, `unsigned long long n`, `double lr`, `double b1`, `double b2`, `double eps`, `double wd`, `double bc1`, `double bc2`, `int adamw` | `cuda/optim.cu` |
-/// | `sgd_f32` | `const float* p`, `const float* g`, `float* p_out`, `unsigned long long n`, `float lr`, `float wd` | `cuda/optim.cu` |
-/// | `sgd_f64` | `const double* p`, `const double* g`, `double* p_out`, `unsigned long long n`, `double lr`, `double wd` | `cuda/optim.cu` |
-/// | `sgd_momentum_f32` | `const float* p`, `const float* g`, `const float* b`, `float* p_out`, `float* b_out`, `unsigned long long n`, `float lr`, `float momentum`, `float dampening`, `float wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
-/// | `sgd_momentum_f64` | `const double* p`, `const double* g`, `const double* b`, `double* p_out`, `double* b_out`, `unsigned long long n`, `double lr`, `double momentum`, `double dampening`, `double wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
+/// | `adam_f32` | `float* p`, `const float* g`, `float* m`, `float* v`, `const int* steps`, `int index`, `unsigned long long n`, `float lr`, `float b1`, `float b2`, `float eps`, `float wd`, `int adamw` | `cuda/optim.cu` |
+/// | `adam_f64` | `double* p`, `const double* g`, `double* m`, `double* v`, `const int* steps`, `int index`, `unsigned long long n`, `double lr`, `double b1`, `double b2`, `double eps`, `double wd`, `int adamw` | `cuda/optim.cu` |
+/// | `increment_i32` | `int* counters`, `int n` | `cuda/optim.cu` |
+/// | `sgd_f32` | `float* p`, `const float* g`, `unsigned long long n`, `float lr`, `float wd` | `cuda/optim.cu` |
+/// | `sgd_f64` | `double* p`, `const double* g`, `unsigned long long n`, `double lr`, `double wd` | `cuda/optim.cu` |
+/// | `sgd_momentum_f32` | `float* p`, `const float* g`, `float* b`, `unsigned long long n`, `float lr`, `float momentum`, `float dampening`, `float wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
+/// | `sgd_momentum_f64` | `double* p`, `const double* g`, `double* b`, `unsigned long long n`, `double lr`, `double momentum`, `double dampening`, `double wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
 /// | `fill_normal_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `fill_uniform_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `philox_u32` | `unsigned int* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
@@ -678,18 +680,20 @@ pub struct Kernels {
     pub matmul_tiled16_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `matmul_tiled16_i32(const int* A, const int* B, int* C, int M, int N, int K)` from `cuda/matmul_tiled.cu`.
     pub matmul_tiled16_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>,
-    /// `adam_f32(const float* p, const float* g, const float* m, const float* v, float* p_out, float* m_out, float* v_out, unsigned long long n, float lr, float b1, float b2, float eps, float wd, float bc1, float bc2, int adamw)` from `cuda/optim.cu`.
-    pub adam_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, f32, f32, f32, i32)>,
-    /// `adam_f64(const double* p, const double* g, const double* m, const double* v, double* p_out, double* m_out, double* v_out, unsigned long long n, double lr, double b1, double b2, double eps, double wd, double bc1, double bc2, int adamw)` from `cuda/optim.cu`.
-    pub adam_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, f64, f64, f64, i32)>,
-    /// `sgd_f32(const float* p, const float* g, float* p_out, unsigned long long n, float lr, float wd)` from `cuda/optim.cu`.
-    pub sgd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32)>,
-    /// `sgd_f64(const double* p, const double* g, double* p_out, unsigned long long n, double lr, double wd)` from `cuda/optim.cu`.
-    pub sgd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64)>,
-    /// `sgd_momentum_f32(const float* p, const float* g, const float* b, float* p_out, float* b_out, unsigned long long n, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu`.
-    pub sgd_momentum_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>,
-    /// `sgd_momentum_f64(const double* p, const double* g, const double* b, double* p_out, double* b_out, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
-    pub sgd_momentum_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>,
+    /// `adam_f32(float* p, const float* g, float* m, float* v, const int* steps, int index, unsigned long long n, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu`.
+    pub adam_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>,
+    /// `adam_f64(double* p, const double* g, double* m, double* v, const int* steps, int index, unsigned long long n, double lr, double b1, double b2, double eps, double wd, int adamw)` from `cuda/optim.cu`.
+    pub adam_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>,
+    /// `increment_i32(int* counters, int n)` from `cuda/optim.cu`.
+    pub increment_i32: Kernel<(&'static mut DeviceSlice<i32>, i32)>,
+    /// `sgd_f32(float* p, const float* g, unsigned long long n, float lr, float wd)` from `cuda/optim.cu`.
+    pub sgd_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>,
+    /// `sgd_f64(double* p, const double* g, unsigned long long n, double lr, double wd)` from `cuda/optim.cu`.
+    pub sgd_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>,
+    /// `sgd_momentum_f32(float* p, const float* g, float* b, unsigned long long n, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu`.
+    pub sgd_momentum_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>,
+    /// `sgd_momentum_f64(double* p, const double* g, double* b, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
+    pub sgd_momentum_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>,
     /// `fill_normal_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
     pub fill_normal_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
     /// `fill_uniform_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
@@ -1110,22 +1114,25 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         matmul_tiled16_i32: unsafe { m_matmul_tiled.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>("matmul_tiled16_i32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        adam_f32: unsafe { m_optim.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, f32, f32, f32, i32)>("adam_f32")? },
+        adam_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>("adam_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        adam_f64: unsafe { m_optim.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, f64, f64, f64, i32)>("adam_f64")? },
+        adam_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>("adam_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        sgd_f32: unsafe { m_optim.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32)>("sgd_f32")? },
+        increment_i32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<i32>, i32)>("increment_i32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        sgd_f64: unsafe { m_optim.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64)>("sgd_f64")? },
+        sgd_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>("sgd_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        sgd_momentum_f32: unsafe { m_optim.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum_f32")? },
+        sgd_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>("sgd_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        sgd_momentum_f64: unsafe { m_optim.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum_f64")? },
+        sgd_momentum_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd_momentum_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         fill_normal_f32: unsafe { m_random.kernel::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>("fill_normal_f32")? },
@@ -1462,6 +1469,7 @@ impl Kernels {
             "matmul_tiled16_i32" => Some(self.matmul_tiled16_i32.function()),
             "adam_f32" => Some(self.adam_f32.function()),
             "adam_f64" => Some(self.adam_f64.function()),
+            "increment_i32" => Some(self.increment_i32.function()),
             "sgd_f32" => Some(self.sgd_f32.function()),
             "sgd_f64" => Some(self.sgd_f64.function()),
             "sgd_momentum_f32" => Some(self.sgd_momentum_f32.function()),

@@ -1,10 +1,12 @@
 //! Optimizer updates (`cuda/optim.cu`): PyTorch's SGD (with momentum, dampening, Nesterov and
-//! weight decay) and Adam/AdamW, out of place — new parameter and state buffers are written, so
-//! tensors stay immutable.
+//! weight decay) and Adam/AdamW, **in place** on the parameter and its state, with Adam's step
+//! count read from a device counter — so a training step can be captured into a CUDA graph and
+//! replayed (the graph reads and writes the same addresses each time, and nothing the host
+//! computes per step is baked into it).
 
 use crate::dispatch;
-use crate::launch::{check_len, grid, BLOCK};
-use crate::{Element, Kernels, Result};
+use crate::launch::{check_len, grid, to_i32, BLOCK};
+use crate::{Element, Error, Kernels, Result};
 use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
 
 fn config(n: usize) -> LaunchConfig {
@@ -26,50 +28,44 @@ pub struct SgdParams<S> {
     pub nesterov: bool,
 }
 
-/// `p_out = p − lr · (g + wd · p)` (SGD without momentum). All slices of one length.
+/// `p ← p − lr · (g + wd · p)` (SGD without momentum), in place. `p` and `g` of one length.
 pub fn sgd<T: Element>(
     k: &Kernels,
     s: &Stream,
-    p: &DeviceSlice<T>,
+    p: &mut DeviceSlice<T>,
     g: &DeviceSlice<T>,
-    p_out: &mut DeviceSlice<T>,
     lr: T::Scalar,
     weight_decay: T::Scalar,
 ) -> Result<()> {
     let kernel = dispatch::sgd::<T>(k)?;
-    let n = p_out.len();
-    check_len("sgd", "param", p.len(), n)?;
+    let n = p.len();
     check_len("sgd", "grad", g.len(), n)?;
     if n == 0 {
         return Ok(());
     }
     // SAFETY: elements i < n of each buffer only (grid-stride loop), n checked for every buffer.
-    unsafe { kernel.launch(s, &config(n), p, g, p_out, n as u64, lr, weight_decay) }?;
+    unsafe { kernel.launch(s, &config(n), p, g, n as u64, lr, weight_decay) }?;
     Ok(())
 }
 
-/// SGD with momentum: `d = g + wd·p`; `b_out = first ? d : momentum·b + (1 − dampening)·d`;
-/// `p_out = p − lr · (nesterov ? d + momentum·b_out : b_out)`. With `first`, `b` is not read
-/// (pass any slice of the right length, e.g. `g`).
+/// SGD with momentum, in place on `p` and the momentum buffer `b`: `d = g + wd·p`;
+/// `b ← first ? d : momentum·b + (1 − dampening)·d`; `p ← p − lr · (nesterov ? d + momentum·b :
+/// b)`. With `first`, `b` is written without being read.
 #[allow(clippy::too_many_arguments)]
 pub fn sgd_momentum<T: Element>(
     k: &Kernels,
     s: &Stream,
-    p: &DeviceSlice<T>,
+    p: &mut DeviceSlice<T>,
     g: &DeviceSlice<T>,
-    b: &DeviceSlice<T>,
-    p_out: &mut DeviceSlice<T>,
-    b_out: &mut DeviceSlice<T>,
+    b: &mut DeviceSlice<T>,
     params: SgdParams<T::Scalar>,
     first: bool,
 ) -> Result<()> {
     const OP: &str = "sgd (momentum)";
     let kernel = dispatch::sgd_momentum::<T>(k)?;
-    let n = p_out.len();
-    check_len(OP, "param", p.len(), n)?;
+    let n = p.len();
     check_len(OP, "grad", g.len(), n)?;
     check_len(OP, "momentum buffer", b.len(), n)?;
-    check_len(OP, "momentum buffer out", b_out.len(), n)?;
     if n == 0 {
         return Ok(());
     }
@@ -81,8 +77,6 @@ pub fn sgd_momentum<T: Element>(
             p,
             g,
             b,
-            p_out,
-            b_out,
             n as u64,
             params.lr,
             params.momentum,
@@ -95,8 +89,8 @@ pub fn sgd_momentum<T: Element>(
     Ok(())
 }
 
-/// Adam's hyper-parameters for one step (PyTorch's names; `bias_correction1 = 1 − β1^t`,
-/// `bias_correction2 = 1 − β2^t` for step `t ≥ 1`).
+/// Adam's hyper-parameters (PyTorch's names). The bias corrections come from the step count on
+/// the device (see [`adam`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdamParams<S> {
     /// Learning rate.
@@ -109,47 +103,44 @@ pub struct AdamParams<S> {
     pub eps: S,
     /// Weight decay: an L2 term in the gradient (Adam) or decoupled (AdamW).
     pub weight_decay: S,
-    /// `1 − β1^t`.
-    pub bias_correction1: S,
-    /// `1 − β2^t`.
-    pub bias_correction2: S,
     /// Decoupled weight decay (AdamW: `p ← p · (1 − lr·wd)` before the update).
     pub decoupled: bool,
 }
 
-/// One Adam step: `m' = β1·m + (1−β1)·g`, `v' = β2·v + (1−β2)·g²`,
-/// `p' = p − (lr / bc1) · m' / (√v' / √bc2 + eps)` (PyTorch's formula; see [`AdamParams`] for
-/// weight decay). All seven slices of one length.
+/// One Adam step in place on `p`, `m` and `v`, with `t = steps[index]` (the step number, ≥ 1,
+/// on the device — [`increment_counters`] advances it before the update):
+/// `m ← β1·m + (1−β1)·g`, `v ← β2·v + (1−β2)·g²`,
+/// `p ← p − (lr / (1 − β1^t)) · m / (√v / √(1 − β2^t) + eps)` (PyTorch's formula).
 #[allow(clippy::too_many_arguments)]
 pub fn adam<T: Element>(
     k: &Kernels,
     s: &Stream,
-    p: &DeviceSlice<T>,
+    p: &mut DeviceSlice<T>,
     g: &DeviceSlice<T>,
-    m: &DeviceSlice<T>,
-    v: &DeviceSlice<T>,
-    p_out: &mut DeviceSlice<T>,
-    m_out: &mut DeviceSlice<T>,
-    v_out: &mut DeviceSlice<T>,
+    m: &mut DeviceSlice<T>,
+    v: &mut DeviceSlice<T>,
+    steps: &DeviceSlice<i32>,
+    index: usize,
     params: AdamParams<T::Scalar>,
 ) -> Result<()> {
     const OP: &str = "adam";
     let kernel = dispatch::adam::<T>(k)?;
-    let n = p_out.len();
-    for (what, len) in [
-        ("param", p.len()),
-        ("grad", g.len()),
-        ("exp_avg", m.len()),
-        ("exp_avg_sq", v.len()),
-        ("exp_avg out", m_out.len()),
-        ("exp_avg_sq out", v_out.len()),
-    ] {
-        check_len(OP, what, len, n)?;
+    let n = p.len();
+    check_len(OP, "grad", g.len(), n)?;
+    check_len(OP, "exp_avg", m.len(), n)?;
+    check_len(OP, "exp_avg_sq", v.len(), n)?;
+    if index >= steps.len() {
+        return Err(Error::Invalid {
+            op: OP,
+            problem: format!("step counter {index} of {} counters", steps.len()),
+        });
     }
+    let idx = to_i32(OP, "index", index)?;
     if n == 0 {
         return Ok(());
     }
-    // SAFETY: elements i < n of each buffer only, n checked for every buffer.
+    // SAFETY: elements i < n of p, g, m, v (n checked for each) and element `index` of `steps`
+    // (checked above) only.
     unsafe {
         kernel.launch(
             s,
@@ -158,19 +149,28 @@ pub fn adam<T: Element>(
             g,
             m,
             v,
-            p_out,
-            m_out,
-            v_out,
+            steps,
+            idx,
             n as u64,
             params.lr,
             params.beta1,
             params.beta2,
             params.eps,
             params.weight_decay,
-            params.bias_correction1,
-            params.bias_correction2,
             i32::from(params.decoupled),
         )
     }?;
+    Ok(())
+}
+
+/// `counters[i] += 1` for every counter (one launch for all of an optimizer's step counts).
+pub fn increment_counters(k: &Kernels, s: &Stream, counters: &mut DeviceSlice<i32>) -> Result<()> {
+    let n = counters.len();
+    let c = to_i32("increment_counters", "counters", n)?;
+    if n == 0 {
+        return Ok(());
+    }
+    // SAFETY: elements i < n of `counters` only.
+    unsafe { k.increment_i32.launch(s, &config(n), counters, c) }?;
     Ok(())
 }

@@ -8,6 +8,7 @@ mod arith;
 mod bias_relu;
 mod cross_entropy;
 mod elementwise;
+mod in_place;
 mod log_softmax;
 mod matmul;
 mod optim;

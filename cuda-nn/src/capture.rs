@@ -1,0 +1,108 @@
+//! [`CapturedStep`]: a whole training step (forward, backward, optimizer) captured once into a
+//! CUDA graph and replayed with one launch (`torch.cuda.graph` over a training step).
+//!
+//! Eager, every op of a step is a host round of checks, an allocation from the cache and a
+//! `cuLaunchKernel`: for small models the host sets the pace. A graph replays the recorded
+//! kernels with one call. What makes a step capturable here:
+//! - **no host round trips**: a step never reads the device (the loss stays a tensor; Adam's
+//!   step count is a device counter; the backward's seed is a fill kernel);
+//! - **in-place updates**: parameters and optimizer state are rewritten at the same addresses
+//!   (so the graph's reads and writes line up from one replay to the next) — checked after the
+//!   capture: a parameter or state tensor that moved is an error;
+//! - **memory the graph owns**: the step's temporaries and gradients are allocated during the
+//!   capture (plain `cuMemAlloc`s at capture time, not graph nodes) and owned by the graph from
+//!   then on, so the caching allocator never hands them to anyone else; they are freed with it.
+//!
+//! The inputs are static: the tensors the step read during the capture are the ones every replay
+//! reads. Feed new data by writing into them in place ([`Var::copy_from_`]) between replays.
+//! Warm the optimizer up with at least one eager step first, so its state exists before the
+//! capture (as PyTorch's documentation asks).
+
+use crate::error::{NnError, Result};
+use crate::optim::Optimizer;
+use crate::Var;
+use cuda_runtime_lite::cuda_driver::{GraphExec, Stream};
+use cuda_runtime_lite::{use_stream, GradElement, Runtime};
+
+/// A training step captured into one CUDA graph; [`CapturedStep::replay`] runs it again.
+pub struct CapturedStep {
+    exec: GraphExec,
+    stream: Stream,
+}
+
+impl CapturedStep {
+    /// Captures `step` (which runs the forward, the backward and the step of the optimizer it is
+    /// handed, and returns whatever it wants to keep, e.g. the loss `Var`) into a graph.
+    /// Nothing runs during the capture: the work is recorded, and each
+    /// [`CapturedStep::replay`] performs one step.
+    ///
+    /// Fails if `step` does something a graph cannot hold (a host copy, reading a value), or if
+    /// a parameter or an optimizer state tensor was not updated in place (its value was shared
+    /// with another handle, or the optimizer had not taken a step yet).
+    pub fn capture<T: GradElement, O: Optimizer<T> + ?Sized, R>(
+        optimizer: &mut O,
+        step: impl FnOnce(&mut O) -> Result<R>,
+    ) -> Result<(CapturedStep, R)> {
+        let params = optimizer.parameters().to_vec();
+        let first = params.first().ok_or(NnError::NoParameters {
+            optimizer: "CapturedStep::capture",
+        })?;
+        let rt = Runtime::get(first.value().device())?;
+        let state_before = optimizer.state_addresses();
+        if state_before.is_empty() {
+            return Err(NnError::Invalid {
+                what: "CapturedStep::capture",
+                problem: "the optimizer has no state yet: take one eager step first, so the \
+                          capture does not record the state's creation"
+                    .into(),
+            });
+        }
+        let params_before: Vec<u64> = params.iter().map(Var::value_ptr).collect();
+        let capture = rt.context().begin_capture()?;
+        let stream = capture.stream().clone();
+        let out = {
+            let _on_capture = use_stream(&stream);
+            step(optimizer)
+        };
+        let graph = capture.end();
+        let out = out?;
+        let exec = graph?.instantiate()?;
+        let moved = params
+            .iter()
+            .zip(&params_before)
+            .position(|(p, &before)| p.value_ptr() != before);
+        if let Some(i) = moved {
+            return Err(NnError::Invalid {
+                what: "CapturedStep::capture",
+                problem: format!(
+                    "parameter {i} was not updated in place (another handle shares its value, \
+                     e.g. a clone of `value()` kept alive), so a replay would not see its update"
+                ),
+            });
+        }
+        if optimizer.state_addresses() != state_before {
+            return Err(NnError::Invalid {
+                what: "CapturedStep::capture",
+                problem: "the optimizer's state tensors moved during the capture".into(),
+            });
+        }
+        Ok((CapturedStep { exec, stream }, out))
+    }
+
+    /// Runs the captured step once more (one `cuGraphLaunch`, asynchronous).
+    pub fn replay(&self) -> Result<()> {
+        self.exec.launch(&self.stream)?;
+        Ok(())
+    }
+
+    /// The number of kernels one replay launches.
+    pub fn kernel_count(&self) -> Result<usize> {
+        Ok(self.exec.kernel_node_count()?)
+    }
+
+    /// Waits until every replay queued so far has finished.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize()?;
+        Ok(())
+    }
+}

@@ -1,0 +1,101 @@
+//! Writing into a tensor's own storage: the in-place ops (optimizer updates, `copy_from_`,
+//! `increment_`), PyTorch's trailing-underscore methods.
+//!
+//! Tensors share storages freely (views, clones, tensors saved for a backward pass), and every
+//! other op writes a new storage, so sharing is never observable. An in-place op therefore writes
+//! only through a handle that is the **only** one of its storage and covers it exactly
+//! (`Arc::get_mut`: no other `Tensor` can see the write); when the tensor is shared or a view,
+//! it first becomes a private copy (copy-on-write), and the other handles keep the old values.
+//! [`Tensor::is_exclusive`] says which will happen. A CUDA graph that captured work on the
+//! storage sees the new values at its next replay (that is how static inputs are fed).
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::storage::Exec;
+use crate::tensor::{Tensor, TensorElement};
+use cuda_driver::DeviceSlice;
+use std::sync::Arc;
+
+impl<T: TensorElement> Tensor<T> {
+    /// Whether an in-place op on this handle writes its storage in place: no other handle shares
+    /// the storage and the tensor covers it exactly (contiguous, offset 0, every element).
+    pub fn is_exclusive(&self) -> bool {
+        Arc::strong_count(&self.storage) == 1
+            && Arc::weak_count(&self.storage) == 0
+            && self.layout.offset() == 0
+            && self.is_contiguous()
+            && self.numel() == self.storage.len()
+    }
+
+    /// The storage as one mutable slice, after making this handle exclusive (a private dense
+    /// copy when it was shared or a view), and where to queue work on it.
+    pub(crate) fn exclusive_mut(&mut self) -> Result<(Exec, &mut DeviceSlice<T>)> {
+        if !self.is_exclusive() {
+            let exec = self.exec()?;
+            let src = self.contiguous()?;
+            let view = src.dense()?;
+            // SAFETY: the copy writes every element of the new storage.
+            let storage = unsafe {
+                exec.storage_with(src.numel(), |out| {
+                    Ok(exec.stream().memcpy_dtod(&view, out)?)
+                })
+            }?;
+            *self = Tensor::from_storage(storage, src.shape())?;
+        }
+        let exec = self.exec()?;
+        let storage = Arc::get_mut(&mut self.storage).ok_or(TensorError::InvalidArgument {
+            op: "in-place op",
+            problem: "internal error: a fresh storage is shared".into(),
+        })?;
+        Ok((exec, storage.slice_mut()))
+    }
+
+    /// Copies `src`'s values into this tensor's storage (same shape): `tensor.copy_(src)`. In
+    /// place when [`Tensor::is_exclusive`]; the way to feed new data to a CUDA graph's static
+    /// input between replays.
+    pub fn copy_from_(&mut self, src: &Tensor<T>) -> Result<()> {
+        const OP: &str = "copy_from_";
+        self.same_device(OP, src)?;
+        if src.shape() != self.shape() {
+            return Err(TensorError::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: src.shape().to_vec(),
+                why: "copy_from_ keeps the destination's shape: the source must have it".into(),
+            });
+        }
+        let s = src.contiguous()?;
+        let view = s.dense()?;
+        let (exec, dst) = self.exclusive_mut()?;
+        exec.stream().memcpy_dtod(&view, dst)?;
+        Ok(())
+    }
+}
+
+impl Tensor<i32> {
+    /// Adds one to every element, in place (the step counters of a graph-capturable optimizer).
+    pub fn increment_(&mut self) -> Result<()> {
+        let (exec, dst) = self.exclusive_mut()?;
+        let k = exec.kernels()?;
+        cuda_kernels::ops::increment_counters(&k, exec.stream(), dst)?;
+        Ok(())
+    }
+
+    /// Adds one to element `index` (of the flat storage), in place.
+    pub fn increment_at_(&mut self, index: usize) -> Result<()> {
+        let n = self.numel();
+        if index >= n {
+            return Err(TensorError::IndexOutOfRange {
+                op: "increment_at_",
+                dim: 0,
+                what: format!("index {index}"),
+                size: n,
+                shape: self.shape().to_vec(),
+            });
+        }
+        let (exec, dst) = self.exclusive_mut()?;
+        let k = exec.kernels()?;
+        let mut one = dst.slice_mut(index..index + 1)?;
+        cuda_kernels::ops::increment_counters(&k, exec.stream(), &mut one)?;
+        Ok(())
+    }
+}
