@@ -49,7 +49,7 @@ impl CapturedStep {
         })?;
         let rt = Runtime::get(first.value().device())?;
         let state_before = optimizer.state_addresses();
-        if state_before.is_empty() {
+        if optimizer.steps_taken() == 0 {
             return Err(NnError::Invalid {
                 what: "CapturedStep::capture",
                 problem: "the optimizer has no state yet: take one eager step first, so the \

@@ -44,6 +44,7 @@ pub struct Adam<T: GradElement> {
     state: Vec<Option<(Tensor<T>, Tensor<T>)>>,
     /// Steps taken by each parameter, on the device; made at the first step.
     steps: Option<Tensor<i32>>,
+    steps_taken: u64,
 }
 
 impl<T: GradElement> Adam<T> {
@@ -67,12 +68,14 @@ impl<T: GradElement> Adam<T> {
             config,
             state: (0..n).map(|_| None).collect(),
             steps: None,
+            steps_taken: 0,
         })
     }
 }
 
 impl<T: GradElement> Optimizer<T> for Adam<T> {
     fn step(&mut self) -> Result<()> {
+        self.steps_taken += 1;
         let c = self.config;
         let params = AdamParams {
             lr: c.lr,
@@ -136,6 +139,10 @@ impl<T: GradElement> Optimizer<T> for Adam<T> {
 
     fn parameters(&self) -> &[Var<T>] {
         &self.params
+    }
+
+    fn steps_taken(&self) -> u64 {
+        self.steps_taken
     }
 
     fn state_addresses(&self) -> Vec<u64> {

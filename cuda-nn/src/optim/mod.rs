@@ -25,6 +25,10 @@ pub trait Optimizer<T: GradElement> {
     /// The parameters.
     fn parameters(&self) -> &[Var<T>];
 
+    /// How many times [`Optimizer::step`] ran (a captured step needs at least one eager step
+    /// first, so that the state exists before the capture).
+    fn steps_taken(&self) -> u64;
+
     /// The device addresses of the optimizer's state tensors (momentum buffers, moments, step
     /// counters); empty before the first step creates them. A captured step checks that they
     /// did not move.

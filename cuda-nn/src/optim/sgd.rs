@@ -39,6 +39,7 @@ pub struct Sgd<T: GradElement> {
     params: Vec<Var<T>>,
     config: SgdConfig,
     momentum_buffers: Vec<Option<Tensor<T>>>,
+    steps_taken: u64,
 }
 
 impl<T: GradElement> Sgd<T> {
@@ -61,12 +62,14 @@ impl<T: GradElement> Sgd<T> {
             params,
             config,
             momentum_buffers: vec![None; n],
+            steps_taken: 0,
         })
     }
 }
 
 impl<T: GradElement> Optimizer<T> for Sgd<T> {
     fn step(&mut self) -> Result<()> {
+        self.steps_taken += 1;
         let c = self.config;
         let params = SgdParams {
             lr: c.lr,
@@ -98,6 +101,10 @@ impl<T: GradElement> Optimizer<T> for Sgd<T> {
 
     fn parameters(&self) -> &[Var<T>] {
         &self.params
+    }
+
+    fn steps_taken(&self) -> u64 {
+        self.steps_taken
     }
 
     fn state_addresses(&self) -> Vec<u64> {

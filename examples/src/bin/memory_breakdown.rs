@@ -12,8 +12,9 @@
 //!    forward adds the temporaries freed as it goes;
 //! 3. **gradients** — after `backward()`: one per parameter (×1), while the graph's saved tensors
 //!    are freed;
-//! 4. **optimizer state** — after the first `Adam.step()`: two moments per parameter (×2); the
-//!    update writes new parameters and frees the old ones, so they add nothing;
+//! 4. **optimizer state** — after the first `Adam.step()`: two moments per parameter (×2) and
+//!    the step counters (one i32 per parameter, on the device); the update rewrites the
+//!    parameters in place, so they add nothing;
 //! 5. a **second step** ends where the first did (nothing leaks), and the activations at batch
 //!    1024 are 4× those at 256;
 //! 6. the **caching allocator**: after everything is dropped `memory_allocated` is back where it
@@ -140,11 +141,16 @@ fn body(args: Args) -> ProgramResult {
     let grads = alloc()? - before_fwd - loss_bytes;
     check("gradients", grads, class_bytes(&param_numels))?;
 
-    // 4. Optimizer state: Adam's m and v; new parameters replace the old ones.
+    // 4. Optimizer state: Adam's m and v, and the step counters; parameters updated in place.
     let before_step = alloc()?;
     opt.step()?;
     let state = alloc()? - before_step;
-    check("Adam state", state, 2 * class_bytes(&param_numels))?;
+    let counters = size_class(param_numels.len() * 4).map_or(0, |c| c.0);
+    check(
+        "Adam state",
+        state,
+        2 * class_bytes(&param_numels) + counters,
+    )?;
     drop(loss);
     let after_step1 = alloc()?;
 
@@ -195,7 +201,11 @@ fn body(args: Args) -> ProgramResult {
         ("   peak during the forward (+ temporaries)", 0, peak_fwd),
         ("3. gradients (one per parameter)", 4, grads),
         ("   peak during the backward", 0, peak_bwd),
-        ("4. Adam state (m, v per parameter)", 8, state),
+        (
+            "4. Adam state (m, v per parameter; step counters)",
+            9,
+            state,
+        ),
         ("5. activations kept for backward, batch 1024", 4, acts4),
     ];
     let mut t = Table::new(&[

@@ -5,6 +5,8 @@
 //! - **GPU**: `cuda-nn` (autograd on `Tensor`, the sgemm and backward kernels), the seed's loop:
 //!   `zero_grad`, forward, loss, backward, step; 5 warm-up steps, then 20 timed, then one
 //!   synchronize (as the seed times it: host wall clock).
+//! - **GPU, one graph**: the same step captured once into a CUDA graph (`cuda_nn::CapturedStep`)
+//!   and replayed: one launch per step instead of ~30.
 //! - **CPU**: the same step done fairly — GEMMs on the `gemm` crate (vectorised micro-kernels
 //!   on every core through rayon), elementwise parts as vectorised loops
 //!   (`cuda_examples::cpu_mlp`).
@@ -21,7 +23,9 @@ use cuda_examples::cli::Common;
 use cuda_examples::cpu_mlp::CpuMlp;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_nn::{class_targets, Linear, Module, Optimizer, Relu, Sequential, Sgd, SgdConfig, Var};
+use cuda_nn::{
+    class_targets, CapturedStep, Linear, Module, Optimizer, Relu, Sequential, Sgd, SgdConfig, Var,
+};
 use cuda_runtime_lite::Tensor;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
@@ -167,8 +171,26 @@ fn body(args: &Args) -> ProgramResult {
         None => gpu_loss,
     };
 
+    // The same step captured once into a CUDA graph and replayed (`CapturedStep`).
+    let (graph, _) = CapturedStep::capture(&mut opt, |o| {
+        o.zero_grad();
+        model.forward(&x)?.cross_entropy(&y)?.backward()?;
+        o.step()
+    })?;
+    for _ in 0..warmup {
+        graph.replay()?;
+    }
+    graph.synchronize()?;
+    let t = Instant::now();
+    for _ in 0..iters {
+        graph.replay()?;
+    }
+    graph.synchronize()?;
+    let graph_s = t.elapsed().as_secs_f64() / iters as f64;
+
     out.say(format!(
-        "\n{:<44} {:>12}\n{:<44} {:>9.3} ms\n{:<44} {:>9.3} ms\n{:<44} {:>11.1}×",
+        "\n{:<48} {:>12}\n{:<48} {:>9.3} ms\n{:<48} {:>9.3} ms  ({:.1}× the CPU)\n{:<48} {:>9.3} ms  \
+         ({:.1}× the CPU, {} kernels per replay)",
         "per training step (forward + backward + SGD)",
         "time",
         format!(
@@ -178,8 +200,11 @@ fn body(args: &Args) -> ProgramResult {
         cpu_s * 1e3,
         "GPU: cuda-nn eager (every op a kernel launch)",
         gpu_s * 1e3,
-        "GPU speed-up",
-        cpu_s / gpu_s
+        cpu_s / gpu_s,
+        "GPU: the same step as one CUDA graph",
+        graph_s * 1e3,
+        cpu_s / graph_s,
+        graph.kernel_count()?
     ));
     out.say(format!(
         "\nloss after {} GPU steps on the same batch: {final_loss:.4} (from {gpu_loss:.4})",
@@ -194,6 +219,7 @@ fn body(args: &Args) -> ProgramResult {
     out.put("cpu_step_ms", json!(cpu_s * 1e3));
     out.put("gpu_step_ms", json!(gpu_s * 1e3));
     out.put("speedup", json!(cpu_s / gpu_s));
+    out.put("gpu_graph_step_ms", json!(graph_s * 1e3));
     out.put("first_loss_gpu", json!(gpu_loss));
     out.put("first_loss_cpu", json!(cpu_loss));
     out.put("param_max_diff", json!(pdiff));

@@ -56,8 +56,8 @@ struct Measured {
     host_us: f64,
     launches: usize,
     driver_calls: usize,
-    /// µs per replay of the captured step, and kernels in its graph.
-    graph: Option<(f64, usize)>,
+    /// µs per replay of the captured step, host µs per replay call, and kernels in its graph.
+    graph: Option<(f64, f64, usize)>,
 }
 
 /// µs per replay (host clock over `steps` replays, one synchronize at the end).
@@ -177,6 +177,7 @@ fn body(args: &Args) -> ProgramResult {
         "torch kernels",
         "ours / torch eager",
         "ours graph µs",
+        "graph host µs",
         "graph kernels",
         "torch graph µs",
         "ours / torch graph",
@@ -188,7 +189,9 @@ fn body(args: &Args) -> ProgramResult {
         let tg = torch[format!("{name}_graph_us")].as_f64();
         let fmt = |v: Option<f64>, d: usize| v.map_or("—".to_string(), |v| format!("{v:.d$}"));
         let ratio = te.map(|t| r.wall_us / t);
-        let (gus, gk) = r.graph.unzip();
+        let gus = r.graph.map(|g| g.0);
+        let ghost = r.graph.map(|g| g.1);
+        let gk = r.graph.map(|g| g.2);
         let gratio = gus.zip(tg).map(|(o, t)| o / t);
         table.row(&[
             name.to_string(),
@@ -209,6 +212,7 @@ fn body(args: &Args) -> ProgramResult {
                 )
             }),
             fmt(gus, 1),
+            fmt(ghost, 1),
             gk.map_or("—".into(), |k| k.to_string()),
             fmt(tg, 1),
             gratio.map_or("—".into(), |v| {
@@ -226,7 +230,8 @@ fn body(args: &Args) -> ProgramResult {
             "workload": name, "ours_eager_us": r.wall_us, "ours_host_us": r.host_us,
             "launches": r.launches, "driver_calls": r.driver_calls, "torch_eager_us": te,
             "torch_kernels": tk, "ratio_eager": ratio, "torch_graph_us": tg,
-            "ours_graph_us": gus, "graph_kernels": gk, "ratio_graph": gratio,
+            "ours_graph_us": gus, "ours_graph_host_us": ghost, "graph_kernels": gk,
+            "ratio_graph": gratio,
         }));
     }
     out.say(format!(
