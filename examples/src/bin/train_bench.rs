@@ -60,19 +60,28 @@ struct Measured {
     graph: Option<(f64, f64, usize)>,
 }
 
-/// µs per replay (host clock over `steps` replays, one synchronize at the end).
-fn time_graph(g: &CapturedStep, steps: usize) -> Result<(f64, usize), Box<dyn std::error::Error>> {
+/// µs per replay (host clock over `steps` replays, one synchronize at the end), host µs spent
+/// in each `replay` call, and the graph's kernel count.
+fn time_graph(
+    g: &CapturedStep,
+    steps: usize,
+) -> Result<(f64, f64, usize), Box<dyn std::error::Error>> {
     for _ in 0..20 {
         g.replay()?;
     }
     g.synchronize()?;
+    let mut host = 0.0;
     let t = Instant::now();
     for _ in 0..steps {
+        let s = Instant::now();
         g.replay()?;
+        host += s.elapsed().as_secs_f64();
     }
     g.synchronize()?;
+    let n = steps as f64;
     Ok((
-        t.elapsed().as_secs_f64() / steps as f64 * 1e6,
+        t.elapsed().as_secs_f64() / n * 1e6,
+        host / n * 1e6,
         g.kernel_count()?,
     ))
 }
