@@ -52,7 +52,9 @@
 //!    [`Function::launch`] (untyped) is `unsafe` as well.
 //! 2. **Graphs own what their nodes reference**: the buffers captured work uses and the kernels
 //!    (so the modules) it launches. No drop order can make a replay touch freed memory or
-//!    unloaded code. What a graph cannot own is refused during capture.
+//!    unloaded code. What a graph cannot own is refused during capture; a buffer allocated on
+//!    the capturing stream is an ordinary allocation made at capture time (not a graph node),
+//!    owned by the graph like any other it uses.
 //! 3. **A check and the enqueue it guards are one step for every other thread.** Captures run on
 //!    a stream made for them ([`Context::begin_capture`]); each enqueue on it holds the stream's
 //!    capture gate across its "is it capturing?" check, driver call and bookkeeping, and the

@@ -23,13 +23,16 @@
 //! | `softmax(dim)`, `relu`, `tanh`, `x * alpha` | [`Tensor::softmax`], [`Tensor::relu`], [`Tensor::tanh`], [`Tensor::scale`] |
 //! | seed 004's fused `relu(x * scale + bias)` | [`Tensor::bias_relu`], [`Tensor::bias_relu_backward`] |
 //! | `log_softmax`, `F.pad` with zeros | [`Tensor::log_softmax`], [`Tensor::zero_pad`] |
-//! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_step`], [`Tensor::sgd_momentum_step`], [`Tensor::adam_step`] |
+//! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |
+//! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |
 //! | `print(t)` | `Display`: `tensor([[1., 2.],\n        [3., 4.]], device='cuda:0')` |
 //!
 //! ## Views cost no copy
 //! A view shares its base's storage ([`Tensor::shares_storage`]) and allocates nothing
-//! ([`crate::memory_allocated`] does not change). Tensors are immutable — every op writes a new
-//! storage — so sharing is never observable except through the absence of copies.
+//! ([`crate::memory_allocated`] does not change). Tensors behave as values — every op writes a
+//! new storage, and the few in-place ops (`copy_from_`, the optimizer steps) write only through
+//! a handle that no other tensor shares, copying first otherwise — so sharing is never
+//! observable except through the absence of copies.
 //!
 //! ## Asynchronous, on the default stream
 //! Every op queues its work on its device's **default stream** ([`crate::Runtime::default_stream`])
@@ -90,7 +93,8 @@ use storage::{Exec, Storage};
 /// (shape, strides, offset). See the [module docs](self).
 ///
 /// `Clone` makes another handle to the same storage (cheap, no GPU work); since no op writes
-/// into an existing tensor, handles behave like independent values.
+/// into a storage another handle shares (in-place ops copy first), handles behave like
+/// independent values.
 pub struct Tensor<T: TensorElement> {
     storage: Arc<Storage<T>>,
     layout: Layout,
