@@ -9,7 +9,8 @@ impl<T: GradElement> Var<T> {
     /// `self @ other`: `[m, k] · [k, n]`, or batched `[b, m, k] · [b, k, n]` with a 2-D (or
     /// batch-1) operand broadcast over the batch (as [`cuda_runtime_lite::Tensor::matmul`]).
     /// Backward: `dA = g · Bᵀ`, `dB = Aᵀ · g` (transposed views: the f32 kernel reads them in
-    /// place), each summed over a broadcast batch.
+    /// place), each summed over a broadcast batch; for 2-D operands `dB` is computed as
+    /// `(gᵀ · A)ᵀ`, so a layer's weight (used as `Wᵀ`) gets a contiguous gradient directly.
     pub fn matmul(&self, other: &Var<T>) -> Result<Var<T>> {
         let (a, b) = (self.value(), other.value());
         let value = a.matmul(&b)?;
@@ -21,7 +22,12 @@ impl<T: GradElement> Var<T> {
             } else {
                 None
             };
-            let gb = if nb {
+            let gb = if nb && b.rank() == 2 && a.rank() == 2 {
+                // (gᵀ · A)ᵀ: the product is computed in B's transposed layout, so when B is
+                // itself a transposed view (a Linear layer's Wᵀ), the gradient that reaches W is
+                // already contiguous and accumulating it needs no transpose kernel.
+                Some(g.transpose(0, 1)?.matmul(&a)?.transpose(0, 1)?)
+            } else if nb {
                 let full = a.transpose(-2, -1)?.matmul(g)?;
                 Some(sum_to(&full, b.shape())?)
             } else {
