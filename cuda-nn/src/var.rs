@@ -5,7 +5,7 @@ use crate::error::{NnError, Result};
 use crate::graph::{self, BackwardFn, Node};
 use cuda_runtime_lite::{GradElement, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
 
 /// Every `Var` gets a distinct id (the backward pass keys gradients by it).
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -122,6 +122,12 @@ impl<T: GradElement> Var<T> {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// The value itself, locked for writing (multi-tensor updates hold several at once; the
+    /// optimizers refuse a parameter listed twice, so no lock is taken twice).
+    pub(crate) fn value_mut(&self) -> RwLockWriteGuard<'_, Tensor<T>> {
+        self.inner.value.write().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Runs `f` on the value itself (optimizers' in-place updates; the shape stays the same).

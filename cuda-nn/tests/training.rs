@@ -49,6 +49,20 @@ fn close(a: &[f64], b: &[f64], what: &str) -> TestResult {
     Ok(())
 }
 
+/// Parameter `k` of `count`: the base values shifted, and gradients scaled, by `k` (so one
+/// optimizer sees different tensors; 5 parameters = one multi-tensor group of 4 + one alone).
+fn shifted(base: &[f64], k: usize, scale: bool) -> Vec<f64> {
+    base.iter()
+        .map(|v| {
+            if scale {
+                v * (1.0 + 0.5 * k as f64)
+            } else {
+                v + k as f64
+            }
+        })
+        .collect()
+}
+
 fn sgd() -> TestResult {
     let p0 = [0.5, -1.0, 2.0, 0.0];
     let grads = [
@@ -56,55 +70,68 @@ fn sgd() -> TestResult {
         [-0.2, 0.1, 0.0, 0.5],
         [0.3, -0.1, 0.2, -0.4],
     ];
-    for (momentum, dampening, wd, nesterov) in [
-        (0.0, 0.0, 0.0, false),
-        (0.0, 0.0, 0.01, false),
-        (0.9, 0.1, 0.01, false),
-        (0.9, 0.0, 0.0, true),
-    ] {
-        let lr = 0.1;
-        let p = param_with_grad(&p0, &grads[0])?;
-        let cfg = SgdConfig {
-            lr,
-            momentum,
-            dampening,
-            weight_decay: wd,
-            nesterov,
-        };
-        let mut opt = Sgd::new(vec![p.clone()], cfg)?;
-        let (mut cp, mut buf): (Vec<f64>, Option<Vec<f64>>) = (p0.to_vec(), None);
-        for (step, g) in grads.iter().enumerate() {
-            if step > 0 {
-                set_grad(&p, g)?;
-            }
-            opt.step()?;
-            // PyTorch's SGD, on the CPU.
-            let d: Vec<f64> = g.iter().zip(&cp).map(|(g, p)| g + wd * p).collect();
-            let d = if momentum != 0.0 {
-                let b: Vec<f64> = match &buf {
-                    None => d.clone(),
-                    Some(b) => b
-                        .iter()
-                        .zip(&d)
-                        .map(|(b, d)| momentum * b + (1.0 - dampening) * d)
-                        .collect(),
-                };
-                let out = if nesterov {
-                    d.iter().zip(&b).map(|(d, b)| d + momentum * b).collect()
-                } else {
-                    b.clone()
-                };
-                buf = Some(b);
-                out
-            } else {
-                d
+    for count in [1usize, 5] {
+        for (momentum, dampening, wd, nesterov) in [
+            (0.0, 0.0, 0.0, false),
+            (0.0, 0.0, 0.01, false),
+            (0.9, 0.1, 0.01, false),
+            (0.9, 0.0, 0.0, true),
+        ] {
+            let lr = 0.1;
+            let ps = (0..count)
+                .map(|k| param_with_grad(&shifted(&p0, k, false), &shifted(&grads[0], k, true)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let cfg = SgdConfig {
+                lr,
+                momentum,
+                dampening,
+                weight_decay: wd,
+                nesterov,
             };
-            cp = cp.iter().zip(&d).map(|(p, d)| p - lr * d).collect();
-            close(
-                &p.value().to_vec()?,
-                &cp,
-                &format!("sgd m={momentum} wd={wd} nesterov={nesterov} step {step}"),
-            )?;
+            let mut opt = Sgd::new(ps.clone(), cfg)?;
+            let mut cps: Vec<Vec<f64>> = (0..count).map(|k| shifted(&p0, k, false)).collect();
+            let mut bufs: Vec<Option<Vec<f64>>> = vec![None; count];
+            for (step, g0) in grads.iter().enumerate() {
+                for (k, p) in ps.iter().enumerate() {
+                    if step > 0 {
+                        set_grad(p, &shifted(g0, k, true))?;
+                    }
+                }
+                opt.step()?;
+                for k in 0..count {
+                    // PyTorch's SGD, on the CPU.
+                    let g = shifted(g0, k, true);
+                    let d: Vec<f64> = g.iter().zip(&cps[k]).map(|(g, p)| g + wd * p).collect();
+                    let d = if momentum != 0.0 {
+                        let b: Vec<f64> = match &bufs[k] {
+                            None => d.clone(),
+                            Some(b) => b
+                                .iter()
+                                .zip(&d)
+                                .map(|(b, d)| momentum * b + (1.0 - dampening) * d)
+                                .collect(),
+                        };
+                        let out = if nesterov {
+                            d.iter().zip(&b).map(|(d, b)| d + momentum * b).collect()
+                        } else {
+                            b.clone()
+                        };
+                        bufs[k] = Some(b);
+                        out
+                    } else {
+                        d
+                    };
+                    cps[k] = cps[k].iter().zip(&d).map(|(p, d)| p - lr * d).collect();
+                    close(
+                        &ps[k].value().to_vec()?,
+                        &cps[k],
+                        &format!(
+                            "sgd ({count} params) m={momentum} wd={wd} nesterov={nesterov} \
+                             step {step} param {k}"
+                        ),
+                    )?;
+                }
+            }
         }
     }
     Ok(())
@@ -117,43 +144,63 @@ fn adam() -> TestResult {
         [-0.2, 0.1, 0.0, 0.5, 1.0],
         [0.3, -0.1, 0.2, -0.4, 0.0],
     ];
-    for (wd, decoupled) in [(0.0, false), (0.1, false), (0.1, true)] {
-        let cfg = AdamConfig {
-            lr: 0.01,
-            betas: (0.9, 0.999),
-            eps: 1e-8,
-            weight_decay: wd,
-            decoupled_weight_decay: decoupled,
-        };
-        let p = param_with_grad(&p0, &grads[0])?;
-        let mut opt = Adam::new(vec![p.clone()], cfg)?;
-        let (mut cp, mut m, mut v) = (p0.to_vec(), vec![0.0; 5], vec![0.0; 5]);
-        for (step, g) in grads.iter().enumerate() {
-            if step > 0 {
-                set_grad(&p, g)?;
-            }
-            opt.step()?;
-            let t = (step + 1) as i32;
-            let (b1, b2) = cfg.betas;
-            let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
-            for i in 0..5 {
-                let mut gi = g[i];
-                if decoupled {
-                    cp[i] *= 1.0 - cfg.lr * wd;
-                } else {
-                    gi += wd * cp[i];
+    for count in [1usize, 5] {
+        for (wd, decoupled) in [(0.0, false), (0.1, false), (0.1, true)] {
+            let cfg = AdamConfig {
+                lr: 0.01,
+                betas: (0.9, 0.999),
+                eps: 1e-8,
+                weight_decay: wd,
+                decoupled_weight_decay: decoupled,
+            };
+            let ps = (0..count)
+                .map(|k| param_with_grad(&shifted(&p0, k, false), &shifted(&grads[0], k, true)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut opt = Adam::new(ps.clone(), cfg)?;
+            let mut cps: Vec<Vec<f64>> = (0..count).map(|k| shifted(&p0, k, false)).collect();
+            let (mut ms, mut vs) = (vec![vec![0.0; 5]; count], vec![vec![0.0; 5]; count]);
+            for (step, g0) in grads.iter().enumerate() {
+                for (k, p) in ps.iter().enumerate() {
+                    if step > 0 {
+                        set_grad(p, &shifted(g0, k, true))?;
+                    }
                 }
-                m[i] = b1 * m[i] + (1.0 - b1) * gi;
-                v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
-                cp[i] -= (cfg.lr / bc1) * m[i] / (v[i].sqrt() / bc2.sqrt() + cfg.eps);
+                opt.step()?;
+                let t = (step + 1) as i32;
+                let (b1, b2) = cfg.betas;
+                let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
+                for k in 0..count {
+                    let g = shifted(g0, k, true);
+                    let (cp, m, v) = (&mut cps[k], &mut ms[k], &mut vs[k]);
+                    for i in 0..5 {
+                        let mut gi = g[i];
+                        if decoupled {
+                            cp[i] *= 1.0 - cfg.lr * wd;
+                        } else {
+                            gi += wd * cp[i];
+                        }
+                        m[i] = b1 * m[i] + (1.0 - b1) * gi;
+                        v[i] = b2 * v[i] + (1.0 - b2) * gi * gi;
+                        cp[i] -= (cfg.lr / bc1) * m[i] / (v[i].sqrt() / bc2.sqrt() + cfg.eps);
+                    }
+                    close(
+                        &ps[k].value().to_vec()?,
+                        cp,
+                        &format!(
+                            "adam ({count} params) wd={wd} decoupled={decoupled} step {step} \
+                             param {k}"
+                        ),
+                    )?;
+                }
             }
-            close(
-                &p.value().to_vec()?,
-                &cp,
-                &format!("adam wd={wd} decoupled={decoupled} step {step}"),
-            )?;
         }
     }
+    // A parameter listed twice is refused (a multi-tensor update would lock it twice).
+    let p = Var::parameter(Tensor::from_vec(vec![1.0f32], &[1])?);
+    let e = Adam::new(vec![p.clone(), p], AdamConfig::new(0.1))
+        .err()
+        .ok_or("duplicate")?;
+    ensure!(e.to_string().contains("same variable"), "{e}");
     Ok(())
 }
 

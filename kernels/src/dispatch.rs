@@ -332,3 +332,80 @@ family!(sgd -> Sgd<T>; "sgd", WHY_TRAIN; F32 => sgd_f32, F64 => sgd_f64);
 family!(sgd_momentum -> SgdMomentum<T>; "sgd (momentum)", WHY_TRAIN;
     F32 => sgd_momentum_f32, F64 => sgd_momentum_f64);
 family!(adam -> Adam<T>; "adam", WHY_TRAIN; F32 => adam_f32, F64 => adam_f64);
+
+/// `sgd4(p0, g0, …, p3, g3, n0, n1, n2, n3, lr, wd)` (four tensors, in place).
+pub(crate) type Sgd4<T> = Kernel<(
+    Out<T>,
+    In<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    In<T>,
+    u64,
+    u64,
+    u64,
+    u64,
+    Scalar<T>,
+    Scalar<T>,
+)>;
+/// `sgd_momentum4(p0, g0, b0, …, n0..n3, lr, momentum, dampening, wd, nesterov, first)`.
+pub(crate) type SgdMomentum4<T> = Kernel<(
+    Out<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    u64,
+    u64,
+    u64,
+    u64,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    i32,
+    i32,
+)>;
+/// `adam4(p0, g0, m0, v0, …, n0..n3, steps, lr, b1, b2, eps, wd, adamw)`.
+pub(crate) type Adam4<T> = Kernel<(
+    Out<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    Out<T>,
+    In<T>,
+    Out<T>,
+    Out<T>,
+    u64,
+    u64,
+    u64,
+    u64,
+    In<i32>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    Scalar<T>,
+    i32,
+)>;
+family!(sgd4 -> Sgd4<T>; "sgd (4 tensors)", WHY_TRAIN; F32 => sgd4_f32, F64 => sgd4_f64);
+family!(sgd_momentum4 -> SgdMomentum4<T>; "sgd (momentum, 4 tensors)", WHY_TRAIN;
+    F32 => sgd_momentum4_f32, F64 => sgd_momentum4_f64);
+family!(adam4 -> Adam4<T>; "adam (4 tensors)", WHY_TRAIN; F32 => adam4_f32, F64 => adam4_f64);

@@ -1,9 +1,9 @@
 //! `torch.optim.Adam` / `AdamW`.
 
-use super::{check_hyper, check_params, Optimizer};
+use super::{check_hyper, check_params, four_grads, four_mut, groups, Group, Optimizer};
 use crate::error::{NnError, Result};
 use crate::Var;
-use cuda_runtime_lite::{AdamParams, GradElement, Tensor};
+use cuda_runtime_lite::{adam4_, AdamParams, GradElement, Tensor};
 
 /// Adam's settings (PyTorch's defaults: `lr = 1e-3`, `betas = (0.9, 0.999)`, `eps = 1e-8`,
 /// no weight decay).
@@ -113,26 +113,57 @@ impl<T: GradElement> Optimizer<T> for Adam<T> {
             }
         }
         let steps: &Tensor<i32> = steps;
-        for (i, ((p, state), g)) in self
-            .params
-            .iter()
-            .zip(&mut self.state)
-            .zip(&grads)
-            .enumerate()
-        {
-            let Some(g) = g else { continue };
-            p.with_value_mut(|value| -> Result<()> {
-                let (m, v) = match state {
-                    Some(s) => s,
-                    None => {
-                        let m = value.full_like(value.shape(), T::from_f64(0.0))?;
-                        let v = value.full_like(value.shape(), T::from_f64(0.0))?;
-                        state.insert((m, v))
+        let has: Vec<bool> = grads.iter().map(Option::is_some).collect();
+        for group in groups(&has) {
+            let (first, count) = match group {
+                Group::Four(i) => (i, 4),
+                Group::One(i) => (i, 1),
+            };
+            // Moments start at zero, made on the parameter's device.
+            for j in first..first + count {
+                if self.state[j].is_none() {
+                    let value = self.params[j].value();
+                    let m = value.full_like(value.shape(), T::from_f64(0.0))?;
+                    let v = value.full_like(value.shape(), T::from_f64(0.0))?;
+                    self.state[j] = Some((m, v));
+                }
+            }
+            if count == 4 {
+                let g = four_grads(&grads, first)?;
+                let mut guards = [
+                    self.params[first].value_mut(),
+                    self.params[first + 1].value_mut(),
+                    self.params[first + 2].value_mut(),
+                    self.params[first + 3].value_mut(),
+                ];
+                let [v0, v1, v2, v3] = &mut guards;
+                let p = [&mut **v0, &mut **v1, &mut **v2, &mut **v3];
+                let [s0, s1, s2, s3] = four_mut(&mut self.state, first)?;
+                match (s0, s1, s2, s3) {
+                    (Some((m0, w0)), Some((m1, w1)), Some((m2, w2)), Some((m3, w3))) => adam4_(
+                        p,
+                        g,
+                        [m0, m1, m2, m3],
+                        [w0, w1, w2, w3],
+                        steps,
+                        first,
+                        params,
+                    )?,
+                    _ => {
+                        return Err(NnError::Invalid {
+                            what: "Adam",
+                            problem: "internal error: missing moments".into(),
+                        })
                     }
+                }
+            } else {
+                let Some(g) = &grads[first] else { continue };
+                let Some((m, v)) = &mut self.state[first] else {
+                    continue;
                 };
-                value.adam_(g, m, v, steps, i, params)?;
-                Ok(())
-            })?;
+                self.params[first]
+                    .with_value_mut(|value| value.adam_(g, m, v, steps, first, params))?;
+            }
         }
         Ok(())
     }

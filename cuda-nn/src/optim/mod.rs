@@ -47,6 +47,14 @@ fn check_params<T: GradElement>(optimizer: &'static str, params: &[Var<T>]) -> R
     if params.is_empty() {
         return Err(NnError::NoParameters { optimizer });
     }
+    for (i, p) in params.iter().enumerate() {
+        if let Some(j) = params[..i].iter().position(|q| q.same_var(p)) {
+            return Err(NnError::Invalid {
+                what: optimizer,
+                problem: format!("parameters {j} and {i} are the same variable; list each once"),
+            });
+        }
+    }
     if let Some(i) = params.iter().position(|p| !p.requires_grad()) {
         return Err(NnError::Invalid {
             what: optimizer,
@@ -56,6 +64,63 @@ fn check_params<T: GradElement>(optimizer: &'static str, params: &[Var<T>]) -> R
         });
     }
     Ok(())
+}
+
+/// The parameters to update, in order, grouped for the multi-tensor kernels: each run of four
+/// consecutive parameters that all have a gradient is one group of four (one launch), the rest
+/// go one by one.
+pub(crate) fn groups(has_grad: &[bool]) -> Vec<Group> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < has_grad.len() {
+        if i + 4 <= has_grad.len() && has_grad[i..i + 4].iter().all(|&g| g) {
+            out.push(Group::Four(i));
+            i += 4;
+        } else {
+            if has_grad[i] {
+                out.push(Group::One(i));
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// One launch's worth of parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Group {
+    /// Parameters `i .. i + 4`.
+    Four(usize),
+    /// Parameter `i` alone.
+    One(usize),
+}
+
+/// Elements `i .. i + 4` of `v`, mutably (an internal error if they are not there).
+pub(crate) fn four_mut<X>(v: &mut [X], i: usize) -> Result<[&mut X; 4]> {
+    match v.get_mut(i..i + 4) {
+        Some([a, b, c, d]) => Ok([a, b, c, d]),
+        _ => Err(internal(
+            "a group of four past the end of the parameter list",
+        )),
+    }
+}
+
+/// The four gradients of group `i` (each present, by construction of [`groups`]).
+pub(crate) fn four_grads<T: GradElement>(
+    grads: &[Option<cuda_runtime_lite::Tensor<T>>],
+    i: usize,
+) -> Result<[&cuda_runtime_lite::Tensor<T>; 4]> {
+    match grads.get(i..i + 4) {
+        Some([Some(a), Some(b), Some(c), Some(d)]) => Ok([a, b, c, d]),
+        _ => Err(internal("a group of four without four gradients")),
+    }
+}
+
+fn internal(what: &str) -> NnError {
+    NnError::Invalid {
+        what: "optimizer",
+        problem: format!("internal error: {what}"),
+    }
 }
 
 /// `value` is finite and at least `min`.

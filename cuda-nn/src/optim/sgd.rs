@@ -1,9 +1,9 @@
 //! `torch.optim.SGD`.
 
-use super::{check_hyper, check_params, Optimizer};
+use super::{check_hyper, check_params, four_grads, four_mut, groups, Group, Optimizer};
 use crate::error::{NnError, Result};
 use crate::Var;
-use cuda_runtime_lite::{GradElement, SgdParams, Tensor};
+use cuda_runtime_lite::{sgd4_, sgd_momentum4_, GradElement, SgdParams, Tensor};
 
 /// SGD's settings (PyTorch's names and defaults except `lr`, which has none).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -67,6 +67,77 @@ impl<T: GradElement> Sgd<T> {
     }
 }
 
+impl<T: GradElement> Sgd<T> {
+    /// Parameter `i` alone (one launch).
+    fn step1(
+        &mut self,
+        i: usize,
+        grads: &[Option<Tensor<T>>],
+        params: SgdParams<f64>,
+    ) -> Result<()> {
+        let Some(g) = &grads[i] else { return Ok(()) };
+        let c = self.config;
+        let buf = &mut self.momentum_buffers[i];
+        self.params[i].with_value_mut(|value| -> Result<()> {
+            if c.momentum == 0.0 {
+                value.sgd_(g, c.lr, c.weight_decay)?;
+                return Ok(());
+            }
+            match buf {
+                Some(b) => value.sgd_momentum_(g, b, params, false)?,
+                None => {
+                    let mut b = value.full_like(value.shape(), T::from_f64(0.0))?;
+                    value.sgd_momentum_(g, &mut b, params, true)?;
+                    *buf = Some(b);
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Parameters `i .. i + 4` in one multi-tensor launch (their momentum buffers all exist or
+    /// all do not).
+    fn step4(
+        &mut self,
+        i: usize,
+        grads: &[Option<Tensor<T>>],
+        params: SgdParams<f64>,
+    ) -> Result<()> {
+        let c = self.config;
+        let g = four_grads(grads, i)?;
+        let mut guards = [
+            self.params[i].value_mut(),
+            self.params[i + 1].value_mut(),
+            self.params[i + 2].value_mut(),
+            self.params[i + 3].value_mut(),
+        ];
+        let [v0, v1, v2, v3] = &mut guards;
+        let p = [&mut **v0, &mut **v1, &mut **v2, &mut **v3];
+        if c.momentum == 0.0 {
+            sgd4_(p, g, c.lr, c.weight_decay)?;
+            return Ok(());
+        }
+        let first = self.momentum_buffers[i].is_none();
+        if first {
+            for (j, pv) in p.iter().enumerate() {
+                self.momentum_buffers[i + j] = Some(pv.full_like(pv.shape(), T::from_f64(0.0))?);
+            }
+        }
+        let bufs = four_mut(&mut self.momentum_buffers, i)?;
+        let [b0, b1, b2, b3] = bufs;
+        match (b0, b1, b2, b3) {
+            (Some(b0), Some(b1), Some(b2), Some(b3)) => {
+                sgd_momentum4_(p, g, [b0, b1, b2, b3], params, first)?;
+                Ok(())
+            }
+            _ => Err(NnError::Invalid {
+                what: "SGD",
+                problem: "internal error: a momentum buffer is missing".into(),
+            }),
+        }
+    }
+}
+
 impl<T: GradElement> Optimizer<T> for Sgd<T> {
     fn step(&mut self) -> Result<()> {
         self.steps_taken += 1;
@@ -78,23 +149,29 @@ impl<T: GradElement> Optimizer<T> for Sgd<T> {
             weight_decay: c.weight_decay,
             nesterov: c.nesterov,
         };
-        for (p, buf) in self.params.iter().zip(&mut self.momentum_buffers) {
-            let Some(g) = p.grad()? else { continue };
-            p.with_value_mut(|value| -> Result<()> {
-                if c.momentum == 0.0 {
-                    value.sgd_(&g, c.lr, c.weight_decay)?;
-                    return Ok(());
+        let grads = self
+            .params
+            .iter()
+            .map(Var::grad)
+            .collect::<Result<Vec<_>>>()?;
+        let has: Vec<bool> = grads.iter().map(Option::is_some).collect();
+        for group in groups(&has) {
+            match group {
+                Group::Four(i)
+                    if c.momentum == 0.0
+                        || self.momentum_buffers[i..i + 4]
+                            .iter()
+                            .all(|b| b.is_some() == self.momentum_buffers[i].is_some()) =>
+                {
+                    self.step4(i, &grads, params)?;
                 }
-                match buf {
-                    Some(b) => value.sgd_momentum_(&g, b, params, false)?,
-                    None => {
-                        let mut b = value.full_like(value.shape(), T::from_f64(0.0))?;
-                        value.sgd_momentum_(&g, &mut b, params, true)?;
-                        *buf = Some(b);
+                Group::Four(i) => {
+                    for j in i..i + 4 {
+                        self.step1(j, &grads, params)?;
                     }
                 }
-                Ok(())
-            })?;
+                Group::One(i) => self.step1(i, &grads, params)?,
+            }
         }
         Ok(())
     }

@@ -128,6 +128,44 @@ pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
         index: usize,
         params: AdamParams<f64>,
     ) -> Result<()>;
+
+    /// Plain SGD of four tensors in one launch.
+    #[doc(hidden)]
+    fn sgd4(
+        k: &Kernels,
+        s: &Stream,
+        p: [&mut DeviceSlice<Self>; 4],
+        g: [&DeviceSlice<Self>; 4],
+        lr: f64,
+        weight_decay: f64,
+    ) -> Result<()>;
+
+    /// SGD with momentum of four tensors in one launch.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn sgd_momentum4(
+        k: &Kernels,
+        s: &Stream,
+        p: [&mut DeviceSlice<Self>; 4],
+        g: [&DeviceSlice<Self>; 4],
+        b: [&mut DeviceSlice<Self>; 4],
+        params: SgdParams<f64>,
+        first: bool,
+    ) -> Result<()>;
+
+    /// Adam of four tensors in one launch (`steps` holds their four step counts).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn adam4(
+        k: &Kernels,
+        s: &Stream,
+        p: [&mut DeviceSlice<Self>; 4],
+        g: [&DeviceSlice<Self>; 4],
+        m: [&mut DeviceSlice<Self>; 4],
+        v: [&mut DeviceSlice<Self>; 4],
+        steps: &DeviceSlice<i32>,
+        params: AdamParams<f64>,
+    ) -> Result<()>;
 }
 
 macro_rules! grad_element {
@@ -268,6 +306,57 @@ macro_rules! grad_element {
                     decoupled: params.decoupled,
                 };
                 Ok(ops::adam::<$t>(k, s, p, g, m, v, steps, index, params)?)
+            }
+
+            fn sgd4(
+                k: &Kernels,
+                s: &Stream,
+                p: [&mut DeviceSlice<$t>; 4],
+                g: [&DeviceSlice<$t>; 4],
+                lr: f64,
+                weight_decay: f64,
+            ) -> Result<()> {
+                Ok(ops::sgd4::<$t>(k, s, p, g, lr as $t, weight_decay as $t)?)
+            }
+
+            fn sgd_momentum4(
+                k: &Kernels,
+                s: &Stream,
+                p: [&mut DeviceSlice<$t>; 4],
+                g: [&DeviceSlice<$t>; 4],
+                b: [&mut DeviceSlice<$t>; 4],
+                params: SgdParams<f64>,
+                first: bool,
+            ) -> Result<()> {
+                let params = SgdParams {
+                    lr: params.lr as $t,
+                    momentum: params.momentum as $t,
+                    dampening: params.dampening as $t,
+                    weight_decay: params.weight_decay as $t,
+                    nesterov: params.nesterov,
+                };
+                Ok(ops::sgd_momentum4::<$t>(k, s, p, g, b, params, first)?)
+            }
+
+            fn adam4(
+                k: &Kernels,
+                s: &Stream,
+                p: [&mut DeviceSlice<$t>; 4],
+                g: [&DeviceSlice<$t>; 4],
+                m: [&mut DeviceSlice<$t>; 4],
+                v: [&mut DeviceSlice<$t>; 4],
+                steps: &DeviceSlice<i32>,
+                params: AdamParams<f64>,
+            ) -> Result<()> {
+                let params = AdamParams {
+                    lr: params.lr as $t,
+                    beta1: params.beta1 as $t,
+                    beta2: params.beta2 as $t,
+                    eps: params.eps as $t,
+                    weight_decay: params.weight_decay as $t,
+                    decoupled: params.decoupled,
+                };
+                Ok(ops::adam4::<$t>(k, s, p, g, m, v, steps, params)?)
             }
         }
     };

@@ -84,7 +84,7 @@ pub use dtype::{DType, TensorElement};
 pub use error::{Result, TensorError};
 pub use grad_dtype::GradElement;
 pub use layout::{broadcast_shapes, Layout};
-pub use ops::{AdamParams, SgdParams};
+pub use ops::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use std::sync::Arc;
 use storage::{Exec, Storage};

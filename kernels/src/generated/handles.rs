@@ -178,7 +178,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 167 kernels, in manifest order.
+/// The names of all 173 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -257,11 +257,17 @@ pub static KERNEL_NAMES: &[&str] = &[
     "matmul_tiled16_f32",
     "matmul_tiled16_f64",
     "matmul_tiled16_i32",
+    "adam4_f32",
+    "adam4_f64",
     "adam_f32",
     "adam_f64",
     "increment_i32",
+    "sgd4_f32",
+    "sgd4_f64",
     "sgd_f32",
     "sgd_f64",
+    "sgd_momentum4_f32",
+    "sgd_momentum4_f64",
     "sgd_momentum_f32",
     "sgd_momentum_f64",
     "fill_normal_f32",
@@ -434,11 +440,17 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `matmul_tiled16_f32` | `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_f64` | `const double* A`, `const double* B`, `double* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_i32` | `const int* A`, `const int* B`, `int* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
+/// | `adam4_f32` | `float* p0`, `const float* g0`, `float* m0`, `float* v0`, `float* p1`, `const float* g1`, `float* m1`, `float* v1`, `float* p2`, `const float* g2`, `float* m2`, `float* v2`, `float* p3`, `const float* g3`, `float* m3`, `float* v3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `const int* steps`, `float lr`, `float b1`, `float b2`, `float eps`, `float wd`, `int adamw` | `cuda/optim.cu` |
+/// | `adam4_f64` | `double* p0`, `const double* g0`, `double* m0`, `double* v0`, `double* p1`, `const double* g1`, `double* m1`, `double* v1`, `double* p2`, `const double* g2`, `double* m2`, `double* v2`, `double* p3`, `const double* g3`, `double* m3`, `double* v3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `const int* steps`, `double lr`, `double b1`, `double b2`, `double eps`, `double wd`, `int adamw` | `cuda/optim.cu` |
 /// | `adam_f32` | `float* p`, `const float* g`, `float* m`, `float* v`, `const int* steps`, `int index`, `unsigned long long n`, `float lr`, `float b1`, `float b2`, `float eps`, `float wd`, `int adamw` | `cuda/optim.cu` |
 /// | `adam_f64` | `double* p`, `const double* g`, `double* m`, `double* v`, `const int* steps`, `int index`, `unsigned long long n`, `double lr`, `double b1`, `double b2`, `double eps`, `double wd`, `int adamw` | `cuda/optim.cu` |
 /// | `increment_i32` | `int* counters`, `int n` | `cuda/optim.cu` |
+/// | `sgd4_f32` | `float* p0`, `const float* g0`, `float* p1`, `const float* g1`, `float* p2`, `const float* g2`, `float* p3`, `const float* g3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `float lr`, `float wd` | `cuda/optim.cu` |
+/// | `sgd4_f64` | `double* p0`, `const double* g0`, `double* p1`, `const double* g1`, `double* p2`, `const double* g2`, `double* p3`, `const double* g3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `double lr`, `double wd` | `cuda/optim.cu` |
 /// | `sgd_f32` | `float* p`, `const float* g`, `unsigned long long n`, `float lr`, `float wd` | `cuda/optim.cu` |
 /// | `sgd_f64` | `double* p`, `const double* g`, `unsigned long long n`, `double lr`, `double wd` | `cuda/optim.cu` |
+/// | `sgd_momentum4_f32` | `float* p0`, `const float* g0`, `float* b0`, `float* p1`, `const float* g1`, `float* b1`, `float* p2`, `const float* g2`, `float* b2`, `float* p3`, `const float* g3`, `float* b3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `float lr`, `float momentum`, `float dampening`, `float wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
+/// | `sgd_momentum4_f64` | `double* p0`, `const double* g0`, `double* b0`, `double* p1`, `const double* g1`, `double* b1`, `double* p2`, `const double* g2`, `double* b2`, `double* p3`, `const double* g3`, `double* b3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `double lr`, `double momentum`, `double dampening`, `double wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
 /// | `sgd_momentum_f32` | `float* p`, `const float* g`, `float* b`, `unsigned long long n`, `float lr`, `float momentum`, `float dampening`, `float wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
 /// | `sgd_momentum_f64` | `double* p`, `const double* g`, `double* b`, `unsigned long long n`, `double lr`, `double momentum`, `double dampening`, `double wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
 /// | `fill_normal_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
@@ -680,16 +692,28 @@ pub struct Kernels {
     pub matmul_tiled16_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `matmul_tiled16_i32(const int* A, const int* B, int* C, int M, int N, int K)` from `cuda/matmul_tiled.cu`.
     pub matmul_tiled16_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>,
+    /// `adam4_f32(float* p0, const float* g0, float* m0, float* v0, float* p1, const float* g1, float* m1, float* v1, float* p2, const float* g2, float* m2, float* v2, float* p3, const float* g3, float* m3, float* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu`.
+    pub adam4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>,
+    /// `adam4_f64(double* p0, const double* g0, double* m0, double* v0, double* p1, const double* g1, double* m1, double* v1, double* p2, const double* g2, double* m2, double* v2, double* p3, const double* g3, double* m3, double* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, double lr, double b1, double b2, double eps, double wd, int adamw)` from `cuda/optim.cu`.
+    pub adam4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>,
     /// `adam_f32(float* p, const float* g, float* m, float* v, const int* steps, int index, unsigned long long n, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu`.
     pub adam_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>,
     /// `adam_f64(double* p, const double* g, double* m, double* v, const int* steps, int index, unsigned long long n, double lr, double b1, double b2, double eps, double wd, int adamw)` from `cuda/optim.cu`.
     pub adam_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>,
     /// `increment_i32(int* counters, int n)` from `cuda/optim.cu`.
     pub increment_i32: Kernel<(&'static mut DeviceSlice<i32>, i32)>,
+    /// `sgd4_f32(float* p0, const float* g0, float* p1, const float* g1, float* p2, const float* g2, float* p3, const float* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float wd)` from `cuda/optim.cu`.
+    pub sgd4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>,
+    /// `sgd4_f64(double* p0, const double* g0, double* p1, const double* g1, double* p2, const double* g2, double* p3, const double* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double wd)` from `cuda/optim.cu`.
+    pub sgd4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>,
     /// `sgd_f32(float* p, const float* g, unsigned long long n, float lr, float wd)` from `cuda/optim.cu`.
     pub sgd_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>,
     /// `sgd_f64(double* p, const double* g, unsigned long long n, double lr, double wd)` from `cuda/optim.cu`.
     pub sgd_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>,
+    /// `sgd_momentum4_f32(float* p0, const float* g0, float* b0, float* p1, const float* g1, float* b1, float* p2, const float* g2, float* b2, float* p3, const float* g3, float* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu`.
+    pub sgd_momentum4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>,
+    /// `sgd_momentum4_f64(double* p0, const double* g0, double* b0, double* p1, const double* g1, double* b1, double* p2, const double* g2, double* b2, double* p3, const double* g3, double* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
+    pub sgd_momentum4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>,
     /// `sgd_momentum_f32(float* p, const float* g, float* b, unsigned long long n, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu`.
     pub sgd_momentum_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>,
     /// `sgd_momentum_f64(double* p, const double* g, double* b, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
@@ -1114,6 +1138,12 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         matmul_tiled16_i32: unsafe { m_matmul_tiled.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>("matmul_tiled16_i32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        adam4_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>("adam4_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        adam4_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>("adam4_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         adam_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>("adam_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -1123,10 +1153,22 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         increment_i32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<i32>, i32)>("increment_i32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd4_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>("sgd4_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd4_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>("sgd4_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         sgd_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>("sgd_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         sgd_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>("sgd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd_momentum4_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum4_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        sgd_momentum4_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum4_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         sgd_momentum_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum_f32")? },
@@ -1467,11 +1509,17 @@ impl Kernels {
             "matmul_tiled16_f32" => Some(self.matmul_tiled16_f32.function()),
             "matmul_tiled16_f64" => Some(self.matmul_tiled16_f64.function()),
             "matmul_tiled16_i32" => Some(self.matmul_tiled16_i32.function()),
+            "adam4_f32" => Some(self.adam4_f32.function()),
+            "adam4_f64" => Some(self.adam4_f64.function()),
             "adam_f32" => Some(self.adam_f32.function()),
             "adam_f64" => Some(self.adam_f64.function()),
             "increment_i32" => Some(self.increment_i32.function()),
+            "sgd4_f32" => Some(self.sgd4_f32.function()),
+            "sgd4_f64" => Some(self.sgd4_f64.function()),
             "sgd_f32" => Some(self.sgd_f32.function()),
             "sgd_f64" => Some(self.sgd_f64.function()),
+            "sgd_momentum4_f32" => Some(self.sgd_momentum4_f32.function()),
+            "sgd_momentum4_f64" => Some(self.sgd_momentum4_f64.function()),
             "sgd_momentum_f32" => Some(self.sgd_momentum_f32.function()),
             "sgd_momentum_f64" => Some(self.sgd_momentum_f64.function()),
             "fill_normal_f32" => Some(self.fill_normal_f32.function()),

@@ -37,7 +37,10 @@ pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};
-pub use optim::{adam, increment_counters, sgd, sgd_momentum, AdamParams, SgdParams};
+pub use optim::{
+    adam, adam4, increment_counters, sgd, sgd4, sgd_momentum, sgd_momentum4, AdamParams, SgdParams,
+    MULTI_TENSOR,
+};
 pub use random::{fill_normal, fill_uniform, philox_u32};
 pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo, SINGLE_BLOCK_MAX};
 pub use reduce_dim::{

@@ -174,3 +174,192 @@ pub fn increment_counters(k: &Kernels, s: &Stream, counters: &mut DeviceSlice<i3
     unsafe { k.increment_i32.launch(s, &config(n), counters, c) }?;
     Ok(())
 }
+
+/// How many tensors one multi-tensor launch updates ([`sgd4`], [`sgd_momentum4`], [`adam4`]).
+pub const MULTI_TENSOR: usize = 4;
+
+/// Checks every `other` slot has its parameter's length; returns the four lengths.
+fn slot_lens(
+    op: &'static str,
+    p: &[usize; 4],
+    others: &[(&'static str, [usize; 4])],
+) -> Result<u64> {
+    for (what, lens) in others {
+        for j in 0..4 {
+            check_len(op, what, lens[j], p[j])?;
+        }
+    }
+    Ok(p.iter().map(|&n| n as u64).sum())
+}
+
+/// [`sgd`] for four parameter tensors in one launch (same arithmetic per element).
+pub fn sgd4<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    p: [&mut DeviceSlice<T>; 4],
+    g: [&DeviceSlice<T>; 4],
+    lr: T::Scalar,
+    weight_decay: T::Scalar,
+) -> Result<()> {
+    let kernel = dispatch::sgd4::<T>(k)?;
+    let n = [p[0].len(), p[1].len(), p[2].len(), p[3].len()];
+    let total = slot_lens("sgd (4 tensors)", &n, &[("grad", g.map(|x| x.len()))])?;
+    if total == 0 {
+        return Ok(());
+    }
+    let [p0, p1, p2, p3] = p;
+    let [g0, g1, g2, g3] = g;
+    let cfg = config(total as usize);
+    // SAFETY: element e < n_j of tensor j's buffers only (the kernel finds j from the running
+    // sums of n0..n3); every buffer of slot j was checked to hold n_j elements.
+    unsafe {
+        kernel.launch(
+            s,
+            &cfg,
+            p0,
+            g0,
+            p1,
+            g1,
+            p2,
+            g2,
+            p3,
+            g3,
+            n[0] as u64,
+            n[1] as u64,
+            n[2] as u64,
+            n[3] as u64,
+            lr,
+            weight_decay,
+        )
+    }?;
+    Ok(())
+}
+
+/// [`sgd_momentum`] for four parameter tensors and their momentum buffers in one launch.
+pub fn sgd_momentum4<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    p: [&mut DeviceSlice<T>; 4],
+    g: [&DeviceSlice<T>; 4],
+    b: [&mut DeviceSlice<T>; 4],
+    params: SgdParams<T::Scalar>,
+    first: bool,
+) -> Result<()> {
+    let kernel = dispatch::sgd_momentum4::<T>(k)?;
+    let n = [p[0].len(), p[1].len(), p[2].len(), p[3].len()];
+    let bl = [b[0].len(), b[1].len(), b[2].len(), b[3].len()];
+    let total = slot_lens(
+        "sgd (momentum, 4 tensors)",
+        &n,
+        &[("grad", g.map(|x| x.len())), ("momentum buffer", bl)],
+    )?;
+    if total == 0 {
+        return Ok(());
+    }
+    let [p0, p1, p2, p3] = p;
+    let [g0, g1, g2, g3] = g;
+    let [b0, b1, b2, b3] = b;
+    let cfg = config(total as usize);
+    // SAFETY: as in `sgd4`: element e < n_j of slot j's buffers only, lengths checked.
+    unsafe {
+        kernel.launch(
+            s,
+            &cfg,
+            p0,
+            g0,
+            b0,
+            p1,
+            g1,
+            b1,
+            p2,
+            g2,
+            b2,
+            p3,
+            g3,
+            b3,
+            n[0] as u64,
+            n[1] as u64,
+            n[2] as u64,
+            n[3] as u64,
+            params.lr,
+            params.momentum,
+            params.dampening,
+            params.weight_decay,
+            i32::from(params.nesterov),
+            i32::from(first),
+        )
+    }?;
+    Ok(())
+}
+
+/// [`adam`] for four parameter tensors in one launch; tensor j's step count is `steps[j]`.
+#[allow(clippy::too_many_arguments)]
+pub fn adam4<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    p: [&mut DeviceSlice<T>; 4],
+    g: [&DeviceSlice<T>; 4],
+    m: [&mut DeviceSlice<T>; 4],
+    v: [&mut DeviceSlice<T>; 4],
+    steps: &DeviceSlice<i32>,
+    params: AdamParams<T::Scalar>,
+) -> Result<()> {
+    const OP: &str = "adam (4 tensors)";
+    let kernel = dispatch::adam4::<T>(k)?;
+    let n = [p[0].len(), p[1].len(), p[2].len(), p[3].len()];
+    let ml = [m[0].len(), m[1].len(), m[2].len(), m[3].len()];
+    let vl = [v[0].len(), v[1].len(), v[2].len(), v[3].len()];
+    let total = slot_lens(
+        OP,
+        &n,
+        &[
+            ("grad", g.map(|x| x.len())),
+            ("exp_avg", ml),
+            ("exp_avg_sq", vl),
+        ],
+    )?;
+    check_len(OP, "steps", steps.len(), MULTI_TENSOR)?;
+    if total == 0 {
+        return Ok(());
+    }
+    let [p0, p1, p2, p3] = p;
+    let [g0, g1, g2, g3] = g;
+    let [m0, m1, m2, m3] = m;
+    let [v0, v1, v2, v3] = v;
+    let cfg = config(total as usize);
+    // SAFETY: element e < n_j of slot j's buffers only and steps[j] for j < 4; lengths checked.
+    unsafe {
+        kernel.launch(
+            s,
+            &cfg,
+            p0,
+            g0,
+            m0,
+            v0,
+            p1,
+            g1,
+            m1,
+            v1,
+            p2,
+            g2,
+            m2,
+            v2,
+            p3,
+            g3,
+            m3,
+            v3,
+            n[0] as u64,
+            n[1] as u64,
+            n[2] as u64,
+            n[3] as u64,
+            steps,
+            params.lr,
+            params.beta1,
+            params.beta2,
+            params.eps,
+            params.weight_decay,
+            i32::from(params.decoupled),
+        )
+    }?;
+    Ok(())
+}

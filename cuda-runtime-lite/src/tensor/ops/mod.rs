@@ -16,7 +16,7 @@ mod pad;
 mod reduce;
 mod softmax;
 
-pub use optim::{AdamParams, SgdParams};
+pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use super::error::TensorError;
 

@@ -65,3 +65,150 @@ impl<T: GradElement> Tensor<T> {
         T::adam(&k, exec.stream(), p, &gv, m, v, &sv, index, params)
     }
 }
+
+/// Exclusive mutable slices of four tensors (each made exclusive first, see `in_place.rs`), and
+/// where to queue work (the first one's device and stream).
+fn exclusive4<T: GradElement>(
+    t: [&mut Tensor<T>; 4],
+) -> Result<(
+    crate::tensor::storage::Exec,
+    [&mut cuda_driver::DeviceSlice<T>; 4],
+)> {
+    let [a, b, c, d] = t;
+    let (exec, a) = a.exclusive_mut()?;
+    let (_, b) = b.exclusive_mut()?;
+    let (_, c) = c.exclusive_mut()?;
+    let (_, d) = d.exclusive_mut()?;
+    Ok((exec, [a, b, c, d]))
+}
+
+/// Checks four (tensor, gradient-like) pairs for shape and device.
+fn check4<T: GradElement>(
+    op: &'static str,
+    p: &[&mut Tensor<T>; 4],
+    o: [&Tensor<T>; 4],
+) -> Result<()> {
+    for (p, o) in p.iter().zip(o) {
+        check_grad_shape(op, p, o)?;
+    }
+    Ok(())
+}
+
+/// The four gradients made contiguous.
+fn contiguous4<T: GradElement>(g: [&Tensor<T>; 4]) -> Result<[Tensor<T>; 4]> {
+    Ok([
+        g[0].contiguous()?,
+        g[1].contiguous()?,
+        g[2].contiguous()?,
+        g[3].contiguous()?,
+    ])
+}
+
+/// [`Tensor::sgd_`] for four parameters in **one launch** (PyTorch's `foreach` / multi-tensor
+/// update): `params[j] ← params[j] − lr · (grads[j] + weight_decay · params[j])`.
+pub fn sgd4_<T: GradElement>(
+    params: [&mut Tensor<T>; 4],
+    grads: [&Tensor<T>; 4],
+    lr: f64,
+    weight_decay: f64,
+) -> Result<()> {
+    check4("sgd4_", &params, grads)?;
+    same_device4("sgd4_", &params)?;
+    let g = contiguous4(grads)?;
+    let gv = [g[0].dense()?, g[1].dense()?, g[2].dense()?, g[3].dense()?];
+    let (exec, p) = exclusive4(params)?;
+    let k = exec.kernels()?;
+    T::sgd4(
+        &k,
+        exec.stream(),
+        p,
+        [&gv[0], &gv[1], &gv[2], &gv[3]],
+        lr,
+        weight_decay,
+    )
+}
+
+/// [`Tensor::sgd_momentum_`] for four parameters and their momentum buffers in one launch.
+pub fn sgd_momentum4_<T: GradElement>(
+    params: [&mut Tensor<T>; 4],
+    grads: [&Tensor<T>; 4],
+    buffers: [&mut Tensor<T>; 4],
+    hyper: SgdParams<f64>,
+    first: bool,
+) -> Result<()> {
+    check4("sgd_momentum4_", &params, grads)?;
+    same_device4("sgd_momentum4_", &params)?;
+    for (p, b) in params.iter().zip(buffers.iter()) {
+        check_grad_shape("sgd_momentum4_", p, b)?;
+    }
+    let g = contiguous4(grads)?;
+    let gv = [g[0].dense()?, g[1].dense()?, g[2].dense()?, g[3].dense()?];
+    let (_, b) = exclusive4(buffers)?;
+    let (exec, p) = exclusive4(params)?;
+    let k = exec.kernels()?;
+    T::sgd_momentum4(
+        &k,
+        exec.stream(),
+        p,
+        [&gv[0], &gv[1], &gv[2], &gv[3]],
+        b,
+        hyper,
+        first,
+    )
+}
+
+/// [`Tensor::adam_`] for four parameters in one launch; parameter j's step count is
+/// `steps[first_step + j]`.
+#[allow(clippy::too_many_arguments)]
+pub fn adam4_<T: GradElement>(
+    params: [&mut Tensor<T>; 4],
+    grads: [&Tensor<T>; 4],
+    exp_avgs: [&mut Tensor<T>; 4],
+    exp_avg_sqs: [&mut Tensor<T>; 4],
+    steps: &Tensor<i32>,
+    first_step: usize,
+    hyper: AdamParams<f64>,
+) -> Result<()> {
+    const OP: &str = "adam4_";
+    check4(OP, &params, grads)?;
+    same_device4(OP, &params)?;
+    for ((p, m), v) in params.iter().zip(exp_avgs.iter()).zip(exp_avg_sqs.iter()) {
+        check_grad_shape(OP, p, m)?;
+        check_grad_shape(OP, p, v)?;
+    }
+    params[0].same_device(OP, steps)?;
+    let g = contiguous4(grads)?;
+    let gv = [g[0].dense()?, g[1].dense()?, g[2].dense()?, g[3].dense()?];
+    let st = steps.contiguous()?;
+    let sv = st.dense()?;
+    let four = first_step
+        .checked_add(4)
+        .filter(|&end| end <= sv.len())
+        .ok_or(crate::tensor::error::TensorError::InvalidArgument {
+            op: OP,
+            problem: format!("step counters {first_step}..+4 of {} counters", sv.len()),
+        })?;
+    let sv4 = sv.slice(first_step..four)?;
+    let (_, m) = exclusive4(exp_avgs)?;
+    let (_, v) = exclusive4(exp_avg_sqs)?;
+    let (exec, p) = exclusive4(params)?;
+    let k = exec.kernels()?;
+    T::adam4(
+        &k,
+        exec.stream(),
+        p,
+        [&gv[0], &gv[1], &gv[2], &gv[3]],
+        m,
+        v,
+        &sv4,
+        hyper,
+    )
+}
+
+/// All four on one device.
+fn same_device4<T: GradElement>(op: &'static str, p: &[&mut Tensor<T>; 4]) -> Result<()> {
+    for t in &p[1..] {
+        p[0].same_device(op, t)?;
+    }
+    Ok(())
+}
