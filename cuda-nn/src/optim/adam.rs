@@ -34,9 +34,10 @@ impl AdamConfig {
     }
 }
 
-/// Adam (`torch.optim.Adam`, or `AdamW` with `decoupled_weight_decay`): per parameter, one
-/// kernel updates the parameter and both moment estimates in place; the step counts live on
-/// the device (PyTorch's `capturable=True`), advanced by one launch per step for all parameters.
+/// Adam (`torch.optim.Adam`, or `AdamW` with `decoupled_weight_decay`): one kernel updates
+/// four parameters and their moment estimates in place (the multi-tensor launch; a leftover
+/// parameter gets its own); the step counts live on the device (PyTorch's `capturable=True`),
+/// advanced by one launch per step for all parameters.
 pub struct Adam<T: GradElement> {
     params: Vec<Var<T>>,
     config: AdamConfig,

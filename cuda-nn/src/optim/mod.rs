@@ -1,6 +1,7 @@
 //! Optimizers (`torch.optim`): [`Sgd`] and [`Adam`]. A step updates every parameter that has a
-//! gradient with one fused kernel per parameter (the update rule and its state in one pass),
-//! **in place** (the parameter's and the state's storages are rewritten; a parameter whose value
+//! gradient with fused kernels (the update rule and its state in one pass) — **multi-tensor**:
+//! each run of four consecutive parameters with gradients is one launch (`sgd4`,
+//! `sgd_momentum4`, `adam4`, PyTorch's `foreach` idea), the rest one launch each — **in place** (the parameter's and the state's storages are rewritten; a parameter whose value
 //! is also held elsewhere is first given a private copy, so the other holder keeps the old
 //! values). Nothing a step computes on the host changes from step to step — Adam's step count is
 //! a device counter — so a whole training step can be captured into a CUDA graph
