@@ -156,6 +156,85 @@ __device__ __forceinline__ int floor_log2(unsigned v) { return 31 - __clz(v); }
 // a power of two (at least 128).
 __device__ __forceinline__ int strip_log2(int short_side) { return floor_log2(SKINNY_TILE / short_side); }
 
+// transpose_skinny_vec: the skinny shapes whose short side S is at most 8, whose long side is a
+// multiple of 4 and whose buffers are 16-byte aligned. Thread g moves one 4 x S block with S
+// float4 loads and S float4 stores, every one of them coalesced across the warp, and no shared
+// memory or barrier (the transpose of the block happens in registers; S is a template constant,
+// so every index is static):
+//   wide (S = rows <= 8, cols % 4 == 0): columns 4g..4g+3 of the S rows in, the 4S contiguous
+//     floats out[4g * S ...] out;
+//   tall (S = cols <= 8, rows % 4 == 0): the 4S contiguous floats in[4g * S ...] in, rows
+//     4g..4g+3 of each of the S output rows out.
+// Launch: block 256, grid ceil(long side / 4 / 256); wide when rows <= 8 and cols % 4 == 0,
+// else tall (the host checks the conditions before choosing this kernel).
+template <int S>
+__device__ __forceinline__ void skinny_wide4(const float* __restrict__ in, float* __restrict__ out,
+                                             int cols, int g) {
+    float v[S][4];
+#pragma unroll
+    for (int m = 0; m < S; ++m) {
+        const float4 x = reinterpret_cast<const float4*>(in + (u64)m * (u64)cols)[g];
+        v[m][0] = x.x; v[m][1] = x.y; v[m][2] = x.z; v[m][3] = x.w;
+    }
+    float4* dst = reinterpret_cast<float4*>(out + (u64)g * 4 * S);
+#pragma unroll
+    for (int j = 0; j < S; ++j) {
+        float o[4];
+#pragma unroll
+        for (int l = 0; l < 4; ++l) {
+            const int i = 4 * j + l;  // out element i of the block: column i / S, row i % S
+            o[l] = v[i % S][i / S];
+        }
+        dst[j] = make_float4(o[0], o[1], o[2], o[3]);
+    }
+}
+
+template <int S>
+__device__ __forceinline__ void skinny_tall4(const float* __restrict__ in, float* __restrict__ out,
+                                             int rows, int g) {
+    float v[4 * S];  // rows 4g..4g+3 of the input, S values each
+    const float4* src = reinterpret_cast<const float4*>(in + (u64)g * 4 * S);
+#pragma unroll
+    for (int j = 0; j < S; ++j) {
+        const float4 x = src[j];
+        v[4 * j] = x.x; v[4 * j + 1] = x.y; v[4 * j + 2] = x.z; v[4 * j + 3] = x.w;
+    }
+#pragma unroll
+    for (int c = 0; c < S; ++c)
+        reinterpret_cast<float4*>(out + (u64)c * (u64)rows)[g] =
+            make_float4(v[c], v[S + c], v[2 * S + c], v[3 * S + c]);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+transpose_skinny_vec(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    const int g = blockIdx.x * 256 + threadIdx.x;
+    if (rows <= 8 && cols % 4 == 0) {
+        if (g >= cols / 4) return;
+        switch (rows) {
+            case 1: skinny_wide4<1>(in, out, cols, g); break;
+            case 2: skinny_wide4<2>(in, out, cols, g); break;
+            case 3: skinny_wide4<3>(in, out, cols, g); break;
+            case 4: skinny_wide4<4>(in, out, cols, g); break;
+            case 5: skinny_wide4<5>(in, out, cols, g); break;
+            case 6: skinny_wide4<6>(in, out, cols, g); break;
+            case 7: skinny_wide4<7>(in, out, cols, g); break;
+            default: skinny_wide4<8>(in, out, cols, g); break;
+        }
+    } else {
+        if (g >= rows / 4) return;
+        switch (cols) {
+            case 1: skinny_tall4<1>(in, out, rows, g); break;
+            case 2: skinny_tall4<2>(in, out, rows, g); break;
+            case 3: skinny_tall4<3>(in, out, rows, g); break;
+            case 4: skinny_tall4<4>(in, out, rows, g); break;
+            case 5: skinny_tall4<5>(in, out, rows, g); break;
+            case 6: skinny_tall4<6>(in, out, rows, g); break;
+            case 7: skinny_tall4<7>(in, out, rows, g); break;
+            default: skinny_tall4<8>(in, out, rows, g); break;
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
     // + 256: the tall layout pads one float per 32 (index q + q / 32), so the column-wise reads of

@@ -1245,7 +1245,8 @@ fn copies() -> TestResult {
 }
 
 /// Transpose shapes beyond [`SHAPES_2D`]: both sides at least 64 and odd (the line-following
-/// kernel), a side just under 64 (the skinny kernel in both directions), tall and wide strips.
+/// kernel), a side just under 64 (the skinny kernel in both directions), tall and wide strips,
+/// and the vectorized skinny kernel's shapes (short side 1..8).
 const TRANSPOSE_SHAPES: &[(usize, usize)] = &[
     (65, 97),
     (127, 4099),
@@ -1257,6 +1258,28 @@ const TRANSPOSE_SHAPES: &[(usize, usize)] = &[
     (32, 4097),
     (1, 5000),
     (9000, 7),
+    // transpose_skinny_vec (short side <= 8, long side a multiple of 4, aligned): every short
+    // side in both directions, and the fallbacks next to them.
+    (1, 4),
+    (2, 4096),
+    (3, 4096),
+    (4, 1000),
+    (5, 12),
+    (6, 2048),
+    (7, 400),
+    (8, 1000),
+    (4, 1),
+    (4096, 2),
+    (4096, 3),
+    (1000, 4),
+    (12, 5),
+    (2048, 6),
+    (400, 7),
+    (1000, 8),
+    (8, 8),
+    (6, 6),
+    (9, 4096),
+    (4096, 9),
 ];
 
 fn transposes() -> TestResult {
