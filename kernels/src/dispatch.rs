@@ -248,7 +248,6 @@ pub(crate) type TransposeBits<T> = Kernel<(In<T>, Out<T>, i32, i32)>;
 pub(crate) fn transpose_bits<T: cuda_driver::DeviceRepr>(
     k: &Kernels,
     algo: crate::ops::TransposeAlgo,
-    skinny_vec: bool,
 ) -> Result<TransposeBits<T>> {
     use crate::ops::TransposeAlgo as A;
     if std::mem::size_of::<T>() != 4 {
@@ -264,7 +263,6 @@ pub(crate) fn transpose_bits<T: cuda_driver::DeviceRepr>(
     let f = match algo {
         A::Naive => k.transpose_naive.function(),
         A::Tiled => k.transpose_tiled.function(),
-        A::Skinny if skinny_vec => k.transpose_skinny_vec.function(),
         A::Skinny => k.transpose_skinny.function(),
         A::Aligned => k.transpose_tiled_aligned.function(),
         A::TiledPadded | A::Auto => k.transpose_tiled_padded.function(),

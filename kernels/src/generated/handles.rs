@@ -178,7 +178,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 174 kernels, in manifest order.
+/// The names of all 173 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -190,7 +190,6 @@ pub static KERNEL_NAMES: &[&str] = &[
     "copy_strided",
     "transpose_naive",
     "transpose_skinny",
-    "transpose_skinny_vec",
     "transpose_tiled",
     "transpose_tiled_aligned",
     "transpose_tiled_padded",
@@ -374,7 +373,6 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `copy_strided` | `const float* src`, `float* dst`, `unsigned long long n_out`, `unsigned long long stride` | `cuda/coalescing.cu` |
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
-/// | `transpose_skinny_vec` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
@@ -560,8 +558,6 @@ pub struct Kernels {
     pub transpose_naive: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_skinny(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_skinny_vec(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_skinny_vec: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
@@ -939,9 +935,6 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_skinny: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny")? },
-        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
-        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
-        transpose_skinny_vec: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny_vec")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         transpose_tiled: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
@@ -1449,7 +1442,6 @@ impl Kernels {
             "copy_strided" => Some(self.copy_strided.function()),
             "transpose_naive" => Some(self.transpose_naive.function()),
             "transpose_skinny" => Some(self.transpose_skinny.function()),
-            "transpose_skinny_vec" => Some(self.transpose_skinny_vec.function()),
             "transpose_tiled" => Some(self.transpose_tiled.function()),
             "transpose_tiled_aligned" => Some(self.transpose_tiled_aligned.function()),
             "transpose_tiled_padded" => Some(self.transpose_tiled_padded.function()),

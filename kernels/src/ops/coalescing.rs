@@ -87,9 +87,7 @@ pub enum TransposeAlgo {
 
 /// The transpose [`TransposeAlgo::Auto`] picks for `x: [rows, cols]` at device address `addr`
 /// (measurements: kernels/TUNING.md, round 3):
-/// - a side shorter than 64: [`TransposeAlgo::Skinny`] (vectorized, `transpose_skinny_vec`, when
-///   [`skinny_vec`] holds: a short side of at most 8, a long side a multiple of 4, aligned
-///   buffers);
+/// - a side shorter than 64: [`TransposeAlgo::Skinny`];
 /// - rows or columns not a multiple of 32, or `x` not on a 128-byte line:
 ///   [`TransposeAlgo::Aligned`] (its grid's y counts column tiles: up to 65535 of them);
 /// - else [`TransposeAlgo::TiledPadded`].
@@ -101,17 +99,6 @@ pub fn transpose_choice(rows: usize, cols: usize, addr: u64) -> TransposeAlgo {
     } else {
         TransposeAlgo::TiledPadded
     }
-}
-
-/// Whether the skinny transpose of `[rows, cols]` (device addresses `x`, `out`) takes the
-/// vectorized kernel `transpose_skinny_vec`: a short side of at most 8, a long side that is a
-/// multiple of 4, both buffers on 16 bytes (each thread then moves a 4 × S block with float4
-/// loads and stores, no shared memory).
-pub fn skinny_vec(rows: usize, cols: usize, x: u64, out: u64) -> bool {
-    let aligned = x % 16 == 0 && out % 16 == 0;
-    let wide = rows <= 8 && cols % 4 == 0;
-    let tall = cols <= 8 && rows % 4 == 0;
-    aligned && (wide || tall)
 }
 
 /// Rows per block of `transpose_skinny` for a tall matrix of `short` (< 64) columns:
@@ -170,14 +157,8 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
         }
         other => other,
     };
-    let vec = algo == TransposeAlgo::Skinny
-        && skinny_vec(rows, cols, x.as_raw_ptr(), out.as_raw_ptr());
-    let kernel = dispatch::transpose_bits::<T>(k, algo, vec)?;
+    let kernel = dispatch::transpose_bits::<T>(k, algo)?;
     let cfg = match algo {
-        TransposeAlgo::Skinny if vec => {
-            let long = if rows <= 8 && cols % 4 == 0 { cols } else { rows };
-            LaunchConfig::new(blocks(long / 4, 256), 256)
-        }
         TransposeAlgo::Skinny if cols < 64 => {
             LaunchConfig::new(blocks(rows, skinny_strip(cols)), 256)
         }
