@@ -409,3 +409,50 @@ family!(sgd4 -> Sgd4<T>; "sgd (4 tensors)", WHY_TRAIN; F32 => sgd4_f32, F64 => s
 family!(sgd_momentum4 -> SgdMomentum4<T>; "sgd (momentum, 4 tensors)", WHY_TRAIN;
     F32 => sgd_momentum4_f32, F64 => sgd_momentum4_f64);
 family!(adam4 -> Adam4<T>; "adam (4 tensors)", WHY_TRAIN; F32 => adam4_f32, F64 => adam4_f64);
+
+/// `cast_{a}_{b}(x, out, n)`.
+pub(crate) type Cast<A, B> = Kernel<(In<A>, Out<B>, u64)>;
+
+/// The conversion kernel from `A` to `B` (matched on the element types themselves, so that
+/// `cuda-runtime-lite` can ask for any pair of its dtypes).
+pub(crate) fn dtype_cast<A: cuda_driver::DeviceRepr, B: cuda_driver::DeviceRepr>(
+    k: &Kernels,
+) -> Result<&Cast<A, B>> {
+    use cuda_driver::half::{bf16, f16};
+    use std::any::TypeId;
+    let (a, b) = (TypeId::of::<A>(), TypeId::of::<B>());
+    let (f32_, f64_, f16_, bf16_, i32_) = (
+        TypeId::of::<f32>(),
+        TypeId::of::<f64>(),
+        TypeId::of::<f16>(),
+        TypeId::of::<bf16>(),
+        TypeId::of::<i32>(),
+    );
+    let pairs: [(TypeId, TypeId, &dyn Any); 12] = [
+        (f32_, f64_, &k.cast_f32_f64),
+        (f64_, f32_, &k.cast_f64_f32),
+        (f32_, f16_, &k.cast_f32_f16),
+        (f16_, f32_, &k.cast_f16_f32),
+        (f32_, bf16_, &k.cast_f32_bf16),
+        (bf16_, f32_, &k.cast_bf16_f32),
+        (f16_, bf16_, &k.cast_f16_bf16),
+        (bf16_, f16_, &k.cast_bf16_f16),
+        (f32_, i32_, &k.cast_f32_i32),
+        (i32_, f32_, &k.cast_i32_f32),
+        (f64_, i32_, &k.cast_f64_i32),
+        (i32_, f64_, &k.cast_i32_f64),
+    ];
+    let found = pairs
+        .iter()
+        .find(|(x, y, _)| *x == a && *y == b)
+        .and_then(|(_, _, kernel)| kernel.downcast_ref::<Cast<A, B>>());
+    found.ok_or_else(|| Error::Invalid {
+        op: "cast",
+        problem: format!(
+            "no conversion kernel from {} to {}: the kernels convert f32 <-> f64/f16/bf16/i32, \
+             f16 <-> bf16 and f64 <-> i32 (each rounding once); cast through f32 for the others",
+            std::any::type_name::<A>(),
+            std::any::type_name::<B>()
+        ),
+    })
+}

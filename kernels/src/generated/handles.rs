@@ -23,6 +23,17 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "cast",
+        source: "cuda/cast.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/cast.ptx"),
+            },
+        ],
+    },
+    PtxFile {
         name: "coalescing",
         source: "cuda/coalescing.cu",
         targets: &[
@@ -178,7 +189,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 173 kernels, in manifest order.
+/// The names of all 185 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -186,6 +197,18 @@ pub static KERNEL_NAMES: &[&str] = &[
     "relu_bwd_f64",
     "tanh_bwd_f32",
     "tanh_bwd_f64",
+    "cast_bf16_f16",
+    "cast_bf16_f32",
+    "cast_f16_bf16",
+    "cast_f16_f32",
+    "cast_f32_bf16",
+    "cast_f32_f16",
+    "cast_f32_f64",
+    "cast_f32_i32",
+    "cast_f64_f32",
+    "cast_f64_i32",
+    "cast_i32_f32",
+    "cast_i32_f64",
     "copy_coalesced",
     "copy_strided",
     "transpose_naive",
@@ -369,6 +392,18 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `relu_bwd_f64` | `const double* x`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `tanh_bwd_f32` | `const float* y`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `tanh_bwd_f64` | `const double* y`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `cast_bf16_f16` | `const bf16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_bf16_f32` | `const bf16_t* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f16_bf16` | `const f16_t* x`, `bf16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f16_f32` | `const f16_t* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f32_bf16` | `const float* x`, `bf16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f32_f16` | `const float* x`, `f16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f32_f64` | `const float* x`, `double* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f32_i32` | `const float* x`, `int* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f64_f32` | `const double* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_f64_i32` | `const double* x`, `int* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_i32_f32` | `const int* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `cast_i32_f64` | `const int* x`, `double* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `copy_coalesced` | `const float* src`, `float* dst`, `unsigned long long n` | `cuda/coalescing.cu` |
 /// | `copy_strided` | `const float* src`, `float* dst`, `unsigned long long n_out`, `unsigned long long stride` | `cuda/coalescing.cu` |
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
@@ -550,6 +585,30 @@ pub struct Kernels {
     pub tanh_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
     /// `tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
     pub tanh_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_bf16_f16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `cast_bf16_f32(const bf16_t* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_bf16_f32: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_f16_bf16(const f16_t* x, bf16_t* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f16_bf16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `cast_f16_f32(const f16_t* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f16_f32: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_f32_bf16(const float* x, bf16_t* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f32_bf16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `cast_f32_f16(const float* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f32_f16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `cast_f32_f64(const float* x, double* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f32_f64: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `cast_f32_i32(const float* x, int* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f32_i32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `cast_f64_f32(const double* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f64_f32: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_f64_i32(const double* x, int* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_f64_i32: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `cast_i32_f32(const int* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_i32_f32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_i32_f64(const int* x, double* out, unsigned long long n)` from `cuda/cast.cu`.
+    pub cast_i32_f64: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>,
     /// `copy_coalesced(const float* src, float* dst, unsigned long long n)` from `cuda/coalescing.cu`.
     pub copy_coalesced: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
     /// `copy_strided(const float* src, float* dst, unsigned long long n_out, unsigned long long stride)` from `cuda/coalescing.cu`.
@@ -890,20 +949,21 @@ pub struct Kernels {
 /// and makes every handle.
 pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
     let m_activation_grad = crate::ptx::load(ctx, &PTX_FILES[0])?;
-    let m_coalescing = crate::ptx::load(ctx, &PTX_FILES[1])?;
-    let m_elementwise = crate::ptx::load(ctx, &PTX_FILES[2])?;
-    let m_introspect = crate::ptx::load(ctx, &PTX_FILES[3])?;
-    let m_launch_bench = crate::ptx::load(ctx, &PTX_FILES[4])?;
-    let m_log_softmax = crate::ptx::load(ctx, &PTX_FILES[5])?;
-    let m_matmul_naive = crate::ptx::load(ctx, &PTX_FILES[6])?;
-    let m_matmul_tiled = crate::ptx::load(ctx, &PTX_FILES[7])?;
-    let m_optim = crate::ptx::load(ctx, &PTX_FILES[8])?;
-    let m_random = crate::ptx::load(ctx, &PTX_FILES[9])?;
-    let m_reduce = crate::ptx::load(ctx, &PTX_FILES[10])?;
-    let m_sgemm = crate::ptx::load(ctx, &PTX_FILES[11])?;
-    let m_softmax = crate::ptx::load(ctx, &PTX_FILES[12])?;
-    let m_strided_copy = crate::ptx::load(ctx, &PTX_FILES[13])?;
-    let m_vector_add = crate::ptx::load(ctx, &PTX_FILES[14])?;
+    let m_cast = crate::ptx::load(ctx, &PTX_FILES[1])?;
+    let m_coalescing = crate::ptx::load(ctx, &PTX_FILES[2])?;
+    let m_elementwise = crate::ptx::load(ctx, &PTX_FILES[3])?;
+    let m_introspect = crate::ptx::load(ctx, &PTX_FILES[4])?;
+    let m_launch_bench = crate::ptx::load(ctx, &PTX_FILES[5])?;
+    let m_log_softmax = crate::ptx::load(ctx, &PTX_FILES[6])?;
+    let m_matmul_naive = crate::ptx::load(ctx, &PTX_FILES[7])?;
+    let m_matmul_tiled = crate::ptx::load(ctx, &PTX_FILES[8])?;
+    let m_optim = crate::ptx::load(ctx, &PTX_FILES[9])?;
+    let m_random = crate::ptx::load(ctx, &PTX_FILES[10])?;
+    let m_reduce = crate::ptx::load(ctx, &PTX_FILES[11])?;
+    let m_sgemm = crate::ptx::load(ctx, &PTX_FILES[12])?;
+    let m_softmax = crate::ptx::load(ctx, &PTX_FILES[13])?;
+    let m_strided_copy = crate::ptx::load(ctx, &PTX_FILES[14])?;
+    let m_vector_add = crate::ptx::load(ctx, &PTX_FILES[15])?;
     Ok(Kernels {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -923,6 +983,42 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         tanh_bwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("tanh_bwd_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_bf16_f16: unsafe { m_cast.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>("cast_bf16_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_bf16_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("cast_bf16_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f16_bf16: unsafe { m_cast.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>("cast_f16_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f16_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("cast_f16_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f32_bf16: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>("cast_f32_bf16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f32_f16: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>("cast_f32_f16")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f32_f64: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>("cast_f32_f64")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f32_i32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>("cast_f32_i32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f64_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>("cast_f64_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_f64_i32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>("cast_f64_i32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_i32_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>("cast_i32_f32")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        cast_i32_f64: unsafe { m_cast.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>("cast_i32_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         copy_coalesced: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("copy_coalesced")? },
@@ -1438,6 +1534,18 @@ impl Kernels {
             "relu_bwd_f64" => Some(self.relu_bwd_f64.function()),
             "tanh_bwd_f32" => Some(self.tanh_bwd_f32.function()),
             "tanh_bwd_f64" => Some(self.tanh_bwd_f64.function()),
+            "cast_bf16_f16" => Some(self.cast_bf16_f16.function()),
+            "cast_bf16_f32" => Some(self.cast_bf16_f32.function()),
+            "cast_f16_bf16" => Some(self.cast_f16_bf16.function()),
+            "cast_f16_f32" => Some(self.cast_f16_f32.function()),
+            "cast_f32_bf16" => Some(self.cast_f32_bf16.function()),
+            "cast_f32_f16" => Some(self.cast_f32_f16.function()),
+            "cast_f32_f64" => Some(self.cast_f32_f64.function()),
+            "cast_f32_i32" => Some(self.cast_f32_i32.function()),
+            "cast_f64_f32" => Some(self.cast_f64_f32.function()),
+            "cast_f64_i32" => Some(self.cast_f64_i32.function()),
+            "cast_i32_f32" => Some(self.cast_i32_f32.function()),
+            "cast_i32_f64" => Some(self.cast_i32_f64.function()),
             "copy_coalesced" => Some(self.copy_coalesced.function()),
             "copy_strided" => Some(self.copy_strided.function()),
             "transpose_naive" => Some(self.transpose_naive.function()),

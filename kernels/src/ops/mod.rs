@@ -14,6 +14,7 @@
 
 mod activation_grad;
 mod bias_relu;
+mod cast;
 mod coalescing;
 mod elementwise;
 mod introspect;
@@ -32,6 +33,7 @@ pub use activation_grad::{relu_bwd, tanh_bwd};
 pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
 };
+pub use cast::cast;
 pub use coalescing::{copy_coalesced, copy_strided, transpose, transpose_choice, TransposeAlgo};
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};

@@ -15,6 +15,7 @@ mod optim;
 mod pad;
 mod reduce;
 mod softmax;
+mod to_dtype;
 
 pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
