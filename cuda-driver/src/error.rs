@@ -108,6 +108,13 @@ pub enum Error {
         found: Vec<usize>,
     },
 
+    /// A TMA tensor map could not be encoded from these arguments (checked before the driver call).
+    #[error("tensor map: {problem}")]
+    TensorMap {
+        /// Which rule the arguments break.
+        problem: String,
+    },
+
     /// Source and destination lengths differ; nothing was copied.
     #[error("{op}: source has {src} elements but destination has {dst}; nothing was copied")]
     LengthMismatch {

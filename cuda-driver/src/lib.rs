@@ -108,6 +108,7 @@ pub mod nvrtc;
 mod ptx_info;
 mod registry;
 mod stream;
+mod tensor_map;
 mod thread_guard;
 
 pub use context::{Context, Limit};
@@ -123,6 +124,7 @@ pub use memory::{
 };
 pub use module::{DeviceGlobal, JitOptions, Module, ModuleImage};
 pub use stream::{Stream, StreamKind};
+pub use tensor_map::{TensorMap, TensorMapElement, TensorMapSwizzle};
 pub use thread_guard::CurrentContextGuard;
 
 /// Re-exported so users need not depend on these directly.

@@ -73,7 +73,8 @@ pub enum Error {
     /// The crate has no PTX old enough for this device.
     #[error(
         "no PTX in `{file}` for compute capability {device}: the oldest target is {oldest}; \
-         these kernels need a GPU of compute capability {oldest} or newer"
+         these kernels need a GPU of compute capability {oldest} or newer (an architecture-specific \
+         target such as compute_90a runs on that compute capability only)"
     )]
     NoPtxForDevice {
         /// The PTX file (without directory).

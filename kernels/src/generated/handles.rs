@@ -18,6 +18,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/activation_grad.ptx"),
             },
         ],
@@ -29,6 +30,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/cast.ptx"),
             },
         ],
@@ -40,6 +42,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/coalescing.ptx"),
             },
         ],
@@ -51,7 +54,32 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/elementwise.ptx"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "gemm_mma",
+        source: "cuda/gemm_mma.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_80",
+                min_cc: ComputeCapability { major: 8, minor: 0 },
+                exact: false,
+                ptx: include_str!("../../ptx/gemm_mma.sm80.ptx"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "gemm_wgmma",
+        source: "cuda/gemm_wgmma.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_90a",
+                min_cc: ComputeCapability { major: 9, minor: 0 },
+                exact: true,
+                ptx: include_str!("../../ptx/gemm_wgmma.sm90a.ptx"),
             },
         ],
     },
@@ -62,6 +90,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/introspect.ptx"),
             },
         ],
@@ -73,6 +102,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/launch_bench.ptx"),
             },
         ],
@@ -84,6 +114,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/log_softmax.ptx"),
             },
         ],
@@ -95,6 +126,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/matmul_naive.ptx"),
             },
         ],
@@ -106,6 +138,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/matmul_tiled.ptx"),
             },
         ],
@@ -117,7 +150,20 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/optim.ptx"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "pad_rows",
+        source: "cuda/pad_rows.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
+                ptx: include_str!("../../ptx/pad_rows.ptx"),
             },
         ],
     },
@@ -128,6 +174,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/random.ptx"),
             },
         ],
@@ -139,6 +186,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/reduce.ptx"),
             },
         ],
@@ -150,6 +198,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/sgemm.ptx"),
             },
         ],
@@ -161,6 +210,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/softmax.ptx"),
             },
         ],
@@ -172,6 +222,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/strided_copy.ptx"),
             },
         ],
@@ -183,13 +234,14 @@ pub static PTX_FILES: &[PtxFile] = &[
             PtxTarget {
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
+                exact: false,
                 ptx: include_str!("../../ptx/vector_add.ptx"),
             },
         ],
     },
 ];
 
-/// The names of all 185 kernels, in manifest order.
+/// The names of all 204 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -263,6 +315,23 @@ pub static KERNEL_NAMES: &[&str] = &[
     "tanh_f16",
     "tanh_f32",
     "tanh_f64",
+    "gemm_mma_bf16_nn",
+    "gemm_mma_bf16_nt",
+    "gemm_mma_bf16_tn",
+    "gemm_mma_bf16_tt",
+    "gemm_mma_f16_nn",
+    "gemm_mma_f16_nt",
+    "gemm_mma_f16_tn",
+    "gemm_mma_f16_tt",
+    "gemm_wgmma_bf16_nn",
+    "gemm_wgmma_bf16_nt",
+    "gemm_wgmma_bf16_tn",
+    "gemm_wgmma_bf16_tt",
+    "gemm_wgmma_f16_nn",
+    "gemm_wgmma_f16_nt",
+    "gemm_wgmma_f16_tn",
+    "gemm_wgmma_f16_tt",
+    "gemm_wgmma_tf32_nt",
     "thread_hierarchy",
     "empty_kernel",
     "four_args",
@@ -293,6 +362,8 @@ pub static KERNEL_NAMES: &[&str] = &[
     "sgd_momentum4_f64",
     "sgd_momentum_f32",
     "sgd_momentum_f64",
+    "copy_rows_b2",
+    "copy_rows_b4",
     "fill_normal_f32",
     "fill_uniform_f32",
     "philox_u32",
@@ -381,8 +452,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// Typed launch handles for every kernel of the crate, loaded once per context with
 /// [`Kernels::get`]. Each field is a [`cuda_driver::Kernel`] whose Rust signature was generated
 /// from `kernels/kernels.json` (read-only pointers are `&DeviceSlice<T>`, written ones
-/// `&mut DeviceSlice<T>`, scalars by value), so launching one is safe; the launch
-/// configuration each expects is in the crate README and in [`crate::ops`], which wrap them.
+/// `&mut DeviceSlice<T>`, scalars by value); launching one is `unsafe` (the grid and scalars
+/// must keep it inside its buffers), and [`crate::ops`] wraps each in a checked, safe call.
+/// Kernels of files that have no portable `compute_75` target (tensor-core kernels for sm_80 or
+/// sm_90a) live in per-file structs loaded on first use, on devices that can run them.
 ///
 /// | kernel | CUDA parameters | source |
 /// |---|---|---|
@@ -458,6 +531,23 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `tanh_f16` | `const f16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `tanh_f32` | `const float* x`, `float* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `tanh_f64` | `const double* x`, `double* out`, `unsigned long long n` | `cuda/elementwise.cu` |
+/// | `gemm_mma_bf16_nn` | `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_mma_bf16_nt` | `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_mma_bf16_tn` | `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_mma_bf16_tt` | `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_mma_f16_nn` | `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_mma_f16_nt` | `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_mma_f16_tn` | `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_mma_f16_tt` | `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
+/// | `gemm_wgmma_bf16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_bf16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_bf16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_bf16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_f16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_f16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_tf32_nt` | `TensorMap tmA`, `TensorMap tmB`, `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
 /// | `thread_hierarchy` | `unsigned int* out` | `cuda/introspect.cu` |
 /// | `empty_kernel` | (none) | `cuda/launch_bench.cu` |
 /// | `four_args` | `float* a`, `const float* b`, `float s`, `unsigned int n` | `cuda/launch_bench.cu` |
@@ -488,6 +578,8 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `sgd_momentum4_f64` | `double* p0`, `const double* g0`, `double* b0`, `double* p1`, `const double* g1`, `double* b1`, `double* p2`, `const double* g2`, `double* b2`, `double* p3`, `const double* g3`, `double* b3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `double lr`, `double momentum`, `double dampening`, `double wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
 /// | `sgd_momentum_f32` | `float* p`, `const float* g`, `float* b`, `unsigned long long n`, `float lr`, `float momentum`, `float dampening`, `float wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
 /// | `sgd_momentum_f64` | `double* p`, `const double* g`, `double* b`, `unsigned long long n`, `double lr`, `double momentum`, `double dampening`, `double wd`, `int nesterov`, `int first` | `cuda/optim.cu` |
+/// | `copy_rows_b2` | `const unsigned short* src`, `long long lds`, `unsigned short* dst`, `long long ldd`, `int rows`, `int cols` | `cuda/pad_rows.cu` |
+/// | `copy_rows_b4` | `const unsigned int* src`, `long long lds`, `unsigned int* dst`, `long long ldd`, `int rows`, `int cols` | `cuda/pad_rows.cu` |
 /// | `fill_normal_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `fill_uniform_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `philox_u32` | `unsigned int* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
@@ -777,6 +869,10 @@ pub struct Kernels {
     pub sgd_momentum_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>,
     /// `sgd_momentum_f64(double* p, const double* g, double* b, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
     pub sgd_momentum_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>,
+    /// `copy_rows_b2(const unsigned short* src, long long lds, unsigned short* dst, long long ldd, int rows, int cols)` from `cuda/pad_rows.cu`.
+    pub copy_rows_b2: Kernel<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>,
+    /// `copy_rows_b4(const unsigned int* src, long long lds, unsigned int* dst, long long ldd, int rows, int cols)` from `cuda/pad_rows.cu`.
+    pub copy_rows_b4: Kernel<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>,
     /// `fill_normal_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
     pub fill_normal_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
     /// `fill_uniform_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
@@ -943,27 +1039,137 @@ pub struct Kernels {
     pub vector_add: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32)>,
     /// `vector_add_fast(const float* a, const float* b, float* c, unsigned long long n)` from `cuda/vector_add.cu`.
     pub vector_add_fast: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cuda/gemm_mma.cu`, loaded on the first call of [`Kernels::gemm_mma`].
+    gemm_mma: crate::ptx::LazyModule<GemmMmaKernels>,
+    /// `cuda/gemm_wgmma.cu`, loaded on the first call of [`Kernels::gemm_wgmma`].
+    gemm_wgmma: crate::ptx::LazyModule<GemmWgmmaKernels>,
 }
 
-/// Loads every PTX file once (the highest target not above the device's compute capability)
-/// and makes every handle.
+/// The kernels of `cuda/gemm_mma.cu` (PTX for `compute_80`), from [`Kernels::gemm_mma`].
+#[derive(Clone, Debug)]
+pub struct GemmMmaKernels {
+    /// `gemm_mma_bf16_nn(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_bf16_nn: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_mma_bf16_nt(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_bf16_nt: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_mma_bf16_tn(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_bf16_tn: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_mma_bf16_tt(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_bf16_tt: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_mma_f16_nn(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_f16_nn: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_mma_f16_nt(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_f16_nt: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_mma_f16_tn(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_f16_tn: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_mma_f16_tt(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
+    pub gemm_mma_f16_tt: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>,
+}
+
+fn load_gemm_mma(m: &cuda_driver::Module) -> crate::Result<GemmMmaKernels> {
+    Ok(GemmMmaKernels {
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_bf16_nn: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_nn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_bf16_nt: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_nt")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_bf16_tn: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_tn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_bf16_tt: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_tt")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_f16_nn: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_nn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_f16_nt: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_nt")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_f16_tn: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_tn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_mma_f16_tt: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_tt")? },
+    })
+}
+
+/// The kernels of `cuda/gemm_wgmma.cu` (PTX for `compute_90a`), from [`Kernels::gemm_wgmma`].
+#[derive(Clone, Debug)]
+pub struct GemmWgmmaKernels {
+    /// `gemm_wgmma_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_bf16_nn: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_bf16_nt: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_bf16_tn: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_bf16_tt: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_f16_nn: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_f16_nt: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_f16_tn: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_f16_tt: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>,
+    /// `gemm_wgmma_tf32_nt(TensorMap tmA, TensorMap tmB, const float* A, const float* B, float* C, int M, int N, int K, int ldc)`.
+    pub gemm_wgmma_tf32_nt: Kernel<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>,
+}
+
+fn load_gemm_wgmma(m: &cuda_driver::Module) -> crate::Result<GemmWgmmaKernels> {
+    Ok(GemmWgmmaKernels {
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_bf16_nn: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_nn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_bf16_nt: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_nt")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_bf16_tn: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_tn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_bf16_tt: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_tt")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_f16_nn: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_nn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_f16_nt: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_nt")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_f16_tn: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_tn")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_f16_tt: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_tt")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        gemm_wgmma_tf32_nt: unsafe { m.kernel::<(cuda_driver::TensorMap, cuda_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>("gemm_wgmma_tf32_nt")? },
+    })
+}
+
+/// Loads every PTX file with a portable target once (the highest target not above the device's
+/// compute capability) and makes every handle; the optional files wait for their first use.
 pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
     let m_activation_grad = crate::ptx::load(ctx, &PTX_FILES[0])?;
     let m_cast = crate::ptx::load(ctx, &PTX_FILES[1])?;
     let m_coalescing = crate::ptx::load(ctx, &PTX_FILES[2])?;
     let m_elementwise = crate::ptx::load(ctx, &PTX_FILES[3])?;
-    let m_introspect = crate::ptx::load(ctx, &PTX_FILES[4])?;
-    let m_launch_bench = crate::ptx::load(ctx, &PTX_FILES[5])?;
-    let m_log_softmax = crate::ptx::load(ctx, &PTX_FILES[6])?;
-    let m_matmul_naive = crate::ptx::load(ctx, &PTX_FILES[7])?;
-    let m_matmul_tiled = crate::ptx::load(ctx, &PTX_FILES[8])?;
-    let m_optim = crate::ptx::load(ctx, &PTX_FILES[9])?;
-    let m_random = crate::ptx::load(ctx, &PTX_FILES[10])?;
-    let m_reduce = crate::ptx::load(ctx, &PTX_FILES[11])?;
-    let m_sgemm = crate::ptx::load(ctx, &PTX_FILES[12])?;
-    let m_softmax = crate::ptx::load(ctx, &PTX_FILES[13])?;
-    let m_strided_copy = crate::ptx::load(ctx, &PTX_FILES[14])?;
-    let m_vector_add = crate::ptx::load(ctx, &PTX_FILES[15])?;
+    let m_introspect = crate::ptx::load(ctx, &PTX_FILES[6])?;
+    let m_launch_bench = crate::ptx::load(ctx, &PTX_FILES[7])?;
+    let m_log_softmax = crate::ptx::load(ctx, &PTX_FILES[8])?;
+    let m_matmul_naive = crate::ptx::load(ctx, &PTX_FILES[9])?;
+    let m_matmul_tiled = crate::ptx::load(ctx, &PTX_FILES[10])?;
+    let m_optim = crate::ptx::load(ctx, &PTX_FILES[11])?;
+    let m_pad_rows = crate::ptx::load(ctx, &PTX_FILES[12])?;
+    let m_random = crate::ptx::load(ctx, &PTX_FILES[13])?;
+    let m_reduce = crate::ptx::load(ctx, &PTX_FILES[14])?;
+    let m_sgemm = crate::ptx::load(ctx, &PTX_FILES[15])?;
+    let m_softmax = crate::ptx::load(ctx, &PTX_FILES[16])?;
+    let m_strided_copy = crate::ptx::load(ctx, &PTX_FILES[17])?;
+    let m_vector_add = crate::ptx::load(ctx, &PTX_FILES[18])?;
     Ok(Kernels {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -1273,6 +1479,12 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         sgd_momentum_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum_f64")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        copy_rows_b2: unsafe { m_pad_rows.kernel::<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>("copy_rows_b2")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
+        copy_rows_b4: unsafe { m_pad_rows.kernel::<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>("copy_rows_b4")? },
+        // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
+        // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         fill_normal_f32: unsafe { m_random.kernel::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>("fill_normal_f32")? },
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
@@ -1520,12 +1732,26 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from kernels.json, which gen-ptx cross-checked
         // against this PTX entry (parameter count and sizes; `written` from the CUDA source).
         vector_add_fast: unsafe { m_vector_add.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("vector_add_fast")? },
+        gemm_mma: crate::ptx::LazyModule::new(ctx, &PTX_FILES[4]),
+        gemm_wgmma: crate::ptx::LazyModule::new(ctx, &PTX_FILES[5]),
     })
 }
 
 impl Kernels {
+    /// The kernels of `cuda/gemm_mma.cu`, loaded (JIT-compiled) on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets can run on.
+    pub fn gemm_mma(&self) -> crate::Result<&GemmMmaKernels> {
+        self.gemm_mma.get(load_gemm_mma)
+    }
+
+    /// The kernels of `cuda/gemm_wgmma.cu`, loaded (JIT-compiled) on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets can run on.
+    pub fn gemm_wgmma(&self) -> crate::Result<&GemmWgmmaKernels> {
+        self.gemm_wgmma.get(load_gemm_wgmma)
+    }
+
     /// The untyped function of the kernel called `name` (for attributes and occupancy), or
-    /// `None` if there is no such kernel.
+    /// `None` if there is no such kernel (or its optional file cannot load on this device).
     pub fn function(&self, name: &str) -> Option<&cuda_driver::Function> {
         match name {
             "bias_relu_bwd_f64" => Some(self.bias_relu_bwd_f64.function()),
@@ -1600,6 +1826,23 @@ impl Kernels {
             "tanh_f16" => Some(self.tanh_f16.function()),
             "tanh_f32" => Some(self.tanh_f32.function()),
             "tanh_f64" => Some(self.tanh_f64.function()),
+            "gemm_mma_bf16_nn" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_nn.function()),
+            "gemm_mma_bf16_nt" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_nt.function()),
+            "gemm_mma_bf16_tn" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_tn.function()),
+            "gemm_mma_bf16_tt" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_tt.function()),
+            "gemm_mma_f16_nn" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_nn.function()),
+            "gemm_mma_f16_nt" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_nt.function()),
+            "gemm_mma_f16_tn" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_tn.function()),
+            "gemm_mma_f16_tt" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_tt.function()),
+            "gemm_wgmma_bf16_nn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_nn.function()),
+            "gemm_wgmma_bf16_nt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_nt.function()),
+            "gemm_wgmma_bf16_tn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_tn.function()),
+            "gemm_wgmma_bf16_tt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_tt.function()),
+            "gemm_wgmma_f16_nn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_nn.function()),
+            "gemm_wgmma_f16_nt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_nt.function()),
+            "gemm_wgmma_f16_tn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_tn.function()),
+            "gemm_wgmma_f16_tt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_tt.function()),
+            "gemm_wgmma_tf32_nt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_tf32_nt.function()),
             "thread_hierarchy" => Some(self.thread_hierarchy.function()),
             "empty_kernel" => Some(self.empty_kernel.function()),
             "four_args" => Some(self.four_args.function()),
@@ -1630,6 +1873,8 @@ impl Kernels {
             "sgd_momentum4_f64" => Some(self.sgd_momentum4_f64.function()),
             "sgd_momentum_f32" => Some(self.sgd_momentum_f32.function()),
             "sgd_momentum_f64" => Some(self.sgd_momentum_f64.function()),
+            "copy_rows_b2" => Some(self.copy_rows_b2.function()),
+            "copy_rows_b4" => Some(self.copy_rows_b4.function()),
             "fill_normal_f32" => Some(self.fill_normal_f32.function()),
             "fill_uniform_f32" => Some(self.fill_uniform_f32.function()),
             "philox_u32" => Some(self.philox_u32.function()),

@@ -17,6 +17,7 @@ mod bias_relu;
 mod cast;
 mod coalescing;
 mod elementwise;
+mod gemm_tc;
 mod introspect;
 mod log_softmax;
 mod matmul;
@@ -36,6 +37,9 @@ pub use bias_relu::{
 pub use cast::cast;
 pub use coalescing::{copy_coalesced, copy_strided, transpose, transpose_choice, TransposeAlgo};
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
+pub use gemm_tc::{
+    gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
+};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};

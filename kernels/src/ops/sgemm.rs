@@ -22,18 +22,18 @@ fn span(rows: usize, cols: usize, ld: usize) -> Option<usize> {
     }
 }
 
-/// Checks one operand: `ld >= cols` and the slice spans the stored matrix.
-fn check_operand(
+/// Checks one operand of `op`: `ld >= cols` and the slice spans the stored matrix.
+pub(crate) fn check_operand(
+    op: &'static str,
     what: &'static str,
     len: usize,
     rows: usize,
     cols: usize,
     ld: usize,
 ) -> Result<()> {
-    const OP: &str = "sgemm";
     if ld < cols {
         return Err(Error::Invalid {
-            op: OP,
+            op,
             problem: format!(
                 "leading dimension of `{what}` is {ld}, but its stored rows have {cols} elements \
                  (the leading dimension must be >= {cols})"
@@ -41,14 +41,14 @@ fn check_operand(
         });
     }
     let need = span(rows, cols, ld).ok_or(Error::TooLarge {
-        op: OP,
+        op,
         what,
         value: rows as u128 * ld as u128,
         max: usize::MAX as u128,
     })?;
     if len < need {
         return Err(Error::Shape {
-            op: OP,
+            op,
             what,
             expected: format!(
                 "a stored [{rows}, {cols}] matrix with row stride {ld} ({need} elements)"
@@ -197,9 +197,9 @@ pub fn sgemm(
         Transpose::NoTrans => (kdim, n),
         Transpose::Trans => (n, kdim),
     };
-    check_operand("a", a.len(), a_rows, a_cols, lda)?;
-    check_operand("b", b.len(), b_rows, b_cols, ldb)?;
-    check_operand("c", c.len(), m, n, ldc)?;
+    check_operand(OP, "a", a.len(), a_rows, a_cols, lda)?;
+    check_operand(OP, "b", b.len(), b_rows, b_cols, ldb)?;
+    check_operand(OP, "c", c.len(), m, n, ldc)?;
     // Every extent and leading dimension must fit the kernels' `int`s (checked before any work).
     for (what, v) in [("m", m), ("k", kdim), ("lda", lda), ("ldc", ldc)] {
         to_i32(OP, what, v)?;

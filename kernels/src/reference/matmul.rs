@@ -110,3 +110,41 @@ pub fn sgemm_dot(
     }
     acc
 }
+
+/// `op(A) · op(B)` for the tensor-core GEMMs, in f64 from the exact (widened) inputs, with the
+/// bound `Σ_k |a·b|` of each entry: the kernels accumulate in f32 in an order of their own and
+/// round once to the output type, so tests compare within `eps_out · |c| + eps_acc · bound`.
+/// Shapes as in [`sgemm`]; returns `(c, bound)`, each `[m, n]` row-major.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_f64<T: Element>(
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    k: usize,
+    a: &[T],
+    lda: usize,
+    b: &[T],
+    ldb: usize,
+) -> (Vec<f64>, Vec<f64>) {
+    let (mut c, mut bound) = (vec![0.0; m * n], vec![0.0; m * n]);
+    for i in 0..m {
+        for kk in 0..k {
+            let av = match ta {
+                Transpose::NoTrans => a[i * lda + kk],
+                Transpose::Trans => a[kk * lda + i],
+            }
+            .to_f64();
+            for j in 0..n {
+                let bv = match tb {
+                    Transpose::NoTrans => b[kk * ldb + j],
+                    Transpose::Trans => b[j * ldb + kk],
+                }
+                .to_f64();
+                c[i * n + j] += av * bv;
+                bound[i * n + j] += (av * bv).abs();
+            }
+        }
+    }
+    (c, bound)
+}

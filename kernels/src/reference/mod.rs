@@ -20,7 +20,7 @@ pub use bias_relu::{bias_relu_bwd, bias_relu_fwd};
 pub use copy::{copy_strided, strided_copy, transpose};
 pub use elementwise::{axpy, binary, binary_one, fill, relu, scale, tanh, vector_add};
 pub use introspect::{thread_hierarchy, SMID_WORD};
-pub use matmul::{matmul, sgemm, sgemm_dot, sgemm_planned};
+pub use matmul::{gemm_f64, matmul, sgemm, sgemm_dot, sgemm_planned};
 pub use random::{fill_normal, fill_uniform, philox4x32_10, philox_u32};
 pub use reduce::{max, mean, rows_max, rows_sum, sum, sum_i32};
 pub use softmax::softmax_rows;

@@ -1,0 +1,565 @@
+//! Tensor-core GEMMs: f16 / bf16 inputs with f32 accumulation (`mma.sync` on sm_80+, `wgmma` fed
+//! by the TMA copy engine on sm_90a), and TF32 (f32 storage, `wgmma` on sm_90a).
+//!
+//! The ladder these make with [`super::sgemm`] (FP32 FMA on the SIMT cores) is shown step by step
+//! by the `tensor_cores` program; `kernels/TUNING.md` records how each step was measured.
+
+use super::sgemm::check_operand;
+use super::Transpose;
+use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels};
+use crate::launch::{blocks, to_i32};
+use crate::{DType, Element, Error, Kernels, Result};
+use cuda_driver::half::{bf16, f16};
+use cuda_driver::{
+    ComputeCapability, DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Stream, TensorMap,
+    TensorMapElement, TensorMapSwizzle,
+};
+
+/// Which tensor-core kernel family a GEMM runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TcAlgo {
+    /// `wgmma` on compute capability 9.0 exactly, else `mma.sync` on 8.0 and newer.
+    Auto,
+    /// Hopper: warpgroup MMA reading operands from shared memory, filled by the TMA engine
+    /// (`gemm_wgmma_*`, PTX `compute_90a`: compute capability 9.0 only).
+    Wgmma,
+    /// Ampere and newer: warp-level `mma.sync` on `ldmatrix`-loaded fragments (`gemm_mma_*`).
+    MmaSync,
+}
+
+/// The element types the tensor-core GEMMs take (f32 accumulation, output of the same type).
+pub trait TensorCoreElement: Element + sealed::Sealed {
+    /// How the TMA engine sees it.
+    const TMA: TensorMapElement;
+    /// The `gemm_wgmma_*` entry for these transposes.
+    fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self>;
+    /// The `gemm_mma_*` entry for these transposes.
+    fn mma(k: &GemmMmaKernels, ta: Transpose, tb: Transpose) -> &MmaKernel<Self>;
+}
+
+/// The signature of a `gemm_wgmma_*` entry (tensor maps of A and B, then A, B, C, M, N, K, ldc).
+pub type WgmmaKernel<T> = Kernel<(
+    TensorMap,
+    TensorMap,
+    &'static DeviceSlice<T>,
+    &'static DeviceSlice<T>,
+    &'static mut DeviceSlice<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+)>;
+
+/// The signature of a `gemm_mma_*` entry (A, B, C, M, N, K, lda, ldb, ldc).
+pub type MmaKernel<T> = Kernel<(
+    &'static DeviceSlice<T>,
+    &'static DeviceSlice<T>,
+    &'static mut DeviceSlice<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+)>;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::f16 {}
+    impl Sealed for super::bf16 {}
+}
+
+macro_rules! tc_element {
+    ($t:ty, $tma:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident,
+     $mnn:ident, $mnt:ident, $mtn:ident, $mtt:ident) => {
+        impl TensorCoreElement for $t {
+            const TMA: TensorMapElement = TensorMapElement::$tma;
+            fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self> {
+                match (ta, tb) {
+                    (Transpose::NoTrans, Transpose::NoTrans) => &k.$nn,
+                    (Transpose::NoTrans, Transpose::Trans) => &k.$nt,
+                    (Transpose::Trans, Transpose::NoTrans) => &k.$tn,
+                    (Transpose::Trans, Transpose::Trans) => &k.$tt,
+                }
+            }
+            fn mma(k: &GemmMmaKernels, ta: Transpose, tb: Transpose) -> &MmaKernel<Self> {
+                match (ta, tb) {
+                    (Transpose::NoTrans, Transpose::NoTrans) => &k.$mnn,
+                    (Transpose::NoTrans, Transpose::Trans) => &k.$mnt,
+                    (Transpose::Trans, Transpose::NoTrans) => &k.$mtn,
+                    (Transpose::Trans, Transpose::Trans) => &k.$mtt,
+                }
+            }
+        }
+    };
+}
+tc_element!(
+    bf16,
+    BF16,
+    gemm_wgmma_bf16_nn,
+    gemm_wgmma_bf16_nt,
+    gemm_wgmma_bf16_tn,
+    gemm_wgmma_bf16_tt,
+    gemm_mma_bf16_nn,
+    gemm_mma_bf16_nt,
+    gemm_mma_bf16_tn,
+    gemm_mma_bf16_tt
+);
+tc_element!(
+    f16,
+    F16,
+    gemm_wgmma_f16_nn,
+    gemm_wgmma_f16_nt,
+    gemm_wgmma_f16_tn,
+    gemm_wgmma_f16_tt,
+    gemm_mma_f16_nn,
+    gemm_mma_f16_nt,
+    gemm_mma_f16_tn,
+    gemm_mma_f16_tt
+);
+
+// Launch geometry, as gemm_mma.cu / gemm_wgmma.cu define it.
+const WG_THREADS: u32 = 384;
+const WG_SMEM: u32 = 4 * (128 * 128 + 256 * 128) + 1024 + 2 * 4 * 8;
+const MM_THREADS: u32 = 256;
+const MM_SMEM: u32 = 4 * (128 * 32 * 2 + 256 * 32 * 2) + 128;
+const TILE_M: usize = 128;
+const TILE_N: usize = 256;
+
+/// The kernel family `algo` resolves to on a device of compute capability `cc`, or why none can
+/// run there. The one place the choice is made (`Auto`: wgmma on exactly 9.0 — its PTX is
+/// architecture-specific — else mma.sync on 8.0 and newer; kernels/TUNING.md, tensor cores).
+pub fn tc_choice(algo: TcAlgo, cc: ComputeCapability, dtype: DType) -> Result<TcAlgo> {
+    let hopper = cc == ComputeCapability { major: 9, minor: 0 };
+    let ampere_plus = cc >= ComputeCapability { major: 8, minor: 0 };
+    match algo {
+        TcAlgo::Auto if hopper => Ok(TcAlgo::Wgmma),
+        TcAlgo::Auto | TcAlgo::MmaSync if ampere_plus => Ok(TcAlgo::MmaSync),
+        TcAlgo::Wgmma if hopper => Ok(TcAlgo::Wgmma),
+        TcAlgo::Wgmma => Err(Error::Unsupported {
+            op: "gemm (wgmma)",
+            dtype,
+            why: "wgmma kernels are built for sm_90a and run on compute capability 9.0 only; \
+                  use TcAlgo::Auto or MmaSync",
+        }),
+        _ => Err(Error::Unsupported {
+            op: "gemm (tensor cores)",
+            dtype,
+            why: "the f16/bf16 tensor-core GEMMs need compute capability 8.0 or newer; convert to \
+                  f32 and use sgemm",
+        }),
+    }
+}
+
+/// An operand as the kernels need it: 16-byte aligned start, row stride a multiple of 16 bytes.
+/// Misaligned ones are copied into a padded buffer first (one pass over the operand).
+enum Operand<'a, T: cuda_driver::DeviceRepr> {
+    Borrowed(&'a DeviceSlice<T>, usize),
+    Padded(DeviceBuffer<T>, usize),
+}
+
+impl<T: cuda_driver::DeviceRepr> Operand<'_, T> {
+    fn slice(&self) -> &DeviceSlice<T> {
+        match self {
+            Operand::Borrowed(s, _) => s,
+            Operand::Padded(b, _) => b,
+        }
+    }
+    fn ld(&self) -> usize {
+        match self {
+            Operand::Borrowed(_, ld) | Operand::Padded(_, ld) => *ld,
+        }
+    }
+}
+
+/// `x` (a stored `[rows, cols]` matrix with row stride `ld`, already checked to fit) as an
+/// aligned operand: itself when it starts on 16 bytes and its rows are multiples of 16 bytes,
+/// else a copy with the row stride rounded up (its padding is never read: the kernels bound every
+/// load by `cols`).
+fn aligned<'a, T: cuda_driver::DeviceRepr>(
+    k: &Kernels,
+    s: &Stream,
+    x: &'a DeviceSlice<T>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+) -> Result<Operand<'a, T>> {
+    let per16 = 16 / std::mem::size_of::<T>();
+    if x.as_raw_ptr() % 16 == 0 && ld % per16 == 0 {
+        return Ok(Operand::Borrowed(x, ld));
+    }
+    let ldp = cols.div_ceil(per16) * per16;
+    Ok(Operand::Padded(
+        copy_rows(k, s, x, rows, cols, ld, ldp)?,
+        ldp,
+    ))
+}
+
+/// A new `[rows, ldp]` buffer whose first `cols` columns are those of `x` (stored `[rows, cols]`
+/// with row stride `ld`, checked to fit by the caller); the other columns are left unwritten.
+#[allow(clippy::too_many_arguments)]
+fn copy_rows<T: cuda_driver::DeviceRepr>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    ldp: usize,
+) -> Result<DeviceBuffer<T>> {
+    let len = rows.checked_mul(ldp).ok_or(Error::TooLarge {
+        op: "gemm (tensor cores)",
+        what: "padded operand",
+        value: rows as u128 * ldp as u128,
+        max: usize::MAX as u128,
+    })?;
+    // SAFETY: the copy below writes columns < cols of every row; the padding columns are never
+    // read (every tensor-core kernel load is bounded by the operand's real column count).
+    let mut buf = unsafe { s.alloc::<T>(len)? };
+    copy_rows_into(k, s, x, ld, &mut buf, ldp, rows, cols)?;
+    Ok(buf)
+}
+
+/// `dst[r·ldd + c] = src[r·lds + c]` for r < rows, c < cols (`copy_rows_b2` / `_b4`). Both slices
+/// must span their `[rows, cols]` matrices with those strides (checked here).
+#[allow(clippy::too_many_arguments)]
+fn copy_rows_into<T: cuda_driver::DeviceRepr>(
+    k: &Kernels,
+    s: &Stream,
+    src: &DeviceSlice<T>,
+    lds: usize,
+    dst: &mut DeviceSlice<T>,
+    ldd: usize,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    const OP: &str = "gemm (tensor cores)";
+    check_operand(OP, "src", src.len(), rows, cols, lds)?;
+    check_operand(OP, "dst", dst.len(), rows, cols, ldd)?;
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    let cfg = LaunchConfig::new((blocks(cols, 256).min(64), rows.min(65535) as u32), 256);
+    match std::mem::size_of::<T>() {
+        2 => {
+            let src = src.cast::<u16>()?;
+            let mut dst = dst.cast_mut::<u16>()?;
+            // SAFETY: reads src[r·lds + c] and writes dst[r·ldd + c] for r < rows, c < cols, inside
+            // both slices (checked above); any grid is correct (grid-stride loops).
+            unsafe {
+                k.copy_rows_b2
+                    .launch(s, &cfg, &src, lds as i64, &mut dst, ldd as i64, r, c)
+            }?;
+        }
+        4 => {
+            let src = src.cast::<u32>()?;
+            let mut dst = dst.cast_mut::<u32>()?;
+            // SAFETY: as above, for 4-byte elements.
+            unsafe {
+                k.copy_rows_b4
+                    .launch(s, &cfg, &src, lds as i64, &mut dst, ldd as i64, r, c)
+            }?;
+        }
+        _ => {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: "only 2- and 4-byte elements are copied".into(),
+            })
+        }
+    }
+    Ok(())
+}
+
+/// `C[i·ldc + j] = 0` for i < m, j < n (the product when k == 0): a zeroed scratch matrix copied
+/// into C's rows, so elements of C outside the product stay untouched.
+fn zero_product<T: cuda_driver::DeviceRepr>(
+    k: &Kernels,
+    s: &Stream,
+    c: &mut DeviceSlice<T>,
+    m: usize,
+    n: usize,
+    ldc: usize,
+) -> Result<()> {
+    let zeros = s.alloc_zeros::<T>(m * n)?;
+    copy_rows_into(k, s, &zeros, n, c, ldc, m, n)
+}
+
+/// `C = op(A) · op(B)` on the tensor cores, row-major, f16 or bf16 in and out, f32 accumulation
+/// (each output rounded once). Shapes and leading dimensions as in [`super::sgemm`]: `op(A)` is
+/// `[m, kdim]` (`A` stored `[m, kdim]` or, transposed, `[kdim, m]`), `op(B)` is `[kdim, n]`, `C`
+/// is `[m, n]` with row stride `ldc >= n`; every slice must span its stored matrix.
+///
+/// Runs `gemm_wgmma_*` (block 384, 128 × 256 tiles, TMA) or `gemm_mma_*` (block 256, 128 × 256
+/// tiles, cp.async), as [`tc_choice`] picks. Operands whose start or rows are not 16-byte
+/// aligned are copied into aligned buffers first. Returns the family that ran.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_half<T: TensorCoreElement>(
+    k: &Kernels,
+    s: &Stream,
+    algo: TcAlgo,
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    kdim: usize,
+    a: &DeviceSlice<T>,
+    lda: usize,
+    b: &DeviceSlice<T>,
+    ldb: usize,
+    c: &mut DeviceSlice<T>,
+    ldc: usize,
+) -> Result<TcAlgo> {
+    const OP: &str = "gemm (tensor cores)";
+    let (a_rows, a_cols) = stored(ta, m, kdim);
+    let (b_rows, b_cols) = stored(tb, kdim, n);
+    check_operand(OP, "a", a.len(), a_rows, a_cols, lda)?;
+    check_operand(OP, "b", b.len(), b_rows, b_cols, ldb)?;
+    check_operand(OP, "c", c.len(), m, n, ldc)?;
+    let (mi, ni, ki) = (
+        to_i32(OP, "m", m)?,
+        to_i32(OP, "n", n)?,
+        to_i32(OP, "k", kdim)?,
+    );
+    let lc = to_i32(OP, "ldc", ldc)?;
+    to_i32(OP, "lda", lda)?;
+    to_i32(OP, "ldb", ldb)?;
+    let family = tc_choice(algo, s.context().limits().compute_capability, T::DTYPE)?;
+    if m == 0 || n == 0 {
+        return Ok(family);
+    }
+    if kdim == 0 {
+        zero_product(k, s, c, m, n, ldc)?;
+        return Ok(family);
+    }
+    let a = aligned(k, s, a, a_rows, a_cols, lda)?;
+    let b = aligned(k, s, b, b_rows, b_cols, ldb)?;
+    let grid = (m.div_ceil(TILE_M) * n.div_ceil(TILE_N)) as u32;
+    match family {
+        TcAlgo::Wgmma => {
+            let kern = T::wgmma(k.gemm_wgmma()?, ta, tb);
+            raise_smem(kern.function(), WG_SMEM)?;
+            let map_a = operand_map::<T>(a.slice(), ta, true, a_rows, a_cols, a.ld())?;
+            let map_b = operand_map::<T>(b.slice(), tb, false, b_rows, b_cols, b.ld())?;
+            let cfg = LaunchConfig::new(grid, WG_THREADS).with_shared_mem(WG_SMEM);
+            // SAFETY: the maps address exactly the stored matrices of `a` and `b` (extents
+            // checked against the slices by TensorMap::tiled_2d; the copy engine reads nothing
+            // outside them and zero-fills the rest); A and B are passed so the launch orders those
+            // buffers; the kernel writes C[i·ldc + j] only for i < m, j < n, inside `c` (checked).
+            // Block 384 and the dynamic shared memory are what the kernel is written for.
+            unsafe {
+                kern.launch(
+                    s,
+                    &cfg,
+                    map_a,
+                    map_b,
+                    a.slice(),
+                    b.slice(),
+                    c,
+                    mi,
+                    ni,
+                    ki,
+                    lc,
+                )
+            }?;
+        }
+        _ => {
+            let kern = T::mma(k.gemm_mma()?, ta, tb);
+            raise_smem(kern.function(), MM_SMEM)?;
+            let (la, lb) = (to_i32(OP, "lda", a.ld())?, to_i32(OP, "ldb", b.ld())?);
+            let cfg = LaunchConfig::new(grid, MM_THREADS).with_shared_mem(MM_SMEM);
+            // SAFETY: every 16-byte copy the kernel issues is bounded by the stored rows and
+            // columns of A and B (zero-filled beyond them), whose slices span those matrices with
+            // row strides la, lb (multiples of 8, 16-byte aligned starts: `aligned`); C is written
+            // only at i < m, j < n with ldc (checked). Block 256 and the shared memory as required.
+            unsafe { kern.launch(s, &cfg, a.slice(), b.slice(), c, mi, ni, ki, la, lb, lc) }?;
+        }
+    }
+    Ok(family)
+}
+
+/// The stored shape of `op(X)` = `[rows, cols]`.
+fn stored(t: Transpose, rows: usize, cols: usize) -> (usize, usize) {
+    match t {
+        Transpose::NoTrans => (rows, cols),
+        Transpose::Trans => (cols, rows),
+    }
+}
+
+fn raise_smem(f: &cuda_driver::Function, bytes: u32) -> Result<()> {
+    if f.limits().max_dynamic_shared_bytes < bytes {
+        f.set_max_dynamic_shared_mem(bytes)?;
+    }
+    Ok(())
+}
+
+/// The tensor map `gemm_wgmma_*` expects for an operand stored `[rows, cols]` with row stride `ld`:
+/// K-major operands (A untransposed, B transposed) in boxes of 128 bytes of k by 128 (A) or 256
+/// (B) rows; M/N-major ones in boxes of 64 columns by 128 bytes' worth of k rows (64 for 16-bit).
+fn operand_map<T: TensorCoreElement>(
+    x: &DeviceSlice<T>,
+    t: Transpose,
+    is_a: bool,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+) -> Result<TensorMap> {
+    tma_map(x, T::TMA, t, is_a, rows, cols, ld)
+}
+
+fn tma_map<T: cuda_driver::DeviceRepr>(
+    x: &DeviceSlice<T>,
+    elem: TensorMapElement,
+    t: Transpose,
+    is_a: bool,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+) -> Result<TensorMap> {
+    let bk = (128 / std::mem::size_of::<T>()) as u32; // k per 128-byte box row
+    let k_major = (is_a && t == Transpose::NoTrans) || (!is_a && t == Transpose::Trans);
+    let (box_rows, box_cols) = if k_major {
+        (if is_a { TILE_M as u32 } else { TILE_N as u32 }, bk)
+    } else {
+        (bk, 64)
+    };
+    Ok(TensorMap::tiled_2d(
+        x,
+        elem,
+        rows as u64,
+        cols as u64,
+        ld as u64,
+        box_rows,
+        box_cols,
+        TensorMapSwizzle::B128,
+    )?)
+}
+
+/// `C = op(A) · op(B)` in f32 storage on the TF32 tensor cores (`gemm_wgmma_tf32_nt`: inputs
+/// rounded to TF32, f32 accumulation), compute capability 9.0 only. The kernel reads both operands
+/// K-major, so an untransposed `B` or a transposed `A` is first transposed into a scratch buffer
+/// (one pass over it), and misaligned operands are padded, as in [`gemm_half`]. Shapes as there.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_tf32(
+    k: &Kernels,
+    s: &Stream,
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    kdim: usize,
+    a: &DeviceSlice<f32>,
+    lda: usize,
+    b: &DeviceSlice<f32>,
+    ldb: usize,
+    c: &mut DeviceSlice<f32>,
+    ldc: usize,
+) -> Result<()> {
+    const OP: &str = "gemm (tf32)";
+    let (a_rows, a_cols) = stored(ta, m, kdim);
+    let (b_rows, b_cols) = stored(tb, kdim, n);
+    check_operand(OP, "a", a.len(), a_rows, a_cols, lda)?;
+    check_operand(OP, "b", b.len(), b_rows, b_cols, ldb)?;
+    check_operand(OP, "c", c.len(), m, n, ldc)?;
+    let (mi, ni, ki) = (
+        to_i32(OP, "m", m)?,
+        to_i32(OP, "n", n)?,
+        to_i32(OP, "k", kdim)?,
+    );
+    let lc = to_i32(OP, "ldc", ldc)?;
+    if s.context().limits().compute_capability != (ComputeCapability { major: 9, minor: 0 }) {
+        return Err(Error::Unsupported {
+            op: OP,
+            dtype: DType::F32,
+            why: "the TF32 tensor-core GEMM is a wgmma kernel (compute capability 9.0 only); use \
+                  sgemm",
+        });
+    }
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if kdim == 0 {
+        return zero_product(k, s, c, m, n, ldc);
+    }
+    // K-major copies: A as [m, k], B as [n, k].
+    let a = k_major(k, s, a, ta == Transpose::Trans, a_rows, a_cols, lda)?;
+    let b = k_major(k, s, b, tb == Transpose::NoTrans, b_rows, b_cols, ldb)?;
+    let kern = &k.gemm_wgmma()?.gemm_wgmma_tf32_nt;
+    raise_smem(kern.function(), WG_SMEM)?;
+    let map_a = tma_map(
+        a.slice(),
+        TensorMapElement::TF32,
+        Transpose::NoTrans,
+        true,
+        m,
+        kdim,
+        a.ld(),
+    )?;
+    let map_b = tma_map(
+        b.slice(),
+        TensorMapElement::TF32,
+        Transpose::Trans,
+        false,
+        n,
+        kdim,
+        b.ld(),
+    )?;
+    let grid = (m.div_ceil(TILE_M) * n.div_ceil(TILE_N)) as u32;
+    let cfg = LaunchConfig::new(grid, WG_THREADS).with_shared_mem(WG_SMEM);
+    // SAFETY: as in gemm_half: the maps cover exactly A [m, k] and B [n, k] (checked by
+    // TensorMap::tiled_2d against the slices passed beside them); C is written at i < m, j < n.
+    unsafe {
+        kern.launch(
+            s,
+            &cfg,
+            map_a,
+            map_b,
+            a.slice(),
+            b.slice(),
+            c,
+            mi,
+            ni,
+            ki,
+            lc,
+        )
+    }?;
+    Ok(())
+}
+
+/// `x`, stored `[rows, cols]` with row stride `ld`, as an aligned K-major operand: itself (or a
+/// padded copy) when `transposed` is false; else its transpose `[cols, rows]` (made dense first if
+/// `ld > cols`, padded after if `rows` is not a multiple of 4).
+#[allow(clippy::too_many_arguments)]
+fn k_major<'a>(
+    k: &Kernels,
+    s: &Stream,
+    x: &'a DeviceSlice<f32>,
+    transposed: bool,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+) -> Result<Operand<'a, f32>> {
+    if !transposed {
+        return aligned(k, s, x, rows, cols, ld);
+    }
+    let (view, copy);
+    let dense: &DeviceSlice<f32> = if ld == cols {
+        view = x.slice(0..rows * cols)?;
+        &view
+    } else {
+        copy = copy_rows(k, s, x, rows, cols, ld, cols)?;
+        &copy
+    };
+    // SAFETY: the transpose writes every element of [cols, rows].
+    let mut t = unsafe { s.alloc::<f32>(rows * cols)? };
+    super::transpose(k, s, super::TransposeAlgo::Auto, dense, &mut t, rows, cols)?;
+    if rows % 4 == 0 {
+        Ok(Operand::Padded(t, rows))
+    } else {
+        let ldp = rows.div_ceil(4) * 4;
+        Ok(Operand::Padded(
+            copy_rows(k, s, &t, cols, rows, rows, ldp)?,
+            ldp,
+        ))
+    }
+}

@@ -1,0 +1,231 @@
+// tc_lab.cu — a standalone check-and-time harness for the tensor-core GEMM kernels, for tuning on a
+// GPU machine that has nvcc but no Rust toolchain. It loads the committed PTX (the exact text the
+// crate ships: kernels/ptx/gemm_mma.sm80.ptx, gemm_wgmma.sm90a.ptx) through the driver, encodes the
+// TMA tensor maps, checks every case against a naive f32 GPU reference (fresh random inputs,
+// output poisoned first), and times the large ones with events. cuBLAS's side of the same run is
+// kernels/tuning/tc_lab_torch.py.
+//
+//   nvcc -O2 -std=c++17 -arch=sm_90a -o tc_lab kernels/tuning/tc_lab.cu -lcuda
+//   ./tc_lab kernels/ptx
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <string>
+#include <vector>
+#include <fstream>
+#include <sstream>
+#include <random>
+#include <algorithm>
+
+#define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char* s_; cuGetErrorString(r_, &s_); \
+    fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_); exit(1); } } while (0)
+#define RK(x) do { cudaError_t r_ = (x); if (r_ != cudaSuccess) { fprintf(stderr, "%s:%d %s: %s\n", \
+    __FILE__, __LINE__, #x, cudaGetErrorString(r_)); exit(1); } } while (0)
+
+enum Dt { BF16, F16, F32 };
+static size_t esize(Dt d) { return d == F32 ? 4 : 2; }
+
+__device__ float ld_elem(const void* p, long long i, int dt) {
+    if (dt == 2) return ((const float*)p)[i];
+    unsigned short h = ((const unsigned short*)p)[i];
+    if (dt == 0) return __uint_as_float(((unsigned)h) << 16);
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+// C_ref[m][n] = sum_k op(A)[m][k] op(B)[k][n], f32 accumulate (tf32 inputs rounded like the tensor cores)
+// (rows m0 .. m0 + rows - 1 only, into C[rows][N])
+__global__ void ref_gemm(const void* A, const void* B, float* C, int m0, int rows, int N, int K, int lda, int ldb,
+                         int ta, int tb, int dt, int tf32) {
+    int r = blockIdx.y * 16 + threadIdx.y, n = blockIdx.x * 16 + threadIdx.x;
+    if (r >= rows || n >= N) return;
+    int m = m0 + r;
+    double acc = 0;
+    for (int k = 0; k < K; ++k) {
+        float a = ld_elem(A, ta ? (long long)k * lda + m : (long long)m * lda + k, dt);
+        float b = ld_elem(B, tb ? (long long)n * ldb + k : (long long)k * ldb + n, dt);
+        if (tf32) { unsigned ua, ub; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(ua) : "f"(a)); asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(ub) : "f"(b));
+                    a = __uint_as_float(ua); b = __uint_as_float(ub); }
+        acc += (double)a * (double)b;
+    }
+    C[(long long)r * N + n] = (float)acc;
+}
+__global__ void to_f32(const void* C, float* out, int m0, int rows, int N, int ldc, int dt) {
+    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= (long long)rows * N) return;
+    int r = i / N, n = i % N;
+    out[i] = ld_elem(C, (long long)(m0 + r) * ldc + n, dt);
+}
+
+static std::string read_file(const std::string& p) {
+    std::ifstream f(p); if (!f) { fprintf(stderr, "cannot read %s\n", p.c_str()); exit(1); }
+    std::stringstream s; s << f.rdbuf(); return s.str();
+}
+
+static unsigned short f2bf(float f) { unsigned u; memcpy(&u, &f, 4); u += 0x7fff + ((u >> 16) & 1); return u >> 16; }
+static unsigned short f2h(float f) {  // round to nearest even, normal range only (inputs are in [-1, 1])
+    unsigned u; memcpy(&u, &f, 4); unsigned s = (u >> 16) & 0x8000; int e = ((u >> 23) & 0xff) - 127 + 15;
+    unsigned m = u & 0x7fffff; if (e <= 0) return s; unsigned r = (e << 10) | (m >> 13);
+    unsigned rem = m & 0x1fff; if (rem > 0x1000 || (rem == 0x1000 && (r & 1))) r++; return s | r; }
+
+struct Case { const char* kern; Dt dt; int ta, tb; int M, N, K; int lda, ldb, ldc; bool time; bool wgmma; };
+
+static CUtensorMap make_map(void* base, Dt dt, int inner, int outer, int ld, int box_inner, int box_outer) {
+    CUtensorMap m;
+    cuuint64_t dims[2] = {(cuuint64_t)inner, (cuuint64_t)outer};
+    cuuint64_t strides[1] = {(cuuint64_t)ld * esize(dt)};
+    cuuint32_t box[2] = {(cuuint32_t)box_inner, (cuuint32_t)box_outer};
+    cuuint32_t es[2] = {1, 1};
+    CUtensorMapDataType t = dt == BF16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : dt == F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                                      : CU_TENSOR_MAP_DATA_TYPE_TFLOAT32;
+    CK(cuTensorMapEncodeTiled(&m, t, 2, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                              CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                              CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE));
+    return m;
+}
+
+int main(int argc, char** argv) {
+    std::string dir = argc > 1 ? argv[1] : "kernels/ptx";
+    const char* only = argc > 2 ? argv[2] : nullptr;
+    CK(cuInit(0));
+    RK(cudaSetDevice(0));
+    RK(cudaFree(0));
+    CUcontext ctx; CK(cuCtxGetCurrent(&ctx));
+    std::string ptx_mma = read_file(dir + "/gemm_mma.sm80.ptx"), ptx_wg = read_file(dir + "/gemm_wgmma.sm90a.ptx");
+    CUmodule mod_mma, mod_wg;
+    CK(cuModuleLoadData(&mod_mma, ptx_mma.c_str()));
+    CK(cuModuleLoadData(&mod_wg, ptx_wg.c_str()));
+    const int MM_SMEM = 4 * (128 * 32 * 2 + 256 * 32 * 2) + 128;
+    const int WG_SMEM = 4 * (128 * 128 + 256 * 128) + 1024 + 64;
+
+    std::vector<Case> cases;
+    const char* tn[4] = {"nn", "nt", "tn", "tt"};
+    // correctness: odd shapes (leading dimensions padded to 8), every layout
+    for (int w = 0; w < 2; ++w)
+        for (int dti = 0; dti < 2; ++dti)
+            for (int t = 0; t < 4; ++t) {
+                int M = 333, N = 517, K = 203;
+                int ta = t >> 1, tb = t & 1;
+                int lda = ((ta ? M : K) + 7) / 8 * 8, ldb = ((tb ? K : N) + 7) / 8 * 8, ldc = N + 3;
+                static char names[64][48]; static int ni = 0;
+                snprintf(names[ni], 48, "gemm_%s_%s_%s", w ? "wgmma" : "mma", dti ? "f16" : "bf16", tn[t]);
+                cases.push_back({names[ni++], dti ? F16 : BF16, ta, tb, M, N, K, lda, ldb, ldc, false, w == 1});
+            }
+    cases.push_back({"gemm_wgmma_tf32_nt", F32, 0, 1, 333, 517, 203, 204, 204, 517, false, true});
+    cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 1, 1, 1, 8, 8, 1, false, true});
+    cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 128, 256, 0, 8, 256, 256, false, true});
+    cases.push_back({"gemm_mma_bf16_nn", BF16, 0, 0, 7, 9, 1000, 1000, 16, 9, false, false});
+    cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 7, 9, 1000, 1000, 16, 9, false, true});
+    // timing
+    for (int sz : {4096, 8192}) {
+        for (int t = 0; t < 4; ++t) {
+            int ta = t >> 1, tb = t & 1;
+            static char names2[64][48]; static int nj = 0;
+            snprintf(names2[nj], 48, "gemm_wgmma_bf16_%s", tn[t]);
+            cases.push_back({names2[nj++], BF16, ta, tb, sz, sz, sz, sz, sz, sz, true, true});
+        }
+        cases.push_back({"gemm_wgmma_f16_nn", F16, 0, 0, sz, sz, sz, sz, sz, sz, true, true});
+        cases.push_back({"gemm_wgmma_tf32_nt", F32, 0, 1, sz, sz, sz, sz, sz, sz, true, true});
+        for (int t = 0; t < 4; ++t) {
+            int ta = t >> 1, tb = t & 1;
+            static char names3[64][48]; static int nk = 0;
+            snprintf(names3[nk], 48, "gemm_mma_bf16_%s", tn[t]);
+            cases.push_back({names3[nk++], BF16, ta, tb, sz, sz, sz, sz, sz, sz, true, false});
+        }
+    }
+    cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 4096, 4096, 4088, 4088, 4096, 4096, true, true});
+    cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 4095, 4097, 4096, 4096, 4104, 4097, true, true});
+    cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 2048, 2048, 2048, 2048, 2048, 2048, true, true});
+    cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 1024, 1024, 1024, 1024, 1024, 1024, true, true});
+
+    std::mt19937 rng(1234);
+    std::uniform_real_distribution<float> U(-1.f, 1.f);
+    int fails = 0;
+    printf("%-22s %5s %5s %5s | %10s %9s | %s\n", "kernel", "M", "N", "K", "rel err", "us", "TFLOP/s");
+    for (auto& c : cases) {
+        if (only && !strstr(c.kern, only)) continue;
+        CUfunction f;
+        CK(cuModuleGetFunction(&f, c.wgmma ? mod_wg : mod_mma, c.kern));
+        int smem = c.wgmma ? WG_SMEM : MM_SMEM;
+        CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+        size_t es = esize(c.dt);
+        long long a_rows = c.ta ? c.K : c.M, b_rows = c.tb ? c.N : c.K;
+        size_t a_elems = (size_t)std::max(1LL, a_rows) * c.lda, b_elems = (size_t)std::max(1LL, b_rows) * c.ldb,
+               c_elems = (size_t)c.M * c.ldc;
+        std::vector<unsigned char> ha(a_elems * es), hb(b_elems * es);
+        auto fill = [&](std::vector<unsigned char>& v, size_t n) {
+            for (size_t i = 0; i < n; ++i) {
+                float x = U(rng);
+                if (c.dt == F32) memcpy(&v[i * 4], &x, 4);
+                else { unsigned short h = c.dt == BF16 ? f2bf(x) : f2h(x); memcpy(&v[i * 2], &h, 2); }
+            }
+        };
+        fill(ha, a_elems); fill(hb, b_elems);
+        void *dA, *dB, *dC; float *dR, *dO;
+        RK(cudaMalloc(&dA, a_elems * es)); RK(cudaMalloc(&dB, b_elems * es)); RK(cudaMalloc(&dC, c_elems * es));
+        RK(cudaMalloc(&dR, (size_t)std::min(c.M, 1024) * c.N * 4));
+        RK(cudaMalloc(&dO, (size_t)std::min(c.M, 1024) * c.N * 4));
+        RK(cudaMemcpy(dA, ha.data(), a_elems * es, cudaMemcpyHostToDevice));
+        RK(cudaMemcpy(dB, hb.data(), b_elems * es, cudaMemcpyHostToDevice));
+        RK(cudaMemset(dC, 0xff, c_elems * es));  // poison (NaN) so unwritten outputs fail the check
+        int tiles = c.wgmma ? ((c.M + 127) / 128) * ((c.N + 255) / 256) : ((c.M + 127) / 128) * ((c.N + 255) / 256);
+        unsigned threads = c.wgmma ? 384 : 256;
+        CUtensorMap tmA, tmB;
+        int M = c.M, N = c.N, K = c.K, lda = c.lda, ldb = c.ldb, ldc = c.ldc;
+        std::vector<void*> args;
+        if (c.wgmma) {
+            int bk = c.dt == F32 ? 32 : 64;
+            int kk = std::max(K, 1);
+            tmA = c.ta ? make_map(dA, c.dt, M, kk, lda, 64, bk) : make_map(dA, c.dt, kk, M, lda, bk, 128);
+            tmB = c.tb ? make_map(dB, c.dt, kk, N, ldb, bk, 256) : make_map(dB, c.dt, N, kk, ldb, 64, bk);
+            args = {&tmA, &tmB, &dA, &dB, &dC, &M, &N, &K, &ldc};
+        } else {
+            args = {&dA, &dB, &dC, &M, &N, &K, &lda, &ldb, &ldc};
+        }
+        auto launch = [&]() { CK(cuLaunchKernel(f, tiles, 1, 1, threads, 1, 1, smem, 0, args.data(), nullptr)); };
+        launch();
+        RK(cudaDeviceSynchronize());
+        // check: every row of small cases; the first and last 128 rows of large ones
+        double num = 0, den = 0; bool nan = false;
+        std::vector<std::pair<int, int>> bands;
+        if (M <= 1024) bands.push_back({0, M}); else { bands.push_back({0, 128}); bands.push_back({M - 128, 128}); }
+        for (auto [m0, rows] : bands) {
+            dim3 rb(16, 16), rg((N + 15) / 16, (rows + 15) / 16);
+            ref_gemm<<<rg, rb>>>(dA, dB, dR, m0, rows, N, K, lda, ldb, c.ta, c.tb, (int)c.dt, c.dt == F32);
+            to_f32<<<(unsigned)(((long long)rows * N + 255) / 256), 256>>>(dC, dO, m0, rows, N, ldc, (int)c.dt);
+            RK(cudaDeviceSynchronize());
+            std::vector<float> r((size_t)rows * N), o((size_t)rows * N);
+            RK(cudaMemcpy(r.data(), dR, r.size() * 4, cudaMemcpyDeviceToHost));
+            RK(cudaMemcpy(o.data(), dO, o.size() * 4, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < r.size(); ++i) {
+                if (!std::isfinite(o[i])) nan = true;
+                num += (o[i] - r[i]) * (double)(o[i] - r[i]); den += (double)r[i] * r[i];
+            }
+        }
+        double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+        double tol = c.dt == F32 ? 2e-3 : 1e-2;
+        bool ok = !nan && rel < tol;
+        if (!ok) fails++;
+        double us = 0;
+        if (c.time) {
+            cudaEvent_t e0, e1; RK(cudaEventCreate(&e0)); RK(cudaEventCreate(&e1));
+            for (int i = 0; i < 3; ++i) launch();
+            int reps = M >= 8192 ? 10 : 30;
+            std::vector<float> t;
+            for (int trial = 0; trial < 5; ++trial) {
+                RK(cudaEventRecord(e0));
+                for (int i = 0; i < reps; ++i) launch();
+                RK(cudaEventRecord(e1)); RK(cudaEventSynchronize(e1));
+                float ms; RK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms * 1000 / reps);
+            }
+            std::sort(t.begin(), t.end()); us = t[2];
+        }
+        printf("%-22s %5d %5d %5d | %10.2e %9.1f | %s %s\n", c.kern, M, N, K, rel, us,
+               c.time ? std::to_string(2.0 * M * N * K / us / 1e6).c_str() : "-", ok ? "ok" : (nan ? "FAIL (NaN/unwritten)" : "FAIL"));
+        fflush(stdout);
+        cudaFree(dA); cudaFree(dB); cudaFree(dC); cudaFree(dR); cudaFree(dO);
+    }
+    printf("tc_lab: %d failures\n", fails);
+    return fails ? 1 : 0;
+}
