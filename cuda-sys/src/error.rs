@@ -1,5 +1,7 @@
 //! The errors of the checked-call stratum.
 
+use crate::cublas_types::cublasStatus_t;
+use crate::nccl_types::ncclResult_t;
 use crate::{nvrtcResult, CUresult};
 use std::path::PathBuf;
 
@@ -15,10 +17,11 @@ pub struct MissingSymbol {
     pub symbol: &'static str,
     /// The library file it was looked up in.
     pub library: PathBuf,
-    /// The library's version as it reports it (`cuDriverGetVersion`, `nvrtcVersion`), or
+    /// The library's version as it reports it (`cuDriverGetVersion`, `nvrtcVersion`,
+    /// `cublasGetProperty`, `cublasLtGetVersion`, `ncclGetVersion`), or
     /// `"version unknown"` when it cannot say.
     pub version: String,
-    /// `"CUDA driver"` or `"NVRTC"`.
+    /// `"CUDA driver"`, `"NVRTC"`, `"cuBLAS"`, `"cuBLASLt"` or `"NCCL"`.
     pub what: &'static str,
 }
 
@@ -86,6 +89,101 @@ impl NvrtcError {
         match self {
             NvrtcError::Call { code, .. } => Some(*code),
             NvrtcError::MissingSymbol(_) => None,
+        }
+    }
+}
+
+/// A failed cuBLAS or cuBLASLt call (both return `cublasStatus_t`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CublasError {
+    /// The library returned a status other than `CUBLAS_STATUS_SUCCESS`.
+    #[error("{call} failed with {name} ({}): {description}", code.0)]
+    Call {
+        /// The entry point called, e.g. `cublasGemmEx` or `cublasLtMatmul`.
+        call: &'static str,
+        /// The status returned.
+        code: cublasStatus_t,
+        /// Its name (`cublasGetStatusName`, or the header's name).
+        name: String,
+        /// Its description (`cublasGetStatusString`, or this crate's summary of the header's
+        /// documentation when the library cannot say).
+        description: String,
+    },
+    /// The entry point is not in the loaded library.
+    #[error(transparent)]
+    MissingSymbol(#[from] MissingSymbol),
+}
+
+impl CublasError {
+    /// The status code, if the library returned one.
+    pub fn code(&self) -> Option<cublasStatus_t> {
+        match self {
+            CublasError::Call { code, .. } => Some(*code),
+            CublasError::MissingSymbol(_) => None,
+        }
+    }
+
+    /// The entry point that failed or was missing.
+    pub fn call(&self) -> &'static str {
+        match self {
+            CublasError::Call { call, .. } => call,
+            CublasError::MissingSymbol(m) => m.symbol,
+        }
+    }
+}
+
+/// What each `cublasStatus_t` means, for when the library's own `cublasGetStatusString` is not
+/// at hand (cuBLASLt has none): a summary of the cuBLAS documentation's table.
+pub(crate) fn cublas_status_summary(code: cublasStatus_t) -> &'static str {
+    match code.0 {
+        0 => "the operation completed successfully",
+        1 => "the cuBLAS library was not initialized (no handle, or cublasCreate failed)",
+        3 => "resource allocation failed inside the cuBLAS library",
+        7 => "an unsupported value or parameter was passed to the function",
+        8 => "the function requires a feature absent from the device architecture",
+        11 => "an access to GPU memory space failed",
+        13 => "the GPU program failed to execute",
+        14 => "an internal cuBLAS operation failed",
+        15 => "the functionality requested is not supported",
+        16 => "the functionality requested requires some license",
+        _ => "a status this version of the header does not know",
+    }
+}
+
+/// A failed NCCL call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NcclError {
+    /// NCCL returned a result other than `ncclSuccess`.
+    #[error("{call} failed with {name} ({}): {description}", code.0)]
+    Call {
+        /// The entry point called, e.g. `ncclAllReduce`.
+        call: &'static str,
+        /// The result returned.
+        code: ncclResult_t,
+        /// Its name in `nccl.h` (`ncclUnhandledCudaError`, …).
+        name: String,
+        /// Its description (`ncclGetErrorString`).
+        description: String,
+    },
+    /// The entry point is not in the loaded NCCL.
+    #[error(transparent)]
+    MissingSymbol(#[from] MissingSymbol),
+}
+
+impl NcclError {
+    /// The result code, if NCCL returned one.
+    pub fn code(&self) -> Option<ncclResult_t> {
+        match self {
+            NcclError::Call { code, .. } => Some(*code),
+            NcclError::MissingSymbol(_) => None,
+        }
+    }
+
+    /// The entry point that failed or was missing.
+    pub fn call(&self) -> &'static str {
+        match self {
+            NcclError::Call { call, .. } => call,
+            NcclError::MissingSymbol(m) => m.symbol,
         }
     }
 }

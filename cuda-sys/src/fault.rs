@@ -19,8 +19,8 @@ thread_local! {
     static RULES: RefCell<Vec<Rule>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Makes the `nth` next call of `call` on this thread return `status` (a raw `CUresult` or
-/// `nvrtcResult` value) without calling the library. `nth` of 0 is treated as 1.
+/// Makes the `nth` next call of `call` on this thread return `status` (a raw `CUresult`,
+/// `nvrtcResult`, `cublasStatus_t` or `ncclResult_t` value) without calling the library. `nth` of 0 is treated as 1.
 pub fn inject(call: &str, nth: u32, status: u32) {
     RULES.with(|r| {
         r.borrow_mut().push(Rule {

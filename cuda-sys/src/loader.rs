@@ -173,13 +173,30 @@ impl Search {
 
     /// Tries each candidate in order; returns the first library that opens, with its path.
     pub(crate) fn open(&self) -> Result<(libloading::Library, PathBuf), LoadError> {
+        self.open_with_companions(&[])
+            .map(|(lib, path, _)| (lib, path))
+    }
+
+    /// Like [`Search::open`], for a library that needs others by soname (libcublas needs
+    /// libcublasLt): before a candidate given as a path (`/dir/libcublas.so.13`) is opened, each
+    /// companion found beside it with the same suffix (`/dir/libcublasLt.so.13`) is loaded first,
+    /// so the system loader's lookup of the dependency by soname finds it already loaded, even
+    /// when `/dir` is not on its search path (a pip wheel's folder). Candidates that are bare
+    /// sonames need nothing: the system loader resolves their dependencies from the same places.
+    /// The companions that were loaded are returned and must be kept alive with the library.
+    pub(crate) fn open_with_companions(
+        &self,
+        companions: &[&str],
+    ) -> Result<(libloading::Library, PathBuf, Vec<libloading::Library>), LoadError> {
         let mut attempts = Vec::new();
         for c in &self.candidates {
+            let preloaded = preload_companions(&c.path, companions);
             // SAFETY: loading a library runs its initialisers. The libraries searched for here
-            // (libcuda, libnvrtc, or a file the user named explicitly) are ordinary shared
-            // libraries whose initialisers have no preconditions on our side.
+            // (libcuda, libnvrtc, libcublas, libcublasLt, libnccl, or a file the user named
+            // explicitly) are ordinary shared libraries whose initialisers have no
+            // preconditions on our side.
             match unsafe { libloading::Library::new(&c.path) } {
-                Ok(lib) => return Ok((lib, c.path.clone())),
+                Ok(lib) => return Ok((lib, c.path.clone(), preloaded)),
                 Err(e) => attempts.push(LoadAttempt {
                     candidate: c.clone(),
                     error: loader_message(&e),
@@ -193,6 +210,43 @@ impl Search {
             hint: self.hint,
         })
     }
+}
+
+/// Loads each companion that sits beside `path` (same folder, `path`'s file name with its stem
+/// replaced: `libcublas.so.13` → `libcublasLt.so.13`); skips those that are not there.
+fn preload_companions(path: &Path, companions: &[&str]) -> Vec<libloading::Library> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Vec::new();
+    };
+    if dir.as_os_str().is_empty() {
+        return Vec::new(); // a bare soname: the system loader finds its dependencies itself
+    }
+    let suffix = name.find(".so").map_or("", |i| &name[i..]);
+    companions
+        .iter()
+        .map(|stem| dir.join(format!("{stem}{suffix}")))
+        .filter(|p| p.is_file())
+        // SAFETY: the companion is the library's own dependency, shipped beside it; its
+        // initialisers have no preconditions on our side.
+        .filter_map(|p| unsafe { libloading::Library::new(&p) }.ok())
+        .collect()
+}
+
+/// The usual install folders of a CUDA library: `$CUDA_HOME/lib64`, `/usr/local/cuda/lib64`,
+/// then each of `pip_dirs` (e.g. `nvidia/cu13/lib`) under every Python site-packages found.
+pub(crate) fn cuda_library_dirs(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    pip_dirs: &[&str],
+) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(home) = env("CUDA_HOME").filter(|h| !h.is_empty()) {
+        dirs.push(PathBuf::from(home).join("lib64"));
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
+    for site in python_site_dirs(env) {
+        dirs.extend(pip_dirs.iter().map(|d| site.join(d)));
+    }
+    dirs
 }
 
 /// The OS loader's own words, without libloading's wrapper text.

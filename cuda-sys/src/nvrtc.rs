@@ -66,15 +66,7 @@ impl Nvrtc {
     }
 
     pub(crate) fn search_with(env: &dyn Fn(&str) -> Option<OsString>) -> Search {
-        let mut dirs = Vec::new();
-        if let Some(home) = env("CUDA_HOME").filter(|h| !h.is_empty()) {
-            dirs.push(PathBuf::from(home).join("lib64"));
-        }
-        dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
-        for site in loader::python_site_dirs(env) {
-            dirs.push(site.join("nvidia/cu13/lib"));
-            dirs.push(site.join("nvidia/cuda_nvrtc/lib"));
-        }
+        let dirs = loader::cuda_library_dirs(env, &["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"]);
         Search::standard(
             NVRTC_LIBRARY,
             NVRTC_HINT,

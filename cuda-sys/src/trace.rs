@@ -1,7 +1,7 @@
 //! An optional per-call trace of the checked-call stratum.
 //!
-//! When a hook is installed with [`set_hook`], every entry point called through [`crate::Driver`]
-//! or [`crate::Nvrtc`] reports a [`CallEvent`]: its name, its status and how long it took. This is
+//! When a hook is installed with [`set_hook`], every entry point called through [`crate::Driver`],
+//! [`crate::Nvrtc`], [`crate::Cublas`], [`crate::CublasLt`] or [`crate::Nccl`] reports a [`CallEvent`]: its name, its status and how long it took. This is
 //! how a program can show the driver calls a high-level operation turns into, from the calls
 //! themselves. With no hook installed the cost is one relaxed atomic load per call.
 
@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 /// One traced call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CallEvent {
-    /// `"driver"` or `"nvrtc"`.
+    /// `"driver"`, `"nvrtc"`, `"cublas"`, `"cublasLt"` or `"nccl"`.
     pub library: &'static str,
     /// The entry point, e.g. `cuLaunchKernel`.
     pub call: &'static str,
-    /// The raw status it returned (`CUresult` or `nvrtcResult` value; 0 is success).
+    /// The raw status it returned (`CUresult`, `nvrtcResult`, `cublasStatus_t` or
+    /// `ncclResult_t` value; 0 is success).
     pub status: u32,
     /// Wall-clock time spent inside the call.
     pub elapsed: Duration,

@@ -4,9 +4,12 @@
 //! [`gpu`] trial, which is reported as **ignored** when no usable GPU is found (no driver, `cuInit`
 //! fails, or no device), and runs otherwise. `cargo test --workspace` therefore passes on a machine
 //! without a GPU and runs everything on one. [`cpu`] trials always run; [`needs_nvrtc`] trials run
-//! wherever NVRTC can be loaded (it needs no GPU).
+//! wherever NVRTC can be loaded (it needs no GPU). [`needs_cublas`] and [`needs_nccl`] trials run
+//! where cuBLAS (and cuBLASLt) or NCCL load, GPU or not; [`gpu_cublas`] trials need both a GPU and
+//! cuBLAS.
 
 use libtest_mimic::{Arguments, Failed, Trial};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 
 /// What a test body returns: any error fails the test with its message.
@@ -43,6 +46,27 @@ pub fn no_nvrtc_reason() -> Option<String> {
     cuda_sys::Nvrtc::get().err().map(|e| e.to_string())
 }
 
+/// Why cuBLAS or cuBLASLt cannot be used here, or `None` when both load.
+pub fn no_cublas_reason() -> Option<String> {
+    let first_line =
+        |e: cuda_sys::LoadError| e.to_string().lines().next().unwrap_or("").to_string();
+    match (cuda_sys::Cublas::get(), cuda_sys::CublasLt::get()) {
+        (Err(e), _) | (_, Err(e)) => Some(first_line(e)),
+        (Ok(_), Ok(_)) => None,
+    }
+}
+
+/// Why NCCL cannot be used here, or `None` when it loads.
+pub fn no_nccl_reason() -> Option<String> {
+    cuda_sys::Nccl::get()
+        .err()
+        .map(|e| e.to_string().lines().next().unwrap_or("").to_string())
+}
+
+// Which optional libraries this binary's trials need: only those are loaded (to decide) and noted.
+static USES_CUBLAS: AtomicBool = AtomicBool::new(false);
+static USES_NCCL: AtomicBool = AtomicBool::new(false);
+
 fn trial(name: &str, f: fn() -> TestResult) -> Trial {
     Trial::test(name, move || f().map_err(|e| Failed::from(e.to_string())))
 }
@@ -62,8 +86,26 @@ pub fn needs_nvrtc(name: &str, f: fn() -> TestResult) -> Trial {
     trial(name, f).with_ignored_flag(no_nvrtc_reason().is_some())
 }
 
-/// Runs the trials with the standard test-binary command line, printing first why GPU (or NVRTC)
-/// tests are ignored, if they are. Exits the process with libtest's exit code.
+/// A test that needs cuBLAS and cuBLASLt (but no GPU): ignored when either cannot be loaded.
+pub fn needs_cublas(name: &str, f: fn() -> TestResult) -> Trial {
+    USES_CUBLAS.store(true, Ordering::Relaxed);
+    trial(name, f).with_ignored_flag(no_cublas_reason().is_some())
+}
+
+/// A test that needs a GPU and cuBLAS (with cuBLASLt): ignored when either is missing.
+pub fn gpu_cublas(name: &str, f: fn() -> TestResult) -> Trial {
+    USES_CUBLAS.store(true, Ordering::Relaxed);
+    trial(name, f).with_ignored_flag(no_gpu_reason().is_some() || no_cublas_reason().is_some())
+}
+
+/// A test that needs NCCL (but no GPU): ignored when NCCL cannot be loaded.
+pub fn needs_nccl(name: &str, f: fn() -> TestResult) -> Trial {
+    USES_NCCL.store(true, Ordering::Relaxed);
+    trial(name, f).with_ignored_flag(no_nccl_reason().is_some())
+}
+
+/// Runs the trials with the standard test-binary command line, printing first why GPU (or NVRTC,
+/// cuBLAS, NCCL) tests are ignored, if they are. Exits the process with libtest's exit code.
 pub fn run(trials: Vec<Trial>) -> ! {
     let args = Arguments::from_args();
     if let Some(why) = no_gpu_reason() {
@@ -74,6 +116,16 @@ pub fn run(trials: Vec<Trial>) -> ! {
             "note: NVRTC tests are ignored: {}",
             why.lines().next().unwrap_or("")
         );
+    }
+    if USES_CUBLAS.load(Ordering::Relaxed) {
+        if let Some(why) = no_cublas_reason() {
+            eprintln!("note: cuBLAS tests are ignored: {why}");
+        }
+    }
+    if USES_NCCL.load(Ordering::Relaxed) {
+        if let Some(why) = no_nccl_reason() {
+            eprintln!("note: NCCL tests are ignored: {why}");
+        }
     }
     libtest_mimic::run(&args, trials).exit()
 }
