@@ -87,6 +87,6 @@ pub mod nvrtc_table;
 pub use driver::{Driver, DRIVER_PATH_VAR};
 pub use driver_types::*;
 pub use error::{DriverError, MissingSymbol, NvrtcError};
-pub use loader::{Candidate, CandidateSource, LoadAttempt, LoadError, Search};
+pub use loader::{python_site_dirs, Candidate, CandidateSource, LoadAttempt, LoadError, Search};
 pub use nvrtc::{Nvrtc, NVRTC_PATH_VAR};
 pub use nvrtc_types::*;
