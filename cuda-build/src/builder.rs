@@ -623,8 +623,9 @@ fn parse_archs(list: &[String]) -> Result<Vec<Arch>, BuildError> {
 }
 
 /// A file's own `// cuda-build: archs=…` / `options=…` lines (`// gen-ptx:` is read too: the
-/// name `cuda-kernels`' files used first).
-fn directives(src: &Path, text: &str) -> Result<(Option<Vec<Arch>>, Vec<String>), BuildError> {
+/// name `cuda-kernels`' files used first): its PTX targets (`None`: the build's) and its extra
+/// options. `src` names the file in errors.
+pub fn directives(src: &Path, text: &str) -> Result<(Option<Vec<Arch>>, Vec<String>), BuildError> {
     let mut archs = None;
     let mut opts = Vec::new();
     for line in text.lines() {

@@ -81,7 +81,7 @@ pub mod ptx_entries;
 mod signature;
 
 pub use arch::{Arch, Variant, DEFAULT_ARCH, KNOWN};
-pub use builder::{Build, CompiledFile, CompiledPtx, Output};
+pub use builder::{directives, Build, CompiledFile, CompiledPtx, Output};
 pub use discover::{Compiler, CompilerInfo};
 pub use error::{BuildError, Place};
 pub use isa::{IsaVersion, DEFAULT_FLOOR};
