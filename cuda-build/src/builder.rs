@@ -279,7 +279,7 @@ impl Build {
         let result = self.compile_in(&env, in_build_script);
         if emit {
             let mut vars = env.vars_read();
-            vars.retain(|v| v != "OUT_DIR" && v != "TARGET");
+            vars.retain(|v| !SET_BY_CARGO.contains(&v.as_str()));
             match &result {
                 Ok(out) => {
                     for f in &out.rerun_if_changed {
@@ -531,7 +531,7 @@ impl Build {
         rerun.sort();
         rerun.dedup();
         let mut vars = env.vars_read();
-        vars.retain(|v| v != "OUT_DIR" && v != "TARGET");
+        vars.retain(|v| !SET_BY_CARGO.contains(&v.as_str()));
         Ok(Output {
             compiler: info,
             floor,
@@ -586,6 +586,15 @@ impl Build {
         Ok(())
     }
 }
+
+/// Variables cargo sets for a build script: never worth a rerun of their own.
+const SET_BY_CARGO: &[&str] = &[
+    "OUT_DIR",
+    "TARGET",
+    "HOST",
+    "CARGO_MANIFEST_DIR",
+    "NUM_JOBS",
+];
 
 /// What the build knows about one file before compiling it.
 struct Plan {
