@@ -34,9 +34,12 @@ pub struct Build {
     env: Option<EnvFn>,
 }
 
+/// Reads one environment variable.
+type Lookup = dyn Fn(&str) -> Option<OsString> + Send + Sync;
+
 /// A replacement environment (tests).
 #[derive(Clone)]
-struct EnvFn(std::sync::Arc<dyn Fn(&str) -> Option<OsString> + Send + Sync>);
+struct EnvFn(std::sync::Arc<Lookup>);
 
 impl std::fmt::Debug for EnvFn {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -93,9 +93,7 @@ pub(crate) fn parse_make_deps(text: &str) -> Vec<PathBuf> {
 /// The `:` that separates targets from prerequisites (not a drive letter's `C:`).
 fn find_rule_colon(rule: &str) -> Option<usize> {
     rule.char_indices()
-        .find(|&(i, c)| {
-            c == ':' && rule[i + 1..].starts_with(|n: char| n == ' ' || n == '\t' || n == '\0')
-        })
+        .find(|&(i, c)| c == ':' && rule[i + 1..].starts_with([' ', '\t', '\0']))
         .map(|(i, _)| i)
         .or_else(|| rule.trim_end().strip_suffix(':').map(|s| s.len()))
 }
