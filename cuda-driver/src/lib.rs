@@ -105,7 +105,7 @@ pub mod launch;
 pub mod memory;
 mod module;
 pub mod nvrtc;
-mod ptx_info;
+pub mod ptx_info;
 mod registry;
 mod stream;
 mod tensor_map;

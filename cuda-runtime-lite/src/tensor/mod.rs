@@ -26,6 +26,7 @@
 //! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |
 //! | `t.to(torch.float16)`, `.half()`, `.float()` | [`Tensor::to_dtype`] (f32 ↔ f64/f16/bf16/i32, f16 ↔ bf16, f64 ↔ i32; one rounding) |
 //! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |
+//! | a C++/CUDA extension's `tensor.data_ptr()`, `torch.cuda.current_stream()` (your own kernels, seed 004) | [`Tensor::as_slice`], [`Tensor::as_mut_slice`] (copy-on-write), [`Tensor::context`], [`Tensor::stream`] |
 //! | `print(t)` | `Display`: `tensor([[1., 2.],\n        [3., 4.]], device='cuda:0')` |
 //!
 //! ## Views cost no copy
@@ -72,6 +73,7 @@
 //! ```
 
 mod create;
+mod custom;
 mod display;
 mod dtype;
 mod error;
