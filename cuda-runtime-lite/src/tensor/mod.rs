@@ -26,6 +26,7 @@
 //! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |
 //! | `t.to(torch.float16)`, `.half()`, `.float()` | [`Tensor::to_dtype`] (f32 ↔ f64/f16/bf16/i32, f16 ↔ bf16, f64 ↔ i32; one rounding) |
 //! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |
+//! | `t.untyped_storage()`, custom kernels on tensors | [`Tensor::storage`], [`Tensor::storage_mut`] (copy-on-write), [`Tensor::from_cached_buffer`] |
 //! | `print(t)` | `Display`: `tensor([[1., 2.],\n        [3., 4.]], device='cuda:0')` |
 //!
 //! ## Views cost no copy
@@ -78,6 +79,7 @@ mod error;
 mod grad_dtype;
 mod layout;
 mod ops;
+mod raw_access;
 mod storage;
 mod view;
 
