@@ -61,7 +61,14 @@ impl Scalar {
         match to {
             DType::F32 => b[..4].copy_from_slice(&(self.as_f64() as f32).to_ne_bytes()),
             DType::F64 => b.copy_from_slice(&self.as_f64().to_ne_bytes()),
-            DType::I32 => b[..4].copy_from_slice(&(self.as_i64() as i32).to_ne_bytes()),
+            DType::I32 => {
+                let v = match self {
+                    Scalar::I32(v) => v,
+                    Scalar::I64(v) => v.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+                    other => other.as_f64() as i32, // saturating, NaN -> 0 (Rust `as`)
+                };
+                b[..4].copy_from_slice(&v.to_ne_bytes())
+            }
             DType::I64 => b.copy_from_slice(&self.as_i64().to_ne_bytes()),
             DType::F16 => b[..2].copy_from_slice(&f16::from_f64(self.as_f64()).to_ne_bytes()),
             DType::BF16 => b[..2].copy_from_slice(&bf16::from_f64(self.as_f64()).to_ne_bytes()),

@@ -14,3 +14,15 @@ pub fn elementwise_source(
 ) -> Result<String> {
     k.source_for_layout(dtypes, strided, ndim)
 }
+
+/// The source of `k`'s specialization for inputs of `dtypes` (`scalar[j]`: input `j` is a
+/// scalar) with `nk` kept and `nr` reduced merged dimensions.
+pub fn reduction_source(
+    k: &crate::ReductionKernel,
+    dtypes: &[DType],
+    scalar: &[bool],
+    nk: usize,
+    nr: usize,
+) -> Result<String> {
+    k.source_for_layout(dtypes, scalar, nk, nr)
+}

@@ -112,3 +112,48 @@ pub(crate) fn resolve(
         params,
     })
 }
+
+/// [`resolve`] for inputs of `dtypes` (as tensors of those dtypes would bind), without tensors:
+/// for showing and testing generated sources on a machine without a GPU.
+pub(crate) fn resolve_dtypes(
+    kernel: &str,
+    names: &[String],
+    inputs: &[Param],
+    outputs: &[Param],
+    dtypes: &[DType],
+) -> Result<Typed> {
+    let slot = |n: &str| names.iter().position(|x| x == n).unwrap_or(0);
+    let mut bound: Vec<Option<DType>> = vec![None; names.len()];
+    for (p, &d) in inputs.iter().zip(dtypes) {
+        match &p.ty {
+            TypeSpec::Concrete(c) if *c != d => {
+                return Err(JitError::DTypeMismatch {
+                    kernel: kernel.to_string(),
+                    param: p.name.clone(),
+                    expected: numpy_name(*c).to_string(),
+                    found: d,
+                    why: String::new(),
+                })
+            }
+            TypeSpec::Placeholder(t) => {
+                bound[slot(t)].get_or_insert(d);
+            }
+            TypeSpec::Concrete(_) => {}
+        }
+    }
+    let mut params = Vec::new();
+    for p in inputs.iter().chain(outputs) {
+        params.push(match &p.ty {
+            TypeSpec::Concrete(c) => *c,
+            TypeSpec::Placeholder(n) => bound[slot(n)].ok_or_else(|| JitError::UnresolvedType {
+                kernel: kernel.to_string(),
+                placeholder: n.clone(),
+                param: p.name.clone(),
+            })?,
+        });
+    }
+    Ok(Typed {
+        placeholders: bound.iter().map(|d| d.unwrap_or(DType::F32)).collect(),
+        params,
+    })
+}

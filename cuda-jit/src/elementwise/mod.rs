@@ -299,47 +299,19 @@ impl ElementwiseKernel {
         } else {
             0
         };
-        // Bind placeholders from the given dtypes as tensors of those types would.
-        let mut ph: Vec<Option<DType>> = vec![None; def.placeholders.len()];
-        for (p, &d) in def.inputs.iter().zip(dtypes) {
-            match &p.ty {
-                types::TypeSpec::Concrete(c) if *c != d => {
-                    return Err(JitError::DTypeMismatch {
-                        kernel: def.name.clone(),
-                        param: p.name.clone(),
-                        expected: types::numpy_name(*c).into(),
-                        found: d,
-                        why: String::new(),
-                    })
-                }
-                types::TypeSpec::Placeholder(t) => {
-                    let k = def.placeholders.iter().position(|x| x == t).unwrap_or(0);
-                    ph[k].get_or_insert(d);
-                }
-                _ => {}
-            }
-        }
-        let mut all = Vec::new();
-        for p in &def.all {
-            all.push(match &p.ty {
-                types::TypeSpec::Concrete(c) => *c,
-                types::TypeSpec::Placeholder(t) => {
-                    let k = def.placeholders.iter().position(|x| x == t).unwrap_or(0);
-                    ph[k].ok_or_else(|| JitError::UnresolvedType {
-                        kernel: def.name.clone(),
-                        placeholder: t.clone(),
-                        param: p.name.clone(),
-                    })?
-                }
-            });
-        }
-        let pt: Vec<DType> = ph.iter().map(|d| d.unwrap_or(DType::F32)).collect();
+        let typed = typing::resolve_dtypes(
+            &def.name,
+            &def.placeholders,
+            &def.inputs,
+            &def.outputs,
+            dtypes,
+        )?;
         Ok(codegen::generate(&codegen::Spec {
             name: &def.name,
             params: &def.all,
             placeholders: &def.placeholders,
-            placeholder_types: &pt,
-            dtypes: &all,
+            placeholder_types: &typed.placeholders,
+            dtypes: &typed.params,
             kinds: &kinds,
             ndim,
             preamble: &def.preamble,

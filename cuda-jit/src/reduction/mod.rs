@@ -306,6 +306,52 @@ impl ReductionKernel {
         Ok(self.generate(&b).0)
     }
 
+    /// The source for inputs of `dtypes` (`scalar[k]`: input `k` is a scalar) with `nk` kept
+    /// and `nr` reduced merged dimensions, without tensors (tests, learners without a GPU).
+    pub(crate) fn source_for_layout(
+        &self,
+        dtypes: &[DType],
+        scalar: &[bool],
+        nk: usize,
+        nr: usize,
+    ) -> Result<String> {
+        let d = &self.def;
+        let typed =
+            typing::resolve_dtypes(&d.name, &d.placeholders, &d.inputs, &d.outputs, dtypes)?;
+        let reduce_type = self.reduce_type_of(&typed);
+        let b = Bound {
+            device: 0,
+            dtypes: typed.params,
+            placeholder_types: typed.placeholders,
+            reduce_type,
+            scalar: (0..d.inputs.len())
+                .map(|k| scalar.get(k).copied().unwrap_or(false))
+                .collect(),
+            out_shape: Vec::new(),
+            m: 0,
+            k: 0,
+            kdims: vec![1; nk],
+            kstrides: Vec::new(),
+            rdims: vec![1; nr],
+            rstrides: Vec::new(),
+            copies: Vec::new(),
+            key: SpecKey::default(),
+        };
+        Ok(self.generate(&b).0)
+    }
+
+    fn reduce_type_of(&self, typed: &typing::Typed) -> DType {
+        let def = &self.def;
+        match &def.reduce_type {
+            None => typed.params[def.inputs.len()],
+            Some(TypeSpec::Concrete(d)) => *d,
+            Some(TypeSpec::Placeholder(p)) => {
+                let k = def.placeholders.iter().position(|x| x == p).unwrap_or(0);
+                typed.placeholders[k]
+            }
+        }
+    }
+
     fn spec<'a>(&'a self, b: &'a Bound) -> codegen::Spec<'a> {
         let d = &self.def;
         codegen::Spec {
@@ -422,14 +468,7 @@ impl ReductionKernel {
             args,
             outs,
         )?;
-        let reduce_type = match &def.reduce_type {
-            None => typed.params[def.inputs.len()],
-            Some(TypeSpec::Concrete(d)) => *d,
-            Some(TypeSpec::Placeholder(p)) => {
-                let k = def.placeholders.iter().position(|x| x == p).unwrap_or(0);
-                typed.placeholders[k]
-            }
-        };
+        let reduce_type = self.reduce_type_of(&typed);
         let scalar: Vec<bool> = args.iter().map(|a| matches!(a, Arg::Scalar(_))).collect();
         let tensors: Vec<(usize, TensorRef<'_>)> = args
             .iter()
