@@ -39,52 +39,24 @@ pub(crate) fn resolve(
     args: &[Arg<'_>],
     outs: Option<&[OutArg<'_>]>,
 ) -> Result<Typed> {
-    let slot = |n: &str| names.iter().position(|x| x == n).unwrap_or(0);
-    // Each placeholder's dtype and the parameter that bound it.
-    let mut bound: Vec<Option<(DType, String)>> = vec![None; names.len()];
-    let mut bind = |p: &Param, d: DType| -> Result<()> {
-        match &p.ty {
-            TypeSpec::Concrete(c) if *c != d => Err(JitError::DTypeMismatch {
-                kernel: kernel.to_string(),
-                param: p.name.clone(),
-                expected: numpy_name(*c).to_string(),
-                found: d,
-                why: String::new(),
-            }),
-            TypeSpec::Concrete(_) => Ok(()),
-            TypeSpec::Placeholder(t) => match &bound[slot(t)] {
-                Some((b, from)) if *b != d => Err(JitError::DTypeMismatch {
-                    kernel: kernel.to_string(),
-                    param: p.name.clone(),
-                    expected: format!("{t} = {} (bound by `{from}`)", numpy_name(*b)),
-                    found: d,
-                    why: ": every parameter of one placeholder type must have the same dtype"
-                        .into(),
-                }),
-                Some(_) => Ok(()),
-                None => {
-                    bound[slot(t)] = Some((d, p.name.clone()));
-                    Ok(())
-                }
-            },
-        }
-    };
+    // Each placeholder's dtype and the parameter that bound it (no allocation per call).
+    let mut bound: Vec<Option<(DType, &str)>> = vec![None; names.len()];
     // Tensors first, then given outputs; scalars only bind what nothing else did.
     for (p, a) in inputs.iter().zip(args) {
         if let Arg::Tensor(t) = a {
-            bind(p, t.dtype())?;
+            bind(kernel, names, p, t.dtype(), &mut bound)?;
         }
     }
     if let Some(outs) = outs {
         for (p, o) in outputs.iter().zip(outs) {
-            bind(p, o.dtype())?;
+            bind(kernel, names, p, o.dtype(), &mut bound)?;
         }
     }
     for (p, a) in inputs.iter().zip(args) {
         if let (Arg::Scalar(s), TypeSpec::Placeholder(n)) = (a, &p.ty) {
-            let k = slot(n);
+            let k = slot(names, n);
             if bound[k].is_none() {
-                bound[k] = Some((s.dtype(), p.name.clone()));
+                bound[k] = Some((s.dtype(), &p.name));
             }
         }
     }
@@ -92,8 +64,8 @@ pub(crate) fn resolve(
     for p in inputs.iter().chain(outputs) {
         params.push(match &p.ty {
             TypeSpec::Concrete(c) => *c,
-            TypeSpec::Placeholder(n) => match &bound[slot(n)] {
-                Some((d, _)) => *d,
+            TypeSpec::Placeholder(n) => match bound[slot(names, n)] {
+                Some((d, _)) => d,
                 None => {
                     return Err(JitError::UnresolvedType {
                         kernel: kernel.to_string(),
@@ -105,12 +77,47 @@ pub(crate) fn resolve(
         });
     }
     Ok(Typed {
-        placeholders: bound
-            .iter()
-            .map(|b| b.as_ref().map_or(DType::F32, |(d, _)| *d))
-            .collect(),
+        placeholders: bound.iter().map(|b| b.map_or(DType::F32, |(d, _)| d)).collect(),
         params,
     })
+}
+
+fn slot(names: &[String], n: &str) -> usize {
+    names.iter().position(|x| x == n).unwrap_or(0)
+}
+
+/// Checks `d` against `p`'s concrete type, or binds / checks its placeholder.
+fn bind<'a>(
+    kernel: &str,
+    names: &[String],
+    p: &'a Param,
+    d: DType,
+    bound: &mut [Option<(DType, &'a str)>],
+) -> Result<()> {
+    match &p.ty {
+        TypeSpec::Concrete(c) if *c != d => Err(JitError::DTypeMismatch {
+            kernel: kernel.to_string(),
+            param: p.name.clone(),
+            expected: numpy_name(*c).to_string(),
+            found: d,
+            why: String::new(),
+        }),
+        TypeSpec::Concrete(_) => Ok(()),
+        TypeSpec::Placeholder(t) => match bound[slot(names, t)] {
+            Some((b, from)) if b != d => Err(JitError::DTypeMismatch {
+                kernel: kernel.to_string(),
+                param: p.name.clone(),
+                expected: format!("{t} = {} (bound by `{from}`)", numpy_name(b)),
+                found: d,
+                why: ": every parameter of one placeholder type must have the same dtype".into(),
+            }),
+            Some(_) => Ok(()),
+            None => {
+                bound[slot(names, t)] = Some((d, &p.name));
+                Ok(())
+            }
+        },
+    }
 }
 
 /// [`resolve`] for inputs of `dtypes` (as tensors of those dtypes would bind), without tensors:
@@ -122,7 +129,6 @@ pub(crate) fn resolve_dtypes(
     outputs: &[Param],
     dtypes: &[DType],
 ) -> Result<Typed> {
-    let slot = |n: &str| names.iter().position(|x| x == n).unwrap_or(0);
     let mut bound: Vec<Option<DType>> = vec![None; names.len()];
     for (p, &d) in inputs.iter().zip(dtypes) {
         match &p.ty {
@@ -136,7 +142,7 @@ pub(crate) fn resolve_dtypes(
                 })
             }
             TypeSpec::Placeholder(t) => {
-                bound[slot(t)].get_or_insert(d);
+                bound[slot(names, t)].get_or_insert(d);
             }
             TypeSpec::Concrete(_) => {}
         }
@@ -145,7 +151,7 @@ pub(crate) fn resolve_dtypes(
     for p in inputs.iter().chain(outputs) {
         params.push(match &p.ty {
             TypeSpec::Concrete(c) => *c,
-            TypeSpec::Placeholder(n) => bound[slot(n)].ok_or_else(|| JitError::UnresolvedType {
+            TypeSpec::Placeholder(n) => bound[slot(names, n)].ok_or_else(|| JitError::UnresolvedType {
                 kernel: kernel.to_string(),
                 placeholder: n.clone(),
                 param: p.name.clone(),

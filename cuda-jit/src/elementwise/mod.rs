@@ -585,8 +585,12 @@ impl ElementwiseKernel {
                 )));
             }
         }
-        let all_dims: Vec<usize> = (0..shape.len()).collect();
-        let (mut dims, mut strides) = broadcast::merge(&shape, &all_dims, &aligned);
+        let (mut dims, mut strides) = if strided_idx.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            let all_dims: Vec<usize> = (0..shape.len()).collect();
+            broadcast::merge(&shape, &all_dims, &aligned)
+        };
         if dims.len() > MAX_DIMS {
             // Too many dimensions to index: read copies instead.
             for &k in &strided_idx {
