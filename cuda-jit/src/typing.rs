@@ -77,7 +77,10 @@ pub(crate) fn resolve(
         });
     }
     Ok(Typed {
-        placeholders: bound.iter().map(|b| b.map_or(DType::F32, |(d, _)| d)).collect(),
+        placeholders: bound
+            .iter()
+            .map(|b| b.map_or(DType::F32, |(d, _)| d))
+            .collect(),
         params,
     })
 }
@@ -151,11 +154,13 @@ pub(crate) fn resolve_dtypes(
     for p in inputs.iter().chain(outputs) {
         params.push(match &p.ty {
             TypeSpec::Concrete(c) => *c,
-            TypeSpec::Placeholder(n) => bound[slot(names, n)].ok_or_else(|| JitError::UnresolvedType {
-                kernel: kernel.to_string(),
-                placeholder: n.clone(),
-                param: p.name.clone(),
-            })?,
+            TypeSpec::Placeholder(n) => {
+                bound[slot(names, n)].ok_or_else(|| JitError::UnresolvedType {
+                    kernel: kernel.to_string(),
+                    placeholder: n.clone(),
+                    param: p.name.clone(),
+                })?
+            }
         });
     }
     Ok(Typed {

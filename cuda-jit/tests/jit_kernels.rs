@@ -29,7 +29,9 @@ impl El for half::bf16 {}
 
 /// Small integers (exact in every dtype, products too): -3..=3.
 fn small(n: usize, seed: usize) -> Vec<f64> {
-    (0..n).map(|i| ((i * 7 + seed * 3) % 7) as f64 - 3.0).collect()
+    (0..n)
+        .map(|i| ((i * 7 + seed * 3) % 7) as f64 - 3.0)
+        .collect()
 }
 
 fn tensor<T: El>(vals: &[f64], shape: &[usize]) -> Result<Tensor<T>, Box<dyn std::error::Error>>
@@ -38,7 +40,10 @@ where
     for<'a> OutArg<'a>: From<&'a mut Tensor<T>>,
     Tensor<T>: TryFrom<AnyTensor, Error = JitError>,
 {
-    Ok(Tensor::from_vec(vals.iter().map(|&v| T::from_f64(v)).collect(), shape)?)
+    Ok(Tensor::from_vec(
+        vals.iter().map(|&v| T::from_f64(v)).collect(),
+        shape,
+    )?)
 }
 
 fn values<T: TensorElement>(t: &Tensor<T>) -> Result<Vec<f64>, Box<dyn std::error::Error>> {
@@ -70,10 +75,18 @@ fn broadcast_host(vals: &[f64], shape: &[usize], out: &[usize]) -> Vec<f64> {
 }
 
 fn close(got: &[f64], want: &[f64], rel: f64, what: &str) -> TestResult {
-    ensure!(got.len() == want.len(), "{what}: {} values, expected {}", got.len(), want.len());
+    ensure!(
+        got.len() == want.len(),
+        "{what}: {} values, expected {}",
+        got.len(),
+        want.len()
+    );
     for (k, (g, w)) in got.iter().zip(want).enumerate() {
         let tol = rel * w.abs().max(1.0);
-        ensure!((g - w).abs() <= tol, "{what}: element {k}: got {g}, expected {w}");
+        ensure!(
+            (g - w).abs() <= tol,
+            "{what}: element {k}: got {g}, expected {w}"
+        );
     }
     Ok(())
 }
@@ -81,10 +94,15 @@ fn close(got: &[f64], want: &[f64], rel: f64, what: &str) -> TestResult {
 fn seed_square() -> TestResult {
     // Seed 001, literally.
     // SAFETY: the body reads x and writes y, its own elements.
-    let square = unsafe { ElementwiseKernel::new("float32 x", "float32 y", "y = x * x;", "square_kernel")? };
+    let square =
+        unsafe { ElementwiseKernel::new("float32 x", "float32 y", "y = x * x;", "square_kernel")? };
     let x = Tensor::<f32>::arange(0.0, 10.0, 1.0)?;
     let y = square.call1::<f32>(&[(&x).into()])?;
-    ensure!(y.to_vec()? == [0., 1., 4., 9., 16., 25., 36., 49., 64., 81.], "{:?}", y.to_vec()?);
+    ensure!(
+        y.to_vec()? == [0., 1., 4., 9., 16., 25., 36., 49., 64., 81.],
+        "{:?}",
+        y.to_vec()?
+    );
     Ok(())
 }
 
@@ -111,10 +129,22 @@ where
         let y = tensor::<T>(&vy, &sy)?;
         let out = k.call1::<T>(&[(&x).into(), (&y).into()])?;
         let shape = cuda_runtime_lite::tensor::broadcast_shapes("test", &sx, &sy)?;
-        ensure!(out.shape() == shape.as_slice(), "{sx:?}, {sy:?}: shape {:?}", out.shape());
-        let (bx, by) = (broadcast_host(&vx, &sx, &shape), broadcast_host(&vy, &sy, &shape));
+        ensure!(
+            out.shape() == shape.as_slice(),
+            "{sx:?}, {sy:?}: shape {:?}",
+            out.shape()
+        );
+        let (bx, by) = (
+            broadcast_host(&vx, &sx, &shape),
+            broadcast_host(&vy, &sy, &shape),
+        );
         let want: Vec<f64> = bx.iter().zip(&by).map(|(&a, &b)| f(a, b)).collect();
-        close(&values(&out)?, &want, 0.0, &format!("{} {sx:?} x {sy:?}", T::DTYPE))?;
+        close(
+            &values(&out)?,
+            &want,
+            0.0,
+            &format!("{} {sx:?} x {sy:?}", T::DTYPE),
+        )?;
     }
     // Strided views: a transpose, a narrowed (offset) slice, an expanded row.
     let base = tensor::<T>(&small(6 * 9, 3), &[6, 9])?;
@@ -122,12 +152,30 @@ where
     let nar = tensor::<T>(&small(9 * 8, 4), &[9, 8])?.narrow(1, 2, 6)?; // [9, 6], offset 2
     let out = k.call1::<T>(&[(&t).into(), (&nar).into()])?;
     let (vt, vn) = (t.contiguous()?, nar.contiguous()?);
-    let want: Vec<f64> = values(&vt)?.iter().zip(values(&vn)?).map(|(&a, b)| f(a, b)).collect();
-    close(&values(&out)?, &want, 0.0, &format!("{} transposed x narrowed", T::DTYPE))?;
+    let want: Vec<f64> = values(&vt)?
+        .iter()
+        .zip(values(&vn)?)
+        .map(|(&a, b)| f(a, b))
+        .collect();
+    close(
+        &values(&out)?,
+        &want,
+        0.0,
+        &format!("{} transposed x narrowed", T::DTYPE),
+    )?;
     let row = tensor::<T>(&small(6, 5), &[1, 6])?.expand(&[9, 6])?;
     let out = k.call1::<T>(&[(&row).into(), (&t).into()])?;
-    let want: Vec<f64> = values(&row.contiguous()?)?.iter().zip(values(&vt)?).map(|(&a, b)| f(a, b)).collect();
-    close(&values(&out)?, &want, 0.0, &format!("{} expanded x transposed", T::DTYPE))?;
+    let want: Vec<f64> = values(&row.contiguous()?)?
+        .iter()
+        .zip(values(&vt)?)
+        .map(|(&a, b)| f(a, b))
+        .collect();
+    close(
+        &values(&out)?,
+        &want,
+        0.0,
+        &format!("{} expanded x transposed", T::DTYPE),
+    )?;
     Ok(())
 }
 
@@ -143,7 +191,14 @@ fn every_dtype_broadcast_and_strided() -> TestResult {
 
 fn scalars_index_and_size() -> TestResult {
     // SAFETY: own elements only.
-    let k = unsafe { ElementwiseKernel::new("T x, T a, int64 b", "T y, int64 j", "y = x * a + (T)b; j = i + _ind.size();", "affine")? };
+    let k = unsafe {
+        ElementwiseKernel::new(
+            "T x, T a, int64 b",
+            "T y, int64 j",
+            "y = x * a + (T)b; j = i + _ind.size();",
+            "affine",
+        )?
+    };
     let x = tensor::<f32>(&small(35, 1), &[5, 7])?;
     // a: an f64 scalar converted to T = float32; b: an i32 converted to int64.
     let out = k.call(&[(&x).into(), 2.5f64.into(), 3i32.into()])?;
@@ -151,33 +206,58 @@ fn scalars_index_and_size() -> TestResult {
     let j = out[1].clone().into_typed::<i64>()?;
     let want: Vec<f64> = small(35, 1).iter().map(|v| v * 2.5 + 3.0).collect();
     close(&values(&y)?, &want, 0.0, "y")?;
-    ensure!(j.to_vec()? == (0..35).map(|i| i + 35).collect::<Vec<i64>>(), "j: {:?}", j.to_vec()?);
+    ensure!(
+        j.to_vec()? == (0..35).map(|i| i + 35).collect::<Vec<i64>>(),
+        "j: {:?}",
+        j.to_vec()?
+    );
     // A placeholder bound only by a scalar takes the scalar's dtype.
     // SAFETY: own elements only.
-    let fill = unsafe { ElementwiseKernel::new("T v, raw float32 shape_of", "T y", "y = v;", "fill_like")? };
+    let fill = unsafe {
+        ElementwiseKernel::new("T v, raw float32 shape_of", "T y", "y = v;", "fill_like")?
+    };
     let like = Tensor::<f32>::zeros(&[4])?;
     let r = fill.call_sized(&[7i32.into(), (&like).into()], 4)?;
-    ensure!(r[0].clone().into_typed::<i32>()?.to_vec()? == [7; 4], "call_sized");
+    ensure!(
+        r[0].clone().into_typed::<i32>()?.to_vec()? == [7; 4],
+        "call_sized"
+    );
     Ok(())
 }
 
 fn raw_parameters_and_bounds() -> TestResult {
     // SAFETY: raw access through `[]` only.
-    let k = unsafe { ElementwiseKernel::new("raw T t, T x", "T y", "y = t[(i + 1) % t.size()] + x;", "rotate_add")? };
+    let k = unsafe {
+        ElementwiseKernel::new(
+            "raw T t, T x",
+            "T y",
+            "y = t[(i + 1) % t.size()] + x;",
+            "rotate_add",
+        )?
+    };
     // A transposed table: the kernel reads a contiguous copy, in row-major order of the view.
     let table = tensor::<f64>(&small(12, 2), &[3, 4])?.t()?;
     let x = tensor::<f64>(&small(5, 3), &[5])?;
     let y = k.call1::<f64>(&[(&table).into(), (&x).into()])?;
     let tv = values(&table.contiguous()?)?;
-    let want: Vec<f64> = small(5, 3).iter().enumerate().map(|(i, v)| tv[(i + 1) % 12] + v).collect();
+    let want: Vec<f64> = small(5, 3)
+        .iter()
+        .enumerate()
+        .map(|(i, v)| tv[(i + 1) % 12] + v)
+        .collect();
     close(&values(&y)?, &want, 0.0, "raw table")?;
     // An index outside the raw tensor traps the kernel instead of reading other memory: run
     // it in a child process (the trap kills its context) and check that it reported an error.
     let out = std::process::Command::new(std::env::current_exe()?)
         .env(TRAP_CHILD, "1")
         .output()?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.code() == Some(0), "child: {:?}\n{text}", out.status);
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(0),
+        "child: {:?}\n{text}",
+        out.status
+    );
     ensure!(text.contains("trapped:"), "child output: {text}");
     Ok(())
 }
@@ -188,7 +268,9 @@ const TRAP_CHILD: &str = "CUDA_JIT_TEST_TRAP_CHILD";
 fn trap_child() -> ! {
     let run = || -> Result<(), Box<dyn std::error::Error>> {
         // SAFETY: the access goes through the bounds-checked `[]` (the point of the test).
-        let k = unsafe { ElementwiseKernel::new("raw float32 t", "float32 y", "y = t[i + 10];", "oob")? };
+        let k = unsafe {
+            ElementwiseKernel::new("raw float32 t", "float32 y", "y = t[i + 10];", "oob")?
+        };
         let t = Tensor::<f32>::zeros(&[4])?;
         let y = k.call_sized(&[(&t).into()], 1)?;
         let v = y[0].clone().into_typed::<f32>()?.to_vec()?;
@@ -214,9 +296,18 @@ fn in_place_and_copy_on_write() -> TestResult {
     let mut y = tensor::<f32>(&small(10, 2), &[10])?;
     let keep = y.clone(); // shares y's storage: the write must not show through it
     axpy.call_into(&[(&x).into(), 2.0f32.into()], &mut [(&mut y).into()])?;
-    let want: Vec<f64> = small(10, 2).iter().zip(small(10, 1)).map(|(y, x)| y + 2.0 * x).collect();
+    let want: Vec<f64> = small(10, 2)
+        .iter()
+        .zip(small(10, 1))
+        .map(|(y, x)| y + 2.0 * x)
+        .collect();
     close(&values(&y)?, &want, 0.0, "y after axpy")?;
-    close(&values(&keep)?, &small(10, 2), 0.0, "the clone kept its values")?;
+    close(
+        &values(&keep)?,
+        &small(10, 2),
+        0.0,
+        "the clone kept its values",
+    )?;
     // Exclusive now: a second update is in place (same storage).
     let ptr = y.data_ptr();
     axpy.call_into(&[(&x).into(), 1.0f32.into()], &mut [(&mut y).into()])?;
@@ -232,7 +323,8 @@ fn in_place_and_copy_on_write() -> TestResult {
 
 fn call_errors_are_typed() -> TestResult {
     // SAFETY: own elements only.
-    let square = unsafe { ElementwiseKernel::new("float32 x", "float32 y", "y = x * x;", "square_kernel")? };
+    let square =
+        unsafe { ElementwiseKernel::new("float32 x", "float32 y", "y = x * x;", "square_kernel")? };
     let d = Tensor::<f64>::zeros(&[3])?;
     match square.call(&[(&d).into()]) {
         Err(JitError::DTypeMismatch { param, .. }) if param == "x" => {}
@@ -240,7 +332,11 @@ fn call_errors_are_typed() -> TestResult {
     }
     let f = Tensor::<f32>::zeros(&[3])?;
     match square.call(&[(&f).into(), (&f).into()]) {
-        Err(JitError::ArgCount { expected: 1, found: 2, .. }) => {}
+        Err(JitError::ArgCount {
+            expected: 1,
+            found: 2,
+            ..
+        }) => {}
         other => return Err(format!("count: {other:?}").into()),
     }
     // SAFETY: own elements only.
@@ -258,7 +354,14 @@ fn call_errors_are_typed() -> TestResult {
     }
     // A syntax error names the user's line.
     // SAFETY: never runs.
-    let bad = unsafe { ElementwiseKernel::new("float32 x", "float32 y", "float t = x;\ny = t * nope;", "bad_body")? };
+    let bad = unsafe {
+        ElementwiseKernel::new(
+            "float32 x",
+            "float32 y",
+            "float t = x;\ny = t * nope;",
+            "bad_body",
+        )?
+    };
     match bad.call(&[(&f).into()]) {
         Err(JitError::Compile { log, .. }) => {
             ensure!(log.contains("operation line 2"), "log not mapped: {log}");
@@ -296,30 +399,69 @@ fn reduce_host(
 
 fn reductions_over_axes() -> TestResult {
     // SAFETY: the expressions only combine values.
-    let sumsq = unsafe { ReductionKernel::new("T x", "T y", "x * x", "a + b", "y = a", "0", "sum_squares")? };
+    let sumsq = unsafe {
+        ReductionKernel::new("T x", "T y", "x * x", "a + b", "y = a", "0", "sum_squares")?
+    };
     // SAFETY: as above.
-    let maxk = unsafe { ReductionKernel::new("T x", "T y", "x", "(a > b ? a : b)", "y = a", "-1e30", "max_all")? };
+    let maxk = unsafe {
+        ReductionKernel::new(
+            "T x",
+            "T y",
+            "x",
+            "(a > b ? a : b)",
+            "y = a",
+            "-1e30",
+            "max_all",
+        )?
+    };
     for (shape, axes_list) in [
-        (vec![3usize, 5, 7], vec![vec![], vec![0], vec![1], vec![2], vec![0, 2], vec![0, 1, 2]]),
+        (
+            vec![3usize, 5, 7],
+            vec![vec![], vec![0], vec![1], vec![2], vec![0, 2], vec![0, 1, 2]],
+        ),
         (vec![1000, 3], vec![vec![0], vec![1]]),
         (vec![3, 100_003], vec![vec![1], vec![0, 1]]), // few outputs, long rows: chunks
-        (vec![100_000, 3], vec![vec![1], vec![0]]),   // many short rows: a thread each
+        (vec![100_000, 3], vec![vec![1], vec![0]]),    // many short rows: a thread each
         (vec![2, 1, 4097], vec![vec![2], vec![0, 2]]),
     ] {
         let n: usize = shape.iter().product();
-        let v: Vec<f64> = (0..n).map(|i| ((i * 37) % 101) as f64 / 16.0 - 3.0).collect();
+        let v: Vec<f64> = (0..n)
+            .map(|i| ((i * 37) % 101) as f64 / 16.0 - 3.0)
+            .collect();
         let x = Tensor::<f64>::from_vec(v.clone(), &shape)?;
         for axes in axes_list {
             let ax: Vec<isize> = axes.iter().map(|&a| a as isize).collect();
-            let which = if axes.is_empty() { Axes::all() } else { Axes::dims(&ax) };
-            let all_axes: Vec<usize> = if axes.is_empty() { (0..shape.len()).collect() } else { axes.clone() };
+            let which = if axes.is_empty() {
+                Axes::all()
+            } else {
+                Axes::dims(&ax)
+            };
+            let all_axes: Vec<usize> = if axes.is_empty() {
+                (0..shape.len()).collect()
+            } else {
+                axes.clone()
+            };
             let want = reduce_host(&v, &shape, &all_axes, 0.0, |x| x * x, |a, b| a + b);
             let got = sumsq.call1::<f64>(&[(&x).into()], &which)?;
-            close(&values(&got)?, &want, 1e-12, &format!("sum of squares {shape:?} over {axes:?}"))?;
+            close(
+                &values(&got)?,
+                &want,
+                1e-12,
+                &format!("sum of squares {shape:?} over {axes:?}"),
+            )?;
             let want = reduce_host(&v, &shape, &all_axes, -1e30, |x| x, f64::max);
             let got = maxk.call1::<f64>(&[(&x).into()], &which.clone().keepdims(true))?;
-            ensure!(got.shape().len() == shape.len(), "keepdims shape {:?}", got.shape());
-            close(&values(&got)?, &want, 0.0, &format!("max {shape:?} over {axes:?}"))?;
+            ensure!(
+                got.shape().len() == shape.len(),
+                "keepdims shape {:?}",
+                got.shape()
+            );
+            close(
+                &values(&got)?,
+                &want,
+                0.0,
+                &format!("max {shape:?} over {axes:?}"),
+            )?;
             // Same shape, same bits (a fixed reduction order).
             let again = maxk.call1::<f64>(&[(&x).into()], &which.clone().keepdims(true))?;
             ensure!(again.to_vec()? == got.to_vec()?, "not deterministic");
@@ -333,37 +475,84 @@ fn reductions_dtypes_views_and_post_map() -> TestResult {
     // SAFETY: the expressions only combine values.
     let mean = unsafe {
         ReductionKernel::with_options(
-            "T x", "float32 y", "(float)x", "a + b",
-            "y = a / (float)(_in_ind.size() / _out_ind.size())", "0", "mean_f32",
-            Some("float32"), KernelOptions::new(),
+            "T x",
+            "float32 y",
+            "(float)x",
+            "a + b",
+            "y = a / (float)(_in_ind.size() / _out_ind.size())",
+            "0",
+            "mean_f32",
+            Some("float32"),
+            KernelOptions::new(),
         )?
     };
     let shape = [37usize, 53];
     let v = small(37 * 53, 5);
     let x = tensor::<half::f16>(&v, &shape)?;
     let got = mean.call1::<f32>(&[(&x).into()], &Axes::dims(&[0]))?;
-    let want: Vec<f64> = reduce_host(&v, &shape, &[0], 0.0, |x| x, |a, b| a + b).iter().map(|s| s / 37.0).collect();
+    let want: Vec<f64> = reduce_host(&v, &shape, &[0], 0.0, |x| x, |a, b| a + b)
+        .iter()
+        .map(|s| s / 37.0)
+        .collect();
     close(&values(&got)?, &want, 1e-6, "f16 column means")?;
     // A transposed view and a broadcast weight: sum over the reduced axis of x * w.
     // SAFETY: as above.
-    let dot = unsafe { ReductionKernel::new("T x, T w", "T y", "x * w", "a + b", "y = a", "0", "weighted_sum")? };
-    let base = Tensor::<f32>::from_vec(small(6 * 11, 1).iter().map(|&v| v as f32).collect(), &[6, 11])?;
+    let dot = unsafe {
+        ReductionKernel::new(
+            "T x, T w",
+            "T y",
+            "x * w",
+            "a + b",
+            "y = a",
+            "0",
+            "weighted_sum",
+        )?
+    };
+    let base = Tensor::<f32>::from_vec(
+        small(6 * 11, 1).iter().map(|&v| v as f32).collect(),
+        &[6, 11],
+    )?;
     let t = base.t()?; // [11, 6]
     let w = Tensor::<f32>::from_vec(small(6, 2).iter().map(|&v| v as f32).collect(), &[6])?;
     let got = dot.call1::<f32>(&[(&t).into(), (&w).into()], &Axes::dims(&[-1]))?;
     let tv = values(&t.contiguous()?)?;
     let wv = small(6, 2);
-    let want: Vec<f64> = (0..11).map(|r| (0..6).map(|c| tv[r * 6 + c] * wv[c]).sum()).collect();
+    let want: Vec<f64> = (0..11)
+        .map(|r| (0..6).map(|c| tv[r * 6 + c] * wv[c]).sum())
+        .collect();
     close(&values(&got)?, &want, 1e-6, "transposed weighted sum")?;
     // i32 summed into int64 (exact), and an empty reduction gives the identity.
     // SAFETY: as above.
-    let sum64 = unsafe { ReductionKernel::new("int32 x", "int64 y", "(long long)x", "a + b", "y = a", "0", "sum_i64")? };
-    let xi = Tensor::<i32>::from_vec((0..1_000_003).map(|i| (i % 1000) - 500).collect(), &[1_000_003])?;
+    let sum64 = unsafe {
+        ReductionKernel::new(
+            "int32 x",
+            "int64 y",
+            "(long long)x",
+            "a + b",
+            "y = a",
+            "0",
+            "sum_i64",
+        )?
+    };
+    let xi = Tensor::<i32>::from_vec(
+        (0..1_000_003).map(|i| (i % 1000) - 500).collect(),
+        &[1_000_003],
+    )?;
     let want: i64 = (0..1_000_003i64).map(|i| (i % 1000) - 500).sum();
-    ensure!(sum64.call1::<i64>(&[(&xi).into()], &Axes::all())?.to_vec()? == [want], "i64 sum");
+    ensure!(
+        sum64
+            .call1::<i64>(&[(&xi).into()], &Axes::all())?
+            .to_vec()?
+            == [want],
+        "i64 sum"
+    );
     let empty = Tensor::<i32>::zeros(&[0, 3])?;
     let got = sum64.call1::<i64>(&[(&empty).into()], &Axes::dims(&[0]))?;
-    ensure!(got.to_vec()? == [0, 0, 0], "empty reduction: {:?}", got.to_vec()?);
+    ensure!(
+        got.to_vec()? == [0, 0, 0],
+        "empty reduction: {:?}",
+        got.to_vec()?
+    );
     match sum64.call(&[(&xi).into()], &Axes::dims(&[1])) {
         Err(JitError::Axis { .. }) => {}
         other => return Err(format!("bad axis: {other:?}").into()),
@@ -388,7 +577,12 @@ fn raw_kernel_on_tensors() -> TestResult {
     let n = 20u32;
     ensure!(n as usize == x.numel() && n as usize == y.numel(), "sizes");
     // SAFETY: the kernel touches i < n, and both tensors have n elements.
-    unsafe { k.launch(&cuda_jit::LaunchConfig::for_num_elems(20), (&x, &mut y, 3.0, n))? };
+    unsafe {
+        k.launch(
+            &cuda_jit::LaunchConfig::for_num_elems(20),
+            (&x, &mut y, 3.0, n),
+        )?
+    };
     let want: Vec<f32> = x.contiguous()?.to_vec()?.iter().map(|v| v * 3.0).collect();
     ensure!(y.to_vec()? == want, "{:?}", y.to_vec()?);
     // A wrong signature is caught when the kernel is loaded.
@@ -405,7 +599,15 @@ fn disk_cache_seen_from_kernels() -> TestResult {
     let _ = std::fs::remove_dir_all(&dir);
     let define = |cache: Arc<KernelCache>| {
         // SAFETY: own elements only.
-        unsafe { ElementwiseKernel::with_options("T x", "T y", "y = x * (T)3;", "triple", KernelOptions::new().cache(cache)) }
+        unsafe {
+            ElementwiseKernel::with_options(
+                "T x",
+                "T y",
+                "y = x * (T)3;",
+                "triple",
+                KernelOptions::new().cache(cache),
+            )
+        }
     };
     let x = Tensor::<f32>::ones(&[100])?;
     let first_cache = Arc::new(KernelCache::with_dir(&dir, 1 << 30));
@@ -416,8 +618,15 @@ fn disk_cache_seen_from_kernels() -> TestResult {
     let k = define(second_cache.clone())?;
     let second = k.launch_info(&[(&x).into()])?;
     ensure!(second.origin == Origin::Disk, "{:?}", second.origin);
-    ensure!(second_cache.stats().compiles == 0, "{:?}", second_cache.stats());
-    ensure!(k.call1::<f32>(&[(&x).into()])?.to_vec()? == vec![3.0f32; 100], "result");
+    ensure!(
+        second_cache.stats().compiles == 0,
+        "{:?}",
+        second_cache.stats()
+    );
+    ensure!(
+        k.call1::<f32>(&[(&x).into()])?.to_vec()? == vec![3.0f32; 100],
+        "result"
+    );
     println!(
         "compile {:.1} ms, disk load {:.2} ms; grid {} x {} on {} SMs ({} blocks/SM)",
         first.compile_time.as_secs_f64() * 1e3,
@@ -437,15 +646,36 @@ fn main() {
     }
     let trials = vec![
         gpu("elementwise: seed 001 square_kernel", seed_square),
-        gpu("elementwise: every dtype, broadcasting, strided views", every_dtype_broadcast_and_strided),
-        gpu("elementwise: scalars, i and _ind.size(), call_sized", scalars_index_and_size),
-        gpu("elementwise: raw parameters (an index outside traps)", raw_parameters_and_bounds),
-        gpu("elementwise: in-place outputs, copy-on-write", in_place_and_copy_on_write),
+        gpu(
+            "elementwise: every dtype, broadcasting, strided views",
+            every_dtype_broadcast_and_strided,
+        ),
+        gpu(
+            "elementwise: scalars, i and _ind.size(), call_sized",
+            scalars_index_and_size,
+        ),
+        gpu(
+            "elementwise: raw parameters (an index outside traps)",
+            raw_parameters_and_bounds,
+        ),
+        gpu(
+            "elementwise: in-place outputs, copy-on-write",
+            in_place_and_copy_on_write,
+        ),
         gpu("elementwise: call errors are typed", call_errors_are_typed),
-        gpu("reduction: every axis pattern, keepdims, chunked and thread-per-row", reductions_over_axes),
-        gpu("reduction: dtypes, views, broadcast, post-map, empty", reductions_dtypes_views_and_post_map),
+        gpu(
+            "reduction: every axis pattern, keepdims, chunked and thread-per-row",
+            reductions_over_axes,
+        ),
+        gpu(
+            "reduction: dtypes, views, broadcast, post-map, empty",
+            reductions_dtypes_views_and_post_map,
+        ),
         gpu("raw kernel: typed launch on tensors", raw_kernel_on_tensors),
-        gpu("cache: a second cache on the folder loads without compiling", disk_cache_seen_from_kernels),
+        gpu(
+            "cache: a second cache on the folder loads without compiling",
+            disk_cache_seen_from_kernels,
+        ),
     ];
     cuda_tests::run(trials);
 }

@@ -14,8 +14,25 @@
 //! **Where**: `$CUDA_RS_KERNEL_CACHE_DIR` if set (`off` or empty: no disk cache), else
 //! `$XDG_CACHE_HOME/cuda-rs/kernels`, else `~/.cache/cuda-rs/kernels` (on Windows
 //! `%LOCALAPPDATA%\cuda-rs\kernels`). Size bound: `$CUDA_RS_KERNEL_CACHE_MAX_MB` (default 1024).
-//! See [`disk`] for what happens with concurrent processes, corruption, eviction, read-only
-//! folders and file modes.
+//!
+//! What the disk layer does about the problems CuPy's users report with its cache folder:
+//! - **Concurrent processes never read a half-written entry**: an entry is written to a
+//!   temporary file of a unique name in the same folder and renamed over the final name
+//!   (atomic on POSIX file systems): readers see the old file or the new one.
+//! - **A torn or corrupted entry is detected** by the SHA-256 checksum in every entry, counted
+//!   ([`CacheStats::corrupt_entries`]), recompiled and replaced; the driver never sees it.
+//! - **Bounded size**: after each write, when the entries exceed the bound, the least recently
+//!   used (by modification time, which a hit refreshes) are deleted down to 90 % of it.
+//!   Temporary files left by killed processes are removed after an hour.
+//! - **A read-only, full or missing folder is not an error**: the first failed write logs one
+//!   warning (`log`) and the process goes on with the memory layer only
+//!   ([`KernelCache::disk_status`] says why); reads still work, so a read-only cache filled by
+//!   someone else is used.
+//! - **Modes for a shared folder**: entries are created with the default mode (0666 minus the
+//!   umask), never the private 0600 of `mkstemp`, so a group-shared folder (setgid, umask 002)
+//!   works for the whole group; an entry this user cannot read is a miss, then replaced.
+//! - **No global invalidation**: a key covers exactly one kernel's complete source, so editing
+//!   one kernel, or a helper only some kernels inline, invalidates only those.
 
 mod disk;
 mod entry;

@@ -655,7 +655,7 @@ impl ElementwiseKernel {
     fn run(
         &self,
         args: &[Arg<'_>],
-        mut outs: Option<&mut [OutArg<'_>]>,
+        outs: Option<&mut [OutArg<'_>]>,
         size: Option<usize>,
     ) -> Result<Vec<AnyTensor>> {
         let def = &self.def;
@@ -690,7 +690,7 @@ impl ElementwiseKernel {
                 }
             }
         }
-        match outs.as_deref_mut() {
+        match outs {
             Some(outs) => {
                 for (o, p) in outs.iter_mut().zip(&def.outputs) {
                     let numel = o.shape().iter().product::<usize>() as i64;

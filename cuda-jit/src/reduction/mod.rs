@@ -700,7 +700,7 @@ impl ReductionKernel {
         if let Some(p) = partial.as_ref() {
             let mut list = ArgList::with_capacity(def.outputs.len() + ni + 4);
             p.push_read(&mut list);
-            match outs.as_deref_mut() {
+            match outs {
                 Some(outs) => {
                     for o in outs.iter_mut() {
                         push_out(&mut list, o)?;

@@ -43,7 +43,9 @@ extern "C" __global__ void tanh2p1_hand(const float* __restrict__ x, float* __re
 "#;
 
 #[derive(Parser)]
-#[command(about = "cuda-jit's ElementwiseKernel beside CuPy's: compile, cache, overhead, throughput")]
+#[command(
+    about = "cuda-jit's ElementwiseKernel beside CuPy's: compile, cache, overhead, throughput"
+)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -96,7 +98,10 @@ fn child_first_call(device: usize) -> ProgramResult {
 }
 
 /// Runs this program again with `--child-first-call` on cache folder `dir`.
-fn first_call_in_new_process(dir: &std::path::Path, device: usize) -> Result<Value, Box<dyn std::error::Error>> {
+fn first_call_in_new_process(
+    dir: &std::path::Path,
+    device: usize,
+) -> Result<Value, Box<dyn std::error::Error>> {
     let out = Command::new(std::env::current_exe()?)
         .args(["--child-first-call", "--device", &device.to_string()])
         .env(cuda_jit::cache::DIR_ENV, dir)
@@ -133,13 +138,19 @@ fn body(args: Args) -> ProgramResult {
         (Some(f), _) => Some(serde_json::from_str(&std::fs::read_to_string(f)?)?),
         (None, Some(script)) => {
             let mut cmd = Command::new("python3");
-            cmd.arg(script).args(["--n", &n.to_string(), "--device", &dev.to_string()]);
+            cmd.arg(script)
+                .args(["--n", &n.to_string(), "--device", &dev.to_string()]);
             if quick {
                 cmd.arg("--quick");
             }
             let out = cmd.output()?;
             if !out.status.success() {
-                return Err(format!("{} failed: {}", script.display(), String::from_utf8_lossy(&out.stderr)).into());
+                return Err(format!(
+                    "{} failed: {}",
+                    script.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
             }
             let text = String::from_utf8_lossy(&out.stdout);
             Some(serde_json::from_str(text.lines().last().unwrap_or(""))?)
@@ -154,7 +165,10 @@ fn body(args: Args) -> ProgramResult {
     let warm = first_call_in_new_process(&dir, dev)?;
     let _ = std::fs::remove_dir_all(&dir);
     if cold["origin"] != "Compiled" || warm["origin"] != "Disk" || warm["compiles"] != 0 {
-        return Err(format!("cache: cold {cold}, warm {warm} (expected a compile, then a disk load)").into());
+        return Err(format!(
+            "cache: cold {cold}, warm {warm} (expected a compile, then a disk load)"
+        )
+        .into());
     }
 
     // 3: per-call host overhead, 1 element.
@@ -186,13 +200,16 @@ fn body(args: Args) -> ProgramResult {
     let batch_us = median(&per_batch);
 
     // 4: throughput at n elements, against the hand-written kernel.
-    let host_x: Vec<f32> = (0..n).map(|i| ((i % 2001) as f32 - 1000.0) / 250.0).collect();
+    let host_x: Vec<f32> = (0..n)
+        .map(|i| ((i % 2001) as f32 - 1000.0) / 250.0)
+        .collect();
     let x = Tensor::from_slice(&host_x, &[n])?;
     let ctx = cuda_runtime_lite::Runtime::get(dev)?.context().clone();
     let stream = cuda_runtime_lite::stream_for(dev)?;
     let timer = GpuTimer::new(&ctx)?;
     // SAFETY: the declaration matches (const float*, float*, unsigned long long).
-    let hand = unsafe { RawKernel::<(In<f32>, Out<f32>, u64)>::new(HAND_WRITTEN, "tanh2p1_hand", &[])? };
+    let hand =
+        unsafe { RawKernel::<(In<f32>, Out<f32>, u64)>::new(HAND_WRITTEN, "tanh2p1_hand", &[])? };
     let mut y_hand = Tensor::<f32>::zeros(&[n])?;
     let cfg = LaunchConfig::for_num_elems(n);
     let launch_hand = |y: &mut Tensor<f32>| -> cuda_jit::Result<()> {
@@ -245,7 +262,9 @@ fn body(args: Args) -> ProgramResult {
         }
     );
     let fmt = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.3} {unit}"));
-    let ratio = |ours: f64, theirs: Option<f64>| theirs.map_or("-".to_string(), |t| format!("{:.2}x", ours / t));
+    let ratio = |ours: f64, theirs: Option<f64>| {
+        theirs.map_or("-".to_string(), |t| format!("{:.2}x", ours / t))
+    };
     let mut t = Table::new(&["measure", "cuda-jit", "CuPy", "cuda-jit / CuPy", "target"]);
     t.row(&[
         "cold: first call, empty cache, new process".into(),
@@ -281,7 +300,9 @@ fn body(args: Args) -> ProgramResult {
     t.row(&[
         format!("GPU time per call, {n} elements"),
         format!("{:.1} us ({:.0} GB/s)", t_ours * 1e6, gbps(t_ours)),
-        c("gpu_us").map_or("-".into(), |u| format!("{u:.1} us ({:.0} GB/s)", gbps(u * 1e-6))),
+        c("gpu_us").map_or("-".into(), |u| {
+            format!("{u:.1} us ({:.0} GB/s)", gbps(u * 1e-6))
+        }),
         ratio(t_ours * 1e6, c("gpu_us")),
         "-".into(),
     ]);
@@ -290,7 +311,14 @@ fn body(args: Args) -> ProgramResult {
         format!("{:.1} us ({:.0} GB/s)", t_hand * 1e6, gbps(t_hand)),
         "-".into(),
         format!("throughput {throughput_ratio:.3}x of it"),
-        format!(">= 0.95x: {}", if throughput_ratio >= 0.95 { "PASS" } else { "FAIL" }),
+        format!(
+            ">= 0.95x: {}",
+            if throughput_ratio >= 0.95 {
+                "PASS"
+            } else {
+                "FAIL"
+            }
+        ),
     ]);
     println!();
     t.print();

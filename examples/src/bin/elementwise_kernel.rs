@@ -23,7 +23,9 @@ use cuda_runtime_lite::Tensor;
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(about = "Seed 001's CuPy ElementwiseKernel `square`, with the generated source and launch")]
+#[command(
+    about = "Seed 001's CuPy ElementwiseKernel `square`, with the generated source and launch"
+)]
 struct Args {
     #[command(flatten)]
     common: Common,
@@ -120,14 +122,32 @@ fn body(args: Args) -> ProgramResult {
     say!(q, "y = {y}");
     say!(q, "(checked against the CPU; also on {big} elements)\n");
     if !args.no_source {
-        say!(q, "--- the CUDA source cuda-jit wrote for float32 (source_for / launch_info) ---");
+        say!(
+            q,
+            "--- the CUDA source cuda-jit wrote for float32 (source_for / launch_info) ---"
+        );
         say!(q, "{}", info.source);
         say!(q, "--- end of source ---\n");
     }
-    say!(q, "compiled for {}: {}, {:.1} ms", info.target, origin(info.origin), info.compile_time.as_secs_f64() * 1e3);
+    say!(
+        q,
+        "compiled for {}: {}, {:.1} ms",
+        info.target,
+        origin(info.origin),
+        info.compile_time.as_secs_f64() * 1e3
+    );
     match (&status.dir, &status.problem) {
-        (Some(d), None) => say!(q, "disk cache: {} (a second run loads the kernel from there)", d.display()),
-        (d, Some(p)) => say!(q, "disk cache: {} — {p}", d.as_ref().map_or("none".into(), |d| d.display().to_string())),
+        (Some(d), None) => say!(
+            q,
+            "disk cache: {} (a second run loads the kernel from there)",
+            d.display()
+        ),
+        (d, Some(p)) => say!(
+            q,
+            "disk cache: {} — {p}",
+            d.as_ref()
+                .map_or("none".into(), |d| d.display().to_string())
+        ),
         (None, None) => say!(q, "disk cache: none"),
     }
     say!(q, "launch chosen for {}", describe(&info));

@@ -28,9 +28,9 @@ use cuda_examples::jit::compile_and_load;
 use cuda_examples::say;
 use cuda_examples::timing::GpuTimer;
 use cuda_jit::ElementwiseKernel;
-use cuda_runtime_lite::Tensor;
 use cuda_kernels::ops::{self, BinaryOp};
 use cuda_kernels::Kernels;
+use cuda_runtime_lite::Tensor;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -209,7 +209,12 @@ fn body(args: Args) -> ProgramResult {
     cuda_runtime_lite::set_device(args.common.device)?;
     // SAFETY: the body reads x and writes y, its own elements.
     let ek = unsafe {
-        ElementwiseKernel::new("float32 x", "float32 y", "y = tanhf(x) * 2.0f + 1.0f;", "tanh2p1")?
+        ElementwiseKernel::new(
+            "float32 x",
+            "float32 y",
+            "y = tanhf(x) * 2.0f + 1.0f;",
+            "tanh2p1",
+        )?
     };
     let xt = Tensor::from_slice(&x_host, &[n])?;
     let ts = cuda_runtime_lite::stream_for(args.common.device)?;
