@@ -25,6 +25,8 @@ const PROGRAMS: &[(&str, &str)] = programs![
     sync_in_loop_pitfall,
     batch_size_sweep,
     square_elementwise,
+    elementwise_kernel,
+    cupy_bench,
     attention_chain,
     memory_breakdown,
     thread_hierarchy,

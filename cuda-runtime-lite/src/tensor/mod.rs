@@ -27,6 +27,7 @@
 //! | `t.to(torch.float16)`, `.half()`, `.float()` | [`Tensor::to_dtype`] (f32 ↔ f64/f16/bf16/i32, f16 ↔ bf16, f64 ↔ i32; one rounding) |
 //! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |
 //! | a C++/CUDA extension's `tensor.data_ptr()`, `torch.cuda.current_stream()` (your own kernels, seed 004) | [`Tensor::as_slice`], [`Tensor::as_mut_slice`] (copy-on-write), [`Tensor::context`], [`Tensor::stream`] |
+//! | `t.untyped_storage()` | [`Tensor::storage`], [`Tensor::from_cached_buffer`] |
 //! | `print(t)` | `Display`: `tensor([[1., 2.],\n        [3., 4.]], device='cuda:0')` |
 //!
 //! ## Views cost no copy
@@ -73,13 +74,13 @@
 //! ```
 
 mod create;
-mod custom;
 mod display;
 mod dtype;
 mod error;
 mod grad_dtype;
 mod layout;
 mod ops;
+mod raw_access;
 mod storage;
 mod view;
 
