@@ -121,8 +121,10 @@ impl Blas {
     /// (see [`Gemm`]; strided batches share one bias). `bias` must be given exactly when the
     /// epilogue adds one, hold at least `n` elements of `C`'s type and start 16-byte aligned
     /// ([`BIAS_ALIGNMENT`]). Element types as for [`Blas::gemm`]. The algorithm is chosen by
-    /// cuBLASLt's heuristic for the operands' actual alignments, once per distinct problem
-    /// (see the [module docs](self)); [`BlasError::NoAlgorithm`] when it has none.
+    /// cuBLASLt's heuristic for the operands' actual alignments, once per distinct problem —
+    /// shape, leading dimensions, batch, element and compute types, transposes, epilogue,
+    /// alignments, workspace — and cached in the handle ([`Blas::heuristic_queries`] counts the
+    /// questions); [`BlasError::NoAlgorithm`] when it has none.
     #[allow(clippy::too_many_arguments)]
     pub fn matmul<A: Element, C: Element>(
         &self,
