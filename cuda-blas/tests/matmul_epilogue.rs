@@ -1,6 +1,9 @@
 //! `Blas::matmul` (cuBLASLt) against the CPU: every epilogue (none, ReLU, bias, bias+ReLU,
 //! GELU, bias+GELU) for f32, TF32, f16 and bf16, odd shapes, transposes, batches; the
 //! heuristic asked once per problem; and each error. Ignored without a GPU or cuBLAS 13.
+//!
+//! Tolerances, × (|alpha|·Σ|a·b| + |beta·c| + |bias|): f32 1e-5, TF32 2e-3, 16-bit inputs with
+//! f32 accumulation 1e-4, plus the output type's rounding (f16/bf16 1e-2), plus 1e-3 for GELU.
 
 mod common;
 
@@ -55,7 +58,11 @@ fn check<A: TestElem, C: TestElem>(
         &to_f64(&c0),
     );
     let what = format!("{epilogue:?} {:?} -> {:?} {g:?}", A::DTYPE, C::DTYPE);
-    compare(&what, rng.seed, &got, &want, &scale, acc_tol + C::OUT_TOL)
+    // cuBLASLt's GELU is the tanh approximation, possibly with the GPU's fast tanh (~2^-11
+    // relative error): allow 1e-3 of the scale more there.
+    let gelu = matches!(epilogue, Epilogue::Gelu | Epilogue::BiasGelu);
+    let tol = acc_tol + C::OUT_TOL + if gelu { 1e-3 } else { 0.0 };
+    compare(&what, rng.seed, &got, &want, &scale, tol)
 }
 
 const SHAPES: &[(usize, usize, usize)] = &[(1, 8, 8), (13, 24, 40), (64, 128, 96), (127, 72, 200)];
@@ -79,7 +86,7 @@ fn f32_epilogues() -> TestResult {
     every_epilogue::<f32, f32>(Math::Default, 1e-5)
 }
 fn tf32_epilogues() -> TestResult {
-    every_epilogue::<f32, f32>(Math::Tf32, 1e-3)
+    every_epilogue::<f32, f32>(Math::Tf32, 2e-3)
 }
 fn f16_epilogues() -> TestResult {
     every_epilogue::<f16, f16>(Math::Default, 1e-4)
