@@ -256,6 +256,9 @@ fn graph_capture_replays_the_gemm() -> TestResult {
     let mut da = stream.alloc_zeros::<f32>(m * k)?;
     let db = stream.clone_htod(&random::<f32>(&mut rng, n * k))?;
     let mut dc = stream.alloc_zeros::<f32>(m * n)?;
+    // Warm up eagerly first (as with PyTorch's graphs): cuBLAS loads the kernels it picks
+    // lazily, and that is best done outside a capture.
+    blas.gemm(&stream, &g, &da, &db, &mut dc)?;
     stream.synchronize()?;
     let graph = {
         let cap = ctx.begin_capture()?;
