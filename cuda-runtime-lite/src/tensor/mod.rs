@@ -51,8 +51,10 @@
 //! tensor op, or inheriting a default that returns [`TensorError::UnsupportedDType`] (the training
 //! kernels' dispatch is [`GradElement`], in `src/tensor/grad_dtype.rs`). The
 //! support table is in that file's docs; in short: f32 everything; f64 and i32 elementwise,
-//! reductions and matmul; f16/bf16 elementwise and reductions (accumulated in f32, results in
-//! f32); i64 (the dtype of an i32 sum) storage, views and `full`.
+//! reductions and matmul; f16/bf16 elementwise, reductions (accumulated in f32, results in
+//! f32) and matmul (f32 accumulation, on cuBLAS or through f32 on the kernels); i64 (the dtype
+//! of an i32 sum) storage, views and `full`. `matmul` picks cuBLAS or the kernels in one place
+//! too ([`MatmulBackend`]).
 //!
 //! ## Errors
 //! [`TensorError`]: shape mismatches show both shapes; unsupported dtypes name the op and the
