@@ -168,6 +168,17 @@ pub enum TensorError {
     /// A driver failure.
     #[error(transparent)]
     Driver(#[from] cuda_driver::Error),
+
+    /// A cuBLAS failure, or cuBLAS missing where [`super::MatmulBackend::Cublas`] asks for it
+    /// (boxed: it is large, and rare).
+    #[error(transparent)]
+    Blas(Box<cuda_blas::BlasError>),
+}
+
+impl From<cuda_blas::BlasError> for TensorError {
+    fn from(e: cuda_blas::BlasError) -> Self {
+        TensorError::Blas(Box::new(e))
+    }
 }
 
 impl From<cuda_kernels::Error> for TensorError {

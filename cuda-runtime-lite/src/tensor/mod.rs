@@ -18,7 +18,8 @@
 //! | `unsqueeze`, `squeeze` | [`Tensor::unsqueeze`], [`Tensor::squeeze`] |
 //! | `is_contiguous()`, `contiguous()` | [`Tensor::is_contiguous`], [`Tensor::contiguous`] (copies only when needed, with the `strided_copy` kernel) |
 //! | `a + b` … | `&a + &b` (→ `Result<Tensor<T>>`), [`Tensor::add`], [`Tensor::sub`], [`Tensor::mul`], [`Tensor::div`] |
-//! | `a @ b`, `torch.bmm` | [`Tensor::matmul`] (2-D, and batched 3-D) |
+//! | `a @ b`, `torch.bmm` | [`Tensor::matmul`] (2-D, and batched 3-D; f32, f64, f16, bf16, i32) |
+//! | `torch.backends.cuda.preferred_blas_library`, `...matmul.allow_tf32` | [`MatmulBackend`] (cuBLAS or the kernels; [`set_matmul_backend`], [`with_matmul_backend`], `CUDA_RS_MATMUL_BACKEND`), [`set_allow_tf32`] |
 //! | `sum`, `mean`, `amax` | [`Tensor::sum_all`], [`Tensor::sum`], [`Tensor::mean_all`], [`Tensor::mean`], [`Tensor::max_all`], [`Tensor::max`] (+ `_keepdim`) |
 //! | `softmax(dim)`, `relu`, `tanh`, `x * alpha` | [`Tensor::softmax`], [`Tensor::relu`], [`Tensor::tanh`], [`Tensor::scale`] |
 //! | seed 004's fused `relu(x * scale + bias)` | [`Tensor::bias_relu`], [`Tensor::bias_relu_backward`] |
@@ -52,8 +53,10 @@
 //! tensor op, or inheriting a default that returns [`TensorError::UnsupportedDType`] (the training
 //! kernels' dispatch is [`GradElement`], in `src/tensor/grad_dtype.rs`). The
 //! support table is in that file's docs; in short: f32 everything; f64 and i32 elementwise,
-//! reductions and matmul; f16/bf16 elementwise and reductions (accumulated in f32, results in
-//! f32); i64 (the dtype of an i32 sum) storage, views and `full`.
+//! reductions and matmul; f16/bf16 elementwise, reductions (accumulated in f32, results in
+//! f32) and matmul (f32 accumulation, on cuBLAS or through f32 on the kernels); i64 (the dtype
+//! of an i32 sum) storage, views and `full`. `matmul` picks cuBLAS or the kernels in one place
+//! too ([`MatmulBackend`]).
 //!
 //! ## Errors
 //! [`TensorError`]: shape mismatches show both shapes; unsupported dtypes name the op and the
@@ -79,6 +82,7 @@ mod dtype;
 mod error;
 mod grad_dtype;
 mod layout;
+mod matmul_backend;
 mod ops;
 mod raw_access;
 mod storage;
@@ -88,6 +92,10 @@ pub use dtype::{DType, TensorElement};
 pub use error::{Result, TensorError};
 pub use grad_dtype::GradElement;
 pub use layout::{broadcast_shapes, Layout};
+pub use matmul_backend::{
+    allow_tf32, matmul_backend, set_allow_tf32, set_matmul_backend, with_allow_tf32,
+    with_matmul_backend, MatmulBackend, ALLOW_TF32_VAR, MATMUL_BACKEND_VAR,
+};
 pub use ops::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use std::sync::Arc;
