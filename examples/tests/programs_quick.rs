@@ -32,6 +32,7 @@ const PROGRAMS: &[(&str, &str)] = programs![
     thread_hierarchy,
     coalescing,
     tiled_matmul,
+    tensor_cores,
     streams_overlap,
     tensor_strides,
     dtype_dispatch,

@@ -12,7 +12,7 @@
 //! | `+ - * /`, `scale`, `relu`, `ones`/`full` | ✓ | ✓ | ✓ (wrapping) | ✓ (in f32, rounded once) | `full` only |
 //! | `tanh` | ✓ | ✓ | — | ✓ | — |
 //! | `matmul`, [`MatmulBackend::Cublas`](super::MatmulBackend) (`Auto` where cuBLAS loads) | ✓ cuBLAS (TF32 if allowed) | ✓ cuBLAS | — | ✓ cuBLAS, f32 accumulation | — |
-//! | `matmul`, [`MatmulBackend::Kernels`](super::MatmulBackend) (`Auto` without cuBLAS) | ✓ sgemm (strided/transposed operands without copies) | ✓ tiled16 | ✓ tiled16 (wrapping) | ✓ via f32: cast, sgemm, cast back | — |
+//! | `matmul`, [`MatmulBackend::Kernels`](super::MatmulBackend) (`Auto` without cuBLAS) | ✓ sgemm (strided/transposed operands without copies) | ✓ tiled16 | ✓ tiled16 (wrapping) | ✓ tensor cores, f32 accumulation (wgmma on 9.0, mma.sync on 8.0+; below 8.0 via f32: cast, sgemm, cast back) | — |
 //! | `sum_all` → | f32 | f64 | **i64** (exact) | **f32** | — |
 //! | `max_all` → | f32 | f64 | i32 | **f32** | — |
 //! | `mean_all` → | f32 | f64 | — | **f32** | — |
@@ -180,8 +180,9 @@ pub trait TensorElement:
     #[doc(hidden)]
     const CUBLAS_GEMM: bool = false;
 
-    /// Whether the kernels' matmul of this dtype converts to f32, multiplies with sgemm and
-    /// rounds the result back (f16/bf16).
+    /// Whether the kernels' matmul of this dtype, on a GPU without tensor-core kernels (compute
+    /// capability below 8.0), converts to f32, multiplies with sgemm and rounds the result back
+    /// (f16/bf16).
     #[doc(hidden)]
     const MATMUL_VIA_F32: bool = false;
 
@@ -495,6 +496,45 @@ macro_rules! forward_common {
 }
 
 /// The floating-point methods (tanh, mean, row reductions) of f32, f64, f16 and bf16.
+/// `gemm_strided` on the tensor cores (`ops::gemm_half`: wgmma on compute capability 9.0,
+/// mma.sync on 8.0 and newer; `matmul` takes the f32 route on older GPUs).
+macro_rules! tensor_core_gemm {
+    ($t:ty) => {
+        fn gemm_strided(
+            k: &Kernels,
+            s: &Stream,
+            ta: Transpose,
+            tb: Transpose,
+            m: usize,
+            n: usize,
+            kdim: usize,
+            a: &DeviceSlice<$t>,
+            lda: usize,
+            b: &DeviceSlice<$t>,
+            ldb: usize,
+            c: &mut DeviceSlice<$t>,
+        ) -> Result<()> {
+            ops::gemm_half(
+                k,
+                s,
+                ops::TcAlgo::Auto,
+                ta,
+                tb,
+                m,
+                n,
+                kdim,
+                a,
+                lda,
+                b,
+                ldb,
+                c,
+                n.max(1),
+            )?;
+            Ok(())
+        }
+    };
+}
+
 macro_rules! forward_float {
     ($t:ty, $sum:ty, $max:ty) => {
         fn tanh(
@@ -846,6 +886,7 @@ impl TensorElement for i64 {
 
 impl TensorElement for f16 {
     const DTYPE: DType = DType::F16;
+    const STRIDED_GEMM: bool = true;
     const MATMUL_VIA_F32: bool = true;
     cublas_gemm!();
     type Scalar = f32;
@@ -867,10 +908,12 @@ impl TensorElement for f16 {
 
     forward_common!(f16, f32, f32, f32);
     forward_float!(f16, f32, f32);
+    tensor_core_gemm!(f16);
 }
 
 impl TensorElement for bf16 {
     const DTYPE: DType = DType::BF16;
+    const STRIDED_GEMM: bool = true;
     const MATMUL_VIA_F32: bool = true;
     cublas_gemm!();
     type Scalar = f32;
@@ -892,6 +935,7 @@ impl TensorElement for bf16 {
 
     forward_common!(bf16, f32, f32, f32);
     forward_float!(bf16, f32, f32);
+    tensor_core_gemm!(bf16);
 }
 
 #[cfg(test)]

@@ -54,6 +54,12 @@ pub(crate) fn gemm_operand(
     None
 }
 
+/// Whether the device runs the f16/bf16 tensor-core kernels (compute capability 8.0 or newer).
+fn has_tensor_core_kernels(exec: &Exec) -> bool {
+    exec.runtime().context().limits().compute_capability
+        >= cuda_driver::ComputeCapability { major: 8, minor: 0 }
+}
+
 /// One `[m, k] · [k, n]` product of 2-D views into `c` (`m · n` elements).
 #[allow(clippy::too_many_arguments)]
 fn gemm_2d<T: TensorElement>(
@@ -125,15 +131,16 @@ impl<T: TensorElement> Tensor<T> {
     /// accumulation, transposed or row-strided operands taken as they are stored, a batch in
     /// one strided-batched call — and the project's kernels otherwise: f32 on the fast sgemm
     /// kernel (also without copies for transposed or row-strided operands), f64 and i32
-    /// (wrapping) on the 16×16 tiled kernel, f16/bf16 converted to f32, multiplied by sgemm
-    /// and rounded back once. Force either with
+    /// (wrapping) on the 16×16 tiled kernel, f16/bf16 on the tensor-core kernels (wgmma on
+    /// compute capability 9.0, mma.sync on 8.0+, f32 accumulation, one rounding; on older GPUs
+    /// converted to f32, multiplied by sgemm and rounded back once). Force either with
     /// [`set_matmul_backend`](crate::tensor::set_matmul_backend),
     /// [`with_matmul_backend`](crate::tensor::with_matmul_backend) or
     /// `CUDA_RS_MATMUL_BACKEND=cublas|kernels`.
     pub fn matmul(&self, rhs: &Tensor<T>) -> Result<Tensor<T>> {
         let exec = self.exec()?;
         match choose::<T>(&exec)? {
-            Chosen::Kernels if T::MATMUL_VIA_F32 => {
+            Chosen::Kernels if T::MATMUL_VIA_F32 && !has_tensor_core_kernels(&exec) => {
                 let (a, b) = (self.to_dtype::<f32>()?, rhs.to_dtype::<f32>()?);
                 a.matmul_on(&b, Chosen::Kernels)?.to_dtype::<T>()
             }
