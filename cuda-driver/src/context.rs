@@ -342,6 +342,24 @@ impl ContextInner {
         then()
     }
 
+    /// Runs `then` with no capture able to begin meanwhile (it holds `sync_gate`); refused when
+    /// a capture is in progress. For calls that may synchronize the context behind our back.
+    pub(crate) fn while_no_capture_then<R>(
+        &self,
+        what: &'static str,
+        then: impl FnOnce() -> Result<R>,
+    ) -> Result<R> {
+        let _gate = self.sync_gate.lock().unwrap_or_else(|p| p.into_inner());
+        if self.captures.load(Ordering::Acquire) > 0 {
+            return Err(Error::Unsupported {
+                what,
+                why: "a graph capture is in progress on a stream of this context, and the call                       may synchronize the whole context, which would invalidate it; the object                       is leaked instead"
+                    .into(),
+            });
+        }
+        then()
+    }
+
     pub(crate) fn report_drop_error(&self, what: &str, e: Error) {
         log::warn!("cuda-driver: {what} failed in Drop: {e}");
         let mut v = self.drop_errors.lock().unwrap_or_else(|p| p.into_inner());

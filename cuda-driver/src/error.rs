@@ -177,6 +177,16 @@ pub enum Error {
          and call CUDA from the receiving thread)"
     )]
     InHostCallback,
+
+    /// A call into another library, made through this crate's hooks for foreign work
+    /// ([`crate::Stream::enqueue_foreign`], [`crate::Context::release_foreign_on_drop`]), failed.
+    #[error("{library}: {message}")]
+    Foreign {
+        /// The library, e.g. `"cuBLAS"`.
+        library: &'static str,
+        /// Its error, as text.
+        message: String,
+    },
 }
 
 impl Error {

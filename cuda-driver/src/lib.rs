@@ -91,6 +91,8 @@
 //!
 //! What `unsafe` callers promise is in each `# Safety` section; the escape hatches for other
 //! libraries' objects are [`Context::from_raw`], [`Stream::from_raw`] and the `as_raw()` getters.
+//! Work another library queues (cuBLAS, NCCL) goes through [`Stream::enqueue_foreign`], which
+//! orders and tracks its buffers (rules 2–5) exactly as a launch does.
 
 #![warn(missing_docs)]
 
@@ -98,6 +100,7 @@ mod context;
 mod device;
 mod error;
 mod event;
+mod foreign;
 mod function;
 pub mod graph;
 mod host_callback;
@@ -115,6 +118,7 @@ pub use context::{Context, Limit};
 pub use device::{ComputeCapability, Device, DeviceLimits};
 pub use error::{Error, Result};
 pub use event::Event;
+pub use foreign::ForeignUse;
 pub use function::{Function, FunctionAttributes};
 pub use graph::{Graph, GraphExec};
 pub use launch::{Dim3, Kernel, KernelArg, KernelLimits, KernelParam, LaunchConfig};

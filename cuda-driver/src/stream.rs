@@ -48,6 +48,8 @@ pub(crate) struct Captured {
     pub(crate) allocations: Vec<Arc<crate::memory::Allocation>>,
     /// Kernels (each keeps its module loaded).
     pub(crate) functions: Vec<crate::Function>,
+    /// Objects other libraries' captured work needs (see [`Stream::enqueue_foreign`]).
+    pub(crate) foreign: Vec<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 /// Held for the duration of one enqueue (check, driver call, bookkeeping): while it lives, the

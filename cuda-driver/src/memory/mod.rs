@@ -36,6 +36,7 @@ pub use external::ExternalSlice;
 pub use pinned::{HostAllocFlags, PinnedBuffer};
 pub use registered::HostRegistration;
 pub use repr::DeviceRepr;
+pub(crate) use slice::SliceRaw;
 pub use slice::{DeviceSlice, DeviceView, DeviceViewMut};
 
 /// Host memory the driver can copy to and from asynchronously (page-locked): implemented by

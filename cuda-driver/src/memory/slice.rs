@@ -61,7 +61,7 @@ impl<T> DeviceSlice<T> {
     }
 
     /// The raw parts (address, length, allocation), for sibling modules.
-    pub(super) fn raw_parts(&self) -> SliceRaw {
+    pub(crate) fn raw_parts(&self) -> SliceRaw {
         self.raw
     }
 
