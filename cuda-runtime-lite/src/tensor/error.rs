@@ -168,6 +168,11 @@ pub enum TensorError {
     /// A driver failure.
     #[error(transparent)]
     Driver(#[from] cuda_driver::Error),
+
+    /// A collective (NCCL) failed: a communicator of another device, an aborted communicator,
+    /// an NCCL error (see [`cuda_nccl::Error`]).
+    #[error(transparent)]
+    Collective(#[from] cuda_nccl::Error),
 }
 
 impl From<cuda_kernels::Error> for TensorError {
