@@ -171,8 +171,15 @@ pub enum TensorError {
 
     /// A collective (NCCL) failed: a communicator of another device, an aborted communicator,
     /// an NCCL error (see [`cuda_nccl::Error`]).
+    /// (Boxed: NCCL's errors carry messages, and the tensor error stays small.)
     #[error(transparent)]
-    Collective(#[from] cuda_nccl::Error),
+    Collective(Box<cuda_nccl::Error>),
+}
+
+impl From<cuda_nccl::Error> for TensorError {
+    fn from(e: cuda_nccl::Error) -> Self {
+        TensorError::Collective(Box::new(e))
+    }
 }
 
 impl From<cuda_kernels::Error> for TensorError {
