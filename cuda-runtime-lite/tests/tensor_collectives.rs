@@ -5,7 +5,7 @@
 
 use cuda_runtime_lite::cuda_nccl::{CommConfig, CommGroup, Communicator, Error, ReduceOp};
 use cuda_runtime_lite::{set_device, Tensor, TensorError};
-use cuda_tests::{ensure, gpu_nccl, TestResult};
+use cuda_tests::{ensure, gpu, gpu_nccl, TestResult};
 use std::time::Duration;
 
 fn main() {
@@ -18,6 +18,7 @@ fn main() {
             copy_on_write,
         ),
         gpu_nccl("collective_argument_errors_are_typed", errors),
+        gpu("copy_from_at_fills_a_flat_buffer_piece_by_piece", copy_at),
     ]);
 }
 
@@ -158,4 +159,44 @@ fn errors() -> TestResult {
         );
         Ok(())
     })
+}
+
+/// The gradient buckets' fill: pieces copied into a flat buffer at offsets, in place.
+fn copy_at() -> TestResult {
+    let mut flat = Tensor::<f32>::zeros(&[10])?;
+    let ptr = flat.data_ptr();
+    flat.copy_from_at_(0, &Tensor::from_vec(vec![1.0, 2.0, 3.0, 4.0], &[2, 2])?)?;
+    flat.copy_from_at_(
+        7,
+        &Tensor::from_vec(vec![8.0, 9.0, 10.0], &[3])?.unsqueeze(0)?,
+    )?;
+    ensure!(flat.data_ptr() == ptr, "an exclusive buffer was copied");
+    ensure!(
+        flat.to_vec()? == [1.0, 2.0, 3.0, 4.0, 0.0, 0.0, 0.0, 8.0, 9.0, 10.0],
+        "{:?}",
+        flat.to_vec()?
+    );
+    // A transposed source is copied in its logical (row-major) order.
+    let t = Tensor::from_vec(vec![1.0f32, 2.0, 3.0, 4.0], &[2, 2])?.t()?;
+    flat.copy_from_at_(4, &t)?;
+    ensure!(
+        flat.to_vec()?[4..8] == [1.0, 3.0, 2.0, 4.0],
+        "{:?}",
+        flat.to_vec()?
+    );
+    ensure!(
+        matches!(
+            flat.copy_from_at_(8, &Tensor::zeros(&[3])?),
+            Err(TensorError::ShapeMismatch { .. })
+        ),
+        "a piece past the end was accepted"
+    );
+    // Shared: copy on write, the other handle keeps the old values.
+    let keep = flat.clone();
+    flat.copy_from_at_(0, &Tensor::from_vec(vec![-1.0f32], &[1])?)?;
+    ensure!(
+        keep.to_vec()?[0] == 1.0 && flat.to_vec()?[0] == -1.0,
+        "copy on write"
+    );
+    Ok(())
 }
