@@ -92,9 +92,14 @@ pub(crate) struct CommInner {
 /// type, and no memory is touched after it is freed: the kernels have exited).
 ///
 /// ## Drop
-/// Never panics and never blocks on peers: the handle goes to a short-lived teardown thread
-/// that finalizes (`ncclCommFinalize`, waiting with the timeout for the other ranks, which
-/// recent NCCL versions need) and destroys it, or aborts it when that fails or times out.
+/// Never panics, and never blocks for long on peers: the handle goes to a short-lived teardown
+/// thread that finalizes it (`ncclCommFinalize`, which in recent NCCL versions waits for the
+/// other ranks to finalize theirs) and destroys it, or aborts it when that fails or the timeout
+/// passes. The drop waits for that thread at most 5 s — normally the other ranks end theirs at
+/// the same time and it takes milliseconds — so that a program that ends right after its
+/// communicators does not exit in the middle of NCCL's teardown. Ranks of one process are best
+/// dropped together: from their own threads, or as a [`crate::CommGroup`] (whose drop ends all
+/// its ranks at once); dropped one after another on one thread, each may wait out the 5 s.
 #[derive(Clone)]
 pub struct Communicator {
     pub(crate) inner: Arc<CommInner>,
@@ -557,18 +562,40 @@ impl CommInner {
     }
 }
 
+impl CommInner {
+    /// Hands a live communicator to a teardown thread (finalize, destroy) and marks it gone;
+    /// the receiver hears when the teardown is over. `None` when there was nothing to end.
+    pub(crate) fn start_teardown(&self) -> Option<std::sync::mpsc::Receiver<()>> {
+        let state = std::mem::replace(&mut *self.lock(), CommState::Gone);
+        match state {
+            CommState::Live(raw) => {
+                let how = Teardown::Finalize {
+                    blocking: self.blocking,
+                    timeout: self.timeout,
+                };
+                Some(teardown::spawn(self.nccl, self.ctx.clone(), raw, how))
+            }
+            _ => None,
+        }
+    }
+}
+
 impl Drop for CommInner {
     fn drop(&mut self) {
-        let state = std::mem::replace(
-            self.state.get_mut().unwrap_or_else(|p| p.into_inner()),
-            CommState::Gone,
-        );
-        if let CommState::Live(raw) = state {
-            let how = Teardown::Finalize {
-                blocking: self.blocking,
-                timeout: self.timeout,
-            };
-            teardown::spawn(self.nccl, self.ctx.clone(), raw, how);
+        if let Some(done) = self.start_teardown() {
+            // Finalizing waits for the other ranks (recent NCCL versions): usually they end
+            // theirs at the same time, on their own threads or processes, and this takes
+            // milliseconds. The wait is bounded, so a rank whose peers are gone, or are dropped
+            // later on this same thread, does not block here; the teardown then finishes (or
+            // aborts at the timeout) on its own thread.
+            if done.recv_timeout(teardown::DROP_GRACE).is_err() {
+                log::info!(
+                    "cuda-nccl: rank {} of {} is still finalizing after {} s; it ends in the                      background",
+                    self.rank,
+                    self.nranks,
+                    teardown::DROP_GRACE.as_secs()
+                );
+            }
         }
     }
 }

@@ -162,8 +162,26 @@ impl CommGroup {
     }
 
     /// The communicators, to hand one to each thread.
-    pub fn into_comms(self) -> Vec<Communicator> {
-        self.comms
+    pub fn into_comms(mut self) -> Vec<Communicator> {
+        std::mem::take(&mut self.comms)
+    }
+}
+
+impl Drop for CommGroup {
+    /// Ends every rank nobody else holds at once (each on its own teardown thread, so their
+    /// finalizes meet), then waits for them, at most 5 s in all.
+    fn drop(&mut self) {
+        let mut pending = Vec::new();
+        for c in self.comms.drain(..) {
+            if std::sync::Arc::strong_count(&c.inner) == 1 {
+                pending.extend(c.inner.start_teardown());
+            }
+        }
+        let deadline = std::time::Instant::now() + teardown::DROP_GRACE;
+        for done in pending {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let _ = done.recv_timeout(left);
+        }
     }
 }
 

@@ -4,8 +4,8 @@
 //! Recent NCCL versions synchronise the ranks of a node in both (a rank's resources may be in
 //! use by its peers until they let go), so either can wait for other ranks — forever, if one
 //! died or is dropped later on the same thread. Neither ever runs on the caller's thread: each
-//! communicator ends on a short-lived thread of its own, so `Drop` never blocks and ranks
-//! dropped one after another by one thread still finalize together.
+//! communicator ends on a short-lived thread of its own, which the caller waits for only a
+//! bounded time, so ranks dropped one after another by one thread still finalize together.
 
 use crate::comm::RawComm;
 use cuda_driver::Context;
@@ -13,6 +13,9 @@ use cuda_sys::nccl_types::{ncclComm_t, ncclResult_t};
 use cuda_sys::Nccl;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+/// How long a drop waits for its communicator's teardown (see `Communicator`'s docs).
+pub(crate) const DROP_GRACE: Duration = Duration::from_secs(5);
 
 /// How to end a communicator.
 pub(crate) enum Teardown {
