@@ -44,7 +44,7 @@ fn main() {
         gpu_nccl("abort_then_use_is_a_typed_error", abort_then_use),
         gpu_nccl("a_peer_that_never_joins_times_out", peer_never_joins),
         gpu_nccl("init_all_blocking_communicators_work", init_all),
-        gpu_nccl("drop_does_not_block", drop_fast),
+        gpu_nccl("drop_is_bounded_and_keeps_buffers_ordered", drop_fast),
         gpu2_nccl("ranks_in_their_own_threads_match_cpu", threads),
         gpu2_nccl(
             "watchdog_aborts_a_collective_whose_peer_stopped",
@@ -841,11 +841,10 @@ fn drop_fast() -> TestResult {
     c.all_reduce_in_place(&mut b, ReduceOp::Sum, &s)?;
     let start = Instant::now();
     drop(c);
-    ensure!(
-        start.elapsed() < Duration::from_secs(1),
-        "drop took {:?}",
-        start.elapsed()
-    );
+    // A one-rank finalize takes milliseconds; the drop waits for it at most 5 s in any case.
+    let took = start.elapsed();
+    eprintln!("drop took {took:?}");
+    ensure!(took < Duration::from_secs(6), "drop took {took:?}");
     // The buffer's use is tracked: reading it waits for the op, whatever the teardown does.
     ensure!(
         s.clone_dtoh(&b)?.iter().all(|&v| v == 1.0),
