@@ -80,7 +80,8 @@ impl<'a> ForeignUse<'a> {
 
 impl Stream {
     /// Queues work that another library enqueues on this stream's raw handle, with the buffers
-    /// it uses ordered and tracked like a kernel launch's (see the [module docs](self)).
+    /// it uses ordered and tracked like a kernel launch's (the same steps, in the same order, as
+    /// [`crate::Kernel::launch`]: device check, ordering, the work, the use recorded).
     ///
     /// `enqueue` is called once, with this context current and the raw stream; what it returns
     /// is passed back (a library status, typically). It is not called when a check or the

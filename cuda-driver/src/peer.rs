@@ -65,7 +65,8 @@ impl PeerRecord {
 impl Context {
     /// Lets kernels (and copies) in this context access `peer`'s memory directly
     /// (`cuCtxEnablePeerAccess` with this context current, and `cuMemPoolSetAccess` giving this
-    /// device read-write access to `peer`'s default memory pool; see the [module docs](self)).
+    /// device read-write access to `peer`'s default memory pool: this crate's buffers come from
+    /// that pool, which `cuCtxEnablePeerAccess` does not map for peers).
     ///
     /// Idempotent and thread-safe: the first call for an ordered pair does the work, later ones
     /// (from any thread) return at once; access already enabled by someone else is success. For

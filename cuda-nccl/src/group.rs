@@ -1,27 +1,4 @@
 //! [`Group`]: NCCL's group calls (`ncclGroupStart` … `ncclGroupEnd`) as a guard.
-//!
-//! Inside a group NCCL only records operations; `ncclGroupEnd` queues them all, on every stream
-//! involved, as one launch. That is how one thread drives several GPUs (one communicator per
-//! GPU, a collective on each, launched together — without the group, the first collective would
-//! wait for ranks the thread has not reached yet), how a rank sends to and receives from peers
-//! (or itself) without deadlocking, and how many small operations share one launch.
-//!
-//! ## How the guard keeps it sound
-//! - The guard **borrows every buffer** handed to it until it ends, so none can be freed or
-//!   written by the host before NCCL has queued the work that uses it; each buffer is ordered
-//!   after its earlier uses when the operation is added (the waits go on the stream ahead of the
-//!   work) and its use is recorded after `ncclGroupEnd` (see
-//!   [`cuda_driver::Stream::begin_foreign`]).
-//! - It **locks every communicator** it uses until it ends, so no other thread can call on one,
-//!   and neither the watchdog nor [`crate::Communicator::abort`] can abort one whose operations
-//!   NCCL holds but has not launched.
-//! - NCCL's group state belongs to the thread, so the guard is `!Send`, and while it is open
-//!   every NCCL call on the thread that does not go through it is refused
-//!   ([`crate::Error::GroupOpen`]): NCCL would defer that call to the group's end, after its
-//!   borrows had ended. Groups do not nest (a second one is refused the same way).
-//! - Leaking the guard (`mem::forget`) leaves NCCL's group open for good: NCCL then never queues
-//!   its operations (so nothing touches the buffers once their borrows end), every later NCCL call
-//!   on that thread is refused, and its communicators stay locked (their other users block).
 
 use crate::comm::{last_error, CommState, Communicator};
 use crate::ops::{self, OpCall};
@@ -56,7 +33,33 @@ struct Added<'a> {
 }
 
 /// An open NCCL group (`ncclGroupStart`); its operations are queued together when it ends
-/// ([`Group::end`], or drop). See the [module docs](self).
+/// ([`Group::end`], or drop).
+///
+/// Inside a group NCCL only records operations; `ncclGroupEnd` queues them all, on every stream
+/// involved, as one launch. That is how one thread drives several GPUs (one communicator per
+/// GPU, a collective on each, launched together — without the group, the first collective would
+/// wait for ranks the thread has not reached yet), how a rank sends to and receives from peers
+/// (or itself) without deadlocking, and how many small operations share one launch.
+///
+/// ## How the guard keeps it sound
+/// - The guard **borrows every buffer** handed to it until it ends, so none can be freed or
+///   written by the host before NCCL has queued the work that uses it; each buffer is ordered
+///   after its earlier uses when the operation is added (the waits go on the stream ahead of the
+///   work) and its use is recorded after `ncclGroupEnd` (see
+///   [`cuda_driver::Stream::begin_foreign`]).
+/// - It **locks every communicator** it uses until it ends, so no other thread can call on one,
+///   and neither the watchdog nor [`crate::Communicator::abort`] can abort one whose operations
+///   NCCL holds but has not launched.
+/// - NCCL's group state belongs to the thread, so the guard is `!Send`, and while it is open
+///   every NCCL call on the thread that does not go through it is refused
+///   ([`crate::Error::GroupOpen`]): NCCL would defer that call to the group's end, after its
+///   borrows had ended. Groups do not nest (a second one is refused the same way).
+/// - Leaking the guard (`mem::forget`) leaves NCCL's group open for good: NCCL then never queues
+///   its operations (so nothing touches the buffers once their borrows end), every later NCCL call
+///   on that thread is refused, and its communicators stay locked (their other users block).
+/// - Locks are taken in the order operations are added: two threads whose groups share
+///   communicators in different orders can deadlock (no memory is at risk). Use each
+///   communicator from one thread, as NCCL expects anyway.
 ///
 /// ```no_run
 /// # fn main() -> cuda_nccl::Result<()> {

@@ -29,7 +29,7 @@
 //! call that may be NCCL's first in the process checks that `NCCL_NVLS_ENABLE` is `"0"` and
 //! otherwise returns [`Error::NvlsNotDisabled`]; programs set it first thing in `main`
 //! ([`disable_nvls_in_environment`], `unsafe`: setting the environment races with other
-//! threads) or run with it in their environment. See [`env`] for why the library checks
+//! threads) or run with it in their environment. See [`mod@env`] for why the library checks
 //! rather than sets. Nothing here calls `cuMulticastCreate`.
 //!
 //! ## Stream ordering

@@ -1,32 +1,4 @@
 //! Data-parallel training: [`DataParallel`], PyTorch's `DistributedDataParallel` on NCCL.
-//!
-//! Every rank (one per GPU, in its own thread or its own process) holds a replica of the
-//! model, runs the forward and backward passes on its share of the global batch, and before the
-//! optimizer step the gradients are averaged across ranks, so every replica takes the same step
-//! and stays identical. With an equal share of a batch per rank and a loss that is a mean over
-//! the batch, the averaged gradient is the gradient of the whole batch: N GPUs train as one GPU
-//! would on the global batch (up to floating-point rounding), faster.
-//!
-//! ## Buckets, overlapped with the backward pass
-//! The parameters are grouped into **buckets** of about [`DataParallelConfig::bucket_bytes`],
-//! in reverse order (the backward pass finishes the last layers' gradients first). Each
-//! parameter has a grad-ready hook ([`Var::register_grad_ready_hook`]): when the backward pass
-//! has accumulated its gradient, the hook copies it into its place in the bucket's flat buffer
-//! (on the computing stream), and when a bucket is complete its all-reduce is queued at once on
-//! a **separate communication stream** — while the backward pass goes on computing the earlier
-//! layers' gradients on the computing stream, so communication and computation overlap. The
-//! communication stream waits for the copies into the bucket and nothing else (the
-//! per-allocation tracking of `cuda-driver` orders it). Buckets are reduced strictly in index
-//! order on every rank, whatever order their gradients finish in, because NCCL needs every rank
-//! to issue its collectives in the same order.
-//!
-//! [`DataParallel::finish_gradients`] (after `backward`, before the optimizer's `step`) makes
-//! each parameter's gradient a view of its place in the reduced bucket (no copy back, as
-//! PyTorch's `gradient_as_bucket_view`); the optimizer's kernels on the computing stream wait
-//! for the reductions through the same tracking. No host synchronisation anywhere.
-//!
-//! Each step, every parameter must receive a gradient on every rank (PyTorch's default,
-//! `find_unused_parameters=False`): a parameter without one is an error that names it.
 
 use crate::error::{NnError, Result};
 use crate::hook::GradHookHandle;
@@ -130,7 +102,35 @@ impl<T: GradElement + NcclType> State<T> {
     }
 }
 
-/// Data-parallel training of one replica (one rank): see the [module docs](self).
+/// Data-parallel training of one replica (one rank).
+///
+/// Every rank (one per GPU, in its own thread or its own process) holds a replica of the
+/// model, runs the forward and backward passes on its share of the global batch, and before the
+/// optimizer step the gradients are averaged across ranks, so every replica takes the same step
+/// and stays identical. With an equal share of a batch per rank and a loss that is a mean over
+/// the batch, the averaged gradient is the gradient of the whole batch: N GPUs train as one GPU
+/// would on the global batch (up to floating-point rounding), faster.
+///
+/// ## Buckets, overlapped with the backward pass
+/// The parameters are grouped into **buckets** of about [`DataParallelConfig::bucket_bytes`],
+/// in reverse order (the backward pass finishes the last layers' gradients first). Each
+/// parameter has a grad-ready hook ([`Var::register_grad_ready_hook`]): when the backward pass
+/// has accumulated its gradient, the hook copies it into its place in the bucket's flat buffer
+/// (on the computing stream), and when a bucket is complete its all-reduce is queued at once on
+/// a **separate communication stream** — while the backward pass goes on computing the earlier
+/// layers' gradients on the computing stream, so communication and computation overlap. The
+/// communication stream waits for the copies into the bucket and nothing else (the
+/// per-allocation tracking of `cuda-driver` orders it). Buckets are reduced strictly in index
+/// order on every rank, whatever order their gradients finish in, because NCCL needs every rank
+/// to issue its collectives in the same order.
+///
+/// [`DataParallel::finish_gradients`] (after `backward`, before the optimizer's `step`) makes
+/// each parameter's gradient a view of its place in the reduced bucket (no copy back, as
+/// PyTorch's `gradient_as_bucket_view`); the optimizer's kernels on the computing stream wait
+/// for the reductions through the same tracking. No host synchronisation anywhere.
+///
+/// Each step, every parameter must receive a gradient on every rank (PyTorch's default,
+/// `find_unused_parameters=False`): a parameter without one is an error that names it.
 ///
 /// ```no_run
 /// use cuda_nn::{DataParallel, DataParallelConfig, Linear, Module, Optimizer, Sgd, SgdConfig, Var};
