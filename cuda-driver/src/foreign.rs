@@ -80,8 +80,11 @@ impl<'a> ForeignUse<'a> {
 
 impl Stream {
     /// Queues work that another library enqueues on this stream's raw handle, with the buffers
-    /// it uses ordered and tracked like a kernel launch's (the same steps, in the same order, as
-    /// [`crate::Kernel::launch`]: device check, ordering, the work, the use recorded).
+    /// it uses ordered and tracked like a kernel launch's: the buffers' devices are checked and
+    /// the context made current; the stream's enqueue guard is held throughout (a capture
+    /// cannot begin or end meanwhile); every buffer is ordered after its uses on other streams
+    /// (or, during a capture, handed to the graph); the library queues its work; every buffer
+    /// records the use, so a later free or another stream waits for it.
     ///
     /// `enqueue` is called once, with this context current and the raw stream; what it returns
     /// is passed back (a library status, typically). It is not called when a check or the

@@ -119,7 +119,7 @@ pub mod memory;
 mod module;
 pub mod nvrtc;
 mod peer;
-mod ptx_info;
+pub mod ptx_info;
 mod registry;
 mod stream;
 mod tensor_map;

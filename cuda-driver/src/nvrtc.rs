@@ -76,6 +76,26 @@ fn nvrtc() -> Result<&'static Nvrtc> {
     Ok(Nvrtc::get()?)
 }
 
+/// The NVRTC in use as `(major, minor)` (`nvrtcVersion`), `None` when it could not say.
+pub fn version() -> Result<Option<(i32, i32)>> {
+    Ok(nvrtc()?.version())
+}
+
+/// The real architectures this NVRTC can compile for, as `major * 10 + minor` (e.g. `[75, 80,
+/// …, 90, 100, 120]`), from `nvrtcGetSupportedArchs`, in increasing order.
+pub fn supported_archs() -> Result<Vec<u32>> {
+    let nv = nvrtc()?;
+    let mut n = 0;
+    // SAFETY: out-pointer to a local.
+    unsafe { nv.nvrtcGetNumSupportedArchs(&mut n)? };
+    let mut archs = vec![0i32; n.max(0) as usize];
+    // SAFETY: the array has room for the `n` values NVRTC reported.
+    unsafe { nv.nvrtcGetSupportedArchs(archs.as_mut_ptr())? };
+    let mut archs: Vec<u32> = archs.into_iter().map(|a| a.max(0) as u32).collect();
+    archs.sort_unstable();
+    Ok(archs)
+}
+
 /// Compiles `src` (named `name` in messages) to PTX. A compile error returns NVRTC's log.
 pub fn compile_ptx(name: &str, src: &str, opts: &CompileOptions) -> Result<String> {
     let bytes = compile(name, src, opts, Output::Ptx)?;

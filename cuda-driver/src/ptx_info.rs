@@ -1,7 +1,7 @@
 //! What can be read from PTX text without a driver: its ISA version and its entries.
 
 /// The `.version X.Y` of a PTX module, e.g. `"8.4"`.
-pub(crate) fn isa_version(ptx: &str) -> Option<&str> {
+pub fn isa_version(ptx: &str) -> Option<&str> {
     ptx.lines()
         .map(str::trim)
         .find_map(|l| l.strip_prefix(".version"))
@@ -9,7 +9,7 @@ pub(crate) fn isa_version(ptx: &str) -> Option<&str> {
 }
 
 /// The names of the `.entry` points.
-pub(crate) fn entries(ptx: &str) -> Vec<String> {
+pub fn entries(ptx: &str) -> Vec<String> {
     let mut out = Vec::new();
     for (i, _) in ptx.match_indices(".entry ") {
         let rest = &ptx[i + 7..];
@@ -26,7 +26,7 @@ pub(crate) fn entries(ptx: &str) -> Vec<String> {
 }
 
 /// The byte sizes of `.entry name`'s parameters, from their `.param` declarations.
-pub(crate) fn entry_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
+pub fn entry_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
     let start = ptx.find(&format!(".entry {name}("))?;
     let rest = &ptx[start..];
     let close = rest.find(')')?;

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | a tensor with `requires_grad=True`, `nn.Parameter` | [`Var::parameter`] |
 //! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `reshape`/`transpose`/`narrow`, `cross_entropy` |
+//! | `torch.autograd.Function` (seed 004's custom kernels with autograd) | [`Var::custom_op`] |
 //! | `loss.backward()`, `x.grad` | [`Var::backward`], [`Var::grad`] |
 //! | `with torch.no_grad():` | [`no_grad`] |
 //! | `torch.autograd.gradcheck` | [`gradcheck()`] |

@@ -118,6 +118,21 @@ impl<T: GradElement> Var<T> {
         Var::make(value, true, Some(node))
     }
 
+    /// A differentiable op of your own, like PyTorch's `torch.autograd.Function` (seed 004's
+    /// custom kernels with autograd): `value` is the forward's result, computed from the values
+    /// of `inputs` (with your kernels); `backward` gets the gradient of the result and returns
+    /// one gradient per input, in order, each of that input's shape (`None` where an input
+    /// needs none). It owns what it needs (the saved tensors). When grad mode is off or no input
+    /// requires grad, the result is a constant and `backward` is dropped unused.
+    pub fn custom_op(
+        value: Tensor<T>,
+        name: &'static str,
+        inputs: &[&Var<T>],
+        backward: impl Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync + 'static,
+    ) -> Var<T> {
+        Var::from_op(value, name, inputs, backward)
+    }
+
     /// The current value (a cheap handle; an optimizer step replaces a parameter's value, so
     /// read it again after one).
     pub fn value(&self) -> Tensor<T> {

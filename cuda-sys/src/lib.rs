@@ -174,7 +174,7 @@ pub use cublaslt::{CublasLt, CUBLASLT_PATH_VAR};
 pub use driver::{Driver, DRIVER_PATH_VAR};
 pub use driver_types::*;
 pub use error::{CublasError, DriverError, MissingSymbol, NcclError, NvrtcError};
-pub use loader::{Candidate, CandidateSource, LoadAttempt, LoadError, Search};
+pub use loader::{python_site_dirs, Candidate, CandidateSource, LoadAttempt, LoadError, Search};
 pub use nccl::{Nccl, NCCL_PATH_VAR};
 pub use nvrtc::{Nvrtc, NVRTC_PATH_VAR};
 pub use nvrtc_types::*;

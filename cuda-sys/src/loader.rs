@@ -269,7 +269,10 @@ pub(crate) unsafe fn resolve<T: Copy>(lib: &libloading::Library, name: &[u8]) ->
 /// `site-packages` (and Debian's `dist-packages`) directories of the Python installations that
 /// are cheap to find without running Python: `$PYTHONPATH`, `$VIRTUAL_ENV`, `$CONDA_PREFIX`,
 /// `~/.local`, pyenv versions, `/usr/local`, `/usr` and `/opt/*/.venv`. Only existing ones.
-pub(crate) fn python_site_dirs(env: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
+///
+/// The same list [`crate::Nvrtc::search`] uses for pip's `nvidia-*` wheels; `cuda-build` looks
+/// for the `nvidia-cuda-nvcc` wheel's `nvcc` in it.
+pub fn python_site_dirs(env: &dyn Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
     let mut sites = Vec::new();
     if let Some(pp) = env("PYTHONPATH") {
         sites.extend(std::env::split_paths(&pp));

@@ -65,7 +65,9 @@ impl Nvrtc {
         Self::search_with(&|k| std::env::var_os(k))
     }
 
-    pub(crate) fn search_with(env: &dyn Fn(&str) -> Option<OsString>) -> Search {
+    /// [`Nvrtc::search`] with the environment read through `env` instead of the process's
+    /// (build tools that record which variables they read, and tests, use it).
+    pub fn search_with(env: &dyn Fn(&str) -> Option<OsString>) -> Search {
         let dirs = loader::cuda_library_dirs(env, &["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"]);
         Search::standard(
             NVRTC_LIBRARY,
@@ -87,7 +89,8 @@ impl Nvrtc {
         Self::load_search(&Search::single(NVRTC_LIBRARY, NVRTC_HINT, path.as_ref()))
     }
 
-    fn load_search(search: &Search) -> Result<Nvrtc, LoadError> {
+    /// Loads the first library of `search` that opens (see [`Nvrtc::search_with`]).
+    pub fn load_search(search: &Search) -> Result<Nvrtc, LoadError> {
         let start = Instant::now();
         let (lib, path) = search.open()?;
         let builtins = preload_builtins(&path);

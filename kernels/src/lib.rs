@@ -61,3 +61,7 @@ pub use layout::{StridedLayout, MAX_RANK};
 
 /// Re-exported: the f16/bf16 types the kernels use.
 pub use cuda_driver::half;
+
+/// Re-exported: the driver layer the handles are made of (the handles `cuda-build` generates
+/// for other crates name it through here, so those crates need no second dependency).
+pub use cuda_driver;

@@ -1,7 +1,11 @@
 //! The embedded PTX files and how one is picked for a device.
+//!
+//! The same types serve the handles `cuda-build` writes for other crates' kernels (their
+//! generated code calls [`load`], [`check_entry`], [`find_file`] and [`load_fatbin`]).
 
 use crate::{Error, Result};
-use cuda_driver::{ComputeCapability, Context, Module};
+use cuda_driver::launch::Signature;
+use cuda_driver::{ComputeCapability, Context, JitOptions, Module, ModuleImage};
 use std::sync::OnceLock;
 
 /// One `.cu` file's PTX, for one or more target architectures.
@@ -18,26 +22,39 @@ pub struct PtxFile {
 /// PTX for one virtual architecture.
 #[derive(Debug)]
 pub struct PtxTarget {
-    /// The virtual architecture, e.g. `"compute_75"`.
+    /// The virtual architecture, e.g. `"compute_75"`, `"compute_90a"`.
     pub arch: &'static str,
     /// The oldest compute capability that can run it.
     pub min_cc: ComputeCapability,
-    /// An architecture-specific target (`compute_90a`): it runs on exactly `min_cc`, not on newer
-    /// devices (features such as `wgmma` are not carried forward).
-    pub exact: bool,
     /// The PTX text.
     pub ptx: &'static str,
 }
 
+impl PtxTarget {
+    /// Whether a device of compute capability `cc` can run this PTX: any `cc` at or above
+    /// `min_cc` for a portable target (`compute_80`); exactly `min_cc` for an
+    /// architecture-specific one (`compute_90a`: Hopper's `wgmma` does not exist on Blackwell);
+    /// the same major version for a family-specific one (`compute_100f`).
+    pub fn runs_on(&self, cc: ComputeCapability) -> bool {
+        if self.arch.ends_with('a') {
+            cc == self.min_cc
+        } else if self.arch.ends_with('f') {
+            cc.major == self.min_cc.major && cc >= self.min_cc
+        } else {
+            cc >= self.min_cc
+        }
+    }
+}
+
 impl PtxFile {
-    /// The newest target whose compute capability is not above `cc`: the driver JIT-compiles
-    /// PTX for any newer GPU, and a newer target may use features older GPUs lack. An
-    /// architecture-specific target (`exact`) counts only on its own compute capability.
+    /// The newest target the device can run (see [`PtxTarget::runs_on`]): the driver
+    /// JIT-compiles PTX for any newer GPU, and a newer target may use features older GPUs lack.
+    /// Of two targets for one compute capability, the architecture-specific one wins.
     pub fn pick(&self, cc: ComputeCapability) -> Result<&'static PtxTarget> {
         self.targets
             .iter()
-            .filter(|t| t.min_cc <= cc && (!t.exact || t.min_cc == cc))
-            .max_by_key(|t| t.min_cc)
+            .filter(|t| t.runs_on(cc))
+            .max_by_key(|t| (t.min_cc, t.arch.ends_with('a')))
             .ok_or(Error::NoPtxForDevice {
                 file: self.name,
                 device: cc,
@@ -70,8 +87,8 @@ pub fn ptx_for(name: &str, cc: ComputeCapability) -> Result<&'static str> {
     Ok(file.pick(cc)?.ptx)
 }
 
-/// Loads `file`'s PTX for `ctx`'s device.
-pub(crate) fn load(ctx: &Context, file: &'static PtxFile) -> Result<Module> {
+/// Loads `file`'s PTX for `ctx`'s device (the target [`PtxFile::pick`] chooses).
+pub fn load(ctx: &Context, file: &'static PtxFile) -> Result<Module> {
     let target = file.pick(ctx.limits().compute_capability)?;
     Ok(ctx.load_ptx(target.ptx)?)
 }
@@ -126,5 +143,128 @@ impl<T> std::fmt::Debug for LazyModule<T> {
             .field("file", &self.file.name)
             .field("loaded", &self.cell.get().is_some())
             .finish()
+    }
+}
+
+/// Loads a fatbin (SASS for some architectures plus PTX): the driver picks the SASS for the
+/// device, or JIT-compiles the PTX. The bytes are copied to an 8-byte-aligned buffer first
+/// (`include_bytes!` data has no alignment, the fatbin header wants it).
+pub fn load_fatbin(ctx: &Context, fatbin: &[u8]) -> Result<Module> {
+    let mut aligned = vec![0u64; fatbin.len().div_ceil(8)];
+    let bytes: &mut [u8] = cuda_driver::bytemuck::cast_slice_mut(&mut aligned);
+    bytes[..fatbin.len()].copy_from_slice(fatbin);
+    Ok(ctx.load_module(
+        ModuleImage::Fatbin(&bytes[..fatbin.len()]),
+        &JitOptions::default(),
+    )?)
+}
+
+/// The file called `name` in `files`.
+pub fn find_file<'a>(files: &'a [PtxFile], name: &str) -> Result<&'a PtxFile> {
+    files
+        .iter()
+        .find(|f| f.name == name)
+        .ok_or_else(|| Error::Invalid {
+            op: "find_file",
+            problem: format!(
+                "no PTX file named `{name}`; the files are: {}",
+                files.iter().map(|f| f.name).collect::<Vec<_>>().join(", ")
+            ),
+        })
+}
+
+/// The fatbin called `name` in a generated `FATBINS` table.
+pub fn find_fatbin(fatbins: &[(&'static str, &'static [u8])], name: &str) -> Result<&'static [u8]> {
+    fatbins
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, b)| *b)
+        .ok_or_else(|| Error::Invalid {
+            op: "find_fatbin",
+            problem: format!("no fatbin named `{name}`"),
+        })
+}
+
+/// Checks, without a driver, that `.entry kernel` in every target of `file` has exactly the
+/// parameter byte sizes of `Args` ([`cuda_driver::Error::SignatureMismatch`] otherwise, or
+/// [`cuda_driver::Error::KernelNotFound`] when a target lacks the entry). Generated handles run
+/// this before loading, so PTX that disagrees with the Rust signature is never launched.
+pub fn check_entry<Args: Signature>(file: &PtxFile, kernel: &str) -> Result<()> {
+    for t in file.targets {
+        match cuda_driver::ptx_info::entry_param_sizes(t.ptx, kernel) {
+            Some(found) if found == Args::SIZES => {}
+            Some(found) => {
+                return Err(cuda_driver::Error::SignatureMismatch {
+                    kernel: format!("{kernel} ({} of {})", t.arch, file.name),
+                    expected: Args::SIZES.to_vec(),
+                    found,
+                }
+                .into())
+            }
+            None => {
+                return Err(cuda_driver::Error::KernelNotFound {
+                    name: format!("{kernel} ({} of {})", t.arch, file.name),
+                    available: cuda_driver::ptx_info::entries(t.ptx),
+                }
+                .into())
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cuda_driver::DeviceSlice;
+
+    const fn cc(major: i32, minor: i32) -> ComputeCapability {
+        ComputeCapability { major, minor }
+    }
+
+    const PTX: &str = ".version 8.4\n.target sm_75\n.address_size 64\n\n.visible .entry k(\n\t.param .u64 k_param_0,\n\t.param .u32 k_param_1\n)\n{\n}\n";
+
+    static FILE: PtxFile = PtxFile {
+        name: "f",
+        source: "f.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: cc(7, 5),
+                ptx: PTX,
+            },
+            PtxTarget {
+                arch: "compute_80",
+                min_cc: cc(8, 0),
+                ptx: PTX,
+            },
+            PtxTarget {
+                arch: "compute_90a",
+                min_cc: cc(9, 0),
+                ptx: PTX,
+            },
+        ],
+    };
+
+    #[test]
+    fn arch_specific_targets_run_only_on_their_gpu() {
+        assert_eq!(FILE.pick(cc(7, 5)).unwrap().arch, "compute_75");
+        assert_eq!(FILE.pick(cc(8, 9)).unwrap().arch, "compute_80");
+        assert_eq!(FILE.pick(cc(9, 0)).unwrap().arch, "compute_90a");
+        assert_eq!(FILE.pick(cc(10, 0)).unwrap().arch, "compute_80");
+        assert!(FILE.pick(cc(7, 0)).is_err());
+    }
+
+    #[test]
+    fn entry_check_refuses_a_disagreeing_signature() {
+        check_entry::<(&DeviceSlice<f32>, u32)>(&FILE, "k").unwrap();
+        let e = check_entry::<(&DeviceSlice<f32>, u64)>(&FILE, "k")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("[8, 4]") && e.contains("[8, 8]"), "{e}");
+        let e = check_entry::<(u32,)>(&FILE, "nope")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("nope"), "{e}");
     }
 }

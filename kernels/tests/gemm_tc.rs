@@ -188,7 +188,7 @@ fn half_all<T: TensorCoreElement>() -> TestResult {
     }
     // k == 0 writes zeros into C's rows only; m == 0 / n == 0 write nothing.
     for &fam in &fams {
-        let a = s.alloc_zeros::<T>(4)?;
+        let a = s.alloc_zeros::<T>(16)?;
         let mut dc = s.alloc_zeros::<T>(3 * 5)?;
         s.memset_bytes(&mut dc, 0xFF)?;
         ops::gemm_half(

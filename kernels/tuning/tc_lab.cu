@@ -58,6 +58,38 @@ __global__ void to_f32(const void* C, float* out, int m0, int rows, int N, int l
     out[i] = ld_elem(C, (long long)(m0 + r) * ldc + n, dt);
 }
 
+// The tensor cores' ceiling through mma.sync: every warp issues independent m16n8k16 bf16 MMAs
+// on register operands (no memory traffic), 8 accumulator chains per warp.
+__global__ void mma_peak(float* out, int iters) {
+    unsigned a0 = threadIdx.x, a1 = a0 * 3, a2 = a0 * 5, a3 = a0 * 7, b0 = a0 * 11, b1 = a0 * 13;
+    float d[8][4] = {};
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+            asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                         : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
+                         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    }
+    float acc = 0;
+    for (int j = 0; j < 8; ++j) acc += d[j][0] + d[j][1] + d[j][2] + d[j][3];
+    if (acc == 12345.f) out[0] = acc;
+}
+
+static void peak(int sms) {
+    float* out; RK(cudaMalloc(&out, 4));
+    int iters = 4096, blocks = sms * 8, threads = 256;
+    mma_peak<<<blocks, threads>>>(out, 16);
+    RK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1; RK(cudaEventCreate(&e0)); RK(cudaEventCreate(&e1));
+    RK(cudaEventRecord(e0));
+    mma_peak<<<blocks, threads>>>(out, iters);
+    RK(cudaEventRecord(e1)); RK(cudaEventSynchronize(e1));
+    float ms; RK(cudaEventElapsedTime(&ms, e0, e1));
+    double flop = 2.0 * 16 * 8 * 16 * 8 * (double)iters * (blocks * threads / 32);
+    printf("mma.sync bf16 ceiling (register operands, %d warps): %.1f TFLOP/s\n", blocks * threads / 32, flop / (ms * 1e-3) / 1e12);
+    cudaFree(out);
+}
+
 static std::string read_file(const std::string& p) {
     std::ifstream f(p); if (!f) { fprintf(stderr, "cannot read %s\n", p.c_str()); exit(1); }
     std::stringstream s; s << f.rdbuf(); return s.str();
@@ -92,11 +124,16 @@ int main(int argc, char** argv) {
     RK(cudaSetDevice(0));
     RK(cudaFree(0));
     CUcontext ctx; CK(cuCtxGetCurrent(&ctx));
+    int sms; RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    peak(sms);
     std::string ptx_mma = read_file(dir + "/gemm_mma.sm80.ptx"), ptx_wg = read_file(dir + "/gemm_wgmma.sm90a.ptx");
     CUmodule mod_mma, mod_wg;
     CK(cuModuleLoadData(&mod_mma, ptx_mma.c_str()));
     CK(cuModuleLoadData(&mod_wg, ptx_wg.c_str()));
-    const int MM_SMEM = 4 * (128 * 32 * 2 + 256 * 32 * 2) + 128;
+    // Variant geometry (kernels/tuning/variants: gemm_mma.cu built with other MM_BK / MM_STAGES).
+    const int mm_bk = getenv("MM_BK") ? atoi(getenv("MM_BK")) : 64;
+    const int mm_stages = getenv("MM_STAGES") ? atoi(getenv("MM_STAGES")) : 3;
+    const int MM_SMEM = mm_stages * (128 * mm_bk * 2 + 256 * mm_bk * 2) + 128;
     const int WG_SMEM = 4 * (128 * 128 + 256 * 128) + 1024 + 64;
 
     std::vector<Case> cases;

@@ -1,9 +1,11 @@
 //! Launch configurations and typed kernel launches.
 
+mod arg_list;
 mod args;
 mod config;
 mod kernel;
 
+pub use arg_list::ArgList;
 pub use args::{KernelArg, KernelParam, Signature};
 pub use config::{Dim3, KernelLimits, LaunchConfig};
 pub use kernel::Kernel;

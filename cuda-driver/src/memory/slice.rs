@@ -92,6 +92,11 @@ impl<T> DeviceSlice<T> {
         unsafe { &(*self.raw.alloc).home }
     }
 
+    /// The allocation the slice lies in (kept alive by the buffer the slice borrows).
+    pub(crate) fn allocation_ptr(&self) -> *const Allocation {
+        self.raw.alloc
+    }
+
     pub(crate) fn before_use(&self, stream: &Arc<StreamInner>) -> Result<()> {
         // SAFETY: the allocation is owned by a live Arc (the buffer this slice borrows).
         unsafe { Allocation::before_use_ptr(self.raw.alloc, stream) }

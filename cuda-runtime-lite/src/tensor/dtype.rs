@@ -11,7 +11,8 @@
 //! | views, `contiguous`, `to_vec`, `Display`, `zeros` | ✓ | ✓ | ✓ | ✓ | ✓ |
 //! | `+ - * /`, `scale`, `relu`, `ones`/`full` | ✓ | ✓ | ✓ (wrapping) | ✓ (in f32, rounded once) | `full` only |
 //! | `tanh` | ✓ | ✓ | — | ✓ | — |
-//! | `matmul` | ✓ sgemm (strided/transposed operands without copies) | ✓ tiled16 | ✓ tiled16 (wrapping) | — | — |
+//! | `matmul`, [`MatmulBackend::Cublas`](super::MatmulBackend) (`Auto` where cuBLAS loads) | ✓ cuBLAS (TF32 if allowed) | ✓ cuBLAS | — | ✓ cuBLAS, f32 accumulation | — |
+//! | `matmul`, [`MatmulBackend::Kernels`](super::MatmulBackend) (`Auto` without cuBLAS) | ✓ sgemm (strided/transposed operands without copies) | ✓ tiled16 | ✓ tiled16 (wrapping) | ✓ tensor cores, f32 accumulation (wgmma on 9.0, mma.sync on 8.0+; below 8.0 via f32: cast, sgemm, cast back) | — |
 //! | `sum_all` → | f32 | f64 | **i64** (exact) | **f32** | — |
 //! | `max_all` → | f32 | f64 | i32 | **f32** | — |
 //! | `mean_all` → | f32 | f64 | — | **f32** | — |
@@ -25,6 +26,7 @@
 //! that `cuda-kernels` does not have. Summing i32 gives i64, as in PyTorch.
 
 use super::error::{Result, TensorError};
+use cuda_blas::{Blas, Gemm};
 use cuda_driver::half::{bf16, f16};
 use cuda_driver::{DeviceRepr, DeviceSlice, Stream};
 use cuda_kernels::ops::{self, BinaryOp, MatmulAlgo, ReduceAlgo, Transpose};
@@ -126,7 +128,10 @@ fn unsupported<T: TensorElement>(op: &'static str, why: &str) -> TensorError {
 }
 
 const WHY_TANH: &str = "tanh has kernels for f32, f64, f16 and bf16";
-const WHY_MATMUL: &str = "matmul has kernels for f32 (sgemm), f64 and i32 (16x16 tiles)";
+const WHY_MATMUL: &str = "matmul has kernels for f32 (sgemm), f64 and i32 (16x16 tiles), and \
+                          f16/bf16 through f32";
+const WHY_CUBLAS: &str = "cuBLAS multiplies f32, f64, f16 and bf16; use MatmulBackend::Kernels \
+                          (or Auto) for i32";
 const WHY_F32: &str = "this op has an f32 kernel only";
 const WHY_MEAN: &str =
     "mean is defined for floating-point dtypes (f32, f64, f16, bf16); for i32, use sum_all";
@@ -170,6 +175,29 @@ pub trait TensorElement:
     /// [`TensorElement::matmul_dense`].
     #[doc(hidden)]
     const STRIDED_GEMM: bool = false;
+
+    /// Whether cuBLAS multiplies this dtype ([`TensorElement::gemm_cublas`]).
+    #[doc(hidden)]
+    const CUBLAS_GEMM: bool = false;
+
+    /// Whether the kernels' matmul of this dtype, on a GPU without tensor-core kernels (compute
+    /// capability below 8.0), converts to f32, multiplies with sgemm and rounds the result back
+    /// (f16/bf16).
+    #[doc(hidden)]
+    const MATMUL_VIA_F32: bool = false;
+
+    /// `c = op(a) · op(b)` as `g` describes it, on cuBLAS (where `CUBLAS_GEMM`).
+    #[doc(hidden)]
+    fn gemm_cublas(
+        _blas: &Blas,
+        _s: &Stream,
+        _g: &Gemm,
+        _a: &DeviceSlice<Self>,
+        _b: &DeviceSlice<Self>,
+        _c: &mut DeviceSlice<Self>,
+    ) -> Result<()> {
+        Err(unsupported::<Self>("matmul on cuBLAS", WHY_CUBLAS))
+    }
 
     /// `out = a op b` (same lengths).
     #[doc(hidden)]
@@ -468,6 +496,45 @@ macro_rules! forward_common {
 }
 
 /// The floating-point methods (tanh, mean, row reductions) of f32, f64, f16 and bf16.
+/// `gemm_strided` on the tensor cores (`ops::gemm_half`: wgmma on compute capability 9.0,
+/// mma.sync on 8.0 and newer; `matmul` takes the f32 route on older GPUs).
+macro_rules! tensor_core_gemm {
+    ($t:ty) => {
+        fn gemm_strided(
+            k: &Kernels,
+            s: &Stream,
+            ta: Transpose,
+            tb: Transpose,
+            m: usize,
+            n: usize,
+            kdim: usize,
+            a: &DeviceSlice<$t>,
+            lda: usize,
+            b: &DeviceSlice<$t>,
+            ldb: usize,
+            c: &mut DeviceSlice<$t>,
+        ) -> Result<()> {
+            ops::gemm_half(
+                k,
+                s,
+                ops::TcAlgo::Auto,
+                ta,
+                tb,
+                m,
+                n,
+                kdim,
+                a,
+                lda,
+                b,
+                ldb,
+                c,
+                n.max(1),
+            )?;
+            Ok(())
+        }
+    };
+}
+
 macro_rules! forward_float {
     ($t:ty, $sum:ty, $max:ty) => {
         fn tanh(
@@ -510,12 +577,32 @@ macro_rules! forward_float {
     };
 }
 
+/// The cuBLAS GEMM of a dtype `cuda-blas` multiplies (`c` of the same dtype, f32 accumulation
+/// for 16-bit types).
+macro_rules! cublas_gemm {
+    () => {
+        const CUBLAS_GEMM: bool = true;
+
+        fn gemm_cublas(
+            blas: &Blas,
+            s: &Stream,
+            g: &Gemm,
+            a: &DeviceSlice<Self>,
+            b: &DeviceSlice<Self>,
+            c: &mut DeviceSlice<Self>,
+        ) -> Result<()> {
+            Ok(blas.gemm(s, g, a, b, c)?)
+        }
+    };
+}
+
 impl TensorElement for f32 {
     const DTYPE: DType = DType::F32;
     type Scalar = f32;
     type Sum = f32;
     type Max = f32;
     const STRIDED_GEMM: bool = true;
+    cublas_gemm!();
 
     fn to_f64(self) -> f64 {
         f64::from(self)
@@ -643,6 +730,7 @@ impl TensorElement for f32 {
 
 impl TensorElement for f64 {
     const DTYPE: DType = DType::F64;
+    cublas_gemm!();
     type Scalar = f64;
     type Sum = f64;
     type Max = f64;
@@ -798,6 +886,9 @@ impl TensorElement for i64 {
 
 impl TensorElement for f16 {
     const DTYPE: DType = DType::F16;
+    const STRIDED_GEMM: bool = true;
+    const MATMUL_VIA_F32: bool = true;
+    cublas_gemm!();
     type Scalar = f32;
     type Sum = f32;
     type Max = f32;
@@ -817,10 +908,14 @@ impl TensorElement for f16 {
 
     forward_common!(f16, f32, f32, f32);
     forward_float!(f16, f32, f32);
+    tensor_core_gemm!(f16);
 }
 
 impl TensorElement for bf16 {
     const DTYPE: DType = DType::BF16;
+    const STRIDED_GEMM: bool = true;
+    const MATMUL_VIA_F32: bool = true;
+    cublas_gemm!();
     type Scalar = f32;
     type Sum = f32;
     type Max = f32;
@@ -840,6 +935,7 @@ impl TensorElement for bf16 {
 
     forward_common!(bf16, f32, f32, f32);
     forward_float!(bf16, f32, f32);
+    tensor_core_gemm!(bf16);
 }
 
 #[cfg(test)]

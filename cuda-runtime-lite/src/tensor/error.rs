@@ -169,11 +169,22 @@ pub enum TensorError {
     #[error(transparent)]
     Driver(#[from] cuda_driver::Error),
 
+    /// A cuBLAS failure, or cuBLAS missing where [`super::MatmulBackend::Cublas`] asks for it
+    /// (boxed: it is large, and rare).
+    #[error(transparent)]
+    Blas(Box<cuda_blas::BlasError>),
+
     /// A collective (NCCL) failed: a communicator of another device, an aborted communicator,
-    /// an NCCL error (see [`cuda_nccl::Error`]).
-    /// (Boxed: NCCL's errors carry messages, and the tensor error stays small.)
+    /// an NCCL error (see [`cuda_nccl::Error`]). Boxed: NCCL's errors carry messages, and the
+    /// tensor error stays small.
     #[error(transparent)]
     Collective(Box<cuda_nccl::Error>),
+}
+
+impl From<cuda_blas::BlasError> for TensorError {
+    fn from(e: cuda_blas::BlasError) -> Self {
+        TensorError::Blas(Box::new(e))
+    }
 }
 
 impl From<cuda_nccl::Error> for TensorError {

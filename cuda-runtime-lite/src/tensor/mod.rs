@@ -18,7 +18,8 @@
 //! | `unsqueeze`, `squeeze` | [`Tensor::unsqueeze`], [`Tensor::squeeze`] |
 //! | `is_contiguous()`, `contiguous()` | [`Tensor::is_contiguous`], [`Tensor::contiguous`] (copies only when needed, with the `strided_copy` kernel) |
 //! | `a + b` … | `&a + &b` (→ `Result<Tensor<T>>`), [`Tensor::add`], [`Tensor::sub`], [`Tensor::mul`], [`Tensor::div`] |
-//! | `a @ b`, `torch.bmm` | [`Tensor::matmul`] (2-D, and batched 3-D) |
+//! | `a @ b`, `torch.bmm` | [`Tensor::matmul`] (2-D, and batched 3-D; f32, f64, f16, bf16, i32) |
+//! | `torch.backends.cuda.preferred_blas_library`, `...matmul.allow_tf32` | [`MatmulBackend`] (cuBLAS or the kernels; [`set_matmul_backend`], [`with_matmul_backend`], `CUDA_RS_MATMUL_BACKEND`), [`set_allow_tf32`] |
 //! | `sum`, `mean`, `amax` | [`Tensor::sum_all`], [`Tensor::sum`], [`Tensor::mean_all`], [`Tensor::mean`], [`Tensor::max_all`], [`Tensor::max`] (+ `_keepdim`) |
 //! | `softmax(dim)`, `relu`, `tanh`, `x * alpha` | [`Tensor::softmax`], [`Tensor::relu`], [`Tensor::tanh`], [`Tensor::scale`] |
 //! | seed 004's fused `relu(x * scale + bias)` | [`Tensor::bias_relu`], [`Tensor::bias_relu_backward`] |
@@ -26,6 +27,8 @@
 //! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |
 //! | `t.to(torch.float16)`, `.half()`, `.float()` | [`Tensor::to_dtype`] (f32 ↔ f64/f16/bf16/i32, f16 ↔ bf16, f64 ↔ i32; one rounding) |
 //! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |
+//! | a C++/CUDA extension's `tensor.data_ptr()`, `torch.cuda.current_stream()` (your own kernels, seed 004) | [`Tensor::as_slice`], [`Tensor::as_mut_slice`] (copy-on-write), [`Tensor::context`], [`Tensor::stream`] |
+//! | `t.untyped_storage()` | [`Tensor::storage`], [`Tensor::from_cached_buffer`] |
 //! | `print(t)` | `Display`: `tensor([[1., 2.],\n        [3., 4.]], device='cuda:0')` |
 //!
 //! ## Views cost no copy
@@ -50,8 +53,10 @@
 //! tensor op, or inheriting a default that returns [`TensorError::UnsupportedDType`] (the training
 //! kernels' dispatch is [`GradElement`], in `src/tensor/grad_dtype.rs`). The
 //! support table is in that file's docs; in short: f32 everything; f64 and i32 elementwise,
-//! reductions and matmul; f16/bf16 elementwise and reductions (accumulated in f32, results in
-//! f32); i64 (the dtype of an i32 sum) storage, views and `full`.
+//! reductions and matmul; f16/bf16 elementwise, reductions (accumulated in f32, results in
+//! f32) and matmul (f32 accumulation, on cuBLAS or through f32 on the kernels); i64 (the dtype
+//! of an i32 sum) storage, views and `full`. `matmul` picks cuBLAS or the kernels in one place
+//! too ([`MatmulBackend`]).
 //!
 //! ## Errors
 //! [`TensorError`]: shape mismatches show both shapes; unsupported dtypes name the op and the
@@ -77,7 +82,9 @@ mod dtype;
 mod error;
 mod grad_dtype;
 mod layout;
+mod matmul_backend;
 mod ops;
+mod raw_access;
 mod storage;
 mod view;
 
@@ -85,6 +92,10 @@ pub use dtype::{DType, TensorElement};
 pub use error::{Result, TensorError};
 pub use grad_dtype::GradElement;
 pub use layout::{broadcast_shapes, Layout};
+pub use matmul_backend::{
+    allow_tf32, matmul_backend, set_allow_tf32, set_matmul_backend, with_allow_tf32,
+    with_matmul_backend, MatmulBackend, ALLOW_TF32_VAR, MATMUL_BACKEND_VAR,
+};
 pub use ops::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use std::sync::Arc;

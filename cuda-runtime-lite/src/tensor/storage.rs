@@ -19,6 +19,11 @@ pub(crate) struct Storage<T: TensorElement> {
 }
 
 impl<T: TensorElement> Storage<T> {
+    /// A storage over `buf`, which lives on device `device`.
+    pub(crate) fn new(buf: CachedBuffer<T>, device: usize) -> Self {
+        Storage { buf, device }
+    }
+
     /// Number of elements in the buffer.
     pub(crate) fn len(&self) -> usize {
         self.buf.len()

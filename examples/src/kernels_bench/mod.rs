@@ -2,7 +2,8 @@
 //!
 //! One file per concern: [`timing`] (events, trials, rotation), [`check`] (CPU-reference checks),
 //! [`rows`] (results, %, targets), [`context`] (what the sections share), one file per kernel
-//! family ([`memory`], [`coalescing`], [`elementwise`], [`matmul`], [`softmax`]), and the outputs
+//! family ([`memory`], [`coalescing`], [`elementwise`], [`matmul`], [`tensor_cores`],
+//! [`softmax`]), and the outputs
 //! ([`report`] Markdown/JSON, [`chart`] SVG).
 
 pub mod chart;
@@ -16,6 +17,7 @@ pub mod report;
 pub mod rows;
 pub mod softmax;
 pub mod sweep;
+pub mod tensor_cores;
 pub mod timing;
 
 use context::{Bench, Sizes};
@@ -48,7 +50,7 @@ pub struct Options {
 type Section = fn(&mut Bench) -> BenchResult<()>;
 
 /// The sections in order (the D2D reference first: the others divide by it).
-const SECTIONS: [(&str, Section); 9] = [
+const SECTIONS: [(&str, Section); 10] = [
     ("D2D reference", memory::d2d),
     ("vector add", memory::vector_add),
     ("sum", memory::sum),
@@ -57,6 +59,7 @@ const SECTIONS: [(&str, Section); 9] = [
     ("elementwise", elementwise::family),
     ("bias + relu", elementwise::bias_relu),
     ("matmul", matmul::matmul),
+    ("tensor cores", tensor_cores::tensor_cores),
     ("softmax", softmax::softmax),
 ];
 

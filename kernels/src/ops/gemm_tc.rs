@@ -122,7 +122,7 @@ tc_element!(
 const WG_THREADS: u32 = 384;
 const WG_SMEM: u32 = 4 * (128 * 128 + 256 * 128) + 1024 + 2 * 4 * 8;
 const MM_THREADS: u32 = 256;
-const MM_SMEM: u32 = 4 * (128 * 32 * 2 + 256 * 32 * 2) + 128;
+const MM_SMEM: u32 = 3 * (128 * 64 * 2 + 256 * 64 * 2) + 128;
 const TILE_M: usize = 128;
 const TILE_N: usize = 256;
 

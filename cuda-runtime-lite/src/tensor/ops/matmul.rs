@@ -1,5 +1,8 @@
-//! `matmul`: 2-D `[m, k] · [k, n]`, and batched 3-D (a loop over the batch with views).
+//! `matmul`: 2-D `[m, k] · [k, n]`, and batched 3-D: on cuBLAS (one strided-batched call, see
+//! `matmul_cublas.rs`) or on the kernels (a loop over the batch with views), as the
+//! [`MatmulBackend`](crate::tensor::MatmulBackend) setting picks.
 
+use super::matmul_cublas::{choose, matmul_cublas, Chosen};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::storage::Exec;
 use crate::tensor::{Tensor, TensorElement};
@@ -51,6 +54,12 @@ pub(crate) fn gemm_operand(
     None
 }
 
+/// Whether the device runs the f16/bf16 tensor-core kernels (compute capability 8.0 or newer).
+fn has_tensor_core_kernels(exec: &Exec) -> bool {
+    exec.runtime().context().limits().compute_capability
+        >= cuda_driver::ComputeCapability { major: 8, minor: 0 }
+}
+
 /// One `[m, k] · [k, n]` product of 2-D views into `c` (`m · n` elements).
 #[allow(clippy::too_many_arguments)]
 fn gemm_2d<T: TensorElement>(
@@ -94,7 +103,7 @@ fn gemm_2d<T: TensorElement>(
 }
 
 /// The `span` storage elements from `t`'s offset (none when `span == 0`).
-fn operand_slice<T: TensorElement>(
+pub(super) fn operand_slice<T: TensorElement>(
     t: &Tensor<T>,
     span: usize,
 ) -> Result<cuda_driver::DeviceView<'_, T>> {
@@ -116,11 +125,31 @@ impl<T: TensorElement> Tensor<T> {
     /// `[b, m, k] · [b, k, n] → [b, m, n]`, where a batch of 1 (or a 2-D operand) is
     /// broadcast over the other's batch.
     ///
-    /// f32 uses the fast sgemm kernel and takes transposed or row-strided operands as they are
-    /// stored (`a.t()?.matmul(&b)` copies nothing); f64 and i32 (wrapping) use the 16×16 tiled
-    /// kernel on contiguous copies where needed; f16/bf16 have no matmul kernel
-    /// ([`TensorError::UnsupportedDType`]). Accumulation is FMA in increasing k.
+    /// **Backend** ([`MatmulBackend`](crate::tensor::MatmulBackend), default `Auto`): cuBLAS
+    /// where it is installed, as PyTorch does — f32 (TF32 only if
+    /// [`set_allow_tf32`](crate::tensor::set_allow_tf32)), f64, and f16/bf16 with f32
+    /// accumulation, transposed or row-strided operands taken as they are stored, a batch in
+    /// one strided-batched call — and the project's kernels otherwise: f32 on the fast sgemm
+    /// kernel (also without copies for transposed or row-strided operands), f64 and i32
+    /// (wrapping) on the 16×16 tiled kernel, f16/bf16 on the tensor-core kernels (wgmma on
+    /// compute capability 9.0, mma.sync on 8.0+, f32 accumulation, one rounding; on older GPUs
+    /// converted to f32, multiplied by sgemm and rounded back once). Force either with
+    /// [`set_matmul_backend`](crate::tensor::set_matmul_backend),
+    /// [`with_matmul_backend`](crate::tensor::with_matmul_backend) or
+    /// `CUDA_RS_MATMUL_BACKEND=cublas|kernels`.
     pub fn matmul(&self, rhs: &Tensor<T>) -> Result<Tensor<T>> {
+        let exec = self.exec()?;
+        match choose::<T>(&exec)? {
+            Chosen::Kernels if T::MATMUL_VIA_F32 && !has_tensor_core_kernels(&exec) => {
+                let (a, b) = (self.to_dtype::<f32>()?, rhs.to_dtype::<f32>()?);
+                a.matmul_on(&b, Chosen::Kernels)?.to_dtype::<T>()
+            }
+            chosen => self.matmul_on(rhs, chosen),
+        }
+    }
+
+    /// [`Tensor::matmul`] on a chosen backend.
+    fn matmul_on(&self, rhs: &Tensor<T>, backend: Chosen) -> Result<Tensor<T>> {
         const OP: &str = "matmul";
         self.same_device(OP, rhs)?;
         let mismatch = |why: String| TensorError::ShapeMismatch {
@@ -175,6 +204,11 @@ impl<T: TensorElement> Tensor<T> {
         let mn = m.checked_mul(n).ok_or_else(overflow)?;
         let total = mn.checked_mul(batch).ok_or_else(overflow)?;
         let exec = self.exec()?;
+        if let Chosen::Cublas(blas) = &backend {
+            let storage = matmul_cublas(blas, &exec, &a, &b, batch, m, n, ka)
+                .map_err(|e| e.with_shape(self.shape()))?;
+            return Tensor::from_storage(storage, &out_shape);
+        }
         let k = exec.kernels()?;
         // SAFETY: each batch's GEMM writes all `m · n` elements of its part of `out` (the
         // kernels write C in full, zeros when k == 0), and the parts cover `out`; or it fails.

@@ -12,6 +12,7 @@ mod elementwise;
 mod in_place;
 mod log_softmax;
 mod matmul;
+mod matmul_cublas;
 mod optim;
 mod pad;
 mod reduce;

@@ -1,0 +1,337 @@
+//! `cupy_bench`: `cuda-jit`'s `ElementwiseKernel` beside CuPy's, same machine, same run, same
+//! timing method, on seed 001 exercise 4's body `y = tanhf(x) * 2 + 1` (float32):
+//!
+//! 1. **cold compile**: the first call in a new process with an empty cache folder (define,
+//!    compile, load, launch, synchronize; the process and the CUDA context are already up);
+//! 2. **warm cache**: the same in a second new process on that folder (no compile: a disk load);
+//! 3. **per-call host overhead on 1 element**: host time of one call (from before the call until
+//!    it returns), median over many calls, synchronizing after each one so the queue is empty;
+//!    and per call in a batch of back-to-back calls (submission throughput);
+//! 4. **throughput at 5M elements**: GPU time per call with CUDA events around back-to-back
+//!    calls, against a hand-written CUDA kernel with the same body (grid-stride loop, one thread
+//!    per element, output preallocated).
+//!
+//! CuPy's side is `tools/cupy_bench.py` (CuPy 14, `cupy-cuda13x`), which measures the same four
+//! things the same way. Either give its JSON output (`--cupy FILE`) or let this program run it
+//! (`--cupy-script tools/cupy_bench.py`), then the report is one table with the ratios.
+//! Targets: per-call overhead ≤ 0.5× CuPy's, throughput ≥ 0.95× the hand-written kernel.
+//!
+//! Run: `cargo run --release -p cuda-examples --bin cupy_bench [-- --quick] [--cupy-script tools/cupy_bench.py]`
+
+use clap::Parser;
+use cuda_examples::bench::{median, Table};
+use cuda_examples::cli::Common;
+use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::timing::GpuTimer;
+use cuda_jit::{ElementwiseKernel, In, LaunchConfig, Out, RawKernel};
+use cuda_runtime_lite::Tensor;
+use serde_json::{json, Value};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+const BODY: &str = "y = tanhf(x) * 2.0f + 1.0f;";
+
+const HAND_WRITTEN: &str = r#"
+extern "C" __global__ void tanh2p1_hand(const float* __restrict__ x, float* __restrict__ y,
+                                        unsigned long long n) {
+    const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+    for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += stride) {
+        y[i] = tanhf(x[i]) * 2.0f + 1.0f;
+    }
+}
+"#;
+
+#[derive(Parser)]
+#[command(
+    about = "cuda-jit's ElementwiseKernel beside CuPy's: compile, cache, overhead, throughput"
+)]
+struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// Elements for the throughput measurement.
+    #[arg(long, default_value_t = 5_000_000)]
+    n: usize,
+    /// CuPy's figures: the JSON that `tools/cupy_bench.py` printed.
+    #[arg(long)]
+    cupy: Option<std::path::PathBuf>,
+    /// Run this script (`tools/cupy_bench.py`) with python3 for CuPy's figures.
+    #[arg(long)]
+    cupy_script: Option<std::path::PathBuf>,
+    /// Internal: measure the first call in this (new) process and print it as JSON.
+    #[arg(long, hide = true)]
+    child_first_call: bool,
+}
+
+fn main() -> ExitCode {
+    exit::run("cupy_bench", || body(Args::parse()))
+}
+
+fn define() -> cuda_jit::Result<ElementwiseKernel> {
+    // SAFETY: the body reads x and writes y, its own elements.
+    unsafe { ElementwiseKernel::new("float32 x", "float32 y", BODY, "tanh2p1") }
+}
+
+/// In a new process: the device is initialised first, then the first call is timed.
+fn child_first_call(device: usize) -> ProgramResult {
+    cuda_runtime_lite::set_device(device)?;
+    let x = Tensor::<f32>::ones(&[1024])?;
+    x.synchronize()?;
+    let t = Instant::now();
+    let k = define()?;
+    let y = k.call1::<f32>(&[(&x).into()])?;
+    y.synchronize()?;
+    let ms = t.elapsed().as_secs_f64() * 1e3;
+    let info = k.launch_info(&[(&x).into()])?;
+    let v = y.to_vec()?;
+    let want = 1.0f32.tanh() * 2.0 + 1.0;
+    if v.iter().any(|&e| (e - want).abs() > 1e-5) {
+        return Err(format!("wrong result {} (want {want})", v[0]).into());
+    }
+    let stats = cuda_jit::KernelCache::global().stats();
+    println!(
+        "{}",
+        json!({"first_call_ms": ms, "origin": format!("{:?}", info.origin),
+               "compiles": stats.compiles, "disk_hits": stats.disk_hits})
+    );
+    Ok(())
+}
+
+/// Runs this program again with `--child-first-call` on cache folder `dir`.
+fn first_call_in_new_process(
+    dir: &std::path::Path,
+    device: usize,
+) -> Result<Value, Box<dyn std::error::Error>> {
+    let out = Command::new(std::env::current_exe()?)
+        .args(["--child-first-call", "--device", &device.to_string()])
+        .env(cuda_jit::cache::DIR_ENV, dir)
+        .output()?;
+    if !out.status.success() {
+        return Err(format!(
+            "child process failed: {}\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        )
+        .into());
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().last().unwrap_or("");
+    Ok(serde_json::from_str(line)?)
+}
+
+fn num(v: &Value, k: &str) -> Option<f64> {
+    v.get(k).and_then(Value::as_f64)
+}
+
+fn body(args: Args) -> ProgramResult {
+    let dev = args.common.device;
+    if args.child_first_call {
+        return child_first_call(dev);
+    }
+    let quick = args.common.quick;
+    let n = if quick { args.n.min(1_000_000) } else { args.n };
+    let calls = args.common.pick(300, 3000);
+    let (reps, inner) = args.common.pick((5, 5), (21, 20));
+
+    // CuPy first (its own processes), so both sides see the same idle GPU.
+    let cupy: Option<Value> = match (&args.cupy, &args.cupy_script) {
+        (Some(f), _) => Some(serde_json::from_str(&std::fs::read_to_string(f)?)?),
+        (None, Some(script)) => {
+            let mut cmd = Command::new("python3");
+            cmd.arg(script)
+                .args(["--n", &n.to_string(), "--device", &dev.to_string()]);
+            if quick {
+                cmd.arg("--quick");
+            }
+            let out = cmd.output()?;
+            if !out.status.success() {
+                return Err(format!(
+                    "{} failed: {}",
+                    script.display(),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into());
+            }
+            let text = String::from_utf8_lossy(&out.stdout);
+            Some(serde_json::from_str(text.lines().last().unwrap_or(""))?)
+        }
+        (None, None) => None,
+    };
+
+    // 1 and 2: first calls in new processes, cold then warm, on an empty folder.
+    let dir = std::env::temp_dir().join(format!("cuda-jit-bench-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cold = first_call_in_new_process(&dir, dev)?;
+    let warm = first_call_in_new_process(&dir, dev)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    if cold["origin"] != "Compiled" || warm["origin"] != "Disk" || warm["compiles"] != 0 {
+        return Err(format!(
+            "cache: cold {cold}, warm {warm} (expected a compile, then a disk load)"
+        )
+        .into());
+    }
+
+    // 3: per-call host overhead, 1 element.
+    cuda_runtime_lite::set_device(dev)?;
+    let k = define()?;
+    let x1 = Tensor::<f32>::ones(&[1])?;
+    for _ in 0..100 {
+        k.call1::<f32>(&[(&x1).into()])?;
+    }
+    x1.synchronize()?;
+    let mut host = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let y = k.call1::<f32>(&[(&x1).into()])?;
+        host.push(t.elapsed().as_secs_f64() * 1e6);
+        y.synchronize()?;
+    }
+    let overhead_us = median(&host);
+    let batch = 1000;
+    let mut per_batch = Vec::new();
+    for _ in 0..args.common.pick(3, 10) {
+        let t = Instant::now();
+        for _ in 0..batch {
+            k.call1::<f32>(&[(&x1).into()])?;
+        }
+        per_batch.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64);
+        x1.synchronize()?;
+    }
+    let batch_us = median(&per_batch);
+
+    // 4: throughput at n elements, against the hand-written kernel.
+    let host_x: Vec<f32> = (0..n)
+        .map(|i| ((i % 2001) as f32 - 1000.0) / 250.0)
+        .collect();
+    let x = Tensor::from_slice(&host_x, &[n])?;
+    let ctx = cuda_runtime_lite::Runtime::get(dev)?.context().clone();
+    let stream = cuda_runtime_lite::stream_for(dev)?;
+    let timer = GpuTimer::new(&ctx)?;
+    // SAFETY: the declaration matches (const float*, float*, unsigned long long).
+    let hand =
+        unsafe { RawKernel::<(In<f32>, Out<f32>, u64)>::new(HAND_WRITTEN, "tanh2p1_hand", &[])? };
+    let mut y_hand = Tensor::<f32>::zeros(&[n])?;
+    let cfg = LaunchConfig::for_num_elems(n);
+    let launch_hand = |y: &mut Tensor<f32>| -> cuda_jit::Result<()> {
+        // SAFETY: the kernel touches i < n only, and x and y both have n elements.
+        unsafe { hand.launch(&cfg, (&x, y, n as u64)) }
+    };
+    launch_hand(&mut y_hand)?;
+    let y_ours = k.call1::<f32>(&[(&x).into()])?;
+    if y_ours.to_vec()? != y_hand.to_vec()? {
+        return Err("ElementwiseKernel and the hand-written kernel disagree".into());
+    }
+    let t_hand = timer.median_per_call(&stream, reps, inner, |_| launch_hand(&mut y_hand))?;
+    let t_ours = timer.median_per_call(&stream, reps, inner, |_| -> cuda_jit::Result<()> {
+        k.call1::<f32>(&[(&x).into()])?;
+        Ok(())
+    })?;
+    let info = k.launch_info(&[(&x).into()])?;
+    let gbps = |t: f64| (2 * n * 4) as f64 / t / 1e9;
+
+    let cold_ms = num(&cold, "first_call_ms").unwrap_or(f64::NAN);
+    let warm_ms = num(&warm, "first_call_ms").unwrap_or(f64::NAN);
+    let c = |k: &str| cupy.as_ref().and_then(|v| num(v, k));
+    let device = ctx.device().name()?;
+    let throughput_ratio = t_hand / t_ours;
+    let overhead_ratio = c("overhead_us").map(|cu| overhead_us / cu);
+    if args.common.json {
+        println!(
+            "{}",
+            json!({
+                "program": "cupy_bench", "device": device, "n": n,
+                "ours": {"cold_first_call_ms": cold_ms, "warm_first_call_ms": warm_ms,
+                         "overhead_us": overhead_us, "batch_us": batch_us,
+                         "gpu_us": t_ours * 1e6, "hand_written_gpu_us": t_hand * 1e6,
+                         "grid": info.grid, "block": info.block},
+                "cupy": cupy,
+                "overhead_ratio": overhead_ratio,
+                "throughput_vs_hand_written": throughput_ratio,
+            })
+        );
+        return Ok(());
+    }
+    println!(
+        "cupy_bench on {device}: y = tanhf(x) * 2 + 1, float32{}",
+        match &cupy {
+            Some(v) => format!(
+                "; CuPy {} from the same run",
+                v.get("cupy_version").and_then(Value::as_str).unwrap_or("?")
+            ),
+            None => "; no CuPy figures (pass --cupy-script tools/cupy_bench.py)".into(),
+        }
+    );
+    let fmt = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.3} {unit}"));
+    let ratio = |ours: f64, theirs: Option<f64>| {
+        theirs.map_or("-".to_string(), |t| format!("{:.2}x", ours / t))
+    };
+    let mut t = Table::new(&["measure", "cuda-jit", "CuPy", "cuda-jit / CuPy", "target"]);
+    t.row(&[
+        "cold: first call, empty cache, new process".into(),
+        format!("{cold_ms:.1} ms"),
+        fmt(c("cold_ms"), "ms"),
+        ratio(cold_ms, c("cold_ms")),
+        "-".into(),
+    ]);
+    t.row(&[
+        "warm: first call, disk cache, new process".into(),
+        format!("{warm_ms:.2} ms"),
+        fmt(c("warm_ms"), "ms"),
+        ratio(warm_ms, c("warm_ms")),
+        "-".into(),
+    ]);
+    t.row(&[
+        "host time per call, 1 element (sync after each)".into(),
+        format!("{overhead_us:.2} us"),
+        fmt(c("overhead_us"), "us"),
+        ratio(overhead_us, c("overhead_us")),
+        match overhead_ratio {
+            Some(r) => format!("<= 0.5x: {}", if r <= 0.5 { "PASS" } else { "FAIL" }),
+            None => "<= 0.5x".into(),
+        },
+    ]);
+    t.row(&[
+        format!("per call, {batch} back-to-back calls, 1 element"),
+        format!("{batch_us:.2} us"),
+        fmt(c("batch_us"), "us"),
+        ratio(batch_us, c("batch_us")),
+        "-".into(),
+    ]);
+    t.row(&[
+        format!("GPU time per call, {n} elements"),
+        format!("{:.1} us ({:.0} GB/s)", t_ours * 1e6, gbps(t_ours)),
+        c("gpu_us").map_or("-".into(), |u| {
+            format!("{u:.1} us ({:.0} GB/s)", gbps(u * 1e-6))
+        }),
+        ratio(t_ours * 1e6, c("gpu_us")),
+        "-".into(),
+    ]);
+    t.row(&[
+        format!("hand-written kernel, {n} elements"),
+        format!("{:.1} us ({:.0} GB/s)", t_hand * 1e6, gbps(t_hand)),
+        "-".into(),
+        format!("throughput {throughput_ratio:.3}x of it"),
+        format!(
+            ">= 0.95x: {}",
+            if throughput_ratio >= 0.95 {
+                "PASS"
+            } else {
+                "FAIL"
+            }
+        ),
+    ]);
+    println!();
+    t.print();
+    println!(
+        "Host times: medians of {calls} calls; GPU: medians of {reps} samples of {inner} \
+         back-to-back calls between CUDA events (both sides the same way). Ours launches grid {} \
+         x {} ({} SMs); the hand-written one grid {} x {}. Cold/warm include defining the kernel \
+         and the first call's synchronize, after device initialisation.",
+        info.grid,
+        info.block,
+        info.sm_count,
+        cfg.grid().x,
+        cfg.block().x
+    );
+    Ok(())
+}

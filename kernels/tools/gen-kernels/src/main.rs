@@ -1,0 +1,363 @@
+//! gen-kernels: `cuda-kernels`' committed PTX, manifest and typed handles, made by `cuda-build`.
+//!
+//! ```text
+//! gen-kernels ptx [--check]       compile kernels/cuda/*.cu with NVRTC 12.4 (CUDA_NVRTC_PATH),
+//!                                 write kernels/ptx/*.ptx and kernels/kernels.json
+//! gen-kernels handles [--check]   write kernels/src/generated/handles.rs from the sources,
+//!                                 checked against the committed PTX (no compiler needed)
+//! ```
+//! With `--check` nothing is written; the exit status is 1, naming each stale file, when the
+//! committed output differs. Run through `kernels/tools/gen-ptx` and `kernels/tools/gen-handles`,
+//! which install the pinned NVRTC first.
+
+mod json;
+
+use cuda_build::handles::{HandleFile, HandleStyle};
+use cuda_build::{Arch, Build, Compiler, KernelDecl, ParamKind, RustType, DEFAULT_ARCH};
+use json::{obj, s, Json};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// The NVRTC release the committed PTX comes from (its ISA, 8.4, is the project's floor).
+const NVRTC_VERSION: (u32, u32) = (12, 4);
+const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc-cu12==12.4.127";
+/// Options every file is compiled with. No --use_fast_math: tests compare against exact IEEE
+/// CPU references.
+const BASE_OPTIONS: &[&str] = &["-std=c++17"];
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let check = args.iter().any(|a| a == "--check");
+    let kernels_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let kernels_dir = kernels_dir.canonicalize().unwrap_or(kernels_dir);
+    let result = match args
+        .iter()
+        .find(|a| !a.starts_with("--"))
+        .map(String::as_str)
+    {
+        Some("ptx") => ptx(&kernels_dir, check),
+        Some("handles") => handles(&kernels_dir, check),
+        _ => Err("usage: gen-kernels ptx|handles [--check]".into()),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("gen-kernels: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The sources, sorted by name.
+fn sources(kernels_dir: &Path) -> Res<Vec<PathBuf>> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(kernels_dir.join("cuda"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "cu"))
+        .collect();
+    v.sort();
+    if v.is_empty() {
+        return Err("no .cu files in kernels/cuda".into());
+    }
+    Ok(v)
+}
+
+/// The kernels' own types: f16/bf16 bit patterns and the strided-copy layout.
+fn configure(b: &mut Build) {
+    b.pointee("f16_t", RustType::F16)
+        .pointee("bf16_t", RustType::Bf16)
+        .pointee("unsigned short", RustType::Prim("u16"))
+        .struct_param("StridedLayout", "StridedLayout", 144, 8)
+        .struct_param("TensorMap", "cuda_driver::TensorMap", 128, 64);
+}
+
+fn type_map() -> cuda_build::TypeMap {
+    let mut t = cuda_build::TypeMap::default();
+    t.pointee("f16_t", RustType::F16)
+        .pointee("bf16_t", RustType::Bf16)
+        .value_struct("StridedLayout", "StridedLayout", 144, 8)
+        .value_struct("TensorMap", "cuda_driver::TensorMap", 128, 64);
+    t
+}
+
+fn ptx(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
+    let tmp = std::env::temp_dir().join(format!("gen-kernels-{}", std::process::id()));
+    let ptx_tmp = tmp.join("ptx");
+    std::fs::create_dir_all(&ptx_tmp)?;
+    let result = (|| -> Res<ExitCode> {
+        let mut b = Build::new();
+        configure(&mut b);
+        b.files(sources(kernels_dir)?)
+            .compiler(Compiler::Nvrtc)
+            .out_dir(&ptx_tmp)
+            .handles(None)
+            .cargo_metadata(false)
+            .warnings_as_errors(true)
+            .display_root(kernels_dir);
+        let out = b.compile()?;
+        if out.compiler.version != Some(NVRTC_VERSION) {
+            return Err(format!(
+                "{} is not NVRTC {}.{} (a newer NVRTC emits a PTX ISA that older drivers reject)",
+                out.compiler, NVRTC_VERSION.0, NVRTC_VERSION.1
+            )
+            .into());
+        }
+        if let Some(w) = out.warnings.first() {
+            return Err(format!("warnings are errors here: {w}").into());
+        }
+        std::fs::write(tmp.join("kernels.json"), manifest(&out)?.dump() + "\n")?;
+        let new = outputs(&tmp)?;
+        if check {
+            let old = outputs(kernels_dir)?;
+            let mut stale: Vec<&String> = new
+                .iter()
+                .chain(old.iter().filter(|o| !new.contains(o)))
+                .filter(|n| {
+                    std::fs::read(kernels_dir.join(n)).ok() != std::fs::read(tmp.join(n)).ok()
+                })
+                .collect();
+            stale.sort();
+            if !stale.is_empty() {
+                eprintln!("gen-ptx --check: stale or missing generated files (run kernels/tools/gen-ptx):");
+                for n in stale {
+                    eprintln!("  kernels/{n}");
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+            println!(
+                "gen-ptx --check: {} generated files up to date ({})",
+                new.len(),
+                out.compiler
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        for old in outputs(kernels_dir)? {
+            if old.starts_with("ptx/") && !new.contains(&old) {
+                std::fs::remove_file(kernels_dir.join(&old))?;
+            }
+        }
+        std::fs::create_dir_all(kernels_dir.join("ptx"))?;
+        for n in &new {
+            let data = std::fs::read(tmp.join(n))?;
+            if std::fs::read(kernels_dir.join(n)).ok().as_deref() != Some(&data[..]) {
+                std::fs::write(kernels_dir.join(n), data)?;
+            }
+        }
+        println!(
+            "gen-ptx: wrote {} files under {} ({})",
+            new.len(),
+            kernels_dir.display(),
+            out.compiler
+        );
+        Ok(ExitCode::SUCCESS)
+    })();
+    std::fs::remove_dir_all(&tmp).ok();
+    result
+}
+
+/// `kernels.json` and `ptx/*.ptx` under `root`.
+fn outputs(root: &Path) -> Res<Vec<String>> {
+    let mut names = vec!["kernels.json".to_string()];
+    if let Ok(rd) = std::fs::read_dir(root.join("ptx")) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.ends_with(".ptx") {
+                names.push(format!("ptx/{n}"));
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+fn source_name(p: &Path) -> String {
+    format!(
+        "cuda/{}",
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    )
+}
+
+/// The manifest, as the first (Python) gen-ptx wrote it.
+fn manifest(out: &cuda_build::Output) -> Res<Json> {
+    let mut files = Vec::new();
+    let mut kernels: Vec<(String, String, Json)> = Vec::new();
+    for f in &out.files {
+        let source = source_name(&f.source);
+        let ptx_map = Json::Obj(
+            f.ptx
+                .iter()
+                .map(|t| {
+                    (
+                        t.arch.virtual_name(),
+                        s(&format!("ptx/{}{}", f.stem, t.arch.ptx_suffix())),
+                    )
+                })
+                .collect(),
+        );
+        let mut options: Vec<Json> = BASE_OPTIONS.iter().map(|o| s(o)).collect();
+        options.extend(f.options.iter().map(|o| s(o)));
+        let mut entry = vec![
+            ("source", s(&source)),
+            ("ptx", copy(&ptx_map)),
+            ("options", Json::Arr(options)),
+        ];
+        // A file without the portable target loads lazily, only where one of its targets runs.
+        if !f.ptx.iter().any(|t| t.arch == DEFAULT_ARCH) {
+            entry.push(("optional", Json::Bool(true)));
+        }
+        files.push(obj(entry));
+        for k in &f.kernels {
+            let params = k
+                .params
+                .iter()
+                .map(|p| {
+                    obj(vec![
+                        ("name", s(&p.name)),
+                        ("type", s(&p.c_type)),
+                        ("size", Json::Int(p.size as i64)),
+                        ("align", Json::Int(p.align as i64)),
+                        ("written", Json::Bool(p.written())),
+                    ])
+                })
+                .collect();
+            kernels.push((
+                source.clone(),
+                k.name.clone(),
+                obj(vec![
+                    ("name", s(&k.name)),
+                    ("source", s(&source)),
+                    ("ptx", copy(&ptx_map)),
+                    ("params", Json::Arr(params)),
+                ]),
+            ));
+        }
+    }
+    kernels.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let strided = obj(vec![
+        ("size", Json::Int(144)),
+        ("align", Json::Int(8)),
+        ("c", s("struct StridedLayout { int rank; long long shape[8]; long long strides[8]; long long offset; };")),
+        (
+            "fields",
+            Json::Arr(
+                [("rank", "int", 0, 4), ("(padding)", "", 4, 4), ("shape", "long long[8]", 8, 64), ("strides", "long long[8]", 72, 64), ("offset", "long long", 136, 8)]
+                    .iter()
+                    .map(|(n, t, o, z)| obj(vec![("name", s(n)), ("type", s(t)), ("offset", Json::Int(*o)), ("size", Json::Int(*z))]))
+                    .collect(),
+            ),
+        ),
+    ]);
+    Ok(obj(vec![
+        (
+            "comment",
+            s("Generated by kernels/tools/gen-ptx; do not edit. Paths are relative to kernels/. A pointer parameter with written=false is only read by the kernel. Scalar and struct parameters are passed by value."),
+        ),
+        ("nvrtc", s(&format!("{}.{}", NVRTC_VERSION.0, NVRTC_VERSION.1))),
+        ("nvrtc_wheel", s(NVRTC_WHEEL)),
+        ("ptx_isa", s(&out.floor.to_string())),
+        (
+            "typedefs",
+            obj(vec![
+                ("f16_t", s("unsigned short holding IEEE 754 binary16 bits (Rust: half::f16)")),
+                ("bf16_t", s("unsigned short holding bfloat16 bits (Rust: half::bf16)")),
+            ]),
+        ),
+        (
+            "structs",
+            obj(vec![
+                ("TensorMap", obj(vec![
+                    ("size", Json::Int(128)),
+                    ("align", Json::Int(64)),
+                    ("c", s("struct alignas(64) TensorMap { unsigned long long bits[16]; };  // CUtensorMap, by value as a __grid_constant__ parameter")),
+                    ("fields", Json::Arr(vec![obj(vec![("name", s("bits")), ("type", s("unsigned long long[16]")), ("offset", Json::Int(0)), ("size", Json::Int(128))])])),
+                ])),
+                ("StridedLayout", strided),
+            ]),
+        ),
+        ("files", Json::Arr(files)),
+        ("kernels", Json::Arr(kernels.into_iter().map(|k| k.2).collect())),
+    ]))
+}
+
+fn copy(j: &Json) -> Json {
+    match j {
+        Json::Str(x) => Json::Str(x.clone()),
+        Json::Int(i) => Json::Int(*i),
+        Json::Bool(b) => Json::Bool(*b),
+        Json::Arr(v) => Json::Arr(v.iter().map(copy).collect()),
+        Json::Obj(v) => Json::Obj(v.iter().map(|(k, x)| (k.clone(), copy(x))).collect()),
+    }
+}
+
+fn handles(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
+    let types = type_map();
+    let mut files = Vec::new();
+    for src in sources(kernels_dir)? {
+        let text = std::fs::read_to_string(&src)?;
+        let source = source_name(&src);
+        let (archs, _) = cuda_build::directives(&src, &text)?;
+        let archs: Vec<Arch> = archs.unwrap_or_else(|| vec![DEFAULT_ARCH]);
+        let stem = src
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let mut kernels: Vec<KernelDecl> =
+            cuda_build::parse_kernels(Path::new(&source), &text, &types)?;
+        kernels.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut targets = Vec::new();
+        for a in &archs {
+            let rel = format!("ptx/{stem}{}", a.ptx_suffix());
+            let ptx = std::fs::read_to_string(kernels_dir.join(&rel))
+                .map_err(|e| format!("kernels/{rel}: {e} (run kernels/tools/gen-ptx first)"))?;
+            let entries = cuda_build::ptx_entries::entries(&ptx)
+                .ok_or_else(|| format!("kernels/{rel}: unreadable .entry parameters"))?;
+            for k in &kernels {
+                if entries.get(&k.name) != Some(&k.sizes()) {
+                    return Err(format!(
+                        "kernels/{rel}: `{}` has parameters {:?} in the PTX but {:?} in {source}; run kernels/tools/gen-ptx",
+                        k.name,
+                        entries.get(&k.name),
+                        k.sizes()
+                    )
+                    .into());
+                }
+            }
+            targets.push((*a, rel));
+        }
+        for k in &kernels {
+            for p in &k.params {
+                if let ParamKind::Pointer {
+                    elem: RustType::Prim("void"),
+                    ..
+                } = p.kind
+                {
+                    return Err(format!("{source}: {}: void* has no typed handle", k.name).into());
+                }
+            }
+        }
+        files.push(HandleFile {
+            ident: stem,
+            source,
+            targets,
+            fatbin: None,
+            kernels,
+        });
+    }
+    let text = cuda_build::handles::generate(&HandleStyle::CudaKernelsCrate, &files);
+    let path = kernels_dir.join("src/generated/handles.rs");
+    let n: usize = files.iter().map(|f| f.kernels.len()).sum();
+    if check {
+        if std::fs::read_to_string(&path).ok().as_deref() != Some(text.as_str()) {
+            eprintln!("gen-handles: kernels/src/generated/handles.rs is stale; run kernels/tools/gen-handles");
+            return Ok(ExitCode::FAILURE);
+        }
+        println!("gen-handles: handles.rs is up to date ({n} kernels)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    std::fs::write(&path, text)?;
+    println!("gen-handles: wrote kernels/src/generated/handles.rs ({n} kernels)");
+    Ok(ExitCode::SUCCESS)
+}
