@@ -56,6 +56,8 @@ pub(crate) struct ContextInner {
     pub(crate) sync_gate: Mutex<()>,
     /// Modules whose unload waits for the end of every capture (see `Module`'s drop).
     pub(crate) deferred_unloads: Mutex<Vec<cuda_sys::CUmodule>>,
+    /// The peer contexts this context has enabled access to (see [`Context::enable_peer_access`]).
+    pub(crate) peers: Mutex<crate::peer::PeerRecord>,
 }
 
 // SAFETY: a CUcontext handle may be used from any thread (the driver API is thread-safe and we
@@ -113,6 +115,7 @@ impl Context {
                 captures: AtomicUsize::new(0),
                 sync_gate: Mutex::new(()),
                 deferred_unloads: Mutex::new(Vec::new()),
+                peers: Mutex::new(Default::default()),
             }))
         })?;
         let ctx = Context { inner };
@@ -296,6 +299,13 @@ impl Context {
 /// (after code that changed the current context behind the cache's back).
 pub(crate) fn invalidate_bind_cache() {
     BOUND.with(|b| b.set((std::ptr::null_mut(), u64::MAX)));
+}
+
+/// Whether this thread's bind cache says `ctx` is current (no driver call; `false` means
+/// "ask the driver", not "it is not current").
+pub(crate) fn is_bound_cached(ctx: CUcontext) -> bool {
+    let (raw, gen) = BOUND.with(Cell::get);
+    raw == ctx && gen == RELEASES.load(Ordering::Acquire)
 }
 
 /// Notes that `ctx` is now current on this thread (after a push).

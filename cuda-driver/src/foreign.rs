@@ -71,7 +71,7 @@ impl<'a> ForeignUse<'a> {
         self.raw.ptr
     }
 
-    fn slice(&self) -> &DeviceSlice<u8> {
+    pub(crate) fn slice(&self) -> &DeviceSlice<u8> {
         // SAFETY: `raw` came from a live slice borrowed for `'a`, which outlives `self`; only its
         // bookkeeping (allocation, home stream) is read through this view, never its elements.
         unsafe { DeviceSlice::from_raw(&self.raw) }

@@ -92,7 +92,16 @@
 //! What `unsafe` callers promise is in each `# Safety` section; the escape hatches for other
 //! libraries' objects are [`Context::from_raw`], [`Stream::from_raw`] and the `as_raw()` getters.
 //! Work another library queues (cuBLAS, NCCL) goes through [`Stream::enqueue_foreign`], which
-//! orders and tracks its buffers (rules 2–5) exactly as a launch does.
+//! orders and tracks its buffers (rules 2–5) exactly as a launch does; work a library queues
+//! later than the call that describes it (NCCL's group calls) uses its two halves,
+//! [`Stream::begin_foreign`] and [`Stream::end_foreign`].
+//!
+//! ## Several devices
+//! [`Device::can_access_peer`] and [`Context::enable_peer_access`] (once per ordered pair,
+//! thread-safe, idempotent) turn on direct access between GPUs; [`Stream::memcpy_peer`] copies
+//! between them. A buffer used on another device's stream is ordered like any other (rule 5 holds
+//! across devices): the events that order it are made in the context of the stream they are
+//! recorded on.
 
 #![warn(missing_docs)]
 
@@ -101,6 +110,7 @@ mod device;
 mod error;
 mod event;
 mod foreign;
+mod foreign_deferred;
 mod function;
 pub mod graph;
 mod host_callback;
@@ -108,6 +118,7 @@ pub mod launch;
 pub mod memory;
 mod module;
 pub mod nvrtc;
+mod peer;
 pub mod ptx_info;
 mod registry;
 mod stream;

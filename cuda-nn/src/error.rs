@@ -95,3 +95,10 @@ impl From<cuda_runtime_lite::cuda_driver::Error> for NnError {
         NnError::Tensor(TensorError::Driver(e))
     }
 }
+
+impl From<cuda_runtime_lite::cuda_nccl::Error> for NnError {
+    /// A collective (NCCL) error, as the tensor layer reports it.
+    fn from(e: cuda_runtime_lite::cuda_nccl::Error) -> Self {
+        NnError::Tensor(TensorError::from(e))
+    }
+}

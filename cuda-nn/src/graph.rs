@@ -6,7 +6,9 @@
 //! backward closure, which owns the tensors the backward needs (PyTorch's "saved tensors"). `backward` orders the nodes
 //! reachable from the output so that every node runs after all its consumers (a depth-first
 //! post-order, reversed), hands each node the sum of its consumers' gradients, and adds the
-//! gradients reaching leaves into their `.grad`. Unless the graph is retained, each node's
+//! gradients reaching leaves into their `.grad` — then calls the leaf's grad-ready hooks
+//! ([`Var::register_grad_ready_hook`]), so data-parallel training can start reducing a
+//! gradient while the rest of the backward runs. Unless the graph is retained, each node's
 //! closure is dropped once run, freeing its saved tensors; a second backward through it is
 //! [`NnError::GraphFreed`].
 
@@ -118,6 +120,7 @@ impl<T: GradElement> Var<T> {
             };
             let Some(node) = &meta.node else {
                 meta.accumulate_grad(g)?;
+                meta.run_grad_hooks()?;
                 continue;
             };
             let input_grads = {

@@ -16,6 +16,8 @@
 //! | `optim.SGD`, `optim.Adam` / `AdamW`, `zero_grad(set_to_none=True)` | [`Sgd`], [`Adam`], [`Optimizer::zero_grad`] |
 //! | `nn.CrossEntropyLoss()(logits, y)` | [`Var::cross_entropy`] with [`class_targets`] |
 //! | `torch.cuda.graph` over a whole training step | [`CapturedStep`] |
+//! | `Tensor.register_post_accumulate_grad_hook` | [`Var::register_grad_ready_hook`] |
+//! | `DistributedDataParallel` (NCCL, gradient buckets overlapped with the backward) | [`DataParallel`] |
 //!
 //! ## How autograd works here
 //! Every op computes its value with one or a few `Tensor` ops (queued on the GPU, nothing
@@ -63,10 +65,12 @@ mod capture;
 mod error;
 pub mod gradcheck;
 mod graph;
+mod hook;
 pub mod init;
 mod layers;
 mod ops;
 mod optim;
+mod parallel;
 mod var;
 
 pub use capture::CapturedStep;
@@ -74,7 +78,9 @@ pub use cuda_runtime_lite::GradElement;
 pub use error::{NnError, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 pub use graph::{is_grad_enabled, no_grad};
+pub use hook::GradHookHandle;
 pub use layers::{FusedOpLayer, Linear, Module, Relu, Sequential};
 pub use ops::class_targets;
 pub use optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+pub use parallel::{DataParallel, DataParallelConfig};
 pub use var::Var;

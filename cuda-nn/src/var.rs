@@ -43,6 +43,9 @@ pub(crate) struct Meta<T: GradElement> {
     pub(crate) requires_grad: bool,
     pub(crate) grad: Mutex<Option<Tensor<T>>>,
     pub(crate) node: Option<Node<T>>,
+    /// Called after a backward pass has accumulated this leaf's gradient (see
+    /// [`Var::register_grad_ready_hook`]).
+    pub(crate) hooks: Mutex<Vec<(u64, crate::hook::GradHookFn<T>)>>,
 }
 
 impl<T: GradElement> Clone for Var<T> {
@@ -76,6 +79,7 @@ impl<T: GradElement> Var<T> {
             requires_grad,
             grad: Mutex::new(None),
             node,
+            hooks: Mutex::new(Vec::new()),
         });
         Var {
             inner: Arc::new(Inner {
@@ -202,6 +206,34 @@ impl<T: GradElement> Var<T> {
     /// Drops the gradient (`zero_grad(set_to_none=True)`): the next backward writes a fresh one.
     pub fn zero_grad(&self) {
         *lock(&self.inner.meta.grad) = None;
+    }
+
+    /// Replaces the gradient (`p.grad = g` in PyTorch): `None` drops it. The gradient must have
+    /// this variable's shape and live on its device; [`NnError::NotRequiringGrad`] for a
+    /// variable that does not require grad. A backward adds to it; an optimizer steps with it.
+    pub fn set_grad(&self, grad: Option<Tensor<T>>) -> Result<()> {
+        if !self.inner.meta.requires_grad {
+            return Err(NnError::NotRequiringGrad {
+                shape: self.shape(),
+            });
+        }
+        if let Some(g) = &grad {
+            let value = self.value();
+            if g.shape() != value.shape() || g.device() != value.device() {
+                return Err(NnError::Invalid {
+                    what: "Var::set_grad",
+                    problem: format!(
+                        "a gradient of shape {:?} on cuda:{} for a variable of shape {:?} on                          cuda:{}; they must match",
+                        g.shape(),
+                        g.device(),
+                        value.shape(),
+                        value.device()
+                    ),
+                });
+            }
+        }
+        *lock(&self.inner.meta.grad) = grad;
+        Ok(())
     }
 
     /// The same value, cut from the graph (a constant sharing the storage: no copy).

@@ -86,5 +86,5 @@ pub use runtime::Runtime;
 pub use staging::{StagingConfig, StagingPool};
 pub use stream_scope::{current_stream, stream_for, use_stream, with_stream, StreamGuard};
 
-/// Re-exported so users need not depend on it directly.
-pub use cuda_driver;
+/// Re-exported so users need not depend on them directly.
+pub use {cuda_driver, cuda_nccl};

@@ -49,6 +49,9 @@ const PROGRAMS: &[(&str, &str)] = programs![
     fused_layer_training,
     train_digits,
     train_bench,
+    peer_bandwidth,
+    nccl_bench,
+    dp_train,
 ];
 
 fn path(name: &str, cargo: &str) -> PathBuf {

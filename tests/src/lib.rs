@@ -6,7 +6,8 @@
 //! without a GPU and runs everything on one. [`cpu`] trials always run; [`needs_nvrtc`] trials run
 //! wherever NVRTC can be loaded (it needs no GPU). [`needs_cublas`] and [`needs_nccl`] trials run
 //! where cuBLAS (and cuBLASLt) or NCCL load, GPU or not; [`gpu_cublas`] trials need both a GPU and
-//! cuBLAS.
+//! cuBLAS, [`gpu_nccl`] a GPU and NCCL; [`gpu2`] and [`gpu2_nccl`] trials need two GPUs and are
+//! reported as ignored (with a note saying so) on a machine with one.
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -66,6 +67,7 @@ pub fn no_nccl_reason() -> Option<String> {
 // Which optional libraries this binary's trials need: only those are loaded (to decide) and noted.
 static USES_CUBLAS: AtomicBool = AtomicBool::new(false);
 static USES_NCCL: AtomicBool = AtomicBool::new(false);
+static USES_TWO_GPUS: AtomicBool = AtomicBool::new(false);
 
 fn trial(name: &str, f: fn() -> TestResult) -> Trial {
     Trial::test(name, move || f().map_err(|e| Failed::from(e.to_string())))
@@ -126,6 +128,12 @@ pub fn run(trials: Vec<Trial>) -> ! {
         if let Some(why) = no_nccl_reason() {
             eprintln!("note: NCCL tests are ignored: {why}");
         }
+    }
+    if USES_TWO_GPUS.load(Ordering::Relaxed) && no_gpu_reason().is_none() && gpu_count() < 2 {
+        eprintln!(
+            "note: two-GPU tests are ignored: this machine has {} GPU (they need at least 2)",
+            gpu_count()
+        );
     }
     libtest_mimic::run(&args, trials).exit()
 }
@@ -270,13 +278,31 @@ extern "C" __global__ void block_ids(unsigned* out) {
 extern "C" __global__ void empty_kernel() {}
 "#;
 
+/// How many GPUs the driver sees (0 without a usable driver).
+pub fn gpu_count() -> usize {
+    if no_gpu_reason().is_some() {
+        return 0;
+    }
+    cuda_driver::Device::count().unwrap_or(0)
+}
+
 /// A test that needs two GPUs: ignored where there are fewer.
 pub fn gpu2(name: &str, f: fn() -> TestResult) -> Trial {
-    let two = no_gpu_reason().is_none()
-        && cuda_driver::Device::count()
-            .map(|n| n >= 2)
-            .unwrap_or(false);
-    trial(name, f).with_ignored_flag(!two)
+    USES_TWO_GPUS.store(true, Ordering::Relaxed);
+    trial(name, f).with_ignored_flag(gpu_count() < 2)
+}
+
+/// A test that needs a GPU and NCCL: ignored when either is missing.
+pub fn gpu_nccl(name: &str, f: fn() -> TestResult) -> Trial {
+    USES_NCCL.store(true, Ordering::Relaxed);
+    trial(name, f).with_ignored_flag(no_gpu_reason().is_some() || no_nccl_reason().is_some())
+}
+
+/// A test that needs two GPUs and NCCL: ignored where there are fewer GPUs or no NCCL.
+pub fn gpu2_nccl(name: &str, f: fn() -> TestResult) -> Trial {
+    USES_NCCL.store(true, Ordering::Relaxed);
+    USES_TWO_GPUS.store(true, Ordering::Relaxed);
+    trial(name, f).with_ignored_flag(gpu_count() < 2 || no_nccl_reason().is_some())
 }
 
 /// `axpy(float a, const float* x, float* y, unsigned n)` of [`TEST_KERNELS`].
@@ -301,4 +327,29 @@ pub fn axpy_kernel(m: &cuda_driver::Module) -> cuda_driver::Result<Axpy> {
 pub fn slow_fill_kernel(m: &cuda_driver::Module) -> cuda_driver::Result<SlowFill> {
     // SAFETY: matches slow_fill(float*, float, unsigned, long long) in TEST_KERNELS.
     unsafe { m.kernel("slow_fill") }
+}
+
+/// About 50 ms of spinning on an H100/H200 clock (for [`fill_slowly`]).
+pub const SLOW_CYCLES: i64 = 80_000_000;
+
+/// Queues `slow_fill` over all of `y` (it spins about 50 ms, then writes `v` everywhere): work
+/// that is still running when the host queues the next thing, to test ordering.
+pub fn fill_slowly(
+    k: &SlowFill,
+    s: &cuda_driver::Stream,
+    y: &mut cuda_driver::DeviceSlice<f32>,
+    v: f32,
+) -> cuda_driver::Result<()> {
+    let n = y.len();
+    // SAFETY: grid-stride loop over i < n = y.len().
+    unsafe {
+        k.launch(
+            s,
+            &cuda_driver::LaunchConfig::new(4, 128),
+            y,
+            v,
+            n as u32,
+            SLOW_CYCLES,
+        )
+    }
 }

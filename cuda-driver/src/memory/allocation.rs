@@ -216,9 +216,11 @@ impl Allocation {
                 why: "use it on the capturing stream, or after the capture ends".into(),
             });
         }
-        let ev = new_event()?;
+        // The event is recorded on the home stream, so it is made in the home's context (which
+        // differs from `stream`'s for a peer copy).
+        let ev = new_event_in(&self.home.ctx)?;
         // SAFETY: live handles; the event is ours and destroyed on every path (allowed while a
-        // wait on it is queued).
+        // wait on it is queued). A stream may wait on an event of another context.
         unsafe {
             let waited = drv
                 .cuEventRecord(ev, self.home.raw)
@@ -256,7 +258,7 @@ impl Allocation {
 
     fn track_foreign(&self, stream: &Arc<StreamInner>) -> Result<()> {
         let drv = driver()?;
-        let ev = new_event()?;
+        let ev = new_event_in(&stream.ctx)?;
         // SAFETY: live handles.
         if let Err(e) = unsafe { drv.cuEventRecord(ev, stream.raw) } {
             // SAFETY: our event, never recorded.
@@ -326,6 +328,7 @@ impl Allocation {
     }
 }
 
+/// A new (non-timing) event in the current context.
 fn new_event() -> Result<CUevent> {
     let mut ev = std::ptr::null_mut();
     // SAFETY: out-pointer to a local.
@@ -333,6 +336,40 @@ fn new_event() -> Result<CUevent> {
         driver()?.cuEventCreate(&mut ev, cuda_sys::CUevent_flags::CU_EVENT_DISABLE_TIMING.0)?
     };
     Ok(ev)
+}
+
+/// A new (non-timing) event in `ctx`, whatever context is current: an event can only be
+/// recorded on a stream of its own context, and a buffer used on another device's stream (a
+/// peer copy) has its events recorded in two contexts. The calling thread's current context is
+/// left as it was. Costs nothing extra when `ctx` is the one this thread has bound.
+fn new_event_in(ctx: &crate::Context) -> Result<CUevent> {
+    let raw = ctx.as_raw();
+    if crate::context::is_bound_cached(raw) {
+        return new_event();
+    }
+    let drv = driver()?;
+    let mut cur = std::ptr::null_mut();
+    // SAFETY: out-pointer to a local.
+    unsafe { drv.cuCtxGetCurrent(&mut cur)? };
+    if cur == raw {
+        return new_event();
+    }
+    // SAFETY: a retained, live context, popped again below on this same thread.
+    unsafe { drv.cuCtxPushCurrent_v2(raw)? };
+    let made = new_event();
+    let mut popped = std::ptr::null_mut();
+    // SAFETY: pops what was pushed above.
+    let popped_ok = unsafe { drv.cuCtxPopCurrent_v2(&mut popped) };
+    crate::context::invalidate_bind_cache();
+    match (made, popped_ok) {
+        (Ok(ev), Ok(())) => Ok(ev),
+        (Ok(ev), Err(e)) => {
+            // SAFETY: our event, never recorded.
+            let _ = unsafe { drv.cuEventDestroy_v2(ev) };
+            Err(e.into())
+        }
+        (Err(e), _) => Err(e),
+    }
 }
 
 impl Allocation {

@@ -24,6 +24,7 @@ mod buffer;
 pub mod cast;
 mod copy;
 mod external;
+mod peer_copy;
 mod pinned;
 mod registered;
 mod repr;

@@ -173,11 +173,23 @@ pub enum TensorError {
     /// (boxed: it is large, and rare).
     #[error(transparent)]
     Blas(Box<cuda_blas::BlasError>),
+
+    /// A collective (NCCL) failed: a communicator of another device, an aborted communicator,
+    /// an NCCL error (see [`cuda_nccl::Error`]). Boxed: NCCL's errors carry messages, and the
+    /// tensor error stays small.
+    #[error(transparent)]
+    Collective(Box<cuda_nccl::Error>),
 }
 
 impl From<cuda_blas::BlasError> for TensorError {
     fn from(e: cuda_blas::BlasError) -> Self {
         TensorError::Blas(Box::new(e))
+    }
+}
+
+impl From<cuda_nccl::Error> for TensorError {
+    fn from(e: cuda_nccl::Error) -> Self {
+        TensorError::Collective(Box::new(e))
     }
 }
 

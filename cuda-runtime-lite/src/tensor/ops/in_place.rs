@@ -71,6 +71,36 @@ impl<T: TensorElement> Tensor<T> {
     }
 }
 
+impl<T: TensorElement> Tensor<T> {
+    /// Copies `src`'s elements (row-major) into this tensor's storage from flat element
+    /// `offset` on (`flat[offset..offset + src.numel()].copy_(src.flatten())`), in place when
+    /// [`Tensor::is_exclusive`] (a copy-on-write otherwise). How a flat buffer is filled piece by
+    /// piece (data-parallel training's gradient buckets).
+    pub fn copy_from_at_(&mut self, offset: usize, src: &Tensor<T>) -> Result<()> {
+        const OP: &str = "copy_from_at_";
+        self.same_device(OP, src)?;
+        let n = src.numel();
+        let end = offset.checked_add(n).filter(|&e| e <= self.numel());
+        let Some(end) = end else {
+            return Err(TensorError::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: src.shape().to_vec(),
+                why: format!(
+                    "{n} elements from offset {offset} do not fit in {} elements",
+                    self.numel()
+                ),
+            });
+        };
+        let s = src.contiguous()?;
+        let view = s.dense()?;
+        let (exec, dst) = self.exclusive_mut()?;
+        let mut part = dst.slice_mut(offset..end)?;
+        exec.stream().memcpy_dtod(&view, &mut part)?;
+        Ok(())
+    }
+}
+
 impl Tensor<i32> {
     /// Adds one to every element, in place (the step counters of a graph-capturable optimizer).
     pub fn increment_(&mut self) -> Result<()> {

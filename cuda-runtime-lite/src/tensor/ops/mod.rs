@@ -6,6 +6,7 @@
 mod activation_grad;
 mod arith;
 mod bias_relu;
+mod collective;
 mod cross_entropy;
 mod elementwise;
 mod in_place;
