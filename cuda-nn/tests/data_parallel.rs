@@ -36,6 +36,8 @@ const IN: usize = 32;
 const HIDDEN: usize = 64;
 const CLASSES: usize = 10;
 const STEPS: usize = 20;
+/// Rows of the global batch every run here uses.
+const GLOBAL_ROWS: usize = 64;
 
 fn model(seed: u64) -> cuda_nn::Result<Sequential<f32>> {
     Ok(Sequential::new()
@@ -44,17 +46,23 @@ fn model(seed: u64) -> cuda_nn::Result<Sequential<f32>> {
         .append(Linear::new(HIDDEN, CLASSES, seed + 1)?))
 }
 
-/// Rows `rows` of step `step`'s global batch: features in [-1, 1) from a hash, and labels.
-fn batch(step: usize, rows: Range<usize>) -> cuda_nn::Result<(Var<f32>, Tensor<i32>)> {
+/// Rows `rows` of the global batch of `total` rows: features in [-1, 1) from a hash of the row, and a label per
+/// row. Every step sees the same rows (a batch the model can fit, so its loss must fall); `step`
+/// only rotates which rows come first, so the ranks' shares differ from step to step.
+fn batch(
+    step: usize,
+    total: usize,
+    rows: Range<usize>,
+) -> cuda_nn::Result<(Var<f32>, Tensor<i32>)> {
     let mut x = Vec::with_capacity(rows.len() * IN);
     let mut labels = Vec::with_capacity(rows.len());
-    for i in rows {
+    for r in rows {
+        let i = (r + step * 5) % total;
         for j in 0..IN {
-            let h = (step as u64 * 1_000_003 + i as u64 * 7919 + j as u64)
-                .wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            let h = (i as u64 * 7919 + j as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
             x.push(((h >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0);
         }
-        labels.push((i * 7 + step * 3) % CLASSES);
+        labels.push((i * 7) % CLASSES);
     }
     let n = labels.len();
     Ok((
@@ -79,7 +87,7 @@ fn plain(rows: usize) -> Result<(Vec<f32>, Vec<Vec<f32>>), NnError> {
     let mut opt = sgd(m.parameters())?;
     let mut losses = Vec::new();
     for step in 0..STEPS {
-        let (x, y) = batch(step, 0..rows)?;
+        let (x, y) = batch(step, rows, 0..rows)?;
         opt.zero_grad();
         let loss = m.forward(&x)?.cross_entropy(&y)?;
         loss.backward()?;
@@ -117,7 +125,7 @@ fn data_parallel(
     let mut opt = sgd(m.parameters())?;
     let mut losses = Vec::new();
     for step in 0..STEPS {
-        let (x, y) = batch(step, r * share..(r + 1) * share)?;
+        let (x, y) = batch(step, rows, r * share..(r + 1) * share)?;
         opt.zero_grad();
         let loss = m.forward(&x)?.cross_entropy(&y)?;
         loss.backward()?;
@@ -230,10 +238,10 @@ fn single_comm() -> Result<Communicator, Box<dyn std::error::Error>> {
 
 fn one_rank() -> TestResult {
     set_device(0)?;
-    let (want_loss, want_params) = plain(64)?;
+    let (want_loss, want_params) = plain(GLOBAL_ROWS)?;
     // Small buckets (several per model) and one bucket for everything.
     for bucket_bytes in [1024, 25 << 20] {
-        let (loss, params) = data_parallel(single_comm()?, 64, bucket_bytes)?;
+        let (loss, params) = data_parallel(single_comm()?, GLOBAL_ROWS, bucket_bytes)?;
         close("loss curve", &loss, &want_loss, 1e-6)?;
         for (i, (p, w)) in params.iter().zip(&want_params).enumerate() {
             close(&format!("parameter {i}"), p, w, 1e-6)?;

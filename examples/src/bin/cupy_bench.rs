@@ -198,6 +198,20 @@ fn body(args: Args) -> ProgramResult {
         x1.synchronize()?;
     }
     let batch_us = median(&per_batch);
+    // What one warm call asks of the driver, and how much of its host time is spent inside it
+    // (the trace hook adds a little to both).
+    let rec = cuda_examples::trace_log::CallRecorder::start();
+    let t = Instant::now();
+    let y = k.call1::<f32>(&[(&x1).into()])?;
+    let traced_us = t.elapsed().as_secs_f64() * 1e6;
+    let calls_made = rec.take();
+    drop(rec);
+    y.synchronize()?;
+    let driver_us: f64 = calls_made
+        .iter()
+        .map(|c| c.elapsed.as_secs_f64() * 1e6)
+        .sum();
+    let call_names: Vec<&str> = calls_made.iter().map(|c| c.call).collect();
 
     // 4: throughput at n elements, against the hand-written kernel.
     let host_x: Vec<f32> = (0..n)
@@ -322,6 +336,12 @@ fn body(args: Args) -> ProgramResult {
     ]);
     println!();
     t.print();
+    println!(
+        "One warm call (traced): {} driver calls ({}), {driver_us:.2} us of its {traced_us:.2} us \
+         inside the driver.",
+        call_names.len(),
+        call_names.join(", ")
+    );
     println!(
         "Host times: medians of {calls} calls; GPU: medians of {reps} samples of {inner} \
          back-to-back calls between CUDA events (both sides the same way). Ours launches grid {} \
