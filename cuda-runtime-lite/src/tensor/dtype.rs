@@ -495,7 +495,6 @@ macro_rules! forward_common {
     };
 }
 
-/// The floating-point methods (tanh, mean, row reductions) of f32, f64, f16 and bf16.
 /// `gemm_strided` on the tensor cores (`ops::gemm_half`: wgmma on compute capability 9.0,
 /// mma.sync on 8.0 and newer; `matmul` takes the f32 route on older GPUs).
 macro_rules! tensor_core_gemm {
@@ -535,6 +534,7 @@ macro_rules! tensor_core_gemm {
     };
 }
 
+/// The floating-point methods (tanh, mean, row reductions) of f32, f64, f16 and bf16.
 macro_rules! forward_float {
     ($t:ty, $sum:ty, $max:ty) => {
         fn tanh(
