@@ -13,17 +13,16 @@
 //! | `tanh` | ✓ | ✓ | — | ✓ | — |
 //! | `matmul`, [`MatmulBackend::Cublas`](super::MatmulBackend) (`Auto` where cuBLAS loads) | ✓ cuBLAS (TF32 if allowed) | ✓ cuBLAS | — | ✓ cuBLAS, f32 accumulation | — |
 //! | `matmul`, [`MatmulBackend::Kernels`](super::MatmulBackend) (`Auto` without cuBLAS) | ✓ sgemm (strided/transposed operands without copies) | ✓ tiled16 | ✓ tiled16 (wrapping) | ✓ tensor cores, f32 accumulation (wgmma on 9.0, mma.sync on 8.0+; below 8.0 via f32: cast, sgemm, cast back) | — |
-//! | `sum_all` → | f32 | f64 | **i64** (exact) | **f32** | — |
-//! | `max_all` → | f32 | f64 | i32 | **f32** | — |
-//! | `mean_all` → | f32 | f64 | — | **f32** | — |
-//! | `sum`/`mean`/`max` over a dim → | f32 | f64 | — | **f32** | — |
+//! | `sum_all` → | f32 | f64 | **i64** (exact) | f16 / bf16 (f32 accumulation, one rounding) | — |
+//! | `max_all` → | f32 | f64 | i32 | f16 / bf16 | — |
+//! | `mean_all` → | f32 | f64 | — | f16 / bf16 (f32 accumulation, one rounding) | — |
+//! | `sum`/`mean`/`max` over a dim → | f32 | f64 | — | f16 / bf16 (as above) | — |
 //! | `softmax`, `bias_relu` (+ backward) | ✓ | ✓ (one warp per row / one thread per element: for gradient checks) | — | — | — |
 //! | `rand`, `randn` | ✓ | — | — | — | — |
 //! | backward passes, `log_softmax`, `cross_entropy`, optimizer steps ([`super::GradElement`], `grad_dtype.rs`) | ✓ | ✓ | — | — | — |
 //!
-//! Reductions of f16/bf16 accumulate in f32 and return f32 tensors ([`TensorElement::Sum`],
-//! [`TensorElement::Max`]); PyTorch rounds them back to f16, which needs a conversion kernel
-//! that `cuda-kernels` does not have. Summing i32 gives i64, as in PyTorch.
+//! Reductions of f16/bf16 accumulate in f32 and are rounded once to their own dtype, as PyTorch
+//! does (the cast kernels of `ops::cast`). Summing i32 gives i64, as in PyTorch.
 
 use super::error::{Result, TensorError};
 use cuda_blas::{Blas, Gemm};
@@ -155,11 +154,26 @@ pub trait TensorElement:
     /// The type scalar arguments (`scale`'s `alpha`, `bias_relu`'s `scale`) are taken as: the
     /// kernels' compute type (`f32` for f32/f16/bf16, `f64`, `i32`, `i64`).
     type Scalar: Copy + Debug + Send + Sync + 'static;
-    /// The dtype of `sum`/`mean` results: f32 for f16/bf16 (accumulated in f32), i64 for i32,
-    /// the type itself otherwise.
+    /// The dtype of `sum`/`mean` results: i64 for i32 (exact), the type itself otherwise
+    /// (f16/bf16 accumulate in f32 and round once, as PyTorch does).
     type Sum: TensorElement;
-    /// The dtype of `max` results: f32 for f16/bf16, the type itself otherwise.
+    /// The dtype of `max` results: the type itself.
     type Max: TensorElement;
+    /// What the reduction kernels write: f32 for f16/bf16 (rounded to [`TensorElement::Sum`]
+    /// by [`TensorElement::round_sum`]), [`TensorElement::Sum`] otherwise.
+    #[doc(hidden)]
+    type SumAcc: TensorElement;
+    /// What the max kernels write: f32 for f16/bf16, [`TensorElement::Max`] otherwise.
+    #[doc(hidden)]
+    type MaxAcc: TensorElement;
+
+    /// A reduction's accumulator-typed result as the public result type (a cast for f16/bf16,
+    /// nothing otherwise).
+    #[doc(hidden)]
+    fn round_sum(t: super::Tensor<Self::SumAcc>) -> Result<super::Tensor<Self::Sum>>;
+    /// As [`TensorElement::round_sum`], for maxima (exact: a maximum is one of the elements).
+    #[doc(hidden)]
+    fn round_max(t: super::Tensor<Self::MaxAcc>) -> Result<super::Tensor<Self::Max>>;
 
     /// The value as f64 (exact, except i64 beyond ±2^53).
     fn to_f64(self) -> f64;
@@ -294,7 +308,7 @@ pub trait TensorElement:
         _k: &Kernels,
         _s: &Stream,
         _x: &DeviceSlice<Self>,
-        _out: &mut DeviceSlice<Self::Sum>,
+        _out: &mut DeviceSlice<Self::SumAcc>,
     ) -> Result<()> {
         Err(unsupported::<Self>("sum", WHY_I64))
     }
@@ -305,7 +319,7 @@ pub trait TensorElement:
         _k: &Kernels,
         _s: &Stream,
         _x: &DeviceSlice<Self>,
-        _out: &mut DeviceSlice<Self::Sum>,
+        _out: &mut DeviceSlice<Self::SumAcc>,
     ) -> Result<()> {
         Err(unsupported::<Self>("mean", WHY_MEAN))
     }
@@ -316,7 +330,7 @@ pub trait TensorElement:
         _k: &Kernels,
         _s: &Stream,
         _x: &DeviceSlice<Self>,
-        _out: &mut DeviceSlice<Self::Max>,
+        _out: &mut DeviceSlice<Self::MaxAcc>,
     ) -> Result<()> {
         Err(unsupported::<Self>("max", WHY_I64))
     }
@@ -327,7 +341,7 @@ pub trait TensorElement:
         _k: &Kernels,
         _s: &Stream,
         _x: &DeviceSlice<Self>,
-        _out: &mut DeviceSlice<Self::Sum>,
+        _out: &mut DeviceSlice<Self::SumAcc>,
         _shape: (usize, usize, usize),
     ) -> Result<()> {
         Err(unsupported::<Self>("sum over a dimension", WHY_ROWS))
@@ -339,7 +353,7 @@ pub trait TensorElement:
         _k: &Kernels,
         _s: &Stream,
         _x: &DeviceSlice<Self>,
-        _out: &mut DeviceSlice<Self::Max>,
+        _out: &mut DeviceSlice<Self::MaxAcc>,
         _shape: (usize, usize, usize),
     ) -> Result<()> {
         Err(unsupported::<Self>("max over a dimension", WHY_ROWS))
@@ -601,6 +615,14 @@ impl TensorElement for f32 {
     type Scalar = f32;
     type Sum = f32;
     type Max = f32;
+    type SumAcc = f32;
+    type MaxAcc = f32;
+    fn round_sum(t: super::Tensor<Self::SumAcc>) -> Result<super::Tensor<Self::Sum>> {
+        Ok(t)
+    }
+    fn round_max(t: super::Tensor<Self::MaxAcc>) -> Result<super::Tensor<Self::Max>> {
+        Ok(t)
+    }
     const STRIDED_GEMM: bool = true;
     cublas_gemm!();
 
@@ -734,6 +756,14 @@ impl TensorElement for f64 {
     type Scalar = f64;
     type Sum = f64;
     type Max = f64;
+    type SumAcc = f64;
+    type MaxAcc = f64;
+    fn round_sum(t: super::Tensor<Self::SumAcc>) -> Result<super::Tensor<Self::Sum>> {
+        Ok(t)
+    }
+    fn round_max(t: super::Tensor<Self::MaxAcc>) -> Result<super::Tensor<Self::Max>> {
+        Ok(t)
+    }
 
     fn to_f64(self) -> f64 {
         self
@@ -823,6 +853,14 @@ impl TensorElement for i32 {
     type Scalar = i32;
     type Sum = i64;
     type Max = i32;
+    type SumAcc = i64;
+    type MaxAcc = i32;
+    fn round_sum(t: super::Tensor<Self::SumAcc>) -> Result<super::Tensor<Self::Sum>> {
+        Ok(t)
+    }
+    fn round_max(t: super::Tensor<Self::MaxAcc>) -> Result<super::Tensor<Self::Max>> {
+        Ok(t)
+    }
 
     fn to_f64(self) -> f64 {
         f64::from(self)
@@ -868,6 +906,14 @@ impl TensorElement for i64 {
     type Scalar = i64;
     type Sum = i64;
     type Max = i64;
+    type SumAcc = i64;
+    type MaxAcc = i64;
+    fn round_sum(t: super::Tensor<Self::SumAcc>) -> Result<super::Tensor<Self::Sum>> {
+        Ok(t)
+    }
+    fn round_max(t: super::Tensor<Self::MaxAcc>) -> Result<super::Tensor<Self::Max>> {
+        Ok(t)
+    }
 
     fn to_f64(self) -> f64 {
         self as f64
@@ -890,8 +936,16 @@ impl TensorElement for f16 {
     const MATMUL_VIA_F32: bool = true;
     cublas_gemm!();
     type Scalar = f32;
-    type Sum = f32;
-    type Max = f32;
+    type Sum = f16;
+    type Max = f16;
+    type SumAcc = f32;
+    type MaxAcc = f32;
+    fn round_sum(t: super::Tensor<f32>) -> Result<super::Tensor<f16>> {
+        t.to_dtype::<f16>()
+    }
+    fn round_max(t: super::Tensor<f32>) -> Result<super::Tensor<f16>> {
+        t.to_dtype::<f16>()
+    }
 
     fn to_f64(self) -> f64 {
         self.to_f64()
@@ -917,8 +971,16 @@ impl TensorElement for bf16 {
     const MATMUL_VIA_F32: bool = true;
     cublas_gemm!();
     type Scalar = f32;
-    type Sum = f32;
-    type Max = f32;
+    type Sum = bf16;
+    type Max = bf16;
+    type SumAcc = f32;
+    type MaxAcc = f32;
+    fn round_sum(t: super::Tensor<f32>) -> Result<super::Tensor<bf16>> {
+        t.to_dtype::<bf16>()
+    }
+    fn round_max(t: super::Tensor<f32>) -> Result<super::Tensor<bf16>> {
+        t.to_dtype::<bf16>()
+    }
 
     fn to_f64(self) -> f64 {
         self.to_f64()

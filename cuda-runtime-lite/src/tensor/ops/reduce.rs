@@ -89,52 +89,53 @@ impl<T: TensorElement> Tensor<T> {
     }
 
     /// The sum of all elements as a 0-d tensor (`tensor.sum()`); f16/bf16 accumulate in f32
-    /// and give f32, i32 gives i64 (exact). 0 for an empty tensor.
+    /// and round once to their own dtype, i32 gives i64 (exact). 0 for an empty tensor.
     pub fn sum_all(&self) -> Result<Tensor<T::Sum>> {
-        self.reduce_all("sum", T::sum_all)
+        T::round_sum(self.reduce_all("sum", T::sum_all)?)
     }
 
     /// The sum over dimension `dim`, which is removed (`tensor.sum(dim)`). f32, f64, f16/bf16
-    /// (→ f32).
+    /// (accumulated in f32, rounded once).
     pub fn sum(&self, dim: isize) -> Result<Tensor<T::Sum>> {
-        self.reduce_dim("sum", dim, false, true, T::sum_dim)
+        T::round_sum(self.reduce_dim("sum", dim, false, true, T::sum_dim)?)
     }
 
     /// [`Tensor::sum`] keeping `dim` with size 1 (`keepdim=True`).
     pub fn sum_keepdim(&self, dim: isize) -> Result<Tensor<T::Sum>> {
-        self.reduce_dim("sum", dim, true, true, T::sum_dim)
+        T::round_sum(self.reduce_dim("sum", dim, true, true, T::sum_dim)?)
     }
 
     /// The mean of all elements as a 0-d tensor (`tensor.mean()`); NaN when empty. Floating
-    /// dtypes (f16/bf16 → f32).
+    /// dtypes (f16/bf16 accumulated in f32, rounded once).
     pub fn mean_all(&self) -> Result<Tensor<T::Sum>> {
-        self.reduce_all("mean", T::mean_all)
+        T::round_sum(self.reduce_all("mean", T::mean_all)?)
     }
 
     /// The mean over dimension `dim`, which is removed (`tensor.mean(dim)`): the row sums
     /// scaled by `1 / size(dim)` (so within an ulp of a division). NaN for an empty `dim`.
     pub fn mean(&self, dim: isize) -> Result<Tensor<T::Sum>> {
-        self.mean_dim(dim, false)
+        T::round_sum(self.mean_dim(dim, false)?)
     }
 
     /// [`Tensor::mean`] keeping `dim` with size 1.
     pub fn mean_keepdim(&self, dim: isize) -> Result<Tensor<T::Sum>> {
-        self.mean_dim(dim, true)
+        T::round_sum(self.mean_dim(dim, true)?)
     }
 
-    fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor<T::Sum>> {
+    /// The mean in the accumulator type (scaled before the one rounding to `T::Sum`).
+    fn mean_dim(&self, dim: isize, keepdim: bool) -> Result<Tensor<T::SumAcc>> {
         let sums = self.reduce_dim("mean", dim, keepdim, true, T::sum_dim)?;
         let count = if self.rank() == 0 {
             1
         } else {
             self.shape()[self.layout.dim("mean", dim)?]
         };
-        let alpha = <T::Sum as TensorElement>::scalar_from_f64(1.0 / count as f64);
+        let alpha = <T::SumAcc as TensorElement>::scalar_from_f64(1.0 / count as f64);
         sums.scale(alpha).map_err(|e| renamed(e, "mean"))
     }
 
     /// The largest element as a 0-d tensor (`tensor.max()`); NaN if any element is NaN.
-    /// f16/bf16 give f32. An empty tensor is an error ([`TensorError::EmptyReduction`]), as in
+    /// f16/bf16 give their own dtype (exactly one of the elements). An empty tensor is an error ([`TensorError::EmptyReduction`]), as in
     /// PyTorch.
     pub fn max_all(&self) -> Result<Tensor<T::Max>> {
         if self.numel() == 0 {
@@ -144,17 +145,17 @@ impl<T: TensorElement> Tensor<T> {
                 shape: self.shape().to_vec(),
             });
         }
-        self.reduce_all("max", T::max_all)
+        T::round_max(self.reduce_all("max", T::max_all)?)
     }
 
     /// The maximum over dimension `dim`, which is removed (`torch.amax(t, dim)`: values only, no
-    /// indices). f32, f64, f16/bf16 (→ f32). A zero-size `dim` is an error.
+    /// indices). f32, f64, f16/bf16. A zero-size `dim` is an error.
     pub fn max(&self, dim: isize) -> Result<Tensor<T::Max>> {
-        self.reduce_dim("max", dim, false, false, T::max_dim)
+        T::round_max(self.reduce_dim("max", dim, false, false, T::max_dim)?)
     }
 
     /// [`Tensor::max`] keeping `dim` with size 1.
     pub fn max_keepdim(&self, dim: isize) -> Result<Tensor<T::Max>> {
-        self.reduce_dim("max", dim, true, false, T::max_dim)
+        T::round_max(self.reduce_dim("max", dim, true, false, T::max_dim)?)
     }
 }
