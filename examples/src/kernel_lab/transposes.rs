@@ -125,11 +125,36 @@ pub fn small(lab: &mut Lab) -> Res<()> {
     } else {
         &[(512, 512), (1024, 1024), (3, 1 << 20), (1 << 20, 3)]
     };
-    let f = &k.transpose_tiled_padded;
-    let us = host_us(&s, 2000, || Ok(f.function().param_sizes().map(|_| ())?))?;
+    let f = k.transpose_tiled_padded.function().clone();
+    let drv = cuda_driver::cuda_sys::Driver::get()?;
+    let raw = f.as_raw();
+    let us = host_us(&s, 2000, || {
+        // What `Kernel::from_function` asked the driver on every call before its answer was
+        // cached: each parameter's size, until the failing call past the last one.
+        for i in 0.. {
+            let (mut off, mut size) = (0usize, 0usize);
+            // SAFETY: out-pointers to locals; a live function handle; an index past the end is
+            // an error, which ends the loop.
+            if unsafe { drv.cuFuncGetParamInfo(raw, i, &mut off, &mut size) }.is_err() {
+                break;
+            }
+        }
+        Ok(())
+    })?;
     lab.note(
         "host",
-        "Function::param_sizes() (what every from_function asks)",
+        "cuFuncGetParamInfo for every parameter + the failing one (uncached)",
+        format!("{us:.2} us/call"),
+    );
+    let us = host_us(&s, 2000, || {
+        // SAFETY: transpose_tiled_padded's own signature (the handle's); never launched here.
+        let h: TwoD = unsafe { Kernel::from_function(f.clone())? };
+        drop(h);
+        Ok(())
+    })?;
+    lab.note(
+        "host",
+        "Kernel::from_function (the per-call handle of ops::transpose)",
         format!("{us:.2} us/call"),
     );
     for &(rows, cols) in shapes {
