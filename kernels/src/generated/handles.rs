@@ -222,7 +222,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 204 kernels, in manifest order.
+/// The names of all 208 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -403,6 +403,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "sgemm_nn",
     "sgemm_nt",
     "sgemm_splitk_reduce",
+    "sgemm_strip_nn",
+    "sgemm_strip_nt",
+    "sgemm_strip_tn",
+    "sgemm_strip_tt",
     "sgemm_tn",
     "sgemm_tt",
     "softmax_block_f32",
@@ -620,6 +624,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `sgemm_nn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_nt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_splitk_reduce` | `const float* ws`, `int splits`, `int M`, `int N`, `float alpha`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_nn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_nt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `softmax_block_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
@@ -971,6 +979,14 @@ pub struct Kernels {
     pub sgemm_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_splitk_reduce: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
@@ -1641,6 +1657,18 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         sgemm_splitk_reduce: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_splitk_reduce")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_nn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_nt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_tn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_tt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
         sgemm_tn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_tn")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
@@ -1917,6 +1945,10 @@ impl Kernels {
             "sgemm_nn" => Some(self.sgemm_nn.function()),
             "sgemm_nt" => Some(self.sgemm_nt.function()),
             "sgemm_splitk_reduce" => Some(self.sgemm_splitk_reduce.function()),
+            "sgemm_strip_nn" => Some(self.sgemm_strip_nn.function()),
+            "sgemm_strip_nt" => Some(self.sgemm_strip_nt.function()),
+            "sgemm_strip_tn" => Some(self.sgemm_strip_tn.function()),
+            "sgemm_strip_tt" => Some(self.sgemm_strip_tt.function()),
             "sgemm_tn" => Some(self.sgemm_tn.function()),
             "sgemm_tt" => Some(self.sgemm_tt.function()),
             "softmax_block_f32" => Some(self.softmax_block_f32.function()),

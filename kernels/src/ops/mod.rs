@@ -52,7 +52,10 @@ pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo, SINGLE_BLOCK_MAX};
 pub use reduce_dim::{
     col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim, ROW_SPLIT_MIN_COLS,
 };
-pub use sgemm::{sgemm, sgemm_plan, SgemmPlan, Transpose};
+pub use sgemm::{
+    sgemm, sgemm_plan, sgemm_tile_plan, sgemm_with_plan, SgemmPlan, Transpose, MAX_SPLITS,
+    STRIP_MAX_COLS, STRIP_SLICES,
+};
 pub use softmax::{
     narrow_shape, shared_max_cols, softmax_choice, softmax_rows, softmax_rows_with, split_shape,
     SoftmaxAlgo, NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,
