@@ -8,7 +8,9 @@
 //!   leading dimensions differ), and on the odd shapes with padded copies of the operands (B's
 //!   relayout written with a padded leading dimension, A copied).
 //!
-//! Every variant is checked exactly: sampled entries and the whole strip against
+//! `library` is `ops::sgemm` as this branch has it (with the column strip where its plan takes
+//! one); `tiles-only plan` is the plan before it, through `ops::sgemm_with_plan`. Every variant
+//! is checked exactly: sampled entries and the whole strip against
 //! `reference::sgemm_dot` with the slices each entry was computed with. cuBLAS's time comes from
 //! `tools/torch_sweep.py` on the cases `kernel_lab --lab-cases` prints (`--torch-sweep`).
 
@@ -383,8 +385,8 @@ fn odd(lab: &mut Lab, strips: &[Gemm; 4], tal_ld: &TransposeLd, c: &Case) -> Res
         &s.clone_dtoh(&out)?,
         &ha,
         &hb,
-        |i, _| plan.splits_for_row(i),
-        n,
+        |i, j| plan.splits_for(i, j, n),
+        n - plan.strip_cols,
     );
     let t = time_auto(&s, TRIAL, |s| lib(s, &mut out))?;
     lab.rel(
@@ -397,6 +399,28 @@ fn odd(lab: &mut Lab, strips: &[Gemm; 4], tal_ld: &TransposeLd, c: &Case) -> Res
         &chk,
     );
 
+    // The plan on tiles alone: what ops::sgemm ran before the column strip.
+    let tiles = ops::sgemm_tile_plan(m, n, kd, sms);
+    if tiles != plan {
+        let run = |s: &Stream, out: &mut DeviceSlice<f32>| -> Res<()> {
+            Ok(ops::sgemm_with_plan(
+                &k, s, tiles, plain.ta, plain.tb, m, n, kd, 1.0, &a, ac, &b, bc, 0.0, out, n,
+            )?)
+        };
+        s.memset_bytes(&mut out, 0xFF)?;
+        run(&s, &mut out)?;
+        let chk = check(
+            c,
+            &s.clone_dtoh(&out)?,
+            &ha,
+            &hb,
+            |i, _| tiles.splits_for_row(i),
+            n,
+        );
+        let t = time_auto(&s, TRIAL, |s| run(s, &mut out))?;
+        let what = format!("library, tiles-only plan (before the strip) {tiles:?}");
+        lab.rel(&group, &what, t, c.flops(), Unit::Flops, cublas, &chk);
+    }
     let w = n % 128;
     let n1 = n - w;
     let strip_ok = (1..=8).contains(&w) && n1 > 0;
@@ -440,8 +464,8 @@ fn odd(lab: &mut Lab, strips: &[Gemm; 4], tal_ld: &TransposeLd, c: &Case) -> Res
         &s.clone_dtoh(&out)?,
         &ha,
         &hb,
-        |i, _| plan.splits_for_row(i),
-        n,
+        |i, j| plan.splits_for(i, j, n),
+        n - plan.strip_cols,
     );
     let t = time_auto(&s, TRIAL, |s| run(s, &mut out))?;
     lab.rel(
@@ -484,8 +508,8 @@ fn odd(lab: &mut Lab, strips: &[Gemm; 4], tal_ld: &TransposeLd, c: &Case) -> Res
             &s.clone_dtoh(&out)?,
             &ha,
             &hb,
-            |i, _| plan.splits_for_row(i),
-            n,
+            |i, j| plan.splits_for(i, j, n),
+            n - plan.strip_cols,
         );
         let t = time_auto(&s, TRIAL, |s| run(s, &mut out))?;
         lab.rel(
