@@ -97,10 +97,14 @@ transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transp
 // line_start + 32 k + l, if it belongs to the segment), so a row segment costs only the lines it
 // touches. Tiles run in column-major order (blockIdx.x walks down the rows of tiles), so the
 // tiles sharing output lines run together.
+// transpose_tiled_aligned_ld: the same, writing output rows ldo >= rows floats apart (out is
+// [cols, ldo]; columns rows .. ldo - 1 are not touched): the SGEMM's relayout of a transposed B
+// into rows that start on 16-byte boundaries (ldo a multiple of 4), so the product reads them
+// with float4 loads.
 // Launch: block (32, 8), grid (ceil(rows / 64), ceil(cols / 64)) (note: rows first).
 #define TA_ROWS (TT + 8)
-extern "C" __global__ void __launch_bounds__(256)
-transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+__device__ __forceinline__ void transpose_aligned_body(const float* __restrict__ in, float* __restrict__ out,
+                                                       int rows, int cols, int ldo) {
     __shared__ float tile[TA_ROWS][TT + 1];  // tile[i][j] = in[r0 - 8 + i][c0 + j]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int c0 = blockIdx.y * TT, r0 = blockIdx.x * TT;
@@ -122,7 +126,7 @@ transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, i
     for (int j = 0; j < TT; j += BLOCK_ROWS) {
         const int i = ty + j;  // output row c0 + i
         if (i >= cw) continue;  // whole warp
-        float* row = out + (u64)(c0 + i) * rows;
+        float* row = out + (u64)(c0 + i) * ldo;
         const int s = (int)(((unsigned long long)(row + r0) >> 2) & 7);  // floats past a sector
         const int lo = r0 == 0 ? 0 : r0 - s;
         const int hi = r0 + TT >= rows ? rows : r0 + TT - s;
@@ -134,6 +138,14 @@ transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, i
             if (o >= 0 && o < hi - lo) seg[o] = tile[lo + o - (r0 - 8)][i];
         }
     }
+}
+extern "C" __global__ void __launch_bounds__(256)
+transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    transpose_aligned_body(in, out, rows, cols, rows);
+}
+extern "C" __global__ void __launch_bounds__(256)
+transpose_tiled_aligned_ld(const float* __restrict__ in, float* __restrict__ out, int rows, int cols, int ldo) {
+    transpose_aligned_body(in, out, rows, cols, ldo);
 }
 
 // transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64

@@ -4,7 +4,8 @@
 //! and odd shapes, every transpose, `beta == 0` (C poisoned with NaN: never read) and `beta != 0`,
 //! padded leading dimensions and views starting one element into their buffer (unaligned rows);
 //! the padding of C between rows must come back untouched. Plans the kernels cannot run are
-//! refused with a typed error.
+//! refused with a typed error. Also the transpose the relayout of a transposed B uses
+//! (`ops::transpose_ld`, rows of the output padded to a multiple of 4).
 
 use cuda_driver::{DeviceBuffer, DeviceRepr, Stream};
 use cuda_kernels::ops::{self, SgemmPlan, Transpose};
@@ -370,6 +371,66 @@ fn plan_errors() -> TestResult {
     Ok(())
 }
 
+/// `ops::transpose_ld`: exact, the output's padding columns untouched (NaN poison), views one
+/// element in; bad leading dimensions and short outputs refused.
+fn transpose_ld() -> TestResult {
+    let (s, k) = setup()?;
+    for &(rows, cols, ldo) in &[
+        (1usize, 1usize, 4usize),
+        (3, 5, 4),
+        (65, 97, 68),
+        (130, 64, 131),
+        (2049, 70, 2052),
+        (64, 3001, 67),
+        (7, 200, 7),
+    ] {
+        for off in [0usize, 1] {
+            let x = data(81, rows * cols);
+            let dx = upload(&s, &x, off)?;
+            let len = (cols - 1) * ldo + rows;
+            let mut dout = upload(&s, &vec![f32::NAN; len], off)?;
+            ops::transpose_ld(
+                &k,
+                &s,
+                &dx.slice(off..)?,
+                &mut dout.slice_mut(off..)?,
+                rows,
+                cols,
+                ldo,
+            )?;
+            let got = s.clone_dtoh(&dout.slice(off..)?)?;
+            for (e, g) in got.iter().enumerate() {
+                let (c, r) = (e / ldo, e % ldo);
+                if r < rows {
+                    ensure!(
+                        g.to_bits() == x[r * cols + c].to_bits(),
+                        "transpose_ld {rows}x{cols} ldo {ldo} off {off}: out[{c}][{r}] = {g}, expected {}",
+                        x[r * cols + c]
+                    );
+                } else {
+                    ensure!(
+                        g.is_nan(),
+                        "transpose_ld {rows}x{cols} ldo {ldo}: padding out[{c}][{r}] written"
+                    );
+                }
+            }
+        }
+    }
+    let x = s.alloc_zeros::<f32>(12)?;
+    let mut out = s.alloc_zeros::<f32>(16)?;
+    let r = ops::transpose_ld(&k, &s, &x, &mut out, 3, 4, 2);
+    ensure!(
+        matches!(r, Err(Error::Invalid { .. })),
+        "ldo < rows accepted: {r:?}"
+    );
+    let r = ops::transpose_ld(&k, &s, &x, &mut out, 3, 4, 5);
+    ensure!(
+        matches!(r, Err(Error::Shape { .. })),
+        "short output accepted: {r:?}"
+    );
+    Ok(())
+}
+
 /// The plan's bookkeeping: which slices an entry gets.
 fn splits_for() -> TestResult {
     let p = plan(128, 3, 2);
@@ -393,5 +454,6 @@ fn main() {
         gpu("strip_plans", strip_plans),
         gpu("auto_plans_sampled", auto_plans_sampled),
         gpu("plan_errors", plan_errors),
+        gpu("transpose_ld", transpose_ld),
     ]);
 }

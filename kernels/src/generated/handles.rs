@@ -222,7 +222,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 208 kernels, in manifest order.
+/// The names of all 209 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -248,6 +248,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "transpose_skinny",
     "transpose_tiled",
     "transpose_tiled_aligned",
+    "transpose_tiled_aligned_ld",
     "transpose_tiled_padded",
     "add_bf16",
     "add_f16",
@@ -469,6 +470,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_tiled_aligned_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `add_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `add_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -703,6 +705,8 @@ pub struct Kernels {
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled_aligned: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled_aligned_ld(const float* in, float* out, int rows, int cols, int ldo)` from `cuda/coalescing.cu`.
+    pub transpose_tiled_aligned_ld: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
@@ -1241,6 +1245,9 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
         transpose_tiled_aligned: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        transpose_tiled_aligned_ld: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("transpose_tiled_aligned_ld")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
         transpose_tiled_padded: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_padded")? },
@@ -1790,6 +1797,7 @@ impl Kernels {
             "transpose_skinny" => Some(self.transpose_skinny.function()),
             "transpose_tiled" => Some(self.transpose_tiled.function()),
             "transpose_tiled_aligned" => Some(self.transpose_tiled_aligned.function()),
+            "transpose_tiled_aligned_ld" => Some(self.transpose_tiled_aligned_ld.function()),
             "transpose_tiled_padded" => Some(self.transpose_tiled_padded.function()),
             "add_bf16" => Some(self.add_bf16.function()),
             "add_f16" => Some(self.add_f16.function()),

@@ -173,3 +173,48 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
     unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
     Ok(())
 }
+
+/// `out[c·ldo + r] = x[r·cols + c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`
+/// with row stride `ldo >= rows` (`transpose_tiled_aligned_ld`; columns `rows..ldo` of `out` are
+/// not touched). `out` must hold `(cols - 1)·ldo + rows` elements and `cols` at most
+/// 65535 · 64. `sgemm` relayouts a transposed B with it into rows that start on 16-byte
+/// boundaries. Block (32, 8), grid `(ceil(rows / 64), ceil(cols / 64))`.
+#[allow(clippy::too_many_arguments)]
+pub fn transpose_ld(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<f32>,
+    out: &mut DeviceSlice<f32>,
+    rows: usize,
+    cols: usize,
+    ldo: usize,
+) -> Result<()> {
+    const OP: &str = "transpose_ld";
+    check_matrix(OP, "x", x.len(), rows, cols)?;
+    super::sgemm::check_operand(OP, "out", out.len(), cols, rows, ldo)?;
+    let (r, c, l) = (
+        to_i32(OP, "rows", rows)?,
+        to_i32(OP, "cols", cols)?,
+        to_i32(OP, "ldo", ldo)?,
+    );
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    if cols.div_ceil(64) > 65_535 {
+        return Err(Error::TooLarge {
+            op: OP,
+            what: "cols",
+            value: cols as u128,
+            max: 65_535 * 64,
+        });
+    }
+    let cfg = LaunchConfig::new((blocks(rows, 64), blocks(cols, 64)), (32, 8));
+    // SAFETY: the kernel reads x[r·cols + c] and writes out[c·ldo + r] only for r < rows,
+    // c < cols; x holds rows·cols elements and out spans a [cols, rows] matrix with row stride
+    // ldo (both checked above); the grid's y (column tiles) is within 65535.
+    unsafe {
+        k.transpose_tiled_aligned_ld
+            .launch(s, &cfg, x, out, r, c, l)
+    }?;
+    Ok(())
+}

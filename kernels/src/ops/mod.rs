@@ -35,7 +35,9 @@ pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
 };
 pub use cast::cast;
-pub use coalescing::{copy_coalesced, copy_strided, transpose, transpose_choice, TransposeAlgo};
+pub use coalescing::{
+    copy_coalesced, copy_strided, transpose, transpose_choice, transpose_ld, TransposeAlgo,
+};
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,

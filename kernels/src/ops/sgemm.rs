@@ -347,36 +347,55 @@ fn sgemm_any_plan(
     check_operand(OP, "b", b.len(), b_rows, b_cols, ldb)?;
     check_operand(OP, "c", c.len(), m, n, ldc)?;
     // Every extent and leading dimension must fit the kernels' `int`s (checked before any work).
-    for (what, v) in [("m", m), ("k", kdim), ("lda", lda), ("ldc", ldc)] {
+    for (what, v) in [("m", m), ("n", n), ("k", kdim), ("lda", lda), ("ldc", ldc)] {
         to_i32(OP, what, v)?;
     }
-    let (ni, lb) = (to_i32(OP, "n", n)?, to_i32(OP, "ldb", ldb)?);
+    let lb = to_i32(OP, "ldb", ldb)?;
     if m == 0 || n == 0 {
         return Ok(());
     }
     // `B` stored transposed ([n, k], k contiguous) costs the kernel 16 rows per warp load
     // (kernels/TUNING.md, round 3); a dense one is transposed once into [k, n] instead (same
-    // products, same order: the result is bit-identical).
+    // products, same order: the result is bit-identical). The copy's rows are padded to a
+    // multiple of 4 floats, so they start on 16-byte boundaries and the product reads them with
+    // float4 loads (an odd n would otherwise send every B load down the scalar path).
     let work = m as u128 * n as u128 * kdim as u128;
     let b_copy = if tb == Transpose::Trans && ldb == kdim && work >= RELAYOUT_MIN_WORK {
-        // SAFETY: every element is written by the transpose before sgemm reads it.
-        let mut buf = unsafe { s.alloc::<f32>(kdim * n)? };
+        let padded = n.next_multiple_of(4);
+        let ld = if padded != n && i32::try_from(padded).is_ok() && kdim.div_ceil(64) <= 65_535 {
+            padded
+        } else {
+            n
+        };
+        let len = kdim.checked_mul(ld).ok_or(Error::TooLarge {
+            op: OP,
+            what: "relayout of b",
+            value: kdim as u128 * ld as u128,
+            max: usize::MAX as u128,
+        })?;
+        // SAFETY: the transpose writes columns 0..n of every row before sgemm reads them; the
+        // padding columns n..ld are never read (the kernels load only columns < n).
+        let mut buf = unsafe { s.alloc::<f32>(len)? };
         let stored = b.slice(0..n * kdim)?;
-        super::coalescing::transpose_any(
-            k,
-            s,
-            super::TransposeAlgo::Auto,
-            &stored,
-            &mut buf,
-            n,
-            kdim,
-        )?;
-        Some(buf)
+        if ld == n {
+            super::coalescing::transpose_any(
+                k,
+                s,
+                super::TransposeAlgo::Auto,
+                &stored,
+                &mut buf,
+                n,
+                kdim,
+            )?;
+        } else {
+            super::coalescing::transpose_ld(k, s, &stored, &mut buf, n, kdim, ld)?;
+        }
+        Some((buf, ld))
     } else {
         None
     };
     let (tb, b, ldb, lb) = match &b_copy {
-        Some(buf) => (Transpose::NoTrans, &**buf, n, ni),
+        Some((buf, ld)) => (Transpose::NoTrans, &**buf, *ld, to_i32(OP, "ldb", *ld)?),
         None => (tb, b, ldb, lb),
     };
     let (kernel, strip) = match (ta, tb) {
