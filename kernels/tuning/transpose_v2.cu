@@ -64,12 +64,16 @@ tsv_tall(const float* __restrict__ in, float* __restrict__ out, int rows, int co
 }
 
 // Wide: rows = S < 64. Requires in and out 16-byte aligned and cols % 4 == 0.
-// Block 256, grid ceil(cols / Q), Q = 2^floor(log2(8192 / S)) columns per block.
+// Block 256, grid ceil(cols / Q), Q = 2^floor(log2(8192 / S)) columns per block. Here the tile
+// keeps the input's order (tile[m * P + q], float4 stores), and the output side gathers: a tile
+// in output order would take the float4 loads' 4 consecutive columns S floats apart (stores up to
+// 8-way bank conflicts at S = 3..7); a row pitch P = Q + 4 keeps the gathers within 2-way for
+// S <= 16.
 extern "C" __global__ void __launch_bounds__(256)
 tsv_wide(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    __shared__ __align__(16) float tile[SV_TILE + SV_TILE / 8];
+    __shared__ __align__(16) float tile[SV_TILE + 4 * 64];
     const int t = threadIdx.x, S = rows;
-    const int lq = sv_floor_log2(SV_TILE / S), Q = 1 << lq;
+    const int lq = sv_floor_log2(SV_TILE / S), Q = 1 << lq, P = Q + 4;
     const long long q0 = (long long)blockIdx.x * Q;
     const int w = (int)min((long long)Q, cols - q0);  // columns in this block (a multiple of 4)
     const int lg = lq - 2;                            // float4 groups per input row: Q / 4
@@ -82,19 +86,25 @@ tsv_wide(const float* __restrict__ in, float* __restrict__ out, int rows, int co
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
         const int g = u * 256 + t, m = g >> lg, qv = 4 * (g & ((1 << lg) - 1));
-        if (m < S && qv < w) {
-            const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
-#pragma unroll
-            for (int j = 0; j < 4; ++j) tile[sv_pad((qv + j) * S + m)] = e[j];  // output order
-        }
+        if (m < S && qv < w) *reinterpret_cast<float4*>(&tile[m * P + qv]) = v[u];
     }
     __syncthreads();
     const int n4 = w * S / 4;  // the block's output span out[q0 * S, (q0 + w) * S) as float4
+    const unsigned magic = 0xffffffffu / (unsigned)S + 1u;
     float4* dst = reinterpret_cast<float4*>(out + q0 * S);
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
         const int g = u * 256 + t;
-        if (g < n4) dst[g] = *reinterpret_cast<const float4*>(&tile[sv_pad(4 * g)]);
+        if (g < n4) {
+            int q = sv_div(4 * g, S, magic), m = 4 * g - q * S;  // output 4g = (q, m)
+            float e[4];
+#pragma unroll
+            for (int j = 0; j < 4; ++j) {
+                e[j] = tile[m * P + q];
+                if (++m == S) { m = 0; ++q; }
+            }
+            dst[g] = make_float4(e[0], e[1], e[2], e[3]);
+        }
     }
 }
 
