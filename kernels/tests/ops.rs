@@ -1301,6 +1301,7 @@ fn transposes() -> TestResult {
                 TransposeAlgo::TiledPadded,
                 TransposeAlgo::Aligned,
                 TransposeAlgo::Skinny,
+                TransposeAlgo::SkinnyV4,
                 TransposeAlgo::Auto,
             ] {
                 let mut o = poisoned::<f32>(&s, rows * cols, off)?;
@@ -1317,6 +1318,19 @@ fn transposes() -> TestResult {
                     ensure!(
                         matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
                         "Skinny must refuse {rows}x{cols}"
+                    );
+                    continue;
+                }
+                // The float4 form: a short side, aligned views (off = 0), a long side % 4 == 0.
+                let (xa, oa) = (dx.slice(off..)?.as_raw_ptr(), o.slice(off..)?.as_raw_ptr());
+                let empty = rows == 0 || cols == 0; // nothing to move: every algo succeeds
+                if algo == TransposeAlgo::SkinnyV4
+                    && !empty
+                    && !ops::skinny_v4_fits(rows, cols, xa, oa)
+                {
+                    ensure!(
+                        matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
+                        "SkinnyV4 must refuse {rows}x{cols} off={off}"
                     );
                     continue;
                 }

@@ -222,7 +222,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 209 kernels, in manifest order.
+/// The names of all 210 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -246,6 +246,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "copy_strided",
     "transpose_naive",
     "transpose_skinny",
+    "transpose_skinny_v4",
     "transpose_tiled",
     "transpose_tiled_aligned",
     "transpose_tiled_aligned_ld",
@@ -468,6 +469,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `copy_strided` | `const float* src`, `float* dst`, `unsigned long long n_out`, `unsigned long long stride` | `cuda/coalescing.cu` |
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_skinny_v4` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
@@ -701,6 +703,8 @@ pub struct Kernels {
     pub transpose_naive: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_skinny(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_skinny_v4(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
+    pub transpose_skinny_v4: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
@@ -1239,6 +1243,9 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
         transpose_skinny: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        transpose_skinny_v4: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny_v4")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
         transpose_tiled: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
@@ -1795,6 +1802,7 @@ impl Kernels {
             "copy_strided" => Some(self.copy_strided.function()),
             "transpose_naive" => Some(self.transpose_naive.function()),
             "transpose_skinny" => Some(self.transpose_skinny.function()),
+            "transpose_skinny_v4" => Some(self.transpose_skinny_v4.function()),
             "transpose_tiled" => Some(self.transpose_tiled.function()),
             "transpose_tiled_aligned" => Some(self.transpose_tiled_aligned.function()),
             "transpose_tiled_aligned_ld" => Some(self.transpose_tiled_aligned_ld.function()),

@@ -36,7 +36,8 @@ pub use bias_relu::{
 };
 pub use cast::cast;
 pub use coalescing::{
-    copy_coalesced, copy_strided, transpose, transpose_choice, transpose_ld, TransposeAlgo,
+    copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
+    TransposeAlgo,
 };
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use gemm_tc::{
