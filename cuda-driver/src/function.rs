@@ -8,7 +8,7 @@ use crate::{driver, Error, LaunchConfig, Result, Stream};
 use cuda_sys::{CUfunction, CUfunction_attribute as FA, CUresult};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// A kernel in a loaded module. Cheap to clone; it keeps its module loaded.
 #[derive(Clone)]
@@ -23,10 +23,15 @@ struct FunctionInner {
     max_threads_per_block: u32,
     static_shared_bytes: u32,
     max_dynamic_shared_bytes: AtomicU32,
+    /// Each parameter's byte size, asked once: typed handles are made per call by some callers
+    /// (`Kernel::from_function` checks the sizes every time), and the driver's answer — one
+    /// `cuFuncGetParamInfo` per parameter plus a failing one past the last — cost about a
+    /// microsecond per launch (kernels/TUNING.md, round 4).
+    param_sizes: OnceLock<Vec<usize>>,
 }
 
-// SAFETY: a CUfunction handle is immutable driver state usable from any thread; the only
-// mutable field is atomic.
+// SAFETY: a CUfunction handle is immutable driver state usable from any thread; the mutable
+// fields are an atomic and a once-initialised cell.
 unsafe impl Send for FunctionInner {}
 // SAFETY: as above.
 unsafe impl Sync for FunctionInner {}
@@ -78,6 +83,7 @@ impl Function {
                     raw,
                     FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 )?),
+                param_sizes: OnceLock::new(),
             }),
         })
     }
@@ -193,6 +199,20 @@ impl Function {
     /// The byte size of each parameter, from the driver (`cuFuncGetParamInfo`, CUDA 12.4+), or
     /// from the module's PTX when the driver cannot say.
     pub fn param_sizes(&self) -> Result<Vec<usize>> {
+        Ok(self.cached_param_sizes()?.to_vec())
+    }
+
+    /// [`Function::param_sizes`], asked once per function (a kernel's parameters never change);
+    /// a failed query is not kept, so the next call asks again.
+    fn cached_param_sizes(&self) -> Result<&[usize]> {
+        if let Some(v) = self.inner.param_sizes.get() {
+            return Ok(v);
+        }
+        let sizes = self.query_param_sizes()?;
+        Ok(self.inner.param_sizes.get_or_init(|| sizes))
+    }
+
+    fn query_param_sizes(&self) -> Result<Vec<usize>> {
         let drv = driver()?;
         let mut sizes = Vec::new();
         if drv.table().cuFuncGetParamInfo.is_some() {
@@ -223,12 +243,12 @@ impl Function {
     }
 
     pub(crate) fn check_param_sizes(&self, expected: &[usize]) -> Result<()> {
-        let found = self.param_sizes()?;
+        let found = self.cached_param_sizes()?;
         if found != expected {
             return Err(Error::SignatureMismatch {
                 kernel: self.inner.name.clone(),
                 expected: expected.to_vec(),
-                found,
+                found: found.to_vec(),
             });
         }
         Ok(())

@@ -97,10 +97,14 @@ transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transp
 // line_start + 32 k + l, if it belongs to the segment), so a row segment costs only the lines it
 // touches. Tiles run in column-major order (blockIdx.x walks down the rows of tiles), so the
 // tiles sharing output lines run together.
+// transpose_tiled_aligned_ld: the same, writing output rows ldo >= rows floats apart (out is
+// [cols, ldo]; columns rows .. ldo - 1 are not touched): the SGEMM's relayout of a transposed B
+// into rows that start on 16-byte boundaries (ldo a multiple of 4), so the product reads them
+// with float4 loads.
 // Launch: block (32, 8), grid (ceil(rows / 64), ceil(cols / 64)) (note: rows first).
 #define TA_ROWS (TT + 8)
-extern "C" __global__ void __launch_bounds__(256)
-transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+__device__ __forceinline__ void transpose_aligned_body(const float* __restrict__ in, float* __restrict__ out,
+                                                       int rows, int cols, int ldo) {
     __shared__ float tile[TA_ROWS][TT + 1];  // tile[i][j] = in[r0 - 8 + i][c0 + j]
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int c0 = blockIdx.y * TT, r0 = blockIdx.x * TT;
@@ -122,7 +126,7 @@ transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, i
     for (int j = 0; j < TT; j += BLOCK_ROWS) {
         const int i = ty + j;  // output row c0 + i
         if (i >= cw) continue;  // whole warp
-        float* row = out + (u64)(c0 + i) * rows;
+        float* row = out + (u64)(c0 + i) * ldo;
         const int s = (int)(((unsigned long long)(row + r0) >> 2) & 7);  // floats past a sector
         const int lo = r0 == 0 ? 0 : r0 - s;
         const int hi = r0 + TT >= rows ? rows : r0 + TT - s;
@@ -134,6 +138,14 @@ transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, i
             if (o >= 0 && o < hi - lo) seg[o] = tile[lo + o - (r0 - 8)][i];
         }
     }
+}
+extern "C" __global__ void __launch_bounds__(256)
+transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    transpose_aligned_body(in, out, rows, cols, rows);
+}
+extern "C" __global__ void __launch_bounds__(256)
+transpose_tiled_aligned_ld(const float* __restrict__ in, float* __restrict__ out, int rows, int cols, int ldo) {
+    transpose_aligned_body(in, out, rows, cols, ldo);
 }
 
 // transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64
@@ -208,5 +220,100 @@ transpose_skinny(const float* __restrict__ in, float* __restrict__ out, int rows
 #pragma unroll
         for (int u = 0; u < 4; ++u)
             if (e0 + 256 * u < total) out[e0 + 256 * u] = v[u];
+    }
+}
+
+// transpose_skinny_v4: the skinny shapes again, for aligned data whose long side is a multiple of
+// 4 (in and out 16-byte aligned): the strip loop of transpose_skinny waits for each iteration's 4
+// scalar loads before the next (a 6144-float strip of [2^20, 3] is 6 round trips to memory);
+// here every thread issues all its float4 loads (up to 8: 8192 floats per block) before any
+// store, and the block writes its output as float4.
+//   tall (cols = S < 64; rows % 4 == 0): a strip of R rows (R as transpose_skinny's) is read as
+//     one contiguous span and scattered into a tile kept in output order (y = c R + r), padded
+//     4 floats per 32 (y + 4 (y / 32): 4-float groups stay contiguous and 16-byte aligned, the
+//     scattered stores within 2-way bank conflicts); then out[c][r0 + r .. + 3] from it.
+//   wide (rows = S < 64, cols >= 64; cols % 4 == 0): Q columns per block (Q = 2^floor(log2(8192
+//     / S))), each input row's run read as float4 into a tile kept in input order (row pitch
+//     Q + 4: the gathers of the output side within 2-way conflicts for S <= 16), then the
+//     block's output span out[q0 S, (q0 + w) S) as float4, element y = (q, m) = (y / S, y % S).
+// q / S for q < 2^13 is (q * ceil(2^32 / S)) >> 32, exact for S < 64.
+// Launch: block 256, grid ceil(rows / R) (tall) or ceil(cols / Q) (wide).
+__device__ __forceinline__ int sv_pad(int y) { return y + 4 * (y >> 5); }
+__device__ __forceinline__ int sv_div(int q, int d, unsigned magic) {
+    return d == 1 ? q : (int)__umulhi((unsigned)q, magic);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+transpose_skinny_v4(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    __shared__ __align__(16) float tile[SKINNY_TILE + SKINNY_TILE / 8];
+    const int t = threadIdx.x;
+    if (cols < 64) {  // tall
+        const int S = cols, lr = strip_log2(S), R = 1 << lr;
+        const long long r0 = (long long)blockIdx.x * R;
+        const int h = (int)min((long long)R, rows - r0);  // rows in this strip (a multiple of 4)
+        const int n4 = h * S / 4;
+        const float4* src = reinterpret_cast<const float4*>(in + (u64)r0 * S);
+        const unsigned magic = 0xffffffffu / (unsigned)S + 1u;
+        float4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+            if (u * 256 + t < n4) v[u] = src[u * 256 + t];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int g = u * 256 + t;
+            if (g < n4) {
+                int r = sv_div(4 * g, S, magic), c = 4 * g - r * S;  // strip element 4g = (r, c)
+                const float e[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    tile[sv_pad(c * R + r)] = e[j];
+                    if (++c == S) { c = 0; ++r; }
+                }
+            }
+        }
+        __syncthreads();
+        const int lq = lr - 2;  // float4 groups per output row: R / 4
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int g = u * 256 + t;
+            const int c = g >> lq, r = 4 * (g & ((1 << lq) - 1));
+            if (c < S && r < h)
+                *reinterpret_cast<float4*>(out + (u64)c * rows + r0 + r) =
+                    *reinterpret_cast<const float4*>(&tile[sv_pad(c * R + r)]);
+        }
+    } else {  // wide
+        const int S = rows, lq = strip_log2(S), Q = 1 << lq, P = Q + 4;
+        const long long q0 = (long long)blockIdx.x * Q;
+        const int w = (int)min((long long)Q, cols - q0);  // columns in this block (a multiple of 4)
+        const int lg = lq - 2;                            // float4 groups per input row: Q / 4
+        float4 v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int g = u * 256 + t, m = g >> lg, qv = 4 * (g & ((1 << lg) - 1));
+            if (m < S && qv < w) v[u] = *reinterpret_cast<const float4*>(in + (u64)m * cols + q0 + qv);
+        }
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int g = u * 256 + t, m = g >> lg, qv = 4 * (g & ((1 << lg) - 1));
+            if (m < S && qv < w) *reinterpret_cast<float4*>(&tile[m * P + qv]) = v[u];
+        }
+        __syncthreads();
+        const int n4 = w * S / 4;
+        const unsigned magic = 0xffffffffu / (unsigned)S + 1u;
+        float4* dst = reinterpret_cast<float4*>(out + (u64)q0 * S);
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+            const int g = u * 256 + t;
+            if (g < n4) {
+                int q = sv_div(4 * g, S, magic), m = 4 * g - q * S;  // output 4g = (q, m)
+                float e[4];
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    e[j] = tile[m * P + q];
+                    if (++m == S) { m = 0; ++q; }
+                }
+                dst[g] = make_float4(e[0], e[1], e[2], e[3]);
+            }
+        }
     }
 }

@@ -264,6 +264,7 @@ pub(crate) fn transpose_bits<T: cuda_driver::DeviceRepr>(
         A::Naive => k.transpose_naive.function(),
         A::Tiled => k.transpose_tiled.function(),
         A::Skinny => k.transpose_skinny.function(),
+        A::SkinnyV4 => k.transpose_skinny_v4.function(),
         A::Aligned => k.transpose_tiled_aligned.function(),
         A::TiledPadded | A::Auto => k.transpose_tiled_padded.function(),
     };

@@ -874,7 +874,7 @@ fn sgemm_all_transposes() -> TestResult {
                         beta,
                         &mut c,
                         ldc,
-                        |i| plan.splits_for_row(i),
+                        |i, j| plan.splits_for(i, j, n),
                     );
                     // exact: FMA in increasing k (per k slice with split-K, slices summed in
                     // order), then alpha·acc, then fmaf(beta, C, ·); padding untouched.
@@ -886,15 +886,16 @@ fn sgemm_all_transposes() -> TestResult {
     Ok(())
 }
 
-/// A product whose plan runs whole waves of tile rows unsplit and splits the leftover rows
-/// (2047 × 2049 × 2051 on a 132-SM GPU: 15 tile rows, then one row of tiles in k slices), every
-/// transpose, `beta != 0`: 3000 entries from both parts checked exactly against `sgemm_dot`
-/// with the plan's slices for their row (a full CPU reference would take minutes).
+/// A product whose plan on tiles alone runs whole waves of tile rows unsplit and splits the
+/// leftover rows (2047 × 2049 × 2051 on a 132-SM GPU: 15 tile rows, then one row of tiles in k
+/// slices), every transpose, `beta != 0`: 3000 entries from both parts checked exactly against
+/// `sgemm_dot` with the plan's slices for their row (a full CPU reference would take minutes).
+/// (`ops::sgemm` itself gives this shape a column strip: tests/sgemm_plans.rs.)
 fn sgemm_planned_rows() -> TestResult {
     let (ctx, s, k) = setup()?;
     let sms = ctx.device().sm_count()?;
     let (m, n, kd) = (2047, 2049, 2051);
-    let plan = ops::sgemm_plan(m, n, kd, sms);
+    let plan = ops::sgemm_tile_plan(m, n, kd, sms);
     let a = small_data::<f32>(31, m * kd);
     let b = small_data::<f32>(32, kd * n);
     let c0 = small_data::<f32>(33, m * n);
@@ -906,8 +907,8 @@ fn sgemm_planned_rows() -> TestResult {
             let ldb = if tb == Transpose::NoTrans { n } else { kd };
             let mut dc = s.clone_htod(&c0)?;
             let (alpha, beta) = (0.75f32, -0.5f32);
-            ops::sgemm(
-                &k, &s, ta, tb, m, n, kd, alpha, &da, lda, &db, ldb, beta, &mut dc, n,
+            ops::sgemm_with_plan(
+                &k, &s, plan, ta, tb, m, n, kd, alpha, &da, lda, &db, ldb, beta, &mut dc, n,
             )?;
             let got = s.clone_dtoh(&dc)?;
             let mut rng = Rng::new(34);
@@ -1300,6 +1301,7 @@ fn transposes() -> TestResult {
                 TransposeAlgo::TiledPadded,
                 TransposeAlgo::Aligned,
                 TransposeAlgo::Skinny,
+                TransposeAlgo::SkinnyV4,
                 TransposeAlgo::Auto,
             ] {
                 let mut o = poisoned::<f32>(&s, rows * cols, off)?;
@@ -1316,6 +1318,19 @@ fn transposes() -> TestResult {
                     ensure!(
                         matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
                         "Skinny must refuse {rows}x{cols}"
+                    );
+                    continue;
+                }
+                // The float4 form: a short side, aligned views (off = 0), a long side % 4 == 0.
+                let (xa, oa) = (dx.slice(off..)?.as_raw_ptr(), o.slice(off..)?.as_raw_ptr());
+                let empty = rows == 0 || cols == 0; // nothing to move: every algo succeeds
+                if algo == TransposeAlgo::SkinnyV4
+                    && !empty
+                    && !ops::skinny_v4_fits(rows, cols, xa, oa)
+                {
+                    ensure!(
+                        matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
+                        "SkinnyV4 must refuse {rows}x{cols} off={off}"
                     );
                     continue;
                 }

@@ -231,6 +231,21 @@ fn signature_mismatch() -> TestResult {
         matches!(r, Err(Error::SignatureMismatch { .. })),
         "f64 for float accepted"
     );
+    // A function asks the driver for its parameter sizes once and keeps them (handles made per
+    // call from one Function, as the kernels crate's dispatch does): the answer stays the same,
+    // a wrong signature is still refused and the right one accepted.
+    let f = m.function("vector_add")?;
+    let first = f.param_sizes()?;
+    ensure!(first == [8, 8, 8, 4], "{first:?}");
+    ensure!(f.param_sizes()? == first, "sizes changed");
+    // SAFETY: deliberately wrong; refused before any launch.
+    let r = unsafe { cuda_driver::Kernel::<(&DeviceSlice<f32>, u32)>::from_function(f.clone()) };
+    ensure!(
+        matches!(r, Err(Error::SignatureMismatch { .. })),
+        "the kept sizes accepted a wrong signature"
+    );
+    // SAFETY: vector_add(const float*, const float*, float*, unsigned); never launched here.
+    unsafe { VecAdd::from_function(f)? };
     Ok(())
 }
 

@@ -222,7 +222,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 204 kernels, in manifest order.
+/// The names of all 210 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -246,8 +246,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "copy_strided",
     "transpose_naive",
     "transpose_skinny",
+    "transpose_skinny_v4",
     "transpose_tiled",
     "transpose_tiled_aligned",
+    "transpose_tiled_aligned_ld",
     "transpose_tiled_padded",
     "add_bf16",
     "add_f16",
@@ -403,6 +405,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "sgemm_nn",
     "sgemm_nt",
     "sgemm_splitk_reduce",
+    "sgemm_strip_nn",
+    "sgemm_strip_nt",
+    "sgemm_strip_tn",
+    "sgemm_strip_tt",
     "sgemm_tn",
     "sgemm_tt",
     "softmax_block_f32",
@@ -463,8 +469,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `copy_strided` | `const float* src`, `float* dst`, `unsigned long long n_out`, `unsigned long long stride` | `cuda/coalescing.cu` |
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_skinny_v4` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_tiled_aligned_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `add_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `add_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -620,6 +628,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `sgemm_nn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_nt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_splitk_reduce` | `const float* ws`, `int splits`, `int M`, `int N`, `float alpha`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_nn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_nt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
+/// | `sgemm_strip_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tn` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `sgemm_tt` | `int M`, `int N`, `int K`, `float alpha`, `const float* A`, `int lda`, `const float* B`, `int ldb`, `float beta`, `float* C`, `int ldc` | `cuda/sgemm.cu` |
 /// | `softmax_block_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
@@ -691,10 +703,14 @@ pub struct Kernels {
     pub transpose_naive: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_skinny(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_skinny_v4(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
+    pub transpose_skinny_v4: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled_aligned: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled_aligned_ld(const float* in, float* out, int rows, int cols, int ldo)` from `cuda/coalescing.cu`.
+    pub transpose_tiled_aligned_ld: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
     pub transpose_tiled_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
@@ -971,6 +987,14 @@ pub struct Kernels {
     pub sgemm_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_splitk_reduce: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
+    pub sgemm_strip_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
     pub sgemm_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
     /// `sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
@@ -1221,10 +1245,16 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         transpose_skinny: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
+        transpose_skinny_v4: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny_v4")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
         transpose_tiled: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
         transpose_tiled_aligned: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        transpose_tiled_aligned_ld: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("transpose_tiled_aligned_ld")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
         transpose_tiled_padded: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_padded")? },
@@ -1641,6 +1671,18 @@ pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
         sgemm_splitk_reduce: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_splitk_reduce")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_nn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_nt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_tn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
+        sgemm_strip_tt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
+        // against this PTX entry (parameter count and sizes); `written` from its constness.
         sgemm_tn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_tn")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
         // against this PTX entry (parameter count and sizes); `written` from its constness.
@@ -1760,8 +1802,10 @@ impl Kernels {
             "copy_strided" => Some(self.copy_strided.function()),
             "transpose_naive" => Some(self.transpose_naive.function()),
             "transpose_skinny" => Some(self.transpose_skinny.function()),
+            "transpose_skinny_v4" => Some(self.transpose_skinny_v4.function()),
             "transpose_tiled" => Some(self.transpose_tiled.function()),
             "transpose_tiled_aligned" => Some(self.transpose_tiled_aligned.function()),
+            "transpose_tiled_aligned_ld" => Some(self.transpose_tiled_aligned_ld.function()),
             "transpose_tiled_padded" => Some(self.transpose_tiled_padded.function()),
             "add_bf16" => Some(self.add_bf16.function()),
             "add_f16" => Some(self.add_f16.function()),
@@ -1917,6 +1961,10 @@ impl Kernels {
             "sgemm_nn" => Some(self.sgemm_nn.function()),
             "sgemm_nt" => Some(self.sgemm_nt.function()),
             "sgemm_splitk_reduce" => Some(self.sgemm_splitk_reduce.function()),
+            "sgemm_strip_nn" => Some(self.sgemm_strip_nn.function()),
+            "sgemm_strip_nt" => Some(self.sgemm_strip_nt.function()),
+            "sgemm_strip_tn" => Some(self.sgemm_strip_tn.function()),
+            "sgemm_strip_tt" => Some(self.sgemm_strip_tt.function()),
             "sgemm_tn" => Some(self.sgemm_tn.function()),
             "sgemm_tt" => Some(self.sgemm_tt.function()),
             "softmax_block_f32" => Some(self.softmax_block_f32.function()),

@@ -35,7 +35,10 @@ pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
 };
 pub use cast::cast;
-pub use coalescing::{copy_coalesced, copy_strided, transpose, transpose_choice, TransposeAlgo};
+pub use coalescing::{
+    copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
+    TransposeAlgo,
+};
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
@@ -52,7 +55,10 @@ pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo, SINGLE_BLOCK_MAX};
 pub use reduce_dim::{
     col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim, ROW_SPLIT_MIN_COLS,
 };
-pub use sgemm::{sgemm, sgemm_plan, SgemmPlan, Transpose};
+pub use sgemm::{
+    sgemm, sgemm_plan, sgemm_tile_plan, sgemm_with_plan, SgemmPlan, Transpose, MAX_SPLITS,
+    STRIP_MAX_COLS, STRIP_SLICES,
+};
 pub use softmax::{
     narrow_shape, shared_max_cols, softmax_choice, softmax_rows, softmax_rows_with, split_shape,
     SoftmaxAlgo, NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,

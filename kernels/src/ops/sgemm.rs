@@ -71,24 +71,43 @@ const LAUNCH_K: f64 = 15.0;
 /// transposed copy of `B` (one pass over it) instead.
 pub const RELAYOUT_MIN_WORK: u128 = 1 << 31;
 
-/// How `sgemm` runs an `m × n × k` product: the first `main_rows` rows of C (whole 128-row tile
-/// rows making whole waves of tiles) as one launch without a split, and the other rows with
-/// `rest_splits` k slices (split-K). `main_rows == 0` is a plain (maybe split) product.
+/// k slices of every output the column-strip kernel computes (`STRIP_S` in `sgemm.cu`).
+pub const STRIP_SLICES: usize = 32;
+
+/// The most columns the column-strip kernel takes (`STRIP_W` in `sgemm.cu`).
+pub const STRIP_MAX_COLS: usize = 8;
+
+/// How `sgemm` runs an `m × n × k` product: the last `strip_cols` columns of C by the
+/// column-strip kernel (`sgemm_strip_*`, [`STRIP_SLICES`] k slices per output); of the other
+/// `n - strip_cols` columns, the first `main_rows` rows (whole 128-row tile rows making whole
+/// waves of tiles) as one launch without a split, and the other rows with `rest_splits` k slices
+/// (split-K). `main_rows == 0` is a plain (maybe split) product; `strip_cols == 0`, no strip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SgemmPlan {
     /// Rows of C computed without a split (a multiple of 128, or 0).
     pub main_rows: usize,
     /// k slices for the remaining rows (1: no split).
     pub rest_splits: usize,
+    /// Columns at the end of C computed by the column-strip kernel (0..=[`STRIP_MAX_COLS`]).
+    pub strip_cols: usize,
 }
 
 impl SgemmPlan {
-    /// The k slices row `i` of C is computed with.
+    /// The k slices row `i` of C is computed with, outside the strip.
     pub fn splits_for_row(&self, i: usize) -> usize {
         if i < self.main_rows {
             1
         } else {
             self.rest_splits
+        }
+    }
+
+    /// The k slices `C[i][j]` of an `n`-column product is computed with.
+    pub fn splits_for(&self, i: usize, j: usize, n: usize) -> usize {
+        if j + self.strip_cols >= n && self.strip_cols > 0 {
+            STRIP_SLICES
+        } else {
+            self.splits_for_row(i)
         }
     }
 }
@@ -116,7 +135,29 @@ fn best_split(rows: usize, n: usize, k: usize, slots: usize) -> (usize, f64) {
 }
 
 /// The plan `sgemm` uses for an `m × n × k` product on a GPU with `sm_count` SMs (two
-/// 128 × 128 tiles per SM at a time), the cheaper of:
+/// 128 × 128 tiles per SM at a time): [`sgemm_tile_plan`] for all `n` columns, or, when `n` is
+/// just past a multiple of 128 (`n % 128` in 1..=[`STRIP_MAX_COLS`]), [`sgemm_tile_plan`] for
+/// the whole tiles and the column-strip kernel for the last `n % 128` columns, if the cost model
+/// says at least 5% faster. The strip is charged one pass over `op(A)` and a launch; what it
+/// saves is the last column of tiles, which computes 1 useful column in 128: at 1023 × 1025 ×
+/// 1027 split-K then takes 4 slices of 17 k tiles on 64 tiles instead of 3 of 22 on 72, and at
+/// 2047 × 2049 × 2051 the 256 whole tiles are one wave where 272 needed a second.
+///
+/// kernels/TUNING.md, rounds 3 and 4.
+pub fn sgemm_plan(m: usize, n: usize, k: usize, sm_count: u32) -> SgemmPlan {
+    let (cost, plan) = tile_plan(m, n, k, sm_count);
+    let w = n % 128;
+    if n > 128 && (1..=STRIP_MAX_COLS).contains(&w) {
+        let (main, p) = tile_plan(m, n - w, k, sm_count);
+        let strip = (4 * m * k) as f64 / BYTES_PER_K + LAUNCH_K;
+        if main + strip < 0.95 * cost {
+            return SgemmPlan { strip_cols: w, ..p };
+        }
+    }
+    plan
+}
+
+/// The plan on 128 × 128 tiles alone (no column strip), the cheaper of:
 /// - the whole product with its best split: split-K fills a GPU the tiles
 ///   alone cannot (1024³ has 64 tiles for 264 slots);
 /// - whole waves of tile rows without a split, then the leftover rows split: 2047³ has 272
@@ -124,7 +165,12 @@ fn best_split(rows: usize, n: usize, k: usize, slots: usize) -> (usize, f64) {
 ///   second wave is 15 times shorter (taken when the model says at least 10% faster).
 ///
 /// kernels/TUNING.md, round 3.
-pub fn sgemm_plan(m: usize, n: usize, k: usize, sm_count: u32) -> SgemmPlan {
+pub fn sgemm_tile_plan(m: usize, n: usize, k: usize, sm_count: u32) -> SgemmPlan {
+    tile_plan(m, n, k, sm_count).1
+}
+
+/// [`sgemm_tile_plan`] and its cost in k units.
+fn tile_plan(m: usize, n: usize, k: usize, sm_count: u32) -> (f64, SgemmPlan) {
     let slots = 2 * sm_count.max(1) as usize;
     let (gx, gy) = (n.div_ceil(128).max(1), m.div_ceil(128).max(1));
     let (s, plain) = best_split(m, n, k, slots);
@@ -133,6 +179,7 @@ pub fn sgemm_plan(m: usize, n: usize, k: usize, sm_count: u32) -> SgemmPlan {
         SgemmPlan {
             main_rows: 0,
             rest_splits: s,
+            strip_cols: 0,
         },
     );
     let full_waves = gx * gy / slots;
@@ -150,12 +197,13 @@ pub fn sgemm_plan(m: usize, n: usize, k: usize, sm_count: u32) -> SgemmPlan {
                     SgemmPlan {
                         main_rows: r * 128,
                         rest_splits: s2,
+                        strip_cols: 0,
                     },
                 );
             }
         }
     }
-    best.1
+    best
 }
 
 /// `C = alpha · op(A) · op(B) + beta · C`, row-major, f32 (`sgemm_{nn,nt,tn,tt}`).
@@ -169,11 +217,109 @@ pub fn sgemm_plan(m: usize, n: usize, k: usize, sm_count: u32) -> SgemmPlan {
 /// `(ceil(n / 128), ceil(m / 128))`; when those tiles cannot fill the GPU or leave a short last
 /// wave, [`sgemm_plan`] splits k for some or all rows (slices into a stream-ordered workspace,
 /// summed in order by `sgemm_splitk_reduce`: deterministic, but the k sum of those rows is then
-/// a sum of per-slice FMA chains: `reference::sgemm_planned` computes the same).
+/// a sum of per-slice FMA chains), and when `n` is just past a multiple of 128 it may give the
+/// last `n % 128` columns to `sgemm_strip_*` (32 k slices per output).
+/// `reference::sgemm_planned` with [`SgemmPlan::splits_for`] computes the same.
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm(
     k: &Kernels,
     s: &Stream,
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    kdim: usize,
+    alpha: f32,
+    a: &DeviceSlice<f32>,
+    lda: usize,
+    b: &DeviceSlice<f32>,
+    ldb: usize,
+    beta: f32,
+    c: &mut DeviceSlice<f32>,
+    ldc: usize,
+) -> Result<()> {
+    sgemm_any_plan(
+        k, s, None, ta, tb, m, n, kdim, alpha, a, lda, b, ldb, beta, c, ldc,
+    )
+}
+
+/// The most k slices a plan may ask for (split-K workspace: `splits · m · n` floats).
+pub const MAX_SPLITS: usize = 64;
+
+/// [`sgemm`] with a given plan instead of [`sgemm_plan`]'s (to measure or test a plan; the
+/// result is what `reference::sgemm_planned` with [`SgemmPlan::splits_for`] computes). The plan
+/// must have `main_rows` a multiple of 128, `rest_splits` in 1..=[`MAX_SPLITS`] and `strip_cols`
+/// at most [`STRIP_MAX_COLS`] and at most `n`.
+#[allow(clippy::too_many_arguments)]
+pub fn sgemm_with_plan(
+    k: &Kernels,
+    s: &Stream,
+    plan: SgemmPlan,
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    kdim: usize,
+    alpha: f32,
+    a: &DeviceSlice<f32>,
+    lda: usize,
+    b: &DeviceSlice<f32>,
+    ldb: usize,
+    beta: f32,
+    c: &mut DeviceSlice<f32>,
+    ldc: usize,
+) -> Result<()> {
+    let problem = if plan.main_rows % 128 != 0 {
+        Some(format!(
+            "main_rows = {} is not a multiple of 128",
+            plan.main_rows
+        ))
+    } else if !(1..=MAX_SPLITS).contains(&plan.rest_splits) {
+        Some(format!(
+            "rest_splits = {} is not in 1..={MAX_SPLITS}",
+            plan.rest_splits
+        ))
+    } else if plan.strip_cols > STRIP_MAX_COLS.min(n) {
+        Some(format!(
+            "strip_cols = {} is more than {} (the strip kernel takes at most {STRIP_MAX_COLS} of the {n} columns)",
+            plan.strip_cols,
+            STRIP_MAX_COLS.min(n)
+        ))
+    } else {
+        None
+    };
+    if let Some(problem) = problem {
+        return Err(Error::Invalid {
+            op: "sgemm",
+            problem: format!("{problem}; use ops::sgemm_plan's plan or ops::sgemm"),
+        });
+    }
+    sgemm_any_plan(
+        k,
+        s,
+        Some(plan),
+        ta,
+        tb,
+        m,
+        n,
+        kdim,
+        alpha,
+        a,
+        lda,
+        b,
+        ldb,
+        beta,
+        c,
+        ldc,
+    )
+}
+
+/// [`sgemm`] under `plan` (checked by the caller), or [`sgemm_plan`]'s when `None`.
+#[allow(clippy::too_many_arguments)]
+fn sgemm_any_plan(
+    k: &Kernels,
+    s: &Stream,
+    plan: Option<SgemmPlan>,
     ta: Transpose,
     tb: Transpose,
     m: usize,
@@ -201,81 +347,148 @@ pub fn sgemm(
     check_operand(OP, "b", b.len(), b_rows, b_cols, ldb)?;
     check_operand(OP, "c", c.len(), m, n, ldc)?;
     // Every extent and leading dimension must fit the kernels' `int`s (checked before any work).
-    for (what, v) in [("m", m), ("k", kdim), ("lda", lda), ("ldc", ldc)] {
+    for (what, v) in [("m", m), ("n", n), ("k", kdim), ("lda", lda), ("ldc", ldc)] {
         to_i32(OP, what, v)?;
     }
-    let (ni, lb) = (to_i32(OP, "n", n)?, to_i32(OP, "ldb", ldb)?);
+    let lb = to_i32(OP, "ldb", ldb)?;
     if m == 0 || n == 0 {
         return Ok(());
     }
     // `B` stored transposed ([n, k], k contiguous) costs the kernel 16 rows per warp load
     // (kernels/TUNING.md, round 3); a dense one is transposed once into [k, n] instead (same
-    // products, same order: the result is bit-identical).
+    // products, same order: the result is bit-identical). The copy's rows are padded to a
+    // multiple of 4 floats, so they start on 16-byte boundaries and the product reads them with
+    // float4 loads (an odd n would otherwise send every B load down the scalar path).
     let work = m as u128 * n as u128 * kdim as u128;
     let b_copy = if tb == Transpose::Trans && ldb == kdim && work >= RELAYOUT_MIN_WORK {
-        // SAFETY: every element is written by the transpose before sgemm reads it.
-        let mut buf = unsafe { s.alloc::<f32>(kdim * n)? };
+        let padded = n.next_multiple_of(4);
+        let ld = if padded != n && i32::try_from(padded).is_ok() && kdim.div_ceil(64) <= 65_535 {
+            padded
+        } else {
+            n
+        };
+        let len = kdim.checked_mul(ld).ok_or(Error::TooLarge {
+            op: OP,
+            what: "relayout of b",
+            value: kdim as u128 * ld as u128,
+            max: usize::MAX as u128,
+        })?;
+        // SAFETY: the transpose writes columns 0..n of every row before sgemm reads them; the
+        // padding columns n..ld are never read (the kernels load only columns < n).
+        let mut buf = unsafe { s.alloc::<f32>(len)? };
         let stored = b.slice(0..n * kdim)?;
-        super::coalescing::transpose_any(
-            k,
-            s,
-            super::TransposeAlgo::Auto,
-            &stored,
-            &mut buf,
-            n,
-            kdim,
-        )?;
-        Some(buf)
+        if ld == n {
+            super::coalescing::transpose_any(
+                k,
+                s,
+                super::TransposeAlgo::Auto,
+                &stored,
+                &mut buf,
+                n,
+                kdim,
+            )?;
+        } else {
+            super::coalescing::transpose_ld(k, s, &stored, &mut buf, n, kdim, ld)?;
+        }
+        Some((buf, ld))
     } else {
         None
     };
-    let (tb, b, lb) = match &b_copy {
-        Some(buf) => (Transpose::NoTrans, &**buf, ni),
-        None => (tb, b, lb),
+    let (tb, b, ldb, lb) = match &b_copy {
+        Some((buf, ld)) => (Transpose::NoTrans, &**buf, *ld, to_i32(OP, "ldb", *ld)?),
+        None => (tb, b, ldb, lb),
     };
-    let kernel = match (ta, tb) {
-        (Transpose::NoTrans, Transpose::NoTrans) => &k.sgemm_nn,
-        (Transpose::NoTrans, Transpose::Trans) => &k.sgemm_nt,
-        (Transpose::Trans, Transpose::NoTrans) => &k.sgemm_tn,
-        (Transpose::Trans, Transpose::Trans) => &k.sgemm_tt,
+    let (kernel, strip) = match (ta, tb) {
+        (Transpose::NoTrans, Transpose::NoTrans) => (&k.sgemm_nn, &k.sgemm_strip_nn),
+        (Transpose::NoTrans, Transpose::Trans) => (&k.sgemm_nt, &k.sgemm_strip_nt),
+        (Transpose::Trans, Transpose::NoTrans) => (&k.sgemm_tn, &k.sgemm_strip_tn),
+        (Transpose::Trans, Transpose::Trans) => (&k.sgemm_tt, &k.sgemm_strip_tt),
     };
-    let plan = sgemm_plan(m, n, kdim, sms(s) as u32);
+    let plan = plan.unwrap_or_else(|| sgemm_plan(m, n, kdim, sms(s) as u32));
     let main = plan.main_rows.min(m);
+    let n_tiles = n - plan.strip_cols; // the columns the tile kernel computes
     let op = Operands {
         kernel,
+        strip,
         ta,
-        n,
+        tb,
+        n: n_tiles,
         kdim,
         alpha,
         a,
         lda,
         b,
+        ldb,
         lb,
         beta,
         ldc,
     };
-    if main > 0 {
+    if n_tiles > 0 && main > 0 {
         gemm_rows(k, s, &op, c, 0..main, 1)?;
     }
-    if main < m {
+    if n_tiles > 0 && main < m {
         gemm_rows(k, s, &op, c, main..m, plan.rest_splits)?;
+    }
+    if plan.strip_cols > 0 {
+        gemm_strip(s, &op, m, c, n_tiles, plan.strip_cols)?;
     }
     Ok(())
 }
 
-/// What [`gemm_rows`] needs of the product (checked by `sgemm`).
+/// What [`gemm_rows`] and [`gemm_strip`] need of the product (checked by `sgemm`).
 struct Operands<'a> {
     kernel: &'a dispatch::Sgemm<f32>,
+    strip: &'a dispatch::Sgemm<f32>,
     ta: Transpose,
+    tb: Transpose,
+    /// Columns of C the tile kernel computes.
     n: usize,
     kdim: usize,
     alpha: f32,
     a: &'a DeviceSlice<f32>,
     lda: usize,
     b: &'a DeviceSlice<f32>,
+    ldb: usize,
     lb: i32,
     beta: f32,
     ldc: usize,
+}
+
+/// Columns `n0 .. n0 + w` of all `m` rows of C (w <= [`STRIP_MAX_COLS`]) with the strip kernel.
+fn gemm_strip(
+    s: &Stream,
+    op: &Operands<'_>,
+    m: usize,
+    c: &mut DeviceSlice<f32>,
+    n0: usize,
+    w: usize,
+) -> Result<()> {
+    const OP: &str = "sgemm";
+    let (mi, wi, ki) = (
+        to_i32(OP, "m", m)?,
+        to_i32(OP, "n", w)?,
+        to_i32(OP, "k", op.kdim)?,
+    );
+    let (la, lc) = (to_i32(OP, "lda", op.lda)?, to_i32(OP, "ldc", op.ldc)?);
+    // Column n0 of op(B) starts at B[n0] (stored [k, n]) or B[n0·ldb] (stored [n, k]); of C at
+    // C[n0]: the strip's operands are the same matrices from those offsets on.
+    let b0 = match op.tb {
+        Transpose::NoTrans => n0,
+        Transpose::Trans => n0 * op.ldb,
+    };
+    let b = op.b.slice(b0..)?;
+    let mut c = c.slice_mut(n0..)?;
+    let cfg = LaunchConfig::new(blocks(m, 8), BLOCK);
+    // SAFETY: sgemm_strip_XY reads op(A)[i][k] (i < m, k < K) from A with lda, op(B)[k][j]
+    // (j < w) from column n0 of B with ldb, and writes C[i·ldc + n0 + j]: inside the matrices
+    // `sgemm` checked (op(A) [m, k], op(B) [k, n], C [m, n]), since n0 + w <= n; grid ceil(m / 8)
+    // of 256 threads, as the kernel requires.
+    unsafe {
+        op.strip.launch(
+            s, &cfg, mi, wi, ki, op.alpha, op.a, la, &b, op.lb, op.beta, &mut c, lc,
+        )
+    }?;
+    Ok(())
 }
 
 /// Rows `rows` of C, with `splits` k slices.
@@ -342,39 +555,73 @@ fn gemm_rows(
 
 #[cfg(test)]
 mod tests {
-    use super::{sgemm_plan, SgemmPlan};
+    use super::{sgemm_plan, sgemm_tile_plan, SgemmPlan, STRIP_SLICES};
 
     fn plan(m: usize, n: usize, k: usize) -> SgemmPlan {
         sgemm_plan(m, n, k, 132)
     }
 
+    fn split(rest_splits: usize) -> SgemmPlan {
+        SgemmPlan {
+            main_rows: 0,
+            rest_splits,
+            strip_cols: 0,
+        }
+    }
+
     #[test]
     fn split_k_fills_the_gpu_and_evens_the_last_wave() {
-        let none = |p: SgemmPlan| p.main_rows == 0 && p.rest_splits == 1;
+        let none = |p: SgemmPlan| p.main_rows == 0 && p.rest_splits == 1 && p.strip_cols == 0;
         assert!(none(plan(4096, 4096, 4096)));
         assert!(none(plan(8192, 8192, 8192)));
         assert!(none(plan(2048, 2048, 2048)));
         assert!(none(plan(1, 1, 1)));
-        assert_eq!(
-            plan(1024, 1024, 1024),
-            SgemmPlan {
-                main_rows: 0,
-                rest_splits: 4
-            }
-        );
-        assert_eq!(
-            plan(256, 256, 256),
-            SgemmPlan {
-                main_rows: 0,
-                rest_splits: 4
-            }
-        );
-        // 272 tiles: 255 of them (15 tile rows) as one wave, the last tile row split.
-        let p = plan(2047, 2049, 2051);
+        assert_eq!(plan(1024, 1024, 1024), split(4));
+        assert_eq!(plan(256, 256, 256), split(4));
+        // On tiles alone, 272 tiles: 255 of them (15 tile rows) as one wave, the last tile row
+        // split.
+        let p = sgemm_tile_plan(2047, 2049, 2051, 132);
         assert_eq!(p.main_rows, 15 * 128);
         assert!(p.rest_splits > 4, "{p:?}");
+        assert_eq!(p.strip_cols, 0);
         assert_eq!(p.splits_for_row(0), 1);
         assert_eq!(p.splits_for_row(2046), p.rest_splits);
         assert!(plan(3072, 3072, 3072).rest_splits > 1);
+    }
+
+    #[test]
+    fn a_last_column_of_tiles_with_few_columns_goes_to_the_strip() {
+        // 2047 x 2049: 256 whole tiles (one wave) and a 1-column strip.
+        let p = plan(2047, 2049, 2051);
+        assert_eq!(
+            p,
+            SgemmPlan {
+                main_rows: 0,
+                rest_splits: 1,
+                strip_cols: 1
+            }
+        );
+        assert_eq!(p.splits_for(5, 2047, 2049), 1);
+        assert_eq!(p.splits_for(5, 2048, 2049), STRIP_SLICES);
+        // 1023 x 1025: 64 tiles in 4 k slices (as 1024^3) and a 1-column strip.
+        assert_eq!(
+            plan(1023, 1025, 1027),
+            SgemmPlan {
+                main_rows: 0,
+                rest_splits: 4,
+                strip_cols: 1
+            }
+        );
+        // 4095 x 4097: 1056 tiles are exactly 4 waves; whole tiles alone would still need 4.
+        assert_eq!(plan(4095, 4097, 4093).strip_cols, 0);
+        // Too many leftover columns, or too few columns to have a whole tile.
+        assert_eq!(plan(2047, 2048 + 9, 2051).strip_cols, 0);
+        assert_eq!(plan(2047, 100, 2051).strip_cols, 0);
+        // No strip where the whole tiles need as many waves (or k slices) as all the tiles.
+        for (m, n, k) in [(64, 129, 64), (8192, 8193, 8192), (100, 1025, 1024)] {
+            assert_eq!(plan(m, n, k), sgemm_tile_plan(m, n, k, 132), "{m}x{n}x{k}");
+        }
+        // Up to 8 leftover columns.
+        assert_eq!(plan(2047, 2048 + 8, 2051).strip_cols, 8);
     }
 }

@@ -37,12 +37,28 @@ pub fn sgemm(
     c: &mut [f32],
     ldc: usize,
 ) {
-    sgemm_planned(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, |_| 1);
+    sgemm_planned(
+        ta,
+        tb,
+        m,
+        n,
+        k,
+        alpha,
+        a,
+        lda,
+        b,
+        ldb,
+        beta,
+        c,
+        ldc,
+        |_, _| 1,
+    );
 }
 
-/// [`sgemm`] as `ops::sgemm` computes it under a plan (`ops::sgemm_plan`): row `i` of C with
-/// `splits_for_row(i)` k slices, each an FMA chain over its whole 16-wide k tiles in increasing
-/// k, the slices added in order, then `alpha · sum` and `fmaf(beta, C, ·)`.
+/// [`sgemm`] as `ops::sgemm` computes it under a plan (`ops::sgemm_plan`): `C[i][j]` with
+/// `splits_for(i, j)` k slices (`SgemmPlan::splits_for(i, j, n)`), each an FMA chain over its
+/// whole 16-wide k tiles in increasing k, the slices added in order, then `alpha · sum` and
+/// `fmaf(beta, C, ·)`.
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm_planned(
     ta: Transpose,
@@ -58,11 +74,11 @@ pub fn sgemm_planned(
     beta: f32,
     c: &mut [f32],
     ldc: usize,
-    splits_for_row: impl Fn(usize) -> usize,
+    splits_for: impl Fn(usize, usize) -> usize,
 ) {
     for i in 0..m {
         for j in 0..n {
-            let acc = sgemm_dot(ta, tb, k, a, lda, b, ldb, i, j, splits_for_row(i));
+            let acc = sgemm_dot(ta, tb, k, a, lda, b, ldb, i, j, splits_for(i, j));
             let mut v = alpha * acc;
             if beta != 0.0 {
                 v = beta.mul_add(c[i * ldc + j], v);
