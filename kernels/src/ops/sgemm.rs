@@ -71,6 +71,12 @@ const LAUNCH_K: f64 = 15.0;
 /// transposed copy of `B` (one pass over it) instead.
 pub const RELAYOUT_MIN_WORK: u128 = 1 << 31;
 
+/// The same threshold when `A` is transposed too (TT): at 2047 × 2049 × 2051 (2^33 multiply-adds)
+/// the product on the transposed `B` directly measured 0.810x cuBLAS against 0.785x with the
+/// relayout in the call (kernels/TUNING.md, round 4); the copy pays for itself only on larger
+/// products (4096³, 2^36, measured with it).
+pub const RELAYOUT_MIN_WORK_TT: u128 = 1 << 35;
+
 /// k slices of every output the column-strip kernel computes (`STRIP_S` in `sgemm.cu`).
 pub const STRIP_SLICES: usize = 32;
 
@@ -360,7 +366,12 @@ fn sgemm_any_plan(
     // multiple of 4 floats, so they start on 16-byte boundaries and the product reads them with
     // float4 loads (an odd n would otherwise send every B load down the scalar path).
     let work = m as u128 * n as u128 * kdim as u128;
-    let b_copy = if tb == Transpose::Trans && ldb == kdim && work >= RELAYOUT_MIN_WORK {
+    let min_work = if ta == Transpose::Trans {
+        RELAYOUT_MIN_WORK_TT
+    } else {
+        RELAYOUT_MIN_WORK
+    };
+    let b_copy = if tb == Transpose::Trans && ldb == kdim && work >= min_work {
         let padded = n.next_multiple_of(4);
         let ld = if padded != n && i32::try_from(padded).is_ok() && kdim.div_ceil(64) <= 65_535 {
             padded
