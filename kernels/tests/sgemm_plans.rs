@@ -143,6 +143,17 @@ const CASES: &[(usize, usize, usize, SgemmPlan)] = &[
             strip_cols: 4,
         },
     ),
+    // k == 0 with rows after the first tile row (A, B may hold no elements at all).
+    (
+        257,
+        12,
+        0,
+        SgemmPlan {
+            main_rows: 128,
+            rest_splits: 1,
+            strip_cols: 4,
+        },
+    ),
 ];
 
 fn strip_plans() -> TestResult {

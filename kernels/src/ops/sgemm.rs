@@ -483,7 +483,9 @@ fn gemm_strip(
     let (la, lc) = (to_i32(OP, "lda", op.lda)?, to_i32(OP, "ldc", op.ldc)?);
     // Column n0 of op(B) starts at B[n0] (stored [k, n]) or B[n0·ldb] (stored [n, k]); of C at
     // C[n0]: the strip's operands are the same matrices from those offsets on.
+    // With k == 0 the kernel reads no B at all (and B may hold no elements).
     let b0 = match op.tb {
+        _ if op.kdim == 0 => 0,
         Transpose::NoTrans => n0,
         Transpose::Trans => n0 * op.ldb,
     };
@@ -521,7 +523,9 @@ fn gemm_rows(
     let (la, lc) = (to_i32(OP, "lda", op.lda)?, to_i32(OP, "ldc", op.ldc)?);
     // Row i of op(A) starts at A[i·lda] (stored [m, k]) or A[i] (stored [k, m]); row i of C at
     // C[i·ldc]: the sub-product's operands are the same matrices from those offsets on.
+    // With k == 0 the kernel reads no A at all (and A may hold no elements).
     let a0 = match op.ta {
+        _ if op.kdim == 0 => 0,
         Transpose::NoTrans => rows.start * op.lda,
         Transpose::Trans => rows.start,
     };
