@@ -61,6 +61,9 @@ struct Args {
     /// Internal: measure the first call in this (new) process and print it as JSON.
     #[arg(long, hide = true)]
     child_first_call: bool,
+    /// Internal, with `--child-first-call`: load NVRTC before the timer starts.
+    #[arg(long, hide = true)]
+    preload_nvrtc: bool,
 }
 
 fn main() -> ExitCode {
@@ -73,10 +76,15 @@ fn define() -> cuda_jit::Result<ElementwiseKernel> {
 }
 
 /// In a new process: the device is initialised first, then the first call is timed.
-fn child_first_call(device: usize) -> ProgramResult {
+fn child_first_call(device: usize, preload_nvrtc: bool) -> ProgramResult {
     cuda_runtime_lite::set_device(device)?;
     let x = Tensor::<f32>::ones(&[1024])?;
     x.synchronize()?;
+    let t = Instant::now();
+    if preload_nvrtc {
+        cuda_driver::nvrtc::version()?;
+    }
+    let nvrtc_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let k = define()?;
     let y = k.call1::<f32>(&[(&x).into()])?;
@@ -91,7 +99,8 @@ fn child_first_call(device: usize) -> ProgramResult {
     let stats = cuda_jit::KernelCache::global().stats();
     println!(
         "{}",
-        json!({"first_call_ms": ms, "origin": format!("{:?}", info.origin),
+        json!({"first_call_ms": ms, "nvrtc_load_ms": nvrtc_ms,
+               "origin": format!("{:?}", info.origin),
                "compiles": stats.compiles, "disk_hits": stats.disk_hits})
     );
     Ok(())
@@ -101,11 +110,14 @@ fn child_first_call(device: usize) -> ProgramResult {
 fn first_call_in_new_process(
     dir: &std::path::Path,
     device: usize,
+    preload_nvrtc: bool,
 ) -> Result<Value, Box<dyn std::error::Error>> {
-    let out = Command::new(std::env::current_exe()?)
-        .args(["--child-first-call", "--device", &device.to_string()])
-        .env(cuda_jit::cache::DIR_ENV, dir)
-        .output()?;
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["--child-first-call", "--device", &device.to_string()]);
+    if preload_nvrtc {
+        cmd.arg("--preload-nvrtc");
+    }
+    let out = cmd.env(cuda_jit::cache::DIR_ENV, dir).output()?;
     if !out.status.success() {
         return Err(format!(
             "child process failed: {}\n{}",
@@ -126,7 +138,7 @@ fn num(v: &Value, k: &str) -> Option<f64> {
 fn body(args: Args) -> ProgramResult {
     let dev = args.common.device;
     if args.child_first_call {
-        return child_first_call(dev);
+        return child_first_call(dev, args.preload_nvrtc);
     }
     let quick = args.common.quick;
     let n = if quick { args.n.min(1_000_000) } else { args.n };
@@ -161,32 +173,66 @@ fn body(args: Args) -> ProgramResult {
     // 1 and 2: first calls in new processes, cold then warm, on an empty folder.
     let dir = std::env::temp_dir().join(format!("cuda-jit-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let cold = first_call_in_new_process(&dir, dev)?;
-    let warm = first_call_in_new_process(&dir, dev)?;
+    let cold = first_call_in_new_process(&dir, dev, false)?;
+    let warm = first_call_in_new_process(&dir, dev, false)?;
+    // The same again with NVRTC loaded before the timer: how much of a warm first call is
+    // loading NVRTC (the cache key names its version).
+    let warm_loaded = first_call_in_new_process(&dir, dev, true)?;
     let _ = std::fs::remove_dir_all(&dir);
-    if cold["origin"] != "Compiled" || warm["origin"] != "Disk" || warm["compiles"] != 0 {
+    if cold["origin"] != "Compiled"
+        || warm["origin"] != "Disk"
+        || warm["compiles"] != 0
+        || warm_loaded["origin"] != "Disk"
+    {
         return Err(format!(
             "cache: cold {cold}, warm {warm} (expected a compile, then a disk load)"
         )
         .into());
     }
 
-    // 3: per-call host overhead, 1 element.
+    // 3: per-call host overhead, 1 element, interleaved with the same measurement of the floor
+    // under it: a bare `cuLaunchKernel` of the hand-written kernel (output preallocated, no
+    // checks, no tracking) and the same kernel through the safe, tracked `RawKernel::launch`.
     cuda_runtime_lite::set_device(dev)?;
     let k = define()?;
     let x1 = Tensor::<f32>::ones(&[1])?;
+    let mut y1 = Tensor::<f32>::zeros(&[1])?;
+    // SAFETY: the declaration matches (const float*, float*, unsigned long long).
+    let hand =
+        unsafe { RawKernel::<(In<f32>, Out<f32>, u64)>::new(HAND_WRITTEN, "tanh2p1_hand", &[])? };
+    let one = LaunchConfig::for_num_elems(1);
+    let stream = cuda_runtime_lite::stream_for(dev)?;
+    let bare = BareLaunch::new(&hand.function(dev)?, &stream, &x1, &y1)?;
     for _ in 0..100 {
         k.call1::<f32>(&[(&x1).into()])?;
+        bare.launch()?;
+        // SAFETY: the kernel touches element 0 only, and x1 and y1 have one element each.
+        unsafe { hand.launch(&one, (&x1, &mut y1, 1))? };
     }
     x1.synchronize()?;
-    let mut host = Vec::with_capacity(calls);
+    let (mut host, mut host_bare, mut host_raw) = (
+        Vec::with_capacity(calls),
+        Vec::with_capacity(calls),
+        Vec::with_capacity(calls),
+    );
     for _ in 0..calls {
         let t = Instant::now();
         let y = k.call1::<f32>(&[(&x1).into()])?;
         host.push(t.elapsed().as_secs_f64() * 1e6);
         y.synchronize()?;
+        let t = Instant::now();
+        bare.launch()?;
+        host_bare.push(t.elapsed().as_secs_f64() * 1e6);
+        stream.synchronize()?;
+        let t = Instant::now();
+        // SAFETY: as above.
+        unsafe { hand.launch(&one, (&x1, &mut y1, 1))? };
+        host_raw.push(t.elapsed().as_secs_f64() * 1e6);
+        y1.synchronize()?;
     }
     let overhead_us = median(&host);
+    let bare_us = median(&host_bare);
+    let raw_us = median(&host_raw);
     let batch = 1000;
     let mut per_batch = Vec::new();
     for _ in 0..args.common.pick(3, 10) {
@@ -219,11 +265,7 @@ fn body(args: Args) -> ProgramResult {
         .collect();
     let x = Tensor::from_slice(&host_x, &[n])?;
     let ctx = cuda_runtime_lite::Runtime::get(dev)?.context().clone();
-    let stream = cuda_runtime_lite::stream_for(dev)?;
     let timer = GpuTimer::new(&ctx)?;
-    // SAFETY: the declaration matches (const float*, float*, unsigned long long).
-    let hand =
-        unsafe { RawKernel::<(In<f32>, Out<f32>, u64)>::new(HAND_WRITTEN, "tanh2p1_hand", &[])? };
     let mut y_hand = Tensor::<f32>::zeros(&[n])?;
     let cfg = LaunchConfig::for_num_elems(n);
     let launch_hand = |y: &mut Tensor<f32>| -> cuda_jit::Result<()> {
@@ -245,6 +287,8 @@ fn body(args: Args) -> ProgramResult {
 
     let cold_ms = num(&cold, "first_call_ms").unwrap_or(f64::NAN);
     let warm_ms = num(&warm, "first_call_ms").unwrap_or(f64::NAN);
+    let warm_loaded_ms = num(&warm_loaded, "first_call_ms").unwrap_or(f64::NAN);
+    let nvrtc_load_ms = num(&warm_loaded, "nvrtc_load_ms").unwrap_or(f64::NAN);
     let c = |k: &str| cupy.as_ref().and_then(|v| num(v, k));
     let device = ctx.device().name()?;
     let throughput_ratio = t_hand / t_ours;
@@ -255,7 +299,10 @@ fn body(args: Args) -> ProgramResult {
             json!({
                 "program": "cupy_bench", "device": device, "n": n,
                 "ours": {"cold_first_call_ms": cold_ms, "warm_first_call_ms": warm_ms,
+                         "warm_first_call_nvrtc_loaded_ms": warm_loaded_ms,
+                         "nvrtc_load_ms": nvrtc_load_ms,
                          "overhead_us": overhead_us, "batch_us": batch_us,
+                         "bare_launch_us": bare_us, "raw_kernel_launch_us": raw_us,
                          "gpu_us": t_ours * 1e6, "hand_written_gpu_us": t_hand * 1e6,
                          "grid": info.grid, "block": info.block},
                 "cupy": cupy,
@@ -295,6 +342,13 @@ fn body(args: Args) -> ProgramResult {
         "-".into(),
     ]);
     t.row(&[
+        format!("  the same, NVRTC loaded before the timer ({nvrtc_load_ms:.1} ms to load it)"),
+        format!("{warm_loaded_ms:.2} ms"),
+        "-".into(),
+        ratio(warm_loaded_ms, c("warm_ms")),
+        "-".into(),
+    ]);
+    t.row(&[
         "host time per call, 1 element (sync after each)".into(),
         format!("{overhead_us:.2} us"),
         fmt(c("overhead_us"), "us"),
@@ -303,6 +357,29 @@ fn body(args: Args) -> ProgramResult {
             Some(r) => format!("<= 0.5x: {}", if r <= 0.5 { "PASS" } else { "FAIL" }),
             None => "<= 0.5x".into(),
         },
+    ]);
+    t.row(&[
+        "  floor: bare cuLaunchKernel, same kernel shape".into(),
+        format!("{bare_us:.2} us"),
+        "-".into(),
+        ratio(bare_us, c("overhead_us")),
+        "-".into(),
+    ]);
+    t.row(&[
+        "  hand-written kernel, RawKernel::launch".into(),
+        format!("{raw_us:.2} us"),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+    ]);
+    t.row(&[
+        "  the call beyond the bare launch".into(),
+        format!("{:.2} us", overhead_us - bare_us),
+        c("overhead_us").map_or("-".into(), |u| format!("{:.2} us", u - bare_us)),
+        c("overhead_us").map_or("-".into(), |u| {
+            format!("{:.2}x", (overhead_us - bare_us) / (u - bare_us))
+        }),
+        "-".into(),
     ]);
     t.row(&[
         format!("per call, {batch} back-to-back calls, 1 element"),
@@ -342,6 +419,21 @@ fn body(args: Args) -> ProgramResult {
         call_names.len(),
         call_names.join(", ")
     );
+    if let Some(b) = cupy
+        .as_ref()
+        .and_then(|v| v.get("warm_nvrtc_loaded_before"))
+        .and_then(Value::as_bool)
+    {
+        println!(
+            "CuPy's warm first call: libnvrtc {} mapped in its process when the timer started.",
+            if b { "was already" } else { "was not yet" }
+        );
+    }
+    println!(
+        "The floor rows are measured in the same loop as ours, one after the other (same host \
+         state); the bare launch is what any library's call costs at least on this machine, and \
+         the last of them compares what each library adds on top of it."
+    );
     println!(
         "Host times: medians of {calls} calls; GPU: medians of {reps} samples of {inner} \
          back-to-back calls between CUDA events (both sides the same way). Ours launches grid {} \
@@ -354,4 +446,61 @@ fn body(args: Args) -> ProgramResult {
         cfg.block().x
     );
     Ok(())
+}
+
+/// One launch of the hand-written kernel on one element straight through `cuda-sys`: no checks,
+/// no dependency tracking, parameters prepared once. The floor under any library's call.
+struct BareLaunch {
+    driver: &'static cuda_sys::Driver,
+    /// Keeps the module (and so `raw`) loaded.
+    _function: cuda_driver::Function,
+    raw: cuda_sys::CUfunction,
+    stream: cuda_sys::CUstream,
+    params: [u64; 3],
+}
+
+impl BareLaunch {
+    /// Launches of `function` (`tanh2p1_hand`) reading `x[0]` and writing `y[0]` on `stream`;
+    /// `x` and `y` must outlive every launch (the caller keeps them).
+    fn new(
+        function: &cuda_driver::Function,
+        stream: &cuda_driver::Stream,
+        x: &Tensor<f32>,
+        y: &Tensor<f32>,
+    ) -> Result<BareLaunch, Box<dyn std::error::Error>> {
+        Ok(BareLaunch {
+            driver: cuda_sys::Driver::get()?,
+            _function: function.clone(),
+            raw: function.as_raw(),
+            stream: stream.as_raw(),
+            params: [x.storage().as_raw_ptr(), y.storage().as_raw_ptr(), 1],
+        })
+    }
+
+    fn launch(&self) -> Result<(), cuda_sys::DriverError> {
+        let mut p = self.params;
+        let mut ptrs: [*mut std::ffi::c_void; 3] = [
+            (&mut p[0] as *mut u64).cast(),
+            (&mut p[1] as *mut u64).cast(),
+            (&mut p[2] as *mut u64).cast(),
+        ];
+        // SAFETY: `raw` is a live kernel of the parameters (const float*, float*, unsigned long
+        // long), each pointer refers to a live value of that size; the kernel touches x[0] and
+        // y[0], which the caller keeps alive; the stream belongs to the kernel's context.
+        unsafe {
+            self.driver.cuLaunchKernel(
+                self.raw,
+                1,
+                1,
+                1,
+                256,
+                1,
+                1,
+                0,
+                self.stream,
+                ptrs.as_mut_ptr(),
+                std::ptr::null_mut(),
+            )
+        }
+    }
 }
