@@ -3,6 +3,7 @@
 
     python3 tools/cupy_bench.py [--n 5000000] [--device 0] [--quick] > cupy.json
     .gpu/bin/cupy_bench --cupy cupy.json          # or: cupy_bench --cupy-script tools/cupy_bench.py
+    python3 tools/cupy_bench.py --serve           # paired blocks on demand (cupy_bench drives it)
 
 Prints one JSON line:
   cold_ms      first call of a new ElementwiseKernel in a new process with an empty
@@ -47,15 +48,46 @@ def first_call_in_new_process(cache_dir, device):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def serve(device):
+    """Paired measurement: after printing `ready`, each line `overhead N` on stdin measures N
+    calls on 1 element the same way as `overhead_us` (synchronizing after each) and answers one
+    JSON line with their median; `quit` (or end of input) ends. `cupy_bench` alternates these
+    blocks with its own, so both sides are measured in the same seconds of the same run."""
+    import cupy as cp
+    cp.cuda.Device(device).use()
+    stream = cp.cuda.get_current_stream()
+    k = define(cp)
+    x1 = cp.ones(1, dtype=cp.float32)
+    for _ in range(100):
+        k(x1)
+    stream.synchronize()
+    print("ready", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if not words or words[0] == "quit":
+            break
+        host = []
+        for _ in range(int(words[1])):
+            t = time.perf_counter()
+            y = k(x1)
+            host.append((time.perf_counter() - t) * 1e6)
+            stream.synchronize()
+        del y
+        print(json.dumps({"overhead_us": statistics.median(host)}), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=5_000_000)
     ap.add_argument("--device", type=int, default=0)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--child", action="store_true")
+    ap.add_argument("--serve", action="store_true")
     a = ap.parse_args()
     if a.child:
         return child(a.device)
+    if a.serve:
+        return serve(a.device)
     import cupy as cp
     n = min(a.n, 1_000_000) if a.quick else a.n
     calls = 300 if a.quick else 3000

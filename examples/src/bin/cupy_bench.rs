@@ -5,8 +5,11 @@
 //!    compile, load, launch, synchronize; the process and the CUDA context are already up);
 //! 2. **warm cache**: the same in a second new process on that folder (no compile: a disk load);
 //! 3. **per-call host overhead on 1 element**: host time of one call (from before the call until
-//!    it returns), median over many calls, synchronizing after each one so the queue is empty;
-//!    and per call in a batch of back-to-back calls (submission throughput);
+//!    it returns), median over many calls, synchronizing after each one so the queue is empty,
+//!    beside the floor under it (a bare `cuLaunchKernel` of the same kernel shape, measured in
+//!    the same loop); with the script, CuPy's side runs in blocks alternating with ours (its
+//!    process waits between blocks) and the ratio is the median of the per-pair ratios; and per
+//!    call in a batch of back-to-back calls (submission throughput);
 //! 4. **throughput at 5M elements**: GPU time per call with CUDA events around back-to-back
 //!    calls, against a hand-written CUDA kernel with the same body (grid-stride loop, one thread
 //!    per element, output preallocated).
@@ -210,12 +213,27 @@ fn body(args: Args) -> ProgramResult {
         unsafe { hand.launch(&one, (&x1, &mut y1, 1))? };
     }
     x1.synchronize()?;
+    // With the CuPy script, its side is measured in blocks alternating with ours (a CuPy
+    // process kept waiting between its blocks): each pair of blocks shares the same seconds of
+    // the run, so the per-pair ratio does not depend on the host's slower and faster phases.
+    let mut server = match &args.cupy_script {
+        Some(script) => Some(CupyServer::start(script, dev)?),
+        None => None,
+    };
+    let pairs = args.common.pick(5, 15);
+    let block = calls / pairs;
     let (mut host, mut host_bare, mut host_raw) = (
         Vec::with_capacity(calls),
         Vec::with_capacity(calls),
         Vec::with_capacity(calls),
     );
-    for _ in 0..calls {
+    let (mut cupy_blocks, mut pair_ratios, mut bare_ratios) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..pairs * block {
+        if i % block == 0 {
+            if let Some(srv) = server.as_mut() {
+                cupy_blocks.push(srv.overhead_us(block)?);
+            }
+        }
         let t = Instant::now();
         let y = k.call1::<f32>(&[(&x1).into()])?;
         host.push(t.elapsed().as_secs_f64() * 1e6);
@@ -229,6 +247,15 @@ fn body(args: Args) -> ProgramResult {
         unsafe { hand.launch(&one, (&x1, &mut y1, 1))? };
         host_raw.push(t.elapsed().as_secs_f64() * 1e6);
         y1.synchronize()?;
+        if (i + 1) % block == 0 {
+            if let Some(&cu) = cupy_blocks.last() {
+                pair_ratios.push(median(&host[i + 1 - block..]) / cu);
+                bare_ratios.push(median(&host_bare[i + 1 - block..]) / cu);
+            }
+        }
+    }
+    if let Some(srv) = server {
+        srv.quit()?;
     }
     let overhead_us = median(&host);
     let bare_us = median(&host_bare);
@@ -292,7 +319,29 @@ fn body(args: Args) -> ProgramResult {
     let c = |k: &str| cupy.as_ref().and_then(|v| num(v, k));
     let device = ctx.device().name()?;
     let throughput_ratio = t_hand / t_ours;
-    let overhead_ratio = c("overhead_us").map(|cu| overhead_us / cu);
+    // CuPy's per-call time and the ratio: from the paired blocks when there are any (the
+    // median of the per-pair ratios), else from CuPy's own unpaired run.
+    let paired = !pair_ratios.is_empty();
+    let cupy_overhead = if paired {
+        Some(median(&cupy_blocks))
+    } else {
+        c("overhead_us")
+    };
+    let overhead_ratio = if paired {
+        Some(median(&pair_ratios))
+    } else {
+        cupy_overhead.map(|cu| overhead_us / cu)
+    };
+    let bare_ratio = if paired {
+        Some(median(&bare_ratios))
+    } else {
+        cupy_overhead.map(|cu| bare_us / cu)
+    };
+    let range = |v: &[f64]| {
+        let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        format!("{lo:.2}x-{hi:.2}x")
+    };
     if args.common.json {
         println!(
             "{}",
@@ -307,6 +356,8 @@ fn body(args: Args) -> ProgramResult {
                          "grid": info.grid, "block": info.block},
                 "cupy": cupy,
                 "overhead_ratio": overhead_ratio,
+                "paired": {"cupy_block_us": cupy_blocks, "ratios": pair_ratios,
+                           "bare_ratios": bare_ratios, "calls_per_block": block},
                 "throughput_vs_hand_written": throughput_ratio,
             })
         );
@@ -351,18 +402,27 @@ fn body(args: Args) -> ProgramResult {
     t.row(&[
         "host time per call, 1 element (sync after each)".into(),
         format!("{overhead_us:.2} us"),
-        fmt(c("overhead_us"), "us"),
-        ratio(overhead_us, c("overhead_us")),
+        fmt(cupy_overhead, "us"),
+        overhead_ratio.map_or("-".into(), |r| format!("{r:.2}x")),
         match overhead_ratio {
             Some(r) => format!("<= 0.5x: {}", if r <= 0.5 { "PASS" } else { "FAIL" }),
             None => "<= 0.5x".into(),
         },
     ]);
+    if paired {
+        t.row(&[
+            format!("  per pair of blocks ({pairs} pairs of {block} calls)"),
+            "-".into(),
+            "-".into(),
+            range(&pair_ratios),
+            "-".into(),
+        ]);
+    }
     t.row(&[
         "  floor: bare cuLaunchKernel, same kernel shape".into(),
         format!("{bare_us:.2} us"),
         "-".into(),
-        ratio(bare_us, c("overhead_us")),
+        bare_ratio.map_or("-".into(), |r| format!("{r:.2}x")),
         "-".into(),
     ]);
     t.row(&[
@@ -375,8 +435,8 @@ fn body(args: Args) -> ProgramResult {
     t.row(&[
         "  the call beyond the bare launch".into(),
         format!("{:.2} us", overhead_us - bare_us),
-        c("overhead_us").map_or("-".into(), |u| format!("{:.2} us", u - bare_us)),
-        c("overhead_us").map_or("-".into(), |u| {
+        cupy_overhead.map_or("-".into(), |u| format!("{:.2} us", u - bare_us)),
+        cupy_overhead.map_or("-".into(), |u| {
             format!("{:.2}x", (overhead_us - bare_us) / (u - bare_us))
         }),
         "-".into(),
@@ -434,6 +494,14 @@ fn body(args: Args) -> ProgramResult {
          state); the bare launch is what any library's call costs at least on this machine, and \
          the last of them compares what each library adds on top of it."
     );
+    if paired {
+        println!(
+            "Per-call host times: {pairs} pairs of blocks of {block} calls, a CuPy block (its \
+             process waiting between blocks) then ours; the ratio is the median of the per-pair \
+             ratios, the CuPy figure the median of its block medians (its unpaired run: {}).",
+            fmt(c("overhead_us"), "us")
+        );
+    }
     println!(
         "Host times: medians of {calls} calls; GPU: medians of {reps} samples of {inner} \
          back-to-back calls between CUDA events (both sides the same way). Ours launches grid {} \
@@ -502,5 +570,71 @@ impl BareLaunch {
                 std::ptr::null_mut(),
             )
         }
+    }
+}
+
+/// CuPy's side of the paired per-call measurement: `tools/cupy_bench.py --serve`, kept waiting
+/// between blocks.
+struct CupyServer {
+    child: std::process::Child,
+    input: std::process::ChildStdin,
+    output: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl CupyServer {
+    fn start(
+        script: &std::path::Path,
+        device: usize,
+    ) -> Result<CupyServer, Box<dyn std::error::Error>> {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args(["--serve", "--device", &device.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()?;
+        let (Some(input), Some(out)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err("the CuPy server's pipes were not set up".into());
+        };
+        let mut output = std::io::BufReader::new(out);
+        let mut line = String::new();
+        while line.trim() != "ready" {
+            line.clear();
+            if output.read_line(&mut line)? == 0 {
+                let status = child.wait()?;
+                return Err(format!(
+                    "{} --serve ended before it was ready: {status}",
+                    script.display()
+                )
+                .into());
+            }
+        }
+        Ok(CupyServer {
+            child,
+            input,
+            output,
+        })
+    }
+
+    /// CuPy's median host time per call over `calls` calls on 1 element.
+    fn overhead_us(&mut self, calls: usize) -> Result<f64, Box<dyn std::error::Error>> {
+        use std::io::{BufRead, Write};
+        writeln!(self.input, "overhead {calls}")?;
+        self.input.flush()?;
+        let mut line = String::new();
+        if self.output.read_line(&mut line)? == 0 {
+            return Err("the CuPy server ended during a block".into());
+        }
+        let v: Value = serde_json::from_str(line.trim())?;
+        num(&v, "overhead_us").ok_or_else(|| format!("the CuPy server answered {line}").into())
+    }
+
+    fn quit(mut self) -> Result<(), Box<dyn std::error::Error>> {
+        use std::io::Write;
+        writeln!(self.input, "quit")?;
+        drop(self.input);
+        self.child.wait()?;
+        Ok(())
     }
 }
