@@ -26,6 +26,12 @@
     __FILE__, __LINE__, #x, cudaGetErrorString(r_)); exit(1); } } while (0)
 
 enum Dt { BF16, F16, F32 };
+static bool first_of_kind(const char* name) {  // true the first time a kernel name is seen
+    static std::vector<std::string> seen;
+    for (auto& s : seen) if (s == name) return false;
+    seen.push_back(name);
+    return true;
+}
 static size_t esize(Dt d) { return d == F32 ? 4 : 2; }
 
 __device__ float ld_elem(const void* p, long long i, int dt) {
@@ -60,33 +66,52 @@ __global__ void to_f32(const void* C, float* out, int m0, int rows, int N, int l
 
 // The tensor cores' ceiling through mma.sync: every warp issues independent m16n8k16 bf16 MMAs
 // on register operands (no memory traffic), 8 accumulator chains per warp.
+template <int CH = 8>
 __global__ void mma_peak(float* out, int iters) {
     unsigned a0 = threadIdx.x, a1 = a0 * 3, a2 = a0 * 5, a3 = a0 * 7, b0 = a0 * 11, b1 = a0 * 13;
-    float d[8][4] = {};
+    float d[CH][4] = {};
     for (int it = 0; it < iters; ++it) {
 #pragma unroll
-        for (int j = 0; j < 8; ++j)
+        for (int j = 0; j < CH; ++j)
             asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                          : "+f"(d[j][0]), "+f"(d[j][1]), "+f"(d[j][2]), "+f"(d[j][3])
                          : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     }
     float acc = 0;
-    for (int j = 0; j < 8; ++j) acc += d[j][0] + d[j][1] + d[j][2] + d[j][3];
+    for (int j = 0; j < CH; ++j) acc += d[j][0] + d[j][1] + d[j][2] + d[j][3];
     if (acc == 12345.f) out[0] = acc;
 }
 
 static void peak(int sms) {
     float* out; RK(cudaMalloc(&out, 4));
     int iters = 4096, blocks = sms * 8, threads = 256;
-    mma_peak<<<blocks, threads>>>(out, 16);
+    mma_peak<8><<<blocks, threads>>>(out, 16);
     RK(cudaDeviceSynchronize());
     cudaEvent_t e0, e1; RK(cudaEventCreate(&e0)); RK(cudaEventCreate(&e1));
     RK(cudaEventRecord(e0));
-    mma_peak<<<blocks, threads>>>(out, iters);
+    mma_peak<8><<<blocks, threads>>>(out, iters);
     RK(cudaEventRecord(e1)); RK(cudaEventSynchronize(e1));
     float ms; RK(cudaEventElapsedTime(&ms, e0, e1));
     double flop = 2.0 * 16 * 8 * 16 * 8 * (double)iters * (blocks * threads / 32);
     printf("mma.sync bf16 ceiling (register operands, %d warps): %.1f TFLOP/s\n", blocks * threads / 32, flop / (ms * 1e-3) / 1e12);
+    cudaFree(out);
+}
+
+// The same ceiling with W warps per SM (one block of W warps per SM) and CH independent
+// accumulator chains per warp: what a GEMM with that occupancy and ILP can reach at most.
+template <int CH>
+static void peak_at(int sms, int warps_per_sm) {
+    float* out; RK(cudaMalloc(&out, 4));
+    int iters = 32768 / CH * 8 / 8, blocks = sms, threads = 32 * warps_per_sm;
+    mma_peak<CH><<<blocks, threads>>>(out, 16);
+    RK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1; RK(cudaEventCreate(&e0)); RK(cudaEventCreate(&e1));
+    RK(cudaEventRecord(e0));
+    mma_peak<CH><<<blocks, threads>>>(out, iters);
+    RK(cudaEventRecord(e1)); RK(cudaEventSynchronize(e1));
+    float ms; RK(cudaEventElapsedTime(&ms, e0, e1));
+    double flop = 2.0 * 16 * 8 * 16 * CH * (double)iters * (blocks * threads / 32);
+    printf("mma.sync bf16, %2d warps/SM, %2d chains/warp: %.1f TFLOP/s\n", warps_per_sm, CH, flop / (ms * 1e-3) / 1e12);
     cudaFree(out);
 }
 
@@ -126,6 +151,9 @@ int main(int argc, char** argv) {
     CUcontext ctx; CK(cuCtxGetCurrent(&ctx));
     int sms; RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     peak(sms);
+    if (getenv("MMA_PEAK_SWEEP")) {
+        for (int w : {4, 8, 16, 32}) { peak_at<8>(sms, w); peak_at<32>(sms, w); }
+    }
     std::string ptx_mma = read_file(dir + "/gemm_mma.sm80.ptx"), ptx_wg = read_file(dir + "/gemm_wgmma.sm90a.ptx");
     CUmodule mod_mma, mod_wg;
     CK(cuModuleLoadData(&mod_mma, ptx_mma.c_str()));
@@ -133,7 +161,9 @@ int main(int argc, char** argv) {
     // Variant geometry (kernels/tuning/variants: gemm_mma.cu built with other MM_BK / MM_STAGES).
     const int mm_bk = getenv("MM_BK") ? atoi(getenv("MM_BK")) : 64;
     const int mm_stages = getenv("MM_STAGES") ? atoi(getenv("MM_STAGES")) : 3;
-    const int MM_SMEM = mm_stages * (128 * mm_bk * 2 + 256 * mm_bk * 2) + 128;
+    const int mm_bn = getenv("MM_BN") ? atoi(getenv("MM_BN")) : 256;
+    const unsigned mm_threads = 2 * (mm_bn / 64) * 32;
+    const int MM_SMEM = mm_stages * (128 * mm_bk * 2 + mm_bn * mm_bk * 2) + 128;
     const int WG_SMEM = 4 * (128 * 128 + 256 * 128) + 1024 + 64;
 
     std::vector<Case> cases;
@@ -186,6 +216,13 @@ int main(int argc, char** argv) {
         CK(cuModuleGetFunction(&f, c.wgmma ? mod_wg : mod_mma, c.kern));
         int smem = c.wgmma ? WG_SMEM : MM_SMEM;
         CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
+        if (!c.wgmma && getenv("MM_CARVEOUT"))
+            CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, atoi(getenv("MM_CARVEOUT"))));
+        if (first_of_kind(c.kern)) {
+            int regs, occ; CK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
+            CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, c.wgmma ? 384 : mm_threads, smem));
+            printf("  %s: %d registers, %d blocks/SM\n", c.kern, regs, occ);
+        }
         size_t es = esize(c.dt);
         long long a_rows = c.ta ? c.K : c.M, b_rows = c.tb ? c.N : c.K;
         size_t a_elems = (size_t)std::max(1LL, a_rows) * c.lda, b_elems = (size_t)std::max(1LL, b_rows) * c.ldb,
@@ -206,8 +243,8 @@ int main(int argc, char** argv) {
         RK(cudaMemcpy(dA, ha.data(), a_elems * es, cudaMemcpyHostToDevice));
         RK(cudaMemcpy(dB, hb.data(), b_elems * es, cudaMemcpyHostToDevice));
         RK(cudaMemset(dC, 0xff, c_elems * es));  // poison (NaN) so unwritten outputs fail the check
-        int tiles = c.wgmma ? ((c.M + 127) / 128) * ((c.N + 255) / 256) : ((c.M + 127) / 128) * ((c.N + 255) / 256);
-        unsigned threads = c.wgmma ? 384 : 256;
+        int tiles = c.wgmma ? ((c.M + 127) / 128) * ((c.N + 255) / 256) : ((c.M + 127) / 128) * ((c.N + mm_bn - 1) / mm_bn);
+        unsigned threads = c.wgmma ? 384 : mm_threads;
         CUtensorMap tmA, tmB;
         int M = c.M, N = c.N, K = c.K, lda = c.lda, ldb = c.ldb, ldc = c.ldc;
         std::vector<void*> args;
