@@ -189,6 +189,65 @@ fn every_dtype_broadcast_and_strided() -> TestResult {
     Ok(())
 }
 
+/// A call whose signature matches the last call's reuses its bound plan: every change of dtype,
+/// shape, strides or argument kind must still give the right answer, and a view's offset (not
+/// part of the signature) must be honoured on a reused plan.
+fn remembered_plans_follow_arguments() -> TestResult {
+    // SAFETY: own elements only.
+    let k = unsafe { ElementwiseKernel::new("T x, T y", "T z", "z = x * 2 + y;", "twice_plus")? };
+    let want = |x: &[f64], y: &[f64], ys: &[usize], out: &[usize]| -> Vec<f64> {
+        let by = broadcast_host(y, ys, out);
+        x.iter().zip(&by).map(|(a, b)| a * 2.0 + b).collect()
+    };
+    let yv = small(3, 2);
+    let y = tensor::<f32>(&yv, &[3])?;
+    // The same signature three times (new data the second time): bound once, reused twice.
+    for seed in [1, 5, 1] {
+        let x = tensor::<f32>(&small(12, seed), &[4, 3])?;
+        let z = k.call1::<f32>(&[(&x).into(), (&y).into()])?;
+        let w = want(&small(12, seed), &yv, &[3], &[4, 3]);
+        close(&values(&z)?, &w, 0.0, "same signature")?;
+    }
+    // Same shape, other strides: a transposed [3, 4] tensor seen as [4, 3].
+    let xt = tensor::<f32>(&small(12, 3), &[3, 4])?.t()?;
+    let z = k.call1::<f32>(&[(&xt).into(), (&y).into()])?;
+    let w = want(&values(&xt.contiguous()?)?, &yv, &[3], &[4, 3]);
+    close(&values(&z)?, &w, 0.0, "transposed view")?;
+    // A contiguous [4, 3] again (bound, remembered), then a view of the same shape and strides
+    // at another offset (the remembered plan, this view's pointer).
+    let x = tensor::<f32>(&small(12, 1), &[4, 3])?;
+    k.call1::<f32>(&[(&x).into(), (&y).into()])?;
+    let big = tensor::<f32>(&small(15, 4), &[5, 3])?;
+    let xo = big.narrow(0, 1, 4)?;
+    ensure!(
+        xo.offset() == 3 && xo.is_contiguous(),
+        "narrow: a contiguous view at offset 3"
+    );
+    let z = k.call1::<f32>(&[(&xo).into(), (&y).into()])?;
+    let w = want(&small(15, 4)[3..], &yv, &[3], &[4, 3]);
+    close(&values(&z)?, &w, 0.0, "offset view on a remembered plan")?;
+    // Another dtype, another broadcast shape, a scalar for y: each rebinds.
+    let x64 = tensor::<f64>(&small(12, 6), &[4, 3])?;
+    let y64 = tensor::<f64>(&small(4, 7), &[4, 1])?;
+    for _ in 0..2 {
+        let z = k.call1::<f64>(&[(&x64).into(), (&y64).into()])?;
+        let w = want(&small(12, 6), &small(4, 7), &[4, 1], &[4, 3]);
+        close(&values(&z)?, &w, 0.0, "f64, [4, 1] broadcast")?;
+    }
+    for _ in 0..2 {
+        let z = k.call1::<f32>(&[(&x).into(), 1.5f64.into()])?;
+        let w: Vec<f64> = small(12, 1).iter().map(|v| v * 2.0 + 1.5).collect();
+        close(&values(&z)?, &w, 0.0, "scalar y")?;
+    }
+    // A dtype that does not fit the remembered plan is still refused.
+    let xi = tensor::<i32>(&small(12, 1), &[4, 3])?;
+    ensure!(
+        k.call(&[(&xi).into(), (&y).into()]).is_err(),
+        "T bound to int32 by x and float32 by y must be an error"
+    );
+    Ok(())
+}
+
 fn scalars_index_and_size() -> TestResult {
     // SAFETY: own elements only.
     let k = unsafe {
@@ -649,6 +708,10 @@ fn main() {
         gpu(
             "elementwise: every dtype, broadcasting, strided views",
             every_dtype_broadcast_and_strided,
+        ),
+        gpu(
+            "elementwise: remembered plans follow dtypes, shapes, strides, offsets",
+            remembered_plans_follow_arguments,
         ),
         gpu(
             "elementwise: scalars, i and _ind.size(), call_sized",
