@@ -48,12 +48,8 @@ def first_call_in_new_process(cache_dir, device):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def serve(device):
-    """Paired measurement: after printing `ready`, each line `overhead N` on stdin measures N
-    calls on 1 element the same way as `overhead_us` (synchronizing after each) and answers one
-    JSON line with their median; `quit` (or end of input) ends. `cupy_bench` alternates these
-    blocks with its own, so both sides are measured in the same seconds of the same run."""
-    import cupy as cp
+def warmed_up(cp, device):
+    """The kernel, a 1-element input and the current stream, after 100 calls."""
     cp.cuda.Device(device).use()
     stream = cp.cuda.get_current_stream()
     k = define(cp)
@@ -61,18 +57,36 @@ def serve(device):
     for _ in range(100):
         k(x1)
     stream.synchronize()
+    return k, x1, stream
+
+
+def per_call_us(k, x1, stream, calls):
+    """Host time of each of `calls` calls on 1 element (time.perf_counter before the call and
+    when it returns, the previous output freed inside), synchronizing after each."""
+    host = []
+    y = None
+    for _ in range(calls):
+        t = time.perf_counter()
+        y = k(x1)
+        host.append((time.perf_counter() - t) * 1e6)
+        stream.synchronize()
+    del y
+    return host
+
+
+def serve(device):
+    """Paired measurement: after printing `ready`, each line `overhead N` on stdin measures N
+    calls on 1 element the same way as `overhead_us` (synchronizing after each) and answers one
+    JSON line with their median; `quit` (or end of input) ends. `cupy_bench` alternates these
+    blocks with its own, so both sides are measured in the same seconds of the same run."""
+    import cupy as cp
+    k, x1, stream = warmed_up(cp, device)
     print("ready", flush=True)
     for line in sys.stdin:
         words = line.split()
         if not words or words[0] == "quit":
             break
-        host = []
-        for _ in range(int(words[1])):
-            t = time.perf_counter()
-            y = k(x1)
-            host.append((time.perf_counter() - t) * 1e6)
-            stream.synchronize()
-        del y
+        host = per_call_us(k, x1, stream, int(words[1]))
         print(json.dumps({"overhead_us": statistics.median(host)}), flush=True)
 
 
@@ -100,19 +114,8 @@ def main():
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
-    cp.cuda.Device(a.device).use()
-    stream = cp.cuda.get_current_stream()
-    k = define(cp)
-    x1 = cp.ones(1, dtype=cp.float32)
-    for _ in range(100):
-        k(x1)
-    stream.synchronize()
-    host = []
-    for _ in range(calls):
-        t = time.perf_counter()
-        y = k(x1)
-        host.append((time.perf_counter() - t) * 1e6)
-        stream.synchronize()
+    k, x1, stream = warmed_up(cp, a.device)
+    host = per_call_us(k, x1, stream, calls)
     per_batch = []
     for _ in range(3 if a.quick else 10):
         t = time.perf_counter()

@@ -205,7 +205,9 @@ fn body(args: Args) -> ProgramResult {
         unsafe { RawKernel::<(In<f32>, Out<f32>, u64)>::new(HAND_WRITTEN, "tanh2p1_hand", &[])? };
     let one = LaunchConfig::for_num_elems(1);
     let stream = cuda_runtime_lite::stream_for(dev)?;
-    let bare = BareLaunch::new(&hand.function(dev)?, &stream, &x1, &y1)?;
+    // The bare launches write their own output, never one a safe handle also holds.
+    let y_bare = Tensor::<f32>::zeros(&[1])?;
+    let bare = BareLaunch::new(&hand.function(dev)?, &stream, &x1, &y_bare)?;
     for _ in 0..100 {
         k.call1::<f32>(&[(&x1).into()])?;
         bare.launch()?;
@@ -518,30 +520,34 @@ fn body(args: Args) -> ProgramResult {
 
 /// One launch of the hand-written kernel on one element straight through `cuda-sys`: no checks,
 /// no dependency tracking, parameters prepared once. The floor under any library's call.
-struct BareLaunch {
+struct BareLaunch<'a> {
     driver: &'static cuda_sys::Driver,
     /// Keeps the module (and so `raw`) loaded.
     _function: cuda_driver::Function,
     raw: cuda_sys::CUfunction,
-    stream: cuda_sys::CUstream,
+    stream: &'a cuda_driver::Stream,
     params: [u64; 3],
+    /// `x` and `y` stay alive (and their storage in place) while launches can be made.
+    _tensors: std::marker::PhantomData<&'a Tensor<f32>>,
 }
 
-impl BareLaunch {
-    /// Launches of `function` (`tanh2p1_hand`) reading `x[0]` and writing `y[0]` on `stream`;
-    /// `x` and `y` must outlive every launch (the caller keeps them).
+impl<'a> BareLaunch<'a> {
+    /// Launches of `function` (`tanh2p1_hand`) reading `x[0]` and writing `y[0]` on `stream`.
+    /// `y` is written behind the tensor's back (no tracking): give it a tensor nothing else
+    /// writes, and read it only after synchronizing `stream`.
     fn new(
         function: &cuda_driver::Function,
-        stream: &cuda_driver::Stream,
-        x: &Tensor<f32>,
-        y: &Tensor<f32>,
-    ) -> Result<BareLaunch, Box<dyn std::error::Error>> {
+        stream: &'a cuda_driver::Stream,
+        x: &'a Tensor<f32>,
+        y: &'a Tensor<f32>,
+    ) -> Result<BareLaunch<'a>, Box<dyn std::error::Error>> {
         Ok(BareLaunch {
             driver: cuda_sys::Driver::get()?,
             _function: function.clone(),
             raw: function.as_raw(),
-            stream: stream.as_raw(),
+            stream,
             params: [x.storage().as_raw_ptr(), y.storage().as_raw_ptr(), 1],
+            _tensors: std::marker::PhantomData,
         })
     }
 
@@ -552,9 +558,11 @@ impl BareLaunch {
             (&mut p[1] as *mut u64).cast(),
             (&mut p[2] as *mut u64).cast(),
         ];
-        // SAFETY: `raw` is a live kernel of the parameters (const float*, float*, unsigned long
-        // long), each pointer refers to a live value of that size; the kernel touches x[0] and
-        // y[0], which the caller keeps alive; the stream belongs to the kernel's context.
+        // SAFETY: `raw` is a live kernel (its module kept loaded by `_function`) of the
+        // parameters (const float*, float*, unsigned long long), each pointer refers to a live
+        // value of that size; the kernel touches x[0] and y[0], tensors borrowed for 'a (so
+        // alive, their storage not replaced); the stream, borrowed too, belongs to the kernel's
+        // context, and every launch on it is ordered after the tensors' zero-fills on it.
         unsafe {
             self.driver.cuLaunchKernel(
                 self.raw,
@@ -565,7 +573,7 @@ impl BareLaunch {
                 1,
                 1,
                 0,
-                self.stream,
+                self.stream.as_raw(),
                 ptrs.as_mut_ptr(),
                 std::ptr::null_mut(),
             )
