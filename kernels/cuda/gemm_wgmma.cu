@@ -40,6 +40,8 @@
 //     16-bit types, of 4 for f32);
 //   * M, N >= 1, K >= 0 (K == 0 writes zeros).
 #include "dtype.cuh"
+#include "shared_address.cuh"
+#include "tma.cuh"
 
 #define WG_BM 128
 #define WG_BN 256
@@ -51,58 +53,6 @@
 #define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
 #define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + 1024 + 2 * WG_STAGES * 8)
 #define WG_GROUP_M 8                              // tile rows walked together (L2 reuse of B)
-
-// The opaque 128-byte CUtensorMap, passed by value as a __grid_constant__ parameter.
-struct alignas(64) TensorMap {
-    unsigned long long bits[16];
-};
-
-// ---- shared-memory addresses, mbarriers, TMA ------------------------------------------------
-
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-    unsigned r;
-    asm volatile("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-    return r;
-}
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes) {
-    asm volatile("{ .reg .b64 st; mbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1; }" ::"r"(bar),
-                 "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(unsigned bar) {
-    asm volatile("{ .reg .b64 st; mbarrier.arrive.shared::cta.b64 st, [%0]; }" ::"r"(bar) : "memory");
-}
-
-__device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
-    unsigned done;
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-    return done != 0;
-}
-
-// Waits until the phase of parity `parity` of the barrier has completed.
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
-    while (!mbar_try_wait(bar, parity)) {
-    }
-}
-
-// One box of a 2-D tensor map into shared memory at `dst`; completion is counted in bytes on `bar`.
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int c0, int c1, unsigned bar) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-            dst),
-        "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
-        : "memory");
-}
 
 // ---- wgmma -----------------------------------------------------------------------------------
 
@@ -290,7 +240,7 @@ __device__ __forceinline__ void gemm_wgmma(const TensorMap* tmA, const TensorMap
             mbar_init(bars + 8 * s, 1);
             mbar_init(bars + 8 * (WG_STAGES + s), 8);
         }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_init_fence();
     }
     __syncthreads();
 

@@ -18,16 +18,25 @@ build() {  # name, nvcc flags...
 run() {  # dir, env...
   local d=$1; shift
   echo "=== $d $*"
-  env "$@" /tmp/tc_lab "$d" gemm_mma 2>&1 \
+  env "$@" /tmp/tc_lab "$d" gemm_mma_bf16 2>&1 \
     | grep -E "registers|gemm_mma_bf16_(nn|nt|tn|tt) +(4096|8192)|FAIL|failures"
 }
-build bk128s2 -DMM_BK=128 -DMM_STAGES=2
-build bn128 -DMM_BN=128 -DMM_MIN_BLOCKS=2
-build bn128k32s4 -DMM_BN=128 -DMM_MIN_BLOCKS=2 -DMM_BK=32 -DMM_STAGES=4
-build bk32s4 -DMM_BK=32 -DMM_STAGES=4
-run kernels/ptx
-run /tmp/v/bk128s2 MM_BK=128 MM_STAGES=2
-run /tmp/v/bn128 MM_BN=128 MM_CARVEOUT=100
-run /tmp/v/bn128k32s4 MM_BN=128 MM_BK=32 MM_STAGES=4 MM_CARVEOUT=100
-run /tmp/v/bk32s4 MM_BK=32 MM_STAGES=4
-run kernels/ptx
+# Round 3 (fragment addresses as registers + constants, k tiles unrolled by stage): the same
+# source built by nvcc beside the committed (NVRTC 12.4) PTX, then the variants.
+build same
+# The TMA-fed lab variant, beside the shipped kernels' PTX.
+mkdir -p /tmp/v/tma && cp kernels/ptx/gemm_mma.sm80.ptx kernels/ptx/gemm_wgmma.sm90a.ptx /tmp/v/tma/
+nvcc -ptx -arch=compute_90 -I kernels/cuda -o /tmp/v/tma/gemm_mma_tma.sm90.ptx kernels/tuning/gemm_mma_tma.cu || exit 1
+/tmp/tc_lab /tmp/v/tma gemm_mma 2>&1 | grep -E "FAIL|failures|(4096|8192) +\|"
+build stages4 -DMM_STAGES=4
+for r in 1 2; do
+  run kernels/ptx
+  run /tmp/v/same
+  run /tmp/v/stages4 MM_STAGES=4
+done
+# (Also tried in round 3 and dropped, TUNING.md: MM_INTERLEAVE, the next step's ldmatrix spread
+# between this step's MMAs in groups of 8: within noise.)
+# Round 2 (kernels/TUNING.md "mma.sync, second round"; the MM_BK variants predate MmFragAddr, which needs MM_BK = 64):
+#   build bk128s2 -DMM_BK=128 -DMM_STAGES=2; build bn128 -DMM_BN=128 -DMM_MIN_BLOCKS=2
+#   build bn128k32s4 -DMM_BN=128 -DMM_MIN_BLOCKS=2 -DMM_BK=32 -DMM_STAGES=4; build bk32s4 -DMM_BK=32 -DMM_STAGES=4
+#   run /tmp/v/bk128s2 MM_BK=128 MM_STAGES=2; run /tmp/v/bn128 MM_BN=128 MM_CARVEOUT=100 ...

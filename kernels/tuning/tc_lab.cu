@@ -82,6 +82,57 @@ __global__ void mma_peak(float* out, int iters) {
     if (acc == 12345.f) out[0] = acc;
 }
 
+// Shared-memory read bandwidth through ldmatrix.x4 (or ld.shared.v4 when V4): every warp reads
+// 8 x 512 bytes per iteration from conflict-free addresses of a 32 KB buffer, results folded so
+// they stay live. Thread 0 of block 0 records its SM clock and the global timer (the clock rate).
+template <bool V4>
+__global__ void smem_read_peak(unsigned* out, int iters, unsigned long long* clk) {
+    __shared__ __align__(1024) unsigned char buf[32768];
+    for (int i = threadIdx.x; i < 32768 / 4; i += blockDim.x) ((unsigned*)buf)[i] = i;
+    __syncthreads();
+    unsigned long long c0 = clock64(), t0;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+    const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    unsigned base = (unsigned)__cvta_generic_to_shared(buf);
+    unsigned x = 0;
+    for (int it = 0; it < iters; ++it) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+            // 8 rows of 16 bytes per 8-lane phase, rows 128 bytes apart, chunk XOR row: no conflicts
+            unsigned row = ((j * 8 + warp) * 8 + lane % 8 + (lane / 8) * 64) % 256;
+            unsigned addr = base + row * 128 + ((((lane / 8) + it) ^ (row & 7)) & 7) * 16;
+            unsigned r0, r1, r2, r3;
+            if (V4) asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+            else asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(addr));
+            x ^= r0 ^ r1 ^ r2 ^ r3;
+        }
+    }
+    unsigned long long c1 = clock64(), t1;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t1));
+    if (x == 0x12345678u) out[0] = x;
+    if (blockIdx.x == 0 && threadIdx.x == 0) { clk[0] = c1 - c0; clk[1] = t1 - t0; }
+}
+
+template <bool V4>
+static void smem_peak_at(int sms, int warps_per_sm) {
+    unsigned* out; unsigned long long* clk; RK(cudaMalloc(&out, 4)); RK(cudaMalloc(&clk, 16));
+    int iters = 4096, threads = 32 * warps_per_sm;
+    smem_read_peak<V4><<<sms, threads>>>(out, 16, clk);
+    RK(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1; RK(cudaEventCreate(&e0)); RK(cudaEventCreate(&e1));
+    RK(cudaEventRecord(e0));
+    smem_read_peak<V4><<<sms, threads>>>(out, iters, clk);
+    RK(cudaEventRecord(e1)); RK(cudaEventSynchronize(e1));
+    float ms; RK(cudaEventElapsedTime(&ms, e0, e1));
+    unsigned long long h[2]; RK(cudaMemcpy(h, clk, 16, cudaMemcpyDeviceToHost));
+    double bytes_per_sm = 8.0 * 512 * iters * warps_per_sm;
+    double ghz = (double)h[0] / (double)h[1];
+    printf("shared-memory reads, %s, %2d warps/SM: %.1f GB/s per SM, %.1f B/clk (SM clock %.2f GHz in the loop)\n",
+           V4 ? "ld.shared.v4" : "ldmatrix.x4 ", warps_per_sm, bytes_per_sm / (ms * 1e-3) / 1e9,
+           (double)bytes_per_sm / (double)h[0], ghz);
+    cudaFree(out); cudaFree(clk);
+}
+
 static void peak(int sms) {
     float* out; RK(cudaMalloc(&out, 4));
     int iters = 4096, blocks = sms * 8, threads = 256;
@@ -151,13 +202,21 @@ int main(int argc, char** argv) {
     CUcontext ctx; CK(cuCtxGetCurrent(&ctx));
     int sms; RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
     peak(sms);
+    if (getenv("SMEM_PEAK")) {
+        for (int w : {4, 8, 16, 32}) { smem_peak_at<false>(sms, w); smem_peak_at<true>(sms, w); }
+    }
     if (getenv("MMA_PEAK_SWEEP")) {
         for (int w : {4, 8, 16, 32}) { peak_at<8>(sms, w); peak_at<32>(sms, w); }
     }
     std::string ptx_mma = read_file(dir + "/gemm_mma.sm80.ptx"), ptx_wg = read_file(dir + "/gemm_wgmma.sm90a.ptx");
-    CUmodule mod_mma, mod_wg;
+    CUmodule mod_mma, mod_wg, mod_tma = nullptr;
     CK(cuModuleLoadData(&mod_mma, ptx_mma.c_str()));
     CK(cuModuleLoadData(&mod_wg, ptx_wg.c_str()));
+    {  // gemm_mma_tma (sm_90): mma.sync fed by the TMA engine, when the directory has it
+        std::ifstream f(dir + "/gemm_mma_tma.sm90.ptx");
+        if (f) CK(cuModuleLoadData(&mod_tma, read_file(dir + "/gemm_mma_tma.sm90.ptx").c_str()));
+    }
+    const int MT_SMEM = 4 * (128 * 64 * 2 + 256 * 64 * 2) + 1024 + 64;
     // Variant geometry (kernels/tuning/variants: gemm_mma.cu built with other MM_BK / MM_STAGES).
     const int mm_bk = getenv("MM_BK") ? atoi(getenv("MM_BK")) : 64;
     const int mm_stages = getenv("MM_STAGES") ? atoi(getenv("MM_STAGES")) : 3;
@@ -179,6 +238,16 @@ int main(int argc, char** argv) {
                 snprintf(names[ni], 48, "gemm_%s_%s_%s", w ? "wgmma" : "mma", dti ? "f16" : "bf16", tn[t]);
                 cases.push_back({names[ni++], dti ? F16 : BF16, ta, tb, M, N, K, lda, ldb, ldc, false, w == 1});
             }
+    for (int dti = 0; dti < 2; ++dti)
+        for (int t = 0; t < 4; ++t) {
+            int M = 333, N = 517, K = 203, ta = t >> 1, tb = t & 1;
+            int lda = ((ta ? M : K) + 7) / 8 * 8, ldb = ((tb ? K : N) + 7) / 8 * 8, ldc = N + 3;
+            static char names4[16][48]; static int nm = 0;
+            snprintf(names4[nm], 48, "gemm_mma_tma_%s_%s", dti ? "f16" : "bf16", tn[t]);
+            cases.push_back({names4[nm++], dti ? F16 : BF16, ta, tb, M, N, K, lda, ldb, ldc, false, false});
+        }
+    cases.push_back({"gemm_mma_tma_bf16_nn", BF16, 0, 0, 7, 9, 1000, 1000, 16, 9, false, false});
+    cases.push_back({"gemm_mma_tma_bf16_nn", BF16, 0, 0, 128, 256, 0, 8, 256, 256, false, false});
     cases.push_back({"gemm_wgmma_tf32_nt", F32, 0, 1, 333, 517, 203, 204, 204, 517, false, true});
     cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 1, 1, 1, 8, 8, 1, false, true});
     cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 128, 256, 0, 8, 256, 256, false, true});
@@ -200,9 +269,17 @@ int main(int argc, char** argv) {
             snprintf(names3[nk], 48, "gemm_mma_bf16_%s", tn[t]);
             cases.push_back({names3[nk++], BF16, ta, tb, sz, sz, sz, sz, sz, sz, true, false});
         }
+        for (int t = 0; t < 4; ++t) {
+            int ta = t >> 1, tb = t & 1;
+            static char names5[64][48]; static int nl = 0;
+            snprintf(names5[nl], 48, "gemm_mma_tma_bf16_%s", tn[t]);
+            cases.push_back({names5[nl++], BF16, ta, tb, sz, sz, sz, sz, sz, sz, true, false});
+        }
     }
     cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 4096, 4096, 4088, 4088, 4096, 4096, true, true});
     cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 4095, 4097, 4096, 4096, 4104, 4097, true, true});
+    cases.push_back({"gemm_mma_bf16_nn", BF16, 0, 0, 4095, 4097, 4093, 4096, 4104, 4097, true, false});
+    cases.push_back({"gemm_mma_tma_bf16_nn", BF16, 0, 0, 4095, 4097, 4093, 4096, 4104, 4097, true, false});
     cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 2048, 2048, 2048, 2048, 2048, 2048, true, true});
     cases.push_back({"gemm_wgmma_bf16_nn", BF16, 0, 0, 1024, 1024, 1024, 1024, 1024, 1024, true, true});
 
@@ -212,15 +289,18 @@ int main(int argc, char** argv) {
     printf("%-22s %5s %5s %5s | %10s %9s | %s\n", "kernel", "M", "N", "K", "rel err", "us", "TFLOP/s");
     for (auto& c : cases) {
         if (only && !strstr(c.kern, only)) continue;
+        const bool mt = strstr(c.kern, "mma_tma") != nullptr;  // tensor maps like wgmma, 256 threads
+        if (mt && !mod_tma) continue;
+        if (getenv("TC_MIN_M") && c.M < atoi(getenv("TC_MIN_M"))) continue;  // e.g. 4096: the timed cases only
         CUfunction f;
-        CK(cuModuleGetFunction(&f, c.wgmma ? mod_wg : mod_mma, c.kern));
-        int smem = c.wgmma ? WG_SMEM : MM_SMEM;
+        CK(cuModuleGetFunction(&f, mt ? mod_tma : c.wgmma ? mod_wg : mod_mma, c.kern));
+        int smem = mt ? MT_SMEM : c.wgmma ? WG_SMEM : MM_SMEM;
         CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
         if (!c.wgmma && getenv("MM_CARVEOUT"))
             CK(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, atoi(getenv("MM_CARVEOUT"))));
         if (first_of_kind(c.kern)) {
             int regs, occ; CK(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, f));
-            CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, c.wgmma ? 384 : mm_threads, smem));
+            CK(cuOccupancyMaxActiveBlocksPerMultiprocessor(&occ, f, c.wgmma ? 384 : mt ? 256 : mm_threads, smem));
             printf("  %s: %d registers, %d blocks/SM\n", c.kern, regs, occ);
         }
         size_t es = esize(c.dt);
@@ -244,11 +324,12 @@ int main(int argc, char** argv) {
         RK(cudaMemcpy(dB, hb.data(), b_elems * es, cudaMemcpyHostToDevice));
         RK(cudaMemset(dC, 0xff, c_elems * es));  // poison (NaN) so unwritten outputs fail the check
         int tiles = c.wgmma ? ((c.M + 127) / 128) * ((c.N + 255) / 256) : ((c.M + 127) / 128) * ((c.N + mm_bn - 1) / mm_bn);
-        unsigned threads = c.wgmma ? 384 : mm_threads;
+        if (mt) tiles = ((c.M + 127) / 128) * ((c.N + 255) / 256);
+        unsigned threads = c.wgmma ? 384 : mt ? 256 : mm_threads;
         CUtensorMap tmA, tmB;
         int M = c.M, N = c.N, K = c.K, lda = c.lda, ldb = c.ldb, ldc = c.ldc;
         std::vector<void*> args;
-        if (c.wgmma) {
+        if (c.wgmma || mt) {
             int bk = c.dt == F32 ? 32 : 64;
             int kk = std::max(K, 1);
             tmA = c.ta ? make_map(dA, c.dt, M, kk, lda, 64, bk) : make_map(dA, c.dt, kk, M, lda, bk, 128);
