@@ -273,6 +273,18 @@ fn body(args: Args) -> ProgramResult {
         x1.synchronize()?;
     }
     let batch_us = median(&per_batch);
+    // The same for the bare launch: when it is as slow per call as ours, the batch is limited by
+    // how fast the GPU (or the driver's queue) takes tiny kernels, not by host work.
+    let mut per_batch_bare = Vec::new();
+    for _ in 0..args.common.pick(3, 10) {
+        let t = Instant::now();
+        for _ in 0..batch {
+            bare.launch()?;
+        }
+        per_batch_bare.push(t.elapsed().as_secs_f64() * 1e6 / batch as f64);
+        stream.synchronize()?;
+    }
+    let batch_bare_us = median(&per_batch_bare);
     // What one warm call asks of the driver, and how much of its host time is spent inside it
     // (the trace hook adds a little to both).
     let rec = cuda_examples::trace_log::CallRecorder::start();
@@ -353,6 +365,7 @@ fn body(args: Args) -> ProgramResult {
                          "warm_first_call_nvrtc_loaded_ms": warm_loaded_ms,
                          "nvrtc_load_ms": nvrtc_load_ms,
                          "overhead_us": overhead_us, "batch_us": batch_us,
+                         "bare_batch_us": batch_bare_us,
                          "bare_launch_us": bare_us, "raw_kernel_launch_us": raw_us,
                          "gpu_us": t_ours * 1e6, "hand_written_gpu_us": t_hand * 1e6,
                          "grid": info.grid, "block": info.block},
@@ -448,6 +461,13 @@ fn body(args: Args) -> ProgramResult {
         format!("{batch_us:.2} us"),
         fmt(c("batch_us"), "us"),
         ratio(batch_us, c("batch_us")),
+        "-".into(),
+    ]);
+    t.row(&[
+        "  floor: bare cuLaunchKernel, back-to-back".into(),
+        format!("{batch_bare_us:.2} us"),
+        "-".into(),
+        ratio(batch_bare_us, c("batch_us")),
         "-".into(),
     ]);
     t.row(&[
