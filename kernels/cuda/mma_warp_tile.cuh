@@ -12,7 +12,7 @@
 #define MM_BN 256  // the block's n extent: 256 (8 warps) or 128 (4 warps)
 #endif
 #ifndef MM_BK
-#define MM_BK 64  // k per stage: 64 measured 10-20% faster than 32 on an H100 (kernels/TUNING.md)
+#define MM_BK 64  // k per stage: 64 measured 10-20% faster than 32 on an H100 (kernels/TUNING.md); MmFragAddr needs 64
 #endif
 #define MM_WARPS_N (MM_BN / 64)  // each warp computes 64 x 64 of C
 #define MM_COMPUTE_THREADS (MM_BM / 64 * MM_WARPS_N * 32)
@@ -44,6 +44,7 @@ struct MmRowsLayout {
         return W == 64 ? row * 64 + ((chunk ^ ((row >> 1) & 3)) << 4) : row * W + ((chunk ^ (row & 7)) << 4);
     }
 };
+
 __device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned& r0, unsigned& r1, unsigned& r2, unsigned& r3) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                  : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
