@@ -4,8 +4,13 @@
 
 use crate::memory::{Allocation, DeviceSlice};
 use crate::{DeviceRepr, Error, Function, LaunchConfig, Result, Stream};
+use smallvec::SmallVec;
 use std::ffi::c_void;
 use std::marker::PhantomData;
+
+/// Parameters an [`ArgList`] holds without a heap allocation (a cuda-jit elementwise call has
+/// 3 to 8); more spill to the heap.
+const INLINE_PARAMS: usize = 12;
 
 /// One parameter's bytes in the argument arena: its word offset and byte size.
 #[derive(Clone, Copy)]
@@ -34,11 +39,13 @@ struct Slot {
 /// # Ok(()) }
 /// ```
 pub struct ArgList<'a> {
-    /// Parameter values, each starting on an 8-byte boundary.
-    arena: Vec<u64>,
-    slots: Vec<Slot>,
+    /// Parameter values, each starting on an 8-byte boundary. Inline (in the list itself) up to
+    /// 2 words per parameter: the pointers handed to the driver point into the list, which the
+    /// launch borrows, so it cannot move while they are used.
+    arena: SmallVec<[u64; 2 * INLINE_PARAMS]>,
+    slots: SmallVec<[Slot; INLINE_PARAMS]>,
     /// The allocations of the buffer arguments (for ordering and graph ownership).
-    buffers: Vec<*const Allocation>,
+    buffers: SmallVec<[*const Allocation; INLINE_PARAMS]>,
     _borrows: PhantomData<&'a mut ()>,
 }
 
@@ -66,9 +73,9 @@ impl<'a> ArgList<'a> {
     /// An empty list with room for `params` parameters without reallocating.
     pub fn with_capacity(params: usize) -> Self {
         ArgList {
-            arena: Vec::with_capacity(params * 2),
-            slots: Vec::with_capacity(params),
-            buffers: Vec::with_capacity(params),
+            arena: SmallVec::with_capacity(params * 2),
+            slots: SmallVec::with_capacity(params),
+            buffers: SmallVec::with_capacity(params),
             _borrows: PhantomData,
         }
     }
@@ -164,7 +171,7 @@ impl<'a> ArgList<'a> {
     }
 
     /// The pointer array the driver takes: one pointer per parameter, into the arena.
-    fn pointers(&self, out: &mut Vec<*mut c_void>) {
+    fn pointers(&self, out: &mut SmallVec<[*mut c_void; INLINE_PARAMS]>) {
         let base = self.arena.as_ptr();
         out.extend(self.slots.iter().map(|s| {
             // SAFETY: `word` is within the arena (pushed with at least one word).
@@ -207,7 +214,7 @@ impl Function {
             // SAFETY: as above.
             unsafe { Allocation::before_use_ptr(a, &stream.inner)? };
         }
-        let mut params = Vec::with_capacity(args.slots.len());
+        let mut params = SmallVec::with_capacity(args.slots.len());
         args.pointers(&mut params);
         // SAFETY: the parameters match the kernel (our caller's promise) and each pointer refers
         // to a live value of the parameter's size in the arena, which outlives the call; bounds
@@ -240,7 +247,7 @@ mod tests {
         assert_eq!(a.param_sizes(), [1, 8, 12, 4]);
         let words: Vec<usize> = a.slots.iter().map(|s| s.word).collect();
         assert_eq!(words, [0, 1, 2, 4]);
-        let mut p = Vec::new();
+        let mut p = SmallVec::new();
         a.pointers(&mut p);
         // SAFETY: each pointer refers to the bytes pushed for it.
         unsafe {

@@ -18,8 +18,13 @@ use crate::typing;
 use cuda_driver::launch::ArgList;
 use cuda_driver::LaunchConfig;
 use cuda_runtime_lite::DType;
+use smallvec::SmallVec;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A call's outputs, on the stack for up to two (`call1` takes its tensor without a heap
+/// allocation; `call` returns them as a `Vec`).
+type Outputs = SmallVec<[AnyTensor; 2]>;
 
 /// How a parameter reaches the kernel in one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,7 +235,7 @@ impl ElementwiseKernel {
     /// outputs, newly allocated (contiguous, of the inputs' broadcast shape), in parameter
     /// order. The work is queued on the tensors' device's current stream.
     pub fn call(&self, args: &[Arg<'_>]) -> Result<Vec<AnyTensor>> {
-        self.run(args, None, None)
+        self.run(args, None, None).map(Outputs::into_vec)
     }
 
     /// [`ElementwiseKernel::call`] for a kernel with one output of type `T`.
@@ -239,10 +244,11 @@ impl ElementwiseKernel {
         T: cuda_runtime_lite::TensorElement,
         cuda_runtime_lite::Tensor<T>: TryFrom<AnyTensor, Error = JitError>,
     {
-        let mut out = self.call(args)?;
-        match out.len() {
-            1 => out.remove(0).into_typed::<T>().map_err(|e| self.named(e)),
-            n => Err(JitError::ArgCount {
+        let out = self.run(args, None, None)?;
+        let n = out.len();
+        match (out.into_iter().next(), n) {
+            (Some(t), 1) => t.into_typed::<T>().map_err(|e| self.named(e)),
+            _ => Err(JitError::ArgCount {
                 kernel: self.def.name.clone(),
                 what: "outputs (call1 returns one)",
                 expected: 1,
@@ -255,7 +261,7 @@ impl ElementwiseKernel {
     /// Runs the kernel with `n` elements when no (non-raw) tensor argument gives the size
     /// (CuPy's `size=`): outputs are 1-D of length `n`.
     pub fn call_sized(&self, args: &[Arg<'_>], n: usize) -> Result<Vec<AnyTensor>> {
-        self.run(args, None, Some(n))
+        self.run(args, None, Some(n)).map(Outputs::into_vec)
     }
 
     /// Runs the kernel writing into `outputs` (one per output parameter), in place: each is
@@ -662,7 +668,7 @@ impl ElementwiseKernel {
         args: &[Arg<'_>],
         outs: Option<&mut [OutArg<'_>]>,
         size: Option<usize>,
-    ) -> Result<Vec<AnyTensor>> {
+    ) -> Result<Outputs> {
         // A call like the last remembered one reuses its plan (see `plan_memo`).
         let rememberable = outs.is_none() && size.is_none();
         if rememberable {
@@ -690,13 +696,13 @@ impl ElementwiseKernel {
         loaded: Option<&Arc<Loaded>>,
         args: &[Arg<'_>],
         outs: Option<&mut [OutArg<'_>]>,
-    ) -> Result<Vec<AnyTensor>> {
+    ) -> Result<Outputs> {
         let def = &self.def;
         let rt = cuda_runtime_lite::Runtime::get(b.device)?;
         let stream = cuda_runtime_lite::stream_for(b.device)?;
         // New outputs. SAFETY: the kernel writes every element the operation assigns; the
         // others are unspecified valid values (`new`'s documented contract).
-        let mut bufs = Vec::new();
+        let mut bufs: SmallVec<[OutBuf; 2]> = SmallVec::new();
         if outs.is_none() {
             for &d in &b.dtypes[def.inputs.len()..] {
                 bufs.push(unsafe { OutBuf::alloc(d, rt, &stream, b.n)? });

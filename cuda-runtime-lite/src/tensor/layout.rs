@@ -8,6 +8,7 @@
 
 use super::error::{Result, TensorError};
 use cuda_kernels::{StridedLayout, MAX_RANK};
+use smallvec::SmallVec;
 use std::ops::Range;
 
 /// Shape, strides (in elements) and offset (in elements) of a view into a storage buffer.
@@ -17,8 +18,9 @@ use std::ops::Range;
 /// [`Layout::expand`]).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Layout {
-    shape: Vec<usize>,
-    strides: Vec<isize>,
+    // Inline up to rank 4 (no heap allocation for the shape and strides of most tensors).
+    shape: SmallVec<[usize; 4]>,
+    strides: SmallVec<[isize; 4]>,
     offset: usize,
 }
 
@@ -40,8 +42,8 @@ pub(crate) fn numel_of(shape: &[usize]) -> Option<usize> {
 }
 
 /// The row-major strides of `shape` (the last dimension has stride 1), or `None` on overflow.
-pub(crate) fn contiguous_strides(shape: &[usize]) -> Option<Vec<isize>> {
-    let mut strides = vec![0isize; shape.len()];
+pub(crate) fn contiguous_strides(shape: &[usize]) -> Option<SmallVec<[isize; 4]>> {
+    let mut strides: SmallVec<[isize; 4]> = SmallVec::from_elem(0, shape.len());
     let mut step = 1isize;
     for (d, &s) in shape.iter().enumerate().rev() {
         strides[d] = step;
@@ -88,7 +90,7 @@ impl Layout {
         numel_of(shape).ok_or_else(overflow)?;
         let strides = contiguous_strides(shape).ok_or_else(overflow)?;
         Ok(Layout {
-            shape: shape.to_vec(),
+            shape: SmallVec::from_slice(shape),
             strides,
             offset: 0,
         })
@@ -163,7 +165,7 @@ impl Layout {
                 op,
                 dim,
                 rank,
-                shape: self.shape.clone(),
+                shape: self.shape.to_vec(),
             }),
         }
     }
@@ -174,7 +176,7 @@ impl Layout {
             dim,
             what,
             size: self.shape.get(dim).copied().unwrap_or(0),
-            shape: self.shape.clone(),
+            shape: self.shape.to_vec(),
         }
     }
 
@@ -198,7 +200,7 @@ impl Layout {
         if len > 0 {
             out.offset = self.advance(d, start).ok_or(TensorError::SizeOverflow {
                 op: OP,
-                shape: self.shape.clone(),
+                shape: self.shape.to_vec(),
             })?;
         }
         Ok(out)
@@ -224,7 +226,7 @@ impl Layout {
         }
         let offset = self.advance(d, index).ok_or(TensorError::SizeOverflow {
             op: OP,
-            shape: self.shape.clone(),
+            shape: self.shape.to_vec(),
         })?;
         let mut out = self.clone();
         out.shape.remove(d);
@@ -260,8 +262,8 @@ impl Layout {
         }
         let mut seen = vec![false; self.rank()];
         let mut out = Layout {
-            shape: Vec::with_capacity(dims.len()),
-            strides: Vec::with_capacity(dims.len()),
+            shape: SmallVec::with_capacity(dims.len()),
+            strides: SmallVec::with_capacity(dims.len()),
             offset: self.offset,
         };
         for &dim in dims {
@@ -288,7 +290,7 @@ impl Layout {
         if numel_of(shape) != Some(self.numel()) {
             return Err(TensorError::ShapeMismatch {
                 op,
-                lhs: self.shape.clone(),
+                lhs: self.shape.to_vec(),
                 rhs: shape.to_vec(),
                 why: format!(
                     "shape {shape:?} is invalid for a tensor of {} elements",
@@ -299,8 +301,8 @@ impl Layout {
         if !self.is_contiguous() {
             return Err(TensorError::NonContiguousView {
                 op,
-                shape: self.shape.clone(),
-                strides: self.strides.clone(),
+                shape: self.shape.to_vec(),
+                strides: self.strides.to_vec(),
                 requested: shape.to_vec(),
             });
         }
@@ -316,7 +318,7 @@ impl Layout {
         const OP: &str = "expand";
         let mismatch = |why: String| TensorError::ShapeMismatch {
             op: OP,
-            lhs: self.shape.clone(),
+            lhs: self.shape.to_vec(),
             rhs: shape.to_vec(),
             why,
         };
@@ -334,7 +336,7 @@ impl Layout {
             });
         }
         let lead = shape.len() - self.rank();
-        let mut strides = vec![0isize; shape.len()];
+        let mut strides: SmallVec<[isize; 4]> = SmallVec::from_elem(0, shape.len());
         for (i, &want) in shape.iter().enumerate().skip(lead) {
             let (have, stride) = (self.shape[i - lead], self.strides[i - lead]);
             strides[i] = if have == want {
@@ -349,7 +351,7 @@ impl Layout {
             };
         }
         Ok(Layout {
-            shape: shape.to_vec(),
+            shape: SmallVec::from_slice(shape),
             strides,
             offset: self.offset,
         })
@@ -365,7 +367,7 @@ impl Layout {
                 op: OP,
                 dim,
                 rank: self.rank() + 1,
-                shape: self.shape.clone(),
+                shape: self.shape.to_vec(),
             });
         }
         let d = d as usize;
@@ -422,15 +424,15 @@ impl Layout {
         if shape.len() > MAX_RANK {
             return Err(TensorError::TooManyDims {
                 op,
-                shape: self.shape.clone(),
-                strides: self.strides.clone(),
+                shape: self.shape.to_vec(),
+                strides: self.strides.to_vec(),
                 rank: shape.len(),
                 max: MAX_RANK,
             });
         }
         StridedLayout::new(&shape, &strides, self.offset).ok_or(TensorError::SizeOverflow {
             op,
-            shape: self.shape.clone(),
+            shape: self.shape.to_vec(),
         })
     }
 
