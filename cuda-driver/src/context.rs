@@ -263,6 +263,39 @@ impl Context {
         Ok(())
     }
 
+    /// How much of the device's default memory pool this process holds: `reserved` bytes taken
+    /// from the device (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`) and `used` bytes of them in live
+    /// allocations (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`). Every allocation of this crate comes
+    /// from that pool where the device has one, so unlike [`Context::mem_get_info`] (the whole
+    /// device, every process) this is this process's own allocated memory.
+    pub fn pool_usage(&self) -> Result<PoolUsage> {
+        if !self.inner.limits.memory_pools {
+            return Err(Error::Unsupported {
+                what: "memory pools",
+                why: "this device does not support cuMemAllocAsync; allocations use cuMemAlloc"
+                    .into(),
+            });
+        }
+        let drv = driver()?;
+        let mut pool = std::ptr::null_mut();
+        let (mut reserved, mut used) = (0u64, 0u64);
+        // SAFETY: out-pointers to locals; both attributes write one u64.
+        unsafe {
+            drv.cuDeviceGetDefaultMemPool(&mut pool, self.inner.device.as_raw())?;
+            drv.cuMemPoolGetAttribute(
+                pool,
+                cuda_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                (&mut reserved as *mut u64).cast(),
+            )?;
+            drv.cuMemPoolGetAttribute(
+                pool,
+                cuda_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
+                (&mut used as *mut u64).cast(),
+            )?;
+        }
+        Ok(PoolUsage { reserved, used })
+    }
+
     /// The legacy default stream (the NULL stream) of this context.
     pub fn default_stream(&self) -> Stream {
         Stream::null(self.clone())
@@ -472,4 +505,13 @@ impl Drop for ContextInner {
             release();
         }
     }
+}
+
+/// This process's share of a device's default memory pool ([`Context::pool_usage`]), in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolUsage {
+    /// Taken from the device by the pool (live allocations plus what the pool keeps cached).
+    pub reserved: u64,
+    /// In live allocations.
+    pub used: u64,
 }

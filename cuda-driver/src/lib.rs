@@ -125,7 +125,7 @@ mod stream;
 mod tensor_map;
 mod thread_guard;
 
-pub use context::{Context, Limit};
+pub use context::{Context, Limit, PoolUsage};
 pub use device::{ComputeCapability, Device, DeviceLimits};
 pub use error::{Error, Result};
 pub use event::Event;

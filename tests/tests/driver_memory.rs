@@ -32,6 +32,7 @@ fn main() {
         ),
         gpu("empty_buffers", empty_buffers),
         gpu("pool_release_threshold", pool_threshold),
+        gpu("pool_usage_counts_this_process", pool_usage),
     ]);
 }
 
@@ -337,5 +338,39 @@ fn pool_threshold() -> TestResult {
             "no pools but threshold accepted"
         );
     }
+    Ok(())
+}
+
+/// `pool_usage().used` grows by a live allocation's size and shrinks back once it is freed.
+fn pool_usage() -> TestResult {
+    let ctx = context()?;
+    if !ctx.limits().memory_pools {
+        ensure!(ctx.pool_usage().is_err(), "no pools but a pool usage");
+        return Ok(());
+    }
+    let s = ctx.new_stream()?;
+    s.synchronize()?;
+    let before = ctx.pool_usage()?;
+    let n = 16 << 20; // 64 MiB of f32
+    let d = s.alloc_zeros::<f32>(n)?;
+    s.synchronize()?;
+    let during = ctx.pool_usage()?;
+    ensure!(
+        during.used >= before.used + (n * 4) as u64,
+        "used {} -> {} with {} bytes live",
+        before.used,
+        during.used,
+        n * 4
+    );
+    ensure!(during.reserved >= during.used, "reserved {during:?}");
+    drop(d);
+    s.synchronize()?;
+    let after = ctx.pool_usage()?;
+    ensure!(
+        after.used + (n * 4) as u64 <= during.used,
+        "used {} after the free, {} before it",
+        after.used,
+        during.used
+    );
     Ok(())
 }

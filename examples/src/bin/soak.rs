@@ -12,8 +12,9 @@
 //! - **graphs + async copies**: replays of a captured graph of ten launches, and async pinned
 //!   host↔device copies.
 //!
-//! Every second it samples the process's resident memory (`/proc/self/statm`) and the device's
-//! used memory (`cuMemGetInfo`) and prints a line. After the warm-up (the first quarter of the
+//! Every second it samples the process's resident memory (`/proc/self/statm`) and its device
+//! memory in live allocations (the default memory pool's used bytes, `Context::pool_usage`; not
+//! `cuMemGetInfo`, which counts every process on the device) and prints a line. After the warm-up (the first quarter of the
 //! run), neither may grow by more than its tolerance, or the program fails. It also reports how
 //! many launches and allocation cycles ran (the targets are 10^6 and 10^5 for a full run).
 //!
@@ -116,8 +117,10 @@ fn body(args: Args) -> ProgramResult {
     while start.elapsed() < Duration::from_secs(seconds) && !stop.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_secs(1));
         let rss = rss_bytes();
-        let (free, total) = ctx.mem_get_info()?;
-        let used = (total - free) as u64;
+        // This process's allocations (the device's default pool), not `cuMemGetInfo`'s
+        // device-wide figure: other processes on the device (the other programs of
+        // `programs_quick`, which run at the same time) must not count as our growth.
+        let used = ctx.pool_usage()?.used;
         let t = start.elapsed().as_secs_f64();
         println!(
             "  t={t:6.1}s  rss {:8.1} MiB  device {:8.1} MiB  launches {:>10}  alloc cycles {:>9}  tensor ops {:>8}  replays {:>7}  async copies {:>7}",
