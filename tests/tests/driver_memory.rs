@@ -342,7 +342,10 @@ fn pool_threshold() -> TestResult {
 }
 
 /// `pool_usage().used` grows by a live allocation's size and shrinks back once it is freed.
+/// The pool is the whole process's, and this binary's other tests run at the same time on
+/// their own buffers (at most a few MiB each), so both comparisons allow them `SLACK`.
 fn pool_usage() -> TestResult {
+    const SLACK: u64 = 32 << 20;
     let ctx = context()?;
     if !ctx.limits().memory_pools {
         ensure!(ctx.pool_usage().is_err(), "no pools but a pool usage");
@@ -351,23 +354,23 @@ fn pool_usage() -> TestResult {
     let s = ctx.new_stream()?;
     s.synchronize()?;
     let before = ctx.pool_usage()?;
-    let n = 16 << 20; // 64 MiB of f32
+    let n = 64 << 20; // 256 MiB of f32
+    let bytes = (n * 4) as u64;
     let d = s.alloc_zeros::<f32>(n)?;
     s.synchronize()?;
     let during = ctx.pool_usage()?;
     ensure!(
-        during.used >= before.used + (n * 4) as u64,
-        "used {} -> {} with {} bytes live",
+        during.used + SLACK >= before.used + bytes,
+        "used {} -> {} with {bytes} bytes live",
         before.used,
-        during.used,
-        n * 4
+        during.used
     );
     ensure!(during.reserved >= during.used, "reserved {during:?}");
     drop(d);
     s.synchronize()?;
     let after = ctx.pool_usage()?;
     ensure!(
-        after.used + (n * 4) as u64 <= during.used,
+        after.used + bytes <= during.used + SLACK,
         "used {} after the free, {} before it",
         after.used,
         during.used
