@@ -237,10 +237,8 @@ impl Context {
         Ok(v)
     }
 
-    /// Sets how many bytes the device's default memory pool keeps cached after a synchronize
-    /// before returning memory to the system (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`). The driver's
-    /// default is 0 (return everything at each synchronize); `u64::MAX` keeps everything.
-    pub fn set_pool_release_threshold(&self, bytes: u64) -> Result<()> {
+    /// The device's default memory pool, or [`Error::Unsupported`] where the device has none.
+    fn default_pool(&self) -> Result<cuda_sys::CUmemoryPool> {
         if !self.inner.limits.memory_pools {
             return Err(Error::Unsupported {
                 what: "memory pools",
@@ -248,18 +246,37 @@ impl Context {
                     .into(),
             });
         }
-        let drv = driver()?;
         let mut pool = std::ptr::null_mut();
+        // SAFETY: out-pointer to a local; the device handle is this live context's.
+        unsafe { driver()?.cuDeviceGetDefaultMemPool(&mut pool, self.inner.device.as_raw())? };
+        Ok(pool)
+    }
+
+    /// Reads a u64 attribute of the device's default memory pool.
+    fn pool_attribute(&self, attr: cuda_sys::CUmemPool_attribute) -> Result<u64> {
+        let pool = self.default_pool()?;
+        let mut value = 0u64;
+        // SAFETY: the pool is the device's default (never destroyed); callers pass attributes
+        // whose value is one u64, written to a local.
+        unsafe { driver()?.cuMemPoolGetAttribute(pool, attr, (&mut value as *mut u64).cast())? };
+        Ok(value)
+    }
+
+    /// Sets how many bytes the device's default memory pool keeps cached after a synchronize
+    /// before returning memory to the system (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`). The driver's
+    /// default is 0 (return everything at each synchronize); `u64::MAX` keeps everything.
+    pub fn set_pool_release_threshold(&self, bytes: u64) -> Result<()> {
+        let pool = self.default_pool()?;
         let mut value = bytes;
-        // SAFETY: out-pointer to a local; the attribute takes a pointer to a u64.
+        // SAFETY: the pool is the device's default; the attribute takes a pointer to a u64,
+        // here a local.
         unsafe {
-            drv.cuDeviceGetDefaultMemPool(&mut pool, self.inner.device.as_raw())?;
-            drv.cuMemPoolSetAttribute(
+            driver()?.cuMemPoolSetAttribute(
                 pool,
                 cuda_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
                 (&mut value as *mut u64).cast(),
-            )?;
-        }
+            )?
+        };
         Ok(())
     }
 
@@ -269,31 +286,11 @@ impl Context {
     /// from that pool where the device has one, so unlike [`Context::mem_get_info`] (the whole
     /// device, every process) this is this process's own allocated memory.
     pub fn pool_usage(&self) -> Result<PoolUsage> {
-        if !self.inner.limits.memory_pools {
-            return Err(Error::Unsupported {
-                what: "memory pools",
-                why: "this device does not support cuMemAllocAsync; allocations use cuMemAlloc"
-                    .into(),
-            });
-        }
-        let drv = driver()?;
-        let mut pool = std::ptr::null_mut();
-        let (mut reserved, mut used) = (0u64, 0u64);
-        // SAFETY: out-pointers to locals; both attributes write one u64.
-        unsafe {
-            drv.cuDeviceGetDefaultMemPool(&mut pool, self.inner.device.as_raw())?;
-            drv.cuMemPoolGetAttribute(
-                pool,
-                cuda_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-                (&mut reserved as *mut u64).cast(),
-            )?;
-            drv.cuMemPoolGetAttribute(
-                pool,
-                cuda_sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_USED_MEM_CURRENT,
-                (&mut used as *mut u64).cast(),
-            )?;
-        }
-        Ok(PoolUsage { reserved, used })
+        use cuda_sys::CUmemPool_attribute as A;
+        Ok(PoolUsage {
+            reserved: self.pool_attribute(A::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT)?,
+            used: self.pool_attribute(A::CU_MEMPOOL_ATTR_USED_MEM_CURRENT)?,
+        })
     }
 
     /// The legacy default stream (the NULL stream) of this context.

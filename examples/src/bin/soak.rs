@@ -119,8 +119,14 @@ fn body(args: Args) -> ProgramResult {
         let rss = rss_bytes();
         // This process's allocations (the device's default pool), not `cuMemGetInfo`'s
         // device-wide figure: other processes on the device (the other programs of
-        // `programs_quick`, which run at the same time) must not count as our growth.
-        let used = ctx.pool_usage()?.used;
+        // `programs_quick`, which run at the same time) must not count as our growth. A device
+        // without memory pools (every allocation then `cuMemAlloc`) has only the latter.
+        let used = if ctx.limits().memory_pools {
+            ctx.pool_usage()?.used
+        } else {
+            let (free, total) = ctx.mem_get_info()?;
+            (total - free) as u64
+        };
         let t = start.elapsed().as_secs_f64();
         println!(
             "  t={t:6.1}s  rss {:8.1} MiB  device {:8.1} MiB  launches {:>10}  alloc cycles {:>9}  tensor ops {:>8}  replays {:>7}  async copies {:>7}",
