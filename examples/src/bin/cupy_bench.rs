@@ -207,7 +207,10 @@ fn body(args: Args) -> ProgramResult {
     let stream = cuda_runtime_lite::stream_for(dev)?;
     // The bare launches write their own output, never one a safe handle also holds.
     let y_bare = Tensor::<f32>::zeros(&[1])?;
-    let bare = BareLaunch::new(&hand.function(dev)?, &stream, &x1, &y_bare)?;
+    // SAFETY: `tanh2p1_hand` is (const float*, float*, unsigned long long) and touches
+    // element 0 for n = 1; x1 and y_bare have one element each, created on this thread's
+    // current stream, which `stream` is; y_bare is used by nothing else.
+    let bare = unsafe { BareLaunch::new(&hand.function(dev)?, &stream, &x1, &y_bare)? };
     for _ in 0..100 {
         k.call1::<f32>(&[(&x1).into()])?;
         bare.launch()?;
@@ -552,10 +555,16 @@ struct BareLaunch<'a> {
 }
 
 impl<'a> BareLaunch<'a> {
-    /// Launches of `function` (`tanh2p1_hand`) reading `x[0]` and writing `y[0]` on `stream`.
-    /// `y` is written behind the tensor's back (no tracking): give it a tensor nothing else
-    /// writes, and read it only after synchronizing `stream`.
-    fn new(
+    /// Launches of `function` reading `x[0]` and writing `y[0]` on `stream`, behind the
+    /// tensors' tracking.
+    ///
+    /// # Safety
+    /// `function` must be a kernel of the parameters `(const float*, float*, unsigned long long)`
+    /// that touches elements below the last one only (`tanh2p1_hand`), in `stream`'s context;
+    /// `x` and `y` must hold at least one element, with every earlier write to them ordered
+    /// before `stream`'s work; and while the returned value lives, nothing else may read or
+    /// write `y` except after synchronizing `stream`.
+    unsafe fn new(
         function: &cuda_driver::Function,
         stream: &'a cuda_driver::Stream,
         x: &'a Tensor<f32>,
@@ -578,11 +587,10 @@ impl<'a> BareLaunch<'a> {
             (&mut p[1] as *mut u64).cast(),
             (&mut p[2] as *mut u64).cast(),
         ];
-        // SAFETY: `raw` is a live kernel (its module kept loaded by `_function`) of the
-        // parameters (const float*, float*, unsigned long long), each pointer refers to a live
-        // value of that size; the kernel touches x[0] and y[0], tensors borrowed for 'a (so
-        // alive, their storage not replaced); the stream, borrowed too, belongs to the kernel's
-        // context, and every launch on it is ordered after the tensors' zero-fills on it.
+        // SAFETY: `new`'s contract: `raw` is a kernel of these three parameters (kept loaded by
+        // `_function`), each pointer refers to a live value of that size; it touches x[0] and
+        // y[0] of tensors borrowed for 'a (so alive, their storage not replaced), earlier
+        // writes to them are ordered before the stream's work, and nothing else uses y.
         unsafe {
             self.driver.cuLaunchKernel(
                 self.raw,
