@@ -110,12 +110,7 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
     const MmFragAddr<TA, TB> frag(base, wm, wn);
 
     float acc[4][8][4];
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-        for (int j = 0; j < 8; ++j)
-#pragma unroll
-            for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
+    mm_zero(acc);
 
 #pragma unroll
     for (int s = 0; s < MM_STAGES - 1; ++s) {

@@ -133,6 +133,16 @@ struct MmFragAddr {
     }
 };
 
+// A warp tile's accumulators, zeroed.
+__device__ __forceinline__ void mm_zero(float (&acc)[4][8][4]) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 8; ++j)
+#pragma unroll
+            for (int v = 0; v < 4; ++v) acc[i][j][v] = 0.0f;
+}
+
 // The 32 MMAs of one k step: acc[i][j] += A rows i (16) x B columns j (8).
 template <class E>
 __device__ __forceinline__ void mm_step(float (&acc)[4][8][4], const unsigned (&a)[4][4], const unsigned (&b)[8][2]) {
