@@ -11,11 +11,12 @@
 //     Shared memory rows are XOR-swizzled in 16-byte chunks so the 8 rows an ldmatrix phase reads
 //     fall in 8 different bank groups (no conflicts, no padding).
 //   * Global -> shared copies are `cp.async` (16 bytes, no register round trip; short or outside
-//     chunks are zero-filled by the copy itself), three stages deep, so the loads of tiles k+1, k+2
-//     are in flight while tile k is multiplied. One __syncthreads per k tile of 64. Tiles wholly
-//     inside the matrices copy without per-chunk bounds checks (see mm_load_tile).
-//   * Fragments are double-buffered in registers: the ldmatrix of the next k step (of the next
-//     tile, after its barrier, at a tile's last step) is issued before this step's mma.
+//     chunks are zero-filled by the copy itself), three stages deep, so the loads of the next
+//     tiles are in flight while tile k is multiplied. One __syncthreads per k tile of 64. Tiles
+//     wholly inside the matrices copy without per-chunk bounds checks (see mm_load_tile).
+//   * Fragments are double-buffered in registers: the ldmatrix of the next k step (at a tile's
+//     last step, of the next tile) is issued before this step's mma. The copies and the barrier
+//     are issued after a step's mma, behind queued tensor-core work (CUTLASS's order).
 //   * Every ldmatrix address is one of 8 per-thread registers plus a constant (MmFragAddr in
 //     mma_warp_tile.cuh; the k tiles are unrolled by stage), so no swizzle arithmetic runs in the
 //     k loop.
@@ -118,18 +119,20 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
 
-    // Fragments are double-buffered: the ldmatrix of step ks + 1 is issued before the mma of
-    // step ks, and across tiles the wait and barrier for tile kt + 1 come before the last step of
-    // tile kt (whose fragments are already in registers), so ldmatrix latency hides behind mma
-    // everywhere. The barrier also frees tile kt's stage, which the next copy then refills. The
-    // k tiles are unrolled by MM_STAGES so every stage's address is a constant (MmFragAddr).
+    // The k loop in the order CUTLASS's multistage mainloop uses (kernels/TUNING.md, "mma.sync,
+    // fourth round"). In each tile kt, at every k step: the ldmatrix of the next step (at the
+    // last step: of tile kt + 1's first step), then this step's 32 mma; after the first step's
+    // mma, every copy of tile kt + MM_STAGES - 1, into the stage tile kt - 1 used; after the
+    // second-to-last step's mma, the wait for tile kt + 1 and one barrier. Every ldmatrix of a
+    // tile is issued before its barrier, so that barrier frees the tile's stage for the copies
+    // of the next tile, and both the copies and the barrier come behind queued tensor-core work
+    // instead of in front of it. The k tiles are unrolled by MM_STAGES so every stage's address
+    // is a constant (MmFragAddr).
     constexpr int KS = MM_BK / 16;
-    static_assert(KS % 2 == 0, "the fragment buffers alternate per k step");
+    static_assert(KS % 2 == 0 && KS >= 2, "the fragment buffers alternate per k step");
     unsigned a[2][4][4], b[2][8][2];
     asm volatile("cp.async.wait_group %0;" ::"n"(MM_STAGES - 2) : "memory");
     __syncthreads();  // tile 0 is in shared memory
-    if (MM_STAGES - 1 < ktiles) load_stage(MM_STAGES - 1);
-    asm volatile("cp.async.commit_group;" ::: "memory");
     if (ktiles > 0) frag.load(0, 0, a[0], b[0]);
     for (int kt0 = 0; kt0 < ktiles; kt0 += MM_STAGES) {
 #pragma unroll
@@ -139,16 +142,15 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
 #pragma unroll
             for (int ks = 0; ks < KS; ++ks) {
                 const int cur = ks % 2, nxt = 1 - cur;
-                if (ks < KS - 1) {
-                    frag.load(st * MM_STAGE_BYTES, ks + 1, a[nxt], b[nxt]);
-                } else if (kt + 1 < ktiles) {
+                if (ks < KS - 1) frag.load(st * MM_STAGE_BYTES, ks + 1, a[nxt], b[nxt]);
+                else if (kt + 1 < ktiles) frag.load((st + 1) % MM_STAGES * MM_STAGE_BYTES, 0, a[nxt], b[nxt]);
+                mm_step<E>(acc, a[cur], b[cur]);
+                if (ks == 0 && kt + MM_STAGES - 1 < ktiles) load_stage(kt + MM_STAGES - 1);
+                if (ks == KS - 2) {
+                    asm volatile("cp.async.commit_group;" ::: "memory");
                     asm volatile("cp.async.wait_group %0;" ::"n"(MM_STAGES - 2) : "memory");
                     __syncthreads();  // tile kt + 1 is in shared memory; every warp is past tile kt's ldmatrix
-                    if (kt + MM_STAGES < ktiles) load_stage(kt + MM_STAGES);
-                    asm volatile("cp.async.commit_group;" ::: "memory");
-                    frag.load((st + 1) % MM_STAGES * MM_STAGE_BYTES, 0, a[nxt], b[nxt]);
                 }
-                mm_step<E>(acc, a[cur], b[cur]);
             }
         }
     }

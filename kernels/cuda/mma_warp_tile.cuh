@@ -19,7 +19,9 @@
 #define MM_A_BYTES (MM_BM * MM_BK * 2)  // 16 KB
 #define MM_B_BYTES (MM_BN * MM_BK * 2)  // 32 KB
 #define MM_STAGE_BYTES (MM_A_BYTES + MM_B_BYTES)
-#define MM_GROUP_M 8
+#ifndef MM_GROUP_M
+#define MM_GROUP_M 8  // tile rows a group of blocks walks together (16 measured the same)
+#endif
 
 // The block's tile of C: blocks walk MM_GROUP_M tile rows together, column by column, so the
 // blocks running at once share B in L2.
@@ -112,6 +114,11 @@ struct MmFragAddr {
                             (((2 * x + (mat & 1)) ^ mrow) << 4)
                       : tile + MM_A_BYTES + ((mat & 1) * 8 + mrow) * (MM_BN * 2) + wn * 128 +
                             (((2 * x + (mat >> 1)) ^ mrow) << 4);
+            // Opaque to ptxas (a volatile asm it cannot repeat): otherwise it recomputes the 8
+            // addresses from threadIdx at the top of every k tile, ~30 integer instructions per
+            // tile per warp, rather than keep them live (kernels/TUNING.md, fourth round: +3%).
+            asm volatile("mov.b32 %0, %0;" : "+r"(a[x]));
+            asm volatile("mov.b32 %0, %0;" : "+r"(b[x]));
         }
     }
     // Fragment i of A (rows 16 i..) and pair p of B (columns 16 p..) of k step ks, from the stage
