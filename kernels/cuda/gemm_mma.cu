@@ -22,6 +22,9 @@
 //     k loop.
 //   * A block of 8 warps computes a 128 x 256 tile of C; each warp 64 x 64 (4 x 8 mma tiles, 128
 //     f32 accumulators per thread), so every ldmatrix'd fragment feeds 4 or 8 mma.
+//   * C leaves through shared memory (mm_store_staged) when its rows allow 16-byte stores: the
+//     accumulator fragments hold 2 adjacent columns per thread, and storing them directly
+//     leaves every 32-byte sector half written by each instruction.
 //
 // Layouts (row-major, names as in sgemm.cu): nn: A [M, K], B [K, N]; nt: B stored [N, K];
 // tn: A stored [K, M]; tt: both. C [M, N] row stride ldc, written as the input type after f32
@@ -155,7 +158,13 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
         }
     }
     asm volatile("cp.async.wait_group 0;" ::: "memory");
-    mm_store<E>(acc, C, M, N, ldc, m0, n0, wm, wn);
+    static_assert(MM_COMPUTE_THREADS / 32 * MM_STAGED_WARP_BYTES <= MM_STAGES * MM_STAGE_BYTES, "staging fits the stages");
+    if (ldc % 8 == 0 && (((u64)C) & 15) == 0) {  // the same for every thread of the block
+        __syncthreads();  // every warp is past its last ldmatrix: the stages become the staging area
+        mm_store_staged<E>(acc, C, M, N, ldc, m0, n0, wm, wn, base + warp * MM_STAGED_WARP_BYTES);
+    } else {
+        mm_store<E>(acc, C, M, N, ldc, m0, n0, wm, wn);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(MM_THREADS, MM_MIN_BLOCKS)

@@ -7,7 +7,9 @@
 #include "dtype.cuh"
 #include "shared_address.cuh"
 
-#define MM_BM 128
+#ifndef MM_BM
+#define MM_BM 128  // the block's m extent (256 with MM_BN 128: the lab's 256 x 128 variant)
+#endif
 #ifndef MM_BN
 #define MM_BN 256  // the block's n extent: 256 (8 warps) or 128 (4 warps)
 #endif
@@ -187,3 +189,56 @@ __device__ __forceinline__ void mm_store(const float (&acc)[4][8][4], unsigned s
         }
     }
 }
+
+// The bytes mm_store_staged needs per warp: its 64 x 64 tile as 16-bit values.
+#define MM_STAGED_WARP_BYTES (64 * 64 * 2)
+
+// mm_store through shared memory: the warp writes its tile, rounded to the input type, into its
+// own MM_STAGED_WARP_BYTES at shared address `stage` (rows of 128 bytes, 16-byte chunks XORed with
+// the row's low 3 bits so neither side conflicts), then reads it back in 16-byte chunks and
+// stores whole 128-byte rows to C. Direct 4-byte stores from the fragments (mm_store) left each
+// 32-byte sector half written per instruction and cost ~10% of a 4096³ GEMM (kernels/TUNING.md,
+// fourth round). Needs C 16-byte aligned and ldc % 8 == 0 (a chunk never leaves its row); chunks
+// that reach past N are written element by element. The caller makes sure nothing else uses
+// `stage` (a block barrier after the k loop) and that every warp has its own.
+template <class E>
+__device__ __forceinline__ void mm_store_staged(const float (&acc)[4][8][4], unsigned short* __restrict__ C, int M,
+                                                int N, int ldc, int m0, int n0, int wm, int wn, unsigned stage) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int r = i * 16 + lane / 4 + 8 * h;  // row in the warp's tile
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+                const unsigned v = E::pack(acc[i][j][2 * h], acc[i][j][2 * h + 1]);
+                const unsigned a = stage + r * 128 + ((j ^ (r & 7)) << 4) + 4 * (lane % 4);
+                asm volatile("st.shared.b32 [%0], %1;" ::"r"(a), "r"(v) : "memory");
+            }
+        }
+    __syncwarp();
+    const int row0 = m0 + wm * 64, col0 = n0 + wn * 64;
+#pragma unroll 4
+    for (int t = 0; t < 16; ++t) {
+        const int q = lane + 32 * t, r = q / 8, ch = q % 8;
+        const int row = row0 + r, col = col0 + ch * 8;
+        if (row >= M || col >= N) continue;
+        unsigned x0, x1, x2, x3;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
+                     : "r"(stage + r * 128 + ((ch ^ (r & 7)) << 4)));
+        unsigned short* p = C + (long long)row * ldc + col;
+        if (col + 8 <= N) {
+            asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
+                         : "memory");
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+                const unsigned w = e < 2 ? x0 : e < 4 ? x1 : e < 6 ? x2 : x3;
+                if (col + e < N) p[e] = (unsigned short)(w >> (16 * (e % 2)));
+            }
+        }
+    }
+}
+

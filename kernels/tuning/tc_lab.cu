@@ -221,8 +221,9 @@ int main(int argc, char** argv) {
     const int mm_bk = getenv("MM_BK") ? atoi(getenv("MM_BK")) : 64;
     const int mm_stages = getenv("MM_STAGES") ? atoi(getenv("MM_STAGES")) : 3;
     const int mm_bn = getenv("MM_BN") ? atoi(getenv("MM_BN")) : 256;
-    const unsigned mm_threads = 2 * (mm_bn / 64) * 32;
-    const int MM_SMEM = mm_stages * (128 * mm_bk * 2 + mm_bn * mm_bk * 2) + 128;
+    const int mm_bm = getenv("MM_BM") ? atoi(getenv("MM_BM")) : 128;
+    const unsigned mm_threads = (mm_bm / 64) * (mm_bn / 64) * 32;
+    const int MM_SMEM = mm_stages * (mm_bm * mm_bk * 2 + mm_bn * mm_bk * 2) + 128;
     const int WG_SMEM = 4 * (128 * 128 + 256 * 128) + 1024 + 64;
 
     std::vector<Case> cases;
@@ -323,7 +324,7 @@ int main(int argc, char** argv) {
         RK(cudaMemcpy(dA, ha.data(), a_elems * es, cudaMemcpyHostToDevice));
         RK(cudaMemcpy(dB, hb.data(), b_elems * es, cudaMemcpyHostToDevice));
         RK(cudaMemset(dC, 0xff, c_elems * es));  // poison (NaN) so unwritten outputs fail the check
-        int tiles = c.wgmma ? ((c.M + 127) / 128) * ((c.N + 255) / 256) : ((c.M + 127) / 128) * ((c.N + mm_bn - 1) / mm_bn);
+        int tiles = c.wgmma ? ((c.M + 127) / 128) * ((c.N + 255) / 256) : ((c.M + mm_bm - 1) / mm_bm) * ((c.N + mm_bn - 1) / mm_bn);
         if (mt) tiles = ((c.M + 127) / 128) * ((c.N + 255) / 256);
         unsigned threads = c.wgmma ? 384 : mt ? 256 : mm_threads;
         CUtensorMap tmA, tmB;
