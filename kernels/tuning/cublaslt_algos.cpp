@@ -8,6 +8,7 @@
 //   /tmp/cublaslt_algos M N K            # sweep: every (algo id, tile, stages) AlgoCheck accepts
 //   ONLY="id:tile:stages ..." /tmp/cublaslt_algos M N K   # run just these, once each (for ncu)
 //   HEURISTIC_ONLY=1 /tmp/cublaslt_algos M N K             # cuBLAS's own picks only
+//   BATCH=100 ...                                          # each sample: 100 back-to-back calls
 //
 // Column-major C[M,N] = A[M,K] * B[K,N], A, B and C bf16, f32 accumulation and scale, no
 // transposes. Each configuration: 2 warm-up calls, then the median of 5 timed calls (CUDA events).
@@ -62,14 +63,15 @@ struct Gemm {
       if (call() != CUBLAS_STATUS_SUCCESS) return -1.f;
     if (cudaDeviceSynchronize() != cudaSuccess) return -2.f;
     std::vector<float> t;
+    const int batch = getenv("BATCH") ? atoi(getenv("BATCH")) : 1;  // back-to-back calls per sample
     for (int i = 0; i < reps; i++) {
       cudaEventRecord(e0);
-      call();
+      for (int b = 0; b < batch; b++) call();
       cudaEventRecord(e1);
       cudaEventSynchronize(e1);
       float ms;
       cudaEventElapsedTime(&ms, e0, e1);
-      t.push_back(ms);
+      t.push_back(ms / batch);
     }
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
