@@ -60,38 +60,28 @@ __device__ __forceinline__ void ldsm_x4_t(unsigned addr, unsigned& r0, unsigned&
                  : "r"(addr));
 }
 
-struct MmBF16 {
-    typedef bf16_t T;
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-        asm(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        unsigned v;
-        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(hi), "f"(lo));
-        return v;
-    }
-    static __device__ __forceinline__ unsigned short one(float x) { return f32_to_bf16(x); }
-};
-struct MmF16 {
-    typedef f16_t T;
-    static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
-        asm(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-            "{%0, %1, %2, %3};"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-    }
-    static __device__ __forceinline__ unsigned pack(float lo, float hi) {
-        unsigned v;
-        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(hi), "f"(lo));
-        return v;
-    }
-    static __device__ __forceinline__ unsigned short one(float x) { return f32_to_f16(x); }
-};
+// The element types of the warp tile: T (16-bit storage), the mma of one 16 x 8 x 16 step with
+// f32 accumulators, pack (two f32 rounded into one 32-bit pair, lo in the low half) and one (a
+// single f32 rounded). PTX names the type (bf16 / f16) inside the instruction strings.
+#define MM_ELEMENT(NAME, STORAGE, PTX, ONE)                                                                        \
+    struct NAME {                                                                                                  \
+        typedef STORAGE T;                                                                                         \
+        static __device__ __forceinline__ void mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) { \
+            asm("mma.sync.aligned.m16n8k16.row.col.f32." PTX "." PTX                                              \
+                ".f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"                              \
+                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                   \
+                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));                                   \
+        }                                                                                                          \
+        static __device__ __forceinline__ unsigned pack(float lo, float hi) {                                      \
+            unsigned v;                                                                                            \
+            asm("cvt.rn." PTX "x2.f32 %0, %1, %2;" : "=r"(v) : "f"(hi), "f"(lo));                                  \
+            return v;                                                                                              \
+        }                                                                                                          \
+        static __device__ __forceinline__ unsigned short one(float x) { return ONE(x); }                           \
+    };
+MM_ELEMENT(MmBF16, bf16_t, "bf16", f32_to_bf16)
+MM_ELEMENT(MmF16, f16_t, "f16", f32_to_f16)
+#undef MM_ELEMENT
 
 // The fragment loads of a tile stored in MmRowsLayout, with the swizzle worked out once per thread.
 // Every ldmatrix address is one of 8 per-thread registers plus a constant (the stage, and the k
