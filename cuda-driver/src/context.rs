@@ -151,7 +151,7 @@ impl Context {
         let ordinal = Device::all()?
             .iter()
             .position(|d| d.as_raw() == dev)
-            .ok_or(Error::Unsupported {
+            .ok_or_else(|| Error::Unsupported {
                 what: "Context::from_raw",
                 why: format!("the context's device {dev} is not among the driver's devices"),
             })?;

@@ -260,7 +260,7 @@ impl GraphExec {
     ) -> Result<()> {
         let drv = driver()?;
         let nodes = self.graph.kernel_nodes()?;
-        let node = *nodes.get(kernel_node).ok_or(Error::OutOfBounds {
+        let node = *nodes.get(kernel_node).ok_or_else(|| Error::OutOfBounds {
             op: "GraphExec::set_kernel_param (kernel node)",
             start: kernel_node,
             end: kernel_node + 1,

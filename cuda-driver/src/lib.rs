@@ -151,12 +151,16 @@ pub(crate) fn driver() -> Result<&'static cuda_sys::Driver> {
     if host_callback::active() {
         return Err(host_callback::refused());
     }
-    static INIT: OnceLock<Result<(), Error>> = OnceLock::new();
-    let drv = cuda_sys::Driver::get()?;
-    INIT.get_or_init(|| {
+    // Every launch path asks for the driver several times: after the first call this is one
+    // atomic load and a match (no clone of a `Result`, no second `OnceLock`).
+    static INIT: OnceLock<Result<&'static cuda_sys::Driver, Error>> = OnceLock::new();
+    match INIT.get_or_init(|| {
+        let drv = cuda_sys::Driver::get()?;
         // SAFETY: cuInit takes no pointers.
-        unsafe { drv.cuInit(0) }.map_err(Error::from)
-    })
-    .clone()?;
-    Ok(drv)
+        unsafe { drv.cuInit(0) }?;
+        Ok(drv)
+    }) {
+        Ok(drv) => Ok(drv),
+        Err(e) => Err(e.clone()),
+    }
 }

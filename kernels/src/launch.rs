@@ -64,7 +64,7 @@ pub(crate) fn check_len(
 
 /// `rows * cols`, or [`Error::TooLarge`] when it overflows.
 pub(crate) fn elems(op: &'static str, rows: usize, cols: usize) -> Result<usize> {
-    rows.checked_mul(cols).ok_or(Error::TooLarge {
+    rows.checked_mul(cols).ok_or_else(|| Error::TooLarge {
         op,
         what: "rows * cols",
         value: rows as u128 * cols as u128,

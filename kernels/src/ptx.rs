@@ -55,7 +55,7 @@ impl PtxFile {
             .iter()
             .filter(|t| t.runs_on(cc))
             .max_by_key(|t| (t.min_cc, t.arch.ends_with('a')))
-            .ok_or(Error::NoPtxForDevice {
+            .ok_or_else(|| Error::NoPtxForDevice {
                 file: self.name,
                 device: cc,
                 oldest: self

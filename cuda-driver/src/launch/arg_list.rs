@@ -71,6 +71,7 @@ impl<'a> ArgList<'a> {
     }
 
     /// An empty list with room for `params` parameters without reallocating.
+    #[inline]
     pub fn with_capacity(params: usize) -> Self {
         ArgList {
             arena: SmallVec::with_capacity(params * 2),
@@ -95,18 +96,27 @@ impl<'a> ArgList<'a> {
         self.slots.iter().map(|s| s.bytes).collect()
     }
 
+    #[inline]
     fn push_bytes(&mut self, bytes: &[u8]) {
         let word = self.arena.len();
-        let words = bytes.len().div_ceil(8).max(1);
-        self.arena.resize(word + words, 0);
-        bytemuck::cast_slice_mut::<u64, u8>(&mut self.arena[word..word + words])[..bytes.len()]
-            .copy_from_slice(bytes);
+        if bytes.len() <= 8 {
+            // Pointers and scalars, nearly every parameter: one word, no resize.
+            let mut w = [0u8; 8];
+            w[..bytes.len()].copy_from_slice(bytes);
+            self.arena.push(u64::from_ne_bytes(w));
+        } else {
+            let words = bytes.len().div_ceil(8);
+            self.arena.resize(word + words, 0);
+            bytemuck::cast_slice_mut::<u64, u8>(&mut self.arena[word..word + words])[..bytes.len()]
+                .copy_from_slice(bytes);
+        }
         self.slots.push(Slot {
             word,
             bytes: bytes.len(),
         });
     }
 
+    #[inline]
     fn push_buffer<T: DeviceRepr>(&mut self, s: &DeviceSlice<T>, offset: usize) -> Result<()> {
         if offset > s.len() {
             return Err(Error::OutOfBounds {
@@ -123,6 +133,7 @@ impl<'a> ArgList<'a> {
     }
 
     /// A pointer parameter the kernel only reads (`const T*`), to `s[0]`.
+    #[inline]
     pub fn read<T: DeviceRepr>(&mut self, s: &'a DeviceSlice<T>) -> &mut Self {
         // An offset of 0 is always within the slice.
         let _ = self.push_buffer(s, 0);
@@ -131,17 +142,20 @@ impl<'a> ArgList<'a> {
 
     /// A read-only pointer parameter to `s[offset]` (`offset <= s.len()`, else
     /// [`Error::OutOfBounds`]); the kernel's reads stay ordered and tracked for all of `s`.
+    #[inline]
     pub fn read_at<T: DeviceRepr>(&mut self, s: &'a DeviceSlice<T>, offset: usize) -> Result<()> {
         self.push_buffer(s, offset)
     }
 
     /// A pointer parameter the kernel writes (`T*`), to `s[0]`.
+    #[inline]
     pub fn write<T: DeviceRepr>(&mut self, s: &'a mut DeviceSlice<T>) -> &mut Self {
         let _ = self.push_buffer(&*s, 0);
         self
     }
 
     /// A written pointer parameter to `s[offset]` (`offset <= s.len()`).
+    #[inline]
     pub fn write_at<T: DeviceRepr>(
         &mut self,
         s: &'a mut DeviceSlice<T>,
@@ -152,6 +166,7 @@ impl<'a> ArgList<'a> {
 
     /// A parameter passed by value: its bytes, exactly `size_of::<T>()` of them. Types aligned
     /// to more than 8 bytes do not compile (no kernel parameter of this crate needs them).
+    #[inline]
     pub fn scalar<T: DeviceRepr>(&mut self, value: T) -> &mut Self {
         const {
             assert!(
@@ -171,6 +186,7 @@ impl<'a> ArgList<'a> {
     }
 
     /// The pointer array the driver takes: one pointer per parameter, into the arena.
+    #[inline]
     fn pointers(&self, out: &mut SmallVec<[*mut c_void; INLINE_PARAMS]>) {
         let base = self.arena.as_ptr();
         out.extend(self.slots.iter().map(|s| {

@@ -140,7 +140,46 @@ impl LaunchConfig {
     /// Checks the configuration against the device's limits and the kernel's own (its max
     /// threads per block, which its register use lowers, and its static plus allowed dynamic
     /// shared memory). `kernel` names the kernel in the error.
+    #[inline]
     pub fn validate(&self, limits: &DeviceLimits, kernel: &KernelLimits, name: &str) -> Result<()> {
+        if self.plainly_fits(limits, kernel) {
+            return Ok(());
+        }
+        self.validate_in_full(limits, kernel, name)
+    }
+
+    /// The common case in a few comparisons, for every launch: every dimension between 1 and
+    /// its limit, the threads and the dynamic shared memory within both limits, no cluster, not
+    /// cooperative. `true` only where [`LaunchConfig::validate_in_full`] finds nothing wrong.
+    #[inline]
+    fn plainly_fits(&self, limits: &DeviceLimits, kernel: &KernelLimits) -> bool {
+        let (b, g) = (self.block, self.grid);
+        let within = |v: [u32; 3], max: [u32; 3]| {
+            v[0] >= 1
+                && v[1] >= 1
+                && v[2] >= 1
+                && v[0] <= max[0]
+                && v[1] <= max[1]
+                && v[2] <= max[2]
+        };
+        let threads = b.volume();
+        within([b.x, b.y, b.z], limits.max_block_dim)
+            && within([g.x, g.y, g.z], limits.max_grid_dim)
+            && threads <= limits.max_threads_per_block as u64
+            && threads <= kernel.max_threads_per_block as u64
+            && self.shared_mem_bytes <= kernel.max_dynamic_shared_bytes
+            && self.cluster.is_none()
+            && !self.cooperative
+    }
+
+    /// Every check, with the message that names the first problem found.
+    #[cold]
+    fn validate_in_full(
+        &self,
+        limits: &DeviceLimits,
+        kernel: &KernelLimits,
+        name: &str,
+    ) -> Result<()> {
         let fail = |problem: String| {
             Err(Error::LaunchConfig {
                 kernel: name.to_string(),
@@ -267,6 +306,53 @@ mod tests {
 
     fn problem(cfg: LaunchConfig) -> String {
         cfg.validate(&h100(), &K, "k").unwrap_err().to_string()
+    }
+
+    /// The fast path accepts nothing the full check refuses, over every combination of
+    /// boundary values of each field (and accepts the plain configurations themselves).
+    #[test]
+    fn fast_path_agrees_with_the_full_check() {
+        let lim = h100();
+        let dims = [0u32, 1, 2, 64, 65, 1024, 1025, 65535, 65536, 2147483647];
+        let (mut fast, mut checked) = (0, 0);
+        for &bx in &dims {
+            for &by in &[0u32, 1, 2, 1024, 1025] {
+                for &bz in &[0u32, 1, 64, 65] {
+                    for &gx in &dims {
+                        for &gy in &[0u32, 1, 65535, 65536] {
+                            for &shm in &[0u32, 48 << 10, (48 << 10) + 1] {
+                                for k in [
+                                    K,
+                                    KernelLimits {
+                                        max_threads_per_block: 256,
+                                        ..K
+                                    },
+                                ] {
+                                    let cfg = LaunchConfig::new((gx, gy, 1), (bx, by, bz))
+                                        .with_shared_mem(shm);
+                                    let full = cfg.validate_in_full(&lim, &k, "k");
+                                    if cfg.plainly_fits(&lim, &k) {
+                                        fast += 1;
+                                        assert!(full.is_ok(), "{cfg:?}: {full:?}");
+                                    }
+                                    checked += 1;
+                                    assert_eq!(
+                                        cfg.validate(&lim, &k, "k").is_ok(),
+                                        full.is_ok(),
+                                        "{cfg:?}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(fast > 0 && fast < checked, "{fast} of {checked}");
+        assert!(LaunchConfig::new(132, 256).plainly_fits(&lim, &K));
+        assert!(!LaunchConfig::new(132, 256)
+            .with_cluster((2, 1, 1))
+            .plainly_fits(&lim, &K));
     }
 
     #[test]

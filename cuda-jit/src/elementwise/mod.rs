@@ -24,7 +24,8 @@ use std::time::Duration;
 
 /// A call's outputs, on the stack for up to two (`call1` takes its tensor without a heap
 /// allocation; `call` returns them as a `Vec`).
-type Outputs = SmallVec<[AnyTensor; 2]>;
+/// The buffers a call allocated for its outputs (none for `call_into`).
+type NewOutputs = SmallVec<[OutBuf; 2]>;
 
 /// How a parameter reaches the kernel in one call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -235,7 +236,7 @@ impl ElementwiseKernel {
     /// outputs, newly allocated (contiguous, of the inputs' broadcast shape), in parameter
     /// order. The work is queued on the tensors' device's current stream.
     pub fn call(&self, args: &[Arg<'_>]) -> Result<Vec<AnyTensor>> {
-        self.run(args, None, None).map(Outputs::into_vec)
+        self.run(args, None, None, collect_outputs)
     }
 
     /// [`ElementwiseKernel::call`] for a kernel with one output of type `T`.
@@ -244,24 +245,28 @@ impl ElementwiseKernel {
         T: cuda_runtime_lite::TensorElement,
         cuda_runtime_lite::Tensor<T>: TryFrom<AnyTensor, Error = JitError>,
     {
-        let out = self.run(args, None, None)?;
-        let n = out.len();
-        match (out.into_iter().next(), n) {
-            (Some(t), 1) => t.into_typed::<T>().map_err(|e| self.named(e)),
-            _ => Err(JitError::ArgCount {
-                kernel: self.def.name.clone(),
-                what: "outputs (call1 returns one)",
-                expected: 1,
-                found: n,
-                params: params::list(&self.def.outputs),
-            }),
-        }
+        self.run(args, None, None, |bufs, shape| {
+            let n = bufs.len();
+            match (bufs.into_iter().next(), n) {
+                (Some(b), 1) => b
+                    .into_tensor(shape)?
+                    .into_typed::<T>()
+                    .map_err(|e| self.named(e)),
+                _ => Err(JitError::ArgCount {
+                    kernel: self.def.name.clone(),
+                    what: "outputs (call1 returns one)",
+                    expected: 1,
+                    found: n,
+                    params: params::list(&self.def.outputs),
+                }),
+            }
+        })
     }
 
     /// Runs the kernel with `n` elements when no (non-raw) tensor argument gives the size
     /// (CuPy's `size=`): outputs are 1-D of length `n`.
     pub fn call_sized(&self, args: &[Arg<'_>], n: usize) -> Result<Vec<AnyTensor>> {
-        self.run(args, None, Some(n)).map(Outputs::into_vec)
+        self.run(args, None, Some(n), collect_outputs)
     }
 
     /// Runs the kernel writing into `outputs` (one per output parameter), in place: each is
@@ -269,7 +274,7 @@ impl ElementwiseKernel {
     /// `Tensor::is_exclusive`), must have the broadcast shape (raw outputs: any shape), and may
     /// be read by the operation.
     pub fn call_into(&self, args: &[Arg<'_>], outputs: &mut [OutArg<'_>]) -> Result<()> {
-        self.run(args, Some(outputs), None).map(|_| ())
+        self.run(args, Some(outputs), None, |_, _| Ok(()))
     }
 
     /// The generated CUDA source for these arguments (the specialization a call with them
@@ -663,17 +668,21 @@ impl ElementwiseKernel {
         }
     }
 
-    fn run(
+    /// Binds, looks up and launches the call, then hands the new output buffers and their shape
+    /// to `finish` (each caller builds its own return value from them, without an intermediate
+    /// collection on the per-call path).
+    fn run<R>(
         &self,
         args: &[Arg<'_>],
         outs: Option<&mut [OutArg<'_>]>,
         size: Option<usize>,
-    ) -> Result<Outputs> {
+        finish: impl FnOnce(NewOutputs, &[usize]) -> Result<R>,
+    ) -> Result<R> {
         // A call like the last remembered one reuses its plan (see `plan_memo`).
         let rememberable = outs.is_none() && size.is_none();
         if rememberable {
             if let Some(plan) = self.def.memo.get(args) {
-                return self.execute(&plan.bound, Some(&plan.loaded), args, None);
+                return self.execute(&plan.bound, Some(&plan.loaded), args, None, finish);
             }
         }
         let b = self.bind(args, outs.as_deref(), size)?;
@@ -683,33 +692,35 @@ impl ElementwiseKernel {
             self.def
                 .memo
                 .put(plan_memo::Signature::of(args), plan.clone());
-            return self.execute(&plan.bound, Some(&plan.loaded), args, None);
+            return self.execute(&plan.bound, Some(&plan.loaded), args, None, finish);
         }
-        self.execute(&b, None, args, outs)
+        self.execute(&b, None, args, outs, finish)
     }
 
     /// Allocates the outputs (unless given), fills the argument list and launches the bound
-    /// call `b` (its specialization `loaded`, when already looked up).
-    fn execute(
+    /// call `b` (its specialization `loaded`, when already looked up); then `finish` as in
+    /// [`ElementwiseKernel::run`].
+    fn execute<R>(
         &self,
         b: &Bound,
         loaded: Option<&Arc<Loaded>>,
         args: &[Arg<'_>],
         outs: Option<&mut [OutArg<'_>]>,
-    ) -> Result<Outputs> {
+        finish: impl FnOnce(NewOutputs, &[usize]) -> Result<R>,
+    ) -> Result<R> {
         let def = &self.def;
         let rt = cuda_runtime_lite::Runtime::get(b.device)?;
         let stream = cuda_runtime_lite::stream_for(b.device)?;
         // New outputs. SAFETY: the kernel writes every element the operation assigns; the
         // others are unspecified valid values (`new`'s documented contract).
-        let mut bufs: SmallVec<[OutBuf; 2]> = SmallVec::new();
+        let mut bufs = NewOutputs::new();
         if outs.is_none() {
             for &d in &b.dtypes[def.inputs.len()..] {
                 bufs.push(unsafe { OutBuf::alloc(d, rt, &stream, b.n)? });
             }
         }
         if b.n == 0 {
-            return bufs.into_iter().map(|o| o.into_tensor(&b.shape)).collect();
+            return finish(bufs, &b.shape);
         }
         let looked_up;
         let l: &Loaded = match loaded {
@@ -773,8 +784,13 @@ impl ElementwiseKernel {
         // `as_mut_slice`), so no other tensor observes the writes.
         unsafe { l.functions[0].launch_args(&stream, &cfg, &list)? };
         drop(list);
-        bufs.into_iter().map(|o| o.into_tensor(&b.shape)).collect()
+        finish(bufs, &b.shape)
     }
+}
+
+/// The new output buffers as tensors of `shape`, in parameter order.
+fn collect_outputs(bufs: NewOutputs, shape: &[usize]) -> Result<Vec<AnyTensor>> {
+    bufs.into_iter().map(|o| o.into_tensor(shape)).collect()
 }
 
 /// Blocks for `n` elements: one thread per element, capped at 4 waves of resident blocks (the

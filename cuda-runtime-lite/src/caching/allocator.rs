@@ -6,7 +6,7 @@ use super::size_class::{size_class, Pool};
 use super::stats::MemoryStats;
 use crate::Result;
 use cuda_driver::{Context, DeviceBuffer, DeviceRepr, Stream};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// A caching device-memory allocator for one device, like PyTorch's `CUDACachingAllocator`
@@ -28,7 +28,7 @@ pub(crate) struct Shared {
 struct State {
     /// Cached blocks by (home stream, size class); each list is used LIFO (the most recently
     /// returned block is the likeliest to still be in L2).
-    free: HashMap<BlockKey, Vec<DeviceBuffer<u8>>>,
+    free: FxHashMap<BlockKey, Vec<DeviceBuffer<u8>>>,
     stats: MemoryStats,
 }
 
@@ -55,7 +55,7 @@ impl CachingAllocator {
             shared: Arc::new(Shared {
                 ctx: ctx.clone(),
                 state: Mutex::new(State {
-                    free: HashMap::new(),
+                    free: FxHashMap::default(),
                     stats: MemoryStats {
                         device: ctx.device().ordinal(),
                         ..MemoryStats::default()
@@ -96,15 +96,15 @@ impl CachingAllocator {
             }
             .into());
         }
-        let overflow = cuda_driver::Error::SizeOverflow {
+        let overflow = || cuda_driver::Error::SizeOverflow {
             op: OP,
             count: len,
             elem_size: std::mem::size_of::<T>(),
         };
         let requested = len
             .checked_mul(std::mem::size_of::<T>())
-            .ok_or(overflow.clone())?;
-        let (class, pool) = size_class(requested).ok_or(overflow)?;
+            .ok_or_else(overflow)?;
+        let (class, pool) = size_class(requested).ok_or_else(overflow)?;
         let info = BlockInfo {
             key: BlockKey {
                 stream: stream.as_raw() as usize,

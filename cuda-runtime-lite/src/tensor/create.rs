@@ -214,7 +214,7 @@ impl<T: TensorElement> Tensor<T> {
         self.to_vec()?
             .first()
             .copied()
-            .ok_or(TensorError::SizeOverflow {
+            .ok_or_else(|| TensorError::SizeOverflow {
                 op: "item",
                 shape: self.shape().to_vec(),
             })

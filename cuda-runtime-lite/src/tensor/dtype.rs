@@ -441,10 +441,11 @@ fn fill_by_broadcast<T: DeviceRepr>(
         return Ok(());
     }
     let one = s.clone_htod(&[value])?;
-    let layout = StridedLayout::new(&[out.len()], &[0], 0).ok_or(TensorError::SizeOverflow {
-        op: "fill",
-        shape: vec![out.len()],
-    })?;
+    let layout =
+        StridedLayout::new(&[out.len()], &[0], 0).ok_or_else(|| TensorError::SizeOverflow {
+            op: "fill",
+            shape: vec![out.len()],
+        })?;
     ops::strided_copy(k, s, &one, &layout, out)?;
     Ok(())
 }

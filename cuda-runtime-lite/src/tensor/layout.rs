@@ -198,10 +198,12 @@ impl Layout {
         let mut out = self.clone();
         out.shape[d] = len;
         if len > 0 {
-            out.offset = self.advance(d, start).ok_or(TensorError::SizeOverflow {
-                op: OP,
-                shape: self.shape.to_vec(),
-            })?;
+            out.offset = self
+                .advance(d, start)
+                .ok_or_else(|| TensorError::SizeOverflow {
+                    op: OP,
+                    shape: self.shape.to_vec(),
+                })?;
         }
         Ok(out)
     }
@@ -224,10 +226,12 @@ impl Layout {
                 format!("index {index} (must be < {})", self.shape[d]),
             ));
         }
-        let offset = self.advance(d, index).ok_or(TensorError::SizeOverflow {
-            op: OP,
-            shape: self.shape.to_vec(),
-        })?;
+        let offset = self
+            .advance(d, index)
+            .ok_or_else(|| TensorError::SizeOverflow {
+                op: OP,
+                shape: self.shape.to_vec(),
+            })?;
         let mut out = self.clone();
         out.shape.remove(d);
         out.strides.remove(d);
@@ -430,7 +434,7 @@ impl Layout {
                 max: MAX_RANK,
             });
         }
-        StridedLayout::new(&shape, &strides, self.offset).ok_or(TensorError::SizeOverflow {
+        StridedLayout::new(&shape, &strides, self.offset).ok_or_else(|| TensorError::SizeOverflow {
             op,
             shape: self.shape.to_vec(),
         })

@@ -41,7 +41,7 @@ pub fn copy_strided(
     let need = (n - 1)
         .checked_mul(stride)
         .and_then(|v| v.checked_add(1))
-        .ok_or(Error::TooLarge {
+        .ok_or_else(|| Error::TooLarge {
             op: OP,
             what: "(dst.len() - 1) * stride",
             value: (n - 1) as u128 * stride as u128,

@@ -207,7 +207,7 @@ fn copy_rows<T: cuda_driver::DeviceRepr>(
     ld: usize,
     ldp: usize,
 ) -> Result<DeviceBuffer<T>> {
-    let len = rows.checked_mul(ldp).ok_or(Error::TooLarge {
+    let len = rows.checked_mul(ldp).ok_or_else(|| Error::TooLarge {
         op: "gemm (tensor cores)",
         what: "padded operand",
         value: rows as u128 * ldp as u128,

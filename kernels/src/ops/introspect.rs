@@ -26,7 +26,7 @@ pub fn thread_hierarchy(
         });
     let need = threads
         .and_then(|t| usize::try_from(t).ok())
-        .ok_or(Error::TooLarge {
+        .ok_or_else(|| Error::TooLarge {
             op: OP,
             what: "8 × threads",
             value: 8

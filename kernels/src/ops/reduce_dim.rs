@@ -178,10 +178,12 @@ fn reduce_dim<T: DeviceRepr, A: DeviceRepr>(
         value: outer as u128 * size as u128 * inner as u128,
         max: usize::MAX as u128,
     };
-    let n_out = outer.checked_mul(inner).ok_or(too_large("outer × inner"))?;
+    let n_out = outer
+        .checked_mul(inner)
+        .ok_or_else(|| too_large("outer × inner"))?;
     let n_in = n_out
         .checked_mul(size)
-        .ok_or(too_large("outer × size × inner"))?;
+        .ok_or_else(|| too_large("outer × size × inner"))?;
     check_len(op, "x", x.len(), n_in)?;
     check_len(op, "out", out.len(), n_out)?;
     if n_out == 0 {
@@ -276,7 +278,7 @@ fn cols<T: DeviceRepr, A: DeviceRepr>(
     let partial_len = outer
         .checked_mul(parts)
         .and_then(|v| v.checked_mul(inner))
-        .ok_or(Error::TooLarge {
+        .ok_or_else(|| Error::TooLarge {
             op,
             what: "partials",
             value: outer as u128 * parts as u128 * inner as u128,

@@ -40,7 +40,7 @@ pub(crate) fn check_operand(
             ),
         });
     }
-    let need = span(rows, cols, ld).ok_or(Error::TooLarge {
+    let need = span(rows, cols, ld).ok_or_else(|| Error::TooLarge {
         op,
         what,
         value: rows as u128 * ld as u128,
@@ -378,7 +378,7 @@ fn sgemm_any_plan(
         } else {
             n
         };
-        let len = kdim.checked_mul(ld).ok_or(Error::TooLarge {
+        let len = kdim.checked_mul(ld).ok_or_else(|| Error::TooLarge {
             op: OP,
             what: "relayout of b",
             value: kdim as u128 * ld as u128,

@@ -77,7 +77,7 @@ impl<T: TensorElement + NcclType> Tensor<T> {
         shape.extend_from_slice(src.shape());
         let total = n
             .checked_mul(comm.size())
-            .ok_or(TensorError::SizeOverflow {
+            .ok_or_else(|| TensorError::SizeOverflow {
                 op: OP,
                 shape: shape.clone(),
             })?;

@@ -42,10 +42,11 @@ impl<T: TensorElement> Tensor<T> {
             *self = Tensor::from_storage(storage, src.shape())?;
         }
         let exec = self.exec()?;
-        let storage = Arc::get_mut(&mut self.storage).ok_or(TensorError::InvalidArgument {
-            op: "in-place op",
-            problem: "internal error: a fresh storage is shared".into(),
-        })?;
+        let storage =
+            Arc::get_mut(&mut self.storage).ok_or_else(|| TensorError::InvalidArgument {
+                op: "in-place op",
+                problem: "internal error: a fresh storage is shared".into(),
+            })?;
         Ok((exec, storage.slice_mut()))
     }
 

@@ -113,7 +113,7 @@ pub(super) fn operand_slice<T: TensorElement>(
     let end = t
         .offset()
         .checked_add(span)
-        .ok_or(TensorError::SizeOverflow {
+        .ok_or_else(|| TensorError::SizeOverflow {
             op: "matmul",
             shape: t.shape().to_vec(),
         })?;

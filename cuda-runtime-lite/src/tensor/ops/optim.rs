@@ -184,7 +184,7 @@ pub fn adam4_<T: GradElement>(
     let four = first_step
         .checked_add(4)
         .filter(|&end| end <= sv.len())
-        .ok_or(crate::tensor::error::TensorError::InvalidArgument {
+        .ok_or_else(|| crate::tensor::error::TensorError::InvalidArgument {
             op: OP,
             problem: format!("step counters {first_step}..+4 of {} counters", sv.len()),
         })?;
