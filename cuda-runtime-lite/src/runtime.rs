@@ -139,6 +139,13 @@ impl Runtime {
         &self.stream
     }
 
+    /// The stream work for this device goes to on the calling thread: the innermost
+    /// [`crate::use_stream`] scope for the device, else [`Runtime::default_stream`]
+    /// ([`crate::stream_for`] without looking the runtime up again).
+    pub fn current_stream(&self) -> Stream {
+        crate::stream_scope::scoped(self.ordinal).unwrap_or_else(|| self.stream.clone())
+    }
+
     /// The device's caching allocator.
     pub fn allocator(&self) -> &CachingAllocator {
         &self.allocator

@@ -7,6 +7,7 @@ pub mod bench;
 pub mod cli;
 pub mod cpu_baseline;
 pub mod cpu_mlp;
+pub mod cpu_pin;
 pub mod exit;
 pub mod jit;
 pub mod output;

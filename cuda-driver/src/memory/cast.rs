@@ -174,25 +174,21 @@ impl DeviceBuffer<u8> {
     pub fn into_typed<T: DeviceRepr>(self, len: usize) -> Result<TypedBytes<T>, IntoTypedError> {
         const OP: &str = "DeviceBuffer::into_typed";
         let raw = DeviceSlice::raw_parts(&*self);
-        let checked = len
-            .checked_mul(size_of::<T>())
-            .ok_or(Error::SizeOverflow {
+        // Every caching-allocator hit comes through here: the errors are built only when needed.
+        let checked = match len.checked_mul(size_of::<T>()) {
+            None => Err(Error::SizeOverflow {
                 op: OP,
                 count: len,
                 elem_size: size_of::<T>(),
-            })
-            .and_then(|bytes| {
-                if bytes > raw.len {
-                    Err(Error::OutOfBounds {
-                        op: OP,
-                        start: 0,
-                        end: bytes,
-                        len: raw.len,
-                    })
-                } else {
-                    check_cast::<T>(OP, raw.ptr, bytes)
-                }
-            });
+            }),
+            Some(bytes) if bytes > raw.len => Err(Error::OutOfBounds {
+                op: OP,
+                start: 0,
+                end: bytes,
+                len: raw.len,
+            }),
+            Some(bytes) => check_cast::<T>(OP, raw.ptr, bytes),
+        };
         match checked {
             Ok(n) => Ok(TypedBytes {
                 raw: SliceRaw {

@@ -710,7 +710,7 @@ impl ElementwiseKernel {
     ) -> Result<R> {
         let def = &self.def;
         let rt = cuda_runtime_lite::Runtime::get(b.device)?;
-        let stream = cuda_runtime_lite::stream_for(b.device)?;
+        let stream = rt.current_stream();
         // New outputs. SAFETY: the kernel writes every element the operation assigns; the
         // others are unspecified valid values (`new`'s documented contract).
         let mut bufs = NewOutputs::new();

@@ -76,9 +76,10 @@ impl Exec {
     }
 
     fn with_runtime(rt: &'static Runtime) -> Exec {
-        let stream = crate::stream_scope::scoped(rt.ordinal())
-            .unwrap_or_else(|| rt.default_stream().clone());
-        Exec { rt, stream }
+        Exec {
+            rt,
+            stream: rt.current_stream(),
+        }
     }
 
     /// The runtime of the calling thread's current device.

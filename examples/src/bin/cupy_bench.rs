@@ -19,6 +19,11 @@
 //! (`--cupy-script tools/cupy_bench.py`), then the report is one table with the ratios.
 //! Targets: per-call overhead ≤ 0.5× CuPy's, throughput ≥ 0.95× the hand-written kernel.
 //!
+//! Every process of the run is pinned to one CPU (the one the program starts on, or `--cpu N`;
+//! `--no-pin` turns it off). Unpinned on an H100 host, CuPy's call took 6.9-14.5 µs from run to
+//! run while the bare launch in our process did not move with it; pinned, both processes share
+//! one core's state, and the bare launch moved with CuPy's fast runs (docs/results, stop 24).
+//!
 //! Run: `cargo run --release -p cuda-examples --bin cupy_bench [-- --quick] [--cupy-script tools/cupy_bench.py]`
 
 use clap::Parser;
@@ -61,6 +66,14 @@ struct Args {
     /// Run this script (`tools/cupy_bench.py`) with python3 for CuPy's figures.
     #[arg(long)]
     cupy_script: Option<std::path::PathBuf>,
+    /// The CPU this program and the processes it starts (CuPy's included) run on; default: the
+    /// one it starts on.
+    #[arg(long)]
+    cpu: Option<usize>,
+    /// Leave the scheduler free to move the processes between CPUs (the paired ratio then also
+    /// compares the cores each process got).
+    #[arg(long, conflicts_with = "cpu")]
+    no_pin: bool,
     /// Internal: measure the first call in this (new) process and print it as JSON.
     #[arg(long, hide = true)]
     child_first_call: bool,
@@ -143,6 +156,20 @@ fn body(args: Args) -> ProgramResult {
     if args.child_first_call {
         return child_first_call(dev, args.preload_nvrtc);
     }
+    // Before anything starts a thread or a process, so that all of them inherit it.
+    let pinned = if args.no_pin {
+        None
+    } else {
+        let cpu = args.cpu.or_else(cuda_examples::cpu_pin::current_cpu);
+        match cpu {
+            Some(c) => {
+                cuda_examples::cpu_pin::pin_to_cpu(c)
+                    .map_err(|e| format!("pinning to CPU {c}: {e} (or pass --no-pin)"))?;
+                Some(c)
+            }
+            None => None,
+        }
+    };
     let quick = args.common.quick;
     let n = if quick { args.n.min(1_000_000) } else { args.n };
     let calls = args.common.pick(300, 3000);
@@ -519,6 +546,14 @@ fn body(args: Args) -> ProgramResult {
          state); the bare launch is what any library's call costs at least on this machine, and \
          the last of them compares what each library adds on top of it."
     );
+    match pinned {
+        Some(c) => println!(
+            "Every process of this run (ours, CuPy's, the first-call children) ran on CPU {c} \
+             only, so each pair of blocks compares the libraries on the same core (--no-pin: \
+             wherever the scheduler puts them)."
+        ),
+        None => println!("Processes not pinned: each ran wherever the scheduler put it."),
+    }
     if paired {
         println!(
             "Per-call host times: {pairs} pairs of blocks of {block} calls, a CuPy block (its \
