@@ -8,6 +8,7 @@
 //   /tmp/cublaslt_algos M N K            # sweep: every (algo id, tile, stages) AlgoCheck accepts
 //   ONLY="id:tile:stages ..." /tmp/cublaslt_algos M N K   # run just these, once each (for ncu)
 //   HEURISTIC_ONLY=1 /tmp/cublaslt_algos M N K             # cuBLAS's own picks only
+//   HEURISTICS=1 ...                                       # time only the first N of those picks
 //   BATCH=100 ...                                          # each sample: 100 back-to-back calls
 //
 // Column-major C[M,N] = A[M,K] * B[K,N], A, B and C bf16, f32 accumulation and scale, no
@@ -162,7 +163,8 @@ int main(int argc, char** argv) {
     cublasLtMatmulHeuristicResult_t r[8];
     int got = 0;
     LK(cublasLtMatmulAlgoGetHeuristic(g.lt, g.op, g.a, g.b, g.c, g.c, pref, 8, r, &got));
-    for (int i = 0; i < got; i++) {
+    const int shown = getenv("HEURISTICS") ? std::min(got, atoi(getenv("HEURISTICS"))) : got;
+    for (int i = 0; i < shown; i++) {
       int id, tile, stages;
       size_t w;
       cublasLtMatmulAlgoConfigGetAttribute(&r[i].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof(id), &w);

@@ -293,6 +293,7 @@ int main(int argc, char** argv) {
         const bool mt = strstr(c.kern, "mma_tma") != nullptr;  // tensor maps like wgmma, 256 threads
         if (mt && !mod_tma) continue;
         if (getenv("TC_MIN_M") && c.M < atoi(getenv("TC_MIN_M"))) continue;  // e.g. 4096: the timed cases only
+        if (getenv("TC_MAX_M") && c.M > atoi(getenv("TC_MAX_M"))) continue;
         CUfunction f;
         CK(cuModuleGetFunction(&f, mt ? mod_tma : c.wgmma ? mod_wg : mod_mma, c.kern));
         int smem = mt ? MT_SMEM : c.wgmma ? WG_SMEM : MM_SMEM;
@@ -339,7 +340,17 @@ int main(int argc, char** argv) {
         } else {
             args = {&dA, &dB, &dC, &M, &N, &K, &lda, &ldb, &ldc};
         }
-        auto launch = [&]() { CK(cuLaunchKernel(f, tiles, 1, 1, threads, 1, 1, smem, 0, args.data(), nullptr)); };
+        // TC_GRID_SMS=n: mma.sync kernels get min(tiles, n x SMs) blocks, TC_GRID=n min(tiles, n);
+        // only for kernels whose blocks walk the tiles (mma_persistent.patch: fifth round, rejected).
+        // Otherwise one block per tile, as the crate launches.
+        int grid = tiles;
+        if (getenv("TC_GRID_SMS") && !c.wgmma && !mt) {
+            int sms = 0;
+            RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+            grid = std::min(tiles, sms * atoi(getenv("TC_GRID_SMS")));
+        }
+        if (getenv("TC_GRID") && !c.wgmma && !mt) grid = std::min(tiles, atoi(getenv("TC_GRID")));  // e.g. 3: checks the walk
+        auto launch = [&]() { CK(cuLaunchKernel(f, grid, 1, 1, threads, 1, 1, smem, 0, args.data(), nullptr)); };
         launch();
         RK(cudaDeviceSynchronize());
         // check: every row of small cases; the first and last 128 rows of large ones
