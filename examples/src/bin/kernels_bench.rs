@@ -10,7 +10,8 @@
 //!   and per block.
 //! - Each kernel is first checked against its CPU reference on small inputs (FAIL and exit
 //!   status 1 if wrong); then timed with events, median of several trials, inputs rotated when
-//!   they would fit in L2.
+//!   they would fit in L2. Tensor-core GEMMs (and cuBLAS beside them) first run 2 s untimed, so
+//!   each is timed at the clock the GPU's power limit sets for it, not for the kernel before.
 //! - Prints PASS/MISS for the targets, writes `kernels_bench.md` and `kernels_bench.svg` to
 //!   `--out` (default `.`), and prints the table last.
 //!

@@ -2,7 +2,7 @@
 //! D2D reference and the rows measured so far.
 
 use super::rows::{Figure, Kind, Row, Target, Unit};
-use super::timing::{measure, sets_for, BenchResult, Measured, Timing};
+use super::timing::{measure, measure_settled, sets_for, BenchResult, Measured, Timing};
 use cuda_driver::Stream;
 use cuda_kernels::Kernels;
 use indicatif::ProgressBar;
@@ -123,6 +123,17 @@ impl Bench {
     ) -> BenchResult<Measured> {
         self.pb.set_message(what.to_string());
         measure(&self.s, &self.timing, f)
+    }
+
+    /// Times `f` after `Timing::settle_secs` of untimed calls (see [`measure_settled`]), with
+    /// `what` shown on the progress bar: for kernels that hold the GPU at its power limit.
+    pub fn time_settled(
+        &self,
+        what: &str,
+        f: impl FnMut(&Stream, usize) -> BenchResult<()>,
+    ) -> BenchResult<Measured> {
+        self.pb.set_message(what.to_string());
+        measure_settled(&self.s, &self.timing, self.timing.settle_secs, f)
     }
 
     /// How many buffer sets to rotate through for a working set of `bytes`.

@@ -18,6 +18,8 @@ pub struct Timing {
     pub target_secs: f64,
     /// The most repetitions in one trial.
     pub max_reps: usize,
+    /// GPU seconds of untimed calls before the trials of [`measure_settled`].
+    pub settle_secs: f64,
 }
 
 impl Timing {
@@ -28,12 +30,14 @@ impl Timing {
                 trials: 3,
                 target_secs: 0.002,
                 max_reps: 50,
+                settle_secs: 0.0,
             }
         } else {
             Timing {
                 trials: 7,
                 target_secs: 0.030,
                 max_reps: 2000,
+                settle_secs: 2.0,
             }
         }
     }
@@ -58,6 +62,21 @@ pub struct Measured {
 pub fn measure(
     s: &Stream,
     t: &Timing,
+    f: impl FnMut(&Stream, usize) -> BenchResult<()>,
+) -> BenchResult<Measured> {
+    measure_settled(s, t, 0.0, f)
+}
+
+/// [`measure`] after `settle_secs` of untimed back-to-back calls of `f`, so that the trials run at
+/// the clock the GPU holds for `f` itself. Why: an H100 or H200 at its 700 W limit sets its clock
+/// from its recent power draw, so a GEMM timed right after a hungrier one runs at a clock lowered
+/// for the other. On one H100 the same mma.sync kernel measured 0.545x cuBLAS at 4096³ timed
+/// right after it, 0.518x with their trials taken in turn, and 0.608x and 0.655x with each
+/// settled first (kernels/TUNING.md, "mma.sync, fifth round").
+pub fn measure_settled(
+    s: &Stream,
+    t: &Timing,
+    settle_secs: f64,
     mut f: impl FnMut(&Stream, usize) -> BenchResult<()>,
 ) -> BenchResult<Measured> {
     f(s, 0)?;
@@ -69,8 +88,13 @@ pub fn measure(
     } else {
         t.trials
     };
-    let mut per_call = Vec::with_capacity(trials);
     let mut next = 2;
+    if settle_secs > 0.0 {
+        let calls = ((settle_secs / one.max(1e-7)).ceil() as usize).max(1);
+        time_calls(s, next, calls, &mut f)?;
+        next += calls;
+    }
+    let mut per_call = Vec::with_capacity(trials);
     for _ in 0..trials {
         per_call.push(time_calls(s, next, reps, &mut f)? / reps as f64);
         next += reps;

@@ -19,6 +19,7 @@ pub fn timing(quick: bool) -> Timing {
         trials: if quick { 3 } else { 5 },
         target_secs: if quick { 0.002 } else { 0.010 },
         max_reps: if quick { 50 } else { 1000 },
+        settle_secs: 0.0, // memory-bound kernels: their clocks do not depend on what ran before
     }
 }
 
