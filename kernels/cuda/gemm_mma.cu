@@ -13,13 +13,16 @@
 //   * Global -> shared copies are `cp.async` (16 bytes, no register round trip; short or outside
 //     chunks are zero-filled by the copy itself), three stages deep, so the loads of the next
 //     tiles are in flight while tile k is multiplied. One __syncthreads per k tile of 64. Tiles
-//     wholly inside the matrices copy without per-chunk bounds checks (see mm_load_tile).
+//     wholly inside the matrices copy without per-chunk bounds checks, from per-thread pointers
+//     set up once per block and advanced one k tile at a time (MmTileCopy); the others through
+//     mm_load_tile's checked path.
 //   * Fragments are double-buffered in registers: the ldmatrix of the next k step (at a tile's
 //     last step, of the next tile) is issued before this step's mma. The copies and the barrier
 //     are issued after a step's mma, behind queued tensor-core work (CUTLASS's order).
 //   * Every ldmatrix address is one of 8 per-thread registers plus a constant (MmFragAddr in
 //     mma_warp_tile.cuh; the k tiles are unrolled by stage), so no swizzle arithmetic runs in the
-//     k loop.
+//     k loop. Those registers and the copy pointers are pinned (mm_pin) so ptxas keeps them
+//     rather than rebuild them from threadIdx at every k tile.
 //   * A block of 8 warps computes a 128 x 256 tile of C; each warp 64 x 64 (4 x 8 mma tiles, 128
 //     f32 accumulators per thread), so every ldmatrix'd fragment feeds 4 or 8 mma.
 //   * C leaves through shared memory (mm_store_staged) when its rows allow 16-byte stores: the
@@ -51,10 +54,12 @@
 //
 // Thread t copies chunk t % CPR of rows t / CPR + i * RSTEP (i < PER_THREAD). RSTEP is a multiple
 // of 8, so every one of its rows has the same swizzle and its chunks sit RSTEP rows apart in both
-// memories: a tile wholly inside the matrix (every tile but the last row / column / k of tiles)
-// takes one address computation and PER_THREAD copies at fixed strides, with no bounds checks.
-// The per-chunk checks of the general path cost ~250 integer instructions per k tile per warp
-// beside its 128 mma (kernels/TUNING.md).
+// memories: a tile wholly inside the matrix takes one address computation and PER_THREAD copies
+// at fixed strides, with no bounds checks. The per-chunk checks of the general path cost ~250
+// integer instructions per k tile per warp beside its 128 mma (kernels/TUNING.md). gemm_mma
+// calls this only for the k tiles MmTileCopy does not cover (the blocks on the matrices' last
+// row or column of tiles, and a short last k tile), where one operand's tile is often still
+// wholly inside.
 template <int TR, int TC>
 __device__ __forceinline__ void mm_load_tile(unsigned dst, const unsigned short* __restrict__ P, int ld, int GR,
                                              int GC, int r0, int c0) {
@@ -90,6 +95,36 @@ __device__ __forceinline__ void mm_load_tile(unsigned dst, const unsigned short*
     }
 }
 
+// A thread's share of the copies of one operand's tile (TR x TC, the chunks mm_load_tile's
+// unchecked path copies) for the k tiles wholly inside the matrix, set up once per block: the
+// global address of its first chunk (an integer: for blocks not wholly inside it may point past
+// the matrix, and is then never used), advanced one k tile by next(), and the shared address of
+// that chunk in stage 0. Each copy is then a 64-bit add and a cp.async at a constant shared offset.
+template <int TR, int TC>
+struct MmTileCopy {
+    static constexpr int CPR = TC / 8, PER_THREAD = TR * CPR / MM_THREADS, RSTEP = MM_THREADS / CPR;
+    u64 src;               // global byte address of the thread's first chunk of the current k tile
+    long long step, kstep;  // bytes between a thread's chunks (RSTEP rows), and between k tiles
+    unsigned dst;
+    // The tile's top-left is (r0, c0) at k tile 0; `k_rows`: k runs down the rows (A [K, M], B [K, N]).
+    __device__ __forceinline__ MmTileCopy(unsigned base, const unsigned short* P, int ld, int r0, int c0, bool k_rows) {
+        const int row = threadIdx.x / CPR, ch = threadIdx.x % CPR;
+        const u64 addr = (u64)P + 2 * ((long long)(r0 + row) * ld + (c0 + ch * 8));
+        src = ((u64)mm_pin((unsigned)(addr >> 32)) << 32) | mm_pin((unsigned)addr);
+        step = 2LL * RSTEP * ld;
+        kstep = k_rows ? 2LL * MM_BK * ld : 2 * MM_BK;
+        dst = mm_pin(base + MmRowsLayout::at<TC * 2>(row, ch));
+    }
+    // Copies the current k tile into the stage `so` bytes after stage 0 (a constant).
+    __device__ __forceinline__ void copy(unsigned so) const {
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + so + i * RSTEP * TC * 2), "l"(src + i * step)
+                         : "memory");
+    }
+    __device__ __forceinline__ void next() { src += kstep; }
+};
+
 // TA: A stored [K, M] (M-major); TB: B stored [N, K] (K-major). Untransposed: A [M, K], B [K, N].
 template <class E, bool TA, bool TB>
 __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
@@ -103,13 +138,27 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
     const int warp = threadIdx.x / 32;
     const int wm = warp / MM_WARPS_N, wn = warp % MM_WARPS_N;  // the warp's 64 x 64 sub-tile
 
-    auto load_stage = [&](int kt) {
-        const unsigned sa = base + (kt % MM_STAGES) * MM_STAGE_BYTES, sb = sa + MM_A_BYTES;
-        const int k0 = kt * MM_BK;
-        if (TA) mm_load_tile<MM_BK, MM_BM>(sa, A, lda, K, M, k0, m0);  // rows k, columns m
-        else mm_load_tile<MM_BM, MM_BK>(sa, A, lda, M, K, m0, k0);     // rows m, columns k
-        if (TB) mm_load_tile<MM_BN, MM_BK>(sb, B, ldb, N, K, n0, k0);  // rows n, columns k
-        else mm_load_tile<MM_BK, MM_BN>(sb, B, ldb, K, N, k0, n0);     // rows k, columns n
+    // Tiles wholly inside both matrices (every k tile but a short last one, in every block but
+    // the last row or column of blocks) copy through ca / cb; the others through mm_load_tile's
+    // checked path. Stage `st` (a constant once unrolled) receives tile kt.
+    MmTileCopy<TA ? MM_BK : MM_BM, TA ? MM_BM : MM_BK> ca(base, A, lda, TA ? 0 : m0, TA ? m0 : 0, TA);
+    MmTileCopy<TB ? MM_BN : MM_BK, TB ? MM_BK : MM_BN> cb(base + MM_A_BYTES, B, ldb, TB ? n0 : 0, TB ? 0 : n0, !TB);
+    const bool inside = m0 + MM_BM <= M && n0 + MM_BN <= N;
+    const int kfull = K / MM_BK;
+    auto load_stage = [&](int kt, int st) {
+        if (inside && kt < kfull) {
+            ca.copy(st * MM_STAGE_BYTES);
+            cb.copy(st * MM_STAGE_BYTES);
+        } else {
+            const unsigned sa = base + st * MM_STAGE_BYTES, sb = sa + MM_A_BYTES;
+            const int k0 = kt * MM_BK;
+            if (TA) mm_load_tile<MM_BK, MM_BM>(sa, A, lda, K, M, k0, m0);  // rows k, columns m
+            else mm_load_tile<MM_BM, MM_BK>(sa, A, lda, M, K, m0, k0);     // rows m, columns k
+            if (TB) mm_load_tile<MM_BN, MM_BK>(sb, B, ldb, N, K, n0, k0);  // rows n, columns k
+            else mm_load_tile<MM_BK, MM_BN>(sb, B, ldb, K, N, k0, n0);     // rows k, columns n
+        }
+        ca.next();
+        cb.next();
     };
     const MmFragAddr<TA, TB> frag(base, wm, wn);
 
@@ -118,7 +167,7 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
 
 #pragma unroll
     for (int s = 0; s < MM_STAGES - 1; ++s) {
-        if (s < ktiles) load_stage(s);
+        if (s < ktiles) load_stage(s, s);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
 
@@ -148,7 +197,7 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
                 if (ks < KS - 1) frag.load(st * MM_STAGE_BYTES, ks + 1, a[nxt], b[nxt]);
                 else if (kt + 1 < ktiles) frag.load((st + 1) % MM_STAGES * MM_STAGE_BYTES, 0, a[nxt], b[nxt]);
                 mm_step<E>(acc, a[cur], b[cur]);
-                if (ks == 0 && kt + MM_STAGES - 1 < ktiles) load_stage(kt + MM_STAGES - 1);
+                if (ks == 0 && kt + MM_STAGES - 1 < ktiles) load_stage(kt + MM_STAGES - 1, (st + MM_STAGES - 1) % MM_STAGES);
                 if (ks == KS - 2) {
                     asm volatile("cp.async.commit_group;" ::: "memory");
                     asm volatile("cp.async.wait_group %0;" ::"n"(MM_STAGES - 2) : "memory");

@@ -83,6 +83,17 @@ MM_ELEMENT(MmBF16, bf16_t, "bf16", f32_to_bf16)
 MM_ELEMENT(MmF16, f16_t, "f16", f32_to_f16)
 #undef MM_ELEMENT
 
+// A value ptxas must keep in a register: an identity shuffle (every lane reads its own value),
+// which ptxas cannot recompute later the way it recomputes arithmetic on threadIdx and kernel
+// parameters. Without it ptxas rebuilt the ldmatrix and copy addresses at every k tile, ~50
+// integer instructions per tile per warp (kernels/TUNING.md, sixth round). The whole warp must
+// execute it together (full mask): call it where no lane has branched off.
+__device__ __forceinline__ unsigned mm_pin(unsigned v) {
+    unsigned r;
+    asm volatile("shfl.sync.idx.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v), "r"((unsigned)threadIdx.x % 32));
+    return r;
+}
+
 // The fragment loads of a tile stored in MmRowsLayout, with the swizzle worked out once per thread.
 // Every ldmatrix address is one of 8 per-thread registers plus a constant (the stage, and the k
 // step or the 16-row block), which ptxas folds into the instruction: computing the XOR swizzle
@@ -106,11 +117,10 @@ struct MmFragAddr {
                             (((2 * x + (mat & 1)) ^ mrow) << 4)
                       : tile + MM_A_BYTES + ((mat & 1) * 8 + mrow) * (MM_BN * 2) + wn * 128 +
                             (((2 * x + (mat >> 1)) ^ mrow) << 4);
-            // Opaque to ptxas (a volatile asm it cannot repeat): otherwise it recomputes the 8
-            // addresses from threadIdx at the top of every k tile, ~30 integer instructions per
-            // tile per warp, rather than keep them live (kernels/TUNING.md, fourth round: +3%).
-            asm volatile("mov.b32 %0, %0;" : "+r"(a[x]));
-            asm volatile("mov.b32 %0, %0;" : "+r"(b[x]));
+            // Pinned: otherwise ptxas recomputes the 8 addresses from threadIdx at the top of
+            // every k tile, ~30 integer instructions per tile per warp (kernels/TUNING.md).
+            a[x] = mm_pin(a[x]);
+            b[x] = mm_pin(b[x]);
         }
     }
     // Fragment i of A (rows 16 i..) and pair p of B (columns 16 p..) of k step ks, from the stage

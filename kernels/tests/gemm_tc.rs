@@ -16,10 +16,13 @@ use cuda_tests::{cpu, ensure, gpu, TestResult};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
 
-/// (m, n, k): single elements, below / at / above one 128 x 256 tile, k tails, a wide k.
+/// (m, n, k): single elements, below / at / above one 128 x 256 tile, k tails, a wide k, and
+/// blocks wholly inside both matrices over 15 full k tiles and a tail (the mma.sync kernel's
+/// unchecked copies, their pointers advanced tile by tile, then its checked path).
 const SHAPES: &[(usize, usize, usize)] = &[
     (1, 1, 1),
     (7, 9, 1000),
+    (256, 512, 1000),
     (128, 256, 64),
     (129, 257, 65),
     (333, 517, 203),
