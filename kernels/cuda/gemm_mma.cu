@@ -48,40 +48,67 @@
 #endif
 #define MM_SMEM_BYTES (MM_STAGES * MM_STAGE_BYTES + 128)  // 144 KB + alignment slack
 
-// Copies a TR x TC (16-bit elements) tile whose top-left is (r0, c0) of a matrix with GR rows, GC
-// columns and row stride ld into shared memory at `dst`, swizzled; each thread issues its share of
-// 16-byte cp.async chunks (zero-filled past the matrix).
+// A thread's share of the 16-byte cp.async chunks of a TR x TC (16-bit elements) tile stored in
+// MmRowsLayout: thread t copies chunk t % CPR of rows t / CPR + i * RSTEP (i < PER_THREAD). RSTEP
+// is a multiple of 8, so every one of its rows has the same swizzle and its chunks sit RSTEP rows
+// apart in both memories.
 //
-// Thread t copies chunk t % CPR of rows t / CPR + i * RSTEP (i < PER_THREAD). RSTEP is a multiple
-// of 8, so every one of its rows has the same swizzle and its chunks sit RSTEP rows apart in both
-// memories: a tile wholly inside the matrix takes one address computation and PER_THREAD copies
-// at fixed strides, with no bounds checks. The per-chunk checks of the general path cost ~250
-// integer instructions per k tile per warp beside its 128 mma (kernels/TUNING.md). gemm_mma
-// calls this only for the k tiles MmTileCopy does not cover (the blocks on the matrices' last
-// row or column of tiles, and a short last k tile), where one operand's tile is often still
-// wholly inside.
+// For a tile wholly inside the matrix that is one address computation and PER_THREAD copies at
+// fixed strides. gemm_mma sets one up per operand per block (pinned, mma_warp_tile.cuh) and
+// advances it one k tile at a time with next(): each copy is then a 64-bit add and a cp.async at
+// a constant shared offset. The global address is held as an integer: for blocks not wholly
+// inside it may point past the matrix, and is then never used.
+template <int TR, int TC>
+struct MmTileCopy {
+    static constexpr int CPR = TC / 8, PER_THREAD = TR * CPR / MM_THREADS, RSTEP = MM_THREADS / CPR;
+    static_assert(MM_THREADS % CPR == 0 && RSTEP % 8 == 0, "a thread's rows must share their swizzle");
+    u64 src;                // global byte address of the thread's first chunk of the current k tile
+    long long step, kstep;  // bytes between a thread's chunks (RSTEP rows), and between k tiles
+    unsigned dst;           // shared address of that chunk in stage 0
+    // The tile's top-left is (r0, c0) of a matrix with row stride ld; its shared tile at `base`;
+    // `k_rows`: k runs down the rows (A [K, M], B [K, N]), for next().
+    __device__ __forceinline__ MmTileCopy(unsigned base, const unsigned short* P, int ld, int r0, int c0,
+                                          bool k_rows) {
+        const int row = threadIdx.x / CPR, ch = threadIdx.x % CPR;
+        src = (u64)P + 2 * ((long long)(r0 + row) * ld + (c0 + ch * 8));
+        step = 2LL * RSTEP * ld;
+        kstep = k_rows ? 2LL * MM_BK * ld : 2 * MM_BK;
+        dst = base + MmRowsLayout::at<TC * 2>(row, ch);
+    }
+    // Keeps the addresses in registers across the k loop (mm_pin). The whole warp must call it.
+    __device__ __forceinline__ void pin() {
+        src = ((u64)mm_pin((unsigned)(src >> 32)) << 32) | mm_pin((unsigned)src);
+        dst = mm_pin(dst);
+    }
+    // Copies the current k tile into the stage `so` bytes after `base` (a constant).
+    __device__ __forceinline__ void copy(unsigned so) const {
+#pragma unroll
+        for (int i = 0; i < PER_THREAD; ++i)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + so + i * RSTEP * TC * 2), "l"(src + i * step)
+                         : "memory");
+    }
+    __device__ __forceinline__ void next() { src += kstep; }
+};
+
+// Copies a TR x TC tile whose top-left is (r0, c0) of a matrix with GR rows, GC columns and row
+// stride ld into shared memory at `dst`, the same chunks per thread as MmTileCopy, zero-filling
+// chunks past the matrix. A tile wholly inside copies unchecked (one MmTileCopy); otherwise every
+// chunk is checked, which costs ~250 integer instructions per k tile per warp beside its 128 mma
+// (kernels/TUNING.md). gemm_mma calls this only for the k tiles its pinned copies do not cover
+// (the blocks on the matrices' last row or column of tiles, and a short last k tile), where one
+// operand's tile is often still wholly inside.
 template <int TR, int TC>
 __device__ __forceinline__ void mm_load_tile(unsigned dst, const unsigned short* __restrict__ P, int ld, int GR,
                                              int GC, int r0, int c0) {
-    constexpr int CPR = TC / 8;                         // chunks per row
-    constexpr int PER_THREAD = TR * CPR / MM_THREADS;
-    constexpr int RSTEP = MM_THREADS / CPR;
-    static_assert(MM_THREADS % CPR == 0 && RSTEP % 8 == 0, "a thread's rows must share their swizzle");
+    typedef MmTileCopy<TR, TC> Map;
     if (r0 + TR <= GR && c0 + TC <= GC) {
-        const int row = threadIdx.x / CPR, ch = threadIdx.x % CPR;
-        const unsigned short* src = P + (long long)(r0 + row) * ld + (c0 + ch * 8);
-        const long long step = (long long)RSTEP * ld;
-        const unsigned d = dst + MmRowsLayout::at<TC * 2>(row, ch);
-#pragma unroll
-        for (int i = 0; i < PER_THREAD; ++i)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d + i * RSTEP * TC * 2), "l"(src + i * step)
-                         : "memory");
+        Map(dst, P, ld, r0, c0, false).copy(0);
         return;
     }
 #pragma unroll 1
-    for (int i = 0; i < PER_THREAD; ++i) {
+    for (int i = 0; i < Map::PER_THREAD; ++i) {
         const int q = threadIdx.x + i * MM_THREADS;
-        const int row = q / CPR, ch = q % CPR;
+        const int row = q / Map::CPR, ch = q % Map::CPR;
         const int gr = r0 + row, gc = c0 + ch * 8;
         int bytes = 0;
         const unsigned short* src = P;
@@ -94,36 +121,6 @@ __device__ __forceinline__ void mm_load_tile(unsigned dst, const unsigned short*
                      : "memory");
     }
 }
-
-// A thread's share of the copies of one operand's tile (TR x TC, the chunks mm_load_tile's
-// unchecked path copies) for the k tiles wholly inside the matrix, set up once per block: the
-// global address of its first chunk (an integer: for blocks not wholly inside it may point past
-// the matrix, and is then never used), advanced one k tile by next(), and the shared address of
-// that chunk in stage 0. Each copy is then a 64-bit add and a cp.async at a constant shared offset.
-template <int TR, int TC>
-struct MmTileCopy {
-    static constexpr int CPR = TC / 8, PER_THREAD = TR * CPR / MM_THREADS, RSTEP = MM_THREADS / CPR;
-    u64 src;               // global byte address of the thread's first chunk of the current k tile
-    long long step, kstep;  // bytes between a thread's chunks (RSTEP rows), and between k tiles
-    unsigned dst;
-    // The tile's top-left is (r0, c0) at k tile 0; `k_rows`: k runs down the rows (A [K, M], B [K, N]).
-    __device__ __forceinline__ MmTileCopy(unsigned base, const unsigned short* P, int ld, int r0, int c0, bool k_rows) {
-        const int row = threadIdx.x / CPR, ch = threadIdx.x % CPR;
-        const u64 addr = (u64)P + 2 * ((long long)(r0 + row) * ld + (c0 + ch * 8));
-        src = ((u64)mm_pin((unsigned)(addr >> 32)) << 32) | mm_pin((unsigned)addr);
-        step = 2LL * RSTEP * ld;
-        kstep = k_rows ? 2LL * MM_BK * ld : 2 * MM_BK;
-        dst = mm_pin(base + MmRowsLayout::at<TC * 2>(row, ch));
-    }
-    // Copies the current k tile into the stage `so` bytes after stage 0 (a constant).
-    __device__ __forceinline__ void copy(unsigned so) const {
-#pragma unroll
-        for (int i = 0; i < PER_THREAD; ++i)
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst + so + i * RSTEP * TC * 2), "l"(src + i * step)
-                         : "memory");
-    }
-    __device__ __forceinline__ void next() { src += kstep; }
-};
 
 // TA: A stored [K, M] (M-major); TB: B stored [N, K] (K-major). Untransposed: A [M, K], B [K, N].
 template <class E, bool TA, bool TB>
@@ -143,6 +140,8 @@ __device__ __forceinline__ void gemm_mma(const unsigned short* __restrict__ A, c
     // checked path. Stage `st` (a constant once unrolled) receives tile kt.
     MmTileCopy<TA ? MM_BK : MM_BM, TA ? MM_BM : MM_BK> ca(base, A, lda, TA ? 0 : m0, TA ? m0 : 0, TA);
     MmTileCopy<TB ? MM_BN : MM_BK, TB ? MM_BK : MM_BN> cb(base + MM_A_BYTES, B, ldb, TB ? n0 : 0, TB ? 0 : n0, !TB);
+    ca.pin();
+    cb.pin();
     const bool inside = m0 + MM_BM <= M && n0 + MM_BN <= N;
     const int kfull = K / MM_BK;
     auto load_stage = [&](int kt, int st) {
