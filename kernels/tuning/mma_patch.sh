@@ -7,12 +7,14 @@
 # both timed runs (e.g. "TC_REPS=1000 TC_MAX_M=4096": sustained batches).
 #   bash kernels/tuning/mma_patch.sh kernels/tuning/mma_mbarrier.patch
 #   NEW_ENV=TC_GRID_SMS=1 CHECK_ENV=TC_GRID=3 bash kernels/tuning/mma_patch.sh kernels/tuning/mma_persistent.patch
-# The variants and their figures: kernels/TUNING.md, "mma.sync, fifth round".
+# The variants and their figures: kernels/TUNING.md, "mma.sync, fifth round". The three patches
+# kept here are against the fifth round's kernel (kernels/cuda as of commit 7c57133) and no
+# longer apply to the sixth round's: run them from a checkout of that commit.
 set -u
 patch_file=$(realpath "$1")
 bash kernels/tuning/build_lab.sh || exit 1
 w=/tmp/mma_patch && rm -rf $w && mkdir -p $w/src $w/old $w/new && cp -r kernels/cuda $w/src/
-(cd $w/src && patch -s -p2 < "$patch_file") || exit 1
+(cd $w/src && patch -s -p2 < "$patch_file") || { echo "mma_patch: $1 does not apply to this kernels/cuda (see the note above)" >&2; exit 1; }
 for v in old new; do
   src=kernels/cuda; [ $v = new ] && src=$w/src/cuda
   nvcc -ptx -arch=compute_80 -I $src -o $w/$v/gemm_mma.sm80.ptx $src/gemm_mma.cu || exit 1
