@@ -5,6 +5,7 @@ use cuda_sys::{CUcontext, CUlimit};
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 /// The process-wide handles: one per device ordinal, held weakly so the context is still released
 /// when its last handle goes. [`Context::new`] hands out the live one if there is one.
@@ -58,6 +59,8 @@ pub(crate) struct ContextInner {
     pub(crate) deferred_unloads: Mutex<Vec<cuda_sys::CUmodule>>,
     /// The peer contexts this context has enabled access to (see [`Context::enable_peer_access`]).
     pub(crate) peers: Mutex<crate::peer::PeerRecord>,
+    /// Caches of device memory other crates registered (see [`crate::MemoryCache`]).
+    pub(crate) memory_caches: Mutex<Vec<std::sync::Weak<dyn crate::MemoryCache>>>,
 }
 
 // SAFETY: a CUcontext handle may be used from any thread (the driver API is thread-safe and we
@@ -116,6 +119,7 @@ impl Context {
                 sync_gate: Mutex::new(()),
                 deferred_unloads: Mutex::new(Vec::new()),
                 peers: Mutex::new(Default::default()),
+                memory_caches: Mutex::new(Vec::new()),
             }))
         })?;
         let ctx = Context { inner };
@@ -138,15 +142,18 @@ impl Context {
         let drv = driver()?;
         let mut dev = 0;
         let mut popped = std::ptr::null_mut();
-        // SAFETY: `raw` is live (caller's promise); pushed and popped on this thread, so the
-        // thread's context stack is as before.
-        let got = unsafe {
-            drv.cuCtxPushCurrent_v2(raw)?;
-            let got = drv.cuCtxGetDevice(&mut dev);
-            drv.cuCtxPopCurrent_v2(&mut popped)?;
-            got
-        };
+        // SAFETY: `raw` is live (caller's promise); out-pointers to locals.
+        unsafe { drv.cuCtxPushCurrent_v2(raw)? };
+        // From here the current context may differ from what the bind cache says, whatever
+        // fails below: forget the cache on every path.
         invalidate_bind_cache();
+        // SAFETY: as above; pushed just now on this thread, so the pop (when it succeeds)
+        // leaves the thread's context stack as it was.
+        let got = unsafe { drv.cuCtxGetDevice(&mut dev) };
+        // SAFETY: as above.
+        let popped_ok = unsafe { drv.cuCtxPopCurrent_v2(&mut popped) };
+        invalidate_bind_cache();
+        popped_ok?;
         got?;
         let ordinal = Device::all()?
             .iter()
@@ -380,6 +387,30 @@ impl ContextInner {
         // SAFETY: no arguments; this context is current (above).
         unsafe { driver()?.cuCtxSynchronize()? };
         then()
+    }
+
+    /// The last resort after a failed wait (rule 4): returns only once the work `poll` watches
+    /// is known not to run any more. `poll` says `Ok(true)` when it is done, `Ok(false)` while it
+    /// runs, `Err(())` when the driver cannot tell; then a context-wide synchronize decides (if
+    /// that fails too, the context has a sticky error and runs no more work: the crate's
+    /// documented assumption). While a graph capture forbids that synchronize, it keeps
+    /// polling: returning earlier would let the host, or a free, overtake work still running.
+    /// Waits no longer than the GPU takes, as a synchronize would.
+    pub(crate) fn wait_until_idle(&self, mut poll: impl FnMut() -> std::result::Result<bool, ()>) {
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match poll() {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(()) => match self.while_no_capture("waiting after a failed wait", || Ok(())) {
+                    Ok(()) => return,
+                    Err(Error::Unsupported { .. }) => {} // a capture: poll on
+                    Err(_) => return,                    // sticky error: nothing runs
+                },
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
     }
 
     /// Runs `then` with no capture able to begin meanwhile (it holds `sync_gate`); refused when

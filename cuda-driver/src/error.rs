@@ -108,6 +108,20 @@ pub enum Error {
         found: Vec<usize>,
     },
 
+    /// A binary module image (cubin or fatbin) is not what it claims to be, or declares data
+    /// beyond the end of the slice (checked before the driver, which trusts the image's own
+    /// headers, reads it).
+    #[error(
+        "invalid {kind} image: {problem}; pass the file nvcc (-cubin / -fatbin) or NVRTC wrote, \
+         whole (PTX text goes through ModuleImage::Ptx)"
+    )]
+    InvalidImage {
+        /// "cubin" or "fatbin".
+        kind: &'static str,
+        /// What is wrong with it.
+        problem: String,
+    },
+
     /// A TMA tensor map could not be encoded from these arguments (checked before the driver call).
     #[error("tensor map: {problem}")]
     TensorMap {

@@ -65,7 +65,11 @@ impl Event {
             });
         }
         stream.refuse_capture("recording an event")?;
-        // SAFETY: both handles are live and in one context.
+        if stream.as_raw().is_null() {
+            // The NULL stream is the current context's: make it this one's.
+            self.ctx.bind_cached()?;
+        }
+        // SAFETY: both handles are live and in one context (current, for the NULL stream).
         unsafe { driver()?.cuEventRecord(self.raw, stream.as_raw())? };
         Ok(())
     }

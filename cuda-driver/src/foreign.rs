@@ -99,7 +99,9 @@ impl Stream {
     /// - access device memory only inside the buffers in `uses`, writing only those given with
     ///   [`ForeignUse::write`], or memory owned by `keep_alive` (a library's workspace, say) or by
     ///   the library itself for as long as the library stays loaded;
-    /// - keep no address of those buffers for work queued later.
+    /// - keep no address of those buffers for work queued later;
+    /// - touch no host memory asynchronously unless it outlives the work (when this stream is
+    ///   capturing: every replay of the graph, which cannot own host memory).
     ///
     /// Every size and leading dimension the library derives its accesses from must have been
     /// checked against the buffers' lengths before the call (as the safe wrappers of `cuda-blas`
@@ -131,20 +133,55 @@ impl Stream {
         if let Some(keep) = keep_alive {
             keep_for_capture(&self.inner, keep);
         }
+        // The uses are recorded even if `enqueue` unwinds after queuing work (a panic in a
+        // wrapper's closure): the guard's drop records them, so no later free overtakes it.
+        let mut record = RecordUses {
+            stream: &self.inner,
+            uses,
+            done: false,
+        };
         let r = enqueue(self.inner.raw);
+        let recorded = record.record();
+        recorded.map(|()| r)
+    }
+}
+
+/// Records the uses of foreign work after it was queued: explicitly ([`RecordUses::record`]),
+/// or from `Drop` when the closure that queued it unwinds.
+struct RecordUses<'a, 'u> {
+    stream: &'a Arc<StreamInner>,
+    uses: &'a [ForeignUse<'u>],
+    done: bool,
+}
+
+impl RecordUses<'_, '_> {
+    fn record(&mut self) -> Result<()> {
+        self.done = true;
         // The library may have changed the current context behind the bind cache's back.
         crate::context::invalidate_bind_cache();
         // After-use bookkeeping settles the stream itself if it fails, so an error here leaves
         // nothing untracked (as for launches).
         let mut first_err = Ok(());
-        for u in uses {
-            if let Err(e) = u.slice().after_use(&self.inner) {
+        for u in self.uses {
+            if let Err(e) = u.slice().after_use(self.stream) {
                 if first_err.is_ok() {
                     first_err = Err(e);
                 }
             }
         }
-        first_err.map(|()| r)
+        first_err
+    }
+}
+
+impl Drop for RecordUses<'_, '_> {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Err(e) = self.record() {
+                self.stream
+                    .ctx
+                    .report_drop_error("recording foreign work's buffers after a panic", e);
+            }
+        }
     }
 }
 

@@ -88,6 +88,12 @@ impl Function {
         })
     }
 
+    /// The module this kernel belongs to (a graph that launches it holds the module's globals
+    /// lock while a replay is queued, as a direct launch does).
+    pub(crate) fn module(&self) -> &Arc<ModuleInner> {
+        &self.inner.module
+    }
+
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.inner.name
@@ -283,7 +289,9 @@ impl Function {
     /// `params` must hold one pointer per kernel parameter, each to a value of exactly that
     /// parameter's type and size; device pointers among them must be valid for everything the
     /// kernel does with them, and nothing else may use that memory concurrently in a conflicting
-    /// way (no ordering is done for you here).
+    /// way (no ordering is done for you here). When `stream` is capturing, that memory must also
+    /// stay valid (and unaliased) for every replay of the graph: the graph keeps only the
+    /// kernel's module alive, not memory it knows nothing about.
     pub unsafe fn launch(
         &self,
         stream: &Stream,

@@ -20,6 +20,7 @@
 //! temporary) leaves the memory with the graph, which frees it when it is dropped. This is what
 //! lets a whole training step, temporaries and all, be captured (PyTorch's graph-private pool).
 
+use crate::module::ModuleInner;
 use crate::stream::Captured;
 use crate::{driver, Context, DeviceRepr, Error, Result, Stream};
 use cuda_sys::{CUgraph, CUgraphExec, CUgraphNode, CUgraphNodeType, CUresult, CUstreamCaptureMode};
@@ -33,12 +34,18 @@ pub struct Graph {
     raw: CUgraph,
     ctx: Context,
     keep: Captured,
+    /// The modules of the kernels it launches, once each, in address order: a replay holds
+    /// their globals locks (read side, in this order) while it is queued, exactly as a direct
+    /// launch holds its module's, so [`crate::DeviceGlobal`] access is ordered with replays too.
+    modules: Vec<Arc<ModuleInner>>,
 }
 
 /// An instantiated graph, ready to replay with [`GraphExec::launch`].
 pub struct GraphExec {
     raw: CUgraphExec,
     graph: Graph,
+    /// Parameter values changed by [`GraphExec::set_kernel_param`], by (kernel node, parameter).
+    overrides: std::collections::HashMap<(usize, usize), Vec<u8>>,
 }
 
 // SAFETY: graph handles may be used from any thread; the driver documents graph objects as not
@@ -80,6 +87,12 @@ impl Context {
                     CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_RELAXED,
                 )?
             };
+            stream
+                .inner
+                .captured
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .ticket = Some(crate::CaptureTicket::new());
             stream.inner.capturing.store(true, Ordering::Release);
             self.inner.captures.fetch_add(1, Ordering::AcqRel);
         }
@@ -119,19 +132,41 @@ impl Capture {
         let ctx = self.stream.context().clone();
         // Before the state changes: an error here leaves the capture running, and so marked.
         ctx.bind()?;
-        if inner.capturing.swap(false, Ordering::AcqRel) {
-            ctx.inner.captures.fetch_sub(1, Ordering::AcqRel);
-        }
+        let drv = driver()?;
         let mut keep =
             std::mem::take(&mut *inner.captured.lock().unwrap_or_else(|p| p.into_inner()));
         keep.allocations.sort_by_key(|a| Arc::as_ptr(a) as usize);
         keep.allocations.dedup_by_key(|a| Arc::as_ptr(a) as usize);
         keep.functions.sort_by_key(|f| f.as_raw() as usize);
         keep.functions.dedup_by_key(|f| f.as_raw() as usize);
+        let mut modules: Vec<Arc<ModuleInner>> =
+            keep.functions.iter().map(|f| f.module().clone()).collect();
+        modules.sort_by_key(|m| Arc::as_ptr(m) as usize);
+        modules.dedup_by_key(|m| Arc::as_ptr(m) as usize);
         let mut raw = std::ptr::null_mut();
         // SAFETY: out-pointer; live stream, capturing since `begin_capture`.
-        unsafe { driver()?.cuStreamEndCapture(self.stream.as_raw(), &mut raw)? };
-        Ok(Graph { raw, ctx, keep })
+        let ended = unsafe { drv.cuStreamEndCapture(self.stream.as_raw(), &mut raw) };
+        // The driver has left capture mode, whatever it returned: only now may the context's
+        // count of captures drop (a context-wide synchronize that slipped in while the stream
+        // was still capturing would fail, and invalidate the capture).
+        if inner.capturing.swap(false, Ordering::AcqRel) {
+            ctx.inner.captures.fetch_sub(1, Ordering::AcqRel);
+        }
+        if let Err(e) = ended {
+            if let Some(t) = &keep.ticket {
+                t.set_discarded_unless_launched();
+            }
+            return Err(e.into());
+        }
+        if let Some(t) = &keep.ticket {
+            t.set_captured();
+        }
+        Ok(Graph {
+            raw,
+            ctx,
+            keep,
+            modules,
+        })
     }
 }
 
@@ -205,7 +240,11 @@ impl Graph {
         let mut raw = std::ptr::null_mut();
         // SAFETY: out-pointer; live graph.
         unsafe { driver()?.cuGraphInstantiateWithFlags(&mut raw, self.raw, 0)? };
-        Ok(GraphExec { raw, graph: self })
+        Ok(GraphExec {
+            raw,
+            graph: self,
+            overrides: Default::default(),
+        })
     }
 }
 
@@ -222,6 +261,16 @@ impl GraphExec {
         }
         let _gate = stream.inner.enter();
         stream.refuse_capture("launching a graph")?;
+        // Rule 3: a replay's kernels are queued under their modules' globals locks, like a direct
+        // launch's, so `DeviceGlobal::read/write` (which takes the write side and then waits for
+        // the context to be idle) never overlaps a replay. One global order (addresses), so two
+        // replays and a global access cannot deadlock.
+        let _globals: Vec<_> = self
+            .graph
+            .modules
+            .iter()
+            .map(|m| m.globals.read().unwrap_or_else(|p| p.into_inner()))
+            .collect();
         self.graph.ctx.bind_cached()?;
         for a in self.graph.keep.allocations.iter() {
             a.before_use(&stream.inner)?;
@@ -229,6 +278,9 @@ impl GraphExec {
         // SAFETY: live handles in one context; the buffers and kernels the graph uses are owned
         // by it, and ordered on `stream` above.
         unsafe { driver()?.cuGraphLaunch(self.raw, stream.as_raw())? };
+        if let Some(t) = &self.graph.keep.ticket {
+            t.set_launched();
+        }
         let mut first_err = Ok(());
         for a in self.graph.keep.allocations.iter() {
             // `after_use` settles the stream itself if it fails, so nothing stays untracked.
@@ -248,6 +300,9 @@ impl GraphExec {
 
     /// Changes scalar parameter `param` of the `kernel_node`-th kernel node (in the graph's node
     /// order) to `value` for later replays, where the driver allows the update.
+    ///
+    /// Changes made by earlier calls stay (each call applies them all again). Refused with
+    /// [`Error::Unsupported`] for a kernel node whose parameters were passed through `extra`.
     ///
     /// # Safety
     /// The kernel must stay within the memory its buffer arguments describe with the new value
@@ -298,12 +353,30 @@ impl GraphExec {
             }
             Some(_) => {}
         }
-        let mut v = value;
-        // SAFETY: the driver returned one pointer per parameter.
+        if p.func.is_null() || p.kernelParams.is_null() {
+            // A node launched with `extra` (a library's captured work may be) has no
+            // per-parameter array to read the other values from.
+            return Err(Error::Unsupported {
+                what: "GraphExec::set_kernel_param",
+                why: "the kernel node passes its parameters through `extra`, not `kernelParams`"
+                    .into(),
+            });
+        }
+        // The node's parameters come from the graph (as captured); earlier changes made on this
+        // executable graph are applied again, so a second call does not undo the first.
+        self.overrides
+            .insert((kernel_node, param), bytemuck::bytes_of(&value).to_vec());
+        // SAFETY: `kernelParams` is non-null (above) and holds one pointer per parameter.
         let mut params: Vec<*mut c_void> = (0..sizes.len())
             .map(|i| unsafe { *p.kernelParams.add(i) })
             .collect();
-        params[param] = (&mut v as *mut T).cast();
+        for ((node_i, param_i), bytes) in self.overrides.iter_mut() {
+            if *node_i == kernel_node {
+                if let Some(slot) = params.get_mut(*param_i) {
+                    *slot = bytes.as_mut_ptr().cast();
+                }
+            }
+        }
         p.kernelParams = params.as_mut_ptr();
         // SAFETY: live handles; every parameter pointer is valid for the call; the caller
         // vouches for the new value (see # Safety).
@@ -331,6 +404,10 @@ impl Drop for GraphExec {
 
 impl Drop for Graph {
     fn drop(&mut self) {
+        // A graph dropped without a launch (a discarded capture, say) never runs its work.
+        if let Some(t) = &self.keep.ticket {
+            t.set_discarded_unless_launched();
+        }
         let raw = self.raw as usize;
         crate::host_callback::release_on_drop(self.ctx.clone(), "cuGraphDestroy", move || {
             // SAFETY: live handle, destroyed once (a failed destroy leaves it live).

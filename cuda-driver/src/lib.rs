@@ -105,6 +105,7 @@
 
 #![warn(missing_docs)]
 
+mod capture_ticket;
 mod context;
 mod device;
 mod error;
@@ -116,7 +117,9 @@ pub mod graph;
 mod host_callback;
 pub mod launch;
 pub mod memory;
+mod memory_cache;
 mod module;
+mod module_image;
 pub mod nvrtc;
 mod peer;
 pub mod ptx_info;
@@ -125,6 +128,7 @@ mod stream;
 mod tensor_map;
 mod thread_guard;
 
+pub use capture_ticket::{CaptureState, CaptureTicket};
 pub use context::{Context, Limit, PoolUsage};
 pub use device::{ComputeCapability, Device, DeviceLimits};
 pub use error::{Error, Result};
@@ -137,6 +141,7 @@ pub use memory::{
     DeviceBuffer, DeviceRepr, DeviceSlice, DeviceView, DeviceViewMut, ExternalSlice,
     HostAllocFlags, HostRegistration, PendingCopy, PinnedBuffer, PinnedHost,
 };
+pub use memory_cache::MemoryCache;
 pub use module::{DeviceGlobal, JitOptions, Module, ModuleImage};
 pub use stream::{Stream, StreamKind};
 pub use tensor_map::{TensorMap, TensorMapElement, TensorMapSwizzle};

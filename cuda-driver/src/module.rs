@@ -79,6 +79,7 @@ impl Context {
         self.bind()?;
         let drv = driver()?;
         let ptx_c;
+        let binary;
         let (data, ptx): (*const c_void, Option<String>) = match image {
             ModuleImage::Ptx(s) => {
                 ptx_c = CString::new(s.replace('\0', "")).map_err(|_| Error::Unsupported {
@@ -87,7 +88,18 @@ impl Context {
                 })?;
                 (ptx_c.as_ptr().cast(), Some(s.to_string()))
             }
-            ModuleImage::Cubin(b) | ModuleImage::Fatbin(b) => (b.as_ptr().cast(), None),
+            // The driver takes only a pointer and reads as far as the image's own headers say:
+            // check them against the slice, and hand it an aligned, zero-padded copy.
+            ModuleImage::Cubin(b) => {
+                crate::module_image::check_cubin(b)?;
+                binary = crate::module_image::aligned_copy(b);
+                (binary.as_ptr().cast(), None)
+            }
+            ModuleImage::Fatbin(b) => {
+                crate::module_image::check_fatbin(b)?;
+                binary = crate::module_image::aligned_copy(b);
+                (binary.as_ptr().cast(), None)
+            }
         };
         let mut info = vec![0u8; LOG_BYTES];
         let mut error = vec![0u8; LOG_BYTES];
@@ -120,8 +132,10 @@ impl Context {
             push(J::CU_JIT_LOG_VERBOSE, 1);
         }
         let mut raw = std::ptr::null_mut();
-        // SAFETY: `data` is a NUL-terminated PTX string or a binary image that lives across the
-        // call; the option arrays have equal length and the log buffers their stated sizes.
+        // SAFETY: `data` is a NUL-terminated PTX string, or a binary image whose declared extents
+        // were checked to lie inside it (`module_image`), copied to aligned memory that lives
+        // across the call; the option arrays have equal length and the log buffers their
+        // stated sizes.
         let r = unsafe {
             drv.cuModuleLoadDataEx(
                 &mut raw,
@@ -180,7 +194,8 @@ fn enumerate_functions(m: CUmodule) -> Result<Vec<String>> {
     fs.into_iter()
         .map(|f| {
             let mut p = std::ptr::null();
-            // SAFETY: live function; the driver returns a static string.
+            // SAFETY: live function (its module is loaded for this whole call); the name the driver
+            // returns belongs to the module and is copied out before the module can go.
             unsafe {
                 drv.cuFuncGetName(&mut p, f)?;
                 Ok(std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned())

@@ -50,6 +50,8 @@ pub(crate) struct Captured {
     pub(crate) functions: Vec<crate::Function>,
     /// Objects other libraries' captured work needs (see [`Stream::enqueue_foreign`]).
     pub(crate) foreign: Vec<Arc<dyn std::any::Any + Send + Sync>>,
+    /// Whether the captured work has run yet (see [`crate::CaptureTicket`]).
+    pub(crate) ticket: Option<crate::CaptureTicket>,
 }
 
 /// Held for the duration of one enqueue (check, driver call, bookkeeping): while it lives, the
@@ -118,6 +120,18 @@ impl Stream {
     /// - nobody begins a graph capture on it while this crate queues work on it (this crate
     ///   keeps the bookkeeping that makes captures sound only for its own capture streams).
     pub unsafe fn from_raw(ctx: &Context, raw: CUstream) -> Result<Stream> {
+        // The special handles name a different queue depending on the calling thread
+        // (`CU_STREAM_PER_THREAD`) or the default stream's mode (`CU_STREAM_LEGACY`), while a
+        // `Stream` stands for one queue (buffers are freed in their home stream's order): use
+        // `Context::default_stream` for the legacy NULL stream.
+        if raw as usize == 0x1 || raw as usize == 0x2 {
+            return Err(Error::Unsupported {
+                what: "Stream::from_raw with CU_STREAM_LEGACY or CU_STREAM_PER_THREAD",
+                why: "these handles name a different stream on each thread (or mode); pass a \
+                      real stream, or use Context::default_stream() for the NULL stream"
+                    .into(),
+            });
+        }
         ctx.bind()?;
         let mut owner = std::ptr::null_mut();
         // SAFETY: `raw` is live (caller's promise); out-pointer to a local.
@@ -315,42 +329,50 @@ impl StreamInner {
     }
 
     /// Makes sure the work queued on this stream so far is no longer running, after an error
-    /// that left it untracked: synchronizes the stream, or failing that the whole context.
-    /// If both fail the context has a sticky error and runs no more work (the crate's
-    /// documented assumption), so nothing queued can still touch memory.
+    /// that left it untracked: synchronizes the stream (twice), or else waits until the stream
+    /// reports idle, or, when it cannot say, until a context-wide synchronize succeeds or fails
+    /// (then the context has a sticky error and runs no more work: the crate's documented
+    /// assumption). See [`crate::context::ContextInner::wait_until_idle`].
     pub(crate) fn settle(&self) {
         // Twice: a transient failure should not cost a context-wide wait.
         if self.synchronize().is_ok() || self.synchronize().is_ok() {
             return;
         }
-        // Poll: NOT_READY means work is still queued; anything else means it is done or the
-        // context is dead.
         let Ok(drv) = driver() else {
             return; // no driver, or inside a host callback: nothing can be waited for here
         };
-        let start = std::time::Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
-            // SAFETY: live handle.
-            match unsafe { drv.cuStreamQuery(self.raw) } {
-                Err(e) if e.code() == Some(CUresult::CUDA_ERROR_NOT_READY) => {}
-                _ => return,
+        self.ctx.inner.wait_until_idle(|| {
+            if self.raw.is_null() && self.ctx.bind().is_err() {
+                return Err(());
             }
-            std::thread::sleep(Duration::from_micros(200));
+            // SAFETY: live handle (the NULL stream of the context made current just above).
+            match unsafe { drv.cuStreamQuery(self.raw) } {
+                Ok(()) => Ok(true),
+                Err(e) if e.code() == Some(CUresult::CUDA_ERROR_NOT_READY) => Ok(false),
+                Err(_) => Err(()),
+            }
+        });
+    }
+
+    /// The NULL stream is resolved through the calling thread's current context: make this
+    /// stream's context current first, so it is this context's NULL stream that is meant.
+    fn bind_if_null(&self) -> Result<()> {
+        if self.raw.is_null() {
+            self.ctx.bind_cached()?;
         }
-        if let Err(e) = self.ctx.synchronize() {
-            self.ctx
-                .report_drop_error("settling a stream after an error", e);
-        }
+        Ok(())
     }
 
     pub(crate) fn synchronize(&self) -> Result<()> {
-        // SAFETY: live handle.
+        self.bind_if_null()?;
+        // SAFETY: live handle (for the NULL stream, its context is current: above).
         unsafe { driver()?.cuStreamSynchronize(self.raw)? };
         Ok(())
     }
 
     pub(crate) fn wait_raw(&self, event: cuda_sys::CUevent) -> Result<()> {
-        // SAFETY: live handles.
+        self.bind_if_null()?;
+        // SAFETY: live handles (for the NULL stream, its context is current: above).
         unsafe { driver()?.cuStreamWaitEvent(self.raw, event, 0)? };
         Ok(())
     }

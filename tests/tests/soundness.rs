@@ -43,7 +43,19 @@ fn main() {
             "device_global_write_waits_for_kernels",
             global_write_ordered,
         ),
+        gpu(
+            "device_global_read_is_ordered_with_graph_replays",
+            global_read_vs_replay,
+        ),
         gpu("foreign_stream_is_checked", foreign_stream_checked),
+        gpu(
+            "binary_images_are_checked_before_the_driver_reads_them",
+            binary_images_checked,
+        ),
+        gpu(
+            "per_thread_stream_handles_and_overaligned_pinned_types_refused",
+            special_handles_and_alignment,
+        ),
         gpu2("push_current_keeps_bind_cache_honest", push_current_cache),
         gpu2(
             "cross_device_graph_and_global_refused",
@@ -491,7 +503,31 @@ extern "C" __global__ void slow_read_global(float* out, long long cycles) {
     while (clock64() - start < cycles) { }
     out[0] = g_value;
 }
+// Writes the pair in two halves with a spin between them: a read that overlaps a run sees
+// x != y (a torn value).
+__device__ int2 g_pair;
+extern "C" __global__ void torn_write_global(long long cycles) {
+    int v = g_pair.x + 1;
+    g_pair.x = v;
+    long long start = clock64();
+    while (clock64() - start < cycles) { }
+    g_pair.y = v;
+}
 "#;
+
+/// Retries `f` while it is refused because another test of this binary is capturing (global
+/// access waits for the whole context, which a capture in progress forbids).
+fn retry_while_capturing<R>(
+    f: impl Fn() -> cuda_driver::Result<R>,
+) -> Result<R, Box<dyn std::error::Error>> {
+    for _ in 0..500 {
+        match f() {
+            Err(Error::Unsupported { .. }) => std::thread::sleep(Duration::from_millis(10)),
+            r => return Ok(r?),
+        }
+    }
+    Err("a capture never ended".into())
+}
 
 fn global_write_ordered() -> TestResult {
     let ctx = context()?;
@@ -503,15 +539,8 @@ fn global_write_ordered() -> TestResult {
     let k: Kernel<(&mut DeviceSlice<f32>, i64)> = unsafe { m.kernel("slow_read_global")? };
     // Global access waits for the whole context, which is refused while another test of this
     // binary is capturing: retry until no capture is in progress.
-    let retry = |f: &dyn Fn() -> cuda_driver::Result<()>| -> TestResult {
-        for _ in 0..500 {
-            match f() {
-                Err(Error::Unsupported { .. }) => std::thread::sleep(Duration::from_millis(10)),
-                r => return Ok(r?),
-            }
-        }
-        Err("a capture never ended".into())
-    };
+    let retry =
+        |f: &dyn Fn() -> cuda_driver::Result<()>| -> TestResult { retry_while_capturing(f) };
     retry(&|| g.write(&a, &1.0))?;
     let mut out = b.alloc_zeros::<f32>(1)?;
     // SAFETY: one thread writes out[0]; `out` has one element.
@@ -524,6 +553,138 @@ fn global_write_ordered() -> TestResult {
     let read = std::cell::Cell::new(0.0f32);
     retry(&|| g.read(&a).map(|v| read.set(v)))?;
     ensure!(read.get() == 2.0, "global value");
+    Ok(())
+}
+
+/// Rule 3 for graphs: a replay of a captured kernel that writes a `__device__` global is queued
+/// under the module's globals lock like a direct launch, so `DeviceGlobal::read` on another
+/// thread never sees half of a replay's write. (Before the fix: most reads came back torn.)
+fn global_read_vs_replay() -> TestResult {
+    let ctx = context()?;
+    let m = load_cuda(&ctx, GLOBAL_KERNELS)?;
+    let g = m.global::<[i32; 2]>("g_pair")?;
+    // SAFETY: matches torn_write_global(long long); it touches only the module's global.
+    let k: Kernel<(i64,)> = unsafe { m.kernel("torn_write_global")? };
+    let a = ctx.new_stream()?;
+    retry_while_capturing(|| g.write(&a, &[0, 0]))?;
+    let graph = ctx.capture(|s| {
+        // SAFETY: one thread; the kernel touches only the global (no buffers, no bounds).
+        unsafe { k.launch(s, &LaunchConfig::new(1, 1), SLOW / 10) }
+    })?;
+    let exec = graph.instantiate()?;
+    drop(m); // the graph keeps the module (rule 2); `g` does too
+    let replays = 40;
+    let replayer = {
+        let ctx = ctx.clone();
+        std::thread::spawn(move || -> cuda_driver::Result<()> {
+            let s = ctx.new_stream()?;
+            for _ in 0..replays {
+                exec.launch(&s)?;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            s.synchronize()
+        })
+    };
+    let mut torn = Vec::new();
+    let mut reads = 0;
+    while !replayer.is_finished() {
+        let v = retry_while_capturing(|| g.read(&a))?;
+        reads += 1;
+        if v[0] != v[1] {
+            torn.push(v);
+        }
+    }
+    replayer.join().map_err(|_| "replay thread panicked")??;
+    let last = retry_while_capturing(|| g.read(&a))?;
+    ensure!(
+        torn.is_empty(),
+        "{} of {reads} reads saw a replay's write half done: {torn:?}",
+        torn.len()
+    );
+    ensure!(
+        last == [replays, replays],
+        "after {replays} replays the global is {last:?}"
+    );
+    Ok(())
+}
+
+/// The driver reads a cubin or fatbin as far as the image's own headers say (and unknown bytes
+/// as NUL-terminated PTX): `load_module` checks the image against its slice first. The fixtures
+/// are `cuda-driver/testdata/add1.cu` built by nvcc 13.0.
+fn binary_images_checked() -> TestResult {
+    const CUBIN: &[u8] = include_bytes!("../../cuda-driver/testdata/add1_sm90.cubin");
+    const FATBIN: &[u8] = include_bytes!("../../cuda-driver/testdata/add1_sm80_sm90.fatbin");
+    use cuda_driver::{JitOptions, ModuleImage};
+    let ctx = context()?;
+    let opts = JitOptions::default();
+    for (image, what) in [
+        (ModuleImage::Cubin(&[]), "an empty cubin"),
+        (ModuleImage::Cubin(b"abc"), "three bytes as a cubin"),
+        (
+            ModuleImage::Cubin(&CUBIN[..CUBIN.len() / 2]),
+            "half a cubin",
+        ),
+        (
+            ModuleImage::Fatbin(&FATBIN[..FATBIN.len() - 8]),
+            "a truncated fatbin",
+        ),
+        (ModuleImage::Fatbin(CUBIN), "a cubin passed as a fatbin"),
+    ] {
+        ensure!(
+            matches!(
+                ctx.load_module(image, &opts),
+                Err(Error::InvalidImage { .. })
+            ),
+            "{what} was handed to the driver"
+        );
+    }
+    // The whole images load and run (the fatbin on any sm_80+ GPU through its SASS or PTX,
+    // the sm_90 cubin only on compute capability 9.0).
+    let cc = ctx.limits().compute_capability;
+    let mut images = vec![ModuleImage::Fatbin(FATBIN)];
+    if (cc.major, cc.minor) == (9, 0) {
+        images.push(ModuleImage::Cubin(CUBIN));
+    }
+    let s = ctx.new_stream()?;
+    for image in images {
+        let m = ctx.load_module(image, &opts)?;
+        // SAFETY: matches add1(float*, unsigned) in testdata/add1.cu.
+        let k: Kernel<(&mut DeviceSlice<f32>, u32)> = unsafe { m.kernel("add1")? };
+        let mut x = s.clone_htod(&[1.0f32; 100])?;
+        // SAFETY: the kernel touches x[i] for i < 100 only; x has 100 elements.
+        unsafe { k.launch(&s, &LaunchConfig::for_num_elems(100), &mut x, 100)? };
+        ensure!(s.clone_dtoh(&x)? == [2.0f32; 100], "add1 from {image:?}");
+    }
+    Ok(())
+}
+
+/// A `Stream` stands for one queue: the per-thread and legacy special handles are refused. A
+/// `PinnedBuffer` of a type aligned beyond what the driver guarantees is refused.
+fn special_handles_and_alignment() -> TestResult {
+    let ctx = context()?;
+    for raw in [1usize, 2] {
+        // SAFETY: the handles are the driver's documented special streams (always "live"); the
+        // call must refuse them before using them.
+        let r = unsafe { Stream::from_raw(&ctx, raw as cuda_driver::cuda_sys::CUstream) };
+        ensure!(
+            matches!(r, Err(Error::Unsupported { .. })),
+            "special stream handle {raw:#x} accepted"
+        );
+    }
+    #[repr(C, align(8192))]
+    #[derive(Clone, Copy)]
+    struct Big([u8; 8192]);
+    // SAFETY: one byte array filling the whole (8192-byte) size: no padding, any bits valid.
+    unsafe impl cuda_driver::bytemuck::Zeroable for Big {}
+    // SAFETY: as above; Copy and 'static.
+    unsafe impl cuda_driver::bytemuck::Pod for Big {}
+    ensure!(
+        matches!(
+            PinnedBuffer::<Big>::zeroed(&ctx, 2),
+            Err(Error::Unsupported { .. })
+        ),
+        "a pinned buffer of an 8192-aligned type"
+    );
     Ok(())
 }
 

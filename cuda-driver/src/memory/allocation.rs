@@ -220,7 +220,9 @@ impl Allocation {
         // differs from `stream`'s for a peer copy).
         let ev = new_event_in(&self.home.ctx)?;
         // SAFETY: live handles; the event is ours and destroyed on every path (allowed while a
-        // wait on it is queued). A stream may wait on an event of another context.
+        // wait on it is queued). A stream may wait on an event of another context. (A home on
+        // another device's NULL stream cannot record it: the driver resolves NULL through the
+        // current context, so the record fails and the use is refused with that error.)
         unsafe {
             let waited = drv
                 .cuEventRecord(ev, self.home.raw)
@@ -297,8 +299,9 @@ impl Allocation {
 
     fn free(&mut self) -> Result<()> {
         let drv = driver()?;
-        // The free names its stream; binding only matters for `cuMemFree` without pools. A bind
-        // failure is reported, not a reason to keep the memory.
+        // The free names its stream, so binding matters only for `cuMemFree` without pools and
+        // for a home on the NULL stream (checked again right before the free): a bind failure
+        // here is reported, not a reason to keep the memory.
         if let Err(e) = self.home.ctx.bind() {
             self.home
                 .ctx
@@ -314,8 +317,16 @@ impl Allocation {
                 .report_drop_error("ordering a free after its uses", e);
             self.order_before(&home)?;
         }
+        // The NULL stream is the current context's: waiting on other streams may have made
+        // another context current, and a free on another context's NULL stream would not be
+        // ordered after this one's work. If the home context cannot be made current, the
+        // memory is leaked (the error says so), never freed out of order.
+        if home.raw.is_null() {
+            self.home.ctx.bind()?;
+        }
         // SAFETY: the pointer came from the matching allocation call and is freed once (callers
-        // never call `free` twice); every use queued on any stream is ordered before the free.
+        // never call `free` twice); every use queued on any stream is ordered before the free,
+        // on the home stream of the home context (current, for the NULL stream: above).
         unsafe {
             if self.pooled {
                 drv.cuMemFreeAsync(self.ptr, home.raw)?;

@@ -32,11 +32,12 @@ impl PendingSlot {
         self.0.lock().unwrap_or_else(|p| p.into_inner()).push(e);
     }
 
-    /// Waits for every pending copy. When waiting on a copy's event fails, waits for the whole
-    /// context instead (if that fails too, the context has a sticky error and runs no more
-    /// work), so when this returns, with or without an error, no copy uses the memory any more,
-    /// except inside a host callback, where nothing can be waited for: then the copies stay
-    /// pending and [`Error::InHostCallback`] is returned.
+    /// Waits for every pending copy. When waiting on a copy's event fails (twice), polls the
+    /// event until it completes, or, when the driver cannot say, waits for the whole context
+    /// (if that fails too, the context has a sticky error and runs no more work; while a graph
+    /// capture forbids it, it polls on), so when this returns, with or without an error, no
+    /// copy uses the memory any more, except inside a host callback, where nothing can be
+    /// waited for: then the copies stay pending and [`Error::InHostCallback`] is returned.
     pub(crate) fn wait(&self) -> Result<()> {
         let mut g = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if g.is_empty() {
@@ -48,9 +49,11 @@ impl PendingSlot {
         let mut first_err = Ok(());
         while let Some(e) = g.last() {
             if let Err(err) = e.synchronize() {
-                // Once more, then the whole context (see the docs above).
+                // Once more, then the last resort (see the docs above).
                 if e.synchronize().is_err() {
-                    let _ = e.context().synchronize();
+                    e.context()
+                        .inner
+                        .wait_until_idle(|| e.query().map_err(|_| ()));
                 }
                 if first_err.is_ok() {
                     first_err = Err(err);
@@ -118,10 +121,34 @@ impl<T: DeviceRepr> PinnedBuffer<T> {
                 count: len,
                 elem_size: std::mem::size_of::<T>(),
             })?;
+        // `cuMemHostAlloc` returns page-aligned memory (4 KiB at least); a `Pod` type may ask
+        // for more (`#[repr(align(8192))]`), and a misaligned `&[T]` would be undefined.
+        const HOST_ALIGN: usize = 4096;
+        if std::mem::align_of::<T>() > HOST_ALIGN {
+            return Err(Error::Unsupported {
+                what: "PinnedBuffer of a type aligned to more than 4096 bytes",
+                why: format!(
+                    "the type needs {}-byte alignment, but pinned allocations are only \
+                     guaranteed 4096",
+                    std::mem::align_of::<T>()
+                ),
+            });
+        }
         ctx.bind()?;
         let mut p = std::ptr::null_mut();
         // SAFETY: out-pointer to a local; freed with cuMemFreeHost in Drop.
         unsafe { driver()?.cuMemHostAlloc(&mut p, bytes.max(1), flags.bits())? };
+        if (p as usize) % std::mem::align_of::<T>() != 0 {
+            // SAFETY: the allocation just made, freed once.
+            let _ = unsafe { driver()?.cuMemFreeHost(p) };
+            return Err(Error::Unsupported {
+                what: "PinnedBuffer allocation",
+                why: format!(
+                    "the driver returned memory aligned to less than the {} bytes the type needs",
+                    std::mem::align_of::<T>()
+                ),
+            });
+        }
         // SAFETY: `p` points to at least `bytes` writable bytes; zero is a valid `T` (Pod).
         unsafe { std::ptr::write_bytes(p.cast::<u8>(), 0, bytes) };
         Ok(PinnedBuffer {
