@@ -31,6 +31,12 @@ pub(crate) enum CommState {
     Aborted(AbortReason),
     /// Handed to a teardown thread by `Drop`.
     Gone,
+    /// Lent to a [`crate::Group`] open on some thread: NCCL holds operations of this
+    /// communicator that it queues only at the group's end. Every other call is refused with
+    /// [`Error::CommInGroup`] (never blocked: a group leaked with `mem::forget` never ends), the
+    /// watchdog leaves it alone, and a drop leaks the handle rather than destroy what NCCL's
+    /// group still refers to.
+    Grouped(RawComm),
 }
 
 /// Events recorded after this communicator's operations, oldest first, for the watchdog; and
@@ -218,8 +224,14 @@ impl Communicator {
     pub fn abort(&self) -> Result<()> {
         group::refuse_if_open("Communicator::abort")?;
         let mut state = self.inner.lock();
-        if matches!(&*state, CommState::Live(_)) {
-            self.inner.abort_locked(&mut state, AbortReason::Requested);
+        match &*state {
+            CommState::Live(_) => self.inner.abort_locked(&mut state, AbortReason::Requested),
+            // NCCL holds operations of it that it has not queued: aborting now would let the
+            // group's end launch work on a destroyed communicator.
+            CommState::Grouped(_) => {
+                self.inner.live(&state)?;
+            }
+            CommState::Aborted(_) | CommState::Gone => {}
         }
         Ok(())
     }
@@ -353,6 +365,10 @@ impl CommInner {
             CommState::Live(raw) => Ok(raw.0),
             CommState::Aborted(reason) => Err(self.aborted(reason.clone())),
             CommState::Gone => Err(self.aborted(AbortReason::Requested)),
+            CommState::Grouped(_) => Err(Error::CommInGroup {
+                rank: self.rank,
+                nranks: self.nranks,
+            }),
         }
     }
 
@@ -574,6 +590,18 @@ impl CommInner {
                     timeout: self.timeout,
                 };
                 Some(teardown::spawn(self.nccl, self.ctx.clone(), raw, how))
+            }
+            CommState::Grouped(_) => {
+                // Only a group leaked with `mem::forget` can still hold it when the last
+                // handle goes: NCCL's group state on that thread refers to the communicator
+                // (and never ends), so destroying it could let NCCL touch freed memory. Leak it.
+                log::error!(
+                    "cuda-nccl: rank {} of {} was dropped while a leaked cuda_nccl::Group \
+                     still holds it; its NCCL handle is leaked",
+                    self.rank,
+                    self.nranks
+                );
+                None
             }
             _ => None,
         }

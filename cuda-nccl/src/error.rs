@@ -142,6 +142,22 @@ pub enum Error {
         what: &'static str,
     },
 
+    /// The communicator is lent to a [`crate::Group`] open on another thread (or leaked there
+    /// with `mem::forget`): NCCL holds operations of it that it queues only at that group's
+    /// end, so no other call may use it meanwhile. Refused at once rather than waited for,
+    /// since a leaked group never ends.
+    #[error(
+        "the communicator (rank {rank} of {nranks}) is in a cuda_nccl::Group open on another \
+         thread; end that group first, or use each communicator from one thread (a Group leaked \
+         with mem::forget keeps its communicators for good)"
+    )]
+    CommInGroup {
+        /// This communicator's rank.
+        rank: usize,
+        /// Ranks in the communicator.
+        nranks: usize,
+    },
+
     /// An argument that is wrong in itself (an empty device list, a device listed twice …).
     #[error("{what}: {problem}")]
     Invalid {

@@ -4,11 +4,11 @@ use crate::comm::{last_error, CommState, Communicator};
 use crate::ops::{self, OpCall};
 use crate::{Error, NcclType, ReduceOp, Result};
 use cuda_driver::{DeviceSlice, ForeignUse, Stream};
+use cuda_sys::nccl_types::ncclComm_t;
 use cuda_sys::nccl_types::ncclResult_t;
 use cuda_sys::Nccl;
 use std::cell::Cell;
 use std::marker::PhantomData;
-use std::sync::MutexGuard;
 
 thread_local! {
     /// Whether a [`Group`] is open on this thread (or was leaked here).
@@ -47,19 +47,24 @@ struct Added<'a> {
 ///   after its earlier uses when the operation is added (the waits go on the stream ahead of the
 ///   work) and its use is recorded after `ncclGroupEnd` (see
 ///   [`cuda_driver::Stream::begin_foreign`]).
-/// - It **locks every communicator** it uses until it ends, so no other thread can call on one,
-///   and neither the watchdog nor [`crate::Communicator::abort`] can abort one whose operations
-///   NCCL holds but has not launched.
+/// - It **takes every communicator** it uses until it ends (the communicator's state says it
+///   is lent to a group), so a call on one from another thread, the watchdog and
+///   [`crate::Communicator::abort`] cannot use or abort one whose operations NCCL holds but has
+///   not launched: such calls are refused at once with [`crate::Error::CommInGroup`], never
+///   blocked.
 /// - NCCL's group state belongs to the thread, so the guard is `!Send`, and while it is open
 ///   every NCCL call on the thread that does not go through it is refused
 ///   ([`crate::Error::GroupOpen`]): NCCL would defer that call to the group's end, after its
 ///   borrows had ended. Groups do not nest (a second one is refused the same way).
 /// - Leaking the guard (`mem::forget`) leaves NCCL's group open for good: NCCL then never queues
 ///   its operations (so nothing touches the buffers once their borrows end), every later NCCL call
-///   on that thread is refused, and its communicators stay locked (their other users block).
-/// - Locks are taken in the order operations are added: two threads whose groups share
-///   communicators in different orders can deadlock (no memory is at risk). Use each
-///   communicator from one thread, as NCCL expects anyway.
+///   on that thread is refused ([`crate::Error::GroupOpen`]), and its communicators stay lent to
+///   it: every call on them, from any thread, is refused with [`crate::Error::CommInGroup`], and
+///   dropping the last handle of one leaks its NCCL handle instead of destroying it. Nothing
+///   blocks.
+/// - A communicator is lent to one group at a time: a second thread's group that adds an
+///   operation on it gets [`crate::Error::CommInGroup`]. Use each communicator from one thread,
+///   as NCCL expects anyway.
 ///
 /// ```no_run
 /// # fn main() -> cuda_nccl::Result<()> {
@@ -77,7 +82,9 @@ struct Added<'a> {
 /// ```
 pub struct Group<'a> {
     nccl: &'static Nccl,
-    locked: Vec<(&'a Communicator, MutexGuard<'a, CommState>)>,
+    /// The communicators lent to this group (their state is [`CommState::Grouped`] until it
+    /// ends), with their raw handles.
+    locked: Vec<(&'a Communicator, ncclComm_t)>,
     added: Vec<Added<'a>>,
     ended: bool,
     _not_send: PhantomData<*const ()>,
@@ -101,14 +108,18 @@ impl<'a> Group<'a> {
         })
     }
 
-    /// The index of `comm` among the locked ones, locking it first if needed.
+    /// The index of `comm` among the communicators lent to this group, taking it first if
+    /// needed (refused unless it is live and in no other group).
     fn lock(&mut self, comm: &'a Communicator) -> Result<usize> {
         if let Some(i) = self.locked.iter().position(|(c, _)| c.same_as(comm)) {
             return Ok(i);
         }
-        let state = comm.inner.lock();
-        comm.inner.live(&state)?;
-        self.locked.push((comm, state));
+        let mut state = comm.inner.lock();
+        let raw = comm.inner.live(&state)?;
+        if let CommState::Live(r) = std::mem::replace(&mut *state, CommState::Gone) {
+            *state = CommState::Grouped(r);
+        }
+        self.locked.push((comm, raw));
         Ok(self.locked.len() - 1)
     }
 
@@ -123,7 +134,7 @@ impl<'a> Group<'a> {
         }
         comm.check_stream(stream)?;
         let i = self.lock(comm)?;
-        let raw = comm.inner.live(&self.locked[i].1)?;
+        let raw = self.locked[i].1;
         // SAFETY: the group keeps the borrows in `op.uses` until it has ended, and records them
         // with `end_foreign` right after `ncclGroupEnd` queued the work; a leaked group never
         // ends, and then NCCL never queues the work (see the module docs).
@@ -172,7 +183,16 @@ impl<'a> Group<'a> {
             Err(_) if in_progress => Ok(()),
             Err(e) => Err(e.into()),
         };
-        for (comm, state) in &mut self.locked {
+        let mut states = Vec::with_capacity(self.locked.len());
+        for (comm, _) in &self.locked {
+            // Back from the group: live again (nothing else can have changed a lent state).
+            let mut state = comm.inner.lock();
+            if let CommState::Grouped(r) = std::mem::replace(&mut *state, CommState::Gone) {
+                *state = CommState::Live(r);
+            }
+            states.push(state);
+        }
+        for ((comm, _), state) in self.locked.iter().zip(&mut states) {
             let r = if first.is_err() {
                 // A failed group launched nothing; a communicator NCCL reports broken is aborted.
                 comm.inner.poll_async_error(state)
@@ -196,6 +216,7 @@ impl<'a> Group<'a> {
             }
         }
         self.added.clear();
+        drop(states);
         self.locked.clear();
         first
     }
