@@ -161,6 +161,22 @@ pub enum BlasError {
         why: &'static str,
     },
 
+    /// The stream belongs to another device than the handle: cuBLAS does not define work queued
+    /// through a handle of one device on another device's stream. Use [`crate::Blas::get`] with
+    /// the stream's context (one handle per device).
+    #[error(
+        "{op}: the stream is on device {stream_device}, but this Blas handle was made for device \
+         {handle_device}; use the handle of the stream's device (Blas::get(stream.context()))"
+    )]
+    DeviceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The handle's device.
+        handle_device: usize,
+        /// The stream's device.
+        stream_device: usize,
+    },
+
     /// cuBLASLt's heuristic found no algorithm for the problem.
     #[error(
         "{op}: cuBLASLt has no algorithm for {problem} within a workspace of {workspace} bytes; \

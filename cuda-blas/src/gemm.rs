@@ -46,7 +46,7 @@ impl Blas {
         let cublas = self.inner.cublas;
         let bytes = self.inner.workspace_bytes;
         let keep = self.keep_alive();
-        let mut st = self.lock();
+        let mut st = self.lock_for("gemm", stream)?;
         let crate::handle::ForStream {
             handle,
             bound,

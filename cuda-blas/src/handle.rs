@@ -5,11 +5,11 @@ use crate::{BlasError, Result};
 use cuda_driver::cuda_sys::cublas_types::{cublasHandle_t, cublasMath_t};
 use cuda_driver::cuda_sys::cublaslt_types::cublasLtHandle_t;
 use cuda_driver::cuda_sys::{CUstream, Cublas, CublasLt};
-use cuda_driver::{Context, DeviceBuffer, Stream};
+use cuda_driver::{Context, DeviceBuffer, MemoryCache, Stream};
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 
 /// How many streams keep a workspace of their own at once; the least recently used one is
 /// dropped (freed in its stream's order) when another stream comes.
@@ -108,6 +108,48 @@ impl State {
     }
 }
 
+impl MemoryCache for BlasInner {
+    /// Frees every stream's workspace (in its stream's order, after the work that uses it; a
+    /// graph that captured work with one keeps that memory until it is dropped). The next call
+    /// on a stream allocates its workspace again. Skipped while another thread queues work
+    /// through the handle.
+    fn release_cached(&self) -> cuda_driver::Result<()> {
+        let mut st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(()),
+        };
+        st.workspaces.clear();
+        st.bound = None;
+        Ok(())
+    }
+}
+
+/// The process-wide handle of one device ([`Blas::get`]), made on first use.
+struct ProcessHandle {
+    blas: Mutex<Option<Blas>>,
+}
+
+impl MemoryCache for ProcessHandle {
+    /// Drops the process-wide handle when nothing else holds it: its drop destroys the cuBLAS
+    /// and cuBLASLt handles (freeing what the libraries allocated for themselves) and its
+    /// workspaces. Skipped while another thread is getting it.
+    fn release_cached(&self) -> cuda_driver::Result<()> {
+        let mut slot = match self.blas.try_lock() {
+            Ok(s) => s,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return Ok(()),
+        };
+        if slot
+            .as_ref()
+            .is_some_and(|b| Arc::strong_count(&b.inner) == 1)
+        {
+            *slot = None;
+        }
+        Ok(())
+    }
+}
+
 /// The recommended workspace for a device of compute capability `major`.
 fn default_workspace(ctx: &Context) -> usize {
     let major = ctx
@@ -171,7 +213,7 @@ impl Blas {
                 return Err(e.into());
             }
         }
-        Ok(Blas {
+        let blas = Blas {
             inner: Arc::new(BlasInner {
                 ctx: ctx.clone(),
                 cublas,
@@ -186,24 +228,46 @@ impl Blas {
                 algos: Mutex::new(AlgoCache::default()),
                 heuristic_queries: AtomicU64::new(0),
             }),
-        })
+        };
+        // The workspaces are memory kept for reuse: `Context::release_memory_caches` (and so
+        // `cuda_runtime_lite::empty_cache`) frees them, so a process that drops everything and
+        // empties the caches holds no device memory at exit.
+        let weak: Weak<dyn MemoryCache> = Arc::downgrade(&blas.inner) as Weak<BlasInner>;
+        ctx.register_memory_cache(weak);
+        Ok(blas)
     }
 
     /// The process-wide `Blas` of `ctx`'s device (made with [`Blas::new`] on first use and
-    /// kept, with the context, for the rest of the process, like the kernel cache). Contexts are
-    /// primary contexts, one per device, so the cache is keyed by device ordinal.
+    /// kept, like the kernel cache). Contexts are primary contexts, one per device, so the cache
+    /// is keyed by device ordinal. The handle counts as memory kept for reuse: while no one
+    /// else holds it, [`Context::release_memory_caches`] (and so
+    /// `cuda_runtime_lite::empty_cache`) destroys it, freeing what cuBLAS allocated for itself,
+    /// and the next call makes a new one.
     pub fn get(ctx: &Context) -> Result<Blas> {
-        static CACHE: OnceLock<Mutex<HashMap<usize, Blas>>> = OnceLock::new();
+        static CACHE: OnceLock<Mutex<HashMap<usize, Arc<ProcessHandle>>>> = OnceLock::new();
         let ordinal = ctx.device().ordinal();
-        let mut map = CACHE
-            .get_or_init(|| Mutex::new(HashMap::new()))
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(b) = map.get(&ordinal) {
+        let slot = {
+            let mut map = CACHE
+                .get_or_init(|| Mutex::new(HashMap::new()))
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            map.entry(ordinal)
+                .or_insert_with(|| {
+                    let slot = Arc::new(ProcessHandle {
+                        blas: Mutex::new(None),
+                    });
+                    let weak: Weak<dyn MemoryCache> = Arc::downgrade(&slot) as Weak<ProcessHandle>;
+                    ctx.register_memory_cache(weak);
+                    slot
+                })
+                .clone()
+        };
+        let mut blas = slot.blas.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = &*blas {
             return Ok(b.clone());
         }
         let b = Blas::new(ctx)?;
-        map.insert(ordinal, b.clone());
+        *blas = Some(b.clone());
         Ok(b)
     }
 
@@ -243,6 +307,24 @@ impl Blas {
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The locked state, for queuing `op` on `stream`: refused with
+    /// [`BlasError::DeviceMismatch`] unless the stream is on this handle's device (the buffers
+    /// are checked against the stream by [`Stream::enqueue_foreign`]).
+    pub(crate) fn lock_for(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+    ) -> Result<MutexGuard<'_, State>> {
+        if !stream.context().same_as(&self.inner.ctx) {
+            return Err(BlasError::DeviceMismatch {
+                op,
+                handle_device: self.inner.ctx.device().ordinal(),
+                stream_device: stream.context().device().ordinal(),
+            });
+        }
+        Ok(self.lock())
     }
 
     /// What a graph capturing this handle's work must keep alive: the handles.

@@ -178,7 +178,7 @@ impl Blas {
 
         let key = AlgoKey::new(&p, epilogue, align, bytes);
         let keep = self.keep_alive();
-        let mut st = self.lock();
+        let mut st = self.lock_for(OP, stream)?;
         let crate::handle::ForStream {
             lt_handle,
             workspace: ws,
