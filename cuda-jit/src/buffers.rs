@@ -9,7 +9,7 @@ use cuda_runtime_lite::{CachedBuffer, DType, Runtime, Tensor};
 
 /// A read-only pointer to `t`'s first element (its storage is tracked as a whole).
 pub(crate) fn push_read<'a>(list: &mut ArgList<'a>, t: TensorRef<'a>) -> Result<()> {
-    with_tensor!(t, |t| list.read_at(t.storage(), t.offset())?);
+    with_tensor!(t, |t| list.read_at(t.storage()?, t.offset())?);
     Ok(())
 }
 

@@ -68,7 +68,7 @@ impl<T: TensorElement> RawParam for In<T> {
             Held::Borrowed(t) => t,
             Held::Owned(t) => t,
         };
-        list.read_at(t.storage(), t.offset())?;
+        list.read_at(t.storage()?, t.offset())?;
         Ok(())
     }
 }

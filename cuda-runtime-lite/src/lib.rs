@@ -84,7 +84,9 @@ pub use memory_stats::{
 };
 pub use runtime::Runtime;
 pub use staging::{StagingConfig, StagingPool};
-pub use stream_scope::{current_stream, stream_for, use_stream, with_stream, StreamGuard};
+pub use stream_scope::{
+    current_stream, reset_current_streams, stream_for, use_stream, with_stream, StreamGuard,
+};
 
 /// Re-exported so users need not depend on them directly.
 pub use {cuda_driver, cuda_nccl};

@@ -147,16 +147,10 @@ impl<T> std::fmt::Debug for LazyModule<T> {
 }
 
 /// Loads a fatbin (SASS for some architectures plus PTX): the driver picks the SASS for the
-/// device, or JIT-compiles the PTX. The bytes are copied to an 8-byte-aligned buffer first
-/// (`include_bytes!` data has no alignment, the fatbin header wants it).
+/// device, or JIT-compiles the PTX. (`load_module` checks the image and copies it to the
+/// aligned memory the fatbin header wants: `include_bytes!` data has no alignment.)
 pub fn load_fatbin(ctx: &Context, fatbin: &[u8]) -> Result<Module> {
-    let mut aligned = vec![0u64; fatbin.len().div_ceil(8)];
-    let bytes: &mut [u8] = cuda_driver::bytemuck::cast_slice_mut(&mut aligned);
-    bytes[..fatbin.len()].copy_from_slice(fatbin);
-    Ok(ctx.load_module(
-        ModuleImage::Fatbin(&bytes[..fatbin.len()]),
-        &JitOptions::default(),
-    )?)
+    Ok(ctx.load_module(ModuleImage::Fatbin(fatbin), &JitOptions::default())?)
 }
 
 /// The file called `name` in `files`.

@@ -5,9 +5,9 @@ use super::buffer::CachedBuffer;
 use super::size_class::{size_class, Pool};
 use super::stats::MemoryStats;
 use crate::Result;
-use cuda_driver::{Context, DeviceBuffer, DeviceRepr, Stream};
+use cuda_driver::{Context, DeviceBuffer, DeviceRepr, MemoryCache, Stream};
 use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// A caching device-memory allocator for one device, like PyTorch's `CUDACachingAllocator`
 /// (simplified; see the [module docs](crate::caching) for the rules).
@@ -51,7 +51,7 @@ pub(crate) struct BlockInfo {
 impl CachingAllocator {
     /// An empty cache for the device of `ctx`.
     pub fn new(ctx: &Context) -> CachingAllocator {
-        CachingAllocator {
+        let a = CachingAllocator {
             shared: Arc::new(Shared {
                 ctx: ctx.clone(),
                 state: Mutex::new(State {
@@ -62,7 +62,12 @@ impl CachingAllocator {
                     },
                 }),
             }),
-        }
+        };
+        // Its free blocks are memory kept for reuse: `Context::release_memory_caches` (what
+        // `crate::empty_cache` calls) gives them back with every other crate's caches.
+        let weak: Weak<dyn MemoryCache> = Arc::downgrade(&a.shared) as Weak<Shared>;
+        ctx.register_memory_cache(weak);
+        a
     }
 
     /// The context (device) it allocates in.
@@ -189,8 +194,9 @@ impl CachingAllocator {
         self.stats().summary()
     }
 
-    /// Returns every cached block to the driver (`torch.cuda.empty_cache`): reserved memory
-    /// drops to what live buffers hold. The frees are stream-ordered (`cuMemFreeAsync` on each
+    /// Returns every cached block of this allocator to the driver: reserved memory drops to what
+    /// live buffers hold. ([`crate::empty_cache`] does this and also frees the other caches of
+    /// the device, such as cuBLAS workspaces: [`Context::release_memory_caches`].) The frees are stream-ordered (`cuMemFreeAsync` on each
     /// block's stream), so work still queued on a block finishes first. Returns the first error
     /// a free reported (all blocks are released either way).
     pub fn empty_cache(&self) -> Result<()> {
@@ -206,6 +212,18 @@ impl std::fmt::Debug for CachingAllocator {
             .field("allocated_bytes", &s.allocated_bytes())
             .field("reserved_bytes", &s.reserved_bytes())
             .finish()
+    }
+}
+
+impl MemoryCache for Shared {
+    fn release_cached(&self) -> cuda_driver::Result<()> {
+        self.empty_cache().map_err(|e| match e {
+            crate::Error::Driver(d) => d,
+            other => cuda_driver::Error::Unsupported {
+                what: "releasing the caching allocator's blocks",
+                why: other.to_string(),
+            },
+        })
     }
 }
 
@@ -236,8 +254,9 @@ impl Shared {
         let block = match unsafe { stream.alloc::<u8>(class) } {
             Ok(b) => b,
             Err(cuda_driver::Error::OutOfMemory { .. }) => {
-                // Like PyTorch: give the cached blocks back, wait for the frees, try again.
-                self.empty_cache()?;
+                // Like PyTorch: give the cached blocks back (and every other cache of the
+                // device: library workspaces), wait for the frees, try again.
+                self.ctx.release_memory_caches()?;
                 self.ctx.synchronize()?;
                 self.lock().stats.oom_retries += 1;
                 // SAFETY: as above.

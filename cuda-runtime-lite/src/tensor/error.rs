@@ -148,6 +148,23 @@ pub enum TensorError {
         max: usize,
     },
 
+    /// The tensor was produced by work queued during a CUDA graph capture and holds no value
+    /// until that graph is launched (PyTorch hands out garbage here; this refuses).
+    #[error(
+        "this tensor was produced inside a CUDA graph capture{}",
+        if *discarded {
+            ", which was discarded (it failed or was dropped, or its graph was dropped unlaunched): \
+             it will never hold a value; compute it again outside the capture"
+        } else {
+            ", and holds no value until the graph is launched: replay it first \
+             (CapturedStep::replay / GraphExec::launch), then read"
+        }
+    )]
+    NotYetComputed {
+        /// Whether the capture's work will never run.
+        discarded: bool,
+    },
+
     /// An element count or index that does not fit in `usize`/`isize`.
     #[error("{op}: the size of shape {shape:?} overflows the address space")]
     SizeOverflow {

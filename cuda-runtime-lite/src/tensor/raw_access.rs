@@ -20,9 +20,10 @@ use std::sync::Arc;
 impl<T: TensorElement> Tensor<T> {
     /// The whole storage this tensor views, read-only (`tensor.untyped_storage()`). Element
     /// `(i₀, …)` of the tensor is `storage[offset + Σ iₖ·strides[k]]` ([`Tensor::layout`]), always
-    /// inside it.
-    pub fn storage(&self) -> &DeviceSlice<T> {
-        self.storage.slice()
+    /// inside it. [`TensorError::NotYetComputed`] for a tensor a CUDA graph capture produced,
+    /// before the graph has been launched (it holds no value yet).
+    pub fn storage(&self) -> Result<&DeviceSlice<T>> {
+        self.storage.readable()
     }
 
     /// A contiguous tensor of `shape` over `buf` (a buffer from a device's caching allocator,
@@ -46,7 +47,9 @@ impl<T: TensorElement> Tensor<T> {
             });
         }
         let device = buf.stream().context().device().ordinal();
-        Self::from_storage(Arc::new(Storage::new(buf, device)), shape)
+        // Written by work on the device's current stream (a capture's, when it is capturing).
+        let stream = crate::stream_for(device)?;
+        Self::from_storage(Arc::new(Storage::new(buf, device, &stream)), shape)
     }
 
     /// The elements of a contiguous tensor as one read-only device slice, in row-major order

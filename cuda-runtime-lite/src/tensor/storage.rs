@@ -1,10 +1,10 @@
 //! `Storage<T>`: the flat device buffer tensors view (seed 003's `Storage`), and the per-device
 //! execution context ops use (the runtime's default stream, caching allocator and kernels).
 
-use super::error::Result;
+use super::error::{Result, TensorError};
 use super::TensorElement;
 use crate::{CachedBuffer, Runtime};
-use cuda_driver::{DeviceSlice, Stream};
+use cuda_driver::{CaptureState, CaptureTicket, DeviceSlice, Stream};
 use cuda_kernels::Kernels;
 use std::ops::Range;
 use std::sync::Arc;
@@ -13,15 +13,50 @@ use std::sync::Arc;
 /// `memory_allocated()` counts it). Shared by every view of it through an `Arc`; never written
 /// after the op that created it finished queuing its work, except by the in-place ops, which
 /// write only through the one handle of a storage nobody else shares (`Arc::get_mut`).
+///
+/// A storage written by work queued on a capturing stream holds nothing until the graph runs:
+/// it carries that capture's ticket, and reading it ([`Storage::range`], [`Storage::readable`],
+/// [`Storage::slice_mut`]) is refused with [`TensorError::NotYetComputed`] until the graph has
+/// been launched, except by work of the same capture.
 pub(crate) struct Storage<T: TensorElement> {
     buf: CachedBuffer<T>,
     device: usize,
+    produced_by: Option<CaptureTicket>,
 }
 
 impl<T: TensorElement> Storage<T> {
-    /// A storage over `buf`, which lives on device `device`.
-    pub(crate) fn new(buf: CachedBuffer<T>, device: usize) -> Self {
-        Storage { buf, device }
+    /// A storage over `buf`, which lives on device `device`, written by work queued on `stream`
+    /// (a capture's work, when `stream` is capturing).
+    pub(crate) fn new(buf: CachedBuffer<T>, device: usize, stream: &Stream) -> Self {
+        Storage {
+            buf,
+            device,
+            produced_by: stream.capture_ticket(),
+        }
+    }
+
+    /// Ok when the contents may be read now: always, unless the storage was produced by a
+    /// capture whose graph has not been launched yet and the calling thread is not queuing work
+    /// into that same capture.
+    #[inline]
+    fn ready(&self) -> Result<()> {
+        match &self.produced_by {
+            None => Ok(()),
+            Some(t) if t.has_run() => Ok(()),
+            Some(t) => {
+                let same_capture = crate::stream_for(self.device)
+                    .ok()
+                    .and_then(|s| s.capture_ticket())
+                    .is_some_and(|c| c.same_capture(t));
+                if same_capture {
+                    Ok(())
+                } else {
+                    Err(TensorError::NotYetComputed {
+                        discarded: t.state() == CaptureState::Discarded,
+                    })
+                }
+            }
+        }
     }
 
     /// Number of elements in the buffer.
@@ -34,19 +69,28 @@ impl<T: TensorElement> Storage<T> {
         self.device
     }
 
-    /// The whole buffer.
+    /// The whole buffer, for its address only (no read: see [`Storage::readable`]).
     pub(crate) fn slice(&self) -> &DeviceSlice<T> {
         &self.buf
     }
 
-    /// The whole buffer, mutably (only reachable through `Arc::get_mut`: no other handle).
-    pub(crate) fn slice_mut(&mut self) -> &mut DeviceSlice<T> {
-        &mut self.buf
+    /// The whole buffer, to read (refused before a capture's graph has produced it).
+    pub(crate) fn readable(&self) -> Result<&DeviceSlice<T>> {
+        self.ready()?;
+        Ok(&self.buf)
     }
 
-    /// The elements in `range` (a view: no copy). Fails, rather than panicking, if the range
-    /// were outside the buffer.
+    /// The whole buffer, mutably (only reachable through `Arc::get_mut`: no other handle);
+    /// refused, like a read, before a capture's graph has produced it (in-place ops read it too).
+    pub(crate) fn slice_mut(&mut self) -> Result<&mut DeviceSlice<T>> {
+        self.ready()?;
+        Ok(&mut self.buf)
+    }
+
+    /// The elements in `range` (a view: no copy), to read. Fails, rather than panicking, if the
+    /// range were outside the buffer, and before a capture's graph has produced it.
     pub(crate) fn range(&self, range: Range<usize>) -> Result<cuda_driver::DeviceView<'_, T>> {
+        self.ready()?;
         Ok(self.buf.slice(range)?)
     }
 }
@@ -120,10 +164,7 @@ impl Exec {
         // before any later use on it), and nothing else reads the buffer before it is returned.
         let mut buf = unsafe { self.rt.allocator().alloc::<T>(self.stream(), len)? };
         init(&mut buf)?;
-        Ok(Arc::new(Storage {
-            buf,
-            device: self.device(),
-        }))
+        Ok(Arc::new(Storage::new(buf, self.device(), self.stream())))
     }
 
     /// Two new storages written by one `init` (for ops with two outputs).
@@ -143,17 +184,14 @@ impl Exec {
         init(&mut a, &mut b)?;
         let device = self.device();
         Ok((
-            Arc::new(Storage { buf: a, device }),
-            Arc::new(Storage { buf: b, device }),
+            Arc::new(Storage::new(a, device, self.stream())),
+            Arc::new(Storage::new(b, device, self.stream())),
         ))
     }
 
     /// A new zero-filled storage (`cudaMemsetAsync` on the default stream).
     pub(crate) fn zeros<T: TensorElement>(&self, len: usize) -> Result<Arc<Storage<T>>> {
         let buf = self.rt.allocator().alloc_zeros::<T>(self.stream(), len)?;
-        Ok(Arc::new(Storage {
-            buf,
-            device: self.device(),
-        }))
+        Ok(Arc::new(Storage::new(buf, self.device(), self.stream())))
     }
 }

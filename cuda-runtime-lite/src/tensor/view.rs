@@ -140,7 +140,7 @@ impl<T: TensorElement> Tensor<T> {
                 Ok(ops::strided_copy(
                     &k,
                     exec.stream(),
-                    self.storage.slice(),
+                    self.storage.readable()?,
                     &layout,
                     out,
                 )?)

@@ -610,7 +610,7 @@ impl<'a> BareLaunch<'a> {
             _function: function.clone(),
             raw: function.as_raw(),
             stream,
-            params: [x.storage().as_raw_ptr(), y.storage().as_raw_ptr(), 1],
+            params: [x.data_ptr(), y.data_ptr(), 1],
             _tensors: std::marker::PhantomData,
         })
     }

@@ -26,20 +26,34 @@ impl<T: TensorElement> Tensor<T> {
             && self.numel() == self.storage.len()
     }
 
+    /// How many `Tensor` handles share this tensor's storage (clones and views included): 1 when
+    /// this is the only one. (A CUDA graph that rewrites a storage in place checks this count
+    /// before each replay.)
+    pub fn storage_handles(&self) -> usize {
+        Arc::strong_count(&self.storage)
+    }
+
+    /// A copy of this tensor's elements in a storage of its own, contiguous (PyTorch's
+    /// `t.clone()`: `Clone` here gives another handle to the same storage, which is enough for
+    /// a value nobody writes in place, but not for one a CUDA graph rewrites at every replay).
+    pub fn deep_copy(&self) -> Result<Tensor<T>> {
+        let exec = self.exec()?;
+        let src = self.contiguous()?;
+        let view = src.dense()?;
+        // SAFETY: the copy writes every element of the new storage.
+        let storage = unsafe {
+            exec.storage_with(src.numel(), |out| {
+                Ok(exec.stream().memcpy_dtod(&view, out)?)
+            })
+        }?;
+        Tensor::from_storage(storage, src.shape())
+    }
+
     /// The storage as one mutable slice, after making this handle exclusive (a private dense
     /// copy when it was shared or a view), and where to queue work on it.
     pub(crate) fn exclusive_mut(&mut self) -> Result<(Exec, &mut DeviceSlice<T>)> {
         if !self.is_exclusive() {
-            let exec = self.exec()?;
-            let src = self.contiguous()?;
-            let view = src.dense()?;
-            // SAFETY: the copy writes every element of the new storage.
-            let storage = unsafe {
-                exec.storage_with(src.numel(), |out| {
-                    Ok(exec.stream().memcpy_dtod(&view, out)?)
-                })
-            }?;
-            *self = Tensor::from_storage(storage, src.shape())?;
+            *self = self.deep_copy()?;
         }
         let exec = self.exec()?;
         let storage =
@@ -47,7 +61,8 @@ impl<T: TensorElement> Tensor<T> {
                 op: "in-place op",
                 problem: "internal error: a fresh storage is shared".into(),
             })?;
-        Ok((exec, storage.slice_mut()))
+        let slice = storage.slice_mut()?;
+        Ok((exec, slice))
     }
 
     /// Copies `src`'s values into this tensor's storage (same shape): `tensor.copy_(src)`. In
