@@ -17,7 +17,22 @@
 //! reads. Feed new data by writing into them in place ([`Var::copy_from_`]) between replays.
 //! Warm the optimizer up with at least one eager step first, so its state exists before the
 //! capture (as PyTorch's documentation asks).
+//!
+//! ## Values stay values
+//! A replay rewrites, in place, the parameters, their gradients and the `Var`s the step returned
+//! (the loss): the step's *static* tensors. The tensor layer promises that a `Tensor` is a value
+//! (an in-place write goes only through a handle nobody else shares), and replays keep that
+//! promise: each replay first checks, under the variables' locks, that none of them is shared
+//! with another handle (a `value()` or `grad()` kept since the capture) nor replaced, and is
+//! refused with [`NnError::ReplayRefused`] naming it otherwise. Read them after a replay (the
+//! handles you take are ordered after it), and drop those handles before the next one, or keep
+//! a copy ([`cuda_runtime_lite::Tensor::deep_copy`]).
+//!
+//! What the step computes has no value before the first replay: a tensor made during the
+//! capture and read before the graph has run is refused by the tensor layer
+//! ([`cuda_runtime_lite::TensorError::NotYetComputed`]) instead of returning garbage.
 
+use crate::capture_targets::{GuardedReplay, ReplayTargets};
 use crate::error::{NnError, Result};
 use crate::optim::Optimizer;
 use crate::Var;
@@ -28,7 +43,62 @@ use cuda_runtime_lite::{use_stream, GradElement, Runtime};
 pub struct CapturedStep {
     exec: GraphExec,
     stream: Stream,
+    /// The parameters, gradients and outputs a replay rewrites, checked before each one.
+    targets: Box<dyn GuardedReplay>,
 }
+
+/// What a captured step may return: values without tensors, and [`Var`]s of the step's element
+/// type (alone, in a `Vec` or `Option`, or in tuples), which become the step's static outputs —
+/// rewritten by every replay, and checked before each one like the parameters (see the
+/// [module docs](self)).
+pub trait StepOutputs<T: GradElement> {
+    /// Appends the `Var`s in `self` to `out`.
+    fn static_vars(&self, out: &mut Vec<Var<T>>);
+}
+
+impl<T: GradElement> StepOutputs<T> for Var<T> {
+    fn static_vars(&self, out: &mut Vec<Var<T>>) {
+        out.push(self.clone());
+    }
+}
+
+impl<T: GradElement, X: StepOutputs<T>> StepOutputs<T> for Vec<X> {
+    fn static_vars(&self, out: &mut Vec<Var<T>>) {
+        for x in self {
+            x.static_vars(out);
+        }
+    }
+}
+
+impl<T: GradElement, X: StepOutputs<T>> StepOutputs<T> for Option<X> {
+    fn static_vars(&self, out: &mut Vec<Var<T>>) {
+        if let Some(x) = self {
+            x.static_vars(out);
+        }
+    }
+}
+
+macro_rules! no_tensors {
+    ($($t:ty),*) => {$(
+        impl<T: GradElement> StepOutputs<T> for $t {
+            fn static_vars(&self, _: &mut Vec<Var<T>>) {}
+        }
+    )*};
+}
+no_tensors!((), bool, u32, u64, usize, i32, i64, f32, f64);
+
+macro_rules! tuple_outputs {
+    ($($x:ident $i:tt),*) => {
+        impl<T: GradElement, $($x: StepOutputs<T>),*> StepOutputs<T> for ($($x,)*) {
+            fn static_vars(&self, out: &mut Vec<Var<T>>) {
+                $(self.$i.static_vars(out);)*
+            }
+        }
+    };
+}
+tuple_outputs!(A 0, B 1);
+tuple_outputs!(A 0, B 1, C 2);
+tuple_outputs!(A 0, B 1, C 2, D 3);
 
 impl CapturedStep {
     /// Captures `step` (which runs the forward, the backward and the step of the optimizer it is
@@ -39,7 +109,7 @@ impl CapturedStep {
     /// Fails if `step` does something a graph cannot hold (a host copy, reading a value), or if
     /// a parameter or an optimizer state tensor was not updated in place (its value was shared
     /// with another handle, or the optimizer had not taken a step yet).
-    pub fn capture<T: GradElement, O: Optimizer<T> + ?Sized, R>(
+    pub fn capture<T: GradElement, O: Optimizer<T> + ?Sized, R: StepOutputs<T>>(
         optimizer: &mut O,
         step: impl FnOnce(&mut O) -> Result<R>,
     ) -> Result<(CapturedStep, R)> {
@@ -86,13 +156,28 @@ impl CapturedStep {
                 problem: "the optimizer's state tensors moved during the capture".into(),
             });
         }
-        Ok((CapturedStep { exec, stream }, out))
+        let mut outputs = Vec::new();
+        out.static_vars(&mut outputs);
+        let targets = Box::new(ReplayTargets::record(&params, &outputs));
+        Ok((
+            CapturedStep {
+                exec,
+                stream,
+                targets,
+            },
+            out,
+        ))
     }
 
-    /// Runs the captured step once more (one `cuGraphLaunch`, asynchronous).
+    /// Runs the captured step once more (one `cuGraphLaunch`, asynchronous). Refused with
+    /// [`NnError::ReplayRefused`], before anything is queued, when a parameter, its gradient or
+    /// an output of the step is shared with another `Tensor` handle or was replaced since the
+    /// capture (see the [module docs](self)).
     pub fn replay(&self) -> Result<()> {
-        self.exec.launch(&self.stream)?;
-        Ok(())
+        self.targets.with_targets_exclusive(&mut || {
+            self.exec.launch(&self.stream)?;
+            Ok(())
+        })
     }
 
     /// The number of kernels one replay launches.

@@ -69,6 +69,19 @@ pub enum NnError {
         optimizer: &'static str,
     },
 
+    /// A [`crate::CapturedStep::replay`] refused because it would write, in place, a value that
+    /// is no longer the graph's alone (the tensor layer's rule: in-place only through an
+    /// unshared handle). Nothing was queued.
+    #[error("CapturedStep::replay: {target} (shape {shape:?}): {problem}; nothing was queued")]
+    ReplayRefused {
+        /// Which value, e.g. "parameter 3" or "output 0 of the step".
+        target: String,
+        /// Its shape.
+        shape: Vec<usize>,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+
     /// An invalid hyper-parameter or argument.
     #[error("{what}: {problem}")]
     Invalid {

@@ -62,6 +62,7 @@
 //! ```
 
 mod capture;
+mod capture_targets;
 mod error;
 pub mod gradcheck;
 mod graph;
@@ -73,7 +74,7 @@ mod optim;
 mod parallel;
 mod var;
 
-pub use capture::CapturedStep;
+pub use capture::{CapturedStep, StepOutputs};
 pub use cuda_runtime_lite::GradElement;
 pub use error::{NnError, Result};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};

@@ -149,6 +149,12 @@ impl<T: GradElement> Var<T> {
         self.inner.value.write().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The gradient slot, locked (a captured step's replay holds it while it checks that the
+    /// gradient is not shared).
+    pub(crate) fn grad_slot(&self) -> MutexGuard<'_, Option<Tensor<T>>> {
+        lock(&self.inner.meta.grad)
+    }
+
     /// Runs `f` on the value itself (optimizers' in-place updates; the shape stays the same).
     pub(crate) fn with_value_mut<R>(&self, f: impl FnOnce(&mut Tensor<T>) -> R) -> R {
         f(&mut self.inner.value.write().unwrap_or_else(|e| e.into_inner()))
