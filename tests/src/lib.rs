@@ -353,3 +353,81 @@ pub fn fill_slowly(
         )
     }
 }
+
+/// The environment variable that makes a test binary run one child scenario instead of its
+/// trials (see [`run_in_child`]).
+const CHILD_VAR: &str = "CUDA_TESTS_CHILD_SCENARIO";
+
+/// A scenario that must run in a process of its own (it leaves process-wide state behind on
+/// purpose, e.g. a leaked graph capture, or measures the whole process's memory).
+pub type ChildScenario = (&'static str, fn() -> TestResult);
+
+/// Call first in `main`: when this process was started by [`run_in_child`], runs the named
+/// scenario and exits (status 0 when it returned `Ok`, 1 with the error on stderr otherwise).
+pub fn child_scenarios(scenarios: &[ChildScenario]) {
+    let Ok(name) = std::env::var(CHILD_VAR) else {
+        return;
+    };
+    let code = match scenarios.iter().find(|(n, _)| *n == name) {
+        None => {
+            eprintln!("child scenario {name:?} is not defined in this binary");
+            2
+        }
+        Some((_, f)) => match f() {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("child scenario {name} failed: {e}");
+                1
+            }
+        },
+    };
+    std::process::exit(code);
+}
+
+/// Runs `scenario` (listed in this binary's [`child_scenarios`]) in a new process of this test
+/// binary and waits at most `limit`: fails if it fails, and if it has not exited by then (a
+/// hang), after killing it.
+pub fn run_in_child(scenario: &str, limit: std::time::Duration) -> TestResult {
+    let exe = std::env::current_exe()?;
+    let mut child = std::process::Command::new(exe)
+        .env(CHILD_VAR, scenario)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()?;
+    // Read stderr on a thread of its own, so a chatty child never blocks on a full pipe.
+    let stderr = child.stderr.take().map(|mut e| {
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+            s
+        })
+    });
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait()? {
+            let err = stderr.and_then(|h| h.join().ok()).unwrap_or_default();
+            return if status.success() {
+                Ok(())
+            } else {
+                Err(format!("child scenario {scenario} exited with {status}: {err}").into())
+            };
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "child scenario {scenario} did not exit within {} s (a hang)",
+                limit.as_secs()
+            )
+            .into());
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A test that needs two GPUs and cuBLAS: ignored where either is missing.
+pub fn gpu2_cublas(name: &str, f: fn() -> TestResult) -> Trial {
+    USES_CUBLAS.store(true, Ordering::Relaxed);
+    USES_TWO_GPUS.store(true, Ordering::Relaxed);
+    trial(name, f).with_ignored_flag(gpu_count() < 2 || no_cublas_reason().is_some())
+}
