@@ -172,7 +172,12 @@ impl<T: GradElement + NcclType> DataParallel<T> {
         config: DataParallelConfig,
     ) -> Result<DataParallel<T>> {
         const NAME: &str = "DataParallel";
-        check(&params, &comm, config)?;
+        // Every rank checks its own list, then all ranks agree before any other collective: a
+        // rank whose check failed (a replica on the wrong GPU, say) would otherwise leave the
+        // others waiting in the broadcast until their communicator's timeout.
+        let local = check(&params, &comm, config);
+        agree(&params, &comm, local.is_ok())?;
+        local?;
         if config.broadcast_parameters {
             for p in &params {
                 p.with_value_mut(|v| v.broadcast_(&comm, 0))?;
@@ -331,6 +336,73 @@ fn check<T: GradElement + NcclType>(
                 ),
             });
         }
+    }
+    Ok(())
+}
+
+/// What a rank tells the others before the first collective: whether its own checks passed,
+/// its parameter count, total elements and a hash of the shapes in order.
+fn record<T: GradElement>(params: &[Var<T>], ok: bool) -> [u64; 4] {
+    // FNV-1a over every dimension, with a separator per parameter.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut total: u64 = 0;
+    for p in params {
+        let shape = p.shape();
+        total = total.wrapping_add(shape.iter().product::<usize>() as u64);
+        for d in shape.iter().map(|&d| d as u64).chain([u64::MAX]) {
+            hash = (hash ^ d).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    [ok as u64, params.len() as u64, total, hash]
+}
+
+/// All-gathers every rank's [`record`] on the communicator's GPU and fails, on every rank at
+/// once, when one rank's own checks failed or the ranks' parameter lists differ (PyTorch's DDP
+/// verifies the shapes across ranks the same way). A rank whose own check failed returns that
+/// error (its caller sees it right after this).
+fn agree<T: GradElement>(params: &[Var<T>], comm: &Communicator, ok: bool) -> Result<()> {
+    const NAME: &str = "DataParallel";
+    let mine = record(params, ok);
+    let n = comm.size();
+    let stream = comm.context().new_stream()?;
+    let send = stream.clone_htod(&mine)?;
+    let mut recv = stream.alloc_zeros::<u64>(4 * n)?;
+    comm.all_gather(&send, &mut recv, &stream)
+        .map_err(cuda_runtime_lite::TensorError::from)?;
+    let all = stream.clone_dtoh(&recv)?;
+    comm.check().map_err(cuda_runtime_lite::TensorError::from)?;
+    let records: Vec<&[u64]> = all.chunks(4).collect();
+    if !ok {
+        return Ok(()); // this rank's own error says why
+    }
+    if let Some(r) = records.iter().position(|rec| rec[0] == 0) {
+        return Err(NnError::Invalid {
+            what: NAME,
+            problem: format!(
+                "rank {r} refused its parameter list (its own error says why), so no rank can \
+                 train; fix that rank"
+            ),
+        });
+    }
+    if let Some(r) = records.iter().position(|rec| rec[1..] != mine[1..]) {
+        let rec = records[r];
+        return Err(NnError::Invalid {
+            what: NAME,
+            problem: format!(
+                "rank {r} has {} parameters with {} elements in all, rank {} has {} with {}{}; \
+                 every rank must wrap the same model, parameters in the same order",
+                rec[1],
+                rec[2],
+                comm.rank(),
+                mine[1],
+                mine[2],
+                if rec[1] == mine[1] && rec[2] == mine[2] {
+                    " (the same counts, but other shapes)"
+                } else {
+                    ""
+                }
+            ),
+        });
     }
     Ok(())
 }

@@ -242,20 +242,41 @@ fn rate(p: Plan, ranks: usize, secs: &[f64]) -> f64 {
     (ranks * p.batch * p.steps) as f64 / slowest
 }
 
-/// One thread per GPU, each with its communicator; `f` is a rank's work.
+/// One thread per GPU, each with its communicator and with that GPU as its current device (a
+/// thread's current device is its own and starts at 0: without this, every rank's tensors would
+/// be made on GPU 0); `f` is a rank's work. Every rank's result is collected: the first error
+/// that is not a timeout is returned (a rank that failed on its own makes the others wait for
+/// it until their timeout, and the first error is the one that says why).
 fn on_threads<R: Send + 'static>(
     comms: Vec<Communicator>,
     f: impl Fn(Communicator) -> Res<R> + Send + Sync + Copy + 'static,
 ) -> Res<Vec<R>> {
     let handles: Vec<_> = comms
         .into_iter()
-        .map(|c| std::thread::spawn(move || f(c)))
+        .map(|c| {
+            std::thread::spawn(move || -> Result<R, String> {
+                set_device(c.device()).map_err(|e| e.to_string())?;
+                let rank = c.rank();
+                f(c).map_err(|e| format!("rank {rank}: {e}"))
+            })
+        })
         .collect();
-    let mut out = Vec::new();
-    for h in handles {
-        out.push(h.join().map_err(|_| "a rank's thread panicked")??);
+    let results: Vec<Result<R, String>> = handles
+        .into_iter()
+        .map(|h| {
+            h.join()
+                .unwrap_or_else(|_| Err("a rank's thread panicked".into()))
+        })
+        .collect();
+    let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+    if let Some(first) = errors
+        .iter()
+        .find(|e| !e.contains("did not finish within"))
+        .or(errors.first())
+    {
+        return Err(first.to_string().into());
     }
-    Ok(out)
+    Ok(results.into_iter().filter_map(Result::ok).collect())
 }
 
 fn comm_config() -> CommConfig {
