@@ -6,7 +6,7 @@
 //! the caches themselves live in process-wide statics that are never dropped.
 
 use crate::{Context, Result};
-use std::sync::{Arc, Weak};
+use std::sync::Weak;
 
 /// Something holding device memory only for reuse. Registered with
 /// [`Context::register_memory_cache`]; [`Context::release_memory_caches`] calls
@@ -37,18 +37,25 @@ impl Context {
     /// even after one fails; the first error is returned.
     pub fn release_memory_caches(&self) -> Result<()> {
         // Called outside the lock: a cache may allocate, free or register while it releases.
-        let live: Vec<Arc<dyn MemoryCache>> = {
+        let registered: Vec<Weak<dyn MemoryCache>> = {
             let mut v = self
                 .inner
                 .memory_caches
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
             v.retain(|c| c.strong_count() > 0);
-            v.iter().filter_map(Weak::upgrade).collect()
+            v.clone()
         };
+        // One at a time, each alive only while it is asked: a cache may be released by another's
+        // release (a library handle dropped with its workspaces), and an upgraded handle held
+        // meanwhile would count as a user and keep it.
         let mut first = Ok(());
-        for c in live {
-            let r = c.release_cached();
+        for weak in registered {
+            let Some(cache) = weak.upgrade() else {
+                continue;
+            };
+            let r = cache.release_cached();
+            drop(cache);
             if first.is_ok() {
                 first = r;
             }

@@ -29,6 +29,10 @@ fn main() {
         gpu_nccl("one_rank_data_parallel_equals_plain_training", one_rank),
         gpu_nccl("a_parameter_without_gradient_is_named", missing_grad),
         gpu2_nccl("n_gpus_match_one_gpu_on_the_same_global_batch", n_ranks),
+        gpu2_nccl(
+            "a_rank_that_refuses_its_parameters_fails_every_rank_at_once",
+            refusing_rank,
+        ),
     ]);
 }
 
@@ -331,6 +335,49 @@ fn n_ranks() -> TestResult {
         results[0].0[STEPS - 1],
         want_loss[0],
         want_loss[STEPS - 1]
+    );
+    Ok(())
+}
+
+/// One thread per GPU, but rank 1 builds its replica on GPU 0 (its thread never set its device:
+/// the `dp_train` hang). Rank 1 refuses its parameters; rank 0 must not wait in the parameter
+/// broadcast for a rank that will never come: both fail within seconds, rank 0 naming rank 1.
+fn refusing_rank() -> TestResult {
+    let config = CommConfig::with_timeout(Some(Duration::from_secs(120)));
+    let comms = CommGroup::new(&[0, 1], &config)?.into_comms();
+    let start = std::time::Instant::now();
+    let handles: Vec<_> = comms
+        .into_iter()
+        .map(|c| {
+            std::thread::spawn(move || -> Result<(), String> {
+                if c.rank() == 0 {
+                    set_device(0).map_err(|e| e.to_string())?;
+                } // rank 1 stays on this thread's default, GPU 0: wrong for its communicator
+                let m = model(3).map_err(|e| e.to_string())?;
+                DataParallel::new(m.parameters(), c, DataParallelConfig::default())
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    let results: Vec<Result<(), String>> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap_or_else(|_| Err("panicked".into())))
+        .collect();
+    let took = start.elapsed();
+    ensure!(
+        took < Duration::from_secs(30),
+        "the ranks took {took:?} to fail (a wait for the timeout): {results:?}"
+    );
+    ensure!(
+        matches!(&results[1], Err(e) if e.contains("cuda:0") && e.contains("cuda:1")),
+        "rank 1's own error: {:?}",
+        results[1]
+    );
+    ensure!(
+        matches!(&results[0], Err(e) if e.contains("rank 1 refused")),
+        "rank 0 must fail at once, naming rank 1: {:?}",
+        results[0]
     );
     Ok(())
 }

@@ -3,6 +3,7 @@
 //! process-wide statics: so `compute-sanitizer --leak-check full` finds nothing at exit. One test
 //! in a binary of its own, since it measures the whole process's memory pool.
 
+use cuda_blas::{Blas, Epilogue, Gemm};
 use cuda_driver::Context;
 use cuda_runtime_lite::{empty_cache, set_device, use_stream, Tensor};
 use cuda_tests::{ensure, gpu, no_cublas_reason, TestResult};
@@ -38,8 +39,46 @@ fn empty_cache_frees_everything() -> TestResult {
             "no device memory was in use during the work ({during:?})"
         );
     }
+    // cuBLASLt through the process-wide handle: its algorithm cache fills.
+    let blas = no_cublas_reason()
+        .is_none()
+        .then(|| -> Result<Blas, Box<dyn std::error::Error>> {
+            let blas = Blas::get(&ctx)?;
+            let s = ctx.new_stream()?;
+            let a = s.clone_htod(&[1.0f32; 64])?;
+            let mut c = s.alloc_zeros::<f32>(64)?;
+            blas.matmul(
+                &s,
+                &Gemm::new(8, 8, 8),
+                Epilogue::None,
+                &a,
+                &a,
+                None,
+                &mut c,
+            )?;
+            s.synchronize()?;
+            Ok(blas)
+        })
+        .transpose()?;
+    ensure!(
+        blas.as_ref().map_or(true, |b| b.cached_algorithms() > 0),
+        "cuBLASLt cached no algorithm"
+    );
+    drop(blas);
     empty_cache()?;
     ctx.synchronize()?;
+    // The process-wide cuBLAS handle is gone too (cublasDestroy freed the memory cuBLAS took
+    // for itself, which the pool does not see): the next one starts with an empty cache.
+    if no_cublas_reason().is_none() {
+        let fresh = Blas::get(&ctx)?;
+        ensure!(
+            fresh.cached_algorithms() == 0,
+            "the process-wide cuBLAS handle outlived empty_cache() (nothing else held it)"
+        );
+        drop(fresh);
+        empty_cache()?;
+        ctx.synchronize()?;
+    }
     let after = ctx.pool_usage()?;
     ensure!(
         after.used == before.used,
