@@ -40,6 +40,16 @@ use cuda_runtime_lite::cuda_driver::{GraphExec, Stream};
 use cuda_runtime_lite::{use_stream, GradElement, Runtime};
 
 /// A training step captured into one CUDA graph; [`CapturedStep::replay`] runs it again.
+///
+/// ## Values stay values
+/// A replay rewrites, in place, the parameters, their gradients and the `Var`s the step returned
+/// (its [`StepOutputs`], e.g. the loss). Each replay first checks, under the variables' locks,
+/// that none of them is shared with another `Tensor` handle (a `value()` or `grad()` kept since
+/// the capture) nor replaced, and is refused with [`NnError::ReplayRefused`] naming it otherwise.
+/// Read them after a replay through handles you drop before the next one, or keep a copy
+/// ([`cuda_runtime_lite::Tensor::deep_copy`]). Before the first replay, what the capture
+/// produced has no value, and the tensor layer refuses to read it
+/// ([`cuda_runtime_lite::TensorError::NotYetComputed`]).
 pub struct CapturedStep {
     exec: GraphExec,
     stream: Stream,
@@ -50,7 +60,7 @@ pub struct CapturedStep {
 /// What a captured step may return: values without tensors, and [`Var`]s of the step's element
 /// type (alone, in a `Vec` or `Option`, or in tuples), which become the step's static outputs —
 /// rewritten by every replay, and checked before each one like the parameters (see the
-/// [module docs](self)).
+/// [`CapturedStep`] docs).
 pub trait StepOutputs<T: GradElement> {
     /// Appends the `Var`s in `self` to `out`.
     fn static_vars(&self, out: &mut Vec<Var<T>>);
@@ -172,7 +182,7 @@ impl CapturedStep {
     /// Runs the captured step once more (one `cuGraphLaunch`, asynchronous). Refused with
     /// [`NnError::ReplayRefused`], before anything is queued, when a parameter, its gradient or
     /// an output of the step is shared with another `Tensor` handle or was replaced since the
-    /// capture (see the [module docs](self)).
+    /// capture (see "Values stay values" on [`CapturedStep`]).
     pub fn replay(&self) -> Result<()> {
         self.targets.with_targets_exclusive(&mut || {
             self.exec.launch(&self.stream)?;
