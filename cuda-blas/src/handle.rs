@@ -114,14 +114,22 @@ impl MemoryCache for BlasInner {
     /// on a stream allocates its workspace again. Skipped while another thread queues work
     /// through the handle.
     fn release_cached(&self) -> cuda_driver::Result<()> {
-        let mut st = match self.state.try_lock() {
-            Ok(st) => st,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Ok(()),
+        let Some(mut st) = lock_unless_busy(&self.state) else {
+            return Ok(());
         };
         st.workspaces.clear();
         st.bound = None;
         Ok(())
+    }
+}
+
+/// `m` locked, or `None` while another thread holds it (a cache that is busy skips a release;
+/// a poisoned lock holds a consistent state here: every critical section replaces whole values).
+fn lock_unless_busy<T>(m: &Mutex<T>) -> Option<MutexGuard<'_, T>> {
+    match m.try_lock() {
+        Ok(g) => Some(g),
+        Err(TryLockError::Poisoned(p)) => Some(p.into_inner()),
+        Err(TryLockError::WouldBlock) => None,
     }
 }
 
@@ -135,10 +143,8 @@ impl MemoryCache for ProcessHandle {
     /// and cuBLASLt handles (freeing what the libraries allocated for themselves) and its
     /// workspaces. Skipped while another thread is getting it.
     fn release_cached(&self) -> cuda_driver::Result<()> {
-        let mut slot = match self.blas.try_lock() {
-            Ok(s) => s,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return Ok(()),
+        let Some(mut slot) = lock_unless_busy(&self.blas) else {
+            return Ok(());
         };
         if slot
             .as_ref()

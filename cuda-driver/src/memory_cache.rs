@@ -23,13 +23,18 @@ impl Context {
     /// Registers `cache` with this context: [`Context::release_memory_caches`] releases it while
     /// it is alive (only a weak reference is kept).
     pub fn register_memory_cache(&self, cache: Weak<dyn MemoryCache>) {
+        self.live_memory_caches().push(cache);
+    }
+
+    /// The registered caches, locked, with those already dropped removed.
+    fn live_memory_caches(&self) -> std::sync::MutexGuard<'_, Vec<Weak<dyn MemoryCache>>> {
         let mut v = self
             .inner
             .memory_caches
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         v.retain(|c| c.strong_count() > 0);
-        v.push(cache);
+        v
     }
 
     /// Gives back the memory every registered [`MemoryCache`] of this context holds only for
@@ -37,15 +42,7 @@ impl Context {
     /// even after one fails; the first error is returned.
     pub fn release_memory_caches(&self) -> Result<()> {
         // Called outside the lock: a cache may allocate, free or register while it releases.
-        let registered: Vec<Weak<dyn MemoryCache>> = {
-            let mut v = self
-                .inner
-                .memory_caches
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
-            v.retain(|c| c.strong_count() > 0);
-            v.clone()
-        };
+        let registered: Vec<Weak<dyn MemoryCache>> = self.live_memory_caches().clone();
         // One at a time, each alive only while it is asked: a cache may be released by another's
         // release (a library handle dropped with its workspaces), and an upgraded handle held
         // meanwhile would count as a user and keep it.

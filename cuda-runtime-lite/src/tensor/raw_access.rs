@@ -46,9 +46,10 @@ impl<T: TensorElement> Tensor<T> {
                 ),
             });
         }
-        let device = buf.stream().context().device().ordinal();
-        // Written by work on the device's current stream (a capture's, when it is capturing).
-        let stream = crate::stream_for(device)?;
+        let stream = buf.stream().clone();
+        let device = stream.context().device().ordinal();
+        // Written by work on the stream it was allocated on, as a rule (a capture's, when that
+        // stream is capturing: then the tensor has no value until the graph runs).
         Self::from_storage(Arc::new(Storage::new(buf, device, &stream)), shape)
     }
 
