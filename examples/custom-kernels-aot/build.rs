@@ -1,9 +1,9 @@
 //! Seed 004's `setup.py` (`CUDAExtension(sources=['custom_kernels.cu'], extra_compile_args=
 //! {'nvcc': ['-O3']})`), as a build script: nvcc (or NVRTC) compiles the kernels when the crate
-//! is built, and `cuda-build` writes their typed handles to `$OUT_DIR/kernels.rs`.
+//! is built, and `cuda-stack-build` writes their typed handles to `$OUT_DIR/kernels.rs`.
 
 fn main() {
-    let mut build = cuda_build::Build::new();
+    let mut build = cuda_stack_build::Build::new();
     build
         .file("kernels/custom_kernels.cu")
         .include("kernels")

@@ -3,7 +3,7 @@
 //! `StandardNormal`, and the add, both on every core with `rayon`, into preallocated buffers.
 //!
 //! It is not bit-identical to the GPU's `randn` (that is Philox 4×32-10 with Box–Muller; its CPU
-//! twin, `cuda_kernels::reference::fill_normal`, is kept for checking the GPU's numbers, and is
+//! twin, `cuda_stack_kernels::reference::fill_normal`, is kept for checking the GPU's numbers, and is
 //! a scalar single-threaded loop that would make the GPU look thousands of times faster than
 //! it is).
 

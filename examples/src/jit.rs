@@ -1,8 +1,8 @@
 //! CUDA C compiled at run time: NVRTC to PTX for this context's GPU, loaded into the context
 //! (where the driver JIT-compiles the PTX), and the kernel handle taken, timed as one step.
 
-use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, Module};
+use cuda_stack_driver::nvrtc::{self, CompileOptions};
+use cuda_stack_driver::{Context, Module};
 use std::time::{Duration, Instant};
 
 /// Compiles `source` (named `file_name` in NVRTC's messages) with
@@ -14,8 +14,8 @@ pub fn compile_and_load<K>(
     ctx: &Context,
     file_name: &str,
     source: &str,
-    get: impl FnOnce(&Module) -> cuda_driver::Result<K>,
-) -> cuda_driver::Result<(K, Duration)> {
+    get: impl FnOnce(&Module) -> cuda_stack_driver::Result<K>,
+) -> cuda_stack_driver::Result<(K, Duration)> {
     let t = Instant::now();
     let ptx = nvrtc::compile_ptx_cached(file_name, source, &CompileOptions::for_context(ctx))?;
     let module = ctx.load_ptx(&ptx)?;

@@ -1,7 +1,7 @@
 //! GPU time measured with CUDA events: one sample, or the median of several.
 
 use crate::bench::median;
-use cuda_driver::{Context, Event, Stream};
+use cuda_stack_driver::{Context, Event, Stream};
 use std::error::Error;
 use std::time::Duration;
 
@@ -14,7 +14,7 @@ pub struct GpuTimer {
 
 impl GpuTimer {
     /// Two timing events in `ctx`.
-    pub fn new(ctx: &Context) -> cuda_driver::Result<GpuTimer> {
+    pub fn new(ctx: &Context) -> cuda_stack_driver::Result<GpuTimer> {
         Ok(GpuTimer {
             start: Event::new(ctx, true)?,
             end: Event::new(ctx, true)?,

@@ -1,7 +1,7 @@
-//! Recording the driver calls a piece of code makes, through `cuda_sys::trace` (the hook in the
+//! Recording the driver calls a piece of code makes, through `cuda_stack_sys::trace` (the hook in the
 //! checked-call stratum that every driver and NVRTC call passes through).
 
-use cuda_sys::trace::{self, CallEvent};
+use cuda_stack_sys::trace::{self, CallEvent};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,8 +56,8 @@ pub fn summarize(calls: &[CallEvent]) -> Vec<(&'static str, usize, Duration, u32
 /// The name of a traced call's status (`CUDA_ERROR_INVALID_VALUE`, …), or its number.
 pub fn status_name(e: &CallEvent) -> String {
     let name = match e.library {
-        "nvrtc" => cuda_sys::nvrtcResult(e.status).name(),
-        _ => cuda_sys::CUresult(e.status).name(),
+        "nvrtc" => cuda_stack_sys::nvrtcResult(e.status).name(),
+        _ => cuda_stack_sys::CUresult(e.status).name(),
     };
     name.map(str::to_string)
         .unwrap_or_else(|| format!("status {}", e.status))
@@ -115,7 +115,7 @@ pub fn print_calls(indent: &str, calls: &[CallEvent]) {
         } else {
             format!(
                 "  -> {}",
-                cuda_sys::CUresult(status).name().unwrap_or("error")
+                cuda_stack_sys::CUresult(status).name().unwrap_or("error")
             )
         };
         println!(

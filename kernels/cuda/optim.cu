@@ -1,4 +1,4 @@
-// optim.cu — the optimizer updates of cuda-nn (PyTorch's torch.optim.SGD and Adam, single-tensor
+// optim.cu — the optimizer updates of cuda-stack-nn (PyTorch's torch.optim.SGD and Adam, single-tensor
 // form), in place: each thread reads its element of the parameter and state, and writes them
 // back. In place is what lets a training step be captured into a CUDA graph and replayed (the
 // graph reads and writes the same addresses every time); Adam's step count lives on the device

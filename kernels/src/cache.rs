@@ -1,7 +1,7 @@
 //! The per-context cache of loaded kernels.
 
 use crate::{Kernels, Result};
-use cuda_driver::Context;
+use cuda_stack_driver::Context;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 

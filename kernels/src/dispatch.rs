@@ -9,7 +9,7 @@
 
 use crate::ops::BinaryOp;
 use crate::{DType, Element, Error, Kernels, Result, StridedLayout};
-use cuda_driver::{DeviceSlice, Kernel};
+use cuda_stack_driver::{DeviceSlice, Kernel};
 use std::any::Any;
 
 type In<T> = &'static DeviceSlice<T>;
@@ -109,10 +109,10 @@ macro_rules! elem {
         i32
     };
     (F16) => {
-        cuda_driver::half::f16
+        cuda_stack_driver::half::f16
     };
     (BF16) => {
-        cuda_driver::half::bf16
+        cuda_stack_driver::half::bf16
     };
 }
 
@@ -217,7 +217,9 @@ family!(acc_cols_max -> Part<Scalar<T>, Scalar<T>>; "max over a dimension", "red
     F16 => reduce_cols_max_f32, BF16 => reduce_cols_max_f32);
 
 /// The byte-moving `strided_copy_b{2,4,8}` for any `T` of 2, 4 or 8 bytes.
-pub(crate) fn strided_copy<T: cuda_driver::DeviceRepr>(k: &Kernels) -> Result<StridedCopy<T>> {
+pub(crate) fn strided_copy<T: cuda_stack_driver::DeviceRepr>(
+    k: &Kernels,
+) -> Result<StridedCopy<T>> {
     let f = match std::mem::size_of::<T>() {
         2 => k.strided_copy_b2.function(),
         4 => k.strided_copy_b4.function(),
@@ -245,7 +247,7 @@ pub(crate) fn strided_copy<T: cuda_driver::DeviceRepr>(k: &Kernels) -> Result<St
 pub(crate) type TransposeBits<T> = Kernel<(In<T>, Out<T>, i32, i32)>;
 
 /// The transpose kernel `algo` names, for any `T` of 4 bytes (a transpose only moves values).
-pub(crate) fn transpose_bits<T: cuda_driver::DeviceRepr>(
+pub(crate) fn transpose_bits<T: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
     algo: crate::ops::TransposeAlgo,
 ) -> Result<TransposeBits<T>> {
@@ -415,11 +417,11 @@ family!(adam4 -> Adam4<T>; "adam (4 tensors)", WHY_TRAIN; F32 => adam4_f32, F64 
 pub(crate) type Cast<A, B> = Kernel<(In<A>, Out<B>, u64)>;
 
 /// The conversion kernel from `A` to `B` (matched on the element types themselves, so that
-/// `cuda-runtime-lite` can ask for any pair of its dtypes).
-pub(crate) fn dtype_cast<A: cuda_driver::DeviceRepr, B: cuda_driver::DeviceRepr>(
+/// `cuda-stack-runtime` can ask for any pair of its dtypes).
+pub(crate) fn dtype_cast<A: cuda_stack_driver::DeviceRepr, B: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
 ) -> Result<&Cast<A, B>> {
-    use cuda_driver::half::{bf16, f16};
+    use cuda_stack_driver::half::{bf16, f16};
     use std::any::TypeId;
     let (a, b) = (TypeId::of::<A>(), TypeId::of::<B>());
     let (f32_, f64_, f16_, bf16_, i32_) = (

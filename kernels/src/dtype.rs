@@ -1,8 +1,8 @@
 //! Element types: the [`DType`] tag, the [`Element`] trait the ops are generic over, and the
 //! CPU arithmetic ([`Compute`]) the references use.
 
-use cuda_driver::half::{bf16, f16};
-use cuda_driver::DeviceRepr;
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::DeviceRepr;
 use std::fmt::Debug;
 
 /// The element types the kernels are written for.

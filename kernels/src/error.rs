@@ -1,15 +1,15 @@
 //! The crate's error type.
 
 use crate::DType;
-use cuda_driver::ComputeCapability;
+use cuda_stack_driver::ComputeCapability;
 
 /// Every failure of this crate: driver errors, plus argument checks that say what was asked.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// A `cuda-driver` call failed (allocation, launch validation, module load, …).
+    /// A `cuda-stack-driver` call failed (allocation, launch validation, module load, …).
     #[error(transparent)]
-    Driver(#[from] cuda_driver::Error),
+    Driver(#[from] cuda_stack_driver::Error),
 
     /// A buffer's length does not match what the other arguments imply; nothing was launched.
     #[error("{op}: `{what}` has {found} elements but must have {expected}; nothing was launched")]

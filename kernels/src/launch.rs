@@ -1,7 +1,7 @@
 //! Launch-configuration and argument-check helpers shared by the ops.
 
 use crate::{Error, Result};
-use cuda_driver::Stream;
+use cuda_stack_driver::Stream;
 
 /// The block size most kernels are designed for.
 pub(crate) const BLOCK: u32 = 256;

@@ -1,11 +1,11 @@
 //! The embedded PTX files and how one is picked for a device.
 //!
-//! The same types serve the handles `cuda-build` writes for other crates' kernels (their
+//! The same types serve the handles `cuda-stack-build` writes for other crates' kernels (their
 //! generated code calls [`load`], [`check_entry`], [`find_file`] and [`load_fatbin`]).
 
 use crate::{Error, Result};
-use cuda_driver::launch::Signature;
-use cuda_driver::{ComputeCapability, Context, JitOptions, Module, ModuleImage};
+use cuda_stack_driver::launch::Signature;
+use cuda_stack_driver::{ComputeCapability, Context, JitOptions, Module, ModuleImage};
 use std::sync::OnceLock;
 
 /// One `.cu` file's PTX, for one or more target architectures.
@@ -180,15 +180,15 @@ pub fn find_fatbin(fatbins: &[(&'static str, &'static [u8])], name: &str) -> Res
 }
 
 /// Checks, without a driver, that `.entry kernel` in every target of `file` has exactly the
-/// parameter byte sizes of `Args` ([`cuda_driver::Error::SignatureMismatch`] otherwise, or
-/// [`cuda_driver::Error::KernelNotFound`] when a target lacks the entry). Generated handles run
+/// parameter byte sizes of `Args` ([`cuda_stack_driver::Error::SignatureMismatch`] otherwise, or
+/// [`cuda_stack_driver::Error::KernelNotFound`] when a target lacks the entry). Generated handles run
 /// this before loading, so PTX that disagrees with the Rust signature is never launched.
 pub fn check_entry<Args: Signature>(file: &PtxFile, kernel: &str) -> Result<()> {
     for t in file.targets {
-        match cuda_driver::ptx_info::entry_param_sizes(t.ptx, kernel) {
+        match cuda_stack_driver::ptx_info::entry_param_sizes(t.ptx, kernel) {
             Some(found) if found == Args::SIZES => {}
             Some(found) => {
-                return Err(cuda_driver::Error::SignatureMismatch {
+                return Err(cuda_stack_driver::Error::SignatureMismatch {
                     kernel: format!("{kernel} ({} of {})", t.arch, file.name),
                     expected: Args::SIZES.to_vec(),
                     found,
@@ -196,9 +196,9 @@ pub fn check_entry<Args: Signature>(file: &PtxFile, kernel: &str) -> Result<()> 
                 .into())
             }
             None => {
-                return Err(cuda_driver::Error::KernelNotFound {
+                return Err(cuda_stack_driver::Error::KernelNotFound {
                     name: format!("{kernel} ({} of {})", t.arch, file.name),
-                    available: cuda_driver::ptx_info::entries(t.ptx),
+                    available: cuda_stack_driver::ptx_info::entries(t.ptx),
                 }
                 .into())
             }
@@ -210,7 +210,7 @@ pub fn check_entry<Args: Signature>(file: &PtxFile, kernel: &str) -> Result<()> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cuda_driver::DeviceSlice;
+    use cuda_stack_driver::DeviceSlice;
 
     const fn cc(major: i32, minor: i32) -> ComputeCapability {
         ComputeCapability { major, minor }

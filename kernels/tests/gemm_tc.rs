@@ -8,10 +8,10 @@
 //! output rounding (2^-8 bf16, 2^-11 f16, 0 for f32) and eps_acc the accumulation (2^-20 for f32
 //! accumulation of exact products; 2^-9 for TF32, whose inputs lose 13 mantissa bits).
 
-use cuda_driver::half::{bf16, f16};
-use cuda_driver::{ComputeCapability, DeviceBuffer, DeviceRepr, Stream};
-use cuda_kernels::ops::{self, TcAlgo, TensorCoreElement, Transpose};
-use cuda_kernels::{reference, DType, Element, Error, Kernels};
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{ComputeCapability, DeviceBuffer, DeviceRepr, Stream};
+use cuda_stack_kernels::ops::{self, TcAlgo, TensorCoreElement, Transpose};
+use cuda_stack_kernels::{reference, DType, Element, Error, Kernels};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 
 type Res<T> = Result<T, Box<dyn std::error::Error>>;
@@ -486,7 +486,7 @@ fn choice_table() -> TestResult {
         "7.5"
     );
     // The optional PTX files: compute_80 from 8.0 on; compute_90a on 9.0 only.
-    for f in cuda_kernels::PTX_FILES {
+    for f in cuda_stack_kernels::PTX_FILES {
         match f.name {
             "gemm_mma" => {
                 ensure!(f.pick(cc(9, 0))?.arch == "compute_80", "gemm_mma on 9.0");

@@ -1,4 +1,4 @@
-//! Every op of `cuda_kernels::ops` against its CPU twin in `cuda_kernels::reference`.
+//! Every op of `cuda_stack_kernels::ops` against its CPU twin in `cuda_stack_kernels::reference`.
 //!
 //! GPU tests are ignored where there is no GPU. Each test runs its op for the sizes in [`SIZES`]
 //! (0, 1, warp edges, block edges, primes, and one large size), on slices that start at element
@@ -17,12 +17,12 @@
 //! - softmax: 1e-6 absolute (outputs are ≤ 1);
 //! - fill_normal: 4e-6 relative + 1e-6 absolute.
 
-use cuda_driver::half::{bf16, f16};
-use cuda_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
-use cuda_kernels::ops::{
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_kernels::ops::{
     self, BinaryOp, MatmulAlgo, ReduceAlgo, SoftmaxAlgo, Transpose, TransposeAlgo,
 };
-use cuda_kernels::{reference, DType, Element, Error, Float, Kernels, StridedLayout};
+use cuda_stack_kernels::{reference, DType, Element, Error, Float, Kernels, StridedLayout};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 use std::sync::Arc;
 
@@ -148,7 +148,7 @@ fn download<T: DeviceRepr>(s: &Stream, buf: &DeviceSlice<T>, off: usize) -> Res<
 }
 
 fn bytemuck_bytes<T: DeviceRepr>(v: &[T]) -> &[u8] {
-    cuda_driver::bytemuck::cast_slice(v)
+    cuda_stack_driver::bytemuck::cast_slice(v)
 }
 
 fn same<T: Element>(a: T, b: T) -> bool {
@@ -278,13 +278,14 @@ fn manifest_and_ptx_table() -> TestResult {
     // Every entry of the manifest has a handle, and nothing else does: kernels.json lists each
     // file once under "files" and each kernel once under "kernels", both with a "source".
     let manifest = include_str!("../kernels.json");
-    let entries = manifest.matches("\"source\": \"cuda/").count() - cuda_kernels::PTX_FILES.len();
+    let entries =
+        manifest.matches("\"source\": \"cuda/").count() - cuda_stack_kernels::PTX_FILES.len();
     ensure!(
-        cuda_kernels::KERNEL_NAMES.len() == entries,
+        cuda_stack_kernels::KERNEL_NAMES.len() == entries,
         "{} handles for {entries} manifest entries",
-        cuda_kernels::KERNEL_NAMES.len()
+        cuda_stack_kernels::KERNEL_NAMES.len()
     );
-    for name in cuda_kernels::KERNEL_NAMES {
+    for name in cuda_stack_kernels::KERNEL_NAMES {
         ensure!(
             manifest.contains(&format!("\"name\": \"{name}\"")),
             "{name} is not in kernels.json"
@@ -294,10 +295,10 @@ fn manifest_and_ptx_table() -> TestResult {
         std::mem::size_of::<StridedLayout>() == 144,
         "StridedLayout must be 144 bytes"
     );
-    let cc = |major, minor| cuda_driver::ComputeCapability { major, minor };
+    let cc = |major, minor| cuda_stack_driver::ComputeCapability { major, minor };
     // Files with the portable compute_75 target; the optional ones (tensor cores) are checked
     // in tests/gemm_tc.rs.
-    for f in cuda_kernels::PTX_FILES
+    for f in cuda_stack_kernels::PTX_FILES
         .iter()
         .filter(|f| f.targets.iter().any(|t| t.arch == "compute_75"))
     {
@@ -318,7 +319,7 @@ fn manifest_and_ptx_table() -> TestResult {
         );
     }
     ensure!(
-        cuda_kernels::ptx::ptx_for("vector_add", cc(8, 0))?.contains(".entry vector_add"),
+        cuda_stack_kernels::ptx::ptx_for("vector_add", cc(8, 0))?.contains(".entry vector_add"),
         "vector_add PTX"
     );
     Ok(())
@@ -369,12 +370,12 @@ fn kernels_cached_per_context() -> TestResult {
 
 fn wrong_signature_fails_at_load() -> TestResult {
     let (ctx, _s, _k) = setup()?;
-    let ptx = cuda_kernels::ptx::ptx_for("vector_add", ctx.limits().compute_capability)?;
+    let ptx = cuda_stack_kernels::ptx::ptx_for("vector_add", ctx.limits().compute_capability)?;
     let module = ctx.load_ptx(ptx)?;
     // SAFETY: deliberately wrong; the load-time check must refuse it before any launch.
     let r = unsafe { module.kernel::<(&DeviceSlice<f32>,)>("vector_add") };
     ensure!(
-        matches!(r, Err(cuda_driver::Error::SignatureMismatch { .. })),
+        matches!(r, Err(cuda_stack_driver::Error::SignatureMismatch { .. })),
         "expected SignatureMismatch, got {r:?}"
     );
     Ok(())
@@ -1316,7 +1317,7 @@ fn transposes() -> TestResult {
                 );
                 if algo == TransposeAlgo::Skinny && rows >= 64 && cols >= 64 {
                     ensure!(
-                        matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
+                        matches!(r, Err(cuda_stack_kernels::Error::Invalid { .. })),
                         "Skinny must refuse {rows}x{cols}"
                     );
                     continue;
@@ -1329,7 +1330,7 @@ fn transposes() -> TestResult {
                     && !ops::skinny_v4_fits(rows, cols, xa, oa)
                 {
                     ensure!(
-                        matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
+                        matches!(r, Err(cuda_stack_kernels::Error::Invalid { .. })),
                         "SkinnyV4 must refuse {rows}x{cols} off={off}"
                     );
                     continue;
@@ -1454,7 +1455,7 @@ fn softmax() -> TestResult {
                         || (algo == SoftmaxAlgo::Shared && cols > shared_cols));
                 if refused {
                     ensure!(
-                        matches!(r, Err(cuda_kernels::Error::Invalid { .. })),
+                        matches!(r, Err(cuda_stack_kernels::Error::Invalid { .. })),
                         "{algo:?} must refuse {rows}x{cols} off={off}"
                     );
                     continue;

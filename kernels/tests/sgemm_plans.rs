@@ -7,9 +7,9 @@
 //! refused with a typed error. Also the transpose the relayout of a transposed B uses
 //! (`ops::transpose_ld`, rows of the output padded to a multiple of 4).
 
-use cuda_driver::{DeviceBuffer, DeviceRepr, Stream};
-use cuda_kernels::ops::{self, SgemmPlan, Transpose};
-use cuda_kernels::{reference, Error, Kernels};
+use cuda_stack_driver::{DeviceBuffer, DeviceRepr, Stream};
+use cuda_stack_kernels::ops::{self, SgemmPlan, Transpose};
+use cuda_stack_kernels::{reference, Error, Kernels};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 use std::sync::Arc;
 

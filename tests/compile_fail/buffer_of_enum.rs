@@ -1,6 +1,6 @@
 // Proves impossible: a device buffer of a plain enum: only its declared discriminants are valid
 // values, and the device could write any other.
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 #[derive(Clone, Copy)]
 #[repr(u32)]

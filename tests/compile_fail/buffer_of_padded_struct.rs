@@ -1,6 +1,6 @@
 // Proves impossible: a device buffer of a `#[repr(C)]` struct that is not `Pod` (this one has 3
 // padding bytes after `flag`: copying it would expose uninitialised bytes).
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 #[derive(Clone, Copy)]
 #[repr(C)]

@@ -1,6 +1,6 @@
 // Proves impossible: moving a `CurrentContextGuard` to another thread: it must pop the context
 // stack of the thread that pushed it, not the other thread's.
-use cuda_driver::{Context, Result};
+use cuda_stack_driver::{Context, Result};
 
 fn push_elsewhere(ctx: &Context) -> Result<()> {
     let guard = ctx.push_current()?;

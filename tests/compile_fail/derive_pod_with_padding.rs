@@ -1,10 +1,10 @@
 // Proves impossible: deriving `Pod` (and so `DeviceRepr`) for a struct with padding: bytemuck's
 // derive rejects it, so the `DeviceBuffer<Particle>` below cannot exist.
-use cuda_driver::bytemuck::{Pod, Zeroable};
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::bytemuck::{Pod, Zeroable};
+use cuda_stack_driver::{Result, Stream};
 
 #[derive(Clone, Copy, Pod, Zeroable)]
-#[bytemuck(crate = "cuda_driver::bytemuck")]
+#[bytemuck(crate = "cuda_stack_driver::bytemuck")]
 #[repr(C)]
 struct Particle {
     flag: u8,

@@ -1,6 +1,6 @@
 // Proves impossible: swapping two `&mut DeviceSlice`s' contents with `std::mem::swap` (unsized):
 // that would exchange the buffers' host-side bookkeeping, not their device data.
-use cuda_driver::{DeviceSlice, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Result, Stream};
 
 fn swap(stream: &Stream) -> Result<()> {
     let mut a = stream.alloc_zeros::<f32>(16)?;

@@ -1,6 +1,6 @@
 // Proves impossible: a stream callback borrowing a local: it runs later, on a driver thread, when
 // the local may be gone (`launch_host_func` needs `'static`).
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 fn callback(stream: &Stream) -> Result<()> {
     let results = vec![0.0f32; 16];

@@ -1,6 +1,6 @@
 // Proves impossible: a stream callback that is not `Send` (it captures an `Rc`): it runs on a
 // driver thread, concurrently with this one.
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 use std::rc::Rc;
 
 fn callback(stream: &Stream) -> Result<()> {

@@ -1,6 +1,6 @@
 // Proves impossible: one launch reading and writing the same buffer through two parameters (`&buf`
 // and `&mut buf`): a kernel may assume its output does not alias its input.
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

@@ -1,6 +1,6 @@
 // Proves impossible: launching with a buffer as input while a writable view of it is alive and used
 // as the output (the view and the buffer overlap).
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

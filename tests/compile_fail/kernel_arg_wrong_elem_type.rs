@@ -1,6 +1,6 @@
 // Proves impossible: passing a buffer of `f64` where the kernel reads `const float*` (the kernel
 // would read the doubles as floats, and half the elements' worth of bytes).
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

@@ -1,6 +1,6 @@
 // Proves impossible: passing an `f64` where the kernel's signature has an `f32` scalar (the kernel
 // would read 4 of the 8 bytes, reinterpreted).
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

@@ -1,6 +1,6 @@
 // Proves impossible: passing a `DeviceBuffer` by value where the kernel takes a slice reference
 // (the buffer would be dropped, and freed, by the call while the kernel still runs on it).
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

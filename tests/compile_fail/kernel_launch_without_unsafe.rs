@@ -1,8 +1,8 @@
 // Proves impossible: launching a typed kernel without `unsafe`. Only the caller knows whether
 // this grid and these scalars keep the kernel inside its buffers (here `n = 1 << 20` with
 // 1-element buffers would write far past them), so the launch is an `unsafe` promise; safe code
-// goes through checked wrappers (the ops of `cuda-kernels`).
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+// goes through checked wrappers (the ops of `cuda-stack-kernels`).
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `add(const float* a, const float* b, float* out, unsigned long long n)`.
 type Add = Kernel<(

@@ -1,6 +1,6 @@
 // Proves impossible: handing a kernel that writes its second pointer (`&mut DeviceSlice<f32>`) a
 // shared borrow, which would let it write memory others may be reading.
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

@@ -1,6 +1,6 @@
 // Proves impossible: launching a kernel with fewer arguments than its signature has (the driver
 // would read the missing parameters from garbage).
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

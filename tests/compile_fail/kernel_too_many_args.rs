@@ -1,5 +1,5 @@
 // Proves impossible: launching a kernel with more arguments than its signature has.
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Result, Stream};
 
 /// `saxpy(const float* x, float* y, float a, unsigned n)`.
 type Saxpy = Kernel<(

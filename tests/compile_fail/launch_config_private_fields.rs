@@ -1,6 +1,6 @@
 // Proves impossible: building a `LaunchConfig` from its fields, bypassing the constructors (its
 // fields are private; configurations come from `new`, `for_num_elems`, `tiles_2d`, …).
-use cuda_driver::{Dim3, LaunchConfig};
+use cuda_stack_driver::{Dim3, LaunchConfig};
 
 fn make() -> LaunchConfig {
     LaunchConfig {

@@ -1,8 +1,8 @@
 // Proves impossible: moving an open NCCL `Group` to another thread: NCCL's group state belongs
 // to the thread that called `ncclGroupStart`, and `ncclGroupEnd` must be called there.
-use cuda_nccl::Group;
+use cuda_stack_nccl::Group;
 
-fn end_elsewhere() -> cuda_nccl::Result<()> {
+fn end_elsewhere() -> cuda_stack_nccl::Result<()> {
     let g = Group::new()?;
     let t = std::thread::spawn(move || g.end());
     let _ = t.join();

@@ -1,6 +1,6 @@
 // Proves impossible: returning a `PendingCopy` from the function that owns its pinned buffer (the
 // buffer would be freed on return while the copy still reads it).
-use cuda_driver::{Context, DeviceSlice, PendingCopy, PinnedBuffer, Result, Stream};
+use cuda_stack_driver::{Context, DeviceSlice, PendingCopy, PinnedBuffer, Result, Stream};
 
 fn start_upload<'a>(
     ctx: &Context,

@@ -1,6 +1,6 @@
 // Proves impossible: dropping (freeing) a pinned buffer while an asynchronous copy into it is in
 // flight (the DMA engine would write freed memory).
-use cuda_driver::{Context, PinnedBuffer, Result, Stream};
+use cuda_stack_driver::{Context, PinnedBuffer, Result, Stream};
 
 fn download(ctx: &Context, stream: &Stream) -> Result<()> {
     let mut host = PinnedBuffer::<f32>::zeroed(ctx, 1024)?;

@@ -1,6 +1,6 @@
 // Proves impossible: moving a pinned buffer to another thread (where it could be freed or touched)
 // while an asynchronous copy from it is in flight.
-use cuda_driver::{Context, PinnedBuffer, Result, Stream};
+use cuda_stack_driver::{Context, PinnedBuffer, Result, Stream};
 
 fn upload(ctx: &Context, stream: &Stream) -> Result<()> {
     let host = PinnedBuffer::<f32>::zeroed(ctx, 1024)?;

@@ -1,6 +1,6 @@
 // Proves impossible: pinned host memory of `bool`: the DMA engine writes raw bytes into it, which
 // need not be valid `bool`s.
-use cuda_driver::{Context, PinnedBuffer, Result};
+use cuda_stack_driver::{Context, PinnedBuffer, Result};
 
 fn pinned_bools(ctx: &Context) -> Result<()> {
     let _host = PinnedBuffer::<bool>::zeroed(ctx, 16)?;

@@ -1,6 +1,6 @@
 // Proves impossible: reading a pinned buffer while an asynchronous device-to-host copy still writes
 // it (the `PendingCopy` borrows it exclusively).
-use cuda_driver::{Context, PinnedBuffer, Result, Stream};
+use cuda_stack_driver::{Context, PinnedBuffer, Result, Stream};
 
 fn download(ctx: &Context, stream: &Stream) -> Result<f32> {
     let mut host = PinnedBuffer::<f32>::zeroed(ctx, 1024)?;

@@ -1,6 +1,6 @@
 // Proves impossible: writing a pinned buffer while an asynchronous host-to-device copy still reads
 // it (the `PendingCopy` borrows it).
-use cuda_driver::{Context, PinnedBuffer, Result, Stream};
+use cuda_stack_driver::{Context, PinnedBuffer, Result, Stream};
 
 fn upload(ctx: &Context, stream: &Stream) -> Result<()> {
     let mut host = PinnedBuffer::<f32>::zeroed(ctx, 1024)?;

@@ -1,7 +1,7 @@
 // Proves impossible: calling a raw driver entry point without `unsafe` (the raw layer takes raw
 // pointers and handles that nothing validates).
-use cuda_driver::cuda_sys::Driver;
-use cuda_driver::Result;
+use cuda_stack_driver::cuda_stack_sys::Driver;
+use cuda_stack_driver::Result;
 
 fn init() -> Result<()> {
     Driver::get()?.cuInit(0)?;

@@ -1,6 +1,6 @@
 // Proves impossible: writing registered memory while an async copy from it is in flight: the
 // `PendingCopy` borrows the registration, so `as_mut_slice` cannot be called until it is done.
-use cuda_driver::{Context, HostRegistration, Result, Stream};
+use cuda_stack_driver::{Context, HostRegistration, Result, Stream};
 
 fn upload(ctx: &Context, stream: &Stream) -> Result<()> {
     let mut dev = stream.alloc_zeros::<f32>(1024)?;

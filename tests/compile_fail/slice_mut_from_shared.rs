@@ -1,6 +1,6 @@
 // Proves impossible: getting a writable view out of a shared reference to a buffer (two holders
 // of `&DeviceBuffer` could then both write the same memory).
-use cuda_driver::{DeviceBuffer, Result, Stream};
+use cuda_stack_driver::{DeviceBuffer, Result, Stream};
 
 fn upgrade(stream: &Stream, buf: &DeviceBuffer<f32>) -> Result<()> {
     let mut w = buf.slice_mut(..)?;

@@ -1,6 +1,6 @@
 // Proves impossible: using the halves from `split_at_mut` after borrowing the whole buffer
 // mutably again (the whole-buffer write would alias both halves).
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 fn reborrow(stream: &Stream) -> Result<()> {
     let mut buf = stream.alloc_zeros::<f32>(16)?;

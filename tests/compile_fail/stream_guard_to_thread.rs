@@ -1,8 +1,8 @@
 // Proves impossible: moving a `StreamGuard` (`use_stream`) to another thread: it must end the
 // scope of the thread that opened it, not leave that thread's stream current and remove an
 // entry of the other thread's.
-use cuda_runtime_lite::cuda_driver::Stream;
-use cuda_runtime_lite::use_stream;
+use cuda_stack_runtime::cuda_stack_driver::Stream;
+use cuda_stack_runtime::use_stream;
 
 fn scope_elsewhere(s: &Stream) {
     let guard = use_stream(s);

@@ -1,6 +1,6 @@
 // Proves impossible: an untyped launch (`Function::launch` with raw parameter pointers) without
 // `unsafe`: nothing checks the pointers against the kernel's parameters.
-use cuda_driver::{Function, LaunchConfig, Result, Stream};
+use cuda_stack_driver::{Function, LaunchConfig, Result, Stream};
 use std::ffi::c_void;
 
 fn launch(function: &Function, stream: &Stream) -> Result<()> {

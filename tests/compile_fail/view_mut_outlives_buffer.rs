@@ -1,6 +1,6 @@
 // Proves impossible: a writable view (`DeviceViewMut`) outliving its buffer: the buffer is freed
 // at the end of the inner scope while the view is used after it.
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 fn write_after_free(stream: &Stream) -> Result<()> {
     let mut view;

@@ -1,6 +1,6 @@
 // Proves impossible: a read-only view (`DeviceView`) outliving its buffer. Dropping the buffer
 // while a view of it is still used would leave the view pointing at freed device memory.
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 fn read_after_free(stream: &Stream) -> Result<Vec<f32>> {
     let buf = stream.alloc_zeros::<f32>(16)?;

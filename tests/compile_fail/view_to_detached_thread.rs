@@ -1,6 +1,6 @@
 // Proves impossible: sending a view to a detached thread (`std::thread::spawn` needs `'static`),
 // where it could outlive the buffer it borrows.
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 fn send_view(stream: &Stream) -> Result<()> {
     let buf = stream.alloc_zeros::<f32>(16)?;

@@ -1,6 +1,6 @@
 // Proves impossible: writing device memory through a read-only view (`buf.slice(..)` gives
 // `DeviceView`, which derefs only to `&DeviceSlice`).
-use cuda_driver::{Result, Stream};
+use cuda_stack_driver::{Result, Stream};
 
 fn write_read_only(stream: &Stream) -> Result<()> {
     let buf = stream.alloc_zeros::<f32>(16)?;

@@ -21,7 +21,7 @@ pub fn no_gpu_reason() -> Option<&'static str> {
     static REASON: OnceLock<Option<String>> = OnceLock::new();
     REASON
         .get_or_init(|| {
-            let drv = match cuda_sys::Driver::get() {
+            let drv = match cuda_stack_sys::Driver::get() {
                 Ok(d) => d,
                 Err(e) => {
                     return Some(format!(
@@ -44,14 +44,17 @@ pub fn no_gpu_reason() -> Option<&'static str> {
 
 /// Why NVRTC cannot be used here, or `None` when it can.
 pub fn no_nvrtc_reason() -> Option<String> {
-    cuda_sys::Nvrtc::get().err().map(|e| e.to_string())
+    cuda_stack_sys::Nvrtc::get().err().map(|e| e.to_string())
 }
 
 /// Why cuBLAS or cuBLASLt cannot be used here, or `None` when both load.
 pub fn no_cublas_reason() -> Option<String> {
     let first_line =
-        |e: cuda_sys::LoadError| e.to_string().lines().next().unwrap_or("").to_string();
-    match (cuda_sys::Cublas::get(), cuda_sys::CublasLt::get()) {
+        |e: cuda_stack_sys::LoadError| e.to_string().lines().next().unwrap_or("").to_string();
+    match (
+        cuda_stack_sys::Cublas::get(),
+        cuda_stack_sys::CublasLt::get(),
+    ) {
         (Err(e), _) | (_, Err(e)) => Some(first_line(e)),
         (Ok(_), Ok(_)) => None,
     }
@@ -59,7 +62,7 @@ pub fn no_cublas_reason() -> Option<String> {
 
 /// Why NCCL cannot be used here, or `None` when it loads.
 pub fn no_nccl_reason() -> Option<String> {
-    cuda_sys::Nccl::get()
+    cuda_stack_sys::Nccl::get()
         .err()
         .map(|e| e.to_string().lines().next().unwrap_or("").to_string())
 }
@@ -161,20 +164,20 @@ extern "C" __global__ void vector_add(float *A, float *B, float *C, int N) {
 "#;
 
 /// Compiles CUDA C to PTX with the raw NVRTC calls, returning the compile log on failure.
-/// (The safe NVRTC wrapper lives in `cuda-driver`; this is the raw layer on purpose.)
+/// (The safe NVRTC wrapper lives in `cuda-stack-driver`; this is the raw layer on purpose.)
 pub fn nvrtc_compile_raw(
     src: &str,
     options: &[&str],
 ) -> Result<String, Box<dyn std::error::Error>> {
     use std::ffi::{c_char, CString};
-    let nvrtc = cuda_sys::Nvrtc::get()?;
+    let nvrtc = cuda_stack_sys::Nvrtc::get()?;
     let src = CString::new(src)?;
     let opts: Vec<CString> = options
         .iter()
         .map(|o| CString::new(*o))
         .collect::<Result<_, _>>()?;
     let opt_ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
-    let mut prog: cuda_sys::nvrtcProgram = std::ptr::null_mut();
+    let mut prog: cuda_stack_sys::nvrtcProgram = std::ptr::null_mut();
     // SAFETY: all strings are NUL-terminated and outlive the calls; `prog` is destroyed below on
     // every path after it is created.
     unsafe {
@@ -216,20 +219,20 @@ pub fn nvrtc_compile_raw(
 }
 
 /// The process's context on device 0 (created once).
-pub fn context() -> Result<cuda_driver::Context, Box<dyn std::error::Error>> {
-    static CTX: OnceLock<Result<cuda_driver::Context, String>> = OnceLock::new();
-    CTX.get_or_init(|| cuda_driver::Context::new(0).map_err(|e| e.to_string()))
+pub fn context() -> Result<cuda_stack_driver::Context, Box<dyn std::error::Error>> {
+    static CTX: OnceLock<Result<cuda_stack_driver::Context, String>> = OnceLock::new();
+    CTX.get_or_init(|| cuda_stack_driver::Context::new(0).map_err(|e| e.to_string()))
         .clone()
         .map_err(Into::into)
 }
 
 /// Compiles CUDA C for the context's device with NVRTC and loads it.
 pub fn load_cuda(
-    ctx: &cuda_driver::Context,
+    ctx: &cuda_stack_driver::Context,
     src: &str,
-) -> Result<cuda_driver::Module, Box<dyn std::error::Error>> {
-    let opts = cuda_driver::nvrtc::CompileOptions::for_context(ctx);
-    let ptx = cuda_driver::nvrtc::compile_ptx_cached("test.cu", src, &opts)?;
+) -> Result<cuda_stack_driver::Module, Box<dyn std::error::Error>> {
+    let opts = cuda_stack_driver::nvrtc::CompileOptions::for_context(ctx);
+    let ptx = cuda_stack_driver::nvrtc::compile_ptx_cached("test.cu", src, &opts)?;
     Ok(ctx.load_ptx(&ptx)?)
 }
 
@@ -283,7 +286,7 @@ pub fn gpu_count() -> usize {
     if no_gpu_reason().is_some() {
         return 0;
     }
-    cuda_driver::Device::count().unwrap_or(0)
+    cuda_stack_driver::Device::count().unwrap_or(0)
 }
 
 /// A test that needs two GPUs: ignored where there are fewer.
@@ -306,25 +309,29 @@ pub fn gpu2_nccl(name: &str, f: fn() -> TestResult) -> Trial {
 }
 
 /// `axpy(float a, const float* x, float* y, unsigned n)` of [`TEST_KERNELS`].
-pub type Axpy = cuda_driver::Kernel<(
+pub type Axpy = cuda_stack_driver::Kernel<(
     f32,
-    &'static cuda_driver::DeviceSlice<f32>,
-    &'static mut cuda_driver::DeviceSlice<f32>,
+    &'static cuda_stack_driver::DeviceSlice<f32>,
+    &'static mut cuda_stack_driver::DeviceSlice<f32>,
     u32,
 )>;
 
 /// `slow_fill(float* out, float value, unsigned n, long long cycles)` of [`TEST_KERNELS`].
-pub type SlowFill =
-    cuda_driver::Kernel<(&'static mut cuda_driver::DeviceSlice<f32>, f32, u32, i64)>;
+pub type SlowFill = cuda_stack_driver::Kernel<(
+    &'static mut cuda_stack_driver::DeviceSlice<f32>,
+    f32,
+    u32,
+    i64,
+)>;
 
 /// The typed `axpy` of a module loaded from [`TEST_KERNELS`].
-pub fn axpy_kernel(m: &cuda_driver::Module) -> cuda_driver::Result<Axpy> {
+pub fn axpy_kernel(m: &cuda_stack_driver::Module) -> cuda_stack_driver::Result<Axpy> {
     // SAFETY: matches axpy(float, const float*, float*, unsigned) in TEST_KERNELS.
     unsafe { m.kernel("axpy") }
 }
 
 /// The typed `slow_fill` of a module loaded from [`TEST_KERNELS`].
-pub fn slow_fill_kernel(m: &cuda_driver::Module) -> cuda_driver::Result<SlowFill> {
+pub fn slow_fill_kernel(m: &cuda_stack_driver::Module) -> cuda_stack_driver::Result<SlowFill> {
     // SAFETY: matches slow_fill(float*, float, unsigned, long long) in TEST_KERNELS.
     unsafe { m.kernel("slow_fill") }
 }
@@ -336,16 +343,16 @@ pub const SLOW_CYCLES: i64 = 80_000_000;
 /// that is still running when the host queues the next thing, to test ordering.
 pub fn fill_slowly(
     k: &SlowFill,
-    s: &cuda_driver::Stream,
-    y: &mut cuda_driver::DeviceSlice<f32>,
+    s: &cuda_stack_driver::Stream,
+    y: &mut cuda_stack_driver::DeviceSlice<f32>,
     v: f32,
-) -> cuda_driver::Result<()> {
+) -> cuda_stack_driver::Result<()> {
     let n = y.len();
     // SAFETY: grid-stride loop over i < n = y.len().
     unsafe {
         k.launch(
             s,
-            &cuda_driver::LaunchConfig::new(4, 128),
+            &cuda_stack_driver::LaunchConfig::new(4, 128),
             y,
             v,
             n as u32,

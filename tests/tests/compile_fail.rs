@@ -1,4 +1,4 @@
-//! Compile-fail suite: misuse of `cuda-driver`'s safe API that must not compile.
+//! Compile-fail suite: misuse of `cuda-stack-driver`'s safe API that must not compile.
 //!
 //! Each case in `tests/compile_fail/` states what misuse it proves impossible; its `.stderr` is the
 //! error rustc must give. Regenerate them (after checking each one is still the intended error)

@@ -4,9 +4,9 @@
 //! binary (the same binary, filtered to that one test, with `CUDA_RS_CHILD` set), so each starts
 //! from a fresh process.
 
-use cuda_driver::{Context, LaunchConfig, Stream};
-use cuda_kernels::{ops, Kernels};
-use cuda_runtime_lite::Tensor;
+use cuda_stack_driver::{Context, LaunchConfig, Stream};
+use cuda_stack_kernels::{ops, Kernels};
+use cuda_stack_runtime::Tensor;
 use cuda_tests::{ensure, gpu, Axpy, TestResult};
 
 fn main() {
@@ -75,12 +75,12 @@ fn pairings() -> TestResult {
     // kernel loaded through a's kernel cache, launched on b's stream
     ops::axpy(&k, &sb, 2.0f32, &x, &mut y)?;
     // event of a, waited on b's stream; recorded on b, waited on a
-    let e = cuda_driver::Event::new(&a, false)?;
+    let e = cuda_stack_driver::Event::new(&a, false)?;
     e.record(&sb)?;
     sa.wait_event(&e)?;
     // graph captured through a, replayed on b's stream
     let exec = a.capture(|cs| {
-        ops::axpy(&k, cs, 1.0f32, &x, &mut y).map_err(|e| cuda_driver::Error::Unsupported {
+        ops::axpy(&k, cs, 1.0f32, &x, &mut y).map_err(|e| cuda_stack_driver::Error::Unsupported {
             what: "axpy",
             why: e.to_string(),
         })
@@ -179,20 +179,20 @@ fn sixteen_threads() -> TestResult {
 /// are right (cross-stream order is kept) and the work went to the streams asked for.
 fn tensor_on_user_streams() -> TestResult {
     let ctx = Context::new(0)?;
-    cuda_runtime_lite::set_device(0)?;
+    cuda_stack_runtime::set_device(0)?;
     let s1 = ctx.new_stream()?;
     let s2 = ctx.new_stream()?;
     let mut t = Tensor::<f32>::ones(&[1024])?;
     for i in 0..20 {
         let s = if i % 2 == 0 { &s1 } else { &s2 };
-        let _on = cuda_runtime_lite::use_stream(s);
+        let _on = cuda_stack_runtime::use_stream(s);
         ensure!(
-            cuda_runtime_lite::current_stream()?.same_as(s),
+            cuda_stack_runtime::current_stream()?.same_as(s),
             "current stream"
         );
         t = t.add(&t)?.scale(0.5)?.add(&Tensor::<f32>::ones(&[1024])?)?;
     }
-    let default = cuda_runtime_lite::current_stream()?;
+    let default = cuda_stack_runtime::current_stream()?;
     ensure!(
         !default.same_as(&s1) && !default.same_as(&s2),
         "scope not restored"
@@ -202,8 +202,8 @@ fn tensor_on_user_streams() -> TestResult {
         "values {:?}",
         &t.to_vec()?[..2]
     );
-    let nested = cuda_runtime_lite::with_stream(&s1, || {
-        cuda_runtime_lite::with_stream(&s2, cuda_runtime_lite::current_stream)
+    let nested = cuda_stack_runtime::with_stream(&s1, || {
+        cuda_stack_runtime::with_stream(&s2, cuda_stack_runtime::current_stream)
     })?;
     ensure!(nested.same_as(&s2), "innermost scope wins");
     Ok(())
@@ -228,9 +228,11 @@ fn external_memory() -> TestResult {
         ops::axpy(&k, &user, 1.0f32, &x, &mut ext)?; // on another stream: ordered by events
                                                      // Graphs may not capture borrowed memory.
         let refused = ctx.capture(|cs| {
-            ops::axpy(&k, cs, 1.0f32, &x, &mut ext).map_err(|e| cuda_driver::Error::Unsupported {
-                what: "axpy",
-                why: e.to_string(),
+            ops::axpy(&k, cs, 1.0f32, &x, &mut ext).map_err(|e| {
+                cuda_stack_driver::Error::Unsupported {
+                    what: "axpy",
+                    why: e.to_string(),
+                }
             })
         });
         ensure!(

@@ -1,7 +1,9 @@
 //! Driver failures injected through the checked-call stratum (feature `fault-injection`):
 //! every failure becomes the right typed error, and the layer keeps working afterwards.
 
-use cuda_driver::{cuda_sys::fault, cuda_sys::CUresult, DeviceSlice, Error, LaunchConfig};
+use cuda_stack_driver::{
+    cuda_stack_sys::fault, cuda_stack_sys::CUresult, DeviceSlice, Error, LaunchConfig,
+};
 use cuda_tests::{context, ensure, gpu, load_cuda, TestResult, TEST_KERNELS};
 
 fn main() {
@@ -16,7 +18,7 @@ fn main() {
     ]);
 }
 
-fn alloc_call(ctx: &cuda_driver::Context) -> &'static str {
+fn alloc_call(ctx: &cuda_stack_driver::Context) -> &'static str {
     if ctx.limits().memory_pools {
         "cuMemAllocAsync"
     } else {

@@ -1,6 +1,6 @@
-//! cuda-driver memory: buffers, views, copies, pinned and registered host memory, OOM.
+//! cuda-stack-driver memory: buffers, views, copies, pinned and registered host memory, OOM.
 
-use cuda_driver::{
+use cuda_stack_driver::{
     DeviceSlice, Error, HostAllocFlags, HostRegistration, LaunchConfig, PinnedBuffer,
 };
 use cuda_tests::{context, ensure, gpu, load_cuda, TestResult, TEST_KERNELS};

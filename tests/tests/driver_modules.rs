@@ -1,7 +1,7 @@
-//! cuda-driver modules, NVRTC, functions, globals and launches.
+//! cuda-stack-driver modules, NVRTC, functions, globals and launches.
 
-use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{DeviceSlice, Error, JitOptions, LaunchConfig, ModuleImage};
+use cuda_stack_driver::nvrtc::{self, CompileOptions};
+use cuda_stack_driver::{DeviceSlice, Error, JitOptions, LaunchConfig, ModuleImage};
 use cuda_tests::{context, ensure, gpu, load_cuda, needs_nvrtc, TestResult, TEST_KERNELS};
 use std::ffi::c_void;
 
@@ -74,9 +74,9 @@ fn nvrtc_error_log() -> TestResult {
 }
 
 fn devices() -> TestResult {
-    let n = cuda_driver::Device::count()?;
+    let n = cuda_stack_driver::Device::count()?;
     ensure!(n >= 1, "count {n}");
-    for d in cuda_driver::Device::all()? {
+    for d in cuda_stack_driver::Device::all()? {
         let name = d.name()?;
         ensure!(!name.is_empty(), "name");
         ensure!(d.uuid()? != [0; 16], "uuid");
@@ -113,7 +113,7 @@ fn context_basics() -> TestResult {
             ctx.bind().map_err(|e| e.to_string())?;
             ctx.bind().map_err(|e| e.to_string())?; // already current: no-op
             let mut cur = std::ptr::null_mut();
-            let drv = cuda_sys::Driver::get().map_err(|e| e.to_string())?;
+            let drv = cuda_stack_sys::Driver::get().map_err(|e| e.to_string())?;
             // SAFETY: out-pointer to a local.
             unsafe { drv.cuCtxGetCurrent(&mut cur) }.map_err(|e| e.to_string())?;
             if cur != ctx.as_raw() {
@@ -125,15 +125,15 @@ fn context_basics() -> TestResult {
     .join()
     .map_err(|_| "thread panicked")?;
     other?;
-    let old = ctx.limit(cuda_driver::Limit::StackSize)?;
-    ctx.set_limit(cuda_driver::Limit::StackSize, 4096)?;
+    let old = ctx.limit(cuda_stack_driver::Limit::StackSize)?;
+    ctx.set_limit(cuda_stack_driver::Limit::StackSize, 4096)?;
     ensure!(
-        ctx.limit(cuda_driver::Limit::StackSize)? >= 4096,
+        ctx.limit(cuda_stack_driver::Limit::StackSize)? >= 4096,
         "stack limit"
     );
-    ctx.set_limit(cuda_driver::Limit::StackSize, old)?;
-    let _ = ctx.limit(cuda_driver::Limit::PrintfFifoSize)?;
-    let _ = ctx.limit(cuda_driver::Limit::MallocHeapSize)?;
+    ctx.set_limit(cuda_stack_driver::Limit::StackSize, old)?;
+    let _ = ctx.limit(cuda_stack_driver::Limit::PrintfFifoSize)?;
+    let _ = ctx.limit(cuda_stack_driver::Limit::MallocHeapSize)?;
     ctx.synchronize()?;
     {
         let _g = ctx.push_current()?;
@@ -141,14 +141,14 @@ fn context_basics() -> TestResult {
     Ok(())
 }
 
-type VecAdd = cuda_driver::Kernel<(
+type VecAdd = cuda_stack_driver::Kernel<(
     &'static DeviceSlice<f32>,
     &'static DeviceSlice<f32>,
     &'static mut DeviceSlice<f32>,
     u32,
 )>;
 
-fn vector_add(ctx: &cuda_driver::Context) -> Result<VecAdd, Box<dyn std::error::Error>> {
+fn vector_add(ctx: &cuda_stack_driver::Context) -> Result<VecAdd, Box<dyn std::error::Error>> {
     let m = load_cuda(ctx, TEST_KERNELS)?;
     // SAFETY: matches vector_add(const float*, const float*, float*, unsigned).
     Ok(unsafe { m.kernel("vector_add")? })
@@ -239,7 +239,8 @@ fn signature_mismatch() -> TestResult {
     ensure!(first == [8, 8, 8, 4], "{first:?}");
     ensure!(f.param_sizes()? == first, "sizes changed");
     // SAFETY: deliberately wrong; refused before any launch.
-    let r = unsafe { cuda_driver::Kernel::<(&DeviceSlice<f32>, u32)>::from_function(f.clone()) };
+    let r =
+        unsafe { cuda_stack_driver::Kernel::<(&DeviceSlice<f32>, u32)>::from_function(f.clone()) };
     ensure!(
         matches!(r, Err(Error::SignatureMismatch { .. })),
         "the kept sizes accepted a wrong signature"
@@ -491,8 +492,9 @@ fn cubin() -> TestResult {
 }
 
 fn block_ids_kernel(
-    ctx: &cuda_driver::Context,
-) -> Result<cuda_driver::Kernel<(&'static mut DeviceSlice<u32>,)>, Box<dyn std::error::Error>> {
+    ctx: &cuda_stack_driver::Context,
+) -> Result<cuda_stack_driver::Kernel<(&'static mut DeviceSlice<u32>,)>, Box<dyn std::error::Error>>
+{
     let m = load_cuda(ctx, TEST_KERNELS)?;
     // SAFETY: matches block_ids(unsigned*), which writes out[blockIdx.x].
     Ok(unsafe { m.kernel("block_ids")? })

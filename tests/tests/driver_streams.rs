@@ -1,6 +1,6 @@
-//! cuda-driver streams, events, host callbacks, cross-stream safety, threads and graphs.
+//! cuda-stack-driver streams, events, host callbacks, cross-stream safety, threads and graphs.
 
-use cuda_driver::{DeviceSlice, Event, Kernel, LaunchConfig, Stream, StreamKind};
+use cuda_stack_driver::{DeviceSlice, Event, Kernel, LaunchConfig, Stream, StreamKind};
 use cuda_tests::{context, ensure, gpu, load_cuda, TestResult, TEST_KERNELS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -58,7 +58,7 @@ struct K {
     axpy: Axpy,
 }
 
-fn kernels(ctx: &cuda_driver::Context) -> Result<K, Box<dyn std::error::Error>> {
+fn kernels(ctx: &cuda_stack_driver::Context) -> Result<K, Box<dyn std::error::Error>> {
     let m = load_cuda(ctx, TEST_KERNELS)?;
     // SAFETY: each signature matches its CUDA declaration in TEST_KERNELS.
     unsafe {
@@ -352,7 +352,7 @@ fn graph_replay() -> TestResult {
     let mut eager = s.alloc_zeros::<f32>(n)?;
     let mut graphed = s.alloc_zeros::<f32>(n)?;
     let cfg = LaunchConfig::for_num_elems(n);
-    let steps = |s: &Stream, y: &mut DeviceSlice<f32>| -> cuda_driver::Result<()> {
+    let steps = |s: &Stream, y: &mut DeviceSlice<f32>| -> cuda_stack_driver::Result<()> {
         for i in 0..20 {
             // SAFETY: the test kernel guards its index with the length it is passed, which does not
             // exceed any buffer argument's length here.
@@ -453,7 +453,7 @@ fn graph_keeps_buffers() -> TestResult {
 
 /// What a graph could not keep alive is refused during capture: host callbacks (an `FnOnce` run at
 /// every replay), copies to or from host memory, event records and allocations.
-fn scratch(s: &Stream) -> cuda_driver::Result<cuda_driver::DeviceBuffer<f32>> {
+fn scratch(s: &Stream) -> cuda_stack_driver::Result<cuda_stack_driver::DeviceBuffer<f32>> {
     s.alloc_zeros::<f32>(16)
 }
 
@@ -465,7 +465,7 @@ fn capture_refusals() -> TestResult {
     let n = 1024;
     let x = s.clone_htod(&vec![1.0f32; n])?;
     let mut y = s.alloc_zeros::<f32>(n)?;
-    let pinned = cuda_driver::PinnedBuffer::<f32>::zeroed(&ctx, n)?;
+    let pinned = cuda_stack_driver::PinnedBuffer::<f32>::zeroed(&ctx, n)?;
     let mut host = vec![0f32; n];
     let mut refusals = Vec::new();
     let g = s.capture(|s| {
@@ -552,10 +552,11 @@ fn module_drop_during_capture() -> TestResult {
                 n as u32,
             )
         }?;
-        let other = load_cuda(&ctx, TEST_KERNELS).map_err(|e| cuda_driver::Error::Unsupported {
-            what: "loading a module",
-            why: e.to_string(),
-        })?;
+        let other =
+            load_cuda(&ctx, TEST_KERNELS).map_err(|e| cuda_stack_driver::Error::Unsupported {
+                what: "loading a module",
+                why: e.to_string(),
+            })?;
         drop(other); // deferred: a context synchronize here would invalidate this capture
                      // SAFETY: the test kernel guards its index with the length it is passed, which does not
                      // exceed any buffer argument's length here.

@@ -3,9 +3,9 @@
 //! process-wide statics: so `compute-sanitizer --leak-check full` finds nothing at exit. One test
 //! in a binary of its own, since it measures the whole process's memory pool.
 
-use cuda_blas::{Blas, Epilogue, Gemm};
-use cuda_driver::Context;
-use cuda_runtime_lite::{empty_cache, set_device, use_stream, Tensor};
+use cuda_stack_blas::{Blas, Epilogue, Gemm};
+use cuda_stack_driver::Context;
+use cuda_stack_runtime::{empty_cache, set_device, use_stream, Tensor};
 use cuda_tests::{ensure, gpu, no_cublas_reason, TestResult};
 
 fn main() {

@@ -2,7 +2,7 @@
 //!
 //! For each realistic scenario, the driver (and NVRTC) calls it makes are recorded through the
 //! trace hook; then the scenario is run once for **every** (entry point, n-th call) in that trace
-//! with exactly that call failing (`cuda_sys::fault`, feature `fault-injection`). Every run must:
+//! with exactly that call failing (`cuda_stack_sys::fault`, feature `fault-injection`). Every run must:
 //! - not panic (a panic is caught and fails the campaign) and not abort;
 //! - end in a typed error whose message names the failed call, or, where the failure happened
 //!   in a `Drop`, report it through the context's drop errors; a failure the layer absorbs on
@@ -16,9 +16,9 @@
 //! The campaign runs its scenarios one after another in one test (the memory baseline is
 //! device-wide) and prints its totals.
 
-use cuda_driver::cuda_sys::{fault, trace, CUresult};
-use cuda_driver::{Context, DeviceBuffer, LaunchConfig, PinnedBuffer};
-use cuda_runtime_lite::Tensor;
+use cuda_stack_driver::cuda_stack_sys::{fault, trace, CUresult};
+use cuda_stack_driver::{Context, DeviceBuffer, LaunchConfig, PinnedBuffer};
+use cuda_stack_runtime::Tensor;
 use cuda_tests::{context, gpu, TestResult};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -45,8 +45,8 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-fn kernels(ctx: &Context) -> Result<Arc<cuda_kernels::Kernels>, String> {
-    cuda_kernels::Kernels::get(ctx).map_err(err)
+fn kernels(ctx: &Context) -> Result<Arc<cuda_stack_kernels::Kernels>, String> {
+    cuda_stack_kernels::Kernels::get(ctx).map_err(err)
 }
 
 fn alloc_copy_launch_free(ctx: &Context) -> Result<(), String> {
@@ -55,8 +55,15 @@ fn alloc_copy_launch_free(ctx: &Context) -> Result<(), String> {
     let a = s.clone_htod(&[1.0f32; 1000]).map_err(err)?;
     let b = s.clone_htod(&[2.0f32; 1000]).map_err(err)?;
     let mut c = s.alloc_zeros::<f32>(1000).map_err(err)?;
-    cuda_kernels::ops::binary(&k, &s, cuda_kernels::ops::BinaryOp::Add, &a, &b, &mut c)
-        .map_err(err)?;
+    cuda_stack_kernels::ops::binary(
+        &k,
+        &s,
+        cuda_stack_kernels::ops::BinaryOp::Add,
+        &a,
+        &b,
+        &mut c,
+    )
+    .map_err(err)?;
     let mut d: DeviceBuffer<f32> = s.clone_dtod(&c).map_err(err)?;
     s.memset_zeros(&mut d).map_err(err)?;
     let v = s.clone_dtoh(&c).map_err(err)?;
@@ -67,15 +74,15 @@ fn alloc_copy_launch_free(ctx: &Context) -> Result<(), String> {
     Ok(())
 }
 
-type Add = cuda_driver::Kernel<(
-    &'static cuda_driver::DeviceSlice<f32>,
-    &'static cuda_driver::DeviceSlice<f32>,
-    &'static mut cuda_driver::DeviceSlice<f32>,
+type Add = cuda_stack_driver::Kernel<(
+    &'static cuda_stack_driver::DeviceSlice<f32>,
+    &'static cuda_stack_driver::DeviceSlice<f32>,
+    &'static mut cuda_stack_driver::DeviceSlice<f32>,
     u64,
 )>;
 
 fn module_load_typed_kernel(ctx: &Context) -> Result<(), String> {
-    let ptx = cuda_kernels::PTX_FILES
+    let ptx = cuda_stack_kernels::PTX_FILES
         .iter()
         .find(|f| f.name == "elementwise")
         .ok_or("no elementwise PTX")?
@@ -112,7 +119,7 @@ fn pinned_async_copies(ctx: &Context) -> Result<(), String> {
         .map_err(err)?
         .wait()
         .map_err(err)?;
-    let reg = cuda_driver::HostRegistration::new(ctx, vec![0f32; 4096]).map_err(err)?;
+    let reg = cuda_stack_driver::HostRegistration::new(ctx, vec![0f32; 4096]).map_err(err)?;
     s.copy_htod_async(&reg, &mut dev)
         .map_err(err)?
         .wait()
@@ -147,8 +154,8 @@ fn graph_capture_replay(ctx: &Context) -> Result<(), String> {
     let mut y = s.alloc_zeros::<f32>(512).map_err(err)?;
     let g = ctx
         .capture(|cs| {
-            cuda_kernels::ops::axpy(&k, cs, 2.0, &x, &mut y).map_err(|e| {
-                cuda_driver::Error::Unsupported {
+            cuda_stack_kernels::ops::axpy(&k, cs, 2.0, &x, &mut y).map_err(|e| {
+                cuda_stack_driver::Error::Unsupported {
                     what: "axpy in capture",
                     why: e.to_string(),
                 }
@@ -181,11 +188,11 @@ fn tensor_ops(_ctx: &Context) -> Result<(), String> {
 fn staged_pageable_copies(_ctx: &Context) -> Result<(), String> {
     let n = 3 << 20; // 12 MiB of f32: several staging chunks
     let host: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let stream = cuda_runtime_lite::current_stream().map_err(err)?;
-    let mut dev = cuda_runtime_lite::malloc_zeros::<f32>(n).map_err(err)?;
-    cuda_runtime_lite::copy_htod_pageable(&stream, &host, &mut dev).map_err(err)?;
+    let stream = cuda_stack_runtime::current_stream().map_err(err)?;
+    let mut dev = cuda_stack_runtime::malloc_zeros::<f32>(n).map_err(err)?;
+    cuda_stack_runtime::copy_htod_pageable(&stream, &host, &mut dev).map_err(err)?;
     let mut back = vec![0f32; n];
-    cuda_runtime_lite::copy_dtoh_pageable(&stream, &dev, &mut back).map_err(err)?;
+    cuda_stack_runtime::copy_dtoh_pageable(&stream, &dev, &mut back).map_err(err)?;
     if back != host {
         return Err("wrong result".into());
     }
@@ -196,14 +203,14 @@ const SRC: &str = r#"extern "C" __global__ void twice(float* x, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= 2.0f; }"#;
 
 fn nvrtc_compile_and_load(ctx: &Context) -> Result<(), String> {
-    if cuda_driver::cuda_sys::Nvrtc::get().is_err() {
+    if cuda_stack_driver::cuda_stack_sys::Nvrtc::get().is_err() {
         return Ok(()); // no NVRTC here: nothing to inject
     }
-    let opts = cuda_driver::nvrtc::CompileOptions::for_context(ctx);
-    let ptx = cuda_driver::nvrtc::compile_ptx("twice.cu", SRC, &opts).map_err(err)?;
+    let opts = cuda_stack_driver::nvrtc::CompileOptions::for_context(ctx);
+    let ptx = cuda_stack_driver::nvrtc::compile_ptx("twice.cu", SRC, &opts).map_err(err)?;
     let m = ctx.load_ptx(&ptx).map_err(err)?;
     // SAFETY: matches twice(float*, unsigned).
-    let k: cuda_driver::Kernel<(&mut cuda_driver::DeviceSlice<f32>, u32)> =
+    let k: cuda_stack_driver::Kernel<(&mut cuda_stack_driver::DeviceSlice<f32>, u32)> =
         unsafe { m.kernel("twice").map_err(err)? };
     let s = ctx.new_stream().map_err(err)?;
     let mut x = s.clone_htod(&[1.0f32; 100]).map_err(err)?;
@@ -403,7 +410,7 @@ fn campaign() -> TestResult {
 }
 
 fn empty_cache() {
-    if let Err(e) = cuda_runtime_lite::empty_cache() {
+    if let Err(e) = cuda_stack_runtime::empty_cache() {
         eprintln!("empty_cache failed: {e}");
     }
 }
@@ -411,7 +418,7 @@ fn empty_cache() {
 /// Waits for everything, lets the reaper and caches settle, and checks the context still runs.
 fn settle(ctx: &Context) -> Result<(), String> {
     ctx.synchronize().map_err(err)?;
-    cuda_runtime_lite::empty_cache().map_err(err)?;
+    cuda_stack_runtime::empty_cache().map_err(err)?;
     let s = ctx.new_stream().map_err(err)?;
     let b = s.clone_htod(&[7u32; 4]).map_err(err)?;
     if s.clone_dtoh(&b).map_err(err)? != [7; 4] {

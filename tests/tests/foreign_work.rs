@@ -1,7 +1,7 @@
 //! `Stream::enqueue_foreign`: work another library queues on a raw stream (here: raw driver
 //! calls standing in for cuBLAS or NCCL) is ordered and tracked like a kernel launch.
 
-use cuda_driver::{DeviceSlice, ForeignUse, Kernel, LaunchConfig};
+use cuda_stack_driver::{DeviceSlice, ForeignUse, Kernel, LaunchConfig};
 use cuda_tests::{context, ensure, gpu, load_cuda, TestResult, TEST_KERNELS};
 use std::any::Any;
 use std::ffi::c_void;
@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 type SlowFill = Kernel<(&'static mut DeviceSlice<f32>, f32, u32, i64)>;
 
-fn slow_fill(ctx: &cuda_driver::Context) -> Result<SlowFill, Box<dyn std::error::Error>> {
+fn slow_fill(ctx: &cuda_stack_driver::Context) -> Result<SlowFill, Box<dyn std::error::Error>> {
     let m = load_cuda(ctx, TEST_KERNELS)?;
     // SAFETY: the signature matches `slow_fill` in TEST_KERNELS.
     Ok(unsafe { m.kernel("slow_fill")? })
@@ -21,13 +21,13 @@ fn slow_fill(ctx: &cuda_driver::Context) -> Result<SlowFill, Box<dyn std::error:
 /// `x` points to at least `n` f32s; `f` is `slow_fill`.
 unsafe fn raw_slow_fill(
     f: &SlowFill,
-    raw: cuda_driver::cuda_sys::CUstream,
+    raw: cuda_stack_driver::cuda_stack_sys::CUstream,
     x: u64,
     value: f32,
     n: u32,
     cycles: i64,
-) -> Result<(), cuda_driver::cuda_sys::DriverError> {
-    let drv = cuda_driver::cuda_sys::Driver::get().expect("loaded");
+) -> Result<(), cuda_stack_driver::cuda_stack_sys::DriverError> {
+    let drv = cuda_stack_driver::cuda_stack_sys::Driver::get().expect("loaded");
     let (mut x, mut value, mut n, mut cycles) = (x, value, n, cycles);
     let mut params: [*mut c_void; 4] = [
         (&mut x as *mut u64).cast(),
@@ -76,7 +76,7 @@ fn foreign_work_waits_for_other_streams() -> TestResult {
     // SAFETY: the memset writes exactly x's n elements, on the stream given.
     let r = unsafe {
         s2.enqueue_foreign(&[ForeignUse::write(&mut x)], None, |raw| {
-            cuda_driver::cuda_sys::Driver::get()
+            cuda_stack_driver::cuda_stack_sys::Driver::get()
                 .expect("loaded")
                 .cuMemsetD32Async(ptr, 2.0f32.to_bits(), n, raw)
         })
@@ -133,7 +133,7 @@ fn a_capture_keeps_the_library_object_alive() -> TestResult {
             // SAFETY: the memset writes y's n elements on the capture stream.
             let r = unsafe {
                 cs.enqueue_foreign(&[ForeignUse::write(&mut y)], Some(&keep), |raw| {
-                    cuda_driver::cuda_sys::Driver::get()
+                    cuda_stack_driver::cuda_stack_sys::Driver::get()
                         .expect("loaded")
                         .cuMemsetD32Async(ptr, 7.0f32.to_bits(), n, raw)
                 })
@@ -164,7 +164,7 @@ fn refused_inside_host_callbacks() -> TestResult {
     s.launch_host_func(move || {
         // SAFETY: the closure is never called (refused first).
         let r = unsafe { s2.enqueue_foreign(&[], None, |_| ()) };
-        let _ = tx.send(matches!(r, Err(cuda_driver::Error::InHostCallback)));
+        let _ = tx.send(matches!(r, Err(cuda_stack_driver::Error::InHostCallback)));
     })?;
     s.synchronize()?;
     ensure!(

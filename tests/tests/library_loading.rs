@@ -2,9 +2,9 @@
 //! load, entry points resolved, status strings from the libraries themselves, libcublasLt loaded
 //! with libcublas. Ignored where a library is absent.
 
-use cuda_sys::cublas_types::cublasStatus_t;
-use cuda_sys::nccl_types::ncclResult_t;
-use cuda_sys::{Cublas, CublasLt, Nccl};
+use cuda_stack_sys::cublas_types::cublasStatus_t;
+use cuda_stack_sys::nccl_types::ncclResult_t;
+use cuda_stack_sys::{Cublas, CublasLt, Nccl};
 use cuda_tests::{ensure, needs_cublas, needs_nccl, run, TestResult};
 
 fn cublas_loads_with_version_and_entry_points() -> TestResult {
@@ -15,7 +15,7 @@ fn cublas_loads_with_version_and_entry_points() -> TestResult {
         blas.path().display(),
         blas.resolved_path(),
         blas.table().resolved_count(),
-        cuda_sys::cublas_table::CublasTable::SYMBOLS.len(),
+        cuda_stack_sys::cublas_table::CublasTable::SYMBOLS.len(),
         blas.load_time()
     );
     let (major, _, _) = blas.version().ok_or("cublasGetProperty failed")?;
@@ -53,8 +53,8 @@ fn cublaslt_loads_and_makes_a_descriptor_without_a_gpu() -> TestResult {
     unsafe {
         lt.cublasLtMatmulDescCreate(
             &mut desc,
-            cuda_sys::cublas_types::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            cuda_sys::cublas_types::cudaDataType_t::CUDA_R_32F,
+            cuda_stack_sys::cublas_types::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            cuda_stack_sys::cublas_types::cudaDataType_t::CUDA_R_32F,
         )?;
         lt.cublasLtMatmulDescDestroy(desc)?;
     }

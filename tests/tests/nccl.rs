@@ -1,4 +1,4 @@
-//! `cuda-nccl` on the GPU: every collective, every reduction and every dtype against CPU
+//! `cuda-stack-nccl` on the GPU: every collective, every reduction and every dtype against CPU
 //! references over all the GPUs present (one rank per GPU, driven from one thread through
 //! groups); single-rank communicators without groups; point-to-point to itself and around a
 //! ring; `ncclCommInitAll`'s blocking communicators; stream ordering with other streams. Ranks
@@ -8,9 +8,11 @@
 //! NCCL tests run one at a time (a lock): communicators used concurrently on the same GPUs by
 //! unrelated threads may wait on each other's kernels (NCCL's own rule).
 
-use cuda_driver::half::{bf16, f16};
-use cuda_driver::{DeviceBuffer, Stream};
-use cuda_nccl::{CommConfig, CommGroup, Communicator, Error, Group, NcclType, ReduceOp, UniqueId};
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{DeviceBuffer, Stream};
+use cuda_stack_nccl::{
+    CommConfig, CommGroup, Communicator, Error, Group, NcclType, ReduceOp, UniqueId,
+};
 use cuda_tests::{
     ensure, fill_slowly, gpu2_nccl, gpu_count, gpu_nccl, load_cuda, no_nvrtc_reason,
     slow_fill_kernel, TestResult, TEST_KERNELS,
@@ -20,7 +22,7 @@ use std::time::Duration;
 
 fn main() {
     // SAFETY: the first statement of main: no other thread exists yet.
-    unsafe { cuda_nccl::disable_nvls_in_environment() };
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     let mut trials = vec![
         cuda_tests::cpu("nvls_is_off_in_this_process", nvls_off),
         gpu_nccl("single_rank_communicator_reports_itself", single_rank_info),
@@ -190,7 +192,7 @@ fn ops_for<T: Elem>() -> Vec<ReduceOp> {
 fn upload<T: Elem>(
     streams: &[Stream],
     f: impl Fn(usize) -> Vec<T>,
-) -> cuda_driver::Result<Vec<DeviceBuffer<T>>> {
+) -> cuda_stack_driver::Result<Vec<DeviceBuffer<T>>> {
     streams
         .iter()
         .enumerate()
@@ -198,12 +200,12 @@ fn upload<T: Elem>(
         .collect()
 }
 
-fn zeros<T: Elem>(streams: &[Stream], n: usize) -> cuda_driver::Result<Vec<DeviceBuffer<T>>> {
+fn zeros<T: Elem>(streams: &[Stream], n: usize) -> cuda_stack_driver::Result<Vec<DeviceBuffer<T>>> {
     streams.iter().map(|s| s.alloc_zeros::<T>(n)).collect()
 }
 
 fn nvls_off() -> TestResult {
-    cuda_nccl::check_nvls_disabled()?;
+    cuda_stack_nccl::check_nvls_disabled()?;
     Ok(())
 }
 
@@ -214,7 +216,7 @@ fn single_rank_info() -> TestResult {
     ensure!(!c.is_blocking(), "init_rank made a blocking communicator");
     ensure!(c.abort_reason().is_none(), "fresh communicator aborted");
     c.check()?;
-    let v = cuda_nccl::nccl_version()?;
+    let v = cuda_stack_nccl::nccl_version()?;
     eprintln!("NCCL {v:?}");
     Ok(())
 }

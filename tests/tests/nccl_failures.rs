@@ -1,4 +1,4 @@
-//! `cuda-nccl`'s failure paths on the GPU: the group guard's rules, argument errors (typed,
+//! `cuda-stack-nccl`'s failure paths on the GPU: the group guard's rules, argument errors (typed,
 //! nothing queued), an invalid raw call (a typed NCCL error), abort then use, a peer that never
 //! joins (initialisation times out and aborts), a bounded drop that keeps its buffers ordered,
 //! and — with two GPUs (ignored on one) — the watchdog aborting a collective whose peer stopped
@@ -6,8 +6,8 @@
 //!
 //! One test at a time (a lock), as in `nccl.rs`.
 
-use cuda_driver::{Context, Stream};
-use cuda_nccl::{
+use cuda_stack_driver::{Context, Stream};
+use cuda_stack_nccl::{
     AbortReason, CommConfig, CommGroup, Communicator, Error, Group, ReduceOp, UniqueId,
 };
 use cuda_tests::{ensure, gpu2_nccl, gpu_count, gpu_nccl, TestResult};
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 fn main() {
     // SAFETY: the first statement of main: no other thread exists yet.
-    unsafe { cuda_nccl::disable_nvls_in_environment() };
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     cuda_tests::run(vec![
         gpu_nccl("group_guard_rules", group_rules),
         gpu_nccl(
@@ -160,10 +160,12 @@ fn argument_errors() -> TestResult {
 }
 
 fn raw_invalid_call() -> TestResult {
-    use cuda_driver::cuda_sys::nccl_types::{ncclDataType_t, ncclRedOp_t, ncclResult_t};
+    use cuda_stack_driver::cuda_stack_sys::nccl_types::{
+        ncclDataType_t, ncclRedOp_t, ncclResult_t,
+    };
     let _l = serial();
     let (c, s) = single()?;
-    let nccl = cuda_driver::cuda_sys::Nccl::get()?;
+    let nccl = cuda_stack_driver::cuda_stack_sys::Nccl::get()?;
     // SAFETY: no buffer is touched (count 0); NCCL rejects the datatype before anything else.
     let r = unsafe {
         c.with_raw(|raw| {

@@ -1,9 +1,9 @@
-//! Peer access between devices and copies across them (`cuda-driver`'s `peer` and
+//! Peer access between devices and copies across them (`cuda-stack-driver`'s `peer` and
 //! `Stream::memcpy_peer`): on one GPU, the self case and copies within the device; on two or
 //! more, every ordered pair, idempotent concurrent enabling, and peer copies ordered on both
 //! devices (a slow kernel before, a free right after).
 
-use cuda_driver::{Context, Device, Error};
+use cuda_stack_driver::{Context, Device, Error};
 use cuda_tests::{
     ensure, fill_slowly, gpu, gpu2, gpu_count, load_cuda, slow_fill_kernel, TestResult,
     TEST_KERNELS,
@@ -46,7 +46,7 @@ fn itself() -> TestResult {
 }
 
 fn every_pair() -> TestResult {
-    let drv = cuda_driver::cuda_sys::Driver::get()?;
+    let drv = cuda_stack_driver::cuda_stack_sys::Driver::get()?;
     let devs = Device::all()?;
     let mut pairs = 0;
     for a in &devs {
@@ -157,13 +157,15 @@ fn enable_concurrently() -> TestResult {
         "not recorded"
     );
     // Enabled exactly once: the driver now says so for a raw second call.
-    let drv = cuda_driver::cuda_sys::Driver::get()?;
+    let drv = cuda_stack_driver::cuda_stack_sys::Driver::get()?;
     let _g = c0.push_current()?;
     // SAFETY: both contexts are live; c0 is current.
     let again = unsafe { drv.cuCtxEnablePeerAccess(c1.as_raw(), 0) };
     ensure!(
         again.as_ref().err().and_then(|e| e.code())
-            == Some(cuda_driver::cuda_sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED),
+            == Some(
+                cuda_stack_driver::cuda_stack_sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED
+            ),
         "a raw second enable returned {again:?}"
     );
     Ok(())

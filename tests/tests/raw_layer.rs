@@ -1,7 +1,7 @@
-//! The raw layer (`cuda-sys`) end to end: NVRTC on the CPU, then on a GPU the device queries and
+//! The raw layer (`cuda-stack-sys`) end to end: NVRTC on the CPU, then on a GPU the device queries and
 //! seed 000's vector add done with nothing but raw driver calls.
 
-use cuda_sys::{CUdevice_attribute as Attr, CUresult, Driver};
+use cuda_stack_sys::{CUdevice_attribute as Attr, CUresult, Driver};
 use cuda_tests::{cpu, ensure, gpu, needs_nvrtc, nvrtc_compile_raw, TestResult, VECTOR_ADD_SRC};
 use std::ffi::c_void;
 
@@ -79,7 +79,8 @@ fn header_error_names() -> TestResult {
         "unknown code has no name"
     );
     ensure!(
-        cuda_sys::nvrtcResult::NVRTC_ERROR_COMPILATION.name() == Some("NVRTC_ERROR_COMPILATION"),
+        cuda_stack_sys::nvrtcResult::NVRTC_ERROR_COMPILATION.name()
+            == Some("NVRTC_ERROR_COMPILATION"),
         "nvrtc name"
     );
     Ok(())
@@ -159,7 +160,7 @@ fn driver_error_names_match_header() -> TestResult {
         CUresult::CUDA_ERROR_LAUNCH_FAILED,
     ] {
         match drv.error_for("test", code) {
-            cuda_sys::DriverError::Call {
+            cuda_stack_sys::DriverError::Call {
                 name, description, ..
             } => {
                 ensure!(

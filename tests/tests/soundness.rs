@@ -2,10 +2,10 @@
 //! Each test must end in a typed error or a correct result, and run clean under
 //! `compute-sanitizer --tool memcheck`. (What a type can forbid is in `compile_fail/`.)
 //!
-//! The rules these guard are written down in `cuda-driver`'s crate docs ("Soundness model").
+//! The rules these guard are written down in `cuda-stack-driver`'s crate docs ("Soundness model").
 
-use cuda_driver::cuda_sys::{fault, CUresult};
-use cuda_driver::{Context, DeviceSlice, Error, Kernel, LaunchConfig, PinnedBuffer, Stream};
+use cuda_stack_driver::cuda_stack_sys::{fault, CUresult};
+use cuda_stack_driver::{Context, DeviceSlice, Error, Kernel, LaunchConfig, PinnedBuffer, Stream};
 use cuda_tests::{context, ensure, gpu, load_cuda, TestResult, TEST_KERNELS};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
@@ -76,7 +76,7 @@ fn launch_axpy(
     a: f32,
     x: &DeviceSlice<f32>,
     y: &mut DeviceSlice<f32>,
-) -> cuda_driver::Result<()> {
+) -> cuda_stack_driver::Result<()> {
     let n = y.len();
     assert_eq!(x.len(), n);
     // SAFETY: the kernel touches x[i], y[i] for i < n only, and both have n elements.
@@ -88,7 +88,7 @@ fn launch_slow_fill(
     s: &Stream,
     y: &mut DeviceSlice<f32>,
     v: f32,
-) -> cuda_driver::Result<()> {
+) -> cuda_stack_driver::Result<()> {
     let n = y.len();
     // SAFETY: grid-stride loop over i < n = y.len().
     unsafe { k.launch(s, &LaunchConfig::new(4, 128), y, v, n as u32, SLOW) }
@@ -272,7 +272,7 @@ struct TwoStreams {
     home: Stream,
     other: Stream,
     k: SlowFill,
-    y: cuda_driver::DeviceBuffer<f32>,
+    y: cuda_stack_driver::DeviceBuffer<f32>,
 }
 
 fn two_streams() -> Result<TwoStreams, Box<dyn std::error::Error>> {
@@ -518,7 +518,7 @@ extern "C" __global__ void torn_write_global(long long cycles) {
 /// Retries `f` while it is refused because another test of this binary is capturing (global
 /// access waits for the whole context, which a capture in progress forbids).
 fn retry_while_capturing<R>(
-    f: impl Fn() -> cuda_driver::Result<R>,
+    f: impl Fn() -> cuda_stack_driver::Result<R>,
 ) -> Result<R, Box<dyn std::error::Error>> {
     for _ in 0..500 {
         match f() {
@@ -540,7 +540,7 @@ fn global_write_ordered() -> TestResult {
     // Global access waits for the whole context, which is refused while another test of this
     // binary is capturing: retry until no capture is in progress.
     let retry =
-        |f: &dyn Fn() -> cuda_driver::Result<()>| -> TestResult { retry_while_capturing(f) };
+        |f: &dyn Fn() -> cuda_stack_driver::Result<()>| -> TestResult { retry_while_capturing(f) };
     retry(&|| g.write(&a, &1.0))?;
     let mut out = b.alloc_zeros::<f32>(1)?;
     // SAFETY: one thread writes out[0]; `out` has one element.
@@ -576,7 +576,7 @@ fn global_read_vs_replay() -> TestResult {
     let replays = 40;
     let replayer = {
         let ctx = ctx.clone();
-        std::thread::spawn(move || -> cuda_driver::Result<()> {
+        std::thread::spawn(move || -> cuda_stack_driver::Result<()> {
             let s = ctx.new_stream()?;
             for _ in 0..replays {
                 exec.launch(&s)?;
@@ -610,11 +610,11 @@ fn global_read_vs_replay() -> TestResult {
 
 /// The driver reads a cubin or fatbin as far as the image's own headers say (and unknown bytes
 /// as NUL-terminated PTX): `load_module` checks the image against its slice first. The fixtures
-/// are `cuda-driver/testdata/add1.cu` built by nvcc 13.0.
+/// are `cuda-stack-driver/testdata/add1.cu` built by nvcc 13.0.
 fn binary_images_checked() -> TestResult {
-    const CUBIN: &[u8] = include_bytes!("../../cuda-driver/testdata/add1_sm90.cubin");
-    const FATBIN: &[u8] = include_bytes!("../../cuda-driver/testdata/add1_sm80_sm90.fatbin");
-    use cuda_driver::{JitOptions, ModuleImage};
+    const CUBIN: &[u8] = include_bytes!("../../cuda-stack-driver/testdata/add1_sm90.cubin");
+    const FATBIN: &[u8] = include_bytes!("../../cuda-stack-driver/testdata/add1_sm80_sm90.fatbin");
+    use cuda_stack_driver::{JitOptions, ModuleImage};
     let ctx = context()?;
     let opts = JitOptions::default();
     for (image, what) in [
@@ -665,7 +665,8 @@ fn special_handles_and_alignment() -> TestResult {
     for raw in [1usize, 2] {
         // SAFETY: the handles are the driver's documented special streams (always "live"); the
         // call must refuse them before using them.
-        let r = unsafe { Stream::from_raw(&ctx, raw as cuda_driver::cuda_sys::CUstream) };
+        let r =
+            unsafe { Stream::from_raw(&ctx, raw as cuda_stack_driver::cuda_stack_sys::CUstream) };
         ensure!(
             matches!(r, Err(Error::Unsupported { .. })),
             "special stream handle {raw:#x} accepted"
@@ -675,9 +676,9 @@ fn special_handles_and_alignment() -> TestResult {
     #[derive(Clone, Copy)]
     struct Big([u8; 8192]);
     // SAFETY: one byte array filling the whole (8192-byte) size: no padding, any bits valid.
-    unsafe impl cuda_driver::bytemuck::Zeroable for Big {}
+    unsafe impl cuda_stack_driver::bytemuck::Zeroable for Big {}
     // SAFETY: as above; Copy and 'static.
-    unsafe impl cuda_driver::bytemuck::Pod for Big {}
+    unsafe impl cuda_stack_driver::bytemuck::Pod for Big {}
     ensure!(
         matches!(
             PinnedBuffer::<Big>::zeroed(&ctx, 2),

@@ -3,18 +3,18 @@
 //! with a typed error before anything is queued (cuBLAS, NCCL and the driver do not define such
 //! work). Run on a machine with two GPUs; elsewhere these are reported as ignored.
 
-use cuda_blas::{Blas, BlasError, Epilogue, Gemm};
-use cuda_driver::half::bf16;
-use cuda_driver::{Context, Error, Event};
-use cuda_kernels::ops::{gemm_half, TcAlgo, Transpose};
-use cuda_kernels::Kernels;
-use cuda_nccl::{CommConfig, CommGroup, ReduceOp};
+use cuda_stack_blas::{Blas, BlasError, Epilogue, Gemm};
+use cuda_stack_driver::half::bf16;
+use cuda_stack_driver::{Context, Error, Event};
+use cuda_stack_kernels::ops::{gemm_half, TcAlgo, Transpose};
+use cuda_stack_kernels::Kernels;
+use cuda_stack_nccl::{CommConfig, CommGroup, ReduceOp};
 use cuda_tests::{ensure, gpu2, gpu2_cublas, gpu2_nccl, TestResult};
 use std::time::Duration;
 
 fn main() {
     // SAFETY: the first statement of main: no other thread exists yet.
-    unsafe { cuda_nccl::disable_nvls_in_environment() };
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     cuda_tests::run(vec![
         gpu2_cublas(
             "blas_handle_refuses_another_devices_stream",
@@ -81,10 +81,10 @@ fn kernels_other_device() -> TestResult {
     let (s0, s1) = (c0.new_stream()?, c1.new_stream()?);
     let n = 64;
     let one = bf16::from_f32(1.0);
-    let gemm = |s: &cuda_driver::Stream,
-                a: &cuda_driver::DeviceSlice<bf16>,
-                b: &cuda_driver::DeviceSlice<bf16>,
-                c: &mut cuda_driver::DeviceSlice<bf16>| {
+    let gemm = |s: &cuda_stack_driver::Stream,
+                a: &cuda_stack_driver::DeviceSlice<bf16>,
+                b: &cuda_stack_driver::DeviceSlice<bf16>,
+                c: &mut cuda_stack_driver::DeviceSlice<bf16>| {
         gemm_half(
             &k0,
             s,
@@ -110,7 +110,9 @@ fn kernels_other_device() -> TestResult {
     ensure!(
         matches!(
             r,
-            Err(cuda_kernels::Error::Driver(Error::DeviceMismatch { .. }))
+            Err(cuda_stack_kernels::Error::Driver(
+                Error::DeviceMismatch { .. }
+            ))
         ),
         "device-0 kernels on a device-1 stream: {r:?}"
     );
@@ -120,7 +122,9 @@ fn kernels_other_device() -> TestResult {
     ensure!(
         matches!(
             r,
-            Err(cuda_kernels::Error::Driver(Error::DeviceMismatch { .. }))
+            Err(cuda_stack_kernels::Error::Driver(
+                Error::DeviceMismatch { .. }
+            ))
         ),
         "device-1 buffers with device-0 kernels and stream: {r:?}"
     );
@@ -154,7 +158,7 @@ fn nccl_other_device() -> TestResult {
     ensure!(
         matches!(
             r,
-            Err(cuda_nccl::Error::DeviceMismatch {
+            Err(cuda_stack_nccl::Error::DeviceMismatch {
                 rank: 0,
                 expected: 0,
                 found: 1,
@@ -168,23 +172,26 @@ fn nccl_other_device() -> TestResult {
     ensure!(
         matches!(
             r,
-            Err(cuda_nccl::Error::Driver(Error::DeviceMismatch { .. }))
+            Err(cuda_stack_nccl::Error::Driver(Error::DeviceMismatch { .. }))
         ),
         "rank 0's communicator with a device-1 buffer: {r:?}"
     );
     // In a group the same holds, and the group still ends cleanly.
     {
-        let mut g = cuda_nccl::Group::new()?;
+        let mut g = cuda_stack_nccl::Group::new()?;
         let r = g.all_reduce_in_place(&comms[1], &mut b0, ReduceOp::Sum, &s0);
         ensure!(
-            matches!(r, Err(cuda_nccl::Error::DeviceMismatch { rank: 1, .. })),
+            matches!(
+                r,
+                Err(cuda_stack_nccl::Error::DeviceMismatch { rank: 1, .. })
+            ),
             "rank 1's communicator on a device-0 stream, in a group: {r:?}"
         );
         g.end()?;
     }
     // Correct use works.
     {
-        let mut g = cuda_nccl::Group::new()?;
+        let mut g = cuda_stack_nccl::Group::new()?;
         g.all_reduce_in_place(&comms[0], &mut b0, ReduceOp::Sum, &s0)?;
         g.all_reduce_in_place(&comms[1], &mut b1, ReduceOp::Sum, &s1)?;
         g.end()?;

@@ -4,10 +4,10 @@
 //! thread, drops included), never a stale current stream or context. (Copy guards, the
 //! `PendingCopy`s, are covered in `soundness.rs` and `driver_memory.rs`.)
 
-use cuda_driver::cuda_sys::CUcontext;
-use cuda_driver::{Context, Error, Kernel, LaunchConfig};
-use cuda_nccl::{CommConfig, Communicator, Group, ReduceOp, UniqueId};
-use cuda_runtime_lite::{current_stream, reset_current_streams, use_stream};
+use cuda_stack_driver::cuda_stack_sys::CUcontext;
+use cuda_stack_driver::{Context, Error, Kernel, LaunchConfig};
+use cuda_stack_nccl::{CommConfig, Communicator, Group, ReduceOp, UniqueId};
+use cuda_stack_runtime::{current_stream, reset_current_streams, use_stream};
 use cuda_tests::{
     axpy_kernel, child_scenarios, context, ensure, gpu, gpu2, gpu_nccl, load_cuda, run_in_child,
     TestResult, TEST_KERNELS,
@@ -18,7 +18,7 @@ use std::time::Duration;
 fn main() {
     child_scenarios(&[("leaked_capture", leaked_capture_child)]);
     // SAFETY: the first statement of main after the child dispatch: no other thread exists yet.
-    unsafe { cuda_nccl::disable_nvls_in_environment() };
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     cuda_tests::run(vec![
         gpu(
             "stream_guards_dropped_out_of_order",
@@ -136,7 +136,7 @@ fn stream_guard_leaked() -> TestResult {
 
 /// The calling thread's current context, straight from the driver.
 fn current_context() -> Result<CUcontext, Box<dyn std::error::Error>> {
-    let drv = cuda_driver::cuda_sys::Driver::get()?;
+    let drv = cuda_stack_driver::cuda_stack_sys::Driver::get()?;
     let mut cur = std::ptr::null_mut();
     // SAFETY: out-pointer to a local.
     unsafe { drv.cuCtxGetCurrent(&mut cur)? };
@@ -210,7 +210,7 @@ fn nccl_group_leaked() -> TestResult {
             std::mem::forget(g);
             // On this thread NCCL's group stays open: every later call here is refused.
             match comm.check() {
-                Err(cuda_nccl::Error::GroupOpen { .. }) => Ok(()),
+                Err(cuda_stack_nccl::Error::GroupOpen { .. }) => Ok(()),
                 other => Err(format!(
                     "after a leaked group, check() on its thread: {other:?}"
                 )),
@@ -224,19 +224,22 @@ fn nccl_group_leaked() -> TestResult {
         ensure!(
             matches!(
                 comm2.check(),
-                Err(cuda_nccl::Error::CommInGroup { rank: 0, .. })
+                Err(cuda_stack_nccl::Error::CommInGroup { rank: 0, .. })
             ),
             "check() on a communicator held by a leaked group"
         );
         ensure!(
-            matches!(comm2.abort(), Err(cuda_nccl::Error::CommInGroup { .. })),
+            matches!(
+                comm2.abort(),
+                Err(cuda_stack_nccl::Error::CommInGroup { .. })
+            ),
             "abort() of a communicator held by a leaked group"
         );
         Ok(())
     })?;
     let r = comm.all_reduce_in_place(&mut buf, ReduceOp::Sum, &stream);
     ensure!(
-        matches!(r, Err(cuda_nccl::Error::CommInGroup { .. })),
+        matches!(r, Err(cuda_stack_nccl::Error::CommInGroup { .. })),
         "all_reduce on a communicator held by a leaked group: {r:?}"
     );
     // The last handle's drop, on another thread, leaks the NCCL handle instead of waiting.
@@ -275,7 +278,7 @@ fn nccl_comm_in_open_group() -> TestResult {
     let r = comm.all_reduce_in_place(&mut a, ReduceOp::Sum, &stream);
     let _ = done_tx.send(());
     ensure!(
-        matches!(r, Err(cuda_nccl::Error::CommInGroup { .. })),
+        matches!(r, Err(cuda_stack_nccl::Error::CommInGroup { .. })),
         "a call while another thread's group holds the communicator: {r:?}"
     );
     let own = holder.join().map_err(|_| "the group's thread panicked")??;

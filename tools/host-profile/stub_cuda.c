@@ -4,10 +4,10 @@
  * values (an H100-like device: sm_90, 132 SMs); nothing runs and device memory is a bump
  * pointer. Load it with CUDA_DRIVER_PATH=.../libcuda_stub.so and run a program under callgrind
  * (tools/host-profile/run): the instruction counts are then those of our code alone, which is
- * what the cuda-jit per-call overhead is made of. Entry points not defined here are missing
+ * what the cuda-stack-jit per-call overhead is made of. Entry points not defined here are missing
  * symbols (the loader reports them as such when called). cuFuncGetParamInfo is one of them on
  * purpose: the crates then read parameter sizes from the PTX, which they always have here, as the
- * device reports compute capability 9.1 (an architecture NVRTC makes no cubin for, so cuda-jit
+ * device reports compute capability 9.1 (an architecture NVRTC makes no cubin for, so cuda-stack-jit
  * compiles PTX). Not a driver: never for correctness. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,7 +61,7 @@ CUresult cuDeviceGetAttribute(int *v, int a, CUdevice d) {
   case 16: *v = 132; break;
   case 39: *v = 2048; break;
   case 75: *v = 9; break;
-  case 76: *v = 1; break; /* 9.1: NVRTC has no cubin for it, so cuda-jit loads PTX */
+  case 76: *v = 1; break; /* 9.1: NVRTC has no cubin for it, so cuda-stack-jit loads PTX */
   case 81: *v = 233472; break;
   case 97: *v = 232448; break;
   case 106: *v = 32; break;

@@ -1,6 +1,6 @@
 // custom_kernels.cu — seed 004's fused operation, relu(input * scale + bias), forward and
 // backward. `input` is a [rows, cols] row-major matrix; `bias` has one value per column.
-// Every kernel is extern "C" (unmangled names: cuda-build gives each a typed handle) and
+// Every kernel is extern "C" (unmangled names: cuda-stack-build gives each a typed handle) and
 // correct for any grid (grid-stride loops), any size including 0.
 #include "fused_common.cuh"
 

@@ -1,5 +1,5 @@
 // fused_common.cuh — the pre-activation shared by the forward and backward kernels.
-// (A header, so that a change to it alone shows cuda-build's header tracking: cargo reruns the
+// (A header, so that a change to it alone shows cuda-stack-build's header tracking: cargo reruns the
 // build script when it changes.)
 #pragma once
 

@@ -2,8 +2,8 @@
 //! (seed 004's `FusedOpLayer`).
 
 use crate::op::{fused_op_backward, fused_op_forward, FusedOpExt};
-use cuda_nn::{Module, NnError, Var};
-use cuda_runtime_lite::Tensor;
+use cuda_stack_nn::{Module, NnError, Var};
+use cuda_stack_runtime::Tensor;
 
 /// `relu(x * scale + bias)` recorded for autograd: forward with this crate's forward kernel;
 /// backward with its two backward kernels, from the saved `x` and `bias` (like `ctx.save_for_

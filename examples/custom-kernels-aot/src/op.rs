@@ -2,8 +2,8 @@
 //! `custom_ops.cpp` does with `TORCH_CHECK` before launching).
 
 use crate::kernels::Kernels;
-use cuda_kernels::cuda_driver::LaunchConfig;
-use cuda_runtime_lite::{Tensor, TensorError};
+use cuda_stack_kernels::cuda_stack_driver::LaunchConfig;
+use cuda_stack_runtime::{Tensor, TensorError};
 
 type Result<T> = std::result::Result<T, TensorError>;
 
@@ -97,7 +97,7 @@ pub fn fused_op_forward(
             cols as i32,
         )
     }
-    .map_err(cuda_kernels::Error::from)?;
+    .map_err(cuda_stack_kernels::Error::from)?;
     Ok(out)
 }
 
@@ -149,7 +149,7 @@ pub fn fused_op_backward(
             cols as i32,
         )
     }
-    .map_err(cuda_kernels::Error::from)?;
+    .map_err(cuda_stack_kernels::Error::from)?;
     // SAFETY: column c < cols reads element r·cols + c < rows·cols of grad_output and input,
     // bias[c], and writes grad_bias[c]; grad_bias holds cols elements; any grid.
     unsafe {
@@ -165,12 +165,12 @@ pub fn fused_op_backward(
             cols as i32,
         )
     }
-    .map_err(cuda_kernels::Error::from)?;
+    .map_err(cuda_stack_kernels::Error::from)?;
     Ok((grad_input, grad_bias))
 }
 
 /// The op as a method: `x.fused_op(&bias, 2.0)` on a [`Tensor`] (no autograd) or a
-/// [`cuda_nn::Var`] (with autograd).
+/// [`cuda_stack_nn::Var`] (with autograd).
 pub trait FusedOpExt: Sized {
     /// The error type.
     type Error;

@@ -1,8 +1,8 @@
 //! The fused op built ahead of time: the embedded PTX and its handles (CPU), and the GPU results
 //! against the CPU twin (GPU trials are reported as ignored where there is no GPU).
 
-use cuda_kernels::ptx::{PtxFile, PtxTarget};
-use cuda_nn::{Adam, AdamConfig, Linear, Module, Optimizer, Sequential, Var};
+use cuda_stack_kernels::ptx::{PtxFile, PtxTarget};
+use cuda_stack_nn::{Adam, AdamConfig, Linear, Module, Optimizer, Sequential, Var};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 use custom_kernels_aot::kernels::{Kernels, PTX_FILES};
 use custom_kernels_aot::{reference, AotFusedLayer, FusedOpExt, Tensor};
@@ -240,7 +240,7 @@ fn autograd() -> TestResult {
 }
 
 fn same_as_builtin() -> TestResult {
-    // cuda-kernels' own bias_relu computes the same fmaf and comparison.
+    // cuda-stack-kernels' own bias_relu computes the same fmaf and comparison.
     let (x, b) = (
         Tensor::from_vec(data(128 * 96, 11), &[128, 96])?,
         Tensor::from_vec(data(96, 12), &[96])?,

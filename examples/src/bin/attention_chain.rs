@@ -21,14 +21,14 @@
 //! Run: `cargo run --release -p cuda-examples --bin attention_chain [-- --quick] [--torch FILE] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceBuffer, Event, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::say;
 use cuda_examples::torch::TorchFlag;
-use cuda_kernels::ops::{self, Transpose};
-use cuda_kernels::Kernels;
+use cuda_stack_driver::{Context, DeviceBuffer, Event, Stream};
+use cuda_stack_kernels::ops::{self, Transpose};
+use cuda_stack_kernels::Kernels;
 use std::error::Error;
 use std::process::ExitCode;
 
@@ -184,10 +184,10 @@ fn body(args: Args) -> ProgramResult {
     );
 
     // X ~ N(0, 1); W ~ N(0, 1/d) so that Q, K, V entries are ~ N(0, 1).
-    let x_host = cuda_kernels::reference::fill_normal(bh * seq * d, 31, 0);
+    let x_host = cuda_stack_kernels::reference::fill_normal(bh * seq * d, 31, 0);
     let w_scale = 1.0 / (d as f32).sqrt();
     let w = |seed| -> Vec<f32> {
-        cuda_kernels::reference::fill_normal(d * d, seed, 0)
+        cuda_stack_kernels::reference::fill_normal(d * d, seed, 0)
             .into_iter()
             .map(|v| v * w_scale)
             .collect()

@@ -11,14 +11,14 @@
 //! Run: `cargo run --release -p cuda-examples --bin batch_size_sweep [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Stream};
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::say;
 use cuda_examples::timing::GpuTimer;
-use cuda_kernels::ops::{self, Transpose};
-use cuda_kernels::Kernels;
+use cuda_stack_driver::{Context, DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{self, Transpose};
+use cuda_stack_kernels::Kernels;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -52,7 +52,7 @@ impl Layer<'_> {
         x: &DeviceSlice<f32>,
         z: &mut DeviceSlice<f32>,
         h: &mut DeviceSlice<f32>,
-    ) -> cuda_kernels::Result<()> {
+    ) -> cuda_stack_kernels::Result<()> {
         use Transpose::NoTrans;
         ops::sgemm(
             k, s, NoTrans, NoTrans, b, OUT, IN, 1.0, x, IN, self.w, OUT, 0.0, z, OUT,

@@ -18,7 +18,6 @@
 //! (`--quick` for small sizes; `--transpose-n N` for the matrix size).
 
 use clap::Parser;
-use cuda_driver::Context;
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
@@ -26,8 +25,9 @@ use cuda_examples::output::Out;
 use cuda_examples::timing::gpu_time;
 use cuda_examples::torch::{TorchBaseline, TorchFlag};
 use cuda_examples::verify::same_bits;
-use cuda_kernels::ops::{self, TransposeAlgo};
-use cuda_kernels::{reference, Kernels};
+use cuda_stack_driver::Context;
+use cuda_stack_kernels::ops::{self, TransposeAlgo};
+use cuda_stack_kernels::{reference, Kernels};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::process::ExitCode;

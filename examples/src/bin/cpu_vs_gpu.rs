@@ -11,8 +11,8 @@ use clap::Parser;
 use cuda_examples::cli::Common;
 use cuda_examples::cpu_baseline;
 use cuda_examples::exit::{run, ProgramResult};
-use cuda_kernels::reference;
-use cuda_runtime_lite::{self as rt, tensor::Tensor};
+use cuda_stack_kernels::reference;
+use cuda_stack_runtime::{self as rt, tensor::Tensor};
 use std::process::ExitCode;
 use std::time::Instant;
 

@@ -1,4 +1,4 @@
-//! `cupy_bench`: `cuda-jit`'s `ElementwiseKernel` beside CuPy's, same machine, same run, same
+//! `cupy_bench`: `cuda-stack-jit`'s `ElementwiseKernel` beside CuPy's, same machine, same run, same
 //! timing method, on seed 001 exercise 4's body `y = tanhf(x) * 2 + 1` (float32):
 //!
 //! 1. **cold compile**: the first call in a new process with an empty cache folder (define,
@@ -31,8 +31,8 @@ use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::timing::GpuTimer;
-use cuda_jit::{ElementwiseKernel, In, LaunchConfig, Out, RawKernel};
-use cuda_runtime_lite::Tensor;
+use cuda_stack_jit::{ElementwiseKernel, In, LaunchConfig, Out, RawKernel};
+use cuda_stack_runtime::Tensor;
 use serde_json::{json, Value};
 use std::process::{Command, ExitCode};
 use std::time::Instant;
@@ -52,7 +52,7 @@ extern "C" __global__ void tanh2p1_hand(const float* __restrict__ x, float* __re
 
 #[derive(Parser)]
 #[command(
-    about = "cuda-jit's ElementwiseKernel beside CuPy's: compile, cache, overhead, throughput"
+    about = "cuda-stack-jit's ElementwiseKernel beside CuPy's: compile, cache, overhead, throughput"
 )]
 struct Args {
     #[command(flatten)]
@@ -86,19 +86,19 @@ fn main() -> ExitCode {
     exit::run("cupy_bench", || body(Args::parse()))
 }
 
-fn define() -> cuda_jit::Result<ElementwiseKernel> {
+fn define() -> cuda_stack_jit::Result<ElementwiseKernel> {
     // SAFETY: the body reads x and writes y, its own elements.
     unsafe { ElementwiseKernel::new("float32 x", "float32 y", BODY, "tanh2p1") }
 }
 
 /// In a new process: the device is initialised first, then the first call is timed.
 fn child_first_call(device: usize, preload_nvrtc: bool) -> ProgramResult {
-    cuda_runtime_lite::set_device(device)?;
+    cuda_stack_runtime::set_device(device)?;
     let x = Tensor::<f32>::ones(&[1024])?;
     x.synchronize()?;
     let t = Instant::now();
     if preload_nvrtc {
-        cuda_driver::nvrtc::version()?;
+        cuda_stack_driver::nvrtc::version()?;
     }
     let nvrtc_ms = t.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
@@ -112,7 +112,7 @@ fn child_first_call(device: usize, preload_nvrtc: bool) -> ProgramResult {
     if v.iter().any(|&e| (e - want).abs() > 1e-5) {
         return Err(format!("wrong result {} (want {want})", v[0]).into());
     }
-    let stats = cuda_jit::KernelCache::global().stats();
+    let stats = cuda_stack_jit::KernelCache::global().stats();
     println!(
         "{}",
         json!({"first_call_ms": ms, "nvrtc_load_ms": nvrtc_ms,
@@ -133,7 +133,7 @@ fn first_call_in_new_process(
     if preload_nvrtc {
         cmd.arg("--preload-nvrtc");
     }
-    let out = cmd.env(cuda_jit::cache::DIR_ENV, dir).output()?;
+    let out = cmd.env(cuda_stack_jit::cache::DIR_ENV, dir).output()?;
     if !out.status.success() {
         return Err(format!(
             "child process failed: {}\n{}",
@@ -201,7 +201,7 @@ fn body(args: Args) -> ProgramResult {
     };
 
     // 1 and 2: first calls in new processes, cold then warm, on an empty folder.
-    let dir = std::env::temp_dir().join(format!("cuda-jit-bench-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("cuda-stack-jit-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let cold = first_call_in_new_process(&dir, dev, false)?;
     let warm = first_call_in_new_process(&dir, dev, false)?;
@@ -223,7 +223,7 @@ fn body(args: Args) -> ProgramResult {
     // 3: per-call host overhead, 1 element, interleaved with the same measurement of the floor
     // under it: a bare `cuLaunchKernel` of the hand-written kernel (output preallocated, no
     // checks, no tracking) and the same kernel through the safe, tracked `RawKernel::launch`.
-    cuda_runtime_lite::set_device(dev)?;
+    cuda_stack_runtime::set_device(dev)?;
     let k = define()?;
     let x1 = Tensor::<f32>::ones(&[1])?;
     let mut y1 = Tensor::<f32>::zeros(&[1])?;
@@ -231,7 +231,7 @@ fn body(args: Args) -> ProgramResult {
     let hand =
         unsafe { RawKernel::<(In<f32>, Out<f32>, u64)>::new(HAND_WRITTEN, "tanh2p1_hand", &[])? };
     let one = LaunchConfig::for_num_elems(1);
-    let stream = cuda_runtime_lite::stream_for(dev)?;
+    let stream = cuda_stack_runtime::stream_for(dev)?;
     // The bare launches write their own output, never one a safe handle also holds.
     let y_bare = Tensor::<f32>::zeros(&[1])?;
     // SAFETY: `tanh2p1_hand` is (const float*, float*, unsigned long long) and touches
@@ -335,11 +335,11 @@ fn body(args: Args) -> ProgramResult {
         .map(|i| ((i % 2001) as f32 - 1000.0) / 250.0)
         .collect();
     let x = Tensor::from_slice(&host_x, &[n])?;
-    let ctx = cuda_runtime_lite::Runtime::get(dev)?.context().clone();
+    let ctx = cuda_stack_runtime::Runtime::get(dev)?.context().clone();
     let timer = GpuTimer::new(&ctx)?;
     let mut y_hand = Tensor::<f32>::zeros(&[n])?;
     let cfg = LaunchConfig::for_num_elems(n);
-    let launch_hand = |y: &mut Tensor<f32>| -> cuda_jit::Result<()> {
+    let launch_hand = |y: &mut Tensor<f32>| -> cuda_stack_jit::Result<()> {
         // SAFETY: the kernel touches i < n only, and x and y both have n elements.
         unsafe { hand.launch(&cfg, (&x, y, n as u64)) }
     };
@@ -349,10 +349,11 @@ fn body(args: Args) -> ProgramResult {
         return Err("ElementwiseKernel and the hand-written kernel disagree".into());
     }
     let t_hand = timer.median_per_call(&stream, reps, inner, |_| launch_hand(&mut y_hand))?;
-    let t_ours = timer.median_per_call(&stream, reps, inner, |_| -> cuda_jit::Result<()> {
-        k.call1::<f32>(&[(&x).into()])?;
-        Ok(())
-    })?;
+    let t_ours =
+        timer.median_per_call(&stream, reps, inner, |_| -> cuda_stack_jit::Result<()> {
+            k.call1::<f32>(&[(&x).into()])?;
+            Ok(())
+        })?;
     let info = k.launch_info(&[(&x).into()])?;
     let gbps = |t: f64| (2 * n * 4) as f64 / t / 1e9;
 
@@ -422,7 +423,13 @@ fn body(args: Args) -> ProgramResult {
     let ratio = |ours: f64, theirs: Option<f64>| {
         theirs.map_or("-".to_string(), |t| format!("{:.2}x", ours / t))
     };
-    let mut t = Table::new(&["measure", "cuda-jit", "CuPy", "cuda-jit / CuPy", "target"]);
+    let mut t = Table::new(&[
+        "measure",
+        "cuda-stack-jit",
+        "CuPy",
+        "cuda-stack-jit / CuPy",
+        "target",
+    ]);
     t.row(&[
         "cold: first call, empty cache, new process".into(),
         format!("{cold_ms:.1} ms"),
@@ -576,14 +583,14 @@ fn body(args: Args) -> ProgramResult {
     Ok(())
 }
 
-/// One launch of the hand-written kernel on one element straight through `cuda-sys`: no checks,
+/// One launch of the hand-written kernel on one element straight through `cuda-stack-sys`: no checks,
 /// no dependency tracking, parameters prepared once. The floor under any library's call.
 struct BareLaunch<'a> {
-    driver: &'static cuda_sys::Driver,
+    driver: &'static cuda_stack_sys::Driver,
     /// Keeps the module (and so `raw`) loaded.
-    _function: cuda_driver::Function,
-    raw: cuda_sys::CUfunction,
-    stream: &'a cuda_driver::Stream,
+    _function: cuda_stack_driver::Function,
+    raw: cuda_stack_sys::CUfunction,
+    stream: &'a cuda_stack_driver::Stream,
     params: [u64; 3],
     /// `x` and `y` stay alive (and their storage in place) while launches can be made.
     _tensors: std::marker::PhantomData<&'a Tensor<f32>>,
@@ -600,13 +607,13 @@ impl<'a> BareLaunch<'a> {
     /// before `stream`'s work; and while the returned value lives, nothing else may read or
     /// write `y` except after synchronizing `stream`.
     unsafe fn new(
-        function: &cuda_driver::Function,
-        stream: &'a cuda_driver::Stream,
+        function: &cuda_stack_driver::Function,
+        stream: &'a cuda_stack_driver::Stream,
         x: &'a Tensor<f32>,
         y: &'a Tensor<f32>,
     ) -> Result<BareLaunch<'a>, Box<dyn std::error::Error>> {
         Ok(BareLaunch {
-            driver: cuda_sys::Driver::get()?,
+            driver: cuda_stack_sys::Driver::get()?,
             _function: function.clone(),
             raw: function.as_raw(),
             stream,
@@ -615,7 +622,7 @@ impl<'a> BareLaunch<'a> {
         })
     }
 
-    fn launch(&self) -> Result<(), cuda_sys::DriverError> {
+    fn launch(&self) -> Result<(), cuda_stack_sys::DriverError> {
         let mut p = self.params;
         let mut ptrs: [*mut std::ffi::c_void; 3] = [
             (&mut p[0] as *mut u64).cast(),

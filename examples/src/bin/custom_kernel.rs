@@ -12,8 +12,6 @@
 //! Run: `cargo run --release -p cuda-examples --bin custom_kernel [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Stream};
 use cuda_examples::bench::median;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
@@ -21,6 +19,8 @@ use cuda_examples::say;
 use cuda_examples::timing::GpuTimer;
 use cuda_examples::trace_log::{print_calls, CallRecorder};
 use cuda_examples::verify::same_bits;
+use cuda_stack_driver::nvrtc::{self, CompileOptions};
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Stream};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -119,7 +119,7 @@ fn body(args: Args) -> ProgramResult {
 
     // NVRTC: CUDA C source -> PTX (what nvcc does for load_inline, in-process).
     let t = Instant::now();
-    let nv = cuda_driver::cuda_sys::Nvrtc::get()?;
+    let nv = cuda_stack_driver::cuda_stack_sys::Nvrtc::get()?;
     let t_nvrtc_load = t.elapsed();
     let opts = CompileOptions::for_context(&ctx);
     let t = Instant::now();
@@ -173,8 +173,8 @@ fn body(args: Args) -> ProgramResult {
 
     // Tensors: a = randn(n), b = randn(n), moved to the GPU.
     let s = ctx.new_stream()?;
-    let a_host = cuda_kernels::reference::fill_normal(n, 1, 0);
-    let b_host = cuda_kernels::reference::fill_normal(n, 2, 0);
+    let a_host = cuda_stack_kernels::reference::fill_normal(n, 1, 0);
+    let b_host = cuda_stack_kernels::reference::fill_normal(n, 2, 0);
     let t = Instant::now();
     let a = s.clone_htod(&a_host)?;
     let b = s.clone_htod(&b_host)?;
@@ -220,7 +220,7 @@ fn body(args: Args) -> ProgramResult {
     let mut gpu = Vec::with_capacity(reps);
     let mut host = Vec::with_capacity(reps);
     for _ in 0..reps {
-        let t_gpu = timer.time(&s, |s| -> cuda_driver::Result<()> {
+        let t_gpu = timer.time(&s, |s| -> cuda_stack_driver::Result<()> {
             let t = Instant::now();
             // SAFETY: the seed's kernel guards idx < N, and N is the length of a, b and c (they
             // all have a.len() elements).
@@ -243,7 +243,7 @@ fn body(args: Args) -> ProgramResult {
     let got2 = s.clone_dtoh(&c2)?;
     let t_d2h = t.elapsed();
     drop(rec);
-    let want = cuda_kernels::reference::vector_add(&a_host, &b_host);
+    let want = cuda_stack_kernels::reference::vector_add(&a_host, &b_host);
     same_bits("first call's c vs the CPU's a + b", &got, &want)?;
     same_bits("steady-state c vs the CPU's a + b", &got2, &want)?;
     say!(

@@ -2,7 +2,7 @@
 //! kernel compiled on first use, like `torch.utils.cpp_extension.load`), made runnable.
 //!
 //! A ReLU written as CUDA C in a string is compiled to PTX with NVRTC at run time
-//! (`cuda_driver::nvrtc::compile_ptx`), loaded into the context (`Context::load_ptx`, where the
+//! (`cuda_stack_driver::nvrtc::compile_ptx`), loaded into the context (`Context::load_ptx`, where the
 //! driver JIT-compiles the PTX for this GPU), and launched through a typed handle
 //! (`Module::kernel::<(&DeviceSlice<f32>, &mut DeviceSlice<f32>, u32)>`), so the launch itself
 //! is checked by the Rust compiler. Its output is compared bit for bit with the library's
@@ -15,8 +15,6 @@
 //! Run: `cargo run --release -p cuda-examples --bin custom_relu` (`--quick` for 1M elements).
 
 use clap::Parser;
-use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, DeviceSlice, Event, LaunchConfig};
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
@@ -24,13 +22,15 @@ use cuda_examples::output::Out;
 use cuda_examples::timing::gpu_time;
 use cuda_examples::trace_log::{summarize, CallRecorder};
 use cuda_examples::verify::same_bits;
-use cuda_kernels::{ops, reference, Kernels};
+use cuda_stack_driver::nvrtc::{self, CompileOptions};
+use cuda_stack_driver::{Context, DeviceSlice, Event, LaunchConfig};
+use cuda_stack_kernels::{ops, reference, Kernels};
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::Instant;
 
 /// The driver/NVRTC calls of one step, consecutive repeats collapsed, one per line.
-fn calls_text(calls: &[cuda_sys::trace::CallEvent]) -> String {
+fn calls_text(calls: &[cuda_stack_sys::trace::CallEvent]) -> String {
     summarize(calls)
         .iter()
         .map(|(name, n, t, status)| {
@@ -97,7 +97,7 @@ fn body(args: &Args) -> ProgramResult {
 
     // Compile.
     let opts = CompileOptions::for_context(&ctx);
-    let nv = cuda_sys::Nvrtc::get()?;
+    let nv = cuda_stack_sys::Nvrtc::get()?;
     let rec = CallRecorder::start();
     let t = Instant::now();
     let ptx = nvrtc::compile_ptx("custom_relu.cu", SOURCE, &opts)?;

@@ -1,4 +1,4 @@
-//! `device_query`: a small `nvidia-smi` / `deviceQuery`, using only the raw layer (`cuda-sys`).
+//! `device_query`: a small `nvidia-smi` / `deviceQuery`, using only the raw layer (`cuda-stack-sys`).
 //!
 //! Prints the driver library it loaded (path, version, load time) and, for each device, its name,
 //! compute capability, SMs, memory, clocks and launch limits. Without a driver it prints where it
@@ -6,7 +6,7 @@
 //!
 //! Run: `cargo run --release -p cuda-examples --bin device_query`
 
-use cuda_sys::{CUdevice_attribute as A, Driver, DriverError};
+use cuda_stack_sys::{CUdevice_attribute as A, Driver, DriverError};
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -42,9 +42,9 @@ fn query(drv: &Driver) -> Result<(), DriverError> {
         "  Driver::load took {:.3} ms ({} of {} entry points resolved)",
         drv.load_time().as_secs_f64() * 1e3,
         drv.table().resolved_count(),
-        cuda_sys::driver_table::DriverTable::SYMBOLS.len()
+        cuda_stack_sys::driver_table::DriverTable::SYMBOLS.len()
     );
-    match cuda_sys::Nvrtc::get() {
+    match cuda_stack_sys::Nvrtc::get() {
         Ok(n) => println!(
             "NVRTC: {}, loaded from {}",
             n.version_string(),
@@ -70,7 +70,7 @@ fn query(drv: &Driver) -> Result<(), DriverError> {
 fn print_device(drv: &Driver, ordinal: i32) -> Result<(), DriverError> {
     let mut dev = 0;
     let mut name = [0 as std::ffi::c_char; 256];
-    let mut uuid = cuda_sys::CUuuid::default();
+    let mut uuid = cuda_stack_sys::CUuuid::default();
     let mut total = 0usize;
     // SAFETY: out-pointers to locals; the buffer length is passed with the buffer.
     unsafe {

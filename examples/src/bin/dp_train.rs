@@ -1,8 +1,8 @@
-//! `dp_train`: data-parallel training on every GPU of the machine with `cuda_nn::DataParallel`
+//! `dp_train`: data-parallel training on every GPU of the machine with `cuda_stack_nn::DataParallel`
 //! (gradients all-reduced over NCCL in buckets, overlapped with the backward pass), in both
 //! layouts — one process with one thread per GPU, and one process per GPU (this program starts
 //! its own children; rank 0 hands NCCL's unique id to the others over TCP,
-//! `cuda_nccl::tcp::exchange_unique_id`).
+//! `cuda_stack_nccl::tcp::exchange_unique_id`).
 //!
 //! 1. **Same global batch, same loss curve.** A small classifier trained for some steps on one
 //!    GPU with the whole global batch, and on N GPUs with each rank on its share: the global
@@ -27,12 +27,12 @@ use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::run;
 use cuda_examples::output::Out;
-use cuda_nccl::{CommConfig, CommGroup, Communicator};
-use cuda_nn::{
+use cuda_stack_nccl::{CommConfig, CommGroup, Communicator};
+use cuda_stack_nn::{
     class_targets, DataParallel, DataParallelConfig, Linear, Module, Optimizer, Relu, Sequential,
     Sgd, SgdConfig, Var,
 };
-use cuda_runtime_lite::{set_device, Tensor};
+use cuda_stack_runtime::{set_device, Tensor};
 use serde_json::{json, Value};
 use std::error::Error;
 use std::process::{Command, ExitCode, Stdio};
@@ -73,7 +73,7 @@ struct Args {
 
 fn main() -> ExitCode {
     // SAFETY: the first statement of main: no other thread exists yet.
-    unsafe { cuda_nccl::disable_nvls_in_environment() };
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     let args = Args::parse();
     if let (Some(rank), Some(world), Some(addr)) = (args.worker, args.world, args.addr.clone()) {
         return run("dp_train worker", || {
@@ -113,7 +113,7 @@ impl Plan {
 const IN: usize = 32;
 const CLASSES: usize = 10;
 
-fn classifier(seed: u64) -> cuda_nn::Result<Sequential<f32>> {
+fn classifier(seed: u64) -> cuda_stack_nn::Result<Sequential<f32>> {
     Ok(Sequential::new()
         .append(Linear::new(IN, 64, seed)?)
         .append(Relu)
@@ -121,7 +121,7 @@ fn classifier(seed: u64) -> cuda_nn::Result<Sequential<f32>> {
 }
 
 /// Rows `lo..hi` of step `step`'s global batch (deterministic, so every layout sees the same).
-fn batch(step: usize, lo: usize, hi: usize) -> cuda_nn::Result<(Var<f32>, Tensor<i32>)> {
+fn batch(step: usize, lo: usize, hi: usize) -> cuda_stack_nn::Result<(Var<f32>, Tensor<i32>)> {
     let mut x = Vec::with_capacity((hi - lo) * IN);
     let mut labels = Vec::with_capacity(hi - lo);
     for i in lo..hi {
@@ -138,7 +138,7 @@ fn batch(step: usize, lo: usize, hi: usize) -> cuda_nn::Result<(Var<f32>, Tensor
     ))
 }
 
-fn optimizer(params: Vec<Var<f32>>) -> cuda_nn::Result<Sgd<f32>> {
+fn optimizer(params: Vec<Var<f32>>) -> cuda_stack_nn::Result<Sgd<f32>> {
     Sgd::new(
         params,
         SgdConfig {
@@ -187,7 +187,7 @@ fn curve_rank(p: Plan, comm: Communicator, rows: usize) -> Res<Vec<f32>> {
 }
 
 /// The throughput model: `layers` × (Linear(width, width) + ReLU), then Linear(width, 16).
-fn mlp(p: Plan) -> cuda_nn::Result<Sequential<f32>> {
+fn mlp(p: Plan) -> cuda_stack_nn::Result<Sequential<f32>> {
     let mut m = Sequential::new();
     for l in 0..p.layers {
         m = m
@@ -295,7 +295,7 @@ fn on_processes(args: &Args, n: usize, task: &str) -> Res<Vec<Value>> {
     let mut children = Vec::new();
     for rank in 0..n {
         let mut cmd = Command::new(&exe);
-        cmd.env(cuda_nccl::NVLS_VAR, "0")
+        cmd.env(cuda_stack_nccl::NVLS_VAR, "0")
             .args(["--worker", &rank.to_string(), "--world", &n.to_string()])
             .args(["--addr", &addr, "--layout", task])
             .args([
@@ -353,7 +353,7 @@ fn on_processes(args: &Args, n: usize, task: &str) -> Res<Vec<Value>> {
 /// A child: rank `rank` of `world`, one GPU; prints one JSON line.
 fn worker(args: &Args, rank: usize, world: usize, addr: &str) -> Res<()> {
     let p = Plan::of(args);
-    let id = cuda_nccl::tcp::exchange_unique_id(addr, rank, world, Duration::from_secs(120))?;
+    let id = cuda_stack_nccl::tcp::exchange_unique_id(addr, rank, world, Duration::from_secs(120))?;
     let comm = Communicator::init_rank(&id, rank, world, rank, &comm_config())?;
     set_device(rank)?;
     let doc = match args.layout.as_str() {
@@ -375,7 +375,7 @@ fn body(args: &Args) -> Res<()> {
     let c = &args.common;
     let mut out = Out::new(c.json);
     let p = Plan::of(args);
-    let n = cuda_driver::Device::count()?;
+    let n = cuda_stack_driver::Device::count()?;
     let (threads, processes) = match args.layout.as_str() {
         "threads" => (true, false),
         "processes" => (false, true),

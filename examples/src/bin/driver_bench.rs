@@ -1,7 +1,7 @@
 //! `driver_bench`: the cost of the safe layer, measured.
 //!
 //! - Host-side launch cost of an empty kernel and a 4-argument kernel: raw `cuLaunchKernel`
-//!   through `cuda-sys`, the typed launch (checked config, cross-stream tracking, capture gate), and the untyped launch of `cuda-driver`.
+//!   through `cuda-stack-sys`, the typed launch (checked config, cross-stream tracking, capture gate), and the untyped launch of `cuda-stack-driver`.
 //!   256-launch batches (below the launch queue's depth, so the host never waits for the GPU),
 //!   median over 200 batches, the variants interleaved batch by batch.
 //! - Back-to-back throughput, launch + synchronize round trip, and CUDA-graph replay cost per
@@ -13,9 +13,9 @@
 //!
 //! Run: `cargo run --release -p cuda-examples --bin driver_bench [-- --torch torch.txt] [--quick]`
 
-use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, PinnedBuffer, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::torch::TorchBaseline;
+use cuda_stack_driver::{Context, DeviceSlice, Kernel, LaunchConfig, PinnedBuffer, Stream};
 use std::ffi::c_void;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -69,7 +69,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         "driver_bench on {} ({} SMs), {}",
         dev.name()?,
         dev.sm_count()?,
-        cuda_sys::Driver::get()?.version_string()
+        cuda_stack_sys::Driver::get()?.version_string()
     );
     let s = ctx.new_stream()?;
     let m = ctx.load_ptx(PTX)?;
@@ -81,34 +81,35 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let mut a = s.alloc_zeros::<f32>(1)?;
     let b = s.alloc_zeros::<f32>(1)?;
     let cfg = LaunchConfig::new(1, 32);
-    let drv = cuda_sys::Driver::get()?;
+    let drv = cuda_stack_sys::Driver::get()?;
     let (batches, per) = if args.quick { (20, 256) } else { (200, 256) };
 
-    // Raw launches through cuda-sys.
+    // Raw launches through cuda-stack-sys.
     let raw_empty = empty.function().as_raw();
     let raw_four = four.function().as_raw();
     let (mut pa, mut pb, mut sc, mut n) = (a.as_raw_ptr(), b.as_raw_ptr(), 1.0f32, 1u32);
     let stream_raw = s.as_raw();
-    let raw =
-        |f: cuda_sys::CUfunction, params: *mut *mut c_void| -> Result<(), cuda_sys::DriverError> {
-            // SAFETY: `f` is a live kernel; `params` holds pointers to live values of its exact
-            // parameter types (none for empty_kernel).
-            unsafe {
-                drv.cuLaunchKernel(
-                    f,
-                    1,
-                    1,
-                    1,
-                    32,
-                    1,
-                    1,
-                    0,
-                    stream_raw,
-                    params,
-                    std::ptr::null_mut(),
-                )
-            }
-        };
+    let raw = |f: cuda_stack_sys::CUfunction,
+               params: *mut *mut c_void|
+     -> Result<(), cuda_stack_sys::DriverError> {
+        // SAFETY: `f` is a live kernel; `params` holds pointers to live values of its exact
+        // parameter types (none for empty_kernel).
+        unsafe {
+            drv.cuLaunchKernel(
+                f,
+                1,
+                1,
+                1,
+                32,
+                1,
+                1,
+                0,
+                stream_raw,
+                params,
+                std::ptr::null_mut(),
+            )
+        }
+    };
     let mut four_params: [*mut c_void; 4] = [
         (&mut pa as *mut u64).cast(),
         (&mut pb as *mut u64).cast(),
@@ -118,10 +119,10 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     let four_params_ptr = four_params.as_mut_ptr();
 
     let mut results: Vec<(&str, Vec<f64>)> = vec![
-        ("empty: raw cuLaunchKernel (cuda-sys)", vec![]),
+        ("empty: raw cuLaunchKernel (cuda-stack-sys)", vec![]),
         ("empty: typed launch", vec![]),
         ("empty: untyped launch", vec![]),
-        ("4 args: raw cuLaunchKernel (cuda-sys)", vec![]),
+        ("4 args: raw cuLaunchKernel (cuda-stack-sys)", vec![]),
         ("4 args: typed launch", vec![]),
         ("4 args: untyped launch", vec![]),
     ];

@@ -2,8 +2,8 @@
 //! where the dtype picks the kernel (`AT_DISPATCH_ALL_TYPES` in PyTorch).
 //!
 //! `a + b` on a `Tensor<T>` goes: `Tensor::add` (generic, never looks at the dtype) →
-//! `TensorElement for T` in `cuda-runtime-lite/src/tensor/dtype.rs` (one impl per dtype: the
-//! tensor layer's dispatch) → `cuda_kernels::ops::binary::<T>` → the `match T::DTYPE` in
+//! `TensorElement for T` in `cuda-stack-runtime/src/tensor/dtype.rs` (one impl per dtype: the
+//! tensor layer's dispatch) → `cuda_stack_kernels::ops::binary::<T>` → the `match T::DTYPE` in
 //! `kernels/src/dispatch.rs` (the kernel layer's only dispatch) → the typed handle
 //! `Kernels.add_<dtype>` (generated in `kernels/src/generated/handles.rs`) → the PTX entry
 //! `add_<dtype>` in `kernels/ptx/elementwise.ptx`.
@@ -13,9 +13,9 @@
 use clap::Parser;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
-use cuda_kernels::Kernels;
-use cuda_runtime_lite::tensor::{Tensor, TensorElement};
-use cuda_runtime_lite::{self as rt};
+use cuda_stack_kernels::Kernels;
+use cuda_stack_runtime::tensor::{Tensor, TensorElement};
+use cuda_stack_runtime::{self as rt};
 use half::{bf16, f16};
 use std::process::ExitCode;
 use std::time::Instant;

@@ -1,5 +1,5 @@
 //! `elementwise_kernel`: seed 001's CuPy `ElementwiseKernel` ("Basics of CUDA kernels"),
-//! literally, with `cuda-jit`:
+//! literally, with `cuda-stack-jit`:
 //!
 //! ```python
 //! square = cp.ElementwiseKernel("float32 x", "float32 y", "y = x * x;", "square_kernel")
@@ -18,8 +18,8 @@ use clap::Parser;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::say;
-use cuda_jit::{ElementwiseKernel, KernelCache, LaunchInfo, Origin};
-use cuda_runtime_lite::Tensor;
+use cuda_stack_jit::{ElementwiseKernel, KernelCache, LaunchInfo, Origin};
+use cuda_stack_runtime::Tensor;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -63,7 +63,7 @@ fn describe(i: &LaunchInfo) -> String {
 
 fn body(args: Args) -> ProgramResult {
     let q = args.common.json;
-    cuda_runtime_lite::set_device(args.common.device)?;
+    cuda_stack_runtime::set_device(args.common.device)?;
     let big = args.common.pick(1_000_000, 5_000_000);
 
     // Seed 001, line for line.
@@ -124,7 +124,7 @@ fn body(args: Args) -> ProgramResult {
     if !args.no_source {
         say!(
             q,
-            "--- the CUDA source cuda-jit wrote for float32 (source_for / launch_info) ---"
+            "--- the CUDA source cuda-stack-jit wrote for float32 (source_for / launch_info) ---"
         );
         say!(q, "{}", info.source);
         say!(q, "--- end of source ---\n");

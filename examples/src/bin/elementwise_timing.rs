@@ -11,15 +11,15 @@
 //! Run: `cargo run --release -p cuda-examples --bin elementwise_timing [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::say;
 use cuda_examples::timing::GpuTimer;
 use cuda_examples::verify::same_bits;
-use cuda_kernels::ops::{self, BinaryOp};
-use cuda_kernels::Kernels;
+use cuda_stack_driver::{Context, DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{self, BinaryOp};
+use cuda_stack_kernels::Kernels;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -58,7 +58,7 @@ fn gpu_square(
     s: &Stream,
     x: &DeviceSlice<f32>,
     y: &mut DeviceSlice<f32>,
-) -> cuda_kernels::Result<()> {
+) -> cuda_stack_kernels::Result<()> {
     ops::binary(k, s, BinaryOp::Mul, x, x, y)
 }
 

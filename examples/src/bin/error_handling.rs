@@ -1,7 +1,7 @@
 //! `error_handling`: seed 004, "Troubleshooting" and "Debugging Failed Tests", made runnable.
 //!
 //! Each failure the seed lists is provoked on purpose and shown as this project's typed error
-//! (`cuda_driver::Error`), with the seed's symptom, our error's message, and the fix:
+//! (`cuda_stack_driver::Error`), with the seed's symptom, our error's message, and the fix:
 //!
 //! 1. `CUDA error: invalid configuration argument`: a block of 2048 threads →
 //!    `Error::LaunchConfig`, naming the device's limit; checked before the launch is queued.
@@ -22,12 +22,12 @@
 //! Run: `cargo run --release -p cuda-examples --bin error_handling`
 
 use clap::Parser;
-use cuda_driver::{Context, Device, Error, LaunchConfig};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::trace_log::CallRecorder;
-use cuda_kernels::{reference, Kernels};
+use cuda_stack_driver::{Context, Device, Error, LaunchConfig};
+use cuda_stack_kernels::{reference, Kernels};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 
@@ -306,7 +306,7 @@ fn body(args: &Args) -> ProgramResult {
 
     // 5. Kernel not in the module.
     let cc = lim.compute_capability;
-    let module = ctx.load_ptx(cuda_kernels::ptx::ptx_for("vector_add", cc)?)?;
+    let module = ctx.load_ptx(cuda_stack_kernels::ptx::ptx_for("vector_add", cc)?)?;
     let r = module.function("fused_op_forward");
     all_ok &= report(
         &out,

@@ -13,8 +13,8 @@ use clap::Parser;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_nn::{Adam, AdamConfig, FusedOpLayer, Linear, Module, Optimizer, Sequential, Var};
-use cuda_runtime_lite::Tensor;
+use cuda_stack_nn::{Adam, AdamConfig, FusedOpLayer, Linear, Module, Optimizer, Sequential, Var};
+use cuda_stack_runtime::Tensor;
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -43,7 +43,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
     let mut out = Out::new(q.json);
-    cuda_runtime_lite::set_device(q.device)?;
+    cuda_stack_runtime::set_device(q.device)?;
 
     // Basic usage.
     let (batch, features, scale) = (128, 256, 2.0);

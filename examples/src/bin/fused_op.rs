@@ -20,7 +20,6 @@
 //! (`--quick` for fewer repetitions).
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceBuffer, Stream};
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
@@ -28,8 +27,9 @@ use cuda_examples::output::Out;
 use cuda_examples::timing::gpu_time;
 use cuda_examples::torch::TorchFlag;
 use cuda_examples::verify::{bit_identical, max_abs_diff, same_bits, within, Mismatch};
-use cuda_kernels::ops::{self, BinaryOp};
-use cuda_kernels::{reference, Kernels, StridedLayout};
+use cuda_stack_driver::{Context, DeviceBuffer, Stream};
+use cuda_stack_kernels::ops::{self, BinaryOp};
+use cuda_stack_kernels::{reference, Kernels, StridedLayout};
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::Instant;

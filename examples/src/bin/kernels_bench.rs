@@ -1,4 +1,4 @@
-//! `kernels_bench`: every kernel of `cuda-kernels`, educational next to fast, in GB/s or TFLOP/s
+//! `kernels_bench`: every kernel of `cuda-stack-kernels`, educational next to fast, in GB/s or TFLOP/s
 //! and as a percentage of a physical reference measured in the same run.
 //!
 //! - Memory-bound kernels are compared with the driver's device-to-device copy (`memcpy_dtod` of

@@ -16,16 +16,16 @@
 //! (`--quick` for the seed's size only).
 
 use clap::Parser;
-use cuda_driver::nvrtc::{self, CompileOptions};
-use cuda_driver::{Context, DeviceSlice, Function, Kernel, LaunchConfig};
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::timing::gpu_time;
 use cuda_examples::verify::same_bits;
-use cuda_kernels::{ops, reference, Kernels};
-use cuda_sys::CUdevice_attribute as A;
+use cuda_stack_driver::nvrtc::{self, CompileOptions};
+use cuda_stack_driver::{Context, DeviceSlice, Function, Kernel, LaunchConfig};
+use cuda_stack_kernels::{ops, reference, Kernels};
+use cuda_stack_sys::CUdevice_attribute as A;
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Instant;

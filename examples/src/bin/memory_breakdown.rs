@@ -1,7 +1,7 @@
 //! `memory_breakdown`: seed 002, section 5 ("Understanding GPU Memory Usage"), measured on a
 //! real training step.
 //!
-//! The seed's MLP 784 → 512 → 10 at batch 256 is built and trained with `cuda-nn` (Adam,
+//! The seed's MLP 784 → 512 → 10 at batch 256 is built and trained with `cuda-stack-nn` (Adam,
 //! cross-entropy), and each consumer the seed lists is measured as the change in
 //! `memory_allocated()` at the point of the step where it appears:
 //!
@@ -30,9 +30,11 @@ use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_nn::{class_targets, Adam, AdamConfig, Linear, Module, Optimizer, Relu, Sequential, Var};
-use cuda_runtime_lite::caching::{format_bytes, size_class};
-use cuda_runtime_lite::{self as rt, Runtime, Tensor};
+use cuda_stack_nn::{
+    class_targets, Adam, AdamConfig, Linear, Module, Optimizer, Relu, Sequential, Var,
+};
+use cuda_stack_runtime::caching::{format_bytes, size_class};
+use cuda_stack_runtime::{self as rt, Runtime, Tensor};
 use serde_json::json;
 use std::process::ExitCode;
 
@@ -98,13 +100,13 @@ fn body(args: Args) -> ProgramResult {
     let runtime = Runtime::current()?;
     let ctx = runtime.context();
     // Load the kernels first: module memory is not the allocator's.
-    cuda_kernels::Kernels::get(ctx)?;
+    cuda_stack_kernels::Kernels::get(ctx)?;
     runtime.synchronize()?;
     let free_start = ctx.mem_get_info()?.0;
     let start = alloc()?;
     out.say(format!(
         "memory_breakdown on {}: training Linear({IN}, {HID}) → ReLU → Linear({HID}, {OUT}), f32, \
-         batch {BATCH}, cross-entropy, Adam (cuda-nn)\n",
+         batch {BATCH}, cross-entropy, Adam (cuda-stack-nn)\n",
         runtime.device().name()?
     ));
 

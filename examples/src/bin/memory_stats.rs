@@ -1,7 +1,7 @@
 //! `memory_stats`: seed 000, Troubleshooting 1 ("CUDA Out of Memory": `memory_allocated()` vs
 //! `memory_reserved()`, and `empty_cache()`), made runnable.
 //!
-//! Allocates tensor-sized buffers through `cuda-runtime-lite`'s caching allocator (PyTorch's
+//! Allocates tensor-sized buffers through `cuda-stack-runtime`'s caching allocator (PyTorch's
 //! `CUDACachingAllocator` counterpart) and prints, after every step, what the allocator says
 //! (`memory_allocated`, `memory_reserved`) and what the driver says (`cuMemGetInfo`'s free
 //! memory: what `nvidia-smi` sees):
@@ -25,8 +25,8 @@ use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::say;
-use cuda_runtime_lite::caching::format_bytes;
-use cuda_runtime_lite::{self as rt, Runtime};
+use cuda_stack_runtime::caching::format_bytes;
+use cuda_stack_runtime::{self as rt, Runtime};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 

@@ -1,8 +1,8 @@
-//! `nccl_bench`: NCCL collectives through `cuda-nccl`, from 8 B to 1 GiB, beside PyTorch's
+//! `nccl_bench`: NCCL collectives through `cuda-stack-nccl`, from 8 B to 1 GiB, beside PyTorch's
 //! `torch.distributed` (NCCL backend) measured on the same machine in the same session.
 //!
 //! One rank per GPU; this process drives them all from one thread, each iteration one
-//! `cuda_nccl::Group` with one operation per rank (as `nccl-tests` runs by default). For each
+//! `cuda_stack_nccl::Group` with one operation per rank (as `nccl-tests` runs by default). For each
 //! operation — all-reduce (sum, in place, as `dist.all_reduce`), all-gather
 //! (`all_gather_into_tensor`), reduce-scatter (`reduce_scatter_tensor`), all on f32 — and each
 //! size: warm-up iterations, then GPU time between events on every rank's stream over many
@@ -29,12 +29,12 @@
 //! torch_nccl.json` (`--quick`: up to 1 MiB, few iterations, for both).
 
 use clap::Parser;
-use cuda_driver::{DeviceBuffer, Event, Stream};
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_nccl::{CommConfig, CommGroup, Group, ReduceOp};
+use cuda_stack_driver::{DeviceBuffer, Event, Stream};
+use cuda_stack_nccl::{CommConfig, CommGroup, Group, ReduceOp};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -58,7 +58,7 @@ struct Args {
 
 fn main() -> ExitCode {
     // SAFETY: the first statement of main: no other thread exists yet.
-    unsafe { cuda_nccl::disable_nvls_in_environment() };
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     let args = Args::parse();
     run("nccl_bench", || body(&args))
 }
@@ -148,7 +148,7 @@ fn once(op: Op, comms: &CommGroup, ranks: &mut [Rank], send: usize, recv: usize)
             } = r;
             Ok((&*stream, sb.slice(0..send)?, rb.slice_mut(0..recv)?))
         })
-        .collect::<cuda_driver::Result<Vec<_>>>()?;
+        .collect::<cuda_stack_driver::Result<Vec<_>>>()?;
     let mut g = Group::new()?;
     for (c, (s, sv, rv)) in comms.iter().zip(views.iter_mut()) {
         match op {
@@ -280,7 +280,7 @@ fn body(args: &Args) -> ProgramResult {
     let sizes = sizes(args.min_bytes, max);
     let comms = CommGroup::all(&CommConfig::default())?;
     let n = comms.len();
-    let version = cuda_nccl::nccl_version()?;
+    let version = cuda_stack_nccl::nccl_version()?;
     out.say(format!(
         "nccl_bench: {n} rank(s), one per GPU, driven from one thread (a group per iteration);          NCCL {version:?}; f32; sizes {} .. {}",
         fmt_size(sizes.first().copied().unwrap_or(0)),

@@ -14,12 +14,12 @@
 //! repetitions; `--mib N`: the copy size).
 
 use clap::Parser;
-use cuda_driver::{Context, Device, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::timing::GpuTimer;
+use cuda_stack_driver::{Context, Device, Stream};
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -45,12 +45,21 @@ fn gbps(bytes: usize, secs: f64) -> f64 {
 }
 
 /// A buffer of `n` floats on `s`, element `i` = `i + tag` (exact in f32 below 2^24).
-fn filled(s: &Stream, n: usize, tag: f32) -> cuda_driver::Result<cuda_driver::DeviceBuffer<f32>> {
+fn filled(
+    s: &Stream,
+    n: usize,
+    tag: f32,
+) -> cuda_stack_driver::Result<cuda_stack_driver::DeviceBuffer<f32>> {
     let host: Vec<f32> = (0..n).map(|i| (i % (1 << 20)) as f32 + tag).collect();
     s.clone_htod(&host)
 }
 
-fn check(s: &Stream, b: &cuda_driver::DeviceSlice<f32>, tag: f32, what: &str) -> ProgramResult {
+fn check(
+    s: &Stream,
+    b: &cuda_stack_driver::DeviceSlice<f32>,
+    tag: f32,
+    what: &str,
+) -> ProgramResult {
     let got = s.clone_dtoh(b)?;
     let bad = got
         .iter()

@@ -16,15 +16,15 @@
 //! Run: `cargo run --release -p cuda-examples --bin reduce_sum` (`--quick` for small sizes).
 
 use clap::Parser;
-use cuda_driver::Context;
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::timing::gpu_time;
 use cuda_examples::verify::within;
-use cuda_kernels::ops::{self, ReduceAlgo};
-use cuda_kernels::{reference, Kernels};
+use cuda_stack_driver::Context;
+use cuda_stack_kernels::ops::{self, ReduceAlgo};
+use cuda_stack_kernels::{reference, Kernels};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 

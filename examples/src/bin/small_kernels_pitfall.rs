@@ -18,7 +18,6 @@
 //! Run: `cargo run --release -p cuda-examples --bin small_kernels_pitfall [-- --quick] [--torch FILE] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
@@ -26,8 +25,9 @@ use cuda_examples::jit::compile_and_load;
 use cuda_examples::say;
 use cuda_examples::torch::TorchFlag;
 use cuda_examples::verify::same_bits;
-use cuda_kernels::ops;
-use cuda_kernels::Kernels;
+use cuda_stack_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Stream};
+use cuda_stack_kernels::ops;
+use cuda_stack_kernels::Kernels;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -78,7 +78,7 @@ fn eager(
     steps: usize,
     x: &DeviceSlice<f32>,
     y: &mut DeviceSlice<f32>,
-) -> cuda_kernels::Result<()> {
+) -> cuda_stack_kernels::Result<()> {
     for _ in 0..steps {
         ops::axpy(k, s, ALPHA, x, y)?;
     }
@@ -109,8 +109,8 @@ fn body(args: Args) -> ProgramResult {
         ctx.device().name()?
     );
 
-    let x_host = cuda_kernels::reference::fill_normal(n, 11, 0);
-    let y0 = cuda_kernels::reference::fill_normal(n, 12, 0);
+    let x_host = cuda_stack_kernels::reference::fill_normal(n, 11, 0);
+    let y0 = cuda_stack_kernels::reference::fill_normal(n, 12, 0);
     let want: Vec<f32> = x_host
         .iter()
         .zip(&y0)

@@ -3,8 +3,8 @@
 //!
 //! Each thread runs one kind of work until the time is up (of 16 threads: 2 launching, 6
 //! allocating, 4 tensor, 4 graph + copy threads):
-//! - **launches**: typed kernel launches through `cuda-kernels` (`axpy`) on the thread's stream;
-//! - **alloc/free**: device buffers of changing sizes through `cuda-driver` (stream-ordered
+//! - **launches**: typed kernel launches through `cuda-stack-kernels` (`axpy`) on the thread's stream;
+//! - **alloc/free**: device buffers of changing sizes through `cuda-stack-driver` (stream-ordered
 //!   `cuMemAllocAsync`/`cuMemFreeAsync`) and through the runtime's caching allocator, each used on
 //!   another stream before it is dropped (cross-stream events);
 //! - **tensors**: `Tensor` ops (matmul, add, relu, sum, transpose + contiguous, `to_vec`) on the
@@ -22,11 +22,11 @@
 //! `compute-sanitizer --tool memcheck --leak-check full` use `--quick`.
 
 use clap::Parser;
-use cuda_driver::{Context, PinnedBuffer};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
-use cuda_kernels::{ops, Kernels};
-use cuda_runtime_lite::Tensor;
+use cuda_stack_driver::{Context, PinnedBuffer};
+use cuda_stack_kernels::{ops, Kernels};
+use cuda_stack_runtime::Tensor;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -74,7 +74,7 @@ fn body(args: Args) -> ProgramResult {
     };
     let threads = args.threads.max(8) / 8 * 8;
     let ctx = Context::new(args.common.device)?;
-    cuda_runtime_lite::set_device(args.common.device)?;
+    cuda_stack_runtime::set_device(args.common.device)?;
     // Keep freed memory in the device's stream-ordered pool (as PyTorch's caching allocator
     // keeps it). With the driver's default threshold of 0 the pool gives memory back at every
     // synchronize and must map it again on the next allocation; measured on an H100, that made
@@ -95,7 +95,7 @@ fn body(args: Args) -> ProgramResult {
         let (ctx, k, c, stop) = (ctx.clone(), kernels.clone(), counters.clone(), stop.clone());
         let device = args.common.device;
         workers.push(std::thread::spawn(move || -> WorkResult {
-            cuda_runtime_lite::set_device(device)?;
+            cuda_stack_runtime::set_device(device)?;
             // Per 8 threads: 1 launching, 3 allocating, 2 tensor, 2 graph + copy threads. (Four
             // launch-only threads that never slept starved the allocating ones for minutes on an
             // H100: cuMemAllocAsync waits for a driver lock that threads issuing cuLaunchKernel
@@ -148,7 +148,7 @@ fn body(args: Args) -> ProgramResult {
     }
     ctx.synchronize()?;
     // Hand cached blocks back, so a leak checker sees only real leaks.
-    cuda_runtime_lite::empty_cache()?;
+    cuda_stack_runtime::empty_cache()?;
     let drop_errors = ctx.take_drop_errors();
     if !drop_errors.is_empty() {
         return Err(format!("{} errors in Drop: {:?}", drop_errors.len(), drop_errors).into());
@@ -272,7 +272,7 @@ fn alloc_free(ctx: &Context, c: &Counters, stop: &AtomicBool, seed: u64) -> Work
                 timed("free", || drop(b));
             } else {
                 let mut b = timed("malloc_zeros", || {
-                    cuda_runtime_lite::malloc_zeros::<u8>(len)
+                    cuda_stack_runtime::malloc_zeros::<u8>(len)
                 })?;
                 timed("memset on another stream", || other.memset_bytes(&mut b, 2))?;
                 timed("cached free", || drop(b));
@@ -287,7 +287,7 @@ fn alloc_free(ctx: &Context, c: &Counters, stop: &AtomicBool, seed: u64) -> Work
 
 fn tensors(ctx: &Context, c: &Counters, stop: &AtomicBool, seed: u64) -> WorkResult {
     let s = ctx.new_stream()?;
-    let _on = cuda_runtime_lite::use_stream(&s);
+    let _on = cuda_stack_runtime::use_stream(&s);
     let mut i = 0u64;
     while !stop.load(Ordering::Relaxed) {
         let a = Tensor::<f32>::rand(&[64, 48], seed + i)?;
@@ -317,7 +317,7 @@ fn graphs_and_copies(ctx: &Context, k: &Kernels, c: &Counters, stop: &AtomicBool
         .capture(|cs| {
             for _ in 0..10 {
                 ops::axpy(k, cs, 1e-6f32, &x, &mut y).map_err(|e| {
-                    cuda_driver::Error::Unsupported {
+                    cuda_stack_driver::Error::Unsupported {
                         what: "axpy during capture",
                         why: e.to_string(),
                     }
@@ -332,7 +332,7 @@ fn graphs_and_copies(ctx: &Context, k: &Kernels, c: &Counters, stop: &AtomicBool
     let mut back = PinnedBuffer::<f32>::zeroed(ctx, n)?;
     let mut dev = s.alloc_zeros::<f32>(n)?;
     while !stop.load(Ordering::Relaxed) {
-        timed("10 graph replays", || -> cuda_driver::Result<()> {
+        timed("10 graph replays", || -> cuda_stack_driver::Result<()> {
             for _ in 0..10 {
                 exec.launch(&s)?;
             }

@@ -8,7 +8,7 @@
 //!   the whole array;
 //! - on the GPU as one kernel compiled at run time with NVRTC (`y = tanhf(x) * 2.0f + 1.0f`: one
 //!   read, one write), hand-written;
-//! - on the GPU with `cuda-jit`'s `ElementwiseKernel("float32 x", "float32 y",
+//! - on the GPU with `cuda-stack-jit`'s `ElementwiseKernel("float32 x", "float32 y",
 //!   "y = tanhf(x) * 2.0f + 1.0f;", "tanh2p1")` on tensors: the one-line body CuPy users write,
 //!   the same one kernel, with the library choosing the launch and allocating the output.
 //!
@@ -20,17 +20,17 @@
 //! Run: `cargo run --release -p cuda-examples --bin square_elementwise [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::jit::compile_and_load;
 use cuda_examples::say;
 use cuda_examples::timing::GpuTimer;
-use cuda_jit::ElementwiseKernel;
-use cuda_kernels::ops::{self, BinaryOp};
-use cuda_kernels::Kernels;
-use cuda_runtime_lite::Tensor;
+use cuda_stack_driver::{Context, DeviceSlice, Kernel, LaunchConfig, Stream};
+use cuda_stack_jit::ElementwiseKernel;
+use cuda_stack_kernels::ops::{self, BinaryOp};
+use cuda_stack_kernels::Kernels;
+use cuda_stack_runtime::Tensor;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -105,9 +105,9 @@ fn accuracy(x: &[f32], y: &[f32]) -> (f64, f64) {
 
 /// CuPy's three kernels: `t = tanh(x)`, `u = t * 2`, `y = u + ones`.
 struct Unfused {
-    t: cuda_driver::DeviceBuffer<f32>,
-    u: cuda_driver::DeviceBuffer<f32>,
-    ones: cuda_driver::DeviceBuffer<f32>,
+    t: cuda_stack_driver::DeviceBuffer<f32>,
+    u: cuda_stack_driver::DeviceBuffer<f32>,
+    ones: cuda_stack_driver::DeviceBuffer<f32>,
 }
 
 impl Unfused {
@@ -117,7 +117,7 @@ impl Unfused {
         s: &Stream,
         x: &DeviceSlice<f32>,
         y: &mut DeviceSlice<f32>,
-    ) -> cuda_kernels::Result<()> {
+    ) -> cuda_stack_kernels::Result<()> {
         ops::tanh(k, s, x, &mut self.t)?;
         ops::scale(k, s, &self.t, &mut self.u, 2.0)?;
         ops::binary(k, s, BinaryOp::Add, &self.u, &self.ones, y)
@@ -205,8 +205,8 @@ fn body(args: Args) -> ProgramResult {
     let (f_host, f_ev) = gpu(true, &mut y)?;
     let y_fused = s.clone_dtoh(&y)?;
 
-    // The same one kernel from a one-line body (cuda-jit's ElementwiseKernel on tensors).
-    cuda_runtime_lite::set_device(args.common.device)?;
+    // The same one kernel from a one-line body (cuda-stack-jit's ElementwiseKernel on tensors).
+    cuda_stack_runtime::set_device(args.common.device)?;
     // SAFETY: the body reads x and writes y, its own elements.
     let ek = unsafe {
         ElementwiseKernel::new(
@@ -217,7 +217,7 @@ fn body(args: Args) -> ProgramResult {
         )?
     };
     let xt = Tensor::from_slice(&x_host, &[n])?;
-    let ts = cuda_runtime_lite::stream_for(args.common.device)?;
+    let ts = cuda_stack_runtime::stream_for(args.common.device)?;
     let info = ek.launch_info(&[(&xt).into()])?;
     let mut yt = ek.call1::<f32>(&[(&xt).into()])?; // warm-up
     yt.synchronize()?;
@@ -229,7 +229,7 @@ fn body(args: Args) -> ProgramResult {
         e_host.push(t.elapsed().as_secs_f64() * 1e3);
         e_ev.push(
             timer
-                .time(&ts, |_| -> cuda_jit::Result<()> {
+                .time(&ts, |_| -> cuda_stack_jit::Result<()> {
                     yt = ek.call1::<f32>(&[(&xt).into()])?;
                     Ok(())
                 })?
@@ -321,7 +321,7 @@ fn body(args: Args) -> ProgramResult {
         format!("{:.2}", acc[2].2),
     ]);
     t.row(&[
-        "GPU, ElementwiseKernel (cuda-jit)".into(),
+        "GPU, ElementwiseKernel (cuda-stack-jit)".into(),
         "1".into(),
         format!("{e_host:.3}"),
         format!("{e_ev:.3}"),

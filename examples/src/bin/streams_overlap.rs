@@ -19,12 +19,12 @@
 //! (`--quick` for a 16 MiB array).
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceBuffer, DeviceSlice, Event, PinnedBuffer, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_kernels::{ops, Kernels};
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceSlice, Event, PinnedBuffer, Stream};
+use cuda_stack_kernels::{ops, Kernels};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 
@@ -131,7 +131,7 @@ fn run_config(
     }
     let start = Event::new(ctx, true)?;
     let ev: Vec<[Event; 4]> = (0..nc)
-        .map(|_| -> cuda_driver::Result<[Event; 4]> {
+        .map(|_| -> cuda_stack_driver::Result<[Event; 4]> {
             Ok([
                 Event::new(ctx, true)?,
                 Event::new(ctx, true)?,

@@ -18,14 +18,14 @@
 //! Run: `cargo run --release -p cuda-examples --bin sync_in_loop_pitfall [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::say;
 use cuda_examples::verify::{same_bits, within};
-use cuda_kernels::ops::{self, ReduceAlgo};
-use cuda_kernels::Kernels;
+use cuda_stack_driver::{Context, DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{self, ReduceAlgo};
+use cuda_stack_kernels::Kernels;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -49,7 +49,7 @@ fn step(
     g: &DeviceSlice<f32>,
     x: &mut DeviceSlice<f32>,
     loss: &mut DeviceSlice<f32>,
-) -> cuda_kernels::Result<()> {
+) -> cuda_stack_kernels::Result<()> {
     ops::axpy(k, s, -LR, g, x)?;
     ops::sum(k, s, ReduceAlgo::Fast, x, loss)
 }
@@ -67,8 +67,8 @@ fn body(args: Args) -> ProgramResult {
         "sync_in_loop_pitfall on {}: {iters} steps of x -= {LR} * g; loss = sum(x), on {n} f32",
         ctx.device().name()?
     );
-    let x0 = cuda_kernels::reference::fill_uniform(n, 21, 0);
-    let g_host = cuda_kernels::reference::fill_uniform(n, 22, 0);
+    let x0 = cuda_stack_kernels::reference::fill_uniform(n, 21, 0);
+    let g_host = cuda_stack_kernels::reference::fill_uniform(n, 22, 0);
     let g = s.clone_htod(&g_host)?;
     let mut x = s.clone_htod(&x0)?;
     let mut loss = s.alloc_zeros::<f32>(1)?;

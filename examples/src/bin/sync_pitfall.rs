@@ -16,14 +16,14 @@
 //! Run: `cargo run --release -p cuda-examples --bin sync_pitfall [-- --quick] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
 use cuda_examples::say;
 use cuda_examples::timing::GpuTimer;
-use cuda_kernels::ops::{self, Transpose};
-use cuda_kernels::Kernels;
+use cuda_stack_driver::{Context, DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{self, Transpose};
+use cuda_stack_kernels::Kernels;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -46,7 +46,7 @@ fn matmul(
     a: &DeviceSlice<f32>,
     b: &DeviceSlice<f32>,
     c: &mut DeviceSlice<f32>,
-) -> cuda_kernels::Result<()> {
+) -> cuda_stack_kernels::Result<()> {
     use Transpose::NoTrans;
     ops::sgemm(k, s, NoTrans, NoTrans, n, n, n, 1.0, a, n, b, n, 0.0, c, n)
 }

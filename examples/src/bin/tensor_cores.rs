@@ -6,7 +6,7 @@
 //! 2. TF32 on the tensor cores (`gemm_wgmma_tf32_nt`, compute capability 9.0);
 //! 3. bf16 with `mma.sync` (`gemm_mma_bf16_nn`, compute capability 8.0+);
 //! 4. bf16 with `wgmma` fed by the TMA copy engine (`gemm_wgmma_bf16_nn`, 9.0);
-//! 5. cuBLAS bf16 (`cublasGemmEx` through `cuda-blas`).
+//! 5. cuBLAS bf16 (`cublasGemmEx` through `cuda-stack-blas`).
 //!
 //! Every step is first checked against an f64 CPU reference on an odd shape (333 × 517 × 203),
 //! and at each timed size its result is compared with cuBLAS's result of the same precision.
@@ -17,16 +17,16 @@
 //! (`--quick`: 1024 only).
 
 use clap::Parser;
-use cuda_blas::{Blas, Gemm, Math};
-use cuda_driver::half::bf16;
-use cuda_driver::{ComputeCapability, Context, DeviceBuffer, Stream};
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::timing::gpu_time;
-use cuda_kernels::ops::{self, TcAlgo, Transpose};
-use cuda_kernels::{reference, Kernels};
+use cuda_stack_blas::{Blas, Gemm, Math};
+use cuda_stack_driver::half::bf16;
+use cuda_stack_driver::{ComputeCapability, Context, DeviceBuffer, Stream};
+use cuda_stack_kernels::ops::{self, TcAlgo, Transpose};
+use cuda_stack_kernels::{reference, Kernels};
 use serde_json::json;
 use std::process::ExitCode;
 

@@ -7,7 +7,7 @@
 use clap::Parser;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
-use cuda_runtime_lite::{self as rt, tensor::Tensor};
+use cuda_stack_runtime::{self as rt, tensor::Tensor};
 use std::process::ExitCode;
 
 #[derive(Parser)]

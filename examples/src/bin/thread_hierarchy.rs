@@ -11,12 +11,12 @@
 //! (`--quick`, `--device N`, `--json` as for every program).
 
 use clap::Parser;
-use cuda_driver::{Context, Stream};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::timing::GpuTimer;
-use cuda_kernels::{ops, reference, Kernels};
+use cuda_stack_driver::{Context, Stream};
+use cuda_stack_kernels::{ops, reference, Kernels};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::process::ExitCode;

@@ -18,7 +18,6 @@
 //! (`--quick` for sizes 256 and 512).
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceBuffer, Stream};
 use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
@@ -26,8 +25,9 @@ use cuda_examples::output::Out;
 use cuda_examples::timing::gpu_time;
 use cuda_examples::torch::TorchFlag;
 use cuda_examples::verify::{bit_identical, normwise_rel_error, within};
-use cuda_kernels::ops::{self, MatmulAlgo};
-use cuda_kernels::{reference, Kernels};
+use cuda_stack_driver::{Context, DeviceBuffer, Stream};
+use cuda_stack_kernels::ops::{self, MatmulAlgo};
+use cuda_stack_kernels::{reference, Kernels};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 

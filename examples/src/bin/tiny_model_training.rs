@@ -2,10 +2,10 @@
 //! `Sequential(Linear(784, 512), ReLU, Linear(512, 10))`, batch 256, `CrossEntropyLoss`,
 //! `SGD(lr=0.1)`: one forward + backward + step, seconds per step on the CPU and on the GPU.
 //!
-//! - **GPU**: `cuda-nn` (autograd on `Tensor`, the sgemm and backward kernels), the seed's loop:
+//! - **GPU**: `cuda-stack-nn` (autograd on `Tensor`, the sgemm and backward kernels), the seed's loop:
 //!   `zero_grad`, forward, loss, backward, step; 5 warm-up steps, then 20 timed, then one
 //!   synchronize (as the seed times it: host wall clock).
-//! - **GPU, one graph**: the same step captured once into a CUDA graph (`cuda_nn::CapturedStep`)
+//! - **GPU, one graph**: the same step captured once into a CUDA graph (`cuda_stack_nn::CapturedStep`)
 //!   and replayed: one launch per step instead of ~30.
 //! - **CPU**: the same step done fairly — GEMMs on the `gemm` crate (vectorised micro-kernels
 //!   on every core through rayon), elementwise parts as vectorised loops
@@ -23,10 +23,10 @@ use cuda_examples::cli::Common;
 use cuda_examples::cpu_mlp::CpuMlp;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_nn::{
+use cuda_stack_nn::{
     class_targets, CapturedStep, Linear, Module, Optimizer, Relu, Sequential, Sgd, SgdConfig, Var,
 };
-use cuda_runtime_lite::Tensor;
+use cuda_stack_runtime::Tensor;
 use rand::{Rng, SeedableRng};
 use rand_distr::StandardNormal;
 use rand_xoshiro::Xoshiro256PlusPlus;
@@ -83,7 +83,7 @@ fn max_diff(a: &[f32], b: &[f32]) -> f32 {
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
     let mut out = Out::new(q.json);
-    cuda_runtime_lite::set_device(q.device)?;
+    cuda_stack_runtime::set_device(q.device)?;
     let batch = args.batch;
     if batch == 0 || args.iters == 0 {
         return Err("--batch and --iters must be at least 1".into());
@@ -198,7 +198,7 @@ fn body(args: &Args) -> ProgramResult {
             rayon::current_num_threads()
         ),
         cpu_s * 1e3,
-        "GPU: cuda-nn eager (every op a kernel launch)",
+        "GPU: cuda-stack-nn eager (every op a kernel launch)",
         gpu_s * 1e3,
         cpu_s / gpu_s,
         "GPU: the same step as one CUDA graph",

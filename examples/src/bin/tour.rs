@@ -3,7 +3,7 @@
 //!
 //! 1. The PyTorch layer's equivalent: `Tensor` ops (`A + B` on the GPU).
 //! 2. The runtime-lite calls the same work turns into (`cudaMalloc`/`cudaMemcpy`/`<<<>>>`-style).
-//! 3. The driver calls those turn into, as they happen: every call passes through `cuda-sys`'s
+//! 3. The driver calls those turn into, as they happen: every call passes through `cuda-stack-sys`'s
 //!    checked-call stratum, whose trace hook records its name, status and duration.
 //! 4. The driver library that answered them: its path and version.
 //! 5. The hardware: the device, and the grid, blocks and warps of the launch.
@@ -15,14 +15,14 @@
 //! Run: `cargo run --release -p cuda-examples --bin tour [-- --size N --device D --json --quick]`
 
 use clap::Parser;
-use cuda_driver::LaunchConfig;
 use cuda_examples::cli::Common;
 use cuda_examples::cpu_baseline;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::trace_log::{print_calls, summarize, CallRecorder};
-use cuda_kernels::{ops, reference, Kernels};
-use cuda_runtime_lite::{self as rt, tensor::Tensor};
-use cuda_sys::trace::CallEvent;
+use cuda_stack_driver::LaunchConfig;
+use cuda_stack_kernels::{ops, reference, Kernels};
+use cuda_stack_runtime::{self as rt, tensor::Tensor};
+use cuda_stack_sys::trace::CallEvent;
 use serde_json::json;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -78,7 +78,7 @@ fn body() -> ProgramResult {
         }
     };
     // The loader: without a driver this is where the program stops, listing every place tried.
-    let drv = cuda_sys::Driver::get()?;
+    let drv = cuda_stack_sys::Driver::get()?;
 
     let a_host: Vec<f32> = (0..n).map(|i| (i % 1000) as f32 * 0.5).collect();
     let b_host: Vec<f32> = (0..n).map(|i| (i % 7) as f32 - 3.0).collect();
@@ -118,7 +118,7 @@ fn body() -> ProgramResult {
             calls: c4,
         },
     ];
-    say("1. Python/PyTorch layer → our Tensor API (cuda-runtime-lite::tensor)");
+    say("1. Python/PyTorch layer → our Tensor API (cuda-stack-runtime::tensor)");
     for s in &tensor_steps {
         say(&format!(
             "   {:<78} {:>10}  ({} driver calls)",
@@ -183,7 +183,7 @@ fn body() -> ProgramResult {
     drop(rec);
     let runtime_ok = dc_host == expect;
 
-    say("2. CUDA Runtime layer → cuda-runtime-lite calls for the same work");
+    say("2. CUDA Runtime layer → cuda-stack-runtime calls for the same work");
     for s in &rt_steps {
         say(&format!("   {:<82} {:>10}", s.code, ms(s.time)));
     }
@@ -215,7 +215,7 @@ fn body() -> ProgramResult {
         "   Driver::load took {:.3} ms: dlopen + {} of {} entry points resolved one by one\n",
         drv.load_time().as_secs_f64() * 1e3,
         drv.table().resolved_count(),
-        cuda_sys::driver_table::DriverTable::SYMBOLS.len()
+        cuda_stack_sys::driver_table::DriverTable::SYMBOLS.len()
     ));
 
     // ── Layer 5: the hardware ──────────────────────────────────────────────────────────────

@@ -5,8 +5,8 @@
 //!
 //! For each: wall-clock µs per step (host clock over many steps, one synchronize at the end,
 //! as PyTorch's script measures), host µs spent issuing a step, and the kernel launches and
-//! driver calls one step makes (`cuda_sys::trace`); then the same step captured whole into one
-//! CUDA graph (`cuda_nn::CapturedStep`) and replayed: µs per replay and kernels in the graph.
+//! driver calls one step makes (`cuda_stack_sys::trace`); then the same step captured whole into one
+//! CUDA graph (`cuda_stack_nn::CapturedStep`) and replayed: µs per replay and kernels in the graph.
 //! PyTorch's eager and CUDA-graph figures come from `tools/torch_train.py` run on the same
 //! machine (`--torch-train FILE`). Targets (issue 10): eager step ≤ 0.5 × PyTorch's eager step;
 //! graph-captured step ≤ 1.0 × PyTorch's `torch.cuda.graph`-captured step.
@@ -20,11 +20,11 @@ use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
 use cuda_examples::trace_log::CallRecorder;
-use cuda_nn::{
+use cuda_stack_nn::{
     class_targets, Adam, AdamConfig, CapturedStep, FusedOpLayer, Linear, Module, Optimizer, Relu,
     Sequential, Sgd, SgdConfig, Var,
 };
-use cuda_runtime_lite::Tensor;
+use cuda_stack_runtime::Tensor;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -122,7 +122,7 @@ fn measure(
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
     let mut out = Out::new(q.json);
-    cuda_runtime_lite::set_device(q.device)?;
+    cuda_stack_runtime::set_device(q.device)?;
     let steps = q.pick(20, args.steps.max(1));
     let torch: Value = match &args.torch_train {
         Some(p) => serde_json::from_str(

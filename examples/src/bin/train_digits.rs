@@ -1,4 +1,4 @@
-//! `train_digits`: a real data set, trained on the GPU end to end with `cuda-nn` — scikit-learn's
+//! `train_digits`: a real data set, trained on the GPU end to end with `cuda-stack-nn` — scikit-learn's
 //! handwritten digits (1,797 8 × 8 images, `examples/data/digits.csv.gz`, BSD-licensed; see
 //! `examples/data/README.md`), embedded in the program at build time.
 //!
@@ -16,10 +16,10 @@ use clap::Parser;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_nn::{
+use cuda_stack_nn::{
     class_targets, no_grad, Adam, AdamConfig, Linear, Module, Optimizer, Relu, Sequential, Var,
 };
-use cuda_runtime_lite::Tensor;
+use cuda_stack_runtime::Tensor;
 use indicatif::{ProgressBar, ProgressStyle};
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -205,7 +205,7 @@ fn chart(curve: &[f32]) -> String {
 fn body(args: &Args) -> ProgramResult {
     let q = &args.common;
     let mut out = Out::new(q.json);
-    cuda_runtime_lite::set_device(q.device)?;
+    cuda_stack_runtime::set_device(q.device)?;
     if args.batch == 0 || args.epochs == 0 {
         return Err("--batch and --epochs must be at least 1".into());
     }

@@ -7,7 +7,7 @@
 //!   driver stages through its own small pinned buffers, one CPU thread) — `x_cpu.to("cuda")`;
 //! - **pinned**: from/to page-locked memory (`PinnedBuffer`) with `copy_htod_async` /
 //!   `copy_dtoh_async` — `pin_memory=True` + `non_blocking=True`;
-//! - **staged**: from/to the same pageable `Vec` through `cuda-runtime-lite`'s staging pool
+//! - **staged**: from/to the same pageable `Vec` through `cuda-stack-runtime`'s staging pool
 //!   (`copy_htod_pageable`: pinned buffers, pipelined, several threads).
 //!
 //! Each is timed with the host clock around a call that returns when the copy is complete, and
@@ -20,7 +20,6 @@
 //! Run: `cargo run --release -p cuda-examples --bin transfer_cost [-- --quick] [--torch FILE] [--device N] [--json]`
 
 use clap::Parser;
-use cuda_driver::PinnedBuffer;
 use cuda_examples::bench::{median, Table};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{self, ProgramResult};
@@ -28,9 +27,10 @@ use cuda_examples::say;
 use cuda_examples::timing::gpu_time;
 use cuda_examples::torch::TorchFlag;
 use cuda_examples::verify::same_bits;
-use cuda_kernels::ops::{self, BinaryOp};
-use cuda_kernels::Kernels;
-use cuda_runtime_lite::{self as rt, Runtime};
+use cuda_stack_driver::PinnedBuffer;
+use cuda_stack_kernels::ops::{self, BinaryOp};
+use cuda_stack_kernels::Kernels;
+use cuda_stack_runtime::{self as rt, Runtime};
 use std::process::ExitCode;
 use std::time::Instant;
 

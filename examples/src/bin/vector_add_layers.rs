@@ -1,17 +1,17 @@
 //! `vector_add_layers`: seed 000's vector add at all four layers of this crate family — raw
-//! `cuda-sys` (the driver API as C sees it), safe `cuda-driver`, `cuda-runtime-lite` (the CUDA
+//! `cuda-stack-sys` (the driver API as C sees it), safe `cuda-stack-driver`, `cuda-stack-runtime` (the CUDA
 //! Runtime's conveniences), and `Tensor` (PyTorch's level) — printing each layer's source-level
 //! steps with the time each took, and checking every result against the CPU.
 //!
 //! Run: `cargo run --release -p cuda-examples --bin vector_add_layers [-- --quick]`
 
 use clap::Parser;
-use cuda_driver::{Context, DeviceSlice, Kernel, LaunchConfig};
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
-use cuda_kernels::{ops, reference, Kernels};
-use cuda_runtime_lite::{self as rt, tensor::Tensor};
-use cuda_sys::{CUdevice_attribute as Attr, Driver};
+use cuda_stack_driver::{Context, DeviceSlice, Kernel, LaunchConfig};
+use cuda_stack_kernels::{ops, reference, Kernels};
+use cuda_stack_runtime::{self as rt, tensor::Tensor};
+use cuda_stack_sys::{CUdevice_attribute as Attr, Driver};
 use std::ffi::c_void;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -21,7 +21,7 @@ const PTX: &str = include_str!("../../../kernels/ptx/vector_add.ptx");
 
 #[derive(Parser)]
 #[command(
-    about = "Seed 000's vector add at every layer: cuda-sys, cuda-driver, runtime-lite, Tensor"
+    about = "Seed 000's vector add at every layer: cuda-stack-sys, cuda-stack-driver, runtime-lite, Tensor"
 )]
 struct Args {
     #[command(flatten)]
@@ -81,15 +81,15 @@ fn body() -> ProgramResult {
 
     let raw = raw_layer(ordinal, &a, &b)?;
     raw.0.print(
-        "1. cuda-sys: the raw driver API (what a C program calls)",
+        "1. cuda-stack-sys: the raw driver API (what a C program calls)",
         raw.1 == want,
     );
     let drv = driver_layer(ordinal, &a, &b)?;
     drv.0
-        .print("2. cuda-driver: the safe RAII layer", drv.1 == want);
+        .print("2. cuda-stack-driver: the safe RAII layer", drv.1 == want);
     let rtl = runtime_layer(ordinal, &a, &b)?;
     rtl.0.print(
-        "3. cuda-runtime-lite: cudaMalloc/cudaMemcpy/<<<>>> conveniences",
+        "3. cuda-stack-runtime: cudaMalloc/cudaMemcpy/<<<>>> conveniences",
         rtl.1 == want,
     );
     let ten = tensor_layer(ordinal, &a, &b)?;
@@ -260,7 +260,7 @@ fn driver_layer(ordinal: usize, a: &[f32], b: &[f32]) -> Out {
     )?;
     s.run(
         "drop(buffers, module, stream, ctx)   (frees in stream order)",
-        || -> cuda_driver::Result<()> {
+        || -> cuda_stack_driver::Result<()> {
             drop((da, db, dc, k, module));
             stream.synchronize()
         },

@@ -1,11 +1,11 @@
 //! What every kernel_lab experiment shares: the GPU context, run-time compilation, timing, the
 //! checks against the library's output and the report table with its same-run references.
 
-use cuda_driver::nvrtc::{compile_ptx, CompileOptions};
-use cuda_driver::{Context, Module, Stream};
 use cuda_examples::bench::{median, Table};
 use cuda_examples::torch::TorchBaseline;
-use cuda_kernels::Kernels;
+use cuda_stack_driver::nvrtc::{compile_ptx, CompileOptions};
+use cuda_stack_driver::{Context, Module, Stream};
+use cuda_stack_kernels::Kernels;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -162,7 +162,7 @@ pub fn time(s: &Stream, reps: usize, mut f: impl FnMut(&Stream) -> Res<()>) -> R
     for _ in 0..5 {
         let ((), d) = s.time(|s| {
             for _ in 0..reps {
-                f(s).map_err(|e| cuda_driver::Error::Unsupported {
+                f(s).map_err(|e| cuda_stack_driver::Error::Unsupported {
                     what: "lab step",
                     why: e.to_string(),
                 })?;
@@ -179,7 +179,7 @@ pub fn time(s: &Stream, reps: usize, mut f: impl FnMut(&Stream) -> Res<()>) -> R
 pub fn time_auto(s: &Stream, target: f64, mut f: impl FnMut(&Stream) -> Res<()>) -> Res<f64> {
     f(s)?;
     let ((), one) = s.time(|s| {
-        f(s).map_err(|e| cuda_driver::Error::Unsupported {
+        f(s).map_err(|e| cuda_stack_driver::Error::Unsupported {
             what: "lab step",
             why: e.to_string(),
         })

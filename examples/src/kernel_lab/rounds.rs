@@ -2,8 +2,8 @@
 //! SGEMM 4096³, each beside the D2D copy (or cuBLAS) and PyTorch.
 
 use super::common::{same, time, Lab, Res};
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig};
-use cuda_kernels::ops::{self, SoftmaxAlgo, Transpose, TransposeAlgo};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig};
+use cuda_stack_kernels::ops::{self, SoftmaxAlgo, Transpose, TransposeAlgo};
 
 const VARIANTS: &str = include_str!("../../../kernels/tuning/variants.cu");
 const DTYPE: &str = include_str!("../../../kernels/cuda/dtype.cuh");
@@ -39,7 +39,7 @@ pub type Gemm = Kernel<(
 )>;
 
 /// The variants of `kernels/tuning/variants.cu`, compiled for this GPU.
-pub fn variants(lab: &Lab) -> Res<cuda_driver::Module> {
+pub fn variants(lab: &Lab) -> Res<cuda_stack_driver::Module> {
     lab.compile("variants.cu", VARIANTS)
 }
 

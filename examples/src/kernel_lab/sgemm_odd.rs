@@ -16,9 +16,9 @@
 
 use super::common::{time_auto, Lab, Res, Unit};
 use super::rounds::Gemm;
-use cuda_driver::{DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Module, Stream};
-use cuda_kernels::ops::{self, Transpose};
-use cuda_kernels::{reference, Kernels};
+use cuda_stack_driver::{DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Module, Stream};
+use cuda_stack_kernels::ops::{self, Transpose};
+use cuda_stack_kernels::{reference, Kernels};
 
 const STRIP: &str = include_str!("../../../kernels/tuning/sgemm_strip.cu");
 const TRANSPOSE_V2: &str = include_str!("../../../kernels/tuning/transpose_v2.cu");

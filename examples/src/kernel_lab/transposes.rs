@@ -14,8 +14,8 @@
 
 use super::common::{same, time_auto, Lab, Res, Unit};
 use super::rounds::{variants, TwoD};
-use cuda_driver::{DeviceSlice, Kernel, LaunchConfig, Stream};
-use cuda_kernels::ops::{self, TransposeAlgo};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Stream};
+use cuda_stack_kernels::ops::{self, TransposeAlgo};
 use std::time::Instant;
 
 const TRANSPOSE_V2: &str = include_str!("../../../kernels/tuning/transpose_v2.cu");
@@ -24,7 +24,7 @@ const TRIAL: f64 = 0.005;
 
 /// The library kernel `ops::transpose` picks for `[rows, cols]` at `x`, and its launch.
 fn library_launch<'k>(
-    k: &'k cuda_kernels::Kernels,
+    k: &'k cuda_stack_kernels::Kernels,
     x: &DeviceSlice<f32>,
     rows: usize,
     cols: usize,
@@ -126,7 +126,7 @@ pub fn small(lab: &mut Lab) -> Res<()> {
         &[(512, 512), (1024, 1024), (3, 1 << 20), (1 << 20, 3)]
     };
     let f = k.transpose_tiled_padded.function().clone();
-    let drv = cuda_driver::cuda_sys::Driver::get()?;
+    let drv = cuda_stack_driver::cuda_stack_sys::Driver::get()?;
     let raw = f.as_raw();
     let us = host_us(&s, 2000, || {
         // What `Kernel::from_function` asked the driver on every call before its answer was

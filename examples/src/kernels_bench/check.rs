@@ -1,9 +1,9 @@
 //! Correctness before speed: each kernel runs once on a small input and is compared with its
-//! CPU twin in `cuda_kernels::reference`; a mismatch prints FAIL and ends the program.
+//! CPU twin in `cuda_stack_kernels::reference`; a mismatch prints FAIL and ends the program.
 
 use super::timing::BenchResult;
-use cuda_driver::{DeviceBuffer, Stream};
-use cuda_kernels::{ops, Kernels};
+use cuda_stack_driver::{DeviceBuffer, Stream};
+use cuda_stack_kernels::{ops, Kernels};
 use std::fmt;
 
 /// A kernel gave a wrong result.

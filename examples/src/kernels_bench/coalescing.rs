@@ -5,8 +5,8 @@ use super::check;
 use super::context::{fmt_n, torch_size, Bench};
 use super::rows::{Kind, Target, Unit};
 use super::timing::{BenchResult, Rotating};
-use cuda_kernels::ops::{self, TransposeAlgo};
-use cuda_kernels::reference;
+use cuda_stack_kernels::ops::{self, TransposeAlgo};
+use cuda_stack_kernels::reference;
 
 /// The strides of the strided-copy rows (PyTorch measures 1, 2, 4, 8, 32).
 const STRIDES: [usize; 6] = [1, 2, 4, 8, 16, 32];

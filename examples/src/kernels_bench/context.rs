@@ -3,8 +3,8 @@
 
 use super::rows::{Figure, Kind, Row, Target, Unit};
 use super::timing::{measure, measure_settled, sets_for, BenchResult, Measured, Timing};
-use cuda_driver::Stream;
-use cuda_kernels::Kernels;
+use cuda_stack_driver::Stream;
+use cuda_stack_kernels::Kernels;
 use indicatif::ProgressBar;
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -5,9 +5,9 @@ use super::check;
 use super::context::{fmt_n, torch_size, Bench};
 use super::rows::Kind;
 use super::timing::{BenchResult, Rotating};
-use cuda_driver::{DeviceSlice, Stream};
-use cuda_kernels::ops::{self, BinaryOp};
-use cuda_kernels::{reference, Kernels};
+use cuda_stack_driver::{DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{self, BinaryOp};
+use cuda_stack_kernels::{reference, Kernels};
 
 /// The ops of the family.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,8 @@ use super::check;
 use super::context::{torch_size, Bench};
 use super::rows::{Figure, Kind, Target, Unit};
 use super::timing::{BenchResult, Rotating};
-use cuda_kernels::ops::{self, MatmulAlgo};
-use cuda_kernels::reference;
+use cuda_stack_kernels::ops::{self, MatmulAlgo};
+use cuda_stack_kernels::reference;
 
 const ALGOS: [(MatmulAlgo, &str, Kind); 3] = [
     (MatmulAlgo::Naive, "matmul_naive", Kind::Educational),

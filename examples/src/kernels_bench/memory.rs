@@ -5,7 +5,7 @@ use super::check;
 use super::context::{fmt_n, torch_size, Bench};
 use super::rows::{Kind, Target, Unit};
 use super::timing::{BenchResult, Rotating};
-use cuda_kernels::{ops, ops::ReduceAlgo, reference};
+use cuda_stack_kernels::{ops, ops::ReduceAlgo, reference};
 
 /// The physical reference: `memcpy_dtod` of `big` f32, counting read + write bytes (8 per
 /// element). Sets `b.d2d`.

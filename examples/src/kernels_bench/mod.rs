@@ -21,9 +21,9 @@ pub mod tensor_cores;
 pub mod timing;
 
 use context::{Bench, Sizes};
-use cuda_driver::Context;
 use cuda_examples::bench::parse_torch_baseline;
-use cuda_kernels::Kernels;
+use cuda_stack_driver::Context;
+use cuda_stack_kernels::Kernels;
 use indicatif::{ProgressBar, ProgressStyle};
 use report::Meta;
 use rows::Verdict;
@@ -82,7 +82,7 @@ pub fn run(o: Options) -> BenchResult<()> {
     let name = dev.name()?;
     let sms = dev.sm_count()?;
     let l2 = dev.l2_cache_bytes()? as usize;
-    let driver = cuda_sys::Driver::get()?.version_string();
+    let driver = cuda_stack_sys::Driver::get()?.version_string();
     let mut meta = Meta {
         device: name.clone(),
         driver: driver.clone(),

@@ -95,7 +95,7 @@ the median over 7 trials (3 with `--quick`, and for kernels slower than 120 ms p
 is under twice the L2, the call rotates through enough copies of inputs and outputs to span four \
 L2s, so no call finds its data in L2.
 - Before timing, each kernel runs once on small inputs (odd sizes, edge tiles) and is compared \
-with its CPU reference (`cuda_kernels::reference`); a mismatch prints FAIL and stops the program.
+with its CPU reference (`cuda_stack_kernels::reference`); a mismatch prints FAIL and stops the program.
 - Memory-bound rates are bytes / time: vector add 12 bytes/element, sum 4, copies and \
 transposes 8 (read + write), strided copy 8 per output (useful bytes, as PyTorch counts), \
 unary elementwise 8 and binary 12, softmax 8. `% of reference` divides by the D2D copy rate \

@@ -6,8 +6,8 @@ use super::check;
 use super::context::{torch_size, Bench};
 use super::rows::{Kind, Target, Unit};
 use super::timing::{BenchResult, Rotating};
-use cuda_kernels::ops::{self, SoftmaxAlgo};
-use cuda_kernels::reference;
+use cuda_stack_kernels::ops::{self, SoftmaxAlgo};
+use cuda_stack_kernels::reference;
 
 const ALGOS: [(SoftmaxAlgo, &str); 6] = [
     (SoftmaxAlgo::Warp, "softmax_warp_f32 (warp per row)"),

@@ -1,5 +1,5 @@
 //! Tensor-core GEMMs (bf16 / f16 with f32 accumulation, TF32) against cuBLAS measured in this
-//! run through `cuda-blas` (same process, same timing): `gemm_wgmma_*` (TMA + wgmma, compute
+//! run through `cuda-stack-blas` (same process, same timing): `gemm_wgmma_*` (TMA + wgmma, compute
 //! capability 9.0), `gemm_mma_*` (mma.sync, 8.0+). 2·m·n·k FLOP per product.
 //! Targets (issue 11): wgmma bf16 >= 0.80x cuBLAS, mma.sync >= 0.60x, TF32 >= 0.70x, at 4096³,
 //! 8192³ and an odd shape (4095 x 4097 x 4093, rows not 16-byte aligned: the operands are
@@ -11,11 +11,11 @@ use super::check;
 use super::context::Bench;
 use super::rows::{Figure, Kind, Target, Unit};
 use super::timing::BenchResult;
-use cuda_blas::{Blas, Gemm, Math};
-use cuda_driver::half::{bf16, f16};
-use cuda_driver::{ComputeCapability, DeviceBuffer, Stream};
-use cuda_kernels::ops::{self, TcAlgo, TensorCoreElement, Transpose};
-use cuda_kernels::{reference, Element, Kernels};
+use cuda_stack_blas::{Blas, Gemm, Math};
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{ComputeCapability, DeviceBuffer, Stream};
+use cuda_stack_kernels::ops::{self, TcAlgo, TensorCoreElement, Transpose};
+use cuda_stack_kernels::{reference, Element, Kernels};
 
 const NN: Transpose = Transpose::NoTrans;
 
@@ -151,7 +151,7 @@ pub fn tensor_cores(b: &mut Bench) -> BenchResult<()> {
                 theirs: cublas.as_ref().map(|f| f.value),
                 unit: Unit::TFlops,
                 need,
-                against: "cuBLAS bf16 through cuda-blas, same run".into(),
+                against: "cuBLAS bf16 through cuda-stack-blas, same run".into(),
                 remark: if algo == TcAlgo::MmaSync {
                     "mma.sync's own ceiling on Hopper is measured by kernels/tuning/tc_lab".into()
                 } else {
@@ -223,7 +223,7 @@ pub fn tensor_cores(b: &mut Bench) -> BenchResult<()> {
                 let cub32 = match &blas {
                     Some(blas) => {
                         let g = Gemm::new(m, n, kd)
-                            .trans_b(cuda_blas::Transpose::Yes)
+                            .trans_b(cuda_stack_blas::Transpose::Yes)
                             .math(Math::Tf32);
                         let t = b.time_settled(&format!("cuBLAS TF32 {size}"), |s, _| {
                             Ok(blas.gemm(s, &g, &a32, &bt32, &mut c32)?)
@@ -279,7 +279,7 @@ pub fn tensor_cores(b: &mut Bench) -> BenchResult<()> {
                     theirs: cub32.map(|f| f.value),
                     unit: Unit::TFlops,
                     need: 0.70,
-                    against: "cuBLAS TF32 (same layout) through cuda-blas, same run".into(),
+                    against: "cuBLAS TF32 (same layout) through cuda-stack-blas, same run".into(),
                     remark: String::new(),
                 });
             }

@@ -1,9 +1,9 @@
 //! GPU timing (events around R repetitions after a warm-up, median of several trials) and
 //! rotating buffer sets, so that repetitions of a small kernel do not find their data in L2.
 
-use cuda_driver::{DeviceBuffer, DeviceView, DeviceViewMut, Stream};
 use cuda_examples::bench::median;
-use cuda_kernels::{ops, Kernels};
+use cuda_stack_driver::{DeviceBuffer, DeviceView, DeviceViewMut, Stream};
+use cuda_stack_kernels::{ops, Kernels};
 use std::error::Error;
 
 /// What every benchmark step returns.
@@ -175,13 +175,13 @@ impl Rotating {
     }
 
     /// The copy call `i` reads.
-    pub fn get(&self, i: usize) -> cuda_driver::Result<DeviceView<'_, f32>> {
+    pub fn get(&self, i: usize) -> cuda_stack_driver::Result<DeviceView<'_, f32>> {
         let j = i % self.sets;
         self.buf.slice(j * self.n..(j + 1) * self.n)
     }
 
     /// The copy call `i` writes.
-    pub fn get_mut(&mut self, i: usize) -> cuda_driver::Result<DeviceViewMut<'_, f32>> {
+    pub fn get_mut(&mut self, i: usize) -> cuda_stack_driver::Result<DeviceViewMut<'_, f32>> {
         let j = i % self.sets;
         self.buf.slice_mut(j * self.n..(j + 1) * self.n)
     }

@@ -3,7 +3,7 @@
 use crate::dispatch;
 use crate::launch::{check_len, grid, BLOCK};
 use crate::{Element, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// One thread per element, block 256 (the kernels loop over any grid).
 fn config(n: usize) -> LaunchConfig {

@@ -2,7 +2,7 @@
 
 use crate::launch::{blocks, check_len, check_matrix, sms, to_i32, BLOCK};
 use crate::{Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// `out[r][c] = max(fmaf(x[r][c], scale, bias[c]), 0)` (NaN → 0) on row-major `[rows, cols]`
 /// arrays; `bias` has `cols` elements. Launch: block 256, grid `(ceil(cols / 1024),

@@ -3,7 +3,7 @@
 use crate::dispatch;
 use crate::launch::{check_len, grid, BLOCK};
 use crate::{Kernels, Result};
-use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
 /// `out[i] = x[i] as B` for the pairs with a kernel: f32 ↔ f64, f32 ↔ f16, f32 ↔ bf16,
 /// f16 ↔ bf16, f32/f64 → i32 and i32 → f32/f64. Floats narrow by round-to-nearest-even;

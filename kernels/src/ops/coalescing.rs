@@ -2,7 +2,7 @@
 
 use crate::launch::{blocks, check_len, check_matrix, grid, packet_grid, sms, to_i32, BLOCK};
 use crate::{dispatch, Error, Kernels, Result};
-use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
 /// `dst = src` with `copy_coalesced` (float4 when both are 16-byte aligned): the bandwidth
 /// ceiling. Block 256, `ceil(n / 1024)` blocks (one float4 per thread).

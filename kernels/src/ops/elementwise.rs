@@ -2,7 +2,7 @@
 
 use crate::launch::{check_len, packet_grid, BLOCK};
 use crate::{dispatch, Element, Float, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// A binary elementwise operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,8 +9,8 @@ use super::Transpose;
 use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels};
 use crate::launch::{blocks, to_i32};
 use crate::{DType, Element, Error, Kernels, Result};
-use cuda_driver::half::{bf16, f16};
-use cuda_driver::{
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{
     ComputeCapability, DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Stream, TensorMap,
     TensorMapElement, TensorMapSwizzle,
 };
@@ -153,12 +153,12 @@ pub fn tc_choice(algo: TcAlgo, cc: ComputeCapability, dtype: DType) -> Result<Tc
 
 /// An operand as the kernels need it: 16-byte aligned start, row stride a multiple of 16 bytes.
 /// Misaligned ones are copied into a padded buffer first (one pass over the operand).
-enum Operand<'a, T: cuda_driver::DeviceRepr> {
+enum Operand<'a, T: cuda_stack_driver::DeviceRepr> {
     Borrowed(&'a DeviceSlice<T>, usize),
     Padded(DeviceBuffer<T>, usize),
 }
 
-impl<T: cuda_driver::DeviceRepr> Operand<'_, T> {
+impl<T: cuda_stack_driver::DeviceRepr> Operand<'_, T> {
     fn slice(&self) -> &DeviceSlice<T> {
         match self {
             Operand::Borrowed(s, _) => s,
@@ -176,7 +176,7 @@ impl<T: cuda_driver::DeviceRepr> Operand<'_, T> {
 /// aligned operand: itself when it starts on 16 bytes and its rows are multiples of 16 bytes,
 /// else a copy with the row stride rounded up (its padding is never read: the kernels bound every
 /// load by `cols`).
-fn aligned<'a, T: cuda_driver::DeviceRepr>(
+fn aligned<'a, T: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
     s: &Stream,
     x: &'a DeviceSlice<T>,
@@ -198,7 +198,7 @@ fn aligned<'a, T: cuda_driver::DeviceRepr>(
 /// A new `[rows, ldp]` buffer whose first `cols` columns are those of `x` (stored `[rows, cols]`
 /// with row stride `ld`, checked to fit by the caller); the other columns are left unwritten.
 #[allow(clippy::too_many_arguments)]
-fn copy_rows<T: cuda_driver::DeviceRepr>(
+fn copy_rows<T: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
     s: &Stream,
     x: &DeviceSlice<T>,
@@ -223,7 +223,7 @@ fn copy_rows<T: cuda_driver::DeviceRepr>(
 /// `dst[r·ldd + c] = src[r·lds + c]` for r < rows, c < cols (`copy_rows_b2` / `_b4`). Both slices
 /// must span their `[rows, cols]` matrices with those strides (checked here).
 #[allow(clippy::too_many_arguments)]
-fn copy_rows_into<T: cuda_driver::DeviceRepr>(
+fn copy_rows_into<T: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
     s: &Stream,
     src: &DeviceSlice<T>,
@@ -273,7 +273,7 @@ fn copy_rows_into<T: cuda_driver::DeviceRepr>(
 
 /// `C[i·ldc + j] = 0` for i < m, j < n (the product when k == 0): a zeroed scratch matrix copied
 /// into C's rows, so elements of C outside the product stay untouched.
-fn zero_product<T: cuda_driver::DeviceRepr>(
+fn zero_product<T: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
     s: &Stream,
     c: &mut DeviceSlice<T>,
@@ -386,7 +386,7 @@ fn stored(t: Transpose, rows: usize, cols: usize) -> (usize, usize) {
     }
 }
 
-fn raise_smem(f: &cuda_driver::Function, bytes: u32) -> Result<()> {
+fn raise_smem(f: &cuda_stack_driver::Function, bytes: u32) -> Result<()> {
     if f.limits().max_dynamic_shared_bytes < bytes {
         f.set_max_dynamic_shared_mem(bytes)?;
     }
@@ -407,7 +407,7 @@ fn operand_map<T: TensorCoreElement>(
     tma_map(x, T::TMA, t, is_a, rows, cols, ld)
 }
 
-fn tma_map<T: cuda_driver::DeviceRepr>(
+fn tma_map<T: cuda_stack_driver::DeviceRepr>(
     x: &DeviceSlice<T>,
     elem: TensorMapElement,
     t: Transpose,

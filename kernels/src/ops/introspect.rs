@@ -2,7 +2,7 @@
 
 use crate::launch::check_len;
 use crate::{Error, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Words per thread `thread_hierarchy` writes: `[blockIdx.x, blockIdx.y, threadIdx.x,
 /// threadIdx.y, warp, lane, smid, g]`.

@@ -4,7 +4,7 @@
 use crate::dispatch;
 use crate::launch::{check_len, check_matrix, to_i32};
 use crate::{Element, Error, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Rows handled by one block of 256 threads (one warp each).
 const ROWS_PER_BLOCK: usize = 8;

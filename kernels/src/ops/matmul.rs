@@ -2,7 +2,7 @@
 
 use crate::launch::{blocks, check_matrix, to_i32, BLOCK};
 use crate::{dispatch, Element, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Which matmul kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

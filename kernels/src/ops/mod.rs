@@ -1,6 +1,6 @@
 //! Safe operations on device buffers, one concept per file.
 //!
-//! Every op takes the loaded [`Kernels`](crate::Kernels), the [`Stream`](cuda_driver::Stream) to
+//! Every op takes the loaded [`Kernels`](crate::Kernels), the [`Stream`](cuda_stack_driver::Stream) to
 //! queue work on, and device slices; it checks lengths and shapes (returning
 //! [`Error`](crate::Error) with the shapes involved, before anything is queued), picks the launch
 //! configuration the kernel is designed for (see the crate README), skips the launch when there

@@ -7,7 +7,7 @@
 use crate::dispatch;
 use crate::launch::{check_len, grid, to_i32, BLOCK};
 use crate::{Element, Error, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 fn config(n: usize) -> LaunchConfig {
     LaunchConfig::new(grid(n as u64, BLOCK as u64, i32::MAX as u64), BLOCK)

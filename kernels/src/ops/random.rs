@@ -2,7 +2,7 @@
 
 use crate::launch::{grid, sms, BLOCK};
 use crate::{Kernels, Result};
-use cuda_driver::{DeviceRepr, DeviceSlice, Kernel, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, Kernel, LaunchConfig, Stream};
 
 /// The launch for `n` outputs at stream position `offset`: one Philox block (4 outputs) per
 /// thread, block 256, `min(ceil(blocks / 256), 32 × SMs)` blocks.

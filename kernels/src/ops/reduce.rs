@@ -3,7 +3,7 @@
 
 use crate::launch::{check_len, grid, sms, BLOCK};
 use crate::{dispatch, Element, Error, Kernels, Result};
-use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
 /// Which first-pass kernel a full reduction uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

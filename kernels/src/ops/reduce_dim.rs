@@ -19,7 +19,7 @@
 use crate::dispatch::{self, Part, Rows};
 use crate::launch::{blocks, check_len, sms, to_i32, BLOCK};
 use crate::{Element, Error, Kernels, Result};
-use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
 /// Rows at least this long are split across blocks (the second choice of [`sum_dim`]).
 pub const ROW_SPLIT_MIN_COLS: usize = 1024;

@@ -2,7 +2,7 @@
 
 use crate::launch::{blocks, grid, sms, to_i32, BLOCK};
 use crate::{dispatch, Error, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Whether an operand is used as stored or transposed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -3,7 +3,7 @@
 
 use crate::launch::{blocks, check_matrix, sms, to_i32};
 use crate::{Error, Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Which softmax kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

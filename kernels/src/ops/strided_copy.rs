@@ -2,7 +2,7 @@
 
 use crate::launch::{check_len, grid, sms, BLOCK};
 use crate::{dispatch, Error, Kernels, Result, StridedLayout};
-use cuda_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
 /// `Some((rows, cols))` when `layout` (simplified) is the transpose of a contiguous
 /// `[rows, cols]` matrix starting at its offset: shape `[cols, rows]`, strides `[1, cols]`.

@@ -2,7 +2,7 @@
 
 use crate::launch::{check_len, packet_grid, to_i32, BLOCK};
 use crate::{Kernels, Result};
-use cuda_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// `c = a + b` with seed 000's kernel `vector_add`: block 256, one thread per element
 /// (`ceil(n / 256)` blocks), `int` indices, so `n <= i32::MAX`.

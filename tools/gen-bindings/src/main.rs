@@ -1,4 +1,4 @@
-//! Regenerates `cuda-sys/src/generated/` from the pinned CUDA headers.
+//! Regenerates `cuda-stack-sys/src/generated/` from the pinned CUDA headers.
 //!
 //! Usage: `gen-bindings --include <dir> [--include <dir>]... --out <dir>`
 //! (normally run through `tools/regen-bindings`, which fetches the pinned headers). Every
@@ -29,7 +29,7 @@ struct Lib {
     /// Regex for bindgen's allowlists.
     functions: &'static str,
     types: &'static str,
-    /// The handle type in `cuda-sys` that owns the table (`Driver`, `Nvrtc`).
+    /// The handle type in `cuda-stack-sys` that owns the table (`Driver`, `Nvrtc`).
     owner: &'static str,
     /// Table struct name.
     table: &'static str,

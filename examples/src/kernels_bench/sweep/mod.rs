@@ -15,8 +15,8 @@ pub mod ours;
 pub mod report;
 
 use cases::Case;
-use cuda_driver::Context;
-use cuda_kernels::Kernels;
+use cuda_stack_driver::Context;
+use cuda_stack_kernels::Kernels;
 use indicatif::{ProgressBar, ProgressStyle};
 use report::{Measured, TorchSide};
 use std::path::PathBuf;

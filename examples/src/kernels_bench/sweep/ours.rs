@@ -9,9 +9,9 @@
 use super::cases::{Case, Op};
 use crate::kb::check;
 use crate::kb::timing::{measure, BenchResult, Timing};
-use cuda_driver::{DeviceBuffer, DeviceSlice, Stream};
-use cuda_kernels::ops::{self, ReduceAlgo, Transpose, TransposeAlgo};
-use cuda_kernels::{reference, Kernels, StridedLayout};
+use cuda_stack_driver::{DeviceBuffer, DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{self, ReduceAlgo, Transpose, TransposeAlgo};
+use cuda_stack_kernels::{reference, Kernels, StridedLayout};
 
 /// The sweep's timing settings (both sides).
 pub fn timing(quick: bool) -> Timing {
@@ -51,7 +51,7 @@ fn view(
     b: &DeviceSlice<f32>,
     off: usize,
     n: usize,
-) -> BenchResult<cuda_driver::DeviceView<'_, f32>> {
+) -> BenchResult<cuda_stack_driver::DeviceView<'_, f32>> {
     Ok(b.slice(off..off + n)?)
 }
 

@@ -1,4 +1,4 @@
-//! gen-kernels: `cuda-kernels`' committed PTX, manifest and typed handles, made by `cuda-build`.
+//! gen-kernels: `cuda-stack-kernels`' committed PTX, manifest and typed handles, made by `cuda-stack-build`.
 //!
 //! ```text
 //! gen-kernels ptx [--check]       compile kernels/cuda/*.cu with NVRTC 12.4 (CUDA_NVRTC_PATH),
@@ -12,8 +12,8 @@
 
 mod json;
 
-use cuda_build::handles::{HandleFile, HandleStyle};
-use cuda_build::{Arch, Build, Compiler, KernelDecl, ParamKind, RustType, DEFAULT_ARCH};
+use cuda_stack_build::handles::{HandleFile, HandleStyle};
+use cuda_stack_build::{Arch, Build, Compiler, KernelDecl, ParamKind, RustType, DEFAULT_ARCH};
 use json::{obj, s, Json};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -69,15 +69,15 @@ fn configure(b: &mut Build) {
         .pointee("bf16_t", RustType::Bf16)
         .pointee("unsigned short", RustType::Prim("u16"))
         .struct_param("StridedLayout", "StridedLayout", 144, 8)
-        .struct_param("TensorMap", "cuda_driver::TensorMap", 128, 64);
+        .struct_param("TensorMap", "cuda_stack_driver::TensorMap", 128, 64);
 }
 
-fn type_map() -> cuda_build::TypeMap {
-    let mut t = cuda_build::TypeMap::default();
+fn type_map() -> cuda_stack_build::TypeMap {
+    let mut t = cuda_stack_build::TypeMap::default();
     t.pointee("f16_t", RustType::F16)
         .pointee("bf16_t", RustType::Bf16)
         .value_struct("StridedLayout", "StridedLayout", 144, 8)
-        .value_struct("TensorMap", "cuda_driver::TensorMap", 128, 64);
+        .value_struct("TensorMap", "cuda_stack_driver::TensorMap", 128, 64);
     t
 }
 
@@ -181,7 +181,7 @@ fn source_name(p: &Path) -> String {
 }
 
 /// The manifest, as the first (Python) gen-ptx wrote it.
-fn manifest(out: &cuda_build::Output) -> Res<Json> {
+fn manifest(out: &cuda_stack_build::Output) -> Res<Json> {
     let mut files = Vec::new();
     let mut kernels: Vec<(String, String, Json)> = Vec::new();
     for f in &out.files {
@@ -298,21 +298,21 @@ fn handles(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
     for src in sources(kernels_dir)? {
         let text = std::fs::read_to_string(&src)?;
         let source = source_name(&src);
-        let (archs, _) = cuda_build::directives(&src, &text)?;
+        let (archs, _) = cuda_stack_build::directives(&src, &text)?;
         let archs: Vec<Arch> = archs.unwrap_or_else(|| vec![DEFAULT_ARCH]);
         let stem = src
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default();
         let mut kernels: Vec<KernelDecl> =
-            cuda_build::parse_kernels(Path::new(&source), &text, &types)?;
+            cuda_stack_build::parse_kernels(Path::new(&source), &text, &types)?;
         kernels.sort_by(|a, b| a.name.cmp(&b.name));
         let mut targets = Vec::new();
         for a in &archs {
             let rel = format!("ptx/{stem}{}", a.ptx_suffix());
             let ptx = std::fs::read_to_string(kernels_dir.join(&rel))
                 .map_err(|e| format!("kernels/{rel}: {e} (run kernels/tools/gen-ptx first)"))?;
-            let entries = cuda_build::ptx_entries::entries(&ptx)
+            let entries = cuda_stack_build::ptx_entries::entries(&ptx)
                 .ok_or_else(|| format!("kernels/{rel}: unreadable .entry parameters"))?;
             for k in &kernels {
                 if entries.get(&k.name) != Some(&k.sizes()) {
@@ -346,7 +346,7 @@ fn handles(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
             kernels,
         });
     }
-    let text = cuda_build::handles::generate(&HandleStyle::CudaKernelsCrate, &files);
+    let text = cuda_stack_build::handles::generate(&HandleStyle::CudaKernelsCrate, &files);
     let path = kernels_dir.join("src/generated/handles.rs");
     let n: usize = files.iter().map(|f| f.kernels.len()).sum();
     if check {

@@ -1,0 +1,178 @@
+//! Element types cuBLAS multiplies, and which combinations it supports.
+
+use crate::{BlasError, Math, Result};
+use cuda_stack_driver::cuda_stack_sys::cublas_types::{cublasComputeType_t, cudaDataType_t};
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::DeviceRepr;
+
+/// An element type of a GEMM operand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DataType {
+    /// `f32` (`CUDA_R_32F`).
+    F32,
+    /// `f64` (`CUDA_R_64F`).
+    F64,
+    /// IEEE half, `half::f16` (`CUDA_R_16F`).
+    F16,
+    /// bfloat16, `half::bf16` (`CUDA_R_16BF`).
+    BF16,
+}
+
+impl DataType {
+    /// cuBLAS's name for it.
+    pub(crate) fn cuda(self) -> cudaDataType_t {
+        match self {
+            DataType::F32 => cudaDataType_t::CUDA_R_32F,
+            DataType::F64 => cudaDataType_t::CUDA_R_64F,
+            DataType::F16 => cudaDataType_t::CUDA_R_16F,
+            DataType::BF16 => cudaDataType_t::CUDA_R_16BF,
+        }
+    }
+
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            DataType::F32 => 4,
+            DataType::F64 => 8,
+            DataType::F16 | DataType::BF16 => 2,
+        }
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for super::f16 {}
+    impl Sealed for super::bf16 {}
+}
+
+/// A Rust type cuBLAS can multiply: `f32`, `f64`, `half::f16`, `half::bf16`.
+pub trait Element: DeviceRepr + sealed::Sealed {
+    /// Its [`DataType`].
+    const DTYPE: DataType;
+}
+
+impl Element for f32 {
+    const DTYPE: DataType = DataType::F32;
+}
+impl Element for f64 {
+    const DTYPE: DataType = DataType::F64;
+}
+impl Element for f16 {
+    const DTYPE: DataType = DataType::F16;
+}
+impl Element for bf16 {
+    const DTYPE: DataType = DataType::BF16;
+}
+
+/// How a supported combination is computed: cuBLAS's compute type, and the type of `alpha` and
+/// `beta` (the scale type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Compute {
+    pub(crate) compute: cublasComputeType_t,
+    pub(crate) scale: DataType,
+}
+
+/// The compute mode for inputs of `input` and an output of `output`, or
+/// [`BlasError::UnsupportedTypes`]:
+///
+/// | a, b | c | math | compute |
+/// |---|---|---|---|
+/// | f32 | f32 | default | `CUBLAS_COMPUTE_32F` (no TF32) |
+/// | f32 | f32 | TF32 | `CUBLAS_COMPUTE_32F_FAST_TF32` |
+/// | f64 | f64 | default | `CUBLAS_COMPUTE_64F` |
+/// | f16 | f16 or f32 | default | `CUBLAS_COMPUTE_32F` (f32 accumulation) |
+/// | bf16 | bf16 or f32 | default | `CUBLAS_COMPUTE_32F` (f32 accumulation) |
+pub(crate) fn compute_for(
+    op: &'static str,
+    input: DataType,
+    output: DataType,
+    math: Math,
+) -> Result<Compute> {
+    use DataType::*;
+    let f32_scale = |compute| Compute {
+        compute,
+        scale: F32,
+    };
+    match (input, output, math) {
+        (F32, F32, Math::Default) => Ok(f32_scale(cublasComputeType_t::CUBLAS_COMPUTE_32F)),
+        (F32, F32, Math::Tf32) => Ok(f32_scale(cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32)),
+        (F64, F64, Math::Default) => Ok(Compute {
+            compute: cublasComputeType_t::CUBLAS_COMPUTE_64F,
+            scale: F64,
+        }),
+        (F16, F16 | F32, Math::Default) | (BF16, BF16 | F32, Math::Default) => {
+            Ok(f32_scale(cublasComputeType_t::CUBLAS_COMPUTE_32F))
+        }
+        _ => Err(BlasError::UnsupportedTypes {
+            op,
+            input,
+            output,
+            math: math.describe(),
+        }),
+    }
+}
+
+/// `alpha` and `beta` as the bytes of the scale type, for host-pointer mode.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Scalars {
+    F32([f32; 2]),
+    F64([f64; 2]),
+}
+
+impl Scalars {
+    pub(crate) fn new(scale: DataType, alpha: f64, beta: f64) -> Scalars {
+        match scale {
+            DataType::F64 => Scalars::F64([alpha, beta]),
+            _ => Scalars::F32([alpha as f32, beta as f32]),
+        }
+    }
+
+    /// Pointers to `alpha` and `beta`, valid while `self` is.
+    pub(crate) fn ptrs(&self) -> (*const std::ffi::c_void, *const std::ffi::c_void) {
+        match self {
+            Scalars::F32(v) => ((&v[0] as *const f32).cast(), (&v[1] as *const f32).cast()),
+            Scalars::F64(v) => ((&v[0] as *const f64).cast(), (&v[1] as *const f64).cast()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_combination_is_decided() {
+        use DataType::*;
+        let all = [F32, F64, F16, BF16];
+        let mut ok = Vec::new();
+        for a in all {
+            for c in all {
+                for m in [Math::Default, Math::Tf32] {
+                    match compute_for("t", a, c, m) {
+                        Ok(_) => ok.push((a, c, m)),
+                        Err(BlasError::UnsupportedTypes { input, output, .. }) => {
+                            assert_eq!((input, output), (a, c))
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            }
+        }
+        assert_eq!(
+            ok,
+            [
+                (F32, F32, Math::Default),
+                (F32, F32, Math::Tf32),
+                (F64, F64, Math::Default),
+                (F16, F32, Math::Default),
+                (F16, F16, Math::Default),
+                (BF16, F32, Math::Default),
+                (BF16, BF16, Math::Default),
+            ]
+        );
+        let e = compute_for("gemm", F16, F32, Math::Tf32).unwrap_err();
+        assert!(e.to_string().contains("TF32"), "{e}");
+    }
+}

@@ -1,0 +1,196 @@
+//! The crate's one error type.
+
+use crate::DataType;
+use cuda_stack_driver::cuda_stack_sys::{CublasError, LoadError};
+
+/// Every failure `cuda-stack-blas` reports. Checks run before any library call, so a shape, length,
+/// type or alignment problem never reaches cuBLAS; each message says what was asked, what the
+/// limit was, and what to do.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum BlasError {
+    /// cuBLAS or cuBLASLt could not be loaded (lists every place tried).
+    #[error("cuBLAS is not available: {0}")]
+    Load(#[from] LoadError),
+
+    /// The loaded cuBLAS is not the major version these bindings describe.
+    #[error(
+        "{library} is version {found}, but cuda-stack-blas is built on the cuBLAS 13 ABI; install \
+         cuBLAS 13 (`pip install nvidia-cublas`) or point CUDA_CUBLAS_PATH / CUDA_CUBLASLT_PATH \
+         at a libcublas.so.13 / libcublasLt.so.13"
+    )]
+    Version {
+        /// `"cuBLAS"` or `"cuBLASLt"`.
+        library: &'static str,
+        /// The version the library reported, e.g. `"12.4.5"` or `"unknown"`.
+        found: String,
+    },
+
+    /// A cuBLAS or cuBLASLt call returned an error status (names the call and the status).
+    #[error(transparent)]
+    Cublas(#[from] CublasError),
+
+    /// A `cuda-stack-driver` operation failed (allocation, ordering, context, …).
+    #[error(transparent)]
+    Driver(#[from] cuda_stack_driver::Error),
+
+    /// A buffer is shorter than the matrix (or batch of matrices) the shape describes.
+    #[error("{op}: `{operand}` must hold {expected}, but the buffer has {found} elements")]
+    Length {
+        /// The operation, e.g. `"gemm"`.
+        op: &'static str,
+        /// `"a"`, `"b"`, `"c"` or `"bias"`.
+        operand: &'static str,
+        /// What the shape needs, in words and elements.
+        expected: String,
+        /// The buffer's length.
+        found: usize,
+    },
+
+    /// A leading dimension is smaller than the stored rows it must step over.
+    #[error(
+        "{op}: the leading dimension of `{operand}` is {ld}, but its stored (row-major) rows \
+         have {min} elements; the leading dimension must be at least {min}"
+    )]
+    LeadingDimension {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        operand: &'static str,
+        /// The leading dimension given.
+        ld: usize,
+        /// The smallest valid one.
+        min: usize,
+    },
+
+    /// A size does not fit the library's integer type.
+    #[error("{op}: {what} is {value}, more than cuBLAS accepts ({max})")]
+    TooLarge {
+        /// The operation.
+        op: &'static str,
+        /// What was too large (`"m"`, `"ldb"`, `"the span of b"`, …).
+        what: &'static str,
+        /// Its value.
+        value: u128,
+        /// The limit.
+        max: u128,
+    },
+
+    /// The matrices of a strided batch's output overlap, so batches would write each other's
+    /// elements.
+    #[error(
+        "{op}: the {count} output matrices overlap: the batch stride of c is {stride}, but one \
+         matrix spans {span} elements; use a stride of at least {span}"
+    )]
+    BatchOverlap {
+        /// The operation.
+        op: &'static str,
+        /// Batch count.
+        count: usize,
+        /// The output batch stride given.
+        stride: usize,
+        /// Elements one output matrix spans.
+        span: usize,
+    },
+
+    /// cuBLAS has no GEMM for this combination of element types and compute mode.
+    #[error(
+        "{op}: inputs of {input:?} with output {output:?} and {math} are not supported; \
+         supported: f32 -> f32 (default or TF32), f64 -> f64 (default), \
+         f16 -> f16 or f32 and bf16 -> bf16 or f32 (f32 accumulation, default math)"
+    )]
+    UnsupportedTypes {
+        /// The operation.
+        op: &'static str,
+        /// Element type of `a` and `b`.
+        input: DataType,
+        /// Element type of `c`.
+        output: DataType,
+        /// The requested math, e.g. `"TF32 math"`.
+        math: &'static str,
+    },
+
+    /// An epilogue and the bias argument disagree (a bias epilogue without a bias, or a bias
+    /// without a bias epilogue).
+    #[error("{op}: {problem}")]
+    Epilogue {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
+
+    /// An operand's address is less aligned than the path needs.
+    #[error(
+        "{op}: `{operand}` starts at an address aligned to {found} bytes, but {path} needs \
+         {required}-byte alignment; start the view at a multiple of {required} bytes (or copy \
+         it into its own buffer), or use `Blas::gemm` plus a separate elementwise op"
+    )]
+    Misaligned {
+        /// The operation.
+        op: &'static str,
+        /// The operand.
+        operand: &'static str,
+        /// The path that needs it.
+        path: &'static str,
+        /// The address's alignment.
+        found: usize,
+        /// What the path needs.
+        required: usize,
+    },
+
+    /// The handle's workspace is smaller than the chosen algorithm needs.
+    #[error(
+        "{op}: the algorithm chosen needs a workspace of {needed} bytes, but the handle has \
+         {available}; make the handle with `Blas::with_workspace` and at least {needed} bytes"
+    )]
+    WorkspaceTooSmall {
+        /// The operation.
+        op: &'static str,
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes the handle owns.
+        available: usize,
+    },
+
+    /// A workspace size that cuBLAS cannot use.
+    #[error("a workspace of {bytes} bytes is not usable: {why}")]
+    Workspace {
+        /// The size asked for.
+        bytes: usize,
+        /// Why not.
+        why: &'static str,
+    },
+
+    /// The stream belongs to another device than the handle: cuBLAS does not define work queued
+    /// through a handle of one device on another device's stream. Use [`crate::Blas::get`] with
+    /// the stream's context (one handle per device).
+    #[error(
+        "{op}: the stream is on device {stream_device}, but this Blas handle was made for device \
+         {handle_device}; use the handle of the stream's device (Blas::get(stream.context()))"
+    )]
+    DeviceMismatch {
+        /// The operation.
+        op: &'static str,
+        /// The handle's device.
+        handle_device: usize,
+        /// The stream's device.
+        stream_device: usize,
+    },
+
+    /// cuBLASLt's heuristic found no algorithm for the problem.
+    #[error(
+        "{op}: cuBLASLt has no algorithm for {problem} within a workspace of {workspace} bytes; \
+         try another epilogue or alignment, a larger workspace, or `Blas::gemm`"
+    )]
+    NoAlgorithm {
+        /// The operation.
+        op: &'static str,
+        /// The problem: shape, types, transposes, epilogue, alignments.
+        problem: String,
+        /// The workspace the search was limited to.
+        workspace: usize,
+    },
+}
+
+/// `Result` with [`BlasError`].
+pub type Result<T, E = BlasError> = std::result::Result<T, E>;

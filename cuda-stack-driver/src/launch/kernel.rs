@@ -1,0 +1,140 @@
+//! `Kernel<Args>`: a function handle that carries its Rust signature.
+
+use super::args::{KernelArg, KernelParam, Signature};
+use crate::{Function, LaunchConfig, Result, Stream};
+use std::ffi::c_void;
+use std::marker::PhantomData;
+
+/// A kernel whose parameter types are part of its type, e.g.
+/// `Kernel<(&DeviceSlice<f32>, &DeviceSlice<f32>, &mut DeviceSlice<f32>, i32)>` for
+/// `vector_add(const float*, const float*, float*, int)`.
+///
+/// [`Kernel::launch`] takes exactly those arguments, so a launch with the wrong types, the wrong
+/// number of arguments, or a read-only buffer where the kernel writes does not compile.
+///
+/// Two promises stand between a kernel and memory safety, and both are `unsafe`:
+/// - **making the handle** ([`crate::Module::kernel`], [`Kernel::from_function`]): the CUDA
+///   declaration matches `Args` (checked as far as the driver allows: the number and byte sizes
+///   of the parameters);
+/// - **launching it** ([`Kernel::launch`]): with *this* grid and *these* scalar values the kernel
+///   stays inside the buffers it is given. Only the caller can know that: `add(a, b, out, n)` is
+///   in bounds for `n <= out.len()` and out of bounds for `n = 2 * out.len()`, and nothing in the
+///   types says which scalar is a length.
+///
+/// Safe code launches kernels through wrappers that check the shapes against the real buffers
+/// first and then make the `unsafe` call (the ops of `cuda-stack-kernels` are such wrappers). The
+/// crate-level [soundness model](crate#soundness-model) says what the rest of the launch
+/// guarantees (ordering across streams, graph keep-alive, context checks).
+pub struct Kernel<Args> {
+    func: Function,
+    _sig: PhantomData<fn() -> Args>,
+}
+
+impl<Args> Clone for Kernel<Args> {
+    fn clone(&self) -> Self {
+        Kernel {
+            func: self.func.clone(),
+            _sig: PhantomData,
+        }
+    }
+}
+
+impl<Args> std::fmt::Debug for Kernel<Args> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Kernel({:?}: {})",
+            self.func.name(),
+            std::any::type_name::<Args>()
+        )
+    }
+}
+
+impl<Args: Signature> Kernel<Args> {
+    /// Wraps `func` after checking its parameter sizes against `Args`.
+    ///
+    /// # Safety
+    /// The kernel's CUDA declaration must match `Args`: pointer parameters the kernel writes must
+    /// be `&mut DeviceSlice<T>` of the right `T`, pointers it only reads `&DeviceSlice<T>`, and
+    /// scalars their exact C type. (Staying in bounds is promised per launch: see
+    /// [`Kernel::launch`].)
+    pub unsafe fn from_function(func: Function) -> Result<Kernel<Args>> {
+        func.check_param_sizes(Args::SIZES)?;
+        Ok(Kernel {
+            func,
+            _sig: PhantomData,
+        })
+    }
+
+    /// The untyped function.
+    pub fn function(&self) -> &Function {
+        &self.func
+    }
+}
+
+macro_rules! impl_launch {
+    ($($A:ident $a:ident $v:ident),*) => {
+        impl<$($A: KernelParam),*> Kernel<($($A,)*)> {
+            /// Queues the kernel on `stream` with `cfg` (validated first) and these arguments.
+            /// Buffers are ordered across streams as the [`crate::memory`] docs describe; during a
+            /// graph capture the graph keeps the buffers and the module alive.
+            ///
+            /// # Safety
+            /// With `cfg`'s grid and block and these scalar values, every memory access the kernel
+            /// makes through a buffer argument must fall inside that buffer's `len()` elements,
+            /// and it must access no other device memory (no pointers smuggled in scalars or
+            /// structs, no module globals written while other kernels read them). Check every
+            /// length/shape scalar against the buffers before calling (e.g. `n <= out.len()`
+            /// for a one-thread-per-element kernel with an `if (i < n)` guard); a kernel without
+            /// a bounds guard needs the grid itself checked too.
+            #[allow(clippy::too_many_arguments, unused_mut)]
+            #[inline]
+            pub unsafe fn launch(&self, stream: &Stream, cfg: &LaunchConfig $(, $a: $A::Arg<'_>)*) -> Result<()> {
+                let _gate = self.func.prepare(stream, cfg)?;
+                $( $a.before_launch(stream)?; )*
+                $( let $v = $a.value(); )*
+                let mut params: [*mut c_void; 0 $(+ { let _ = stringify!($A); 1 })*] =
+                    [$( &$v as *const _ as *mut c_void ),*];
+                // SAFETY: the signature was checked against the kernel when the handle was made
+                // (and promised by its maker); bounds are promised by our caller; each pointer
+                // refers to a live local of the parameter's exact size; buffers are live for the
+                // call and ordered on `stream`; `_gate` keeps the capture state fixed.
+                unsafe { self.func.launch_prepared(stream, cfg, &mut params)? };
+                // After-use bookkeeping settles the stream itself if it fails (see
+                // `Allocation::after_use`), so an error here leaves nothing untracked.
+                let mut first_err = Ok(());
+                $( if let Err(e) = $a.after_launch(stream) { if first_err.is_ok() { first_err = Err(e); } } )*
+                first_err
+            }
+        }
+    };
+}
+impl_launch!();
+impl_launch!(A0 a0 v0);
+impl_launch!(A0 a0 v0, A1 a1 v1);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20, A21 a21 v21);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20, A21 a21 v21, A22 a22 v22);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20, A21 a21 v21, A22 a22 v22, A23 a23 v23);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20, A21 a21 v21, A22 a22 v22, A23 a23 v23, A24 a24 v24);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20, A21 a21 v21, A22 a22 v22, A23 a23 v23, A24 a24 v24, A25 a25 v25);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20, A21 a21 v21, A22 a22 v22, A23 a23 v23, A24 a24 v24, A25 a25 v25, A26 a26 v26);
+impl_launch!(A0 a0 v0, A1 a1 v1, A2 a2 v2, A3 a3 v3, A4 a4 v4, A5 a5 v5, A6 a6 v6, A7 a7 v7, A8 a8 v8, A9 a9 v9, A10 a10 v10, A11 a11 v11, A12 a12 v12, A13 a13 v13, A14 a14 v14, A15 a15 v15, A16 a16 v16, A17 a17 v17, A18 a18 v18, A19 a19 v19, A20 a20 v20, A21 a21 v21, A22 a22 v22, A23 a23 v23, A24 a24 v24, A25 a25 v25, A26 a26 v26, A27 a27 v27);

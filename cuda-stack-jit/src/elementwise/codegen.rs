@@ -1,0 +1,238 @@
+//! The CUDA source of one elementwise specialization.
+//!
+//! ```text
+//! <prelude>                      float16/bfloat16, _Raw, _Ind, _Dims (see crate::prelude)
+//! typedef float T;               one per placeholder
+//! <preamble>                     the user's
+//! __device__ void NAME_op(i, _ind, const float& x, float& y) { <operation> }
+//! extern "C" __global__ void NAME(const float* __restrict__ _in_x, float* __restrict__ _out_y,
+//!                                 long long _n [, _Dims<N> _shape, _Dims<N> _st_x, …]) {
+//!     grid-stride loop over _j < _n (32-bit indices when they fit, 64-bit otherwise):
+//!         NAME_op(_j, _ind, _in_x[_j], _out_y[_j]);            contiguous operands
+//!         NAME_op(_j, _ind, _in_x[offset_x(_j)], _out_y[_j]);  strided/broadcast ones
+//! }
+//! ```
+//! The operation appears once (in `NAME_op`), so a compile error in it is reported once, at
+//! the user's line. Outputs are always contiguous (new, or made exclusive first), so they are
+//! indexed by `_j` directly; only strided inputs decompose `_j` over the merged dimensions.
+
+use super::Kind;
+use crate::params::Param;
+use crate::prelude::PRELUDE;
+use crate::source_map::{SourceBuilder, SourceMap};
+use crate::types::{c_name, numpy_name};
+use cuda_stack_runtime::DType;
+
+/// What a specialization is: the kernel, its parameters' dtypes and kinds, and the number of
+/// merged dimensions of its strided inputs.
+pub(crate) struct Spec<'a> {
+    pub(crate) name: &'a str,
+    pub(crate) params: &'a [Param],
+    pub(crate) placeholders: &'a [String],
+    pub(crate) placeholder_types: &'a [DType],
+    pub(crate) dtypes: &'a [DType],
+    pub(crate) kinds: &'a [Kind],
+    pub(crate) ndim: usize,
+    pub(crate) preamble: &'a str,
+    pub(crate) operation: &'a str,
+}
+
+impl Kind {
+    fn describe(self) -> &'static str {
+        match self {
+            Kind::Flat => "contiguous tensor",
+            Kind::Strided => "strided/broadcast tensor",
+            Kind::Raw => "raw tensor",
+            Kind::Scalar => "scalar",
+        }
+    }
+}
+
+/// The byte size of each kernel parameter, in order (checked against the compiled kernel).
+pub(crate) fn param_sizes(spec: &Spec<'_>) -> Vec<usize> {
+    let mut s = Vec::new();
+    for (k, &kind) in spec.kinds.iter().enumerate() {
+        match kind {
+            Kind::Flat | Kind::Strided => s.push(8),
+            Kind::Raw => s.extend([8, 8]),
+            Kind::Scalar => s.push(spec.dtypes[k].size()),
+        }
+    }
+    s.push(8); // _n
+    if spec.kinds.contains(&Kind::Strided) {
+        s.push(8 * spec.ndim); // _shape
+        s.extend(
+            spec.kinds
+                .iter()
+                .filter(|&&k| k == Kind::Strided)
+                .map(|_| 8 * spec.ndim),
+        );
+    }
+    s
+}
+
+/// The source and where the user's code lies in it.
+pub(crate) fn generate(spec: &Spec<'_>) -> (String, SourceMap) {
+    let name = spec.name;
+    let mut b = SourceBuilder::new();
+    let mut head = format!("// cuda-stack-jit ElementwiseKernel `{name}`: generated source\n");
+    for (k, p) in spec.params.iter().enumerate() {
+        head.push_str(&format!(
+            "//   {:<6} {} {}: {} ({})\n",
+            if p.output { "out" } else { "in" },
+            numpy_name(spec.dtypes[k]),
+            p.name,
+            spec.kinds[k].describe(),
+            c_name(spec.dtypes[k])
+        ));
+    }
+    if spec.kinds.contains(&Kind::Strided) {
+        head.push_str(&format!(
+            "//   strided inputs are indexed over {} merged dimension(s)\n",
+            spec.ndim
+        ));
+    }
+    b.push(&head);
+    b.push(PRELUDE);
+    for (p, d) in spec.placeholders.iter().zip(spec.placeholder_types) {
+        b.push(&format!("typedef {} {p};", c_name(*d)));
+    }
+    if !spec.preamble.trim().is_empty() {
+        b.push("// ---- preamble ----");
+        b.push_user("preamble", spec.preamble);
+    }
+
+    // The per-element function holding the operation.
+    let mut op_params = vec![
+        "const long long i".to_string(),
+        "const _Ind& _ind".to_string(),
+    ];
+    for (k, p) in spec.params.iter().enumerate() {
+        let ct = c_name(spec.dtypes[k]);
+        op_params.push(match (spec.kinds[k], p.output) {
+            (Kind::Raw, false) => format!("const _Raw<const {ct}>& {}", p.name),
+            (Kind::Raw, true) => format!("const _Raw<{ct}>& {}", p.name),
+            (_, false) => format!("const {ct}& {}", p.name),
+            (_, true) => format!("{ct}& {}", p.name),
+        });
+    }
+    b.push("// ---- operation ----");
+    b.push(&format!(
+        "__device__ __forceinline__ void {name}_op({}) {{",
+        op_params.join(", ")
+    ));
+    b.push_user("operation", spec.operation);
+    b.push("}");
+
+    // The kernel.
+    let nd = spec.ndim;
+    let mut kparams = Vec::new();
+    for (k, p) in spec.params.iter().enumerate() {
+        let ct = c_name(spec.dtypes[k]);
+        let n = &p.name;
+        match (spec.kinds[k], p.output) {
+            (Kind::Raw, false) => {
+                kparams.push(format!("const {ct}* _rawp_{n}"));
+                kparams.push(format!("const long long _rawn_{n}"));
+            }
+            (Kind::Raw, true) => {
+                kparams.push(format!("{ct}* _rawp_{n}"));
+                kparams.push(format!("const long long _rawn_{n}"));
+            }
+            (Kind::Scalar, _) => kparams.push(format!("const {ct} {n}")),
+            (_, false) => kparams.push(format!("const {ct}* __restrict__ _in_{n}")),
+            (_, true) => kparams.push(format!("{ct}* __restrict__ _out_{n}")),
+        }
+    }
+    kparams.push("const long long _n".into());
+    let strided: Vec<&str> = spec
+        .params
+        .iter()
+        .zip(spec.kinds)
+        .filter(|(_, &k)| k == Kind::Strided)
+        .map(|(p, _)| p.name.as_str())
+        .collect();
+    if !strided.is_empty() {
+        kparams.push(format!("const _Dims<{nd}> _shape"));
+        for n in &strided {
+            kparams.push(format!("const _Dims<{nd}> _st_{n}"));
+        }
+    }
+    let mut k = String::new();
+    k.push_str("// ---- kernel ----\n");
+    k.push_str(&format!(
+        "extern \"C\" __global__ void {name}({}) {{\n",
+        kparams.join(", ")
+    ));
+    k.push_str("    const _Ind _ind = {_n};\n");
+    for (j, p) in spec.params.iter().enumerate() {
+        if spec.kinds[j] == Kind::Raw {
+            let ct = c_name(spec.dtypes[j]);
+            let c = if p.output { "" } else { "const " };
+            k.push_str(&format!(
+                "    const _Raw<{c}{ct}> {n} = {{_rawp_{n}, _rawn_{n}}};\n",
+                n = p.name
+            ));
+        }
+    }
+    k.push_str(
+        "    const unsigned long long _stride = (unsigned long long)gridDim.x * blockDim.x;\n",
+    );
+    k.push_str(
+        "    const unsigned long long _first = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;\n",
+    );
+    // The call of the operation for index `_j` of index type `I`.
+    let call = |ity: &str| {
+        let mut s = String::new();
+        if !strided.is_empty() {
+            s.push_str(&format!("            {ity} _r = _j;\n"));
+            for n in &strided {
+                s.push_str(&format!("            long long _o_{n} = 0;\n"));
+            }
+            if nd > 1 {
+                s.push_str(&format!(
+                    "#pragma unroll\n            for (int _d = {}; _d > 0; --_d) {{\n",
+                    nd - 1
+                ));
+                s.push_str(&format!(
+                    "                const {ity} _size = ({ity})_shape.v[_d];\n                const {ity} _c = _r % _size;\n                _r /= _size;\n"
+                ));
+                for n in &strided {
+                    s.push_str(&format!(
+                        "                _o_{n} += (long long)_c * _st_{n}.v[_d];\n"
+                    ));
+                }
+                s.push_str("            }\n");
+            }
+            for n in &strided {
+                s.push_str(&format!(
+                    "            _o_{n} += (long long)_r * _st_{n}.v[0];\n"
+                ));
+            }
+        }
+        let mut args = vec!["(long long)_j".to_string(), "_ind".to_string()];
+        for (j, p) in spec.params.iter().enumerate() {
+            let n = &p.name;
+            args.push(match (spec.kinds[j], p.output) {
+                (Kind::Raw, _) | (Kind::Scalar, _) => n.clone(),
+                (Kind::Strided, false) => format!("_in_{n}[_o_{n}]"),
+                (_, false) => format!("_in_{n}[_j]"),
+                (_, true) => format!("_out_{n}[_j]"),
+            });
+        }
+        s.push_str(&format!("            {name}_op({});\n", args.join(", ")));
+        s
+    };
+    k.push_str("    if ((unsigned long long)_n + _stride <= 0xffffffffull) {\n");
+    k.push_str("        // 32-bit indices: cheaper arithmetic when every index fits.\n");
+    k.push_str("        for (unsigned int _j = (unsigned int)_first; _j < (unsigned int)_n; _j += (unsigned int)_stride) {\n");
+    k.push_str(&call("unsigned int"));
+    k.push_str("        }\n    } else {\n");
+    k.push_str(
+        "        for (unsigned long long _j = _first; _j < (unsigned long long)_n; _j += _stride) {\n",
+    );
+    k.push_str(&call("unsigned long long"));
+    k.push_str("        }\n    }\n}\n");
+    b.push(&k);
+    b.finish()
+}

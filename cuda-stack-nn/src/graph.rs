@@ -1,0 +1,175 @@
+//! The recorded graph and the reverse-mode pass over it: [`Var::backward`], grad mode
+//! ([`no_grad`], [`is_grad_enabled`]).
+//!
+//! Each op's result holds a [`Node`]: the op's name, edges to its inputs' autograd records
+//! (not their values: an intermediate value is freed as soon as nothing needs it) and its
+//! backward closure, which owns the tensors the backward needs (PyTorch's "saved tensors"). `backward` orders the nodes
+//! reachable from the output so that every node runs after all its consumers (a depth-first
+//! post-order, reversed), hands each node the sum of its consumers' gradients, and adds the
+//! gradients reaching leaves into their `.grad` — then calls the leaf's grad-ready hooks
+//! ([`Var::register_grad_ready_hook`]), so data-parallel training can start reducing a
+//! gradient while the rest of the backward runs. Unless the graph is retained, each node's
+//! closure is dropped once run, freeing its saved tensors; a second backward through it is
+//! [`NnError::GraphFreed`].
+
+use crate::error::{NnError, Result};
+use crate::var::{lock, Meta, Var};
+use cuda_stack_runtime::{GradElement, Tensor};
+use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+/// A backward closure: the output's gradient in, one gradient per input out.
+pub(crate) type BackwardFn<T> =
+    Box<dyn Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync>;
+
+/// How a computed value was made.
+pub(crate) struct Node<T: GradElement> {
+    pub(crate) op: &'static str,
+    inputs: Vec<Arc<Meta<T>>>,
+    backward: Mutex<Option<BackwardFn<T>>>,
+}
+
+impl<T: GradElement> Node<T> {
+    pub(crate) fn new(
+        op: &'static str,
+        inputs: Vec<Arc<Meta<T>>>,
+        backward: BackwardFn<T>,
+    ) -> Node<T> {
+        Node {
+            op,
+            inputs,
+            backward: Mutex::new(Some(backward)),
+        }
+    }
+}
+
+thread_local! {
+    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Whether ops on this thread record the graph (`torch.is_grad_enabled()`).
+pub fn is_grad_enabled() -> bool {
+    GRAD_ENABLED.with(Cell::get)
+}
+
+/// Runs `f` with graph recording off on this thread (`with torch.no_grad():`): results of ops
+/// are constants, nothing is saved for a backward. Restored afterwards, also on unwinding.
+pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            GRAD_ENABLED.with(|g| g.set(self.0));
+        }
+    }
+    let _restore = Restore(GRAD_ENABLED.with(|g| g.replace(false)));
+    f()
+}
+
+impl<T: GradElement> Var<T> {
+    /// Computes the gradient of this one-element value with respect to every leaf that requires
+    /// grad and adds it to their [`Var::grad`] (`loss.backward()`). Frees the graph's saved
+    /// tensors as it goes.
+    pub fn backward(&self) -> Result<()> {
+        self.run_backward(None, false)
+    }
+
+    /// [`Var::backward`] keeping the saved tensors, so the graph can be differentiated again
+    /// (`loss.backward(retain_graph=True)`).
+    pub fn backward_retain_graph(&self) -> Result<()> {
+        self.run_backward(None, true)
+    }
+
+    /// The backward pass of a value of any shape given its gradient (`y.backward(gradient=g)`),
+    /// keeping the graph when `retain_graph`.
+    pub fn backward_with(&self, grad: &Tensor<T>, retain_graph: bool) -> Result<()> {
+        if grad.shape() != self.shape() {
+            return Err(NnError::GradShape {
+                output: self.shape(),
+                grad: grad.shape().to_vec(),
+            });
+        }
+        self.run_backward(Some(grad.clone()), retain_graph)
+    }
+
+    fn run_backward(&self, seed: Option<Tensor<T>>, retain: bool) -> Result<()> {
+        let root = &self.inner.meta;
+        if !root.requires_grad {
+            return Err(NnError::NoGradPath {
+                shape: self.shape(),
+            });
+        }
+        let seed = match seed {
+            Some(g) => g,
+            None => {
+                let value = self.value();
+                if value.numel() != 1 {
+                    return Err(NnError::NonScalarBackward {
+                        shape: value.shape().to_vec(),
+                    });
+                }
+                value.full_like(value.shape(), T::from_f64(1.0))?
+            }
+        };
+        let order = topological_order(root);
+        let mut grads: HashMap<u64, Tensor<T>> = HashMap::new();
+        grads.insert(root.id, seed);
+        for meta in order.iter().rev() {
+            let Some(g) = grads.remove(&meta.id) else {
+                continue;
+            };
+            let Some(node) = &meta.node else {
+                meta.accumulate_grad(g)?;
+                meta.run_grad_hooks()?;
+                continue;
+            };
+            let input_grads = {
+                let mut slot = lock(&node.backward);
+                let f = slot.as_ref().ok_or(NnError::GraphFreed { op: node.op })?;
+                let out = f(&g)?;
+                if !retain {
+                    *slot = None;
+                }
+                out
+            };
+            for (input, ig) in node.inputs.iter().zip(input_grads) {
+                let Some(ig) = ig else { continue };
+                if !input.requires_grad {
+                    continue;
+                }
+                let sum = match grads.remove(&input.id) {
+                    None => ig,
+                    Some(old) => (&old + &ig)?,
+                };
+                grads.insert(input.id, sum);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Every record that requires grad reachable from `root`, inputs before the values computed
+/// from them (iterative depth-first post-order: deep graphs do not recurse).
+fn topological_order<T: GradElement>(root: &Arc<Meta<T>>) -> Vec<Arc<Meta<T>>> {
+    let mut order = Vec::new();
+    let mut seen = HashSet::new();
+    let mut stack: Vec<(Arc<Meta<T>>, bool)> = vec![(Arc::clone(root), false)];
+    while let Some((meta, expanded)) = stack.pop() {
+        if expanded {
+            order.push(meta);
+            continue;
+        }
+        if !seen.insert(meta.id) {
+            continue;
+        }
+        stack.push((Arc::clone(&meta), true));
+        if let Some(node) = &meta.node {
+            for input in &node.inputs {
+                if input.requires_grad && !seen.contains(&input.id) {
+                    stack.push((Arc::clone(input), false));
+                }
+            }
+        }
+    }
+    order
+}

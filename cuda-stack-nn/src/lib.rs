@@ -1,0 +1,87 @@
+//! # cuda-stack-nn: PyTorch's Python layer, in Rust
+//!
+//! Seed 001's exercise 3 and seed 004's network end where a model is trained. `torch` does
+//! that with three things this crate provides on top of `cuda-stack-runtime`'s `Tensor`:
+//!
+//! | PyTorch | here |
+//! |---|---|
+//! | a tensor with `requires_grad=True`, `nn.Parameter` | [`Var::parameter`] |
+//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `reshape`/`transpose`/`narrow`, `cross_entropy` |
+//! | `torch.autograd.Function` (seed 004's custom kernels with autograd) | [`Var::custom_op`] |
+//! | `loss.backward()`, `x.grad` | [`Var::backward`], [`Var::grad`] |
+//! | `with torch.no_grad():` | [`no_grad`] |
+//! | `torch.autograd.gradcheck` | [`gradcheck()`] |
+//! | `nn.Module`, `nn.Linear`, `nn.ReLU`, `nn.Sequential` | [`Module`], [`Linear`], [`Relu`], [`Sequential`] |
+//! | seed 004's `FusedOpLayer` | [`FusedOpLayer`] |
+//! | `optim.SGD`, `optim.Adam` / `AdamW`, `zero_grad(set_to_none=True)` | [`Sgd`], [`Adam`], [`Optimizer::zero_grad`] |
+//! | `nn.CrossEntropyLoss()(logits, y)` | [`Var::cross_entropy`] with [`class_targets`] |
+//! | `torch.cuda.graph` over a whole training step | [`CapturedStep`] |
+//! | `Tensor.register_post_accumulate_grad_hook` | [`Var::register_grad_ready_hook`] |
+//! | `DistributedDataParallel` (NCCL, gradient buckets overlapped with the backward) | [`DataParallel`] |
+//!
+//! ## How autograd works here
+//! Every op computes its value with one or a few `Tensor` ops (queued on the GPU, nothing
+//! waits) and, when grad mode is on and an input requires grad, records a node: the op's name,
+//! its inputs, and a backward closure that owns the tensors it needs (PyTorch's saved tensors).
+//! [`Var::backward`] walks the nodes reachable from the loss in reverse topological order,
+//! sums the gradients each value receives, calls each node's backward once, and adds the
+//! gradients that reach leaves into their `.grad`. Backward passes are `Tensor` ops too —
+//! mostly the dedicated backward kernels of `cuda-stack-kernels` (`relu_bwd`, `row_softmax_bwd`,
+//! `cross_entropy_bwd`, `bias_relu_bwd`), so a backward pass never waits for the host either.
+//! After a backward the saved tensors are freed (a second backward is
+//! [`NnError::GraphFreed`]) unless you ask to retain the graph.
+//!
+//! ## Dtypes
+//! `Var<T>` exists for the dtypes with backward kernels ([`GradElement`]): **f32** to train,
+//! **f64** for [`gradcheck()`] (finite differences need double precision).
+//!
+//! ## Errors
+//! Nothing panics on bad input: shape and device mismatches come from the tensor layer as
+//! [`NnError::Tensor`]; a backward of a non-scalar without a gradient, a second backward through
+//! a freed graph, `grad()` of a tensor that does not require grad, an optimizer with no
+//! parameters, invalid hyper-parameters or class labels: each its own [`NnError`] variant that
+//! says what to do.
+//!
+//! ```no_run
+//! use cuda_stack_nn::{class_targets, Linear, Module, Optimizer, Relu, Sequential, Sgd, SgdConfig, Var};
+//! use cuda_stack_runtime::Tensor;
+//! # fn main() -> Result<(), cuda_stack_nn::NnError> {
+//! let model = Sequential::<f32>::new()
+//!     .append(Linear::new(784, 512, 1)?)
+//!     .append(Relu)
+//!     .append(Linear::new(512, 10, 2)?);
+//! let mut opt = Sgd::new(model.parameters(), SgdConfig::new(0.1))?;
+//! let x = Var::constant(Tensor::randn(&[256, 784], 3)?);
+//! let y = class_targets(&vec![3; 256], 10)?;
+//! opt.zero_grad();
+//! let loss = model.forward(&x)?.cross_entropy(&y)?;
+//! loss.backward()?;
+//! opt.step()?;
+//! println!("loss {}", loss.value().item()?);
+//! # Ok(()) }
+//! ```
+
+mod capture;
+mod capture_targets;
+mod error;
+pub mod gradcheck;
+mod graph;
+mod hook;
+pub mod init;
+mod layers;
+mod ops;
+mod optim;
+mod parallel;
+mod var;
+
+pub use capture::{CapturedStep, StepOutputs};
+pub use cuda_stack_runtime::GradElement;
+pub use error::{NnError, Result};
+pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
+pub use graph::{is_grad_enabled, no_grad};
+pub use hook::GradHookHandle;
+pub use layers::{FusedOpLayer, Linear, Module, Relu, Sequential};
+pub use ops::class_targets;
+pub use optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+pub use parallel::{DataParallel, DataParallelConfig};
+pub use var::Var;

@@ -1,0 +1,137 @@
+//! Optimizers (`torch.optim`): [`Sgd`] and [`Adam`]. A step updates every parameter that has a
+//! gradient with fused kernels (the update rule and its state in one pass) — **multi-tensor**:
+//! each run of four consecutive parameters with gradients is one launch (`sgd4`,
+//! `sgd_momentum4`, `adam4`, PyTorch's `foreach` idea), the rest one launch each — **in place** (the parameter's and the state's storages are rewritten; a parameter whose value
+//! is also held elsewhere is first given a private copy, so the other holder keeps the old
+//! values). Nothing a step computes on the host changes from step to step — Adam's step count is
+//! a device counter — so a whole training step can be captured into a CUDA graph
+//! ([`crate::CapturedStep`]).
+
+mod adam;
+mod sgd;
+
+pub use adam::{Adam, AdamConfig};
+pub use sgd::{Sgd, SgdConfig};
+
+use crate::error::{NnError, Result};
+use crate::Var;
+use cuda_stack_runtime::GradElement;
+
+/// An optimizer over a fixed list of parameters.
+pub trait Optimizer<T: GradElement> {
+    /// One update of every parameter that has a gradient (`optimizer.step()`); parameters
+    /// without one are skipped, as in PyTorch.
+    fn step(&mut self) -> Result<()>;
+
+    /// The parameters.
+    fn parameters(&self) -> &[Var<T>];
+
+    /// How many times [`Optimizer::step`] ran (a captured step needs at least one eager step
+    /// first, so that the state exists before the capture).
+    fn steps_taken(&self) -> u64;
+
+    /// The device addresses of the optimizer's state tensors (momentum buffers, moments, step
+    /// counters); empty before the first step creates them. A captured step checks that they
+    /// did not move.
+    fn state_addresses(&self) -> Vec<u64>;
+
+    /// Drops every parameter's gradient (`optimizer.zero_grad(set_to_none=True)`).
+    fn zero_grad(&self) {
+        for p in self.parameters() {
+            p.zero_grad();
+        }
+    }
+}
+
+/// Checks a parameter list is not empty and every entry requires grad.
+fn check_params<T: GradElement>(optimizer: &'static str, params: &[Var<T>]) -> Result<()> {
+    if params.is_empty() {
+        return Err(NnError::NoParameters { optimizer });
+    }
+    for (i, p) in params.iter().enumerate() {
+        if let Some(j) = params[..i].iter().position(|q| q.same_var(p)) {
+            return Err(NnError::Invalid {
+                what: optimizer,
+                problem: format!("parameters {j} and {i} are the same variable; list each once"),
+            });
+        }
+    }
+    if let Some(i) = params.iter().position(|p| !p.requires_grad()) {
+        return Err(NnError::Invalid {
+            what: optimizer,
+            problem: format!(
+                "parameter {i} does not require grad, so it never has a gradient to step with"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The parameters to update, in order, grouped for the multi-tensor kernels: each run of four
+/// consecutive parameters that all have a gradient is one group of four (one launch), the rest
+/// go one by one.
+pub(crate) fn groups(has_grad: &[bool]) -> Vec<Group> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < has_grad.len() {
+        if i + 4 <= has_grad.len() && has_grad[i..i + 4].iter().all(|&g| g) {
+            out.push(Group::Four(i));
+            i += 4;
+        } else {
+            if has_grad[i] {
+                out.push(Group::One(i));
+            }
+            i += 1;
+        }
+    }
+    out
+}
+
+/// One launch's worth of parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Group {
+    /// Parameters `i .. i + 4`.
+    Four(usize),
+    /// Parameter `i` alone.
+    One(usize),
+}
+
+/// Elements `i .. i + 4` of `v`, mutably (an internal error if they are not there).
+pub(crate) fn four_mut<X>(v: &mut [X], i: usize) -> Result<[&mut X; 4]> {
+    match v.get_mut(i..i + 4) {
+        Some([a, b, c, d]) => Ok([a, b, c, d]),
+        _ => Err(internal(
+            "a group of four past the end of the parameter list",
+        )),
+    }
+}
+
+/// The four gradients of group `i` (each present, by construction of [`groups`]).
+pub(crate) fn four_grads<T: GradElement>(
+    grads: &[Option<cuda_stack_runtime::Tensor<T>>],
+    i: usize,
+) -> Result<[&cuda_stack_runtime::Tensor<T>; 4]> {
+    match grads.get(i..i + 4) {
+        Some([Some(a), Some(b), Some(c), Some(d)]) => Ok([a, b, c, d]),
+        _ => Err(internal("a group of four without four gradients")),
+    }
+}
+
+fn internal(what: &str) -> NnError {
+    NnError::Invalid {
+        what: "optimizer",
+        problem: format!("internal error: {what}"),
+    }
+}
+
+/// `value` is finite and at least `min`.
+fn check_hyper(optimizer: &'static str, name: &str, value: f64, min: f64) -> Result<()> {
+    if value.is_finite() && value >= min {
+        Ok(())
+    } else {
+        Err(NnError::Invalid {
+            what: optimizer,
+            problem: format!("{name} = {value}: must be finite and at least {min}"),
+        })
+    }
+}

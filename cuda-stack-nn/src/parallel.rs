@@ -1,0 +1,485 @@
+//! Data-parallel training: [`DataParallel`], PyTorch's `DistributedDataParallel` on NCCL.
+
+use crate::error::{NnError, Result};
+use crate::hook::GradHookHandle;
+use crate::var::{lock, Var};
+use cuda_stack_runtime::cuda_stack_driver::Stream;
+use cuda_stack_runtime::cuda_stack_nccl::{Communicator, NcclType, ReduceOp};
+use cuda_stack_runtime::{use_stream, GradElement, Tensor};
+use std::sync::{Arc, Mutex};
+
+/// [`DataParallel`]'s settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DataParallelConfig {
+    /// Target size of a gradient bucket in bytes (PyTorch's `bucket_cap_mb`, 25 MiB). A
+    /// parameter larger than this gets a bucket of its own.
+    pub bucket_bytes: usize,
+    /// Average the gradients across ranks (`ncclAvg`), as DDP does; `false` sums them.
+    pub average: bool,
+    /// Copy rank 0's parameter values to every rank when the wrapper is made (as DDP does), so
+    /// replicas start identical whatever their initialisation.
+    pub broadcast_parameters: bool,
+}
+
+impl Default for DataParallelConfig {
+    fn default() -> Self {
+        DataParallelConfig {
+            bucket_bytes: 25 << 20,
+            average: true,
+            broadcast_parameters: true,
+        }
+    }
+}
+
+/// Where a parameter's gradient lives in the buckets.
+struct Slot {
+    bucket: usize,
+    offset: usize,
+    numel: usize,
+    shape: Vec<usize>,
+}
+
+struct Bucket<T: GradElement> {
+    flat: Tensor<T>,
+    members: usize,
+    ready: usize,
+}
+
+/// What the hooks and [`DataParallel::finish_gradients`] share.
+struct State<T: GradElement> {
+    slots: Vec<Slot>,
+    buckets: Vec<Bucket<T>>,
+    /// Which parameters got their gradient in this backward pass.
+    seen: Vec<bool>,
+    /// Buckets `0..launched` have had their all-reduce queued in this backward pass.
+    launched: usize,
+    comm: Communicator,
+    stream: Stream,
+    op: ReduceOp,
+}
+
+impl<T: GradElement + NcclType> State<T> {
+    fn reset(&mut self) {
+        self.seen.iter_mut().for_each(|s| *s = false);
+        self.buckets.iter_mut().for_each(|b| b.ready = 0);
+        self.launched = 0;
+    }
+
+    fn on_grad_ready(&mut self, i: usize, grad: &Tensor<T>) -> Result<()> {
+        let r = self.take_grad(i, grad);
+        if r.is_err() {
+            self.reset();
+        }
+        r
+    }
+
+    fn take_grad(&mut self, i: usize, grad: &Tensor<T>) -> Result<()> {
+        let (b, offset) = (self.slots[i].bucket, self.slots[i].offset);
+        if b < self.launched {
+            return Err(NnError::Invalid {
+                what: "DataParallel",
+                problem: format!(
+                    "parameter {i}'s gradient arrived after its bucket was reduced: a second \
+                     backward before finish_gradients(); call finish_gradients() after each \
+                     backward (accumulate micro-batches in the loss instead)"
+                ),
+            });
+        }
+        self.buckets[b].flat.copy_from_at_(offset, grad)?;
+        if !self.seen[i] {
+            self.seen[i] = true;
+            self.buckets[b].ready += 1;
+        }
+        while self.launched < self.buckets.len()
+            && self.buckets[self.launched].ready == self.buckets[self.launched].members
+        {
+            let _on_comm_stream = use_stream(&self.stream);
+            let n = self.launched;
+            self.buckets[n].flat.all_reduce_(&self.comm, self.op)?;
+            self.launched += 1;
+        }
+        Ok(())
+    }
+}
+
+/// Data-parallel training of one replica (one rank).
+///
+/// Every rank (one per GPU, in its own thread or its own process) holds a replica of the
+/// model, runs the forward and backward passes on its share of the global batch, and before the
+/// optimizer step the gradients are averaged across ranks, so every replica takes the same step
+/// and stays identical. With an equal share of a batch per rank and a loss that is a mean over
+/// the batch, the averaged gradient is the gradient of the whole batch: N GPUs train as one GPU
+/// would on the global batch (up to floating-point rounding), faster.
+///
+/// ## Buckets, overlapped with the backward pass
+/// The parameters are grouped into **buckets** of about [`DataParallelConfig::bucket_bytes`],
+/// in reverse order (the backward pass finishes the last layers' gradients first). Each
+/// parameter has a grad-ready hook ([`Var::register_grad_ready_hook`]): when the backward pass
+/// has accumulated its gradient, the hook copies it into its place in the bucket's flat buffer
+/// (on the computing stream), and when a bucket is complete its all-reduce is queued at once on
+/// a **separate communication stream** — while the backward pass goes on computing the earlier
+/// layers' gradients on the computing stream, so communication and computation overlap. The
+/// communication stream waits for the copies into the bucket and nothing else (the
+/// per-allocation tracking of `cuda-stack-driver` orders it). Buckets are reduced strictly in index
+/// order on every rank, whatever order their gradients finish in, because NCCL needs every rank
+/// to issue its collectives in the same order.
+///
+/// [`DataParallel::finish_gradients`] (after `backward`, before the optimizer's `step`) makes
+/// each parameter's gradient a view of its place in the reduced bucket (no copy back, as
+/// PyTorch's `gradient_as_bucket_view`); the optimizer's kernels on the computing stream wait
+/// for the reductions through the same tracking. No host synchronisation anywhere.
+///
+/// Each step, every parameter must receive a gradient on every rank (PyTorch's default,
+/// `find_unused_parameters=False`): a parameter without one is an error that names it.
+///
+/// ```no_run
+/// use cuda_stack_nn::{DataParallel, DataParallelConfig, Linear, Module, Optimizer, Sgd, SgdConfig, Var};
+/// use cuda_stack_runtime::cuda_stack_nccl::{CommConfig, CommGroup};
+/// use cuda_stack_runtime::{set_device, Tensor};
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// // One thread per GPU, each with its communicator.
+/// let comms = CommGroup::all(&CommConfig::default())?.into_comms();
+/// let threads: Vec<_> = comms.into_iter().map(|comm| std::thread::spawn(move || -> cuda_stack_nn::Result<()> {
+///     set_device(comm.device())?;
+///     let model = Linear::<f32>::new(1024, 10, 7)?;
+///     let ddp = DataParallel::new(model.parameters(), comm, DataParallelConfig::default())?;
+///     let mut opt = Sgd::new(model.parameters(), SgdConfig::new(0.1))?;
+///     let x = Var::constant(Tensor::randn(&[64, 1024], 1)?);   // this rank's share of a batch
+///     opt.zero_grad();
+///     model.forward(&x)?.sum_all()?.backward()?;               // buckets reduced as they fill
+///     ddp.finish_gradients()?;                                 // grads = averaged buckets
+///     opt.step()
+/// })).collect();
+/// for t in threads { t.join().unwrap()?; }
+/// # Ok(()) }
+/// ```
+pub struct DataParallel<T: GradElement + NcclType> {
+    params: Vec<Var<T>>,
+    comm: Communicator,
+    state: Arc<Mutex<State<T>>>,
+    _hooks: Vec<GradHookHandle<T>>,
+}
+
+impl<T: GradElement + NcclType> DataParallel<T> {
+    /// Wraps the parameters of this rank's replica (`model.parameters()`) for training with
+    /// the other ranks of `comm`. The parameters must be leaves that require grad, listed once,
+    /// on the communicator's GPU. Every rank must make its wrapper with the same parameter
+    /// shapes in the same order. With [`DataParallelConfig::broadcast_parameters`], rank 0's
+    /// values are copied to every rank here (a collective: every rank must call `new`).
+    pub fn new(
+        params: Vec<Var<T>>,
+        comm: Communicator,
+        config: DataParallelConfig,
+    ) -> Result<DataParallel<T>> {
+        const NAME: &str = "DataParallel";
+        // Every rank checks its own list, then all ranks agree before any other collective: a
+        // rank whose check failed (a replica on the wrong GPU, say) would otherwise leave the
+        // others waiting in the broadcast until their communicator's timeout.
+        let local = check(&params, &comm, config);
+        agree(&params, &comm, local.is_ok())?;
+        local?;
+        if config.broadcast_parameters {
+            for p in &params {
+                p.with_value_mut(|v| v.broadcast_(&comm, 0))?;
+            }
+        }
+        let (slots, members) = plan_buckets(&params, config.bucket_bytes);
+        let first = params[0].value();
+        let buckets = members
+            .iter()
+            .map(|&(elems, count)| {
+                Ok(Bucket {
+                    flat: first.full_like(&[elems], T::from_f64(0.0))?,
+                    members: count,
+                    ready: 0,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let stream = comm.context().new_stream().map_err(|e| NnError::Invalid {
+            what: NAME,
+            problem: format!("creating the communication stream: {e}"),
+        })?;
+        let state = Arc::new(Mutex::new(State {
+            seen: vec![false; params.len()],
+            slots,
+            buckets,
+            launched: 0,
+            comm: comm.clone(),
+            stream,
+            op: if config.average {
+                ReduceOp::Avg
+            } else {
+                ReduceOp::Sum
+            },
+        }));
+        let hooks = params
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let state = Arc::clone(&state);
+                p.register_grad_ready_hook(move |g| lock(&state).on_grad_ready(i, g))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DataParallel {
+            params,
+            comm,
+            state,
+            _hooks: hooks,
+        })
+    }
+
+    /// Ends the gradient exchange of one backward pass: every parameter's gradient becomes
+    /// the average (or sum) over all ranks — a view of its place in its reduced bucket. Call it
+    /// after `backward` and before the optimizer's `step`. Queues nothing that waits: the
+    /// optimizer's kernels wait for the reductions on the GPU.
+    ///
+    /// Fails, naming it, when a parameter received no gradient in this backward pass (the
+    /// ranks would then disagree on which buckets to reduce).
+    pub fn finish_gradients(&self) -> Result<()> {
+        let mut st = lock(&self.state);
+        let result = self.publish(&st);
+        st.reset();
+        result
+    }
+
+    fn publish(&self, st: &State<T>) -> Result<()> {
+        if let Some(i) = st.seen.iter().position(|s| !s) {
+            return Err(NnError::Invalid {
+                what: "DataParallel::finish_gradients",
+                problem: format!(
+                    "parameter {i} (shape {:?}) received no gradient in this backward pass; \
+                     every parameter must take part in the loss on every rank",
+                    st.slots[i].shape
+                ),
+            });
+        }
+        if st.launched != st.buckets.len() {
+            return Err(NnError::Invalid {
+                what: "DataParallel::finish_gradients",
+                problem: "internal error: a complete bucket was not reduced".into(),
+            });
+        }
+        for (p, s) in self.params.iter().zip(&st.slots) {
+            let view = st.buckets[s.bucket]
+                .flat
+                .narrow(0, s.offset, s.numel)?
+                .reshape(&s.shape)?;
+            p.set_grad(Some(view))?;
+        }
+        Ok(())
+    }
+
+    /// The mean of `value` over all ranks (e.g. the loss, for a log of the global batch's loss):
+    /// a new tensor; `value` is unchanged.
+    pub fn mean_over_ranks(&self, value: &Tensor<T>) -> Result<Tensor<T>> {
+        let mut t = value.clone();
+        t.all_reduce_(&self.comm, ReduceOp::Avg)?;
+        Ok(t)
+    }
+
+    /// The communicator.
+    pub fn comm(&self) -> &Communicator {
+        &self.comm
+    }
+
+    /// The parameters, as given.
+    pub fn parameters(&self) -> &[Var<T>] {
+        &self.params
+    }
+
+    /// The number of elements of each bucket, in reduction order (the last parameters first).
+    pub fn bucket_elements(&self) -> Vec<usize> {
+        lock(&self.state)
+            .buckets
+            .iter()
+            .map(|b| b.flat.numel())
+            .collect()
+    }
+}
+
+fn check<T: GradElement + NcclType>(
+    params: &[Var<T>],
+    comm: &Communicator,
+    config: DataParallelConfig,
+) -> Result<()> {
+    const NAME: &str = "DataParallel";
+    if params.is_empty() {
+        return Err(NnError::NoParameters { optimizer: NAME });
+    }
+    if config.bucket_bytes == 0 {
+        return Err(NnError::Invalid {
+            what: NAME,
+            problem: "bucket_bytes = 0: a bucket must hold at least one byte".into(),
+        });
+    }
+    for (i, p) in params.iter().enumerate() {
+        if let Some(j) = params[..i].iter().position(|q| q.same_var(p)) {
+            return Err(NnError::Invalid {
+                what: NAME,
+                problem: format!("parameters {j} and {i} are the same variable; list each once"),
+            });
+        }
+        if !p.requires_grad() || !p.is_leaf() {
+            return Err(NnError::Invalid {
+                what: NAME,
+                problem: format!("parameter {i} is not a leaf that requires grad"),
+            });
+        }
+        let device = p.value().device();
+        if device != comm.device() {
+            return Err(NnError::Invalid {
+                what: NAME,
+                problem: format!(
+                    "parameter {i} is on cuda:{device}, the communicator (rank {}) on cuda:{}",
+                    comm.rank(),
+                    comm.device()
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// What a rank tells the others before the first collective: whether its own checks passed,
+/// its parameter count, total elements and a hash of the shapes in order.
+fn record<T: GradElement>(params: &[Var<T>], ok: bool) -> [u64; 4] {
+    // FNV-1a over every dimension, with a separator per parameter.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut total: u64 = 0;
+    for p in params {
+        let shape = p.shape();
+        total = total.wrapping_add(shape.iter().product::<usize>() as u64);
+        for d in shape.iter().map(|&d| d as u64).chain([u64::MAX]) {
+            hash = (hash ^ d).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    [ok as u64, params.len() as u64, total, hash]
+}
+
+/// All-gathers every rank's [`record`] on the communicator's GPU and fails, on every rank at
+/// once, when one rank's own checks failed or the ranks' parameter lists differ (PyTorch's DDP
+/// verifies the shapes across ranks the same way). A rank whose own check failed returns that
+/// error (its caller sees it right after this).
+fn agree<T: GradElement>(params: &[Var<T>], comm: &Communicator, ok: bool) -> Result<()> {
+    const NAME: &str = "DataParallel";
+    let mine = record(params, ok);
+    let n = comm.size();
+    let stream = comm.context().new_stream()?;
+    let send = stream.clone_htod(&mine)?;
+    let mut recv = stream.alloc_zeros::<u64>(4 * n)?;
+    comm.all_gather(&send, &mut recv, &stream)
+        .map_err(cuda_stack_runtime::TensorError::from)?;
+    let all = stream.clone_dtoh(&recv)?;
+    comm.check()
+        .map_err(cuda_stack_runtime::TensorError::from)?;
+    let records: Vec<&[u64]> = all.chunks(4).collect();
+    if !ok {
+        return Ok(()); // this rank's own error says why
+    }
+    if let Some(r) = records.iter().position(|rec| rec[0] == 0) {
+        return Err(NnError::Invalid {
+            what: NAME,
+            problem: format!(
+                "rank {r} refused its parameter list (its own error says why), so no rank can \
+                 train; fix that rank"
+            ),
+        });
+    }
+    if let Some(r) = records.iter().position(|rec| rec[1..] != mine[1..]) {
+        let rec = records[r];
+        return Err(NnError::Invalid {
+            what: NAME,
+            problem: format!(
+                "rank {r} has {} parameters with {} elements in all, rank {} has {} with {}{}; \
+                 every rank must wrap the same model, parameters in the same order",
+                rec[1],
+                rec[2],
+                comm.rank(),
+                mine[1],
+                mine[2],
+                if rec[1] == mine[1] && rec[2] == mine[2] {
+                    " (the same counts, but other shapes)"
+                } else {
+                    ""
+                }
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The buckets: parameters in reverse order, filled up to `bucket_bytes`; returns each
+/// parameter's slot and each bucket's (elements, members).
+fn plan_buckets<T: GradElement>(
+    params: &[Var<T>],
+    bucket_bytes: usize,
+) -> (Vec<Slot>, Vec<(usize, usize)>) {
+    let sizes: Vec<(usize, Vec<usize>)> = params.iter().map(|p| (p.numel(), p.shape())).collect();
+    let (places, buckets) = plan(
+        &sizes.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+        std::mem::size_of::<T>(),
+        bucket_bytes,
+    );
+    let slots = places
+        .into_iter()
+        .zip(sizes)
+        .map(|((bucket, offset), (numel, shape))| Slot {
+            bucket,
+            offset,
+            numel,
+            shape,
+        })
+        .collect();
+    (slots, buckets)
+}
+
+/// A parameter's (bucket, offset).
+type Place = (usize, usize);
+/// A bucket's (elements, members).
+type BucketSize = (usize, usize);
+
+/// For element counts `numels` of `elem` bytes: each one's (bucket, offset), and each
+/// bucket's (elements, members). Parameters are taken last first; a bucket closes once it
+/// holds at least `bucket_bytes`.
+fn plan(numels: &[usize], elem: usize, bucket_bytes: usize) -> (Vec<Place>, Vec<BucketSize>) {
+    let mut places = vec![(0, 0); numels.len()];
+    let mut buckets: Vec<(usize, usize)> = Vec::new();
+    let mut open: Option<(usize, usize)> = None;
+    for i in (0..numels.len()).rev() {
+        let (elems, members) = open.get_or_insert((0, 0));
+        places[i] = (buckets.len(), *elems);
+        *elems += numels[i];
+        *members += 1;
+        if elems.saturating_mul(elem) >= bucket_bytes {
+            buckets.extend(open.take());
+        }
+    }
+    buckets.extend(open);
+    (places, buckets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plan;
+
+    #[test]
+    fn buckets_fill_in_reverse_and_close_at_the_cap() {
+        // 4-byte elements, 40-byte buckets: params (last first) 5, 3, 20 | 1, 1 | 12.
+        let (places, buckets) = plan(&[12, 1, 1, 20, 3, 5], 4, 40);
+        assert_eq!(buckets, vec![(28, 3), (14, 3)]);
+        assert_eq!(places, vec![(1, 2), (1, 1), (1, 0), (0, 8), (0, 5), (0, 0)]);
+        // A parameter over the cap closes its bucket alone.
+        let (places, buckets) = plan(&[100, 2], 4, 40);
+        assert_eq!(buckets, vec![(102, 2)]);
+        assert_eq!(places, vec![(0, 2), (0, 0)]);
+        let (_, buckets) = plan(&[2, 100], 4, 40);
+        assert_eq!(buckets, vec![(100, 1), (2, 1)]);
+    }
+
+    #[test]
+    fn one_bucket_when_everything_fits() {
+        let (places, buckets) = plan(&[2, 3], 4, 1 << 20);
+        assert_eq!(buckets, vec![(5, 2)]);
+        assert_eq!(places, vec![(0, 3), (0, 0)]);
+    }
+}

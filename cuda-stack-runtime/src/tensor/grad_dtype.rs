@@ -1,0 +1,366 @@
+//! The dispatch of the training kernels (backward passes, losses, optimizer updates): the
+//! second half of the dtype table in `dtype.rs`, for the dtypes autograd works in.
+//!
+//! [`GradElement`] is implemented for **f32** (training) and **f64** (gradient checks, which
+//! take finite differences in double precision). Tensor methods that need these kernels are
+//! defined for `T: GradElement` only, so using them on another dtype is a compile error, not a
+//! run-time one. Scalars come in as `f64` and are rounded to the dtype once, here.
+
+use super::error::Result;
+use super::TensorElement;
+use cuda_stack_driver::{DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{self, AdamParams, SgdParams};
+use cuda_stack_kernels::Kernels;
+
+/// Dtypes with backward, loss and optimizer kernels: `f32` and `f64`. Sealed (through
+/// [`TensorElement`]). The `#[doc(hidden)]` methods each queue one `cuda-stack-kernels` op.
+pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
+    /// `dx = x > 0 ? dy : 0`.
+    #[doc(hidden)]
+    fn relu_bwd(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<Self>,
+        dy: &DeviceSlice<Self>,
+        dx: &mut DeviceSlice<Self>,
+    ) -> Result<()>;
+
+    /// `dx = dy · (1 − y²)`.
+    #[doc(hidden)]
+    fn tanh_bwd(
+        k: &Kernels,
+        s: &Stream,
+        y: &DeviceSlice<Self>,
+        dy: &DeviceSlice<Self>,
+        dx: &mut DeviceSlice<Self>,
+    ) -> Result<()>;
+
+    /// Row softmax (`log == false`) or log-softmax.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn row_softmax(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<Self>,
+        y: &mut DeviceSlice<Self>,
+        rows: usize,
+        cols: usize,
+        log: bool,
+    ) -> Result<()>;
+
+    /// Backward of [`GradElement::row_softmax`] from its output.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn row_softmax_bwd(
+        k: &Kernels,
+        s: &Stream,
+        y: &DeviceSlice<Self>,
+        dy: &DeviceSlice<Self>,
+        dx: &mut DeviceSlice<Self>,
+        rows: usize,
+        cols: usize,
+        log: bool,
+    ) -> Result<()>;
+
+    /// Per-row cross-entropy.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy_fwd(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<Self>,
+        targets: &DeviceSlice<i32>,
+        loss: &mut DeviceSlice<Self>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()>;
+
+    /// Gradient of a reduced cross-entropy.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn cross_entropy_bwd(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<Self>,
+        targets: &DeviceSlice<i32>,
+        g: &DeviceSlice<Self>,
+        dx: &mut DeviceSlice<Self>,
+        rows: usize,
+        cols: usize,
+        scale: f64,
+    ) -> Result<()>;
+
+    /// Plain SGD, in place.
+    #[doc(hidden)]
+    fn sgd(
+        k: &Kernels,
+        s: &Stream,
+        p: &mut DeviceSlice<Self>,
+        g: &DeviceSlice<Self>,
+        lr: f64,
+        weight_decay: f64,
+    ) -> Result<()>;
+
+    /// SGD with momentum, in place.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn sgd_momentum(
+        k: &Kernels,
+        s: &Stream,
+        p: &mut DeviceSlice<Self>,
+        g: &DeviceSlice<Self>,
+        b: &mut DeviceSlice<Self>,
+        params: SgdParams<f64>,
+        first: bool,
+    ) -> Result<()>;
+
+    /// One Adam step, in place, with the step count `steps[index]` on the device.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn adam(
+        k: &Kernels,
+        s: &Stream,
+        p: &mut DeviceSlice<Self>,
+        g: &DeviceSlice<Self>,
+        m: &mut DeviceSlice<Self>,
+        v: &mut DeviceSlice<Self>,
+        steps: &DeviceSlice<i32>,
+        index: usize,
+        params: AdamParams<f64>,
+    ) -> Result<()>;
+
+    /// Plain SGD of four tensors in one launch.
+    #[doc(hidden)]
+    fn sgd4(
+        k: &Kernels,
+        s: &Stream,
+        p: [&mut DeviceSlice<Self>; 4],
+        g: [&DeviceSlice<Self>; 4],
+        lr: f64,
+        weight_decay: f64,
+    ) -> Result<()>;
+
+    /// SGD with momentum of four tensors in one launch.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn sgd_momentum4(
+        k: &Kernels,
+        s: &Stream,
+        p: [&mut DeviceSlice<Self>; 4],
+        g: [&DeviceSlice<Self>; 4],
+        b: [&mut DeviceSlice<Self>; 4],
+        params: SgdParams<f64>,
+        first: bool,
+    ) -> Result<()>;
+
+    /// Adam of four tensors in one launch (`steps` holds their four step counts).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn adam4(
+        k: &Kernels,
+        s: &Stream,
+        p: [&mut DeviceSlice<Self>; 4],
+        g: [&DeviceSlice<Self>; 4],
+        m: [&mut DeviceSlice<Self>; 4],
+        v: [&mut DeviceSlice<Self>; 4],
+        steps: &DeviceSlice<i32>,
+        params: AdamParams<f64>,
+    ) -> Result<()>;
+}
+
+macro_rules! grad_element {
+    ($t:ty) => {
+        impl GradElement for $t {
+            fn relu_bwd(
+                k: &Kernels,
+                s: &Stream,
+                x: &DeviceSlice<$t>,
+                dy: &DeviceSlice<$t>,
+                dx: &mut DeviceSlice<$t>,
+            ) -> Result<()> {
+                Ok(ops::relu_bwd::<$t>(k, s, x, dy, dx)?)
+            }
+
+            fn tanh_bwd(
+                k: &Kernels,
+                s: &Stream,
+                y: &DeviceSlice<$t>,
+                dy: &DeviceSlice<$t>,
+                dx: &mut DeviceSlice<$t>,
+            ) -> Result<()> {
+                Ok(ops::tanh_bwd::<$t>(k, s, y, dy, dx)?)
+            }
+
+            fn row_softmax(
+                k: &Kernels,
+                s: &Stream,
+                x: &DeviceSlice<$t>,
+                y: &mut DeviceSlice<$t>,
+                rows: usize,
+                cols: usize,
+                log: bool,
+            ) -> Result<()> {
+                Ok(ops::row_softmax::<$t>(k, s, x, y, rows, cols, log)?)
+            }
+
+            fn row_softmax_bwd(
+                k: &Kernels,
+                s: &Stream,
+                y: &DeviceSlice<$t>,
+                dy: &DeviceSlice<$t>,
+                dx: &mut DeviceSlice<$t>,
+                rows: usize,
+                cols: usize,
+                log: bool,
+            ) -> Result<()> {
+                Ok(ops::row_softmax_bwd::<$t>(
+                    k, s, y, dy, dx, rows, cols, log,
+                )?)
+            }
+
+            fn cross_entropy_fwd(
+                k: &Kernels,
+                s: &Stream,
+                x: &DeviceSlice<$t>,
+                targets: &DeviceSlice<i32>,
+                loss: &mut DeviceSlice<$t>,
+                rows: usize,
+                cols: usize,
+            ) -> Result<()> {
+                Ok(ops::cross_entropy_fwd::<$t>(
+                    k, s, x, targets, loss, rows, cols,
+                )?)
+            }
+
+            fn cross_entropy_bwd(
+                k: &Kernels,
+                s: &Stream,
+                x: &DeviceSlice<$t>,
+                targets: &DeviceSlice<i32>,
+                g: &DeviceSlice<$t>,
+                dx: &mut DeviceSlice<$t>,
+                rows: usize,
+                cols: usize,
+                scale: f64,
+            ) -> Result<()> {
+                Ok(ops::cross_entropy_bwd::<$t>(
+                    k,
+                    s,
+                    x,
+                    targets,
+                    g,
+                    dx,
+                    rows,
+                    cols,
+                    scale as $t,
+                )?)
+            }
+
+            fn sgd(
+                k: &Kernels,
+                s: &Stream,
+                p: &mut DeviceSlice<$t>,
+                g: &DeviceSlice<$t>,
+                lr: f64,
+                weight_decay: f64,
+            ) -> Result<()> {
+                Ok(ops::sgd::<$t>(k, s, p, g, lr as $t, weight_decay as $t)?)
+            }
+
+            fn sgd_momentum(
+                k: &Kernels,
+                s: &Stream,
+                p: &mut DeviceSlice<$t>,
+                g: &DeviceSlice<$t>,
+                b: &mut DeviceSlice<$t>,
+                params: SgdParams<f64>,
+                first: bool,
+            ) -> Result<()> {
+                let params = SgdParams {
+                    lr: params.lr as $t,
+                    momentum: params.momentum as $t,
+                    dampening: params.dampening as $t,
+                    weight_decay: params.weight_decay as $t,
+                    nesterov: params.nesterov,
+                };
+                Ok(ops::sgd_momentum::<$t>(k, s, p, g, b, params, first)?)
+            }
+
+            fn adam(
+                k: &Kernels,
+                s: &Stream,
+                p: &mut DeviceSlice<$t>,
+                g: &DeviceSlice<$t>,
+                m: &mut DeviceSlice<$t>,
+                v: &mut DeviceSlice<$t>,
+                steps: &DeviceSlice<i32>,
+                index: usize,
+                params: AdamParams<f64>,
+            ) -> Result<()> {
+                let params = AdamParams {
+                    lr: params.lr as $t,
+                    beta1: params.beta1 as $t,
+                    beta2: params.beta2 as $t,
+                    eps: params.eps as $t,
+                    weight_decay: params.weight_decay as $t,
+                    decoupled: params.decoupled,
+                };
+                Ok(ops::adam::<$t>(k, s, p, g, m, v, steps, index, params)?)
+            }
+
+            fn sgd4(
+                k: &Kernels,
+                s: &Stream,
+                p: [&mut DeviceSlice<$t>; 4],
+                g: [&DeviceSlice<$t>; 4],
+                lr: f64,
+                weight_decay: f64,
+            ) -> Result<()> {
+                Ok(ops::sgd4::<$t>(k, s, p, g, lr as $t, weight_decay as $t)?)
+            }
+
+            fn sgd_momentum4(
+                k: &Kernels,
+                s: &Stream,
+                p: [&mut DeviceSlice<$t>; 4],
+                g: [&DeviceSlice<$t>; 4],
+                b: [&mut DeviceSlice<$t>; 4],
+                params: SgdParams<f64>,
+                first: bool,
+            ) -> Result<()> {
+                let params = SgdParams {
+                    lr: params.lr as $t,
+                    momentum: params.momentum as $t,
+                    dampening: params.dampening as $t,
+                    weight_decay: params.weight_decay as $t,
+                    nesterov: params.nesterov,
+                };
+                Ok(ops::sgd_momentum4::<$t>(k, s, p, g, b, params, first)?)
+            }
+
+            fn adam4(
+                k: &Kernels,
+                s: &Stream,
+                p: [&mut DeviceSlice<$t>; 4],
+                g: [&DeviceSlice<$t>; 4],
+                m: [&mut DeviceSlice<$t>; 4],
+                v: [&mut DeviceSlice<$t>; 4],
+                steps: &DeviceSlice<i32>,
+                params: AdamParams<f64>,
+            ) -> Result<()> {
+                let params = AdamParams {
+                    lr: params.lr as $t,
+                    beta1: params.beta1 as $t,
+                    beta2: params.beta2 as $t,
+                    eps: params.eps as $t,
+                    weight_decay: params.weight_decay as $t,
+                    decoupled: params.decoupled,
+                };
+                Ok(ops::adam4::<$t>(k, s, p, g, m, v, steps, params)?)
+            }
+        }
+    };
+}
+
+grad_element!(f32);
+grad_element!(f64);
