@@ -1,7 +1,6 @@
-//! Element types cuBLAS multiplies, and which combinations it supports.
+//! Element types cuBLAS multiplies, and `alpha`/`beta` in the bytes cuBLAS reads them as.
 
-use crate::{BlasError, Math, Result};
-use cuda_stack_driver::cuda_stack_sys::cublas_types::{cublasComputeType_t, cudaDataType_t};
+use cuda_stack_driver::cuda_stack_sys::cublas_types::cudaDataType_t;
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::DeviceRepr;
 
@@ -66,54 +65,6 @@ impl Element for bf16 {
     const DTYPE: DataType = DataType::BF16;
 }
 
-/// How a supported combination is computed: cuBLAS's compute type, and the type of `alpha` and
-/// `beta` (the scale type).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Compute {
-    pub(crate) compute: cublasComputeType_t,
-    pub(crate) scale: DataType,
-}
-
-/// The compute mode for inputs of `input` and an output of `output`, or
-/// [`BlasError::UnsupportedTypes`]:
-///
-/// | a, b | c | math | compute |
-/// |---|---|---|---|
-/// | f32 | f32 | default | `CUBLAS_COMPUTE_32F` (no TF32) |
-/// | f32 | f32 | TF32 | `CUBLAS_COMPUTE_32F_FAST_TF32` |
-/// | f64 | f64 | default | `CUBLAS_COMPUTE_64F` |
-/// | f16 | f16 or f32 | default | `CUBLAS_COMPUTE_32F` (f32 accumulation) |
-/// | bf16 | bf16 or f32 | default | `CUBLAS_COMPUTE_32F` (f32 accumulation) |
-pub(crate) fn compute_for(
-    op: &'static str,
-    input: DataType,
-    output: DataType,
-    math: Math,
-) -> Result<Compute> {
-    use DataType::*;
-    let f32_scale = |compute| Compute {
-        compute,
-        scale: F32,
-    };
-    match (input, output, math) {
-        (F32, F32, Math::Default) => Ok(f32_scale(cublasComputeType_t::CUBLAS_COMPUTE_32F)),
-        (F32, F32, Math::Tf32) => Ok(f32_scale(cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32)),
-        (F64, F64, Math::Default) => Ok(Compute {
-            compute: cublasComputeType_t::CUBLAS_COMPUTE_64F,
-            scale: F64,
-        }),
-        (F16, F16 | F32, Math::Default) | (BF16, BF16 | F32, Math::Default) => {
-            Ok(f32_scale(cublasComputeType_t::CUBLAS_COMPUTE_32F))
-        }
-        _ => Err(BlasError::UnsupportedTypes {
-            op,
-            input,
-            output,
-            math: math.describe(),
-        }),
-    }
-}
-
 /// `alpha` and `beta` as the bytes of the scale type, for host-pointer mode.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Scalars {
@@ -135,44 +86,5 @@ impl Scalars {
             Scalars::F32(v) => ((&v[0] as *const f32).cast(), (&v[1] as *const f32).cast()),
             Scalars::F64(v) => ((&v[0] as *const f64).cast(), (&v[1] as *const f64).cast()),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_combination_is_decided() {
-        use DataType::*;
-        let all = [F32, F64, F16, BF16];
-        let mut ok = Vec::new();
-        for a in all {
-            for c in all {
-                for m in [Math::Default, Math::Tf32] {
-                    match compute_for("t", a, c, m) {
-                        Ok(_) => ok.push((a, c, m)),
-                        Err(BlasError::UnsupportedTypes { input, output, .. }) => {
-                            assert_eq!((input, output), (a, c))
-                        }
-                        Err(e) => panic!("{e}"),
-                    }
-                }
-            }
-        }
-        assert_eq!(
-            ok,
-            [
-                (F32, F32, Math::Default),
-                (F32, F32, Math::Tf32),
-                (F64, F64, Math::Default),
-                (F16, F32, Math::Default),
-                (F16, F16, Math::Default),
-                (BF16, F32, Math::Default),
-                (BF16, BF16, Math::Default),
-            ]
-        );
-        let e = compute_for("gemm", F16, F32, Math::Tf32).unwrap_err();
-        assert!(e.to_string().contains("TF32"), "{e}");
     }
 }

@@ -1,28 +1,44 @@
 //! The crate's one error type.
 
-use crate::DataType;
+use crate::element::DataType;
 use cuda_stack_driver::cuda_stack_sys::{CublasError, LoadError};
 
 /// Every failure `cuda-stack-blas` reports. Checks run before any library call, so a shape, length,
 /// type or alignment problem never reaches cuBLAS; each message says what was asked, what the
 /// limit was, and what to do.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error, strum::IntoStaticStr)]
 pub enum BlasError {
     /// cuBLAS or cuBLASLt could not be loaded (lists every place tried).
     #[error("cuBLAS is not available: {0}")]
     Load(#[from] LoadError),
 
-    /// The loaded cuBLAS is not the major version these bindings describe.
+    /// The loaded cuBLAS or cuBLASLt is not a major version this crate supports (12 or 13).
     #[error(
-        "{library} is version {found}, but cuda-stack-blas is built on the cuBLAS 13 ABI; install \
-         cuBLAS 13 (`pip install nvidia-cublas`) or point CUDA_CUBLAS_PATH / CUDA_CUBLASLT_PATH \
-         at a libcublas.so.13 / libcublasLt.so.13"
+        "{library} is version {found}, but cuda-stack-blas supports cuBLAS 12 and 13 only; \
+         install one (`pip install nvidia-cublas` for CUDA 13, `pip install nvidia-cublas-cu12` \
+         for CUDA 12) or point CUDA_CUBLAS_PATH / CUDA_CUBLASLT_PATH at a libcublas.so.13 / \
+         libcublasLt.so.13 or a libcublas.so.12 / libcublasLt.so.12"
     )]
     Version {
         /// `"cuBLAS"` or `"cuBLASLt"`.
         library: &'static str,
-        /// The version the library reported, e.g. `"12.4.5"` or `"unknown"`.
+        /// The version the library reported, e.g. `"11.11.3"` or `"unknown"`.
         found: String,
+    },
+
+    /// cuBLAS and cuBLASLt loaded, but of different major versions (one handle uses both, so
+    /// they must come from one release).
+    #[error(
+        "cuBLAS is version {cublas} but cuBLASLt is version {cublas_lt}; cuda-stack-blas uses them \
+         together, so they must be of one major version: point CUDA_CUBLASLT_PATH at the \
+         libcublasLt beside the libcublas that loaded (or CUDA_CUBLAS_PATH at the libcublas \
+         beside the libcublasLt)"
+    )]
+    VersionMismatch {
+        /// The version of cuBLAS, e.g. `"13.1.0"`.
+        cublas: String,
+        /// The version of cuBLASLt, e.g. `"12.9.1"`.
+        cublas_lt: String,
     },
 
     /// A cuBLAS or cuBLASLt call returned an error status (names the call and the status).
@@ -194,3 +210,5 @@ pub enum BlasError {
 
 /// `Result` with [`BlasError`].
 pub type Result<T, E = BlasError> = std::result::Result<T, E>;
+
+cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum BlasError);

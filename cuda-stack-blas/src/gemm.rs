@@ -1,8 +1,10 @@
 //! `Blas::gemm`: one product or a strided batch through `cublasGemmEx` /
 //! `cublasGemmStridedBatchedEx`.
 
-use crate::handle::bind_stream;
-use crate::{Blas, Element, Gemm, Result};
+use crate::element::{Element, Scalars};
+use crate::error::Result;
+use crate::handle::{bind_stream, Blas, ForStream};
+use crate::shape::Gemm;
 use cuda_stack_driver::cuda_stack_sys::cublas_types::cublasGemmAlgo_t;
 use cuda_stack_driver::{DeviceSlice, ForeignUse, Stream};
 
@@ -40,14 +42,14 @@ impl Blas {
         if p.is_empty() {
             return Ok(());
         }
-        let scalars = crate::element::Scalars::new(p.compute.scale, p.alpha, p.beta);
+        let scalars = Scalars::new(p.compute.scale, p.alpha, p.beta);
         let (alpha, beta) = scalars.ptrs();
         let (a_ptr, b_ptr, c_ptr) = (a.as_raw_ptr(), b.as_raw_ptr(), c.as_raw_ptr());
         let cublas = self.inner.cublas;
         let bytes = self.inner.workspace_bytes;
         let keep = self.keep_alive();
         let mut st = self.lock_for("gemm", stream)?;
-        let crate::handle::ForStream {
+        let ForStream {
             handle,
             bound,
             workspace: ws,

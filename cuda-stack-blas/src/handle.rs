@@ -1,14 +1,14 @@
 //! `Blas`: a cuBLAS handle and a cuBLASLt handle for one context, with their workspaces.
 
-use crate::matmul::AlgoCache;
-use crate::{BlasError, Result};
+use crate::algo_cache::AlgoCache;
+use crate::error::{BlasError, Result};
+use crate::libraries::{check_pair, libraries};
 use cuda_stack_driver::cuda_stack_sys::cublas_types::{cublasHandle_t, cublasMath_t};
 use cuda_stack_driver::cuda_stack_sys::cublaslt_types::cublasLtHandle_t;
 use cuda_stack_driver::cuda_stack_sys::{CUstream, Cublas, CublasLt};
 use cuda_stack_driver::{Context, DeviceBuffer, MemoryCache, Stream};
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, TryLockError, Weak};
 
 /// How many streams keep a workspace of their own at once; the least recently used one is
@@ -40,6 +40,7 @@ impl std::fmt::Debug for Blas {
         f.debug_struct("Blas")
             .field("device", &self.inner.ctx.device().ordinal())
             .field("cublas", &self.inner.cublas.version_string())
+            .field("cublas_lt", &self.inner.lt.version_string())
             .field("workspace_bytes", &self.inner.workspace_bytes)
             .finish()
     }
@@ -51,9 +52,8 @@ pub(crate) struct BlasInner {
     pub(crate) lt: &'static CublasLt,
     pub(crate) workspace_bytes: usize,
     pub(crate) state: Mutex<State>,
-    pub(crate) algos: Mutex<AlgoCache>,
-    /// How many times cuBLASLt's heuristic was asked (each distinct problem once).
-    pub(crate) heuristic_queries: AtomicU64,
+    /// The algorithms cuBLASLt's heuristic chose for this handle's products.
+    pub(crate) algos: AlgoCache,
 }
 
 /// What a call changes: the handles' stream and workspace, and the workspaces themselves.
@@ -156,7 +156,19 @@ impl MemoryCache for ProcessHandle {
     }
 }
 
-/// The recommended workspace for a device of compute capability `major`.
+/// Refuses a workspace no allocation can have.
+fn check_workspace(bytes: usize) -> Result<()> {
+    if bytes > isize::MAX as usize {
+        return Err(BlasError::Workspace {
+            bytes,
+            why: "larger than any allocation can be",
+        });
+    }
+    Ok(())
+}
+
+/// The recommended workspace for a device of compute capability `major` (the same advice for
+/// cuBLAS 12 and 13).
 fn default_workspace(ctx: &Context) -> usize {
     let major = ctx
         .device()
@@ -170,21 +182,6 @@ fn default_workspace(ctx: &Context) -> usize {
     }
 }
 
-/// Loads cuBLAS and cuBLASLt (once per process) and checks that they are version 13.
-pub(crate) fn libraries() -> Result<(&'static Cublas, &'static CublasLt)> {
-    let cublas = Cublas::get()?;
-    let lt = CublasLt::get()?;
-    for (library, v) in [("cuBLAS", cublas.version()), ("cuBLASLt", lt.version())] {
-        if v.map(|v| v.0) != Some(13) {
-            return Err(BlasError::Version {
-                library,
-                found: v.map_or("unknown".into(), |(a, b, c)| format!("{a}.{b}.{c}")),
-            });
-        }
-    }
-    Ok((cublas, lt))
-}
-
 impl Blas {
     /// A new handle pair for `ctx`'s device with the recommended workspace per stream.
     /// Fails with [`BlasError::Load`] when cuBLAS is not installed (never a panic).
@@ -196,13 +193,25 @@ impl Blas {
     /// the recommended size limits which algorithms cuBLAS may pick (0 allows only those that
     /// need none); cuBLASLt products that need more fail with [`BlasError::NoAlgorithm`].
     pub fn with_workspace(ctx: &Context, bytes: usize) -> Result<Blas> {
-        if bytes > isize::MAX as usize {
-            return Err(BlasError::Workspace {
-                bytes,
-                why: "larger than any allocation can be",
-            });
-        }
+        check_workspace(bytes)?;
         let (cublas, lt) = libraries()?;
+        Self::with_libraries(ctx, cublas, lt, bytes)
+    }
+
+    /// A new handle pair on the given cuBLAS and cuBLASLt instead of the process-wide ones
+    /// ([`Cublas::get`]), with workspaces of `bytes` bytes: to use a particular library, e.g. one
+    /// loaded with [`Cublas::load_from`] and [`CublasLt::load_from`] (leaked or kept in a
+    /// `static`, as the handle refers to them for its whole life), or one of each major version
+    /// side by side. They must be one supported major version, 12 or 13
+    /// ([`BlasError::Version`], [`BlasError::VersionMismatch`]).
+    pub fn with_libraries(
+        ctx: &Context,
+        cublas: &'static Cublas,
+        lt: &'static CublasLt,
+        bytes: usize,
+    ) -> Result<Blas> {
+        check_workspace(bytes)?;
+        check_pair(cublas, lt)?;
         ctx.bind()?;
         let mut handle: cublasHandle_t = std::ptr::null_mut();
         let mut lt_handle: cublasLtHandle_t = std::ptr::null_mut();
@@ -231,8 +240,7 @@ impl Blas {
                     bound: None,
                     workspaces: Vec::new(),
                 }),
-                algos: Mutex::new(AlgoCache::default()),
-                heuristic_queries: AtomicU64::new(0),
+                algos: AlgoCache::default(),
             }),
         };
         // The workspaces are memory kept for reuse: `Context::release_memory_caches` (and so
@@ -277,8 +285,9 @@ impl Blas {
         Ok(b)
     }
 
-    /// Whether cuBLAS and cuBLASLt 13 can be loaded here (they need no GPU to load); the error
-    /// lists every place tried.
+    /// Whether cuBLAS and cuBLASLt of a supported major version (13 or 12, one release) can be
+    /// loaded here (they need no GPU to load); the error lists every place tried, or says which
+    /// versions were found.
     pub fn available() -> Result<()> {
         libraries().map(|_| ())
     }

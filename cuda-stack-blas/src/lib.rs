@@ -2,9 +2,10 @@
 //!
 //! Safe matrix products over NVIDIA's cuBLAS and cuBLASLt, on `cuda-stack-driver`. The libraries are
 //! **loaded at run time** (`cuda-stack-sys`'s [`Cublas`](cuda_stack_driver::cuda_stack_sys::Cublas) and
-//! [`CublasLt`](cuda_stack_driver::cuda_stack_sys::CublasLt): the toolkit, or pip's `nvidia-cublas` wheel),
+//! [`CublasLt`](cuda_stack_driver::cuda_stack_sys::CublasLt): a CUDA toolkit's, or pip's
+//! `nvidia-cublas` (CUDA 13) or `nvidia-cublas-cu12` (CUDA 12) wheel, as PyTorch installs them),
 //! never linked: without them [`Blas::new`] returns [`BlasError::Load`] listing every place
-//! tried, and nothing panics.
+//! tried, and nothing panics. cuBLAS **13 and 12** are both supported (see below).
 //!
 //! | what | here |
 //! |---|---|
@@ -46,18 +47,67 @@
 //! stream is waited for, freeing a buffer waits for the GEMMs that use it, and a CUDA graph
 //! capturing the call keeps its buffers, workspace and handles alive.
 
+//!
+//! ## cuBLAS 13 and 12
+//! cuBLAS and cuBLASLt are looked for as major version 13 first, everywhere, then as 12 (the
+//! sonames `libcublas.so.13` / `.12`, the toolkit's `lib64`, the wheels' `nvidia/cu13/lib` /
+//! `nvidia/cublas/lib`; `CUDA_CUBLAS_PATH` and `CUDA_CUBLASLT_PATH` name a file instead). Both
+//! must be one major version: another major (11, or a future 14) is [`BlasError::Version`], a
+//! cuBLAS 13 with a cuBLASLt 12 (possible only when the two variables say so)
+//! [`BlasError::VersionMismatch`]. [`Blas::cublas`] says which one loaded, and
+//! [`Blas::with_libraries`] makes a handle on a library of your choice (both majors can live in
+//! one process). For everything this crate calls, cuBLAS 12.0 to 12.9 and cuBLAS 13 agree: the
+//! same entry points with the same signatures, the same enum values (compute types, data types,
+//! epilogues, descriptor and preference attributes), the same attribute value types and the same
+//! layouts of `cublasLtMatmulAlgo_t` and `cublasLtMatmulHeuristicResult_t` (checked by
+//! regenerating the bindings from each cuBLAS 12 release's headers; a unit test pins every value,
+//! and the `cublas_versions` tests check the real libraries). So no call branches on the version.
+//! What differs lies outside this crate's calls: 13 adds floating-point emulation and an
+//! autotuning algorithm, 12 has atomic-synchronisation attributes that 13 dropped, and CUDA 13
+//! runs on Turing (compute capability 7.5) and newer only, so on a Volta or older GPU use cuBLAS 12.
+//!
+//! ## Module map
+//! Dependencies point down only: a module uses those of lower layers, never one above it or
+//! beside it (`lib.rs` only re-exports).
+//!
+//! ```text
+//! layer  module         what                                            uses
+//!   5    gemm.rs        Blas::gemm: cublasGemmEx, ...StridedBatchedEx   handle shape element error
+//!   5    matmul.rs      Blas::matmul: cublasLtMatmul + epilogue         handle algo_cache lt_desc
+//!                                                                       epilogue shape element error
+//!   4    handle.rs      Blas: the handle pair, workspace per stream     algo_cache libraries error
+//!   3    algo_cache.rs  the heuristic's answers, per problem            shape epilogue element
+//!   2    shape.rs       Gemm (row-major) -> the column-major call       compute element error
+//!   1    compute.rs     Math; cuBLAS's compute type per element types   element error
+//!   1    epilogue.rs    Epilogue; bias and alignment checks             error
+//!   1    libraries.rs   which cuBLAS: load, check major 12 or 13        error
+//!   1    lt_desc.rs     cuBLASLt's descriptors, owned                   error
+//!   0    error.rs       BlasError                                       element
+//!   0    element.rs     DataType, Element, Scalars                      -
+//! ```
+
 #![warn(missing_docs)]
 
+mod algo_cache;
+mod compute;
 mod element;
+mod epilogue;
 mod error;
 mod gemm;
 mod handle;
+mod libraries;
 mod lt_desc;
 mod matmul;
 mod shape;
 
+pub use compute::Math;
 pub use element::{DataType, Element};
+pub use epilogue::{Epilogue, BIAS_ALIGNMENT};
 pub use error::{BlasError, Result};
 pub use handle::Blas;
-pub use matmul::{Epilogue, BIAS_ALIGNMENT};
-pub use shape::{Batch, Gemm, Math, Transpose};
+pub use shape::{Batch, Gemm, Transpose};
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

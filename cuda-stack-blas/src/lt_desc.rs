@@ -1,7 +1,7 @@
 //! cuBLASLt's host-side descriptors (operation, matrix layouts, search preference), owned:
 //! each is destroyed when dropped. They live in host memory and need no GPU.
 
-use crate::Result;
+use crate::error::Result;
 use cuda_stack_driver::cuda_stack_sys::cublas_types::cublasComputeType_t;
 use cuda_stack_driver::cuda_stack_sys::cublaslt_types::{
     cublasLtMatmulDescAttributes_t as DescAttr, cublasLtMatmulDesc_t,

@@ -7,8 +7,9 @@
 //! as the column-major product `Cᵀ = op(B)ᵀ·op(A)ᵀ`: cuBLAS is called with the operands swapped
 //! (`B` first), `m` and `n` swapped, and each operand's transpose flag kept. No data moves.
 
-use crate::element::{compute_for, Compute};
-use crate::{BlasError, DataType, Element, Result};
+use crate::compute::{compute_for, Compute, Math};
+use crate::element::{DataType, Element};
+use crate::error::{BlasError, Result};
 use cuda_stack_driver::cuda_stack_sys::cublas_types::cublasOperation_t;
 
 /// Whether an operand is used as stored or transposed.
@@ -26,27 +27,6 @@ impl Transpose {
         match self {
             Transpose::No => cublasOperation_t::CUBLAS_OP_N,
             Transpose::Yes => cublasOperation_t::CUBLAS_OP_T,
-        }
-    }
-}
-
-/// The math f32 products use. Off by default, like PyTorch's
-/// `torch.backends.cuda.matmul.allow_tf32 = False`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Math {
-    /// Full precision of the element type (for f16/bf16 inputs: f32 accumulation).
-    #[default]
-    Default,
-    /// f32 inputs rounded to TF32 (10-bit mantissa) on the tensor cores, f32 accumulation
-    /// (`CUBLAS_COMPUTE_32F_FAST_TF32`): about 1e-3 relative error, many times faster.
-    Tf32,
-}
-
-impl Math {
-    pub(crate) fn describe(self) -> &'static str {
-        match self {
-            Math::Default => "default math",
-            Math::Tf32 => "TF32 math",
         }
     }
 }

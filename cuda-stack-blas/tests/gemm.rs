@@ -1,7 +1,7 @@
 //! `Blas::gemm` against the CPU: every element type and math mode, all four transposes, odd
 //! shapes, leading dimensions with gaps, alpha/beta, strided batches (with broadcast inputs),
 //! errors before any call, cross-stream ordering, graph capture, and the shared handle.
-//! GPU tests are ignored where there is no GPU or no cuBLAS 13.
+//! GPU tests are ignored where there is no GPU or no cuBLAS (12 or 13).
 
 mod common;
 

@@ -1,6 +1,6 @@
 //! `Blas::matmul` (cuBLASLt) against the CPU: every epilogue (none, ReLU, bias, bias+ReLU,
 //! GELU, bias+GELU) for f32, TF32, f16 and bf16, odd shapes, transposes, batches; the
-//! heuristic asked once per problem; and each error. Ignored without a GPU or cuBLAS 13.
+//! heuristic asked once per problem; and each error. Ignored without a GPU or cuBLAS (12 or 13).
 //!
 //! Tolerances, × (|alpha|·Σ|a·b| + |beta·c| + |bias|): f32 1e-5, TF32 2e-3, 16-bit inputs with
 //! f32 accumulation 1e-4, plus the output type's rounding (f16/bf16 1e-2), plus 1e-3 for GELU.

@@ -1,6 +1,7 @@
 //! GPU architectures: what `75`, `sm_80`, `compute_90a` mean, and which ones exist.
 
 use crate::error::BuildError;
+use crate::known_archs::KNOWN;
 use std::fmt;
 
 /// The architecture every file is compiled for unless it asks for others: `compute_75`
@@ -34,32 +35,6 @@ pub struct Arch {
     /// Portable, architecture-specific (`a`) or family-specific (`f`).
     pub variant: Variant,
 }
-
-/// Compute capabilities some CUDA release has supported (a compiler may still refuse one: CUDA 13
-/// dropped everything below 7.5, CUDA 12.4 knows nothing above 9.0).
-pub const KNOWN: &[(u32, u32)] = &[
-    (5, 0),
-    (5, 2),
-    (5, 3),
-    (6, 0),
-    (6, 1),
-    (6, 2),
-    (7, 0),
-    (7, 2),
-    (7, 5),
-    (8, 0),
-    (8, 6),
-    (8, 7),
-    (8, 8),
-    (8, 9),
-    (9, 0),
-    (10, 0),
-    (10, 1),
-    (10, 3),
-    (11, 0),
-    (12, 0),
-    (12, 1),
-];
 
 impl Arch {
     /// Parses `75`, `sm_75`, `compute_75`, `7.5`, `90a`, `sm_90a`, `100f`. Unknown
@@ -147,13 +122,6 @@ impl fmt::Display for Arch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.virtual_name())
     }
-}
-
-/// The known architectures as `sm_XX` names, for error messages.
-pub(crate) fn known_list() -> String {
-    let mut v: Vec<String> = KNOWN.iter().map(|(a, b)| format!("{a}{b}")).collect();
-    v.push("90a, 100a, 120a (arch-specific), 100f, 120f (family)".into());
-    v.join(", ")
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub struct Place {
 
 /// Why a build failed. The `Display` text says what was asked, what went wrong and what to do;
 /// [`crate::Build::compile_or_exit`] prints it for `cargo` and exits.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum BuildError {
     /// Neither nvcc nor NVRTC was found.
@@ -39,7 +39,7 @@ pub enum BuildError {
          (\"8.6\" means sm_86). Each compiler knows a range: CUDA 13 dropped everything below \
          sm_75, CUDA 12.4 stops at sm_90a.",
         .compiler.as_ref().map(|c| format!(" ({c})")).unwrap_or_default(),
-        crate::arch::known_list()
+        crate::known_archs::known_list()
     )]
     UnsupportedArch {
         /// The architecture as written.
@@ -246,3 +246,5 @@ impl fmt::Display for Place {
         write!(f, ": {}", self.outcome)
     }
 }
+
+cuda_stack_sys::debug_as_display!(enum BuildError);

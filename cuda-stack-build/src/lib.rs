@@ -60,6 +60,19 @@
 //!
 //! `cuda-stack-kernels` builds its committed PTX and handles through this crate too
 //! (`kernels/tools/gen-ptx`, `gen-handles`): one mechanism for the project and its users.
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it.
+//!
+//! ```text
+//! env  isa  known_archs  diagnostics  includes  ptx_entries   leaves
+//! error                     BuildError                  -> isa, known_archs
+//! arch  discover  signature names, compilers, decls     -> error, known_archs, env
+//! job                       one file's compile job      -> arch
+//! nvcc                      compiling with nvcc         -> job, discover, diagnostics, includes
+//! nvrtc  handles            NVRTC; the typed handles    -> nvcc, job, signature
+//! builder                   Build, the build script API -> all of the above
+//! ```
 
 #![warn(missing_docs)]
 // `BuildError` carries the compiler's whole log and command so its message can say what to do;
@@ -76,14 +89,21 @@ pub mod handles;
 mod includes;
 mod isa;
 mod job;
+mod known_archs;
 mod nvcc;
 mod nvrtc;
 pub mod ptx_entries;
 mod signature;
 
-pub use arch::{Arch, Variant, DEFAULT_ARCH, KNOWN};
+pub use arch::{Arch, Variant, DEFAULT_ARCH};
 pub use builder::{directives, Build, CompiledFile, CompiledPtx, Output};
 pub use discover::{Compiler, CompilerInfo};
 pub use error::{BuildError, Place};
 pub use isa::{IsaVersion, DEFAULT_FLOOR};
+pub use known_archs::KNOWN;
 pub use signature::{parse_kernels, KernelDecl, Param, ParamKind, RustType, TypeMap};
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

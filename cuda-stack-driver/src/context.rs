@@ -58,7 +58,7 @@ pub(crate) struct ContextInner {
     /// Modules whose unload waits for the end of every capture (see `Module`'s drop).
     pub(crate) deferred_unloads: Mutex<Vec<cuda_stack_sys::CUmodule>>,
     /// The peer contexts this context has enabled access to (see [`Context::enable_peer_access`]).
-    pub(crate) peers: Mutex<crate::peer::PeerRecord>,
+    pub(crate) peers: Mutex<crate::peer_record::PeerRecord<ContextInner>>,
     /// Caches of device memory other crates registered (see [`crate::MemoryCache`]).
     pub(crate) memory_caches: Mutex<Vec<std::sync::Weak<dyn crate::MemoryCache>>>,
 }

@@ -4,7 +4,7 @@ use cuda_stack_sys::{CUresult, DriverError, LoadError, NvrtcError};
 
 /// Every failure `cuda-stack-driver` reports. Each variant says what was asked, what the limit or
 /// problem was, and (in its message) what to do about it.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error, strum::IntoStaticStr)]
 pub enum Error {
     /// The driver library could not be loaded (lists every place tried).
     #[error(transparent)]
@@ -106,6 +106,24 @@ pub enum Error {
         expected: Vec<usize>,
         /// Byte sizes of the kernel's parameters.
         found: Vec<usize>,
+    },
+
+    /// A typed kernel handle whose Rust parameter is of another kind than the PTX declares:
+    /// an `f32` where the kernel takes an integer, or the reverse (same size, so the size check
+    /// cannot see it).
+    #[error(
+        "kernel `{kernel}`: parameter {index} is {rust} in the Rust signature, but the PTX \
+         declares `{ptx}`; fix the signature to match the CUDA declaration"
+    )]
+    SignatureKindMismatch {
+        /// The kernel.
+        kernel: String,
+        /// The parameter's position (0-based).
+        index: usize,
+        /// The Rust parameter's kind.
+        rust: crate::launch::param_kind::ParamKind,
+        /// The PTX type, e.g. `.u32`.
+        ptx: String,
     },
 
     /// A binary module image (cubin or fatbin) is not what it claims to be, or declares data
@@ -215,3 +233,5 @@ impl Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+cuda_stack_sys::debug_as_display!(enum Error);

@@ -1,7 +1,7 @@
 //! `Function`: one kernel entry point of a loaded module, its attributes and occupancy, and the
 //! untyped (`unsafe`) launch.
 
-use crate::launch::KernelLimits;
+use crate::launch::{KernelLimits, ParamKind};
 use crate::module::ModuleInner;
 use crate::stream::EnqueueGuard;
 use crate::{driver, Error, LaunchConfig, Result, Stream};
@@ -246,6 +246,29 @@ impl Function {
                 why: "the driver lacks cuFuncGetParamInfo (needs CUDA 12.4+) and the module is not PTX".into(),
             }),
         }
+    }
+
+    /// Where the module is PTX, checks that each parameter's kind fits its `.param` type (a Rust
+    /// float where the PTX declares an integer, or the reverse, is refused). A cubin or fatbin
+    /// carries no parameter types: only the sizes are checked there.
+    pub(crate) fn check_param_kinds(&self, kinds: &[ParamKind]) -> Result<()> {
+        let Some(ptx) = &self.inner.module.ptx else {
+            return Ok(());
+        };
+        let Some(types) = crate::ptx_info::entry_param_types(ptx, &self.inner.name) else {
+            return Ok(()); // sizes were checked by the driver; the PTX text is not the usual one
+        };
+        for (i, (kind, ty)) in kinds.iter().zip(&types).enumerate() {
+            if !kind.fits_ptx(ty) {
+                return Err(Error::SignatureKindMismatch {
+                    kernel: self.inner.name.clone(),
+                    index: i,
+                    rust: *kind,
+                    ptx: format!(".{ty}"),
+                });
+            }
+        }
+        Ok(())
     }
 
     pub(crate) fn check_param_sizes(&self, expected: &[usize]) -> Result<()> {

@@ -102,6 +102,22 @@
 //! between them. A buffer used on another device's stream is ordered like any other (rule 5 holds
 //! across devices): the events that order it are made in the context of the stream they are
 //! recorded on.
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it, except inside the core,
+//! whose handles refer to each other (a stream holds its context and a context makes streams; a
+//! buffer is ordered on streams and a capture keeps buffers and kernels).
+//!
+//! ```text
+//! error  ptx_info  registry  peer_record       leaves
+//! device  module_image                         -> error
+//! context  stream  event  memory  module       the core handles     -> device, registry,
+//!   function  launch  host_callback                                     module_image, ptx_info,
+//!   capture_ticket  memory_cache                                        peer_record
+//! peer  nvrtc  thread_guard  tensor_map        on the core          -> context, memory, ...
+//! graph  foreign                               captured and foreign work -> the core
+//! foreign_deferred                             -> foreign, the core
+//! ```
 
 #![warn(missing_docs)]
 
@@ -122,6 +138,7 @@ mod module;
 mod module_image;
 pub mod nvrtc;
 mod peer;
+mod peer_record;
 pub mod ptx_info;
 mod registry;
 mod stream;
@@ -136,7 +153,7 @@ pub use event::Event;
 pub use foreign::ForeignUse;
 pub use function::{Function, FunctionAttributes};
 pub use graph::{Graph, GraphExec};
-pub use launch::{Dim3, Kernel, KernelArg, KernelLimits, KernelParam, LaunchConfig};
+pub use launch::{Dim3, Kernel, KernelArg, KernelLimits, KernelParam, LaunchConfig, ParamKind};
 pub use memory::{
     DeviceBuffer, DeviceRepr, DeviceSlice, DeviceView, DeviceViewMut, ExternalSlice,
     HostAllocFlags, HostRegistration, PendingCopy, PinnedBuffer, PinnedHost,
@@ -169,3 +186,8 @@ pub(crate) fn driver() -> Result<&'static cuda_stack_sys::Driver> {
         Err(e) => Err(e.clone()),
     }
 }
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

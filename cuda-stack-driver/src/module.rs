@@ -1,6 +1,7 @@
 //! Modules: PTX, cubin or fatbin images loaded into a context, with their kernels and globals.
 
 use crate::launch::Signature;
+use crate::stream::EnqueueGuard;
 use crate::{driver, Context, DeviceRepr, Error, Function, Kernel, Result, Stream};
 use cuda_stack_sys::{CUjit_option as J, CUmodule, CUresult};
 use std::ffi::{c_void, CString};
@@ -56,6 +57,13 @@ pub(crate) struct ModuleInner {
 unsafe impl Send for ModuleInner {}
 // SAFETY: as above.
 unsafe impl Sync for ModuleInner {}
+
+impl<'a> EnqueueGuard<'a> {
+    /// Also holds `module`'s globals lock (read side) for a launch of one of its kernels.
+    pub(crate) fn with_module(self, module: &'a ModuleInner) -> Self {
+        self.also_holding(module.globals.read().unwrap_or_else(|p| p.into_inner()))
+    }
+}
 
 impl std::fmt::Debug for Module {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -309,10 +317,7 @@ impl<T: DeviceRepr> DeviceGlobal<T> {
         &'a self,
         stream: &'a Stream,
         what: &'static str,
-    ) -> Result<(
-        std::sync::RwLockWriteGuard<'a, ()>,
-        crate::stream::EnqueueGuard<'a>,
-    )> {
+    ) -> Result<(std::sync::RwLockWriteGuard<'a, ()>, EnqueueGuard<'a>)> {
         let ctx = &self.module.ctx;
         if !stream.context().same_as(ctx) {
             return Err(Error::DeviceMismatch {

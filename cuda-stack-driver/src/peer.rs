@@ -29,7 +29,6 @@
 
 use crate::{driver, Context, Device, Error, Result};
 use cuda_stack_sys::CUresult;
-use std::sync::{Arc, Weak};
 
 impl Device {
     /// Whether kernels on this device can access memory of `peer` directly
@@ -44,21 +43,6 @@ impl Device {
         // SAFETY: out-pointer to a local; both are devices the driver enumerated.
         unsafe { driver()?.cuDeviceCanAccessPeer(&mut can, self.as_raw(), peer.as_raw())? };
         Ok(can != 0)
-    }
-}
-
-/// The peers one context has enabled access to: the peer's ordinal and the peer context it was
-/// enabled for (weak: a released and re-retained peer context is a new one).
-#[derive(Default)]
-pub(crate) struct PeerRecord {
-    enabled: Vec<(usize, Weak<crate::context::ContextInner>)>,
-}
-
-impl PeerRecord {
-    fn is_enabled(&self, peer: &Context) -> bool {
-        self.enabled
-            .iter()
-            .any(|(_, w)| w.upgrade().is_some_and(|p| Arc::ptr_eq(&p, &peer.inner)))
     }
 }
 
@@ -82,7 +66,7 @@ impl Context {
         }
         let (me, them) = (self.device(), peer.device());
         let mut record = self.inner.peers.lock().unwrap_or_else(|p| p.into_inner());
-        if record.is_enabled(peer) {
+        if record.is_enabled(&peer.inner) {
             return Ok(());
         }
         if !me.can_access_peer(&them)? {
@@ -111,10 +95,7 @@ impl Context {
         if peer.limits().memory_pools {
             grant_pool_access(me, them)?;
         }
-        record.enabled.retain(|(_, w)| w.strong_count() > 0);
-        record
-            .enabled
-            .push((them.ordinal(), Arc::downgrade(&peer.inner)));
+        record.insert(them.ordinal(), &peer.inner);
         Ok(())
     }
 
@@ -128,7 +109,7 @@ impl Context {
                 .peers
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .is_enabled(peer)
+                .is_enabled(&peer.inner)
     }
 }
 

@@ -39,6 +39,31 @@ pub fn entry_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// The PTX types of `.entry name`'s parameters, without the dot (`"u64"`, `"f32"`, `"b8"` for
+/// an aggregate), from their `.param` declarations.
+pub fn entry_param_types(ptx: &str, name: &str) -> Option<Vec<String>> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let rest = &ptx[start..];
+    let close = rest.find(')')?;
+    let params = &rest[rest.find('(')? + 1..close];
+    params
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(|p| param_type(p).map(str::to_string))
+        .collect()
+}
+
+/// `.param .u64 foo` → `"u64"`; `.param .align 8 .b8 foo[144]` → `"b8"`.
+fn param_type(decl: &str) -> Option<&str> {
+    decl.split_whitespace().find_map(|w| {
+        let t = w.strip_prefix('.')?;
+        matches!(t.as_bytes().first(), Some(b'u' | b's' | b'f' | b'b'))
+            .then_some(t)
+            .filter(|t| t[1..].parse::<usize>().is_ok())
+    })
+}
+
 /// `.param .u64 foo` → 8; `.param .align 8 .b8 foo[144]` → 144.
 fn param_size(decl: &str) -> Option<usize> {
     let words: Vec<&str> = decl.split_whitespace().collect();
@@ -69,5 +94,13 @@ mod tests {
         assert_eq!(entry_param_sizes(PTX, "vector_add"), Some(vec![8, 8, 4]));
         assert_eq!(entry_param_sizes(PTX, "strided"), Some(vec![144, 4]));
         assert_eq!(entry_param_sizes(PTX, "nope"), None);
+        assert_eq!(
+            entry_param_types(PTX, "vector_add"),
+            Some(vec!["u64".into(), "u64".into(), "u32".into()])
+        );
+        assert_eq!(
+            entry_param_types(PTX, "strided"),
+            Some(vec!["b8".into(), "f32".into()])
+        );
     }
 }

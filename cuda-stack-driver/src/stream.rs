@@ -64,9 +64,10 @@ pub(crate) struct EnqueueGuard<'a> {
 }
 
 impl<'a> EnqueueGuard<'a> {
-    /// Also holds `module`'s globals lock (read side) for a launch of one of its kernels.
-    pub(crate) fn with_module(mut self, module: &'a crate::module::ModuleInner) -> Self {
-        self._module = Some(module.globals.read().unwrap_or_else(|p| p.into_inner()));
+    /// Also holds `module_lock` until the enqueue ends: for a kernel launch, the read side of its
+    /// module's globals lock.
+    pub(crate) fn also_holding(mut self, module_lock: RwLockReadGuard<'a, ()>) -> Self {
+        self._module = Some(module_lock);
         self
     }
 }

@@ -3,7 +3,7 @@
 use cuda_stack_runtime::DType;
 
 /// Every failure of this crate. Argument checks come before any compile, allocation or launch.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum JitError {
     /// A parameter list, type name or kernel name could not be parsed.
@@ -174,3 +174,5 @@ pub enum JitError {
 
 /// `Result` with [`JitError`].
 pub type Result<T, E = JitError> = std::result::Result<T, E>;
+
+cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum JitError);

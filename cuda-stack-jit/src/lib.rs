@@ -55,6 +55,17 @@
 //! See [`cache`]: memory in front of disk, keyed by source, options, target and NVRTC version;
 //! atomic writes, checksummed entries, bounded size with LRU eviction, and a read-only or full
 //! folder degrading to memory-only with one warning.
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it.
+//!
+//! ```text
+//! error  types  broadcast  source_map  prelude   leaves
+//! args  params  cache                           -> error, types
+//! buffers  loaded  options  raw  typing         -> args, params, cache, source_map
+//! elementwise  reduction                        the two kernel templates -> all of the above
+//! testing                                       -> elementwise, reduction
+//! ```
 
 #![warn(missing_docs)]
 
@@ -88,3 +99,8 @@ pub use types::{c_name, dtype_from_name, numpy_name, TypeSpec};
 
 /// Re-exported for launch configurations of raw kernels.
 pub use cuda_stack_driver::{Dim3, LaunchConfig};
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,9 +1,12 @@
 //! [`Communicator`]: one rank of an NCCL communicator, and how it fails without hanging.
 
+use crate::backoff::backoff;
 use crate::config::CommConfig;
 use crate::error::{AbortReason, Error, Result};
+use crate::raw_comm::RawComm;
 use crate::teardown::{self, Teardown};
-use crate::{env, group, watchdog, UniqueId};
+use crate::watchdog::{self, Watched};
+use crate::{env, open_group, UniqueId};
 use cuda_stack_driver::{Context, Event, Stream};
 use cuda_stack_sys::nccl_types::{ncclComm_t, ncclResult_t};
 use cuda_stack_sys::Nccl;
@@ -14,14 +17,6 @@ use std::time::{Duration, Instant};
 
 /// How long an abort is waited for before the caller goes on (see `CommInner::abort_locked`).
 const ABORT_GRACE: Duration = Duration::from_secs(10);
-
-/// An `ncclComm_t` that may cross threads.
-pub(crate) struct RawComm(pub(crate) ncclComm_t);
-
-// SAFETY: an NCCL communicator may be used from any thread, one call at a time; this crate makes
-// every call on it with the communicator's mutex held (the watchdog too), and hands the handle
-// to exactly one teardown thread at the end.
-unsafe impl Send for RawComm {}
 
 /// Where a communicator is in its life.
 pub(crate) enum CommState {
@@ -142,7 +137,7 @@ impl Communicator {
         config: &CommConfig,
     ) -> Result<Communicator> {
         env::check_nvls_disabled()?;
-        group::refuse_if_open("Communicator::init_rank")?;
+        open_group::refuse_if_open("Communicator::init_rank")?;
         check_rank("init_rank", "rank", rank, nranks)?;
         let nccl = Nccl::get()?;
         let ctx = Context::new(device)?;
@@ -202,7 +197,7 @@ impl Communicator {
     /// asynchronous error NCCL reports now (the communicator is then aborted) or an earlier
     /// abort. Does not wait for anything.
     pub fn check(&self) -> Result<()> {
-        group::refuse_if_open("Communicator::check")?;
+        open_group::refuse_if_open("Communicator::check")?;
         let mut state = self.inner.lock();
         self.inner.poll_async_error(&mut state)
     }
@@ -222,7 +217,7 @@ impl Communicator {
     /// ([`AbortReason::Requested`]). The other ranks should abort theirs too (recent NCCL versions
     /// wait for every rank of a node in the abort). Aborting twice is harmless.
     pub fn abort(&self) -> Result<()> {
-        group::refuse_if_open("Communicator::abort")?;
+        open_group::refuse_if_open("Communicator::abort")?;
         let mut state = self.inner.lock();
         match &*state {
             CommState::Live(_) => self.inner.abort_locked(&mut state, AbortReason::Requested),
@@ -244,7 +239,7 @@ impl Communicator {
     /// queues must follow the rules of [`cuda_stack_driver::Stream::enqueue_foreign`] (which it should
     /// use for any buffer it hands to NCCL).
     pub unsafe fn with_raw<R>(&self, f: impl FnOnce(ncclComm_t) -> R) -> Result<R> {
-        group::refuse_if_open("Communicator::with_raw")?;
+        open_group::refuse_if_open("Communicator::with_raw")?;
         let state = self.inner.lock();
         let raw = self.inner.live(&state)?;
         Ok(f(raw))
@@ -547,11 +542,13 @@ impl CommInner {
             Err(e) => log::warn!("cuda-stack-nccl: cannot watch {what} for the timeout: {e}"),
         }
     }
+}
 
+impl Watched for CommInner {
     /// The watchdog's look at this communicator: skipped while another thread uses it; aborts it
     /// on an asynchronous error or when its oldest unfinished operation is older than the
     /// timeout.
-    pub(crate) fn watchdog_check(&self) {
+    fn watchdog_check(&self) {
         let mut state = match self.state.try_lock() {
             Ok(s) => s,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
@@ -625,17 +622,6 @@ impl Drop for CommInner {
                 );
             }
         }
-    }
-}
-
-/// Waits a little between polls: spins first (a ready communicator is usually a few
-/// microseconds away), then yields, then sleeps up to a millisecond.
-pub(crate) fn backoff(round: &mut u32) {
-    *round = round.saturating_add(1);
-    match *round {
-        0..=64 => std::hint::spin_loop(),
-        65..=256 => std::thread::yield_now(),
-        r => std::thread::sleep(Duration::from_micros(u64::from(r.min(1000)))),
     }
 }
 

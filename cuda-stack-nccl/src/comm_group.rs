@@ -1,9 +1,10 @@
 //! [`CommGroup`]: the communicators of several GPUs of one process, made together.
 
-use crate::comm::{finish_init, to_int, Communicator, RawComm};
+use crate::comm::{finish_init, to_int, Communicator};
 use crate::config::CommConfig;
+use crate::raw_comm::RawComm;
 use crate::teardown::{self, Teardown};
-use crate::{env, group, Error, Result, UniqueId};
+use crate::{env, open_group, Error, Result, UniqueId};
 use cuda_stack_driver::{Context, Device};
 use cuda_stack_sys::nccl_types::{ncclComm_t, ncclResult_t};
 use cuda_stack_sys::Nccl;
@@ -189,7 +190,7 @@ impl Drop for CommGroup {
 /// distinct existing devices, NCCL loaded, contexts retained and peer access enabled.
 fn prepare(what: &'static str, devices: &[usize]) -> Result<(&'static Nccl, Vec<Context>)> {
     env::check_nvls_disabled()?;
-    group::refuse_if_open(what)?;
+    open_group::refuse_if_open(what)?;
     if devices.is_empty() {
         return Err(Error::Invalid {
             what,

@@ -45,7 +45,7 @@ impl std::fmt::Display for AbortReason {
 }
 
 /// A failure of `cuda-stack-nccl`. Each variant says what was asked, what went wrong, and what to do.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum Error {
     /// libnccl could not be loaded (lists every place tried).
@@ -213,3 +213,5 @@ impl Error {
         )
     }
 }
+
+cuda_stack_sys::debug_as_display!(enum Error);

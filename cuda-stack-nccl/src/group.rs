@@ -1,28 +1,14 @@
 //! [`Group`]: NCCL's group calls (`ncclGroupStart` … `ncclGroupEnd`) as a guard.
 
 use crate::comm::{last_error, CommState, Communicator};
+use crate::open_group::{refuse_if_open, set_open};
 use crate::ops::{self, OpCall};
 use crate::{Error, NcclType, ReduceOp, Result};
 use cuda_stack_driver::{DeviceSlice, ForeignUse, Stream};
 use cuda_stack_sys::nccl_types::ncclComm_t;
 use cuda_stack_sys::nccl_types::ncclResult_t;
 use cuda_stack_sys::Nccl;
-use std::cell::Cell;
 use std::marker::PhantomData;
-
-thread_local! {
-    /// Whether a [`Group`] is open on this thread (or was leaked here).
-    static OPEN: Cell<bool> = const { Cell::new(false) };
-}
-
-/// [`Error::GroupOpen`] if a group is open on this thread.
-pub(crate) fn refuse_if_open(what: &'static str) -> Result<()> {
-    if OPEN.with(Cell::get) {
-        Err(Error::GroupOpen { what })
-    } else {
-        Ok(())
-    }
-}
 
 /// An operation added to a group, waiting for `ncclGroupEnd`.
 struct Added<'a> {
@@ -98,7 +84,7 @@ impl<'a> Group<'a> {
         // SAFETY: no arguments; the matching ncclGroupEnd is in `finish`, on this thread (the
         // guard is !Send).
         unsafe { nccl.ncclGroupStart()? };
-        OPEN.with(|o| o.set(true));
+        set_open(true);
         Ok(Group {
             nccl,
             locked: Vec::new(),
@@ -175,7 +161,7 @@ impl<'a> Group<'a> {
         self.ended = true;
         // SAFETY: ends the group this guard started, on the same thread.
         let called = unsafe { self.nccl.ncclGroupEnd() };
-        OPEN.with(|o| o.set(false));
+        set_open(false);
         let in_progress =
             matches!(&called, Err(e) if e.code() == Some(ncclResult_t::ncclInProgress));
         let mut first: Result<()> = match called {

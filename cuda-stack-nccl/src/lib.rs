@@ -74,9 +74,23 @@
 //! println!("{:?}", stream.clone_dtoh(&grad)?);
 //! # Ok(()) }
 //! ```
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it.
+//!
+//! ```text
+//! error  config  dtype  raw_comm  backoff  watchdog   leaves
+//! env  open_group                                    -> error
+//! teardown                                           -> raw_comm, backoff
+//! unique_id                                          -> env, open_group
+//! comm  tcp                                          Communicator -> all of the above
+//! ops  comm_group                                    -> comm
+//! group                                              -> ops, comm
+//! ```
 
 #![warn(missing_docs)]
 
+mod backoff;
 mod comm;
 mod comm_group;
 mod config;
@@ -84,7 +98,9 @@ mod dtype;
 pub mod env;
 mod error;
 mod group;
+mod open_group;
 mod ops;
+mod raw_comm;
 pub mod tcp;
 mod teardown;
 mod unique_id;
@@ -107,3 +123,8 @@ pub use cuda_stack_driver;
 pub fn nccl_version() -> Result<Option<(i32, i32, i32)>> {
     Ok(cuda_stack_sys::Nccl::get()?.version())
 }
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -400,7 +400,7 @@ impl Communicator {
     /// Queues one operation: orders its buffers, calls NCCL, waits while a non-blocking call is
     /// in progress, records the buffers' use and watches the work for the timeout.
     pub(crate) fn run(&self, stream: &Stream, op: OpCall<'_>) -> Result<()> {
-        crate::group::refuse_if_open(op.what)?;
+        crate::open_group::refuse_if_open(op.what)?;
         self.check_stream(stream)?;
         let mut state = self.inner.lock();
         let raw = self.inner.live(&state)?;

@@ -7,7 +7,8 @@
 //! communicator ends on a short-lived thread of its own, which the caller waits for only a
 //! bounded time, so ranks dropped one after another by one thread still finalize together.
 
-use crate::comm::RawComm;
+use crate::backoff::backoff;
+use crate::raw_comm::RawComm;
 use cuda_stack_driver::Context;
 use cuda_stack_sys::nccl_types::{ncclComm_t, ncclResult_t};
 use cuda_stack_sys::Nccl;
@@ -128,6 +129,6 @@ fn wait_quiet(nccl: &Nccl, raw: ncclComm_t, timeout: Option<Duration>) -> bool {
             );
             return false;
         }
-        crate::comm::backoff(&mut round);
+        backoff(&mut round);
     }
 }

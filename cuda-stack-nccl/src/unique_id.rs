@@ -40,7 +40,7 @@ impl UniqueId {
     /// that NVLS is off first ([`crate::check_nvls_disabled`]).
     pub fn new() -> Result<UniqueId> {
         env::check_nvls_disabled()?;
-        crate::group::refuse_if_open("UniqueId::new")?;
+        crate::open_group::refuse_if_open("UniqueId::new")?;
         let nccl = cuda_stack_sys::Nccl::get()?;
         let mut raw = ncclUniqueId::default();
         // SAFETY: out-pointer to a local of the declared type.

@@ -1,23 +1,30 @@
 //! The process-wide watchdog: one thread that looks at every communicator with a timeout every
 //! [`WATCHDOG_PERIOD`], and aborts those NCCL reports broken or whose oldest operation has not
-//! finished on the GPU within the timeout (see [`crate::Communicator`]).
+//! finished on the GPU within the timeout (see [`crate::Communicator`]). What a look does is the
+//! communicator's own [`Watched::watchdog_check`]; this file only keeps the list and the thread.
 
-use crate::comm::CommInner;
 use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::Duration;
 
 /// How often the watchdog looks.
 pub const WATCHDOG_PERIOD: Duration = Duration::from_millis(50);
 
-static WATCHED: Mutex<Vec<Weak<CommInner>>> = Mutex::new(Vec::new());
+/// What the watchdog looks at (a communicator's shared state).
+pub(crate) trait Watched: Send + Sync {
+    /// One look, every [`WATCHDOG_PERIOD`], on the watchdog's thread.
+    fn watchdog_check(&self);
+}
+
+static WATCHED: Mutex<Vec<Weak<dyn Watched>>> = Mutex::new(Vec::new());
 static START: Once = Once::new();
 
 /// Adds a communicator to the watch (held weakly: the watch never keeps one alive).
-pub(crate) fn register(comm: &Arc<CommInner>) {
+pub(crate) fn register<W: Watched + 'static>(comm: &Arc<W>) {
     {
+        let watched: Weak<dyn Watched> = Arc::<W>::downgrade(comm);
         let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
         w.retain(|c| c.strong_count() > 0);
-        w.push(Arc::downgrade(comm));
+        w.push(watched);
     }
     START.call_once(|| {
         if let Err(e) = std::thread::Builder::new()
@@ -35,7 +42,7 @@ pub(crate) fn register(comm: &Arc<CommInner>) {
 fn run() {
     loop {
         std::thread::sleep(WATCHDOG_PERIOD);
-        let live: Vec<Arc<CommInner>> = {
+        let live: Vec<Arc<dyn Watched>> = {
             let mut w = WATCHED.lock().unwrap_or_else(|p| p.into_inner());
             w.retain(|c| c.strong_count() > 0);
             w.iter().filter_map(Weak::upgrade).collect()

@@ -4,7 +4,7 @@ use cuda_stack_runtime::TensorError;
 
 /// An autograd, layer or optimizer error. Tensor-level problems (shapes, devices, dtypes,
 /// driver failures) arrive as [`NnError::Tensor`] with the op that failed.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum NnError {
     /// A tensor op failed (shape or device mismatch, unsupported dtype, driver error …).
@@ -115,3 +115,5 @@ impl From<cuda_stack_runtime::cuda_stack_nccl::Error> for NnError {
         NnError::Tensor(TensorError::from(e))
     }
 }
+
+cuda_stack_runtime::cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum NnError);

@@ -1,70 +1,20 @@
-//! The recorded graph and the reverse-mode pass over it: [`Var::backward`], grad mode
-//! ([`no_grad`], [`is_grad_enabled`]).
+//! The reverse-mode pass over the recorded graph ([`Var::backward`]).
 //!
-//! Each op's result holds a [`Node`]: the op's name, edges to its inputs' autograd records
-//! (not their values: an intermediate value is freed as soon as nothing needs it) and its
-//! backward closure, which owns the tensors the backward needs (PyTorch's "saved tensors"). `backward` orders the nodes
-//! reachable from the output so that every node runs after all its consumers (a depth-first
-//! post-order, reversed), hands each node the sum of its consumers' gradients, and adds the
-//! gradients reaching leaves into their `.grad` — then calls the leaf's grad-ready hooks
-//! ([`Var::register_grad_ready_hook`]), so data-parallel training can start reducing a
-//! gradient while the rest of the backward runs. Unless the graph is retained, each node's
-//! closure is dropped once run, freeing its saved tensors; a second backward through it is
-//! [`NnError::GraphFreed`].
+//! `backward` orders the nodes reachable from the output (see `record.rs`) so that every node
+//! runs after all its consumers (a depth-first post-order, reversed), hands each node the sum of
+//! its consumers' gradients, and adds the gradients reaching leaves into their `.grad` — then
+//! calls the leaf's grad-ready hooks ([`Var::register_grad_ready_hook`]), so data-parallel
+//! training can start reducing a gradient while the rest of the backward runs. Unless the graph
+//! is retained, each node's closure is dropped once run, freeing its saved tensors; a second
+//! backward through it is [`NnError::GraphFreed`].
 
 use crate::error::{NnError, Result};
-use crate::var::{lock, Meta, Var};
+use crate::lock::lock;
+use crate::record::Meta;
+use crate::var::Var;
 use cuda_stack_runtime::{GradElement, Tensor};
-use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-
-/// A backward closure: the output's gradient in, one gradient per input out.
-pub(crate) type BackwardFn<T> =
-    Box<dyn Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync>;
-
-/// How a computed value was made.
-pub(crate) struct Node<T: GradElement> {
-    pub(crate) op: &'static str,
-    inputs: Vec<Arc<Meta<T>>>,
-    backward: Mutex<Option<BackwardFn<T>>>,
-}
-
-impl<T: GradElement> Node<T> {
-    pub(crate) fn new(
-        op: &'static str,
-        inputs: Vec<Arc<Meta<T>>>,
-        backward: BackwardFn<T>,
-    ) -> Node<T> {
-        Node {
-            op,
-            inputs,
-            backward: Mutex::new(Some(backward)),
-        }
-    }
-}
-
-thread_local! {
-    static GRAD_ENABLED: Cell<bool> = const { Cell::new(true) };
-}
-
-/// Whether ops on this thread record the graph (`torch.is_grad_enabled()`).
-pub fn is_grad_enabled() -> bool {
-    GRAD_ENABLED.with(Cell::get)
-}
-
-/// Runs `f` with graph recording off on this thread (`with torch.no_grad():`): results of ops
-/// are constants, nothing is saved for a backward. Restored afterwards, also on unwinding.
-pub fn no_grad<R>(f: impl FnOnce() -> R) -> R {
-    struct Restore(bool);
-    impl Drop for Restore {
-        fn drop(&mut self) {
-            GRAD_ENABLED.with(|g| g.set(self.0));
-        }
-    }
-    let _restore = Restore(GRAD_ENABLED.with(|g| g.replace(false)));
-    f()
-}
+use std::sync::Arc;
 
 impl<T: GradElement> Var<T> {
     /// Computes the gradient of this one-element value with respect to every leaf that requires

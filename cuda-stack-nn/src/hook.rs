@@ -4,13 +4,12 @@
 //! the others.
 
 use crate::error::{NnError, Result};
-use crate::var::{lock, Meta, Var};
+use crate::lock::lock;
+use crate::record::{GradHookFn, Meta};
+use crate::var::Var;
 use cuda_stack_runtime::{GradElement, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
-
-/// A hook: called with the leaf's accumulated gradient.
-pub(crate) type GradHookFn<T> = Arc<dyn Fn(&Tensor<T>) -> Result<()> + Send + Sync>;
 
 static NEXT_HOOK: AtomicU64 = AtomicU64::new(1);
 

@@ -60,28 +60,48 @@
 //! println!("loss {}", loss.value().item()?);
 //! # Ok(()) }
 //! ```
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it.
+//!
+//! ```text
+//! error  grad_mode  lock                  leaves
+//! record  init                            the autograd record; weight init  -> error, lock
+//! var                                     Var                               -> record, grad_mode
+//! graph  hook  ops  layers  optim         backward, hooks, ops, modules     -> var, record
+//!   gradcheck  capture_targets
+//! capture  parallel                       CapturedStep, DataParallel        -> optim, hook, var
+//! ```
 
 mod capture;
 mod capture_targets;
 mod error;
+mod grad_mode;
 pub mod gradcheck;
 mod graph;
 mod hook;
 pub mod init;
 mod layers;
+mod lock;
 mod ops;
 mod optim;
 mod parallel;
+mod record;
 mod var;
 
 pub use capture::{CapturedStep, StepOutputs};
 pub use cuda_stack_runtime::GradElement;
 pub use error::{NnError, Result};
+pub use grad_mode::{is_grad_enabled, no_grad};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
-pub use graph::{is_grad_enabled, no_grad};
 pub use hook::GradHookHandle;
 pub use layers::{FusedOpLayer, Linear, Module, Relu, Sequential};
 pub use ops::class_targets;
 pub use optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 pub use parallel::{DataParallel, DataParallelConfig};
 pub use var::Var;
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -2,7 +2,8 @@
 
 use crate::error::{NnError, Result};
 use crate::hook::GradHookHandle;
-use crate::var::{lock, Var};
+use crate::lock::lock;
+use crate::var::Var;
 use cuda_stack_runtime::cuda_stack_driver::Stream;
 use cuda_stack_runtime::cuda_stack_nccl::{Communicator, NcclType, ReduceOp};
 use cuda_stack_runtime::{use_stream, GradElement, Tensor};

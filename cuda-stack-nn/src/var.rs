@@ -2,7 +2,9 @@
 //! `.grad_fn`).
 
 use crate::error::{NnError, Result};
-use crate::graph::{self, BackwardFn, Node};
+use crate::grad_mode::is_grad_enabled;
+use crate::lock::lock;
+use crate::record::{BackwardFn, Meta, Node};
 use cuda_stack_runtime::{GradElement, Tensor};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockWriteGuard};
@@ -34,20 +36,6 @@ pub(crate) struct Inner<T: GradElement> {
     pub(crate) meta: Arc<Meta<T>>,
 }
 
-/// The autograd record of a variable. Graph edges point at this, **not** at the value: a
-/// computed value is freed as soon as no handle and no backward closure needs it (as in
-/// PyTorch, where the graph keeps only saved tensors), so the forward's intermediates do not
-/// pile up until the backward.
-pub(crate) struct Meta<T: GradElement> {
-    pub(crate) id: u64,
-    pub(crate) requires_grad: bool,
-    pub(crate) grad: Mutex<Option<Tensor<T>>>,
-    pub(crate) node: Option<Node<T>>,
-    /// Called after a backward pass has accumulated this leaf's gradient (see
-    /// [`Var::register_grad_ready_hook`]).
-    pub(crate) hooks: Mutex<Vec<(u64, crate::hook::GradHookFn<T>)>>,
-}
-
 impl<T: GradElement> Clone for Var<T> {
     fn clone(&self) -> Self {
         Var {
@@ -64,12 +52,6 @@ impl<T: GradElement> std::fmt::Debug for Var<T> {
             .field("op", &self.op())
             .finish()
     }
-}
-
-/// A poisoned lock still holds a consistent value here (every critical section is a plain
-/// read or replace), so it is used rather than turned into a panic.
-pub(crate) fn lock<X>(m: &Mutex<X>) -> MutexGuard<'_, X> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl<T: GradElement> Var<T> {
@@ -108,7 +90,7 @@ impl<T: GradElement> Var<T> {
         inputs: &[&Var<T>],
         backward: impl Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync + 'static,
     ) -> Var<T> {
-        let needs = graph::is_grad_enabled() && inputs.iter().any(|v| v.inner.meta.requires_grad);
+        let needs = is_grad_enabled() && inputs.iter().any(|v| v.inner.meta.requires_grad);
         if !needs {
             return Var::constant(value);
         }
@@ -250,18 +232,5 @@ impl<T: GradElement> Var<T> {
     /// Whether `self` and `other` are the same variable.
     pub fn same_var(&self, other: &Var<T>) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
-    }
-}
-
-impl<T: GradElement> Meta<T> {
-    /// Adds `g` to the accumulated gradient (leaves).
-    pub(crate) fn accumulate_grad(&self, g: Tensor<T>) -> Result<()> {
-        let mut slot = lock(&self.grad);
-        let sum = match slot.take() {
-            None => g.contiguous()?,
-            Some(old) => (&old + &g)?,
-        };
-        *slot = Some(sum);
-        Ok(())
     }
 }

@@ -44,6 +44,16 @@ pub fn current_device() -> Result<usize> {
     }
 }
 
+impl Runtime {
+    /// The runtime of the calling thread's current device ([`crate::current_device`]), with its
+    /// context made current on this thread (as every runtime call does).
+    pub fn current() -> Result<&'static Runtime> {
+        let rt = Runtime::get(current_device()?)?;
+        rt.context().bind()?;
+        Ok(rt)
+    }
+}
+
 /// Waits until all work queued on the current device, on every stream, has finished
 /// (`cudaDeviceSynchronize` / `torch.cuda.synchronize()`).
 pub fn synchronize() -> Result<()> {

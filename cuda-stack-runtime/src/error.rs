@@ -2,7 +2,7 @@
 
 /// Every failure `cuda-stack-runtime` reports: a driver-layer error, or a runtime-specific one.
 /// Each message says what was asked, what the limit was, and what to do.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum Error {
     /// A `cuda-stack-driver` call failed (out of memory, length mismatch, driver error …).
@@ -79,3 +79,5 @@ mod tests {
         assert_eq!(e.to_string(), d.to_string());
     }
 }
+
+cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum Error);

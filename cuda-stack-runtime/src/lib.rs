@@ -52,6 +52,18 @@
 //! [`Error`] wraps [`cuda_stack_driver::Error`] and adds the runtime's own cases (invalid device
 //! ordinal, no device, invalid staging settings). Nothing here panics on bad input or driver
 //! failure.
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it.
+//!
+//! ```text
+//! error                        leaf
+//! caching  staging             the allocator, the pinned staging pool   -> error
+//! runtime                      the per-device registry (Runtime)        -> caching, staging
+//! device                       the thread's current device              -> runtime
+//! stream_scope  memory_stats   the thread's current stream; statistics  -> runtime, device
+//! memory  tensor               cudaMalloc/cudaMemcpy; Tensor            -> all of the above
+//! ```
 
 #![warn(missing_docs)]
 
@@ -90,3 +102,8 @@ pub use stream_scope::{
 
 /// Re-exported so users need not depend on them directly.
 pub use {cuda_stack_driver, cuda_stack_nccl};
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -1,7 +1,6 @@
 //! The per-device runtime state: context, default stream, caching allocator, staging buffers.
 
 use crate::caching::CachingAllocator;
-use crate::device::current_device;
 use crate::staging::{StagingConfig, StagingPool};
 use crate::{Error, Result};
 use cuda_stack_driver::{Context, Device, DeviceRepr, DeviceSlice, Stream};
@@ -97,14 +96,6 @@ impl Runtime {
         Ok(slot.get_or_init(move || rt))
     }
 
-    /// The runtime of the calling thread's current device ([`crate::current_device`]), with its
-    /// context made current on this thread (as every runtime call does).
-    pub fn current() -> Result<&'static Runtime> {
-        let rt = Runtime::get(current_device()?)?;
-        rt.ctx.bind()?;
-        Ok(rt)
-    }
-
     fn new(ordinal: usize) -> Result<Runtime> {
         let ctx = Context::new(ordinal)?;
         let stream = ctx.new_stream()?;
@@ -137,13 +128,6 @@ impl Runtime {
     /// The device's default stream (see the type docs for why it is not the NULL stream).
     pub fn default_stream(&self) -> &Stream {
         &self.stream
-    }
-
-    /// The stream work for this device goes to on the calling thread: the innermost
-    /// [`crate::use_stream`] scope for the device, else [`Runtime::default_stream`]
-    /// ([`crate::stream_for`] without looking the runtime up again).
-    pub fn current_stream(&self) -> Stream {
-        crate::stream_scope::scoped(self.ordinal).unwrap_or_else(|| self.stream.clone())
     }
 
     /// The device's caching allocator.

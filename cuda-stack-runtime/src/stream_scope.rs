@@ -102,6 +102,15 @@ pub(crate) fn scoped(ordinal: usize) -> Option<Stream> {
     })
 }
 
+impl Runtime {
+    /// The stream work for this device goes to on the calling thread: the innermost
+    /// [`crate::use_stream`] scope for the device, else [`Runtime::default_stream`]
+    /// ([`crate::stream_for`] without looking the runtime up again).
+    pub fn current_stream(&self) -> Stream {
+        scoped(self.ordinal()).unwrap_or_else(|| self.default_stream().clone())
+    }
+}
+
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         // Guards are !Send and dropped in reverse order in ordinary code; a guard dropped out of

@@ -1,5 +1,6 @@
 //! cuBLAS (`libcublas`), loaded at run time.
 
+use crate::cublas_majors::{self, Library, MAJORS, PIP_DIRS};
 use crate::cublas_table::CublasTable;
 use crate::cublas_types::libraryPropertyType;
 use crate::loader::{self, LoadError, Search};
@@ -11,18 +12,14 @@ use std::time::{Duration, Instant};
 /// The environment variable that names the cuBLAS library file explicitly.
 pub const CUBLAS_PATH_VAR: &str = "CUDA_CUBLAS_PATH";
 
-/// The sonames searched. Only major version 13: a soname's number is its ABI, and these
-/// declarations are cuBLAS 13's (an unversioned `libcublas.so` may point at a cuBLAS 12, so it
-/// is not searched either; name any file with `CUDA_CUBLAS_PATH` to override).
-pub(crate) const CUBLAS_SONAMES: &[&str] = &["libcublas.so.13"];
-/// pip's folders for cuBLAS, under each site-packages: CUDA 13 wheels, then CUDA 12's layout.
-pub(crate) const CUBLAS_PIP_DIRS: &[&str] = &["nvidia/cu13/lib", "nvidia/cublas/lib"];
 const CUBLAS_LIBRARY: &str = "cuBLAS (libcublas)";
 const CUBLAS_HINT: &str = "cuBLAS comes with the CUDA toolkit, or from PyPI: \
-    `pip install nvidia-cublas` (CUDA 13); or set CUDA_CUBLAS_PATH to the full path of \
-    libcublas.so.13 (libcublasLt.so.13 must sit beside it or be on the loader's path)";
+    `pip install nvidia-cublas` (CUDA 13) or `pip install nvidia-cublas-cu12` (CUDA 12); or set \
+    CUDA_CUBLAS_PATH to the full path of libcublas.so.13 or libcublas.so.12 (the libcublasLt of \
+    the same version must sit beside it or be on the loader's path)";
 
-/// cuBLAS: the loaded `libcublas` and its table of entry points.
+/// cuBLAS: the loaded `libcublas` (major version 13 or 12, see [`Cublas::MAJORS`]) and its
+/// table of entry points.
 ///
 /// Every entry point of `cublas_v2.h` is a method of the same name: the exported symbol,
 /// which for the classic API is the `_v2` one (`cublasCreate_v2`, `cublasSgemm_v2`), as the
@@ -67,26 +64,62 @@ impl Cublas {
     /// calls return the same result, success or failure).
     pub fn get() -> Result<&'static Cublas, LoadError> {
         CUBLAS
-            .get_or_init(Cublas::load)
+            .get_or_init(|| {
+                let loaded = Cublas::load();
+                if let Ok(c) = &loaded {
+                    cublas_majors::record(Library::Cublas, c.version);
+                }
+                loaded
+            })
             .as_ref()
             .map_err(Clone::clone)
     }
 
+    /// The major versions this crate searches for, preferred first: 13, whose headers the
+    /// declarations were generated from, then 12. For every entry point and type the two share,
+    /// cuBLAS 12 (12.0 through 12.9) declares the same signature, value and layout as 13; 13 adds
+    /// entry points (floating-point emulation) that a cuBLAS 12 lacks, and calling one returns
+    /// [`crate::CublasError::MissingSymbol`]. [`Cublas::version`] says which one loaded.
+    pub const MAJORS: [i32; 2] = MAJORS;
+
     /// The places [`Cublas::load`] searches, in order: `$CUDA_CUBLAS_PATH` if set (and then
-    /// nothing else), otherwise `libcublas.so.13` through the system loader, then in
+    /// nothing else); otherwise, for each major version of [`Cublas::MAJORS`] in turn, its soname
+    /// (`libcublas.so.13`, then `libcublas.so.12`) through the system loader, then in
     /// `$CUDA_HOME/lib64`, `/usr/local/cuda/lib64`, and `nvidia/cu13/lib` and
-    /// `nvidia/cublas/lib` under each Python site-packages directory found.
+    /// `nvidia/cublas/lib` under each Python site-packages directory found. Where the
+    /// process-wide [`crate::CublasLt`] is loaded already, its major version is searched first,
+    /// so the two come from one release. An unversioned `libcublas.so` is never searched.
     pub fn search() -> Search {
-        Self::search_with(&|k| std::env::var_os(k))
+        Self::search_with(
+            &|k| std::env::var_os(k),
+            &cublas_majors::search_order(Library::Cublas),
+        )
     }
 
-    pub(crate) fn search_with(env: &dyn Fn(&str) -> Option<OsString>) -> Search {
-        let dirs = loader::cuda_library_dirs(env, CUBLAS_PIP_DIRS);
-        Search::standard(
+    /// The standard places for one major version only (`libcublas.so.{major}`), without
+    /// `$CUDA_CUBLAS_PATH`: to load a particular version with [`Cublas::load_from`] on a machine
+    /// that has several, e.g. to test both.
+    pub fn search_major(major: i32) -> Search {
+        Self::search_with(
+            &|k| {
+                (k != CUBLAS_PATH_VAR)
+                    .then(|| std::env::var_os(k))
+                    .flatten()
+            },
+            &[major],
+        )
+    }
+
+    pub(crate) fn search_with(env: &dyn Fn(&str) -> Option<OsString>, majors: &[i32]) -> Search {
+        let dirs = loader::cuda_library_dirs(env, PIP_DIRS);
+        let sonames = cublas_majors::sonames("libcublas", majors);
+        let versions: Vec<[&str; 1]> = sonames.iter().map(|[s]| [s.as_str()]).collect();
+        let versions: Vec<&[&str]> = versions.iter().map(|v| &v[..]).collect();
+        Search::standard_by_version(
             CUBLAS_LIBRARY,
             CUBLAS_HINT,
             CUBLAS_PATH_VAR,
-            CUBLAS_SONAMES,
+            &versions,
             &dirs,
             env,
         )
@@ -152,8 +185,8 @@ impl Cublas {
         crate::loaded_path::find(&self.path)
     }
 
-    /// `cublasGetProperty` as `(major, minor, patch)`, read at load time, e.g. `(13, 1, 0)`;
-    /// `None` if the library could not say.
+    /// `cublasGetProperty` as `(major, minor, patch)`, read at load time, e.g. `(13, 1, 0)` or
+    /// `(12, 9, 1)`; `None` if the library could not say.
     pub fn version(&self) -> Option<(i32, i32, i32)> {
         self.version
     }
@@ -178,7 +211,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn search_order_env_var_sonames_cuda_home_then_pip() {
+    fn search_order_env_var_then_each_major_sonames_cuda_home_then_pip() {
         let site =
             std::env::temp_dir().join(format!("cuda-stack-sys-cublas-site-{}", std::process::id()));
         std::fs::create_dir_all(&site).unwrap();
@@ -188,29 +221,56 @@ mod tests {
             "CUDA_HOME" => Some("/opt/cuda-x".into()),
             _ => None,
         };
-        let paths: Vec<PathBuf> = Cublas::search_with(&env)
-            .candidates()
-            .iter()
-            .map(|c| c.path.clone())
-            .collect();
+        let paths = |majors: &[i32]| -> Vec<PathBuf> {
+            Cublas::search_with(&env, majors)
+                .candidates()
+                .iter()
+                .map(|c| c.path.clone())
+                .collect()
+        };
+        let all = paths(&MAJORS);
         let _ = std::fs::remove_dir_all(&site);
-        let expect: Vec<PathBuf> = vec![
-            "libcublas.so.13".into(),
-            "/opt/cuda-x/lib64/libcublas.so.13".into(),
-            "/usr/local/cuda/lib64/libcublas.so.13".into(),
-            site.join("nvidia/cu13/lib/libcublas.so.13"),
-            site.join("nvidia/cublas/lib/libcublas.so.13"),
-        ];
-        // Other site-packages of this machine may follow; these come first, in this order.
-        assert_eq!(paths[..expect.len()], expect[..], "{paths:?}");
+        let places = |m: i32| -> Vec<PathBuf> {
+            let so = format!("libcublas.so.{m}");
+            vec![
+                so.clone().into(),
+                PathBuf::from("/opt/cuda-x/lib64").join(&so),
+                PathBuf::from("/usr/local/cuda/lib64").join(&so),
+                site.join("nvidia/cu13/lib").join(&so),
+                site.join("nvidia/cublas/lib").join(&so),
+            ]
+        };
+        // Other site-packages of this machine may follow each group; these come first, in
+        // this order, and every place is tried for 13 before any for 12.
+        let (p13, p12) = (places(13), places(12));
+        assert_eq!(all[..p13.len()], p13[..], "{all:?}");
+        let first12 = all
+            .iter()
+            .position(|p| p.ends_with("libcublas.so.12"))
+            .unwrap();
+        assert!(all[..first12]
+            .iter()
+            .all(|p| p.to_string_lossy().ends_with(".so.13")));
+        assert_eq!(all[first12..first12 + p12.len()], p12[..], "{all:?}");
+        assert!(!all.iter().any(|p| p.ends_with("libcublas.so")), "{all:?}");
 
-        let env = |k: &str| (k == CUBLAS_PATH_VAR).then(|| "/x/libcublas.so.13".into());
-        let only = Cublas::search_with(&env);
+        let env = |k: &str| (k == CUBLAS_PATH_VAR).then(|| "/x/libcublas.so.12".into());
+        let only = Cublas::search_with(&env, &MAJORS);
         assert_eq!(only.candidates().len(), 1);
         let err = only.open().unwrap_err().to_string();
         assert!(
             err.contains("$CUDA_CUBLAS_PATH") && err.contains("no other place"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn search_major_ignores_the_env_var_and_other_majors() {
+        let s = Cublas::search_major(12);
+        assert_eq!(s.candidates()[0].path, PathBuf::from("libcublas.so.12"));
+        assert!(s
+            .candidates()
+            .iter()
+            .all(|c| c.path.ends_with("libcublas.so.12")));
     }
 }

@@ -1,5 +1,6 @@
 //! cuBLASLt (`libcublasLt`), cuBLAS's lightweight matmul library, loaded at run time.
 
+use crate::cublas_majors::{self, Library, PIP_DIRS};
 use crate::cublaslt_table::CublasLtTable;
 use crate::loader::{self, LoadError, Search};
 use std::ffi::OsString;
@@ -10,14 +11,13 @@ use std::time::{Duration, Instant};
 /// The environment variable that names the cuBLASLt library file explicitly.
 pub const CUBLASLT_PATH_VAR: &str = "CUDA_CUBLASLT_PATH";
 
-/// The sonames searched: major version 13 only, as for cuBLAS (see [`crate::Cublas::search`]).
-const CUBLASLT_SONAMES: &[&str] = &["libcublasLt.so.13"];
 const CUBLASLT_LIBRARY: &str = "cuBLASLt (libcublasLt)";
 const CUBLASLT_HINT: &str = "cuBLASLt comes with cuBLAS, in the CUDA toolkit or from PyPI: \
-    `pip install nvidia-cublas` (CUDA 13); or set CUDA_CUBLASLT_PATH to the full path of \
-    libcublasLt.so.13";
+    `pip install nvidia-cublas` (CUDA 13) or `pip install nvidia-cublas-cu12` (CUDA 12); or set \
+    CUDA_CUBLASLT_PATH to the full path of libcublasLt.so.13 or libcublasLt.so.12";
 
-/// cuBLASLt: the loaded `libcublasLt` and its table of entry points.
+/// cuBLASLt: the loaded `libcublasLt` (major version 13 or 12, see [`CublasLt::MAJORS`]) and its
+/// table of entry points.
 ///
 /// Every entry point of `cublasLt.h` is a method of the same name that goes through the
 /// checked-call stratum: a status other than `CUBLAS_STATUS_SUCCESS` comes back as
@@ -54,26 +54,58 @@ impl CublasLt {
     /// later calls return the same result, success or failure).
     pub fn get() -> Result<&'static CublasLt, LoadError> {
         CUBLASLT
-            .get_or_init(CublasLt::load)
+            .get_or_init(|| {
+                let loaded = CublasLt::load();
+                if let Ok(lt) = &loaded {
+                    cublas_majors::record(Library::CublasLt, lt.version);
+                }
+                loaded
+            })
             .as_ref()
             .map_err(Clone::clone)
     }
 
+    /// The major versions searched, preferred first: the same as [`crate::Cublas::MAJORS`].
+    pub const MAJORS: [i32; 2] = cublas_majors::MAJORS;
+
     /// The places [`CublasLt::load`] searches, in order: `$CUDA_CUBLASLT_PATH` if set (and then
-    /// nothing else), otherwise `libcublasLt.so.13` through the system loader, then in
+    /// nothing else); otherwise, for each major version of [`CublasLt::MAJORS`] in turn, its
+    /// soname (`libcublasLt.so.13`, then `libcublasLt.so.12`) through the system loader, then in
     /// `$CUDA_HOME/lib64`, `/usr/local/cuda/lib64`, and `nvidia/cu13/lib` and
-    /// `nvidia/cublas/lib` under each Python site-packages directory found.
+    /// `nvidia/cublas/lib` under each Python site-packages directory found. Where the
+    /// process-wide [`crate::Cublas`] is loaded already, its major version is searched first:
+    /// its own libcublasLt is then in the process, and the system loader returns that one for
+    /// the soname, so the two come from one release.
     pub fn search() -> Search {
-        Self::search_with(&|k| std::env::var_os(k))
+        Self::search_with(
+            &|k| std::env::var_os(k),
+            &cublas_majors::search_order(Library::CublasLt),
+        )
     }
 
-    pub(crate) fn search_with(env: &dyn Fn(&str) -> Option<OsString>) -> Search {
-        let dirs = loader::cuda_library_dirs(env, crate::cublas::CUBLAS_PIP_DIRS);
-        Search::standard(
+    /// The standard places for one major version only (`libcublasLt.so.{major}`), without
+    /// `$CUDA_CUBLASLT_PATH` (see [`crate::Cublas::search_major`]).
+    pub fn search_major(major: i32) -> Search {
+        Self::search_with(
+            &|k| {
+                (k != CUBLASLT_PATH_VAR)
+                    .then(|| std::env::var_os(k))
+                    .flatten()
+            },
+            &[major],
+        )
+    }
+
+    pub(crate) fn search_with(env: &dyn Fn(&str) -> Option<OsString>, majors: &[i32]) -> Search {
+        let dirs = loader::cuda_library_dirs(env, PIP_DIRS);
+        let sonames = cublas_majors::sonames("libcublasLt", majors);
+        let versions: Vec<[&str; 1]> = sonames.iter().map(|[s]| [s.as_str()]).collect();
+        let versions: Vec<&[&str]> = versions.iter().map(|v| &v[..]).collect();
+        Search::standard_by_version(
             CUBLASLT_LIBRARY,
             CUBLASLT_HINT,
             CUBLASLT_PATH_VAR,
-            CUBLASLT_SONAMES,
+            &versions,
             &dirs,
             env,
         )
@@ -134,7 +166,8 @@ impl CublasLt {
         crate::loaded_path::find(&self.path)
     }
 
-    /// `cublasLtGetVersion` as `(major, minor, patch)`, read at load time, e.g. `(13, 1, 0)`;
+    /// `cublasLtGetVersion` as `(major, minor, patch)`, read at load time, e.g. `(13, 1, 0)` or
+    /// `(12, 9, 1)` (cuBLAS 12 and 13 both encode it as `major·10000 + minor·100 + patch`);
     /// `None` if the library could not say.
     pub fn version(&self) -> Option<(i32, i32, i32)> {
         self.version
@@ -152,5 +185,38 @@ impl CublasLt {
     /// version).
     pub fn load_time(&self) -> Duration {
         self.load_time
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_major_is_searched_everywhere_in_turn() {
+        let env = |k: &str| (k == "CUDA_HOME").then(|| "/opt/cuda-x".into());
+        let paths: Vec<PathBuf> = CublasLt::search_with(&env, &[12, 13])
+            .candidates()
+            .iter()
+            .map(|c| c.path.clone())
+            .collect();
+        assert_eq!(
+            paths[..3],
+            [
+                PathBuf::from("libcublasLt.so.12"),
+                "/opt/cuda-x/lib64/libcublasLt.so.12".into(),
+                "/usr/local/cuda/lib64/libcublasLt.so.12".into(),
+            ],
+            "{paths:?}"
+        );
+        let first13 = paths
+            .iter()
+            .position(|p| p.ends_with("libcublasLt.so.13"))
+            .unwrap();
+        assert!(paths[..first13]
+            .iter()
+            .all(|p| p.to_string_lossy().ends_with(".so.12")));
+        let env = |k: &str| (k == CUBLASLT_PATH_VAR).then(|| "/x/libcublasLt.so.12".into());
+        assert_eq!(CublasLt::search_with(&env, &[13, 12]).candidates().len(), 1);
     }
 }

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 /// An entry point the loaded library does not export (an older driver, or a library that is not
 /// the one expected). Returned by the call instead of a panic; loading itself never fails for it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "`{symbol}` is not exported by {} ({version}); it needs a newer {what}, or the file is not {what}",
     library.display()
@@ -26,7 +26,7 @@ pub struct MissingSymbol {
 }
 
 /// A failed CUDA driver API call.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
 pub enum DriverError {
     /// The driver returned an error status.
     #[error("{call} failed with {name} ({}): {description}", code.0)]
@@ -64,7 +64,7 @@ impl DriverError {
 }
 
 /// A failed NVRTC call.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
 pub enum NvrtcError {
     /// NVRTC returned an error status.
     #[error("{call} failed with {name} ({}): {description}", code.0)]
@@ -94,7 +94,7 @@ impl NvrtcError {
 }
 
 /// A failed cuBLAS or cuBLASLt call (both return `cublasStatus_t`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
 pub enum CublasError {
     /// The library returned a status other than `CUBLAS_STATUS_SUCCESS`.
     #[error("{call} failed with {name} ({}): {description}", code.0)]
@@ -151,7 +151,7 @@ pub(crate) fn cublas_status_summary(code: cublasStatus_t) -> &'static str {
 }
 
 /// A failed NCCL call.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error, strum::IntoStaticStr)]
 pub enum NcclError {
     /// NCCL returned a result other than `ncclSuccess`.
     #[error("{call} failed with {name} ({}): {description}", code.0)]
@@ -187,3 +187,10 @@ impl NcclError {
         }
     }
 }
+
+// `Debug` says what `Display` says (see `debug_display`).
+crate::debug_as_display!(struct MissingSymbol);
+crate::debug_as_display!(enum DriverError);
+crate::debug_as_display!(enum NvrtcError);
+crate::debug_as_display!(enum CublasError);
+crate::debug_as_display!(enum NcclError);

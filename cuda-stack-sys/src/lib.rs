@@ -46,12 +46,21 @@
 //! |---|---|---|---|---|
 //! | driver | [`Driver`] | `CUDA_DRIVER_PATH` | `libcuda.so.1`, `libcuda.so` | — |
 //! | NVRTC | [`Nvrtc`] | `CUDA_NVRTC_PATH` | `libnvrtc.so.13`, `.12`, `.so` | `nvidia/cu13/lib`, `nvidia/cuda_nvrtc/lib` |
-//! | cuBLAS | [`Cublas`] | `CUDA_CUBLAS_PATH` | `libcublas.so.13` | `nvidia/cu13/lib`, `nvidia/cublas/lib` |
-//! | cuBLASLt | [`CublasLt`] | `CUDA_CUBLASLT_PATH` | `libcublasLt.so.13` | `nvidia/cu13/lib`, `nvidia/cublas/lib` |
+//! | cuBLAS | [`Cublas`] | `CUDA_CUBLAS_PATH` | `libcublas.so.13`, then `.12` | `nvidia/cu13/lib`, `nvidia/cublas/lib` |
+//! | cuBLASLt | [`CublasLt`] | `CUDA_CUBLASLT_PATH` | `libcublasLt.so.13`, then `.12` | `nvidia/cu13/lib`, `nvidia/cublas/lib` |
 //! | NCCL | [`Nccl`] | `CUDA_NCCL_PATH` | `libnccl.so.2`, `libnccl.so` | `nvidia/nccl/lib`, `nvidia/cu13/lib` |
 //!
-//! cuBLAS is searched as `.so.13` only: the soname's number is the library's ABI and these
-//! declarations are cuBLAS 13's. libcublas needs libcublasLt; when libcublas is loaded from a
+//! cuBLAS and cuBLASLt are searched as `.so.13` everywhere, then as `.so.12` everywhere (never
+//! as an unversioned `.so`): the soname's number is the library's ABI. The declarations are
+//! generated from cuBLAS 13.1's headers; every entry point cuBLAS 12 (12.0 through 12.9) also
+//! declares has the same signature there, every constant both declare has the same value (but
+//! end-of-enum markers such as `CUBLASLT_MATMUL_STAGES_END`), and every struct both declare has
+//! the same layout but one: `cublasLtMatmulDescOpaque_t` is 184 bytes in 12.0 and 12.1 and 256
+//! since, which only matters to a caller that allocates a descriptor itself for
+//! `cublasLtMatmulDescInit_internal` (the library refuses only a size that is too small).
+//! Entry points only 13 has (floating-point emulation) are missing from a cuBLAS 12 and return
+//! [`MissingSymbol`]. Where one of the two libraries is loaded already, the other is searched for
+//! its major version first. libcublas needs libcublasLt; when libcublas is loaded from a
 //! folder, the libcublasLt beside it is loaded first so that dependency resolves. NCCL's ABI has
 //! been `libnccl.so.2` throughout 2.x. Each handle reads its library's version at load time
 //! (`cublasGetProperty`, `cublasLtGetVersion`, `ncclGetVersion`) and names it in every
@@ -60,11 +69,26 @@
 //! For NVIDIA's documentation of each entry point, see the CUDA Driver API reference, the NVRTC
 //! user guide, the cuBLAS documentation (cuBLAS and cuBLASLt APIs) and the NCCL API reference;
 //! the method names here are the symbol names there.
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it.
+//!
+//! ```text
+//! generated/*_types, *_table   the bindings (each table uses its types)
+//! loader  loaded_path          finding a library file, naming the one loaded
+//! cublas_majors  debug_display the cuBLAS/cuBLASLt versions searched; Debug that reads as Display
+//! error  trace  fault          statuses as errors, the per-call hook, fault injection
+//! driver  nvrtc  nccl          one loaded library each               -> loader, loaded_path
+//!   cublas  cublaslt                                                    (cublas_majors)
+//! result                       the checked calls of every library    -> all of the above
+//! ```
 
 #![warn(missing_docs)]
 
 mod cublas;
+mod cublas_majors;
 mod cublaslt;
+mod debug_display;
 mod driver;
 mod error;
 mod loaded_path;
@@ -178,3 +202,8 @@ pub use loader::{python_site_dirs, Candidate, CandidateSource, LoadAttempt, Load
 pub use nccl::{Nccl, NCCL_PATH_VAR};
 pub use nvrtc::{Nvrtc, NVRTC_PATH_VAR};
 pub use nvrtc_types::*;
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

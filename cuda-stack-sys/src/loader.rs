@@ -55,7 +55,7 @@ pub struct LoadAttempt {
 ///
 /// Its `Display` lists every place tried, in order, with the OS loader's message for each, and
 /// says what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, PartialEq, Eq, thiserror::Error)]
 pub struct LoadError {
     /// What was being loaded, e.g. `"the CUDA driver (libcuda)"`.
     pub library: &'static str,
@@ -119,6 +119,21 @@ impl Search {
         dirs: &[PathBuf],
         env: &dyn Fn(&str) -> Option<OsString>,
     ) -> Search {
+        Self::standard_by_version(library, hint, env_var, &[sonames], dirs, env)
+    }
+
+    /// [`Search::standard`] for a library with several ABI versions, each a group of sonames,
+    /// preferred first: every place is searched for one version before the next version is
+    /// looked for (`libcublas.so.13` through the system loader and in every folder, then
+    /// `libcublas.so.12` the same way).
+    pub(crate) fn standard_by_version(
+        library: &'static str,
+        hint: &'static str,
+        env_var: &'static str,
+        versions: &[&[&str]],
+        dirs: &[PathBuf],
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Search {
         if let Some(p) = env(env_var).filter(|p| !p.is_empty()) {
             return Search {
                 library,
@@ -132,21 +147,19 @@ impl Search {
                 hint,
             };
         }
-        let mut candidates: Vec<Candidate> = sonames
-            .iter()
-            .map(|s| Candidate {
-                path: PathBuf::from(s),
-                source: CandidateSource::Soname,
-            })
-            .collect();
-        for dir in dirs {
-            for s in sonames {
-                let path = dir.join(s);
-                if !candidates.iter().any(|c| c.path == path) {
-                    candidates.push(Candidate {
-                        path,
-                        source: CandidateSource::InstallDir,
-                    });
+        let mut candidates: Vec<Candidate> = Vec::new();
+        let mut add = |path: PathBuf, source: CandidateSource| {
+            if !candidates.iter().any(|c| c.path == path) {
+                candidates.push(Candidate { path, source });
+            }
+        };
+        for sonames in versions {
+            for s in *sonames {
+                add(PathBuf::from(s), CandidateSource::Soname);
+            }
+            for dir in dirs {
+                for s in *sonames {
+                    add(dir.join(s), CandidateSource::InstallDir);
                 }
             }
         }
@@ -380,6 +393,29 @@ mod tests {
     }
 
     #[test]
+    fn each_version_is_searched_everywhere_before_the_next() {
+        let dirs = [PathBuf::from("/a"), PathBuf::from("/b")];
+        let versions: [&[&str]; 2] = [&["l.so.13"], &["l.so.12"]];
+        let s = Search::standard_by_version("x", "h", "X_PATH", &versions, &dirs, &no_env);
+        let paths: Vec<_> = s.candidates().iter().map(|c| c.path.clone()).collect();
+        let expect: Vec<PathBuf> = [
+            "l.so.13",
+            "/a/l.so.13",
+            "/b/l.so.13",
+            "l.so.12",
+            "/a/l.so.12",
+            "/b/l.so.12",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        assert_eq!(paths, expect);
+        let env = |k: &str| (k == "X_PATH").then(|| OsString::from("/x/l.so.12"));
+        let s = Search::standard_by_version("x", "h", "X_PATH", &versions, &dirs, &env);
+        assert_eq!(s.candidates().len(), 1);
+    }
+
+    #[test]
     fn every_failure_is_listed_with_the_loader_message() {
         let dirs = [PathBuf::from("/definitely/not/here")];
         let s = Search::standard(
@@ -405,3 +441,5 @@ mod tests {
         assert!(text.contains("help: do X"), "{text}");
     }
 }
+
+crate::debug_as_display!(struct LoadError);

@@ -15,29 +15,41 @@ fn paths(search: &cuda_stack_sys::Search) -> Vec<String> {
         .collect()
 }
 
+/// `libX.so.13` everywhere, then `libX.so.12` everywhere; never an unversioned `libX.so`.
+fn thirteen_then_twelve(p: &[String], stem: &str) {
+    let first12 = p
+        .iter()
+        .position(|x| x.ends_with(&format!("{stem}.so.12")))
+        .unwrap_or_else(|| panic!("no {stem}.so.12 in {p:?}"));
+    assert!(p[..first12].iter().all(|x| x.ends_with(".so.13")), "{p:?}");
+    assert!(p[first12..].iter().all(|x| x.ends_with(".so.12")), "{p:?}");
+    assert!(!p.iter().any(|x| x.ends_with(".so")), "{p:?}");
+}
+
 #[test]
-fn the_cublas_search_tries_the_abi_soname_then_the_install_dirs() {
+fn the_cublas_search_tries_each_abi_soname_then_the_install_dirs() {
+    // (In this test binary neither library is loaded before the searches, so 13 comes first.)
     let p = paths(&Cublas::search());
     if std::env::var_os("CUDA_CUBLAS_PATH").is_none() {
         assert_eq!(p[0], "libcublas.so.13");
-        assert!(
-            !p.iter()
-                .any(|x| x == "libcublas.so" || x.ends_with(".so.12")),
-            "{p:?}"
-        );
-        assert!(
-            p.contains(&"/usr/local/cuda/lib64/libcublas.so.13".into()),
-            "{p:?}"
-        );
+        thirteen_then_twelve(&p, "libcublas");
+        for m in [13, 12] {
+            let so = format!("/usr/local/cuda/lib64/libcublas.so.{m}");
+            assert!(p.contains(&so), "{p:?}");
+        }
     }
     let p = paths(&CublasLt::search());
     if std::env::var_os("CUDA_CUBLASLT_PATH").is_none() {
         assert_eq!(p[0], "libcublasLt.so.13");
+        thirteen_then_twelve(&p, "libcublasLt");
         assert!(
-            p.contains(&"/usr/local/cuda/lib64/libcublasLt.so.13".into()),
+            p.contains(&"/usr/local/cuda/lib64/libcublasLt.so.12".into()),
             "{p:?}"
         );
     }
+    let p = paths(&Cublas::search_major(12));
+    assert_eq!(p[0], "libcublas.so.12");
+    assert!(p.iter().all(|x| x.ends_with("libcublas.so.12")), "{p:?}");
     let p = paths(&Nccl::search());
     if std::env::var_os("CUDA_NCCL_PATH").is_none() {
         assert_eq!(&p[..2], ["libnccl.so.2", "libnccl.so"]);

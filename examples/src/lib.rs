@@ -15,3 +15,8 @@ pub mod timing;
 pub mod torch;
 pub mod trace_log;
 pub mod verify;
+
+/// The repository README's examples, compiled as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeDoctests;

@@ -4,7 +4,7 @@ use crate::DType;
 use cuda_stack_driver::ComputeCapability;
 
 /// Every failure of this crate: driver errors, plus argument checks that say what was asked.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum Error {
     /// A `cuda-stack-driver` call failed (allocation, launch validation, module load, …).
@@ -88,3 +88,5 @@ pub enum Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum Error);

@@ -34,6 +34,21 @@
 //! `kernels/tools/gen-ptx` (PTX + manifest), `kernels/tools/check-ptxas` (the resource table) and
 //! `kernels/tools/gen-handles` (`src/generated/handles.rs`) each have a `--check` mode that fails
 //! when the committed output is stale.
+//!
+//! ## Module map
+//! Lower modules first; each uses only modules on the lines above it (and, for ops and
+//! dispatch, each other).
+//!
+//! ```text
+//! dtype  layout  resources              leaves
+//! error                                 -> dtype
+//! launch  ptx                           -> error
+//! generated                             the typed handles (Kernels) -> ptx, layout
+//! cache                                 -> generated, error
+//! ops  dispatch                         the ops, and the kernel each picks by dtype; the two refer
+//!                                       to each other (dispatch names BinaryOp, TransposeAlgo)
+//! reference                             the CPU twins -> ops (their enums), dtype, layout
+//! ```
 
 #![warn(missing_docs)]
 
@@ -65,3 +80,8 @@ pub use cuda_stack_driver::half;
 /// Re-exported: the driver layer the handles are made of (the handles `cuda-stack-build` generates
 /// for other crates name it through here, so those crates need no second dependency).
 pub use cuda_stack_driver;
+
+/// The README's examples, compiled as doctests (so the first thing a reader copies builds).
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -231,6 +231,23 @@ fn signature_mismatch() -> TestResult {
         matches!(r, Err(Error::SignatureMismatch { .. })),
         "f64 for float accepted"
     );
+    // Same sizes, other kinds: the PTX says `.f32 a` and `.u32 n`.
+    // SAFETY: deliberately wrong; refused before any launch.
+    let r = unsafe { m.kernel::<(u32, &DeviceSlice<f32>, &mut DeviceSlice<f32>, u32)>("axpy") };
+    ensure!(
+        matches!(&r, Err(Error::SignatureKindMismatch { index: 0, ptx, .. }) if ptx == ".f32"),
+        "u32 for float accepted: {:?}",
+        r.err()
+    );
+    // SAFETY: deliberately wrong; refused before any launch.
+    let r = unsafe { m.kernel::<(f32, &DeviceSlice<f32>, &mut DeviceSlice<f32>, f32)>("axpy") };
+    ensure!(
+        matches!(&r, Err(Error::SignatureKindMismatch { index: 3, ptx, .. }) if ptx == ".u32"),
+        "f32 for unsigned accepted: {:?}",
+        r.err()
+    );
+    // SAFETY: the right signature (axpy(float, const float*, float*, unsigned)).
+    unsafe { m.kernel::<(f32, &DeviceSlice<f32>, &mut DeviceSlice<f32>, u32)>("axpy")? };
     // A function asks the driver for its parameter sizes once and keeps them (handles made per
     // call from one Function, as the kernels crate's dispatch does): the answer stays the same,
     // a wrong signature is still refused and the right one accepted.

@@ -61,7 +61,7 @@ fn empty_cache_frees_everything() -> TestResult {
         })
         .transpose()?;
     ensure!(
-        blas.as_ref().map_or(true, |b| b.cached_algorithms() > 0),
+        blas.as_ref().is_none_or(|b| b.cached_algorithms() > 0),
         "cuBLASLt cached no algorithm"
     );
     drop(blas);

@@ -1,5 +1,6 @@
 //! How Rust types map to kernel parameters.
 
+use super::param_kind::ParamKind;
 use crate::memory::DeviceSlice;
 use crate::{DeviceRepr, Result, Stream};
 
@@ -21,6 +22,9 @@ pub unsafe trait KernelParam {
     type Arg<'a>: KernelArg;
     /// Bytes this parameter occupies in the kernel's parameter buffer.
     const SIZE: usize;
+    /// What kind of value it is, checked against the PTX declaration (`.f32` vs `.u32`) where
+    /// the module is PTX.
+    fn kind() -> ParamKind;
 }
 
 /// A value passed to a kernel at launch.
@@ -62,18 +66,27 @@ fn check_slice_device<T>(s: &DeviceSlice<T>, stream: &Stream) -> Result<()> {
 unsafe impl<T: DeviceRepr> KernelParam for &DeviceSlice<T> {
     type Arg<'a> = &'a DeviceSlice<T>;
     const SIZE: usize = 8;
+    fn kind() -> ParamKind {
+        ParamKind::Integer
+    }
 }
 
 // SAFETY: as above.
 unsafe impl<T: DeviceRepr> KernelParam for &mut DeviceSlice<T> {
     type Arg<'a> = &'a mut DeviceSlice<T>;
     const SIZE: usize = 8;
+    fn kind() -> ParamKind {
+        ParamKind::Integer
+    }
 }
 
 // SAFETY: a Pod value is passed as its own bytes.
 unsafe impl<T: DeviceRepr> KernelParam for T {
     type Arg<'a> = T;
     const SIZE: usize = std::mem::size_of::<T>();
+    fn kind() -> ParamKind {
+        ParamKind::of::<T>()
+    }
 }
 
 // SAFETY: passes the device address; orders the allocation around the launch.
@@ -128,6 +141,8 @@ unsafe impl<T: DeviceRepr> KernelArg for T {
 pub unsafe trait Signature {
     /// Byte sizes of the parameters, in order.
     const SIZES: &'static [usize];
+    /// Kinds of the parameters, in order.
+    fn kinds() -> Vec<ParamKind>;
 }
 
 macro_rules! impl_signature {
@@ -135,6 +150,9 @@ macro_rules! impl_signature {
         // SAFETY: lists each parameter's size in order.
         unsafe impl<$($A: KernelParam),*> Signature for ($($A,)*) {
             const SIZES: &'static [usize] = &[$($A::SIZE),*];
+            fn kinds() -> Vec<ParamKind> {
+                vec![$($A::kind()),*]
+            }
         }
     };
 }

@@ -14,12 +14,29 @@ use std::marker::PhantomData;
 ///
 /// Two promises stand between a kernel and memory safety, and both are `unsafe`:
 /// - **making the handle** ([`crate::Module::kernel`], [`Kernel::from_function`]): the CUDA
-///   declaration matches `Args` (checked as far as the driver allows: the number and byte sizes
-///   of the parameters);
+///   declaration matches `Args` (checked as far as the module allows: the number and byte sizes
+///   of the parameters always, and where the module is PTX their kinds too, so an `f32` where
+///   the kernel takes an `unsigned` is refused: [`crate::ParamKind`]);
 /// - **launching it** ([`Kernel::launch`]): with *this* grid and *these* scalar values the kernel
 ///   stays inside the buffers it is given. Only the caller can know that: `add(a, b, out, n)` is
 ///   in bounds for `n <= out.len()` and out of bounds for `n = 2 * out.len()`, and nothing in the
 ///   types says which scalar is a length.
+///
+/// ## Name a signature once
+/// A type alias (with `'static` in the references: each launch borrows for as long as it needs,
+/// see [`KernelParam::Arg`]) names the signature in one place, beside the CUDA declaration, and
+/// keeps the `unsafe` promise out of every call site's turbofish:
+///
+/// ```no_run
+/// use cuda_stack_driver::{Context, DeviceSlice, Kernel, Module};
+/// /// `scale(const float* x, float* y, float a, unsigned n)` in scale.cu.
+/// type Scale = Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, u32)>;
+///
+/// fn scale_kernel(m: &Module) -> cuda_stack_driver::Result<Scale> {
+///     // SAFETY: `Scale` is scale.cu's declaration, parameter for parameter.
+///     unsafe { m.kernel("scale") }
+/// }
+/// ```
 ///
 /// Safe code launches kernels through wrappers that check the shapes against the real buffers
 /// first and then make the `unsafe` call (the ops of `cuda-stack-kernels` are such wrappers). The
@@ -60,6 +77,7 @@ impl<Args: Signature> Kernel<Args> {
     /// [`Kernel::launch`].)
     pub unsafe fn from_function(func: Function) -> Result<Kernel<Args>> {
         func.check_param_sizes(Args::SIZES)?;
+        func.check_param_kinds(&Args::kinds())?;
         Ok(Kernel {
             func,
             _sig: PhantomData,

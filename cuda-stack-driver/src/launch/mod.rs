@@ -4,8 +4,10 @@ mod arg_list;
 mod args;
 mod config;
 mod kernel;
+pub(crate) mod param_kind;
 
 pub use arg_list::ArgList;
 pub use args::{KernelArg, KernelParam, Signature};
 pub use config::{Dim3, KernelLimits, LaunchConfig};
 pub use kernel::Kernel;
+pub use param_kind::ParamKind;

@@ -270,7 +270,6 @@ impl<T: DeviceRepr> std::fmt::Debug for TypedBytes<T> {
 }
 
 /// [`DeviceBuffer::into_typed`] failed: the reason, and the buffer, unchanged.
-#[derive(Debug)]
 pub struct IntoTypedError {
     error: Box<Error>,
     buffer: DeviceBuffer<u8>,
@@ -298,6 +297,8 @@ impl std::fmt::Display for IntoTypedError {
         std::fmt::Display::fmt(&self.error, f)
     }
 }
+
+cuda_stack_sys::debug_as_display!(struct IntoTypedError);
 
 impl std::error::Error for IntoTypedError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {

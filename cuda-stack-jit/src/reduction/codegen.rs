@@ -50,10 +50,10 @@ pub(crate) fn param_sizes(s: &Spec<'_>) -> (Vec<usize>, Vec<usize>) {
     a.extend([8, 8, 8, 8, 8, 4]); // _partial, _m, _k, _P, _chunk, _G
     let tensors = s.scalar.iter().filter(|&&x| !x).count();
     if s.nk > 0 {
-        a.extend(std::iter::repeat(8 * s.nk).take(1 + tensors));
+        a.extend(std::iter::repeat_n(8 * s.nk, 1 + tensors));
     }
     if s.nr > 0 {
-        a.extend(std::iter::repeat(8 * s.nr).take(1 + tensors));
+        a.extend(std::iter::repeat_n(8 * s.nr, 1 + tensors));
     }
     let mut f = vec![8];
     f.extend(s.outputs.iter().map(|_| 8));

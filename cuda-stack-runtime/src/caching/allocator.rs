@@ -1,13 +1,13 @@
-//! The caching allocator: per-stream, per-size-class free lists of driver blocks, and the
-//! statistics `torch.cuda` reports.
+//! [`CachingAllocator`]: the handle that allocates through the cache (`block_cache.rs`) and
+//! reads its statistics the way `torch.cuda` reports them.
 
+use super::block_cache::{BlockCache, BlockInfo};
 use super::buffer::CachedBuffer;
-use super::size_class::{size_class, Pool};
+use super::size_class::size_class;
 use super::stats::MemoryStats;
 use crate::Result;
-use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, MemoryCache, Stream};
-use rustc_hash::FxHashMap;
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use cuda_stack_driver::{Context, DeviceRepr, MemoryCache, Stream};
+use std::sync::{Arc, Weak};
 
 /// A caching device-memory allocator for one device, like PyTorch's `CUDACachingAllocator`
 /// (simplified; see the [module docs](crate::caching) for the rules).
@@ -16,56 +16,18 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 /// it alive and return their block to it when dropped.
 #[derive(Clone)]
 pub struct CachingAllocator {
-    shared: Arc<Shared>,
-}
-
-/// The state shared by the allocator handles and the live buffers.
-pub(crate) struct Shared {
-    ctx: Context,
-    state: Mutex<State>,
-}
-
-struct State {
-    /// Cached blocks by (home stream, size class); each list is used LIFO (the most recently
-    /// returned block is the likeliest to still be in L2).
-    free: FxHashMap<BlockKey, Vec<DeviceBuffer<u8>>>,
-    stats: MemoryStats,
-}
-
-/// Where a block belongs in the cache: the stream it was allocated on (its raw handle, unique
-/// among live streams; every block keeps its stream alive) and its size class in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct BlockKey {
-    stream: usize,
-    pub(crate) class: usize,
-}
-
-/// What a live buffer remembers in order to give its block back.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct BlockInfo {
-    pub(crate) key: BlockKey,
-    pub(crate) pool: Pool,
-    requested: usize,
+    shared: Arc<BlockCache>,
 }
 
 impl CachingAllocator {
     /// An empty cache for the device of `ctx`.
     pub fn new(ctx: &Context) -> CachingAllocator {
         let a = CachingAllocator {
-            shared: Arc::new(Shared {
-                ctx: ctx.clone(),
-                state: Mutex::new(State {
-                    free: FxHashMap::default(),
-                    stats: MemoryStats {
-                        device: ctx.device().ordinal(),
-                        ..MemoryStats::default()
-                    },
-                }),
-            }),
+            shared: Arc::new(BlockCache::new(ctx)),
         };
         // Its free blocks are memory kept for reuse: `Context::release_memory_caches` (what
         // `crate::empty_cache` calls) gives them back with every other crate's caches.
-        let weak: Weak<dyn MemoryCache> = Arc::downgrade(&a.shared) as Weak<Shared>;
+        let weak: Weak<dyn MemoryCache> = Arc::downgrade(&a.shared) as Weak<BlockCache>;
         ctx.register_memory_cache(weak);
         a
     }
@@ -110,14 +72,7 @@ impl CachingAllocator {
             .checked_mul(std::mem::size_of::<T>())
             .ok_or_else(overflow)?;
         let (class, pool) = size_class(requested).ok_or_else(overflow)?;
-        let info = BlockInfo {
-            key: BlockKey {
-                stream: stream.as_raw() as usize,
-                class,
-            },
-            pool,
-            requested,
-        };
+        let info = BlockInfo::new(stream, class, pool, requested);
         let block = match self.shared.take_cached(&info) {
             Some(b) => b,
             None => self.shared.alloc_block(stream, &info)?,
@@ -159,7 +114,7 @@ impl CachingAllocator {
 
     /// A snapshot of the counters.
     pub fn stats(&self) -> MemoryStats {
-        self.shared.lock().stats
+        self.shared.stats()
     }
 
     /// Bytes in live buffers, rounded to their size classes (`torch.cuda.memory_allocated`).
@@ -186,7 +141,7 @@ impl CachingAllocator {
 
     /// Sets the peaks to the current values (`torch.cuda.reset_peak_memory_stats`).
     pub fn reset_peak_stats(&self) {
-        self.shared.lock().stats.reset_peaks();
+        self.shared.reset_peak_stats();
     }
 
     /// The counters as a table (`torch.cuda.memory_summary`); see [`MemoryStats::summary`].
@@ -212,121 +167,5 @@ impl std::fmt::Debug for CachingAllocator {
             .field("allocated_bytes", &s.allocated_bytes())
             .field("reserved_bytes", &s.reserved_bytes())
             .finish()
-    }
-}
-
-impl MemoryCache for Shared {
-    fn release_cached(&self) -> cuda_stack_driver::Result<()> {
-        self.empty_cache().map_err(|e| match e {
-            crate::Error::Driver(d) => d,
-            other => cuda_stack_driver::Error::Unsupported {
-                what: "releasing the caching allocator's blocks",
-                why: other.to_string(),
-            },
-        })
-    }
-}
-
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the maps inconsistent in a way that matters
-        // more than refusing service, so a poisoned lock is used as is.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Pops a cached block for `info`, counting the hit.
-    fn take_cached(&self, info: &BlockInfo) -> Option<DeviceBuffer<u8>> {
-        let mut st = self.lock();
-        let block = st.free.get_mut(&info.key)?.pop()?;
-        let p = st.stats.pool_mut(info.pool);
-        p.cache_hits += 1;
-        p.cached_blocks = p.cached_blocks.saturating_sub(1);
-        Self::count_alloc(&mut st.stats, info);
-        Some(block)
-    }
-
-    /// Allocates a new block from the driver, counting the miss; on out-of-memory, empties the
-    /// cache, synchronizes and retries once.
-    fn alloc_block(&self, stream: &Stream, info: &BlockInfo) -> Result<DeviceBuffer<u8>> {
-        let class = info.key.class;
-        // SAFETY: the block's contents are never read by the allocator; whoever gets it is told
-        // (by `CachingAllocator::alloc`'s contract) that they are arbitrary.
-        let block = match unsafe { stream.alloc::<u8>(class) } {
-            Ok(b) => b,
-            Err(cuda_stack_driver::Error::OutOfMemory { .. }) => {
-                // Like PyTorch: give the cached blocks back (and every other cache of the
-                // device: library workspaces), wait for the frees, try again.
-                self.ctx.release_memory_caches()?;
-                self.ctx.synchronize()?;
-                self.lock().stats.oom_retries += 1;
-                // SAFETY: as above.
-                unsafe { stream.alloc::<u8>(class)? }
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let mut st = self.lock();
-        let p = st.stats.pool_mut(info.pool);
-        p.cache_misses += 1;
-        p.reserved_bytes += class;
-        Self::count_alloc(&mut st.stats, info);
-        Ok(block)
-    }
-
-    fn count_alloc(stats: &mut MemoryStats, info: &BlockInfo) {
-        let p = stats.pool_mut(info.pool);
-        p.allocs += 1;
-        p.active_blocks += 1;
-        p.allocated_bytes += info.key.class;
-        p.requested_bytes += info.requested;
-        stats.update_peaks(info.pool);
-    }
-
-    /// Takes back a block from a buffer being dropped. Never panics.
-    pub(crate) fn release(&self, block: DeviceBuffer<u8>, info: &BlockInfo) {
-        // A graph that captured work on the block may still write it when launched: never hand
-        // such a block out again. Dropping it frees it when the graph is dropped.
-        let held_by_graph = block.is_held_by_graph();
-        let mut st = self.lock();
-        let p = st.stats.pool_mut(info.pool);
-        p.frees += 1;
-        p.active_blocks = p.active_blocks.saturating_sub(1);
-        p.allocated_bytes = p.allocated_bytes.saturating_sub(info.key.class);
-        p.requested_bytes = p.requested_bytes.saturating_sub(info.requested);
-        if held_by_graph {
-            p.reserved_bytes = p.reserved_bytes.saturating_sub(info.key.class);
-            p.driver_frees += 1;
-            drop(st);
-            drop(block);
-        } else {
-            p.cached_blocks += 1;
-            st.free.entry(info.key).or_default().push(block);
-        }
-    }
-
-    fn empty_cache(&self) -> Result<()> {
-        let blocks: Vec<DeviceBuffer<u8>> = {
-            let mut st = self.lock();
-            let free = std::mem::take(&mut st.free);
-            let mut out = Vec::new();
-            for (key, list) in free {
-                let p = st.stats.pool_mut(Pool::for_request(key.class));
-                p.cached_blocks = p.cached_blocks.saturating_sub(list.len());
-                p.reserved_bytes = p.reserved_bytes.saturating_sub(key.class * list.len());
-                p.driver_frees += list.len() as u64;
-                out.extend(list);
-            }
-            out
-        };
-        // Free outside the lock: these are driver calls.
-        let mut first_error = None;
-        for b in blocks {
-            if let Err(e) = b.free() {
-                first_error.get_or_insert(e);
-            }
-        }
-        match first_error {
-            Some(e) => Err(e.into()),
-            None => Ok(()),
-        }
     }
 }

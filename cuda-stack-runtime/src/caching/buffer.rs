@@ -1,6 +1,6 @@
 //! `CachedBuffer<T>`: device memory from the caching allocator, returned to it on drop.
 
-use super::allocator::{BlockInfo, Shared};
+use super::block_cache::{BlockCache, BlockInfo};
 use super::size_class::Pool;
 use cuda_stack_driver::memory::cast::TypedBytes;
 use cuda_stack_driver::{DeviceRepr, DeviceSlice, Stream};
@@ -19,12 +19,12 @@ use std::sync::Arc;
 pub struct CachedBuffer<T: DeviceRepr> {
     /// Taken out only in `Drop`.
     block: ManuallyDrop<TypedBytes<T>>,
-    owner: Arc<Shared>,
+    owner: Arc<BlockCache>,
     info: BlockInfo,
 }
 
 impl<T: DeviceRepr> CachedBuffer<T> {
-    pub(crate) fn new(block: TypedBytes<T>, owner: Arc<Shared>, info: BlockInfo) -> Self {
+    pub(crate) fn new(block: TypedBytes<T>, owner: Arc<BlockCache>, info: BlockInfo) -> Self {
         CachedBuffer {
             block: ManuallyDrop::new(block),
             owner,

@@ -35,6 +35,7 @@
 //! driver. [`CachingAllocator::memory_summary`] prints them as a table.
 
 mod allocator;
+mod block_cache;
 mod buffer;
 mod size_class;
 mod stats;

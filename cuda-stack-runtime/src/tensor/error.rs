@@ -5,7 +5,7 @@ use super::DType;
 
 /// Every failure of a [`Tensor`](super::Tensor) operation. Nothing is queued on the GPU when an
 /// argument check fails: the checks run before any allocation or launch.
-#[derive(Debug, Clone, thiserror::Error)]
+#[derive(Clone, thiserror::Error, strum::IntoStaticStr)]
 #[non_exhaustive]
 pub enum TensorError {
     /// Two shapes that the op needs to agree (equal, broadcastable, or matrix-compatible) do not.
@@ -75,7 +75,7 @@ pub enum TensorError {
     #[error(
         "{op}: dimension {dim} is out of range for a tensor of shape {shape:?} (valid \
          dimensions: {range})",
-        range = super::layout::dim_range(*rank)
+        range = super::dim_range::dim_range(*rank)
     )]
     DimOutOfRange {
         /// The operation.
@@ -325,3 +325,5 @@ mod tests {
         );
     }
 }
+
+cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum TensorError);

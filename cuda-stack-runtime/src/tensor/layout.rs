@@ -24,15 +24,6 @@ pub struct Layout {
     offset: usize,
 }
 
-/// "[-r, r-1]", or a note that a 0-d tensor has no dimensions.
-pub(crate) fn dim_range(rank: usize) -> String {
-    if rank == 0 {
-        "none: it is a 0-d tensor".to_string()
-    } else {
-        format!("[-{rank}, {}]", rank - 1)
-    }
-}
-
 /// `Π shape`, or `None` on overflow (or above `isize::MAX`, so strides fit `isize`).
 pub(crate) fn numel_of(shape: &[usize]) -> Option<usize> {
     let n = shape

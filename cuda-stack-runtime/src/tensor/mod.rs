@@ -77,6 +77,7 @@
 //! ```
 
 mod create;
+mod dim_range;
 mod display;
 mod dtype;
 mod error;

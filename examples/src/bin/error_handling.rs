@@ -43,13 +43,10 @@ fn main() -> ExitCode {
     run("error_handling", || body(&args))
 }
 
-/// The variant's name, from its `Debug` form (`LaunchConfig { .. }` → `LaunchConfig`).
+/// The variant's name (`Error::LaunchConfig { .. }` → `LaunchConfig`).
 fn variant(e: &Error) -> String {
-    format!("{e:?}")
-        .split([' ', '(', '{'])
-        .next()
-        .unwrap_or("")
-        .to_string()
+    let name: &'static str = e.into();
+    name.to_string()
 }
 
 /// One case: what the seed shows, what we did, what came back, and the fix.

@@ -241,7 +241,7 @@ fn timeline(run: &RunTimes, n_streams: usize, width: usize) -> Vec<String> {
                 let len = c1 - c0;
                 let text: Vec<char> = if len >= name.len() + 3 {
                     let mut s = format!("[{name} ");
-                    s.extend(std::iter::repeat('#').take(len - name.len() - 3));
+                    s.extend(std::iter::repeat_n('#', len - name.len() - 3));
                     s.push(']');
                     s.chars().collect()
                 } else {

@@ -1,6 +1,8 @@
 //! Memory-coalescing demonstrations: a coalesced copy, a strided gather, and three transposes.
 
-use crate::launch::{blocks, check_len, check_matrix, grid, packet_grid, sms, to_i32, BLOCK};
+use crate::launch::{
+    blocks, check_len, check_matrix, check_operand, grid, packet_grid, sms, to_i32, BLOCK,
+};
 use crate::{dispatch, Error, Kernels, Result};
 use cuda_stack_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 
@@ -224,7 +226,7 @@ pub fn transpose_ld(
 ) -> Result<()> {
     const OP: &str = "transpose_ld";
     check_matrix(OP, "x", x.len(), rows, cols)?;
-    super::sgemm::check_operand(OP, "out", out.len(), cols, rows, ldo)?;
+    check_operand(OP, "out", out.len(), cols, rows, ldo)?;
     let (r, c, l) = (
         to_i32(OP, "rows", rows)?,
         to_i32(OP, "cols", cols)?,

@@ -4,10 +4,9 @@
 //! The ladder these make with [`super::sgemm`] (FP32 FMA on the SIMT cores) is shown step by step
 //! by the `tensor_cores` program; `kernels/TUNING.md` records how each step was measured.
 
-use super::sgemm::check_operand;
 use super::Transpose;
 use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels};
-use crate::launch::{blocks, to_i32};
+use crate::launch::{blocks, check_operand, to_i32};
 use crate::{DType, Element, Error, Kernels, Result};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{

@@ -1,6 +1,6 @@
 //! The fast f32 GEMM with transposes, alpha, beta and leading dimensions.
 
-use crate::launch::{blocks, grid, sms, to_i32, BLOCK};
+use crate::launch::{blocks, check_operand, grid, sms, to_i32, BLOCK};
 use crate::{dispatch, Error, Kernels, Result};
 use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
@@ -11,52 +11,6 @@ pub enum Transpose {
     NoTrans,
     /// `op(X) = Xᵀ` (BLAS `'T'`).
     Trans,
-}
-
-/// Elements a row-major `[rows, cols]` matrix with row stride `ld` spans (0 when empty).
-fn span(rows: usize, cols: usize, ld: usize) -> Option<usize> {
-    if rows == 0 || cols == 0 {
-        Some(0)
-    } else {
-        (rows - 1).checked_mul(ld)?.checked_add(cols)
-    }
-}
-
-/// Checks one operand of `op`: `ld >= cols` and the slice spans the stored matrix.
-pub(crate) fn check_operand(
-    op: &'static str,
-    what: &'static str,
-    len: usize,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-) -> Result<()> {
-    if ld < cols {
-        return Err(Error::Invalid {
-            op,
-            problem: format!(
-                "leading dimension of `{what}` is {ld}, but its stored rows have {cols} elements \
-                 (the leading dimension must be >= {cols})"
-            ),
-        });
-    }
-    let need = span(rows, cols, ld).ok_or_else(|| Error::TooLarge {
-        op,
-        what,
-        value: rows as u128 * ld as u128,
-        max: usize::MAX as u128,
-    })?;
-    if len < need {
-        return Err(Error::Shape {
-            op,
-            what,
-            expected: format!(
-                "a stored [{rows}, {cols}] matrix with row stride {ld} ({need} elements)"
-            ),
-            found: format!("{len} elements"),
-        });
-    }
-    Ok(())
 }
 
 /// Bytes of split-K workspace traffic that cost as much time as one k of a full wave of

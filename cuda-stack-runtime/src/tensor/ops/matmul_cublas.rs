@@ -1,7 +1,7 @@
 //! `matmul` on cuBLAS: which backend a call uses, and the product as one (strided-batched)
 //! `cublasGemmEx` call on the operands as they are stored.
 
-use super::matmul::{gemm_operand, operand_slice};
+use super::gemm_operand::{gemm_operand, operand_slice};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::matmul_backend::{allow_tf32, matmul_backend, MatmulBackend};
 use crate::tensor::storage::{Exec, Storage};

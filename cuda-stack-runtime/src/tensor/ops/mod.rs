@@ -9,6 +9,7 @@ mod bias_relu;
 mod collective;
 mod cross_entropy;
 mod elementwise;
+mod gemm_operand;
 mod in_place;
 mod log_softmax;
 mod matmul;

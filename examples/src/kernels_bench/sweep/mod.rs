@@ -61,7 +61,7 @@ pub fn run(o: Options) -> BenchResult<()> {
         .filter(|c| {
             o.filter
                 .as_ref()
-                .map_or(true, |f| c.id().contains(f.as_str()))
+                .is_none_or(|f| c.id().contains(f.as_str()))
         })
         .collect();
     println!(

@@ -1,0 +1,12 @@
+//! [`RawComm`]: the raw NCCL communicator handle, as it passes between the communicator's
+//! users and the one teardown thread that ends it.
+
+use cuda_stack_sys::nccl_types::ncclComm_t;
+
+/// An `ncclComm_t` that may cross threads.
+pub(crate) struct RawComm(pub(crate) ncclComm_t);
+
+// SAFETY: an NCCL communicator may be used from any thread, one call at a time; this crate makes
+// every call on it with the communicator's mutex held (the watchdog too), and hands the handle
+// to exactly one teardown thread at the end.
+unsafe impl Send for RawComm {}

@@ -1,0 +1,67 @@
+//! The autograd record: what every variable carries ([`Meta`]: its id, whether it requires
+//! grad, its accumulated gradient, its grad-ready hooks) and, for a computed value, the [`Node`]
+//! that made it: the op's name, edges to its inputs' records (not their values: an
+//! intermediate value is freed as soon as nothing needs it) and its backward closure, which
+//! owns the tensors the backward needs (PyTorch's "saved tensors"). The variables above hold
+//! records; the backward pass walks them.
+
+use crate::error::Result;
+use crate::lock::lock;
+use cuda_stack_runtime::{GradElement, Tensor};
+use std::sync::{Arc, Mutex};
+
+/// The autograd record of a variable. Graph edges point at this, **not** at the value: a
+/// computed value is freed as soon as no handle and no backward closure needs it (as in
+/// PyTorch, where the graph keeps only saved tensors), so the forward's intermediates do not
+/// pile up until the backward.
+pub(crate) struct Meta<T: GradElement> {
+    pub(crate) id: u64,
+    pub(crate) requires_grad: bool,
+    pub(crate) grad: Mutex<Option<Tensor<T>>>,
+    pub(crate) node: Option<Node<T>>,
+    /// The grad-ready hooks, by id: called after a backward pass has accumulated this leaf's
+    /// gradient.
+    pub(crate) hooks: Mutex<Vec<(u64, GradHookFn<T>)>>,
+}
+
+impl<T: GradElement> Meta<T> {
+    /// Adds `g` to the accumulated gradient (leaves).
+    pub(crate) fn accumulate_grad(&self, g: Tensor<T>) -> Result<()> {
+        let mut slot = lock(&self.grad);
+        let sum = match slot.take() {
+            None => g.contiguous()?,
+            Some(old) => (&old + &g)?,
+        };
+        *slot = Some(sum);
+        Ok(())
+    }
+}
+
+/// A backward closure: the output's gradient in, one gradient per input out.
+pub(crate) type BackwardFn<T> =
+    Box<dyn Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync>;
+
+/// How a computed value was made.
+pub(crate) struct Node<T: GradElement> {
+    pub(crate) op: &'static str,
+    pub(crate) inputs: Vec<Arc<Meta<T>>>,
+    /// Dropped once run unless the graph is retained, which frees the saved tensors.
+    pub(crate) backward: Mutex<Option<BackwardFn<T>>>,
+}
+
+impl<T: GradElement> Node<T> {
+    pub(crate) fn new(
+        op: &'static str,
+        inputs: Vec<Arc<Meta<T>>>,
+        backward: BackwardFn<T>,
+    ) -> Node<T> {
+        Node {
+            op,
+            inputs,
+            backward: Mutex::new(Some(backward)),
+        }
+    }
+}
+
+/// A grad-ready hook: called with the leaf's accumulated gradient.
+pub(crate) type GradHookFn<T> = Arc<dyn Fn(&Tensor<T>) -> Result<()> + Send + Sync>;
