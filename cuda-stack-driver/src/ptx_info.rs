@@ -25,16 +25,25 @@ pub fn entries(ptx: &str) -> Vec<String> {
     out
 }
 
-/// The byte sizes of `.entry name`'s parameters, from their `.param` declarations.
-pub fn entry_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
+/// The `.param` declarations of `.entry name`, in order (`".param .u64 name_param_0"`).
+fn entry_param_decls<'a>(ptx: &'a str, name: &str) -> Option<Vec<&'a str>> {
     let start = ptx.find(&format!(".entry {name}("))?;
     let rest = &ptx[start..];
     let close = rest.find(')')?;
     let params = &rest[rest.find('(')? + 1..close];
-    params
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
+    Some(
+        params
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .collect(),
+    )
+}
+
+/// The byte sizes of `.entry name`'s parameters, from their `.param` declarations.
+pub fn entry_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
+    entry_param_decls(ptx, name)?
+        .into_iter()
         .map(param_size)
         .collect()
 }
@@ -42,14 +51,8 @@ pub fn entry_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
 /// The PTX types of `.entry name`'s parameters, without the dot (`"u64"`, `"f32"`, `"b8"` for
 /// an aggregate), from their `.param` declarations.
 pub fn entry_param_types(ptx: &str, name: &str) -> Option<Vec<String>> {
-    let start = ptx.find(&format!(".entry {name}("))?;
-    let rest = &ptx[start..];
-    let close = rest.find(')')?;
-    let params = &rest[rest.find('(')? + 1..close];
-    params
-        .split(',')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
+    entry_param_decls(ptx, name)?
+        .into_iter()
         .map(|p| param_type(p).map(str::to_string))
         .collect()
 }
