@@ -70,7 +70,7 @@ pub struct Group<'a> {
     nccl: &'static Nccl,
     /// The communicators lent to this group (their state is [`CommState::Grouped`] until it
     /// ends), with their raw handles.
-    locked: Vec<(&'a Communicator, ncclComm_t)>,
+    lent: Vec<(&'a Communicator, ncclComm_t)>,
     added: Vec<Added<'a>>,
     ended: bool,
     _not_send: PhantomData<*const ()>,
@@ -87,7 +87,7 @@ impl<'a> Group<'a> {
         set_open(true);
         Ok(Group {
             nccl,
-            locked: Vec::new(),
+            lent: Vec::new(),
             added: Vec::new(),
             ended: false,
             _not_send: PhantomData,
@@ -96,8 +96,8 @@ impl<'a> Group<'a> {
 
     /// The index of `comm` among the communicators lent to this group, taking it first if
     /// needed (refused unless it is live and in no other group).
-    fn lock(&mut self, comm: &'a Communicator) -> Result<usize> {
-        if let Some(i) = self.locked.iter().position(|(c, _)| c.same_as(comm)) {
+    fn lend(&mut self, comm: &'a Communicator) -> Result<usize> {
+        if let Some(i) = self.lent.iter().position(|(c, _)| c.same_as(comm)) {
             return Ok(i);
         }
         let mut state = comm.inner.lock();
@@ -105,8 +105,8 @@ impl<'a> Group<'a> {
         if let CommState::Live(r) = std::mem::replace(&mut *state, CommState::Gone) {
             *state = CommState::Grouped(r);
         }
-        self.locked.push((comm, raw));
-        Ok(self.locked.len() - 1)
+        self.lent.push((comm, raw));
+        Ok(self.lent.len() - 1)
     }
 
     /// Adds one checked operation: orders its buffers on `stream`, hands it to NCCL (which
@@ -119,8 +119,8 @@ impl<'a> Group<'a> {
             });
         }
         comm.check_stream(stream)?;
-        let i = self.lock(comm)?;
-        let raw = self.locked[i].1;
+        let i = self.lend(comm)?;
+        let raw = self.lent[i].1;
         // SAFETY: the group keeps the borrows in `op.uses` until it has ended, and records them
         // with `end_foreign` right after `ncclGroupEnd` queued the work; a leaked group never
         // ends, and then NCCL never queues the work (see the module docs).
@@ -130,7 +130,7 @@ impl<'a> Group<'a> {
             Err(e) if e.code() == Some(ncclResult_t::ncclInProgress) => {}
             Err(e) => {
                 // NCCL keeps the error for ncclGroupEnd, which then launches nothing.
-                // SAFETY: a live handle, locked by this group.
+                // SAFETY: a live handle, lent to this group (no other caller may use it meanwhile).
                 let last_error = unsafe { last_error(self.nccl, raw) };
                 return Err(Error::Call {
                     source: e,
@@ -169,8 +169,8 @@ impl<'a> Group<'a> {
             Err(_) if in_progress => Ok(()),
             Err(e) => Err(e.into()),
         };
-        let mut states = Vec::with_capacity(self.locked.len());
-        for (comm, _) in &self.locked {
+        let mut states = Vec::with_capacity(self.lent.len());
+        for (comm, _) in &self.lent {
             // Back from the group: live again (nothing else can have changed a lent state).
             let mut state = comm.inner.lock();
             if let CommState::Grouped(r) = std::mem::replace(&mut *state, CommState::Gone) {
@@ -178,7 +178,7 @@ impl<'a> Group<'a> {
             }
             states.push(state);
         }
-        for ((comm, _), state) in self.locked.iter().zip(&mut states) {
+        for ((comm, _), state) in self.lent.iter().zip(&mut states) {
             let r = if first.is_err() {
                 // A failed group launched nothing; a communicator NCCL reports broken is aborted.
                 comm.inner.poll_async_error(state)
@@ -195,7 +195,7 @@ impl<'a> Group<'a> {
         for a in &self.added {
             let r = a.stream.end_foreign(&a.uses).map_err(Error::from);
             if ok && r.is_ok() {
-                self.locked[a.comm].0.inner.track(&a.stream, a.what);
+                self.lent[a.comm].0.inner.track(&a.stream, a.what);
             }
             if first.is_ok() {
                 first = r;
@@ -203,7 +203,7 @@ impl<'a> Group<'a> {
         }
         self.added.clear();
         drop(states);
-        self.locked.clear();
+        self.lent.clear();
         first
     }
 
