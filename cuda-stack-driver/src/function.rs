@@ -1,7 +1,7 @@
 //! `Function`: one kernel entry point of a loaded module, its attributes and occupancy, and the
 //! untyped (`unsafe`) launch.
 
-use crate::launch::{KernelLimits, ParamKind};
+use crate::launch::{KernelLimits, Signature};
 use crate::module::ModuleInner;
 use crate::stream::EnqueueGuard;
 use crate::{driver, Error, LaunchConfig, Result, Stream};
@@ -28,6 +28,10 @@ struct FunctionInner {
     /// `cuFuncGetParamInfo` per parameter plus a failing one past the last — cost about a
     /// microsecond per launch (kernels/TUNING.md, round 4).
     param_sizes: OnceLock<Vec<usize>>,
+    /// Each parameter's PTX type (`"f32"`, `"u64"` …), read from the module's PTX once (`None`
+    /// for a cubin or fatbin, which carry no types): the kind check runs at every
+    /// `Kernel::from_function` too, and the entry's text is searched for only the first time.
+    param_types: OnceLock<Option<Vec<String>>>,
 }
 
 // SAFETY: a CUfunction handle is immutable driver state usable from any thread; the mutable
@@ -84,6 +88,7 @@ impl Function {
                     FA::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 )?),
                 param_sizes: OnceLock::new(),
+                param_types: OnceLock::new(),
             }),
         })
     }
@@ -248,27 +253,26 @@ impl Function {
         }
     }
 
-    /// Where the module is PTX, checks that each parameter's kind fits its `.param` type (a Rust
-    /// float where the PTX declares an integer, or the reverse, is refused). A cubin or fatbin
-    /// carries no parameter types: only the sizes are checked there.
-    pub(crate) fn check_param_kinds(&self, kinds: &[ParamKind]) -> Result<()> {
-        let Some(ptx) = &self.inner.module.ptx else {
-            return Ok(());
+    /// Where the module is PTX, checks that each parameter of `Args` is of the kind its `.param`
+    /// declaration says (a Rust float where the PTX declares an integer, or the reverse, is
+    /// refused). A cubin or fatbin carries no parameter types: only the sizes are checked there.
+    pub(crate) fn check_param_kinds<Args: Signature>(&self) -> Result<()> {
+        let types = self.inner.param_types.get_or_init(|| {
+            let ptx = self.inner.module.ptx.as_deref()?;
+            crate::ptx_info::entry_param_types(ptx, &self.inner.name)
+        });
+        let Some(types) = types else {
+            return Ok(()); // sizes were checked; the module carries no parameter types
         };
-        let Some(types) = crate::ptx_info::entry_param_types(ptx, &self.inner.name) else {
-            return Ok(()); // sizes were checked by the driver; the PTX text is not the usual one
-        };
-        for (i, (kind, ty)) in kinds.iter().zip(&types).enumerate() {
-            if !kind.fits_ptx(ty) {
-                return Err(Error::SignatureKindMismatch {
-                    kernel: self.inner.name.clone(),
-                    index: i,
-                    rust: *kind,
-                    ptx: format!(".{ty}"),
-                });
-            }
+        match Args::first_kind_mismatch(types) {
+            None => Ok(()),
+            Some((index, rust)) => Err(Error::SignatureKindMismatch {
+                kernel: self.inner.name.clone(),
+                index,
+                rust,
+                ptx: format!(".{}", types[index]),
+            }),
         }
-        Ok(())
     }
 
     pub(crate) fn check_param_sizes(&self, expected: &[usize]) -> Result<()> {

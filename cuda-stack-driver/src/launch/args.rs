@@ -141,8 +141,10 @@ unsafe impl<T: DeviceRepr> KernelArg for T {
 pub unsafe trait Signature {
     /// Byte sizes of the parameters, in order.
     const SIZES: &'static [usize];
-    /// Kinds of the parameters, in order.
-    fn kinds() -> Vec<ParamKind>;
+    /// The first parameter (position and kind) whose kind does not fit its PTX type in
+    /// `ptx_types` (one per parameter, e.g. `"f32"`), or `None`. Allocates nothing: it runs each
+    /// time a typed handle is made, which some callers do per launch.
+    fn first_kind_mismatch(ptx_types: &[String]) -> Option<(usize, ParamKind)>;
 }
 
 macro_rules! impl_signature {
@@ -150,8 +152,13 @@ macro_rules! impl_signature {
         // SAFETY: lists each parameter's size in order.
         unsafe impl<$($A: KernelParam),*> Signature for ($($A,)*) {
             const SIZES: &'static [usize] = &[$($A::SIZE),*];
-            fn kinds() -> Vec<ParamKind> {
-                vec![$($A::kind()),*]
+            fn first_kind_mismatch(ptx_types: &[String]) -> Option<(usize, ParamKind)> {
+                let kinds: &[ParamKind] = &[$($A::kind()),*];
+                kinds
+                    .iter()
+                    .zip(ptx_types)
+                    .position(|(k, t)| !k.fits_ptx(t))
+                    .map(|i| (i, kinds[i]))
             }
         }
     };

@@ -77,7 +77,7 @@ impl<Args: Signature> Kernel<Args> {
     /// [`Kernel::launch`].)
     pub unsafe fn from_function(func: Function) -> Result<Kernel<Args>> {
         func.check_param_sizes(Args::SIZES)?;
-        func.check_param_kinds(&Args::kinds())?;
+        func.check_param_kinds::<Args>()?;
         Ok(Kernel {
             func,
             _sig: PhantomData,
