@@ -267,7 +267,8 @@ impl GraphExec {
         // launch's, so `DeviceGlobal::read/write` (which takes the write side and then waits for
         // the context to be idle) never overlaps a replay. One global order (addresses), so two
         // replays and a global access cannot deadlock.
-        let _globals: Vec<_> = self
+        // (On the stack for the usual handful of modules: a replay is a hot call.)
+        let _globals: smallvec::SmallVec<[_; 4]> = self
             .graph
             .modules
             .iter()
