@@ -1,6 +1,6 @@
 //! [`Build`]: what a build script asks for, and [`Output`]: what it got.
 
-use crate::arch::{Arch, DEFAULT_ARCH};
+use crate::arch::{Arch, Variant, DEFAULT_ARCH};
 use crate::diagnostics::{self, Severity};
 use crate::discover::{self, Compiler, CompilerInfo, Found};
 use crate::env::Env;
@@ -60,6 +60,17 @@ pub struct CompiledPtx {
     pub text: String,
 }
 
+/// One file's SASS for one real architecture (NVRTC's output for [`Build::fatbin`]).
+#[derive(Clone, Debug)]
+pub struct CompiledCubin {
+    /// The real architecture (`sm_90`, or `sm_90a` for a file whose PTX is `compute_90a`).
+    pub arch: Arch,
+    /// The file written, `<stem>.sm_90.cubin`.
+    pub path: PathBuf,
+    /// Its size in bytes.
+    pub bytes: usize,
+}
+
 /// One compiled source file.
 #[derive(Clone, Debug)]
 pub struct CompiledFile {
@@ -73,6 +84,9 @@ pub struct CompiledFile {
     pub ptx: Vec<CompiledPtx>,
     /// Its fatbin, when one was asked for and nvcc made it.
     pub fatbin: Option<PathBuf>,
+    /// Its SASS, one cubin per real architecture, when SASS was asked for and NVRTC compiled
+    /// (ascending; see [`Build::fatbin`]).
+    pub cubins: Vec<CompiledCubin>,
     /// Its `extern "C" __global__` kernels.
     pub kernels: Vec<KernelDecl>,
     /// The user headers it includes (directly or not).
@@ -178,9 +192,13 @@ impl Build {
         self
     }
 
-    /// Also writes a fatbin per file with SASS for each of `archs` plus the PTX of the first
-    /// target as the fallback, which the handles then load (nvcc only; with NVRTC a warning is
-    /// printed and PTX is used).
+    /// Also compiles SASS (machine code, which loads without the driver's JIT) for each of
+    /// `archs`: with nvcc a fatbin per file holding that SASS plus the PTX of the first target
+    /// as the fallback; with NVRTC, which writes no fatbins, one cubin per file and
+    /// architecture (`<stem>.sm_90.cubin`). A file gets SASS only for the architectures one of
+    /// its PTX targets runs on (a `compute_80` file none for `75`), as `sm_90a` where its PTX
+    /// is `compute_90a`. The handles load the SASS that fits the device (the same rule as the
+    /// driver's: same major version, minor not above the device's) and the PTX elsewhere.
     pub fn fatbin<S: AsRef<str>>(&mut self, archs: impl IntoIterator<Item = S>) -> &mut Build {
         self.fatbin
             .extend(archs.into_iter().map(|a| a.as_ref().to_string()));
@@ -406,13 +424,6 @@ impl Build {
         let found = discover::find(self.compiler, env, env.is_process() && in_build_script)?;
         let info = found.info().clone();
         let mut warnings = Vec::new();
-        if !sass.is_empty() && matches!(found, Found::Nvrtc(..)) {
-            warnings.push(format!(
-                "cuda-stack-build: NVRTC cannot write fatbins; only PTX is built (the driver JIT-compiles \
-                 it). Install nvcc for SASS of {}.",
-                sass.iter().map(Arch::real_name).collect::<Vec<_>>().join(", ")
-            ));
-        }
         let scratch = out_dir.join("cuda-stack-build-scratch");
         std::fs::create_dir_all(&scratch).map_err(|e| BuildError::io("create", &scratch, e))?;
         let jobs_wanted = env
@@ -423,58 +434,96 @@ impl Build {
                     .map(|n| n.get())
                     .unwrap_or(1)
             });
-        // Every (file, target) compile, and each file's fatbin, in parallel.
-        let mut work: Vec<(usize, Option<Arch>)> = Vec::new();
+        // Every (file, target) compile, and each file's fatbin or cubins, in parallel: PTX
+        // first in file order (NVRTC numbers call sequences in the PTX it prints with a
+        // counter that a thread's earlier SASS compiles advance, so SASS first would change
+        // the committed PTX), then the SASS, biggest sources first so the threads finish
+        // together.
+        let mut work: Vec<(usize, Work)> = Vec::new();
         for (i, p) in plans.iter().enumerate() {
-            work.extend(p.archs.iter().map(|a| (i, Some(*a))));
-            if !sass.is_empty() && matches!(found, Found::Nvcc(_)) {
-                work.push((i, None));
+            work.extend(p.archs.iter().map(|a| (i, Work::Ptx(*a))));
+            match &found {
+                Found::Nvcc(_) if !sass.is_empty() => work.push((i, Work::Fatbin)),
+                Found::Nvcc(_) => {}
+                Found::Nvrtc(..) => work.extend(
+                    sass_archs(&p.archs, &sass)
+                        .into_iter()
+                        .map(|a| (i, Work::Cubin(a))),
+                ),
             }
         }
-        let results = run_parallel(&work, jobs_wanted, |&(i, arch)| {
+        let mut order: Vec<usize> = (0..work.len()).collect();
+        order.sort_by_key(|&w| {
+            let (i, kind) = work[w];
+            match kind {
+                Work::Ptx(_) => (0, 0, w),
+                _ => {
+                    let size = std::fs::metadata(&plans[i].source).map_or(0, |m| m.len());
+                    (1, u64::MAX - size, w)
+                }
+            }
+        });
+        let ordered: Vec<(usize, Work)> = order.iter().map(|&w| work[w]).collect();
+        let mut results: Vec<Option<Result<Done, BuildError>>> =
+            (0..work.len()).map(|_| None).collect();
+        let done = run_parallel(&ordered, jobs_wanted, |&(i, kind)| {
             let p = &plans[i];
             let job = Job {
                 source: &p.source,
                 display: p.display.clone(),
                 stem: p.stem.clone(),
-                arch: arch.unwrap_or(p.archs[0]),
+                arch: match kind {
+                    Work::Ptx(a) => a,
+                    _ => p.archs[0],
+                },
                 options: &p.options,
                 includes: &p.includes,
                 std: &self.std,
             };
-            match (&found, arch) {
-                (Found::Nvcc(n), Some(_)) => nvcc::ptx(n, &job, &scratch).map(Done::Ptx),
-                (Found::Nvrtc(lib, info), Some(_)) => nvrtc::ptx(lib, info, &job).map(Done::Ptx),
-                (Found::Nvcc(n), None) => {
-                    nvcc::fatbin(n, &job, &sass, &scratch).map(|(b, l)| Done::Fatbin(b, l))
+            match (&found, kind) {
+                (Found::Nvcc(n), Work::Ptx(_)) => nvcc::ptx(n, &job, &scratch).map(Done::Ptx),
+                (Found::Nvrtc(lib, info), Work::Ptx(_)) => {
+                    nvrtc::ptx(lib, info, &job).map(Done::Ptx)
                 }
-                (Found::Nvrtc(..), None) => unreachable_fatbin(),
+                (Found::Nvcc(n), Work::Fatbin) => {
+                    nvcc::fatbin(n, &job, &sass, &scratch).map(|(b, l)| Done::Binary(b, l))
+                }
+                (Found::Nvrtc(lib, info), Work::Cubin(a)) => {
+                    nvrtc::cubin(lib, info, &job, &a).map(|(b, l)| Done::Binary(b, l))
+                }
+                _ => Err(BuildError::Config(
+                    "internal: a binary was scheduled for the wrong compiler".into(),
+                )),
             }
         });
+        if done.len() != order.len() {
+            return Err(BuildError::Config(
+                "internal: a compile thread stopped without a result".into(),
+            ));
+        }
+        for (&w, r) in order.iter().zip(done) {
+            results[w] = Some(r);
+        }
         let mut files = Vec::new();
         let mut rerun = Vec::new();
-        let mut results = results.into_iter();
-        for p in &plans {
+        let mut results = work.iter().zip(results).peekable();
+        for (pi, p) in plans.iter().enumerate() {
             let mut cf = CompiledFile {
                 source: p.source.clone(),
                 stem: p.stem.clone(),
                 options: p.options.clone(),
                 ptx: Vec::new(),
                 fatbin: None,
+                cubins: Vec::new(),
                 kernels: p.kernels.clone(),
                 headers: Vec::new(),
             };
-            for arch in p
-                .archs
-                .iter()
-                .map(|a| Some(*a))
-                .chain((!sass.is_empty() && matches!(found, Found::Nvcc(_))).then_some(None))
-            {
-                let done = results.next().ok_or_else(|| {
-                    BuildError::Config("internal: a compile result is missing".into())
+            while let Some((&(i, kind), done)) = results.next_if(|((i, _), _)| *i == pi) {
+                let done = done.ok_or_else(|| {
+                    BuildError::Config(format!("internal: compile result {i} is missing"))
                 })??;
-                match (done, arch) {
-                    (Done::Ptx(c), Some(a)) => {
+                match (done, kind) {
+                    (Done::Ptx(c), Work::Ptx(a)) => {
                         self.check_log(&info, p, &c.log, &mut warnings)?;
                         let ptx = check_ptx(p, a, &c, floor, &info, &mut warnings)?;
                         let path = out_dir.join(format!("{}{}", p.stem, a.ptx_suffix()));
@@ -493,11 +542,21 @@ impl Build {
                             text: c.ptx,
                         });
                     }
-                    (Done::Fatbin(bytes, log), None) => {
+                    (Done::Binary(bytes, log), Work::Fatbin) => {
                         self.check_log(&info, p, &log, &mut warnings)?;
                         let path = out_dir.join(format!("{}.fatbin", p.stem));
                         write_if_changed(&path, &bytes)?;
                         cf.fatbin = Some(path);
+                    }
+                    (Done::Binary(bytes, log), Work::Cubin(a)) => {
+                        self.check_log(&info, p, &log, &mut warnings)?;
+                        let path = out_dir.join(format!("{}.{}.cubin", p.stem, a.real_name()));
+                        write_if_changed(&path, &bytes)?;
+                        cf.cubins.push(CompiledCubin {
+                            arch: a,
+                            path,
+                            bytes: bytes.len(),
+                        });
                     }
                     _ => {
                         return Err(BuildError::Config(
@@ -507,6 +566,7 @@ impl Build {
                 }
             }
             cf.ptx.sort_by_key(|t| t.arch);
+            cf.cubins.sort_by_key(|t| t.arch);
             rerun.push(p.source.clone());
             rerun.extend(cf.headers.iter().cloned());
             files.push(cf);
@@ -521,6 +581,11 @@ impl Build {
                         source: p.display.clone(),
                         targets: f.ptx.iter().map(|t| (t.arch, file_name(&t.path))).collect(),
                         fatbin: f.fatbin.as_ref().map(|p| file_name(p)),
+                        sass: f
+                            .cubins
+                            .iter()
+                            .map(|c| (c.arch, file_name(&c.path)))
+                            .collect(),
                         kernels: f.kernels.clone(),
                     })
                     .collect();
@@ -610,15 +675,51 @@ struct Plan {
     kernels: Vec<KernelDecl>,
 }
 
-enum Done {
-    Ptx(Compiled),
-    Fatbin(Vec<u8>, String),
+/// One compile of a file.
+#[derive(Clone, Copy, Debug)]
+enum Work {
+    /// PTX for a virtual architecture.
+    Ptx(Arch),
+    /// nvcc's fatbin (every SASS architecture plus the PTX fallback).
+    Fatbin,
+    /// NVRTC's cubin for one real architecture.
+    Cubin(Arch),
 }
 
-fn unreachable_fatbin() -> Result<Done, BuildError> {
-    Err(BuildError::Config(
-        "internal: a fatbin was scheduled for NVRTC".into(),
-    ))
+enum Done {
+    Ptx(Compiled),
+    /// A fatbin or cubin, and the compiler's log.
+    Binary(Vec<u8>, String),
+}
+
+/// The real architectures a file with PTX targets `targets` gets SASS for, of the `asked` ones:
+/// each that one of its targets runs on (the newest such target decides), as `sm_XYa` where
+/// that target is architecture-specific (`compute_90a` code does not compile for plain
+/// `sm_90`). Ascending, without repeats.
+pub(crate) fn sass_archs(targets: &[Arch], asked: &[Arch]) -> Vec<Arch> {
+    let runs_on = |t: &Arch, real: &Arch| match t.variant {
+        Variant::Portable => (t.major, t.minor) <= (real.major, real.minor),
+        Variant::ArchSpecific => (t.major, t.minor) == (real.major, real.minor),
+        Variant::FamilySpecific => t.major == real.major && t.minor <= real.minor,
+    };
+    let mut out: Vec<Arch> = asked
+        .iter()
+        .filter_map(|real| {
+            let t = targets.iter().filter(|t| runs_on(t, real)).max()?;
+            Some(Arch {
+                major: real.major,
+                minor: real.minor,
+                variant: if t.variant == Variant::Portable {
+                    real.variant
+                } else {
+                    t.variant
+                },
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 fn parse_archs(list: &[String]) -> Result<Vec<Arch>, BuildError> {

@@ -17,7 +17,7 @@ pub enum Compiler {
     Auto,
     /// nvcc only: an error if none is found.
     Nvcc,
-    /// NVRTC only (needs no nvcc, no host compiler; cannot write fatbins).
+    /// NVRTC only (needs no nvcc, no host compiler; writes cubins, not fatbins).
     Nvrtc,
 }
 

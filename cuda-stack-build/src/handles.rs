@@ -30,6 +30,9 @@ pub struct HandleFile {
     pub targets: Vec<(Arch, String)>,
     /// Its fatbin in `OUT_DIR`, if one was made.
     pub fatbin: Option<String>,
+    /// Its SASS: a cubin per real architecture (`sm_90`, `sm_90a`), by file (in `OUT_DIR`, or
+    /// relative to the kernels folder for [`HandleStyle::CudaKernelsCrate`]).
+    pub sass: Vec<(Arch, String)>,
     /// Its kernels.
     pub kernels: Vec<KernelDecl>,
 }
@@ -51,6 +54,7 @@ pub fn generate(style: &HandleStyle, files: &[HandleFile]) -> String {
             w(String::new());
             w("#![allow(clippy::type_complexity)]".into());
             w(String::new());
+            w("use crate::image::SassImage;".into());
             w("use crate::ptx::{PtxFile, PtxTarget};".into());
             w("use crate::StridedLayout;".into());
             w("use cuda_stack_driver::half::{bf16, f16};".into());
@@ -72,6 +76,10 @@ pub fn generate(style: &HandleStyle, files: &[HandleFile]) -> String {
         }
     }
     let (ptx_file, ptx_target, cc) = g.runtime_types();
+    let sass_image = match style {
+        HandleStyle::CudaKernelsCrate => "SassImage",
+        HandleStyle::OutDir => "::cuda_stack_kernels::image::SassImage",
+    };
     w("/// Every PTX file of the crate, per target architecture (ascending), embedded at build time.".into());
     w(format!("pub static PTX_FILES: &[{ptx_file}] = &["));
     for f in files {
@@ -95,6 +103,24 @@ pub fn generate(style: &HandleStyle, files: &[HandleFile]) -> String {
             w("            },".into());
         }
         w("        ],".into());
+        let mut sass = f.sass.clone();
+        sass.sort();
+        if sass.is_empty() {
+            w("        sass: &[],".into());
+        } else {
+            w("        sass: &[".into());
+            for (arch, path) in &sass {
+                w(format!("            {sass_image} {{"));
+                w(format!("                arch: \"{}\",", arch.real_name()));
+                w(format!(
+                    "                cc: {cc} {{ major: {}, minor: {} }},",
+                    arch.major, arch.minor
+                ));
+                w(format!("                cubin: {},", g.embed_bytes(path)));
+                w("            },".into());
+            }
+            w("        ],".into());
+        }
         w("    },".into());
     }
     w("];".into());
@@ -129,14 +155,17 @@ pub fn generate(style: &HandleStyle, files: &[HandleFile]) -> String {
     w(String::new());
     match style {
         HandleStyle::CudaKernelsCrate => {
-            w("/// Typed launch handles for every kernel of the crate, loaded once per context with".into());
-            w("/// [`Kernels::get`]. Each field is a [`cuda_stack_driver::Kernel`] whose Rust signature was generated".into());
-            w("/// from the kernels' CUDA declarations (read-only pointers are `&DeviceSlice<T>`, written ones".into());
-            w("/// `&mut DeviceSlice<T>`, scalars by value), so launching one is safe; the launch".into());
-            w("/// configuration each expects is in the crate README and in [`crate::ops`], which wrap them.".into());
-            w("/// Kernels of files without the portable `compute_75` target (the tensor-core GEMMs for".into());
-            w("/// sm_80 and sm_90a) live in per-file structs, loaded on first use on devices that can run".into());
-            w("/// them (`Kernels::gemm_mma()`, `Kernels::gemm_wgmma()`).".into());
+            w("/// Typed launch handles for every kernel of the crate, one [`Kernels::get`] per context.".into());
+            w("/// Each accessor (`k.add_f32()?`) returns a [`cuda_stack_driver::Kernel`] whose Rust signature".into());
+            w("/// was generated from the kernel's CUDA declaration (read-only pointers are `&DeviceSlice<T>`,".into());
+            w("/// written ones `&mut DeviceSlice<T>`, scalars by value); the launch configuration each".into());
+            w("/// expects is in the crate README and in [`crate::ops`], which wrap them.".into());
+            w("///".into());
+            w("/// Nothing is loaded until a kernel is asked for: the first accessor of a file's kernels".into());
+            w("/// loads that file (its SASS where one fits the device, else its PTX; see [`crate::image`])".into());
+            w("/// and makes all its handles, in a per-file struct (`Kernels::elementwise_kernels()`). A file".into());
+            w("/// none of whose targets runs on the device (the sm_90a GEMMs elsewhere) fails with".into());
+            w("/// [`crate::Error::NoPtxForDevice`] when asked for, and only then.".into());
         }
         HandleStyle::OutDir => {
             w("/// Typed launch handles for every `extern \"C\" __global__` kernel of the build, generated".into());
@@ -177,7 +206,7 @@ pub fn generate(style: &HandleStyle, files: &[HandleFile]) -> String {
     w("#[derive(Clone, Debug)]".into());
     w("pub struct Kernels {".into());
     for (f, k) in &kernels {
-        if g.optional(f) {
+        if g.lazy() {
             continue;
         }
         w(format!("    /// `{}` from `{}`.", c_decl(k), f.source));
@@ -188,21 +217,21 @@ pub fn generate(style: &HandleStyle, files: &[HandleFile]) -> String {
             g.signature(k)
         ));
     }
-    for f in files.iter().filter(|f| g.optional(f)) {
+    for f in files.iter().filter(|_| g.lazy()) {
         w(format!(
-            "    /// `{}`, loaded on the first call of [`Kernels::{}`].",
+            "    /// `{}`, loaded on the first call of [`Kernels::{}_kernels`] or of one of its kernels.",
             f.source, f.ident
         ));
         w(format!(
-            "    {}: crate::ptx::LazyModule<{}Kernels>,",
+            "    {}: crate::family::LazyModule<{}Kernels>,",
             f.ident,
             camel(&f.ident)
         ));
     }
     w("}".into());
     w(String::new());
-    for f in files.iter().filter(|f| g.optional(f)) {
-        g.optional_struct(w, f);
+    for f in files.iter().filter(|_| g.lazy()) {
+        g.family_struct(w, f);
     }
     match style {
         HandleStyle::CudaKernelsCrate => g.committed_tail(w, files, &kernels),
@@ -216,19 +245,14 @@ struct Gen<'a> {
 }
 
 impl Gen<'_> {
-    /// A file of `cuda-stack-kernels` without the portable target (only sm_80 / sm_90a PTX): its
-    /// kernels load lazily, so devices that cannot run them (and programs that never call them)
-    /// never JIT-compile them.
-    fn optional(&self, f: &HandleFile) -> bool {
+    /// `cuda-stack-kernels`' own handles load file by file on first use (a program loads only
+    /// the files whose kernels it calls); a downstream crate's load all files at once.
+    fn lazy(&self) -> bool {
         *self.style == HandleStyle::CudaKernelsCrate
-            && !f
-                .targets
-                .iter()
-                .any(|(a, _)| *a == crate::arch::DEFAULT_ARCH)
     }
 
-    /// The struct of an optional file's kernels and the function that makes them from its module.
-    fn optional_struct(&self, w: &mut dyn FnMut(String), f: &HandleFile) {
+    /// The struct of one file's kernels and the function that makes them from its module.
+    fn family_struct(&self, w: &mut dyn FnMut(String), f: &HandleFile) {
         let name = camel(&f.ident);
         let mut targets = f.targets.clone();
         targets.sort();
@@ -236,8 +260,19 @@ impl Gen<'_> {
             .iter()
             .map(|(a, _)| format!("`{}`", a.virtual_name()))
             .collect();
+        let mut sass = f.sass.clone();
+        sass.sort();
+        let sass: Vec<String> = sass
+            .iter()
+            .map(|(a, _)| format!("`{}`", a.real_name()))
+            .collect();
+        let sass = if sass.is_empty() {
+            String::new()
+        } else {
+            format!("; SASS for {}", sass.join(", "))
+        };
         w(format!(
-            "/// The kernels of `{}` (PTX for {}), from [`Kernels::{}`].",
+            "/// The kernels of `{}` (PTX for {}{sass}), from [`Kernels::{}_kernels`].",
             f.source,
             archs.join(", "),
             f.ident
@@ -261,10 +296,13 @@ impl Gen<'_> {
         ));
         w(format!("    Ok({name}Kernels {{"));
         for k in &f.kernels {
-            w("        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked".into());
-            w("        // against this PTX entry (parameter count and sizes); `written` from its constness.".into());
+            w("        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from".into());
+            w("        // its constness) and was checked against every PTX target's entry (parameter count and".into());
+            w("        // sizes) when generated; the SASS was compiled from the same source and options in the".into());
+            w("        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.".into());
+            w("        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).".into());
             w(format!(
-                "        {}: unsafe {{ m.kernel::<{}>(\"{}\")? }},",
+                "        {}: unsafe {{ m.kernel_prechecked::<{}>(\"{}\")? }},",
                 ident(&k.name),
                 self.signature(k),
                 k.name
@@ -290,6 +328,15 @@ impl Gen<'_> {
         match self.style {
             HandleStyle::CudaKernelsCrate => "Kernel",
             HandleStyle::OutDir => "::cuda_stack_kernels::cuda_stack_driver::Kernel",
+        }
+    }
+
+    fn embed_bytes(&self, path: &str) -> String {
+        match self.style {
+            HandleStyle::CudaKernelsCrate => format!("include_bytes!(\"../../{path}\")"),
+            HandleStyle::OutDir => {
+                format!("include_bytes!(concat!(env!(\"OUT_DIR\"), \"/{path}\"))")
+            }
         }
     }
 
@@ -344,68 +391,108 @@ impl Gen<'_> {
         files: &[HandleFile],
         kernels: &[(&HandleFile, &KernelDecl)],
     ) {
-        w("/// Loads every PTX file with the portable target once (the highest target not above the".into());
-        w("/// device's compute capability) and makes every handle; the other files wait for first use.".into());
-        w("pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {".into());
+        w("impl Kernels {".into());
+        w("    /// The handles for `ctx`, with nothing loaded yet: each file loads on first use, as".into());
+        w("    /// `pref` says (see [`crate::image`]).".into());
+        w("    pub(crate) fn new(ctx: &Context, pref: crate::image::ImagePreference) -> Kernels {".into());
+        w("        Kernels {".into());
         for (idx, f) in files.iter().enumerate() {
-            if self.optional(f) {
-                continue;
-            }
             w(format!(
-                "    let m_{} = crate::ptx::load(ctx, &PTX_FILES[{idx}])?;",
+                "            {}: crate::family::LazyModule::new(ctx, &PTX_FILES[{idx}], pref),",
                 f.ident
             ));
         }
-        w("    Ok(Kernels {".into());
-        for (f, k) in kernels {
-            if self.optional(f) {
-                continue;
-            }
-            w("        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked".into());
-            w("        // against this PTX entry (parameter count and sizes); `written` from its constness.".into());
+        w("        }".into());
+        w("    }".into());
+        for f in files {
+            w(String::new());
             w(format!(
-                "        {}: unsafe {{ m_{}.kernel::<{}>(\"{}\")? }},",
-                ident(&k.name),
-                f.ident,
-                self.signature(k),
-                k.name
+                "    /// The kernels of `{}`, loaded on the first call and kept. Fails with",
+                f.source
             ));
+            w("    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.".into());
+            w(format!(
+                "    pub fn {}_kernels(&self) -> crate::Result<&{}Kernels> {{",
+                f.ident,
+                camel(&f.ident)
+            ));
+            w(format!("        self.{}.get(load_{})", f.ident, f.ident));
+            w("    }".into());
         }
-        for (idx, f) in files.iter().enumerate() {
-            if self.optional(f) {
+        for (f, k) in kernels {
+            w(String::new());
+            w(format!(
+                "    /// `{}` from `{}` (the first call of any of that file's kernels loads it).",
+                c_decl(k),
+                f.source
+            ));
+            w(format!(
+                "    pub fn {}(&self) -> crate::Result<&{}<{}>> {{",
+                ident(&k.name),
+                self.kernel_type(),
+                self.signature(k)
+            ));
+            w(format!(
+                "        Ok(&self.{}_kernels()?.{})",
+                f.ident,
+                ident(&k.name)
+            ));
+            w("    }".into());
+        }
+        w(String::new());
+        w("    /// How each file loaded so far was loaded (SASS or PTX, and how long it took), in file".into());
+        w("    /// order.".into());
+        w("    pub fn loaded_images(&self) -> Vec<crate::image::LoadedImage> {".into());
+        w("        [".into());
+        for f in files {
+            w(format!("            self.{}.loaded(),", f.ident));
+        }
+        w("        ]".into());
+        w("        .into_iter()".into());
+        w("        .flatten()".into());
+        w("        .cloned()".into());
+        w("        .collect()".into());
+        w("    }".into());
+        w(String::new());
+        w("    /// Loads every file the device can run now (files with no target for it are skipped).".into());
+        w("    pub fn load_all(&self) -> crate::Result<()> {".into());
+        for f in files {
+            w(format!("        match self.{}_kernels() {{", f.ident));
+            w("            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}".into());
+            w("            Err(e) => return Err(e),".into());
+            w("        }".into());
+        }
+        w("        Ok(())".into());
+        w("    }".into());
+        w(String::new());
+        w("    /// Checks every handle of the files loaded so far against the driver".into());
+        w("    /// (`cuFuncGetParamInfo`: parameter count and byte sizes; for PTX also each parameter's".into());
+        w("    /// kind), the check loading skips because the generator made it ahead of time. Returns".into());
+        w("    /// how many handles were checked; a mismatch is".into());
+        w("    /// [`cuda_stack_driver::Error::SignatureMismatch`]. For tests.".into());
+        w("    pub fn verify_with_driver(&self) -> crate::Result<usize> {".into());
+        w("        let mut n = 0;".into());
+        for f in files {
+            w(format!(
+                "        if let Some(f) = self.{}.if_loaded() {{",
+                f.ident
+            ));
+            for k in &f.kernels {
+                w("            // SAFETY: the same declaration match as the handle's own; this is the checked".into());
+                w("            // constructor, and its result is dropped.".into());
                 w(format!(
-                    "        {}: crate::ptx::LazyModule::new(ctx, &PTX_FILES[{idx}]),",
-                    f.ident
+                    "            unsafe {{ Kernel::<{}>::from_function(f.{}.function().clone())? }};",
+                    self.signature(k),
+                    ident(&k.name)
                 ));
             }
+            w(format!("            n += {};", f.kernels.len()));
+            w("        }".into());
         }
-        w("    })".into());
+        w("        Ok(n)".into());
+        w("    }".into());
         w("}".into());
         w(String::new());
-        if files.iter().any(|f| self.optional(f)) {
-            w("impl Kernels {".into());
-            let mut first = true;
-            for f in files.iter().filter(|f| self.optional(f)) {
-                if !first {
-                    w(String::new());
-                }
-                first = false;
-                w(format!(
-                    "    /// The kernels of `{}`, loaded (JIT-compiled) on the first call and kept. Fails with",
-                    f.source
-                ));
-                w("    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.".into());
-                w(format!(
-                    "    pub fn {}(&self) -> crate::Result<&{}Kernels> {{",
-                    f.ident,
-                    camel(&f.ident)
-                ));
-                w(format!("        self.{}.get(load_{})", f.ident, f.ident));
-                w("    }".into());
-            }
-            w("}".into());
-            w(String::new());
-        }
         self.function_table(w, kernels, "cuda_stack_driver::Function");
         w(String::new());
     }
@@ -520,12 +607,11 @@ impl Gen<'_> {
             "    pub fn function(&self, name: &str) -> Option<&{function}> {{"
         ));
         w("        match name {".into());
-        for (f, k) in kernels {
-            if self.optional(f) {
+        for (_, k) in kernels {
+            if self.lazy() {
                 w(format!(
-                    "            \"{}\" => self.{}().ok().map(|k| k.{}.function()),",
+                    "            \"{}\" => self.{}().ok().map(|k| k.function()),",
                     k.name,
-                    f.ident,
                     ident(&k.name)
                 ));
             } else {

@@ -34,8 +34,9 @@
 //!   `CUDA_BUILD_COMPILER=nvcc|nvrtc` forces one.
 //! - **Compiles every file to PTX** for each target architecture (default `compute_75`), in
 //!   parallel (`NUM_JOBS` threads), with `-std=c++17` and your options and include folders;
-//!   optionally to a **fatbin** with SASS for named architectures plus the PTX fallback (nvcc
-//!   only). A file can ask for its own targets: `// cuda-stack-build: archs=80,90a`.
+//!   optionally to **SASS** for named architectures ([`Build::fatbin`]): with nvcc a fatbin
+//!   (SASS plus the PTX fallback), with NVRTC one cubin per architecture, which the handles load
+//!   where it fits the device. A file can ask for its own targets: `// cuda-stack-build: archs=80,90a`.
 //! - **Checks the PTX ISA against a floor** (default 8.4, the project's, which drivers from
 //!   R550 on load): a newer compiler's PTX would not load on older drivers, so it is an error
 //!   that says so, not a surprise on a user's machine. `.ptx_isa_floor("9.0")` or
@@ -96,7 +97,7 @@ pub mod ptx_entries;
 mod signature;
 
 pub use arch::{Arch, Variant, DEFAULT_ARCH};
-pub use builder::{directives, Build, CompiledFile, CompiledPtx, Output};
+pub use builder::{directives, Build, CompiledCubin, CompiledFile, CompiledPtx, Output};
 pub use discover::{Compiler, CompilerInfo};
 pub use error::{BuildError, Place};
 pub use isa::{IsaVersion, DEFAULT_FLOOR};

@@ -263,6 +263,16 @@ impl Module {
         unsafe { Kernel::from_function(self.function(name)?) }
     }
 
+    /// A typed handle to the kernel `name` without the driver's parameter check (see
+    /// [`Kernel::from_function_prechecked`]): for generated handles checked ahead of time.
+    ///
+    /// # Safety
+    /// As for [`Kernel::from_function_prechecked`].
+    pub unsafe fn kernel_prechecked<Args: Signature>(&self, name: &str) -> Result<Kernel<Args>> {
+        // SAFETY: forwarded to the caller.
+        Ok(unsafe { Kernel::from_function_prechecked(self.function(name)?) })
+    }
+
     /// The module-scope `__device__` variable `name`, which must be exactly `size_of::<T>()`
     /// bytes (use an array type for arrays).
     pub fn global<T: DeviceRepr>(&self, name: &str) -> Result<DeviceGlobal<T>> {

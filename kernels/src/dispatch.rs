@@ -68,7 +68,7 @@ macro_rules! family {
     ($name:ident -> $ty:ty; $op:expr, $why:expr; $($dt:ident => $field:ident),+ $(,)?) => {
         pub(crate) fn $name<T: Element>(k: &Kernels) -> Result<&$ty> {
             match T::DTYPE {
-                $(DType::$dt => cast(&k.$field),)+
+                $(DType::$dt => cast(k.$field()?),)+
                 #[allow(unreachable_patterns)]
                 other => Err(unsupported($op, other, $why)),
             }
@@ -87,7 +87,7 @@ macro_rules! family {
             fn every_arm_has_the_generic_signature() {
                 $(
                     assert_eq!(
-                        field_type(|k: &Kernels| &k.$field),
+                        field_type(Kernels::$field),
                         expected::<elem!($dt)>(),
                         concat!(stringify!($name), ": `", stringify!($field), "` for ", stringify!($dt))
                     );
@@ -118,7 +118,7 @@ macro_rules! elem {
 
 /// The `TypeId` of a field's handle type, without a `Kernels` value.
 #[cfg(test)]
-fn field_type<A: 'static>(_: fn(&Kernels) -> &Kernel<A>) -> std::any::TypeId {
+fn field_type<A: 'static>(_: fn(&Kernels) -> Result<&Kernel<A>>) -> std::any::TypeId {
     std::any::TypeId::of::<Kernel<A>>()
 }
 
@@ -221,9 +221,9 @@ pub(crate) fn strided_copy<T: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
 ) -> Result<StridedCopy<T>> {
     let f = match std::mem::size_of::<T>() {
-        2 => k.strided_copy_b2.function(),
-        4 => k.strided_copy_b4.function(),
-        8 => k.strided_copy_b8.function(),
+        2 => k.strided_copy_b2()?.function(),
+        4 => k.strided_copy_b4()?.function(),
+        8 => k.strided_copy_b8()?.function(),
         size => {
             return Err(Error::Invalid {
                 op: "strided_copy",
@@ -263,12 +263,12 @@ pub(crate) fn transpose_bits<T: cuda_stack_driver::DeviceRepr>(
         });
     }
     let f = match algo {
-        A::Naive => k.transpose_naive.function(),
-        A::Tiled => k.transpose_tiled.function(),
-        A::Skinny => k.transpose_skinny.function(),
-        A::SkinnyV4 => k.transpose_skinny_v4.function(),
-        A::Aligned => k.transpose_tiled_aligned.function(),
-        A::TiledPadded | A::Auto => k.transpose_tiled_padded.function(),
+        A::Naive => k.transpose_naive()?.function(),
+        A::Tiled => k.transpose_tiled()?.function(),
+        A::Skinny => k.transpose_skinny()?.function(),
+        A::SkinnyV4 => k.transpose_skinny_v4()?.function(),
+        A::Aligned => k.transpose_tiled_aligned()?.function(),
+        A::TiledPadded | A::Auto => k.transpose_tiled_padded()?.function(),
     };
     // SAFETY: transpose_*(const float* in, float* out, int rows, int cols) only loads and stores
     // whole 4-byte values (no arithmetic on them, so any bit pattern moves unchanged), and `T`
@@ -432,18 +432,18 @@ pub(crate) fn dtype_cast<A: cuda_stack_driver::DeviceRepr, B: cuda_stack_driver:
         TypeId::of::<i32>(),
     );
     let pairs: [(TypeId, TypeId, &dyn Any); 12] = [
-        (f32_, f64_, &k.cast_f32_f64),
-        (f64_, f32_, &k.cast_f64_f32),
-        (f32_, f16_, &k.cast_f32_f16),
-        (f16_, f32_, &k.cast_f16_f32),
-        (f32_, bf16_, &k.cast_f32_bf16),
-        (bf16_, f32_, &k.cast_bf16_f32),
-        (f16_, bf16_, &k.cast_f16_bf16),
-        (bf16_, f16_, &k.cast_bf16_f16),
-        (f32_, i32_, &k.cast_f32_i32),
-        (i32_, f32_, &k.cast_i32_f32),
-        (f64_, i32_, &k.cast_f64_i32),
-        (i32_, f64_, &k.cast_i32_f64),
+        (f32_, f64_, k.cast_f32_f64()?),
+        (f64_, f32_, k.cast_f64_f32()?),
+        (f32_, f16_, k.cast_f32_f16()?),
+        (f16_, f32_, k.cast_f16_f32()?),
+        (f32_, bf16_, k.cast_f32_bf16()?),
+        (bf16_, f32_, k.cast_bf16_f32()?),
+        (f16_, bf16_, k.cast_f16_bf16()?),
+        (bf16_, f16_, k.cast_bf16_f16()?),
+        (f32_, i32_, k.cast_f32_i32()?),
+        (i32_, f32_, k.cast_i32_f32()?),
+        (f64_, i32_, k.cast_f64_i32()?),
+        (i32_, f64_, k.cast_i32_f64()?),
     ];
     let found = pairs
         .iter()

@@ -43,7 +43,9 @@
 //! dtype  layout  resources              leaves
 //! error                                 -> dtype
 //! launch  ptx                           -> error
-//! generated                             the typed handles (Kernels) -> ptx, layout
+//! image                                 SASS or PTX: which image a file loads -> ptx, error
+//! family                                one file's handles, loaded on first use -> image
+//! generated                             the typed handles (Kernels) -> family, ptx, layout
 //! cache                                 -> generated, error
 //! ops  dispatch                         the ops, and the kernel each picks by dtype; the two refer
 //!                                       to each other (dispatch names BinaryOp, TransposeAlgo)
@@ -56,6 +58,8 @@ mod cache;
 mod dispatch;
 mod dtype;
 mod error;
+mod family;
+pub mod image;
 mod launch;
 mod layout;
 pub mod ops;

@@ -6,7 +6,6 @@
 use crate::{Error, Result};
 use cuda_stack_driver::launch::Signature;
 use cuda_stack_driver::{ComputeCapability, Context, JitOptions, Module, ModuleImage};
-use std::sync::OnceLock;
 
 /// One `.cu` file's PTX, for one or more target architectures.
 #[derive(Debug)]
@@ -17,6 +16,9 @@ pub struct PtxFile {
     pub source: &'static str,
     /// Its targets, in ascending compute capability.
     pub targets: &'static [PtxTarget],
+    /// Its SASS, one cubin per real architecture (ascending; empty where none was built). See
+    /// [`crate::image`] for which is loaded.
+    pub sass: &'static [crate::image::SassImage],
 }
 
 /// PTX for one virtual architecture.
@@ -87,63 +89,12 @@ pub fn ptx_for(name: &str, cc: ComputeCapability) -> Result<&'static str> {
     Ok(file.pick(cc)?.ptx)
 }
 
-/// Loads `file`'s PTX for `ctx`'s device (the target [`PtxFile::pick`] chooses).
+/// Loads `file` into `ctx`: the SASS that fits the device where the file has one, else the
+/// PTX target [`PtxFile::pick`] chooses (see [`crate::image::load_image`];
+/// `CUDA_STACK_KERNELS_IMAGE=ptx` forces the PTX).
 pub fn load(ctx: &Context, file: &'static PtxFile) -> Result<Module> {
-    let target = file.pick(ctx.limits().compute_capability)?;
-    Ok(ctx.load_ptx(target.ptx)?)
-}
-
-/// The kernels of one optional PTX file (one without a portable target), loaded into its context
-/// on first use and kept: tensor-core kernels are JIT-compiled only by programs that call them,
-/// and only on devices that can run them.
-pub(crate) struct LazyModule<T> {
-    ctx: Context,
-    file: &'static PtxFile,
-    cell: OnceLock<T>,
-}
-
-impl<T> LazyModule<T> {
-    pub(crate) fn new(ctx: &Context, file: &'static PtxFile) -> Self {
-        Self {
-            ctx: ctx.clone(),
-            file,
-            cell: OnceLock::new(),
-        }
-    }
-
-    /// The loaded kernels, loading the file first if no call has yet. Two threads racing on the
-    /// first call may both load it; one result is kept, the other dropped.
-    pub(crate) fn get(&self, make: impl FnOnce(&Module) -> Result<T>) -> Result<&T> {
-        if let Some(v) = self.cell.get() {
-            return Ok(v);
-        }
-        let module = load(&self.ctx, self.file)?;
-        let v = make(&module)?;
-        Ok(self.cell.get_or_init(|| v))
-    }
-}
-
-impl<T: Clone> Clone for LazyModule<T> {
-    fn clone(&self) -> Self {
-        let cell = OnceLock::new();
-        if let Some(v) = self.cell.get() {
-            let _ = cell.set(v.clone());
-        }
-        Self {
-            ctx: self.ctx.clone(),
-            file: self.file,
-            cell,
-        }
-    }
-}
-
-impl<T> std::fmt::Debug for LazyModule<T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LazyModule")
-            .field("file", &self.file.name)
-            .field("loaded", &self.cell.get().is_some())
-            .finish()
-    }
+    let (m, _) = crate::image::load_image(ctx, file, crate::image::ImagePreference::from_env())?;
+    Ok(m)
 }
 
 /// Loads a fatbin (SASS for some architectures plus PTX): the driver picks the SASS for the
@@ -238,6 +189,7 @@ mod tests {
                 ptx: PTX,
             },
         ],
+        sass: &[],
     };
 
     #[test]

@@ -385,13 +385,13 @@ fn launch_bench_kernels() -> TestResult {
     let (_ctx, s, k) = setup()?;
     // SAFETY: the test kernel guards its index with the length it is passed, which does not
     // exceed any buffer argument's length here.
-    unsafe { k.empty_kernel.launch(&s, &LaunchConfig::new(1, 1)) }?;
+    unsafe { k.empty_kernel()?.launch(&s, &LaunchConfig::new(1, 1)) }?;
     let mut a = s.clone_htod(&[7.0f32])?;
     let b = s.clone_htod(&[3.0f32])?;
     // SAFETY: the test kernel guards its index with the length it is passed, which does not
     // exceed any buffer argument's length here.
     unsafe {
-        k.four_args
+        k.four_args()?
             .launch(&s, &LaunchConfig::new(4, 64), &mut a, &b, 2.0, 1)
     }?;
     ensure!(

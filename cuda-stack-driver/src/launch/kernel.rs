@@ -84,6 +84,24 @@ impl<Args: Signature> Kernel<Args> {
         })
     }
 
+    /// Wraps `func` without asking the driver for its parameters: for handles whose signature
+    /// a generator checked ahead of time against the very image `func` was loaded from (as
+    /// `cuda-stack-build` does against the PTX `.entry`, and compiles the SASS from the same
+    /// source). Saves the `cuFuncGetParamInfo` probes [`Kernel::from_function`] makes, one per
+    /// parameter plus one past the last, which are most of a module's load time once the module
+    /// is machine code.
+    ///
+    /// # Safety
+    /// As for [`Kernel::from_function`], and in addition the entry's parameter count and byte
+    /// sizes must be exactly `Args::SIZES` (the check this skips would otherwise refuse a
+    /// mismatch; launching with wrong sizes makes the kernel read garbage arguments).
+    pub unsafe fn from_function_prechecked(func: Function) -> Kernel<Args> {
+        Kernel {
+            func,
+            _sig: PhantomData,
+        }
+    }
+
     /// The untyped function.
     pub fn function(&self) -> &Function {
         &self.func

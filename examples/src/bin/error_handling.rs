@@ -131,7 +131,7 @@ fn body(args: &Args) -> ProgramResult {
     let rec = CallRecorder::start();
     // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
     // a bad configuration is refused by validation before anything is queued.
-    let r = unsafe { k.relu_f32.launch(&s, &bad, &x, &mut y, n) };
+    let r = unsafe { k.relu_f32()?.launch(&s, &bad, &x, &mut y, n) };
     let calls = rec.take();
     drop(rec);
     let launched = calls.iter().any(|c| c.call.starts_with("cuLaunch"));
@@ -166,7 +166,7 @@ fn body(args: &Args) -> ProgramResult {
     // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
     // a bad configuration is refused by validation before anything is queued.
     unsafe {
-        k.relu_f32
+        k.relu_f32()?
             .launch(&s, &LaunchConfig::new(8, 256), &x, &mut y, n)
     }?;
     let fixed_ok = s.clone_dtoh(&y)? == want;
@@ -190,7 +190,7 @@ fn body(args: &Args) -> ProgramResult {
         // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
         // a bad configuration is refused by validation before anything is queued.
         let r = unsafe {
-            k.relu_f32
+            k.relu_f32()?
                 .launch(&s, &LaunchConfig::new(8, 256), &x_b, &mut y, n)
         };
         let here = q.device as i32;
@@ -218,7 +218,7 @@ fn body(args: &Args) -> ProgramResult {
         // SAFETY: relu_f32 touches elements i < n only, and x and y both have n elements;
         // a bad configuration is refused by validation before anything is queued.
         unsafe {
-            k.relu_f32
+            k.relu_f32()?
                 .launch(&s, &LaunchConfig::new(8, 256), &x_here, &mut y, n)
         }?;
         let fixed_ok = s.clone_dtoh(&y)? == want;

@@ -20,6 +20,7 @@ use cuda_examples::cpu_baseline;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::trace_log::{print_calls, summarize, CallRecorder};
 use cuda_stack_driver::LaunchConfig;
+use cuda_stack_kernels::image::ImagePreference;
 use cuda_stack_kernels::{ops, reference, Kernels};
 use cuda_stack_runtime::{self as rt, tensor::Tensor};
 use cuda_stack_sys::trace::CallEvent;
@@ -128,7 +129,12 @@ fn body() -> ProgramResult {
         ));
     }
     let tensor_ok = c_host == expect;
-    say("   first line includes lazy start-up: context, default stream and caching allocator; `+` loads the kernels module once.\n");
+    say("   first line includes lazy start-up: context, default stream and caching allocator; `+` loads its kernel file once.");
+    let rt_kernels = Kernels::get(rt::Runtime::current()?.context())?;
+    for l in rt_kernels.loaded_images() {
+        say(&format!("   loaded so far: {l}"));
+    }
+    say("");
 
     // ── Layers 2 + 3: runtime-lite calls, and the driver calls each one became ─────────────
     let runtime = rt::Runtime::current()?;
@@ -153,10 +159,16 @@ fn body() -> ProgramResult {
         time: t,
         calls: c,
     });
-    // A fresh module load, as the runtime does on first use of a kernel (cuModuleLoadData).
-    let (kernels, t, c) = traced(&rec, || Ok(Kernels::load(&ctx)?))?;
+    // A fresh module load, as the runtime does on first use of a kernel file (cuModuleLoadData):
+    // its SASS for this GPU where one ships, else its PTX, JIT-compiled by the driver.
+    let kernels = Kernels::load_with(&ctx, ImagePreference::from_env());
+    let ((), t, c) = traced(&rec, || {
+        kernels.vector_add_kernels()?;
+        Ok(())
+    })?;
     rt_steps.push(Step {
-        code: "let k = Kernels::load(&ctx)?;        // module load: PTX JIT-compiled for this GPU",
+        code:
+            "k.vector_add_kernels()?;             // module load: SASS for this GPU, else PTX JIT",
         time: t,
         calls: c,
     });
@@ -197,8 +209,12 @@ fn body() -> ProgramResult {
         print_calls("      ", &s.calls);
     }
     say("   (cuMemAlloc → cuMemAllocAsync from the device's memory pool; cuMemcpyHtoD/DtoH → their _v2 async forms on the stream;");
-    say("    cuModuleLoadData → cuModuleLoadDataEx with JIT log buffers, one per PTX file; each typed handle checks its");
-    say("    parameters with cuFuncGetParamInfo until it answers CUDA_ERROR_INVALID_VALUE, the end of the list.)\n");
+    say("    cuModuleLoadData → cuModuleLoadDataEx with JIT log buffers, one per kernel file, on first use; the typed handles'");
+    say("    signatures were checked against the PTX when generated, so loading asks the driver only for each function.)");
+    for l in kernels.loaded_images() {
+        say(&format!("   {l}"));
+    }
+    say("   (`cold_start` measures a first op in a fresh process with the driver's JIT cache off, SASS vs PTX, beside PyTorch.)\n");
 
     // ── Layer 4: the driver library ────────────────────────────────────────────────────────
     let resolved = drv
@@ -222,7 +238,7 @@ fn body() -> ProgramResult {
     let dev = ctx.device();
     let limits = *ctx.limits();
     let cfg = LaunchConfig::for_num_elems(n);
-    let f = kernels.vector_add.function();
+    let f = kernels.vector_add()?.function();
     let attrs = f.attributes()?;
     let per_sm = f.max_active_blocks_per_sm(cfg.block().x, 0)?;
     let blocks = cfg.grid().x as u64;

@@ -152,7 +152,7 @@ fn pad_copy(
         // SAFETY: reads src[r·lds + c], writes dst[r·ldd + c] for r < rows, c < cols: src spans a
         // [rows, cols] matrix with stride lds (the callers' operands), dst holds rows·ldd elements.
         unsafe {
-            k.copy_rows_b4.launch(
+            k.copy_rows_b4()?.launch(
                 s,
                 &cfg,
                 &sv,
@@ -308,7 +308,7 @@ fn isolation(lab: &mut Lab, c: &Case) -> Res<()> {
     let gi = g as i32;
     let cfg = LaunchConfig::new(((g / 128) as u32, (g / 128) as u32), 256);
     for (name, ta, a_pads) in [("NN", false, [0usize, 3]), ("TN", true, [0, 1])] {
-        let kern = if ta { &k.sgemm_tn } else { &k.sgemm_nn };
+        let kern = if ta { k.sgemm_tn()? } else { k.sgemm_nn()? };
         let mut want: Option<Vec<f32>> = None;
         for (pa, pb) in [(a_pads[0], 0usize), (a_pads[1], 0), (0, 1), (a_pads[1], 1)] {
             let (lda, ldb) = (g + pa, g + pb);
@@ -615,7 +615,7 @@ fn odd(lab: &mut Lab, strips: &[Gemm; 4], tal_ld: &TransposeLd, c: &Case) -> Res
 
     if c.tb && main.main_rows == 0 && main.rest_splits == 1 {
         // ... with the main part on the transposed-B kernel itself (no relayout): one launch.
-        let kern = if c.ta { &k.sgemm_tt } else { &k.sgemm_nt };
+        let kern = if c.ta { k.sgemm_tt()? } else { k.sgemm_nt()? };
         let cfg = LaunchConfig::new(((n1 / 128) as u32, m.div_ceil(128) as u32), 256);
         let run = |s: &Stream, out: &mut DeviceSlice<f32>| -> Res<()> {
             // SAFETY: sgemm_XT reads op(A) [m, k] (A, lda ac), op(B) [k, n1] (rows < n1 of the

@@ -28,33 +28,33 @@ fn library_launch<'k>(
     x: &DeviceSlice<f32>,
     rows: usize,
     cols: usize,
-) -> (&'static str, LaunchConfig, TwoDRef<'k>) {
+) -> Res<(&'static str, LaunchConfig, TwoDRef<'k>)> {
     let b = |n: usize, d: usize| n.div_ceil(d) as u32;
-    match ops::transpose_choice(rows, cols, x.as_raw_ptr()) {
+    Ok(match ops::transpose_choice(rows, cols, x.as_raw_ptr()) {
         TransposeAlgo::Skinny if cols < 64 => {
             let strip = 1usize << (8192 / cols.clamp(1, 63)).ilog2();
             (
                 "transpose_skinny (tall)",
                 LaunchConfig::new(b(rows, strip), 256),
-                &k.transpose_skinny,
+                k.transpose_skinny()?,
             )
         }
         TransposeAlgo::Skinny => (
             "transpose_skinny (wide)",
             LaunchConfig::new(b(rows * cols, 1024), 256),
-            &k.transpose_skinny,
+            k.transpose_skinny()?,
         ),
         TransposeAlgo::Aligned => (
             "transpose_tiled_aligned",
             LaunchConfig::new((b(rows, 64), b(cols, 64)), (32, 8)),
-            &k.transpose_tiled_aligned,
+            k.transpose_tiled_aligned()?,
         ),
         _ => (
             "transpose_tiled_padded",
             LaunchConfig::new((b(cols, 64), b(rows, 64)), (32, 8)),
-            &k.transpose_tiled_padded,
+            k.transpose_tiled_padded()?,
         ),
-    }
+    })
 }
 type TwoDRef<'a> = &'a Kernel<(
     &'static DeviceSlice<f32>,
@@ -125,7 +125,7 @@ pub fn small(lab: &mut Lab) -> Res<()> {
     } else {
         &[(512, 512), (1024, 1024), (3, 1 << 20), (1 << 20, 3)]
     };
-    let f = k.transpose_tiled_padded.function().clone();
+    let f = k.transpose_tiled_padded()?.function().clone();
     let drv = cuda_stack_driver::cuda_stack_sys::Driver::get()?;
     let raw = f.as_raw();
     let us = host_us(&s, 2000, || {
@@ -196,7 +196,7 @@ pub fn small(lab: &mut Lab) -> Res<()> {
             Some(d2d),
             "",
         );
-        let (kname, cfg, kern) = library_launch(&k, &x, rows, cols);
+        let (kname, cfg, kern) = library_launch(&k, &x, rows, cols)?;
         candidate(
             lab,
             &group,

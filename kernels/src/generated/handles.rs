@@ -4,6 +4,7 @@
 
 #![allow(clippy::type_complexity)]
 
+use crate::image::SassImage;
 use crate::ptx::{PtxFile, PtxTarget};
 use crate::StridedLayout;
 use cuda_stack_driver::half::{bf16, f16};
@@ -21,6 +22,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/activation_grad.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/activation_grad.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/activation_grad.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/activation_grad.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "cast",
@@ -30,6 +48,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/cast.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/cast.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/cast.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/cast.sm_90.cubin"),
             },
         ],
     },
@@ -43,6 +78,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/coalescing.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/coalescing.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/coalescing.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/coalescing.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "elementwise",
@@ -52,6 +104,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/elementwise.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/elementwise.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/elementwise.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/elementwise.sm_90.cubin"),
             },
         ],
     },
@@ -65,6 +134,18 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/gemm_mma.sm80.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/gemm_mma.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/gemm_mma.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "gemm_wgmma",
@@ -74,6 +155,13 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_90a",
                 min_cc: ComputeCapability { major: 9, minor: 0 },
                 ptx: include_str!("../../ptx/gemm_wgmma.sm90a.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_90a",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/gemm_wgmma.sm_90a.cubin"),
             },
         ],
     },
@@ -87,6 +175,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/introspect.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/introspect.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/introspect.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/introspect.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "launch_bench",
@@ -96,6 +201,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/launch_bench.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/launch_bench.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/launch_bench.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/launch_bench.sm_90.cubin"),
             },
         ],
     },
@@ -109,6 +231,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/log_softmax.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/log_softmax.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/log_softmax.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/log_softmax.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "matmul_naive",
@@ -118,6 +257,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/matmul_naive.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/matmul_naive.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/matmul_naive.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/matmul_naive.sm_90.cubin"),
             },
         ],
     },
@@ -131,6 +287,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/matmul_tiled.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/matmul_tiled.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/matmul_tiled.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/matmul_tiled.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "optim",
@@ -140,6 +313,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/optim.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/optim.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/optim.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/optim.sm_90.cubin"),
             },
         ],
     },
@@ -153,6 +343,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/pad_rows.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/pad_rows.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/pad_rows.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/pad_rows.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "random",
@@ -162,6 +369,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/random.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/random.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/random.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/random.sm_90.cubin"),
             },
         ],
     },
@@ -175,6 +399,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/reduce.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/reduce.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/reduce.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/reduce.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "sgemm",
@@ -184,6 +425,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/sgemm.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/sgemm.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/sgemm.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/sgemm.sm_90.cubin"),
             },
         ],
     },
@@ -197,6 +455,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/softmax.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/softmax.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/softmax.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/softmax.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "strided_copy",
@@ -208,6 +483,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 ptx: include_str!("../../ptx/strided_copy.ptx"),
             },
         ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/strided_copy.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/strided_copy.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/strided_copy.sm_90.cubin"),
+            },
+        ],
     },
     PtxFile {
         name: "vector_add",
@@ -217,6 +509,23 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "compute_75",
                 min_cc: ComputeCapability { major: 7, minor: 5 },
                 ptx: include_str!("../../ptx/vector_add.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/vector_add.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/vector_add.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/vector_add.sm_90.cubin"),
             },
         ],
     },
@@ -436,14 +745,17 @@ pub static KERNEL_NAMES: &[&str] = &[
     "vector_add_fast",
 ];
 
-/// Typed launch handles for every kernel of the crate, loaded once per context with
-/// [`Kernels::get`]. Each field is a [`cuda_stack_driver::Kernel`] whose Rust signature was generated
-/// from the kernels' CUDA declarations (read-only pointers are `&DeviceSlice<T>`, written ones
-/// `&mut DeviceSlice<T>`, scalars by value), so launching one is safe; the launch
-/// configuration each expects is in the crate README and in [`crate::ops`], which wrap them.
-/// Kernels of files without the portable `compute_75` target (the tensor-core GEMMs for
-/// sm_80 and sm_90a) live in per-file structs, loaded on first use on devices that can run
-/// them (`Kernels::gemm_mma()`, `Kernels::gemm_wgmma()`).
+/// Typed launch handles for every kernel of the crate, one [`Kernels::get`] per context.
+/// Each accessor (`k.add_f32()?`) returns a [`cuda_stack_driver::Kernel`] whose Rust signature
+/// was generated from the kernel's CUDA declaration (read-only pointers are `&DeviceSlice<T>`,
+/// written ones `&mut DeviceSlice<T>`, scalars by value); the launch configuration each
+/// expects is in the crate README and in [`crate::ops`], which wrap them.
+///
+/// Nothing is loaded until a kernel is asked for: the first accessor of a file's kernels
+/// loads that file (its SASS where one fits the device, else its PTX; see [`crate::image`])
+/// and makes all its handles, in a per-file struct (`Kernels::elementwise_kernels()`). A file
+/// none of whose targets runs on the device (the sm_90a GEMMs elsewhere) fails with
+/// [`crate::Error::NoPtxForDevice`] when asked for, and only then.
 ///
 /// | kernel | CUDA parameters | source |
 /// |---|---|---|
@@ -659,399 +971,679 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `vector_add_fast` | `const float* a`, `const float* b`, `float* c`, `unsigned long long n` | `cuda/vector_add.cu` |
 #[derive(Clone, Debug)]
 pub struct Kernels {
-    /// `bias_relu_bwd_f64(const double* x, const double* bias, double scale, const double* grad_out, double* grad_x, double* grad_bias, int rows, int cols)` from `cuda/activation_grad.cu`.
-    pub bias_relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `bias_relu_fwd_f64(const double* x, const double* bias, double scale, double* out, int rows, int cols)` from `cuda/activation_grad.cu`.
-    pub bias_relu_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `relu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
-    pub relu_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `relu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
-    pub relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `tanh_bwd_f32(const float* y, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
-    pub tanh_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu`.
-    pub tanh_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_bf16_f16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `cast_bf16_f32(const bf16_t* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_bf16_f32: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `cast_f16_bf16(const f16_t* x, bf16_t* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f16_bf16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `cast_f16_f32(const f16_t* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f16_f32: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `cast_f32_bf16(const float* x, bf16_t* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f32_bf16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `cast_f32_f16(const float* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f32_f16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `cast_f32_f64(const float* x, double* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f32_f64: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `cast_f32_i32(const float* x, int* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f32_i32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `cast_f64_f32(const double* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f64_f32: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `cast_f64_i32(const double* x, int* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_f64_i32: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `cast_i32_f32(const int* x, float* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_i32_f32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `cast_i32_f64(const int* x, double* out, unsigned long long n)` from `cuda/cast.cu`.
-    pub cast_i32_f64: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `copy_coalesced(const float* src, float* dst, unsigned long long n)` from `cuda/coalescing.cu`.
-    pub copy_coalesced: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `copy_strided(const float* src, float* dst, unsigned long long n_out, unsigned long long stride)` from `cuda/coalescing.cu`.
-    pub copy_strided: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64)>,
-    /// `transpose_naive(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_naive: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_skinny(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_skinny_v4(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_skinny_v4: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_tiled_aligned: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_tiled_aligned_ld(const float* in, float* out, int rows, int cols, int ldo)` from `cuda/coalescing.cu`.
-    pub transpose_tiled_aligned_ld: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu`.
-    pub transpose_tiled_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub add_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `add_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub add_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `add_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub add_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `add_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub add_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `add_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub add_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `axpy_bf16(float alpha, const bf16_t* x, bf16_t* y, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub axpy_bf16: Kernel<(f32, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `axpy_f16(float alpha, const f16_t* x, f16_t* y, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub axpy_f16: Kernel<(f32, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `axpy_f32(float alpha, const float* x, float* y, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub axpy_f32: Kernel<(f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `axpy_f64(double alpha, const double* x, double* y, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub axpy_f64: Kernel<(f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `axpy_i32(int alpha, const int* x, int* y, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub axpy_i32: Kernel<(i32, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `bias_relu_bwd_f32(const float* x, const float* bias, float scale, const float* grad_out, float* grad_x, float* grad_bias_partial, int rows, int cols)` from `cuda/elementwise.cu`.
-    pub bias_relu_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `bias_relu_bwd_reduce_f32(const float* partial, float* grad_bias, int parts, int cols)` from `cuda/elementwise.cu`.
-    pub bias_relu_bwd_reduce_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `bias_relu_fwd_f32(const float* x, const float* bias, float scale, float* out, int rows, int cols)` from `cuda/elementwise.cu`.
-    pub bias_relu_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `div_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub div_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `div_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub div_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `div_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub div_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `div_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub div_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `div_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub div_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `fill_bf16(bf16_t* out, float value, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub fill_bf16: Kernel<(&'static mut DeviceSlice<bf16>, f32, u64)>,
-    /// `fill_f16(f16_t* out, float value, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub fill_f16: Kernel<(&'static mut DeviceSlice<f16>, f32, u64)>,
-    /// `fill_f32(float* out, float value, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub fill_f32: Kernel<(&'static mut DeviceSlice<f32>, f32, u64)>,
-    /// `fill_f64(double* out, double value, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub fill_f64: Kernel<(&'static mut DeviceSlice<f64>, f64, u64)>,
-    /// `fill_i32(int* out, int value, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub fill_i32: Kernel<(&'static mut DeviceSlice<i32>, i32, u64)>,
-    /// `mul_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub mul_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `mul_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub mul_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `mul_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub mul_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `mul_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub mul_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `mul_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub mul_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `relu_bf16(const bf16_t* x, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub relu_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `relu_f16(const f16_t* x, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub relu_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `relu_f32(const float* x, float* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub relu_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `relu_f64(const double* x, double* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub relu_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `relu_i32(const int* x, int* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub relu_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `scale_bf16(const bf16_t* x, bf16_t* out, float alpha, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub scale_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, f32, u64)>,
-    /// `scale_f16(const f16_t* x, f16_t* out, float alpha, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub scale_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, f32, u64)>,
-    /// `scale_f32(const float* x, float* out, float alpha, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub scale_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, u64)>,
-    /// `scale_f64(const double* x, double* out, double alpha, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub scale_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, f64, u64)>,
-    /// `scale_i32(const int* x, int* out, int alpha, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub scale_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>,
-    /// `sub_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub sub_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `sub_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub sub_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `sub_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub sub_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `sub_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub sub_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `sub_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub sub_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `tanh_bf16(const bf16_t* x, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub tanh_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
-    /// `tanh_f16(const f16_t* x, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub tanh_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
-    /// `tanh_f32(const float* x, float* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub tanh_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `tanh_f64(const double* x, double* out, unsigned long long n)` from `cuda/elementwise.cu`.
-    pub tanh_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `thread_hierarchy(unsigned int* out)` from `cuda/introspect.cu`.
-    pub thread_hierarchy: Kernel<(&'static mut DeviceSlice<u32>,)>,
-    /// `empty_kernel()` from `cuda/launch_bench.cu`.
-    pub empty_kernel: Kernel<()>,
-    /// `four_args(float* a, const float* b, float s, unsigned int n)` from `cuda/launch_bench.cu`.
-    pub four_args: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>,
-    /// `cross_entropy_bwd_f32(const float* x, const int* targets, const float* g, float* dx, int rows, int cols, float scale)` from `cuda/log_softmax.cu`.
-    pub cross_entropy_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
-    /// `cross_entropy_bwd_f64(const double* x, const int* targets, const double* g, double* dx, int rows, int cols, double scale)` from `cuda/log_softmax.cu`.
-    pub cross_entropy_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
-    /// `cross_entropy_fwd_f32(const float* x, const int* targets, float* loss, int rows, int cols)` from `cuda/log_softmax.cu`.
-    pub cross_entropy_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `cross_entropy_fwd_f64(const double* x, const int* targets, double* loss, int rows, int cols)` from `cuda/log_softmax.cu`.
-    pub cross_entropy_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `row_softmax_bwd_f32(const float* y, const float* dy, float* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
-    pub row_softmax_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `row_softmax_bwd_f64(const double* y, const double* dy, double* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
-    pub row_softmax_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `row_softmax_f32(const float* x, float* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
-    pub row_softmax_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `row_softmax_f64(const double* x, double* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu`.
-    pub row_softmax_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `matmul_naive_f32(const float* A, const float* B, float* C, int M, int N, int K)` from `cuda/matmul_naive.cu`.
-    pub matmul_naive_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `matmul_naive_f64(const double* A, const double* B, double* C, int M, int N, int K)` from `cuda/matmul_naive.cu`.
-    pub matmul_naive_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `matmul_naive_i32(const int* A, const int* B, int* C, int M, int N, int K)` from `cuda/matmul_naive.cu`.
-    pub matmul_naive_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>,
-    /// `matmul_tiled16_f32(const float* A, const float* B, float* C, int M, int N, int K)` from `cuda/matmul_tiled.cu`.
-    pub matmul_tiled16_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `matmul_tiled16_f64(const double* A, const double* B, double* C, int M, int N, int K)` from `cuda/matmul_tiled.cu`.
-    pub matmul_tiled16_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `matmul_tiled16_i32(const int* A, const int* B, int* C, int M, int N, int K)` from `cuda/matmul_tiled.cu`.
-    pub matmul_tiled16_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>,
-    /// `adam4_f32(float* p0, const float* g0, float* m0, float* v0, float* p1, const float* g1, float* m1, float* v1, float* p2, const float* g2, float* m2, float* v2, float* p3, const float* g3, float* m3, float* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu`.
-    pub adam4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>,
-    /// `adam4_f64(double* p0, const double* g0, double* m0, double* v0, double* p1, const double* g1, double* m1, double* v1, double* p2, const double* g2, double* m2, double* v2, double* p3, const double* g3, double* m3, double* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, double lr, double b1, double b2, double eps, double wd, int adamw)` from `cuda/optim.cu`.
-    pub adam4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>,
-    /// `adam_f32(float* p, const float* g, float* m, float* v, const int* steps, int index, unsigned long long n, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu`.
-    pub adam_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>,
-    /// `adam_f64(double* p, const double* g, double* m, double* v, const int* steps, int index, unsigned long long n, double lr, double b1, double b2, double eps, double wd, int adamw)` from `cuda/optim.cu`.
-    pub adam_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>,
-    /// `increment_i32(int* counters, int n)` from `cuda/optim.cu`.
-    pub increment_i32: Kernel<(&'static mut DeviceSlice<i32>, i32)>,
-    /// `sgd4_f32(float* p0, const float* g0, float* p1, const float* g1, float* p2, const float* g2, float* p3, const float* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float wd)` from `cuda/optim.cu`.
-    pub sgd4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>,
-    /// `sgd4_f64(double* p0, const double* g0, double* p1, const double* g1, double* p2, const double* g2, double* p3, const double* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double wd)` from `cuda/optim.cu`.
-    pub sgd4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>,
-    /// `sgd_f32(float* p, const float* g, unsigned long long n, float lr, float wd)` from `cuda/optim.cu`.
-    pub sgd_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>,
-    /// `sgd_f64(double* p, const double* g, unsigned long long n, double lr, double wd)` from `cuda/optim.cu`.
-    pub sgd_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>,
-    /// `sgd_momentum4_f32(float* p0, const float* g0, float* b0, float* p1, const float* g1, float* b1, float* p2, const float* g2, float* b2, float* p3, const float* g3, float* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu`.
-    pub sgd_momentum4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>,
-    /// `sgd_momentum4_f64(double* p0, const double* g0, double* b0, double* p1, const double* g1, double* b1, double* p2, const double* g2, double* b2, double* p3, const double* g3, double* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
-    pub sgd_momentum4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>,
-    /// `sgd_momentum_f32(float* p, const float* g, float* b, unsigned long long n, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu`.
-    pub sgd_momentum_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>,
-    /// `sgd_momentum_f64(double* p, const double* g, double* b, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu`.
-    pub sgd_momentum_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>,
-    /// `copy_rows_b2(const unsigned short* src, long long lds, unsigned short* dst, long long ldd, int rows, int cols)` from `cuda/pad_rows.cu`.
-    pub copy_rows_b2: Kernel<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>,
-    /// `copy_rows_b4(const unsigned int* src, long long lds, unsigned int* dst, long long ldd, int rows, int cols)` from `cuda/pad_rows.cu`.
-    pub copy_rows_b4: Kernel<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>,
-    /// `fill_normal_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
-    pub fill_normal_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
-    /// `fill_uniform_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
-    pub fill_uniform_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
-    /// `philox_u32(unsigned int* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu`.
-    pub philox_u32: Kernel<(&'static mut DeviceSlice<u32>, u64, u64, u64)>,
-    /// `reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_cols_max_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `reduce_cols_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_cols_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_cols_sum_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_cols_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `reduce_cols_thin_max_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_cols_thin_max_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_cols_thin_max_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_cols_thin_max_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `reduce_cols_thin_sum_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_cols_thin_sum_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_cols_thin_sum_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_cols_thin_sum_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_cols_thin_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `reduce_finalize_max_f32(const float* partial, float* out, unsigned int num_partials)` from `cuda/reduce.cu`.
-    pub reduce_finalize_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>,
-    /// `reduce_finalize_max_f64(const double* partial, double* out, unsigned int num_partials)` from `cuda/reduce.cu`.
-    pub reduce_finalize_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>,
-    /// `reduce_finalize_max_i32(const int* partial, int* out, unsigned int num_partials)` from `cuda/reduce.cu`.
-    pub reduce_finalize_max_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u32)>,
-    /// `reduce_finalize_mean_f32(const float* partial, float* out, unsigned int num_partials, unsigned long long count)` from `cuda/reduce.cu`.
-    pub reduce_finalize_mean_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32, u64)>,
-    /// `reduce_finalize_mean_f64(const double* partial, double* out, unsigned int num_partials, unsigned long long count)` from `cuda/reduce.cu`.
-    pub reduce_finalize_mean_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32, u64)>,
-    /// `reduce_finalize_sum_f32(const float* partial, float* out, unsigned int num_partials)` from `cuda/reduce.cu`.
-    pub reduce_finalize_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>,
-    /// `reduce_finalize_sum_f64(const double* partial, double* out, unsigned int num_partials)` from `cuda/reduce.cu`.
-    pub reduce_finalize_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>,
-    /// `reduce_finalize_sum_i64(const long long* partial, long long* out, unsigned int num_partials)` from `cuda/reduce.cu`.
-    pub reduce_finalize_sum_i64: Kernel<(&'static DeviceSlice<i64>, &'static mut DeviceSlice<i64>, u32)>,
-    /// `reduce_max_fast_bf16(const bf16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_max_fast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `reduce_max_fast_f16(const f16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_max_fast_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `reduce_max_fast_f32(const float* in, float* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_max_fast_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `reduce_max_fast_f64(const double* in, double* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_max_fast_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `reduce_max_fast_i32(const int* in, int* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_max_fast_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
-    /// `reduce_rows_max_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_rows_max_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_rows_max_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_rows_max_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `reduce_rows_part_max_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_rows_part_max_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_rows_part_max_f32(const float* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_rows_part_max_f64(const double* in, double* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `reduce_rows_part_sum_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_rows_part_sum_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_rows_part_sum_f32(const float* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `reduce_rows_part_sum_f64(const double* in, double* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu`.
-    pub reduce_rows_part_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
-    /// `reduce_rows_sum_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_rows_sum_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_rows_sum_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `reduce_rows_sum_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu`.
-    pub reduce_rows_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `reduce_sum_fast_bf16(const bf16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_sum_fast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `reduce_sum_fast_f16(const f16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_sum_fast_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `reduce_sum_fast_f32(const float* in, float* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_sum_fast_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `reduce_sum_fast_f64(const double* in, double* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_sum_fast_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `reduce_sum_fast_i32(const int* in, long long* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_sum_fast_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i64>, u64)>,
-    /// `reduce_sum_tree_f32(const float* in, float* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_sum_tree_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `reduce_sum_tree_f64(const double* in, double* partial, unsigned long long n)` from `cuda/reduce.cu`.
-    pub reduce_sum_tree_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
-    /// `sgemm_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_splitk_reduce: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_strip_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_strip_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_strip_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_strip_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_strip_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_strip_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_strip_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_strip_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu`.
-    pub sgemm_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
-    /// `softmax_block_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_part_apply_f32(const float* in, const float* stats, float* out, int rows, int cols, int chunk)` from `cuda/softmax.cu`.
-    pub softmax_part_apply_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `softmax_part_stats_f32(const float* in, float* stats, int rows, int cols, int chunk)` from `cuda/softmax.cu`.
-    pub softmax_part_stats_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
-    /// `softmax_rows_regs_any_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_rows_regs_any_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_rows_regs_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_rows_regs_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g16_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g16_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g1_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g1_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g1_p2_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g1_p2_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g1_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g1_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g2_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g2_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g32_p16_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g32_p16_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g32_p32_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g32_p32_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g32_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g32_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g32_p8_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g32_p8_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g4_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g4_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_small_g8_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_small_g8_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_smem_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_smem_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `softmax_warp_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu`.
-    pub softmax_warp_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu`.
-    pub strided_copy_b2: Kernel<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>,
-    /// `strided_copy_b4(const unsigned int* src, unsigned int* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu`.
-    pub strided_copy_b4: Kernel<(&'static DeviceSlice<u32>, &'static mut DeviceSlice<u32>, StridedLayout, u64)>,
-    /// `strided_copy_b8(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu`.
-    pub strided_copy_b8: Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>,
-    /// `vector_add(float* A, float* B, float* C, int N)` from `cuda/vector_add.cu`.
-    pub vector_add: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32)>,
-    /// `vector_add_fast(const float* a, const float* b, float* c, unsigned long long n)` from `cuda/vector_add.cu`.
-    pub vector_add_fast: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
-    /// `cuda/gemm_mma.cu`, loaded on the first call of [`Kernels::gemm_mma`].
-    gemm_mma: crate::ptx::LazyModule<GemmMmaKernels>,
-    /// `cuda/gemm_wgmma.cu`, loaded on the first call of [`Kernels::gemm_wgmma`].
-    gemm_wgmma: crate::ptx::LazyModule<GemmWgmmaKernels>,
+    /// `cuda/activation_grad.cu`, loaded on the first call of [`Kernels::activation_grad_kernels`] or of one of its kernels.
+    activation_grad: crate::family::LazyModule<ActivationGradKernels>,
+    /// `cuda/cast.cu`, loaded on the first call of [`Kernels::cast_kernels`] or of one of its kernels.
+    cast: crate::family::LazyModule<CastKernels>,
+    /// `cuda/coalescing.cu`, loaded on the first call of [`Kernels::coalescing_kernels`] or of one of its kernels.
+    coalescing: crate::family::LazyModule<CoalescingKernels>,
+    /// `cuda/elementwise.cu`, loaded on the first call of [`Kernels::elementwise_kernels`] or of one of its kernels.
+    elementwise: crate::family::LazyModule<ElementwiseKernels>,
+    /// `cuda/gemm_mma.cu`, loaded on the first call of [`Kernels::gemm_mma_kernels`] or of one of its kernels.
+    gemm_mma: crate::family::LazyModule<GemmMmaKernels>,
+    /// `cuda/gemm_wgmma.cu`, loaded on the first call of [`Kernels::gemm_wgmma_kernels`] or of one of its kernels.
+    gemm_wgmma: crate::family::LazyModule<GemmWgmmaKernels>,
+    /// `cuda/introspect.cu`, loaded on the first call of [`Kernels::introspect_kernels`] or of one of its kernels.
+    introspect: crate::family::LazyModule<IntrospectKernels>,
+    /// `cuda/launch_bench.cu`, loaded on the first call of [`Kernels::launch_bench_kernels`] or of one of its kernels.
+    launch_bench: crate::family::LazyModule<LaunchBenchKernels>,
+    /// `cuda/log_softmax.cu`, loaded on the first call of [`Kernels::log_softmax_kernels`] or of one of its kernels.
+    log_softmax: crate::family::LazyModule<LogSoftmaxKernels>,
+    /// `cuda/matmul_naive.cu`, loaded on the first call of [`Kernels::matmul_naive_kernels`] or of one of its kernels.
+    matmul_naive: crate::family::LazyModule<MatmulNaiveKernels>,
+    /// `cuda/matmul_tiled.cu`, loaded on the first call of [`Kernels::matmul_tiled_kernels`] or of one of its kernels.
+    matmul_tiled: crate::family::LazyModule<MatmulTiledKernels>,
+    /// `cuda/optim.cu`, loaded on the first call of [`Kernels::optim_kernels`] or of one of its kernels.
+    optim: crate::family::LazyModule<OptimKernels>,
+    /// `cuda/pad_rows.cu`, loaded on the first call of [`Kernels::pad_rows_kernels`] or of one of its kernels.
+    pad_rows: crate::family::LazyModule<PadRowsKernels>,
+    /// `cuda/random.cu`, loaded on the first call of [`Kernels::random_kernels`] or of one of its kernels.
+    random: crate::family::LazyModule<RandomKernels>,
+    /// `cuda/reduce.cu`, loaded on the first call of [`Kernels::reduce_kernels`] or of one of its kernels.
+    reduce: crate::family::LazyModule<ReduceKernels>,
+    /// `cuda/sgemm.cu`, loaded on the first call of [`Kernels::sgemm_kernels`] or of one of its kernels.
+    sgemm: crate::family::LazyModule<SgemmKernels>,
+    /// `cuda/softmax.cu`, loaded on the first call of [`Kernels::softmax_kernels`] or of one of its kernels.
+    softmax: crate::family::LazyModule<SoftmaxKernels>,
+    /// `cuda/strided_copy.cu`, loaded on the first call of [`Kernels::strided_copy_kernels`] or of one of its kernels.
+    strided_copy: crate::family::LazyModule<StridedCopyKernels>,
+    /// `cuda/vector_add.cu`, loaded on the first call of [`Kernels::vector_add_kernels`] or of one of its kernels.
+    vector_add: crate::family::LazyModule<VectorAddKernels>,
 }
 
-/// The kernels of `cuda/gemm_mma.cu` (PTX for `compute_80`), from [`Kernels::gemm_mma`].
+/// The kernels of `cuda/activation_grad.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::activation_grad_kernels`].
+#[derive(Clone, Debug)]
+pub struct ActivationGradKernels {
+    /// `bias_relu_bwd_f64(const double* x, const double* bias, double scale, const double* grad_out, double* grad_x, double* grad_bias, int rows, int cols)`.
+    pub bias_relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `bias_relu_fwd_f64(const double* x, const double* bias, double scale, double* out, int rows, int cols)`.
+    pub bias_relu_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `relu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)`.
+    pub relu_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `relu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)`.
+    pub relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `tanh_bwd_f32(const float* y, const float* dy, float* dx, unsigned long long n)`.
+    pub tanh_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n)`.
+    pub tanh_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+}
+
+fn load_activation_grad(m: &cuda_stack_driver::Module) -> crate::Result<ActivationGradKernels> {
+    Ok(ActivationGradKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        bias_relu_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("bias_relu_bwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        bias_relu_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>("bias_relu_fwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("relu_bwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("relu_bwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("tanh_bwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("tanh_bwd_f64")? },
+    })
+}
+
+/// The kernels of `cuda/cast.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::cast_kernels`].
+#[derive(Clone, Debug)]
+pub struct CastKernels {
+    /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)`.
+    pub cast_bf16_f16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `cast_bf16_f32(const bf16_t* x, float* out, unsigned long long n)`.
+    pub cast_bf16_f32: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_f16_bf16(const f16_t* x, bf16_t* out, unsigned long long n)`.
+    pub cast_f16_bf16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `cast_f16_f32(const f16_t* x, float* out, unsigned long long n)`.
+    pub cast_f16_f32: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_f32_bf16(const float* x, bf16_t* out, unsigned long long n)`.
+    pub cast_f32_bf16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `cast_f32_f16(const float* x, f16_t* out, unsigned long long n)`.
+    pub cast_f32_f16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `cast_f32_f64(const float* x, double* out, unsigned long long n)`.
+    pub cast_f32_f64: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `cast_f32_i32(const float* x, int* out, unsigned long long n)`.
+    pub cast_f32_i32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `cast_f64_f32(const double* x, float* out, unsigned long long n)`.
+    pub cast_f64_f32: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_f64_i32(const double* x, int* out, unsigned long long n)`.
+    pub cast_f64_i32: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `cast_i32_f32(const int* x, float* out, unsigned long long n)`.
+    pub cast_i32_f32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `cast_i32_f64(const int* x, double* out, unsigned long long n)`.
+    pub cast_i32_f64: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>,
+}
+
+fn load_cast(m: &cuda_stack_driver::Module) -> crate::Result<CastKernels> {
+    Ok(CastKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_bf16_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>("cast_bf16_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_bf16_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("cast_bf16_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f16_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>("cast_f16_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f16_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("cast_f16_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f32_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>("cast_f32_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f32_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>("cast_f32_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f32_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>("cast_f32_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f32_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>("cast_f32_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f64_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>("cast_f64_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_f64_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>("cast_f64_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_i32_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>("cast_i32_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cast_i32_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>("cast_i32_f64")? },
+    })
+}
+
+/// The kernels of `cuda/coalescing.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::coalescing_kernels`].
+#[derive(Clone, Debug)]
+pub struct CoalescingKernels {
+    /// `copy_coalesced(const float* src, float* dst, unsigned long long n)`.
+    pub copy_coalesced: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `copy_strided(const float* src, float* dst, unsigned long long n_out, unsigned long long stride)`.
+    pub copy_strided: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64)>,
+    /// `transpose_naive(const float* in, float* out, int rows, int cols)`.
+    pub transpose_naive: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_skinny(const float* in, float* out, int rows, int cols)`.
+    pub transpose_skinny: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_skinny_v4(const float* in, float* out, int rows, int cols)`.
+    pub transpose_skinny_v4: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled(const float* in, float* out, int rows, int cols)`.
+    pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)`.
+    pub transpose_tiled_aligned: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled_aligned_ld(const float* in, float* out, int rows, int cols, int ldo)`.
+    pub transpose_tiled_aligned_ld: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)`.
+    pub transpose_tiled_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+}
+
+fn load_coalescing(m: &cuda_stack_driver::Module) -> crate::Result<CoalescingKernels> {
+    Ok(CoalescingKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        copy_coalesced: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("copy_coalesced")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        copy_strided: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64)>("copy_strided")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_naive: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_naive")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_skinny: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_skinny_v4: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny_v4")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_tiled: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_tiled_aligned: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_tiled_aligned_ld: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("transpose_tiled_aligned_ld")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_tiled_padded: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_padded")? },
+    })
+}
+
+/// The kernels of `cuda/elementwise.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::elementwise_kernels`].
+#[derive(Clone, Debug)]
+pub struct ElementwiseKernels {
+    /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
+    pub add_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `add_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
+    pub add_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `add_f32(const float* a, const float* b, float* out, unsigned long long n)`.
+    pub add_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `add_f64(const double* a, const double* b, double* out, unsigned long long n)`.
+    pub add_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `add_i32(const int* a, const int* b, int* out, unsigned long long n)`.
+    pub add_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `axpy_bf16(float alpha, const bf16_t* x, bf16_t* y, unsigned long long n)`.
+    pub axpy_bf16: Kernel<(f32, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `axpy_f16(float alpha, const f16_t* x, f16_t* y, unsigned long long n)`.
+    pub axpy_f16: Kernel<(f32, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `axpy_f32(float alpha, const float* x, float* y, unsigned long long n)`.
+    pub axpy_f32: Kernel<(f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `axpy_f64(double alpha, const double* x, double* y, unsigned long long n)`.
+    pub axpy_f64: Kernel<(f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `axpy_i32(int alpha, const int* x, int* y, unsigned long long n)`.
+    pub axpy_i32: Kernel<(i32, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `bias_relu_bwd_f32(const float* x, const float* bias, float scale, const float* grad_out, float* grad_x, float* grad_bias_partial, int rows, int cols)`.
+    pub bias_relu_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `bias_relu_bwd_reduce_f32(const float* partial, float* grad_bias, int parts, int cols)`.
+    pub bias_relu_bwd_reduce_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `bias_relu_fwd_f32(const float* x, const float* bias, float scale, float* out, int rows, int cols)`.
+    pub bias_relu_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `div_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
+    pub div_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `div_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
+    pub div_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `div_f32(const float* a, const float* b, float* out, unsigned long long n)`.
+    pub div_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `div_f64(const double* a, const double* b, double* out, unsigned long long n)`.
+    pub div_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `div_i32(const int* a, const int* b, int* out, unsigned long long n)`.
+    pub div_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `fill_bf16(bf16_t* out, float value, unsigned long long n)`.
+    pub fill_bf16: Kernel<(&'static mut DeviceSlice<bf16>, f32, u64)>,
+    /// `fill_f16(f16_t* out, float value, unsigned long long n)`.
+    pub fill_f16: Kernel<(&'static mut DeviceSlice<f16>, f32, u64)>,
+    /// `fill_f32(float* out, float value, unsigned long long n)`.
+    pub fill_f32: Kernel<(&'static mut DeviceSlice<f32>, f32, u64)>,
+    /// `fill_f64(double* out, double value, unsigned long long n)`.
+    pub fill_f64: Kernel<(&'static mut DeviceSlice<f64>, f64, u64)>,
+    /// `fill_i32(int* out, int value, unsigned long long n)`.
+    pub fill_i32: Kernel<(&'static mut DeviceSlice<i32>, i32, u64)>,
+    /// `mul_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
+    pub mul_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `mul_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
+    pub mul_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `mul_f32(const float* a, const float* b, float* out, unsigned long long n)`.
+    pub mul_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `mul_f64(const double* a, const double* b, double* out, unsigned long long n)`.
+    pub mul_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `mul_i32(const int* a, const int* b, int* out, unsigned long long n)`.
+    pub mul_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `relu_bf16(const bf16_t* x, bf16_t* out, unsigned long long n)`.
+    pub relu_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `relu_f16(const f16_t* x, f16_t* out, unsigned long long n)`.
+    pub relu_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `relu_f32(const float* x, float* out, unsigned long long n)`.
+    pub relu_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `relu_f64(const double* x, double* out, unsigned long long n)`.
+    pub relu_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `relu_i32(const int* x, int* out, unsigned long long n)`.
+    pub relu_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `scale_bf16(const bf16_t* x, bf16_t* out, float alpha, unsigned long long n)`.
+    pub scale_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, f32, u64)>,
+    /// `scale_f16(const f16_t* x, f16_t* out, float alpha, unsigned long long n)`.
+    pub scale_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, f32, u64)>,
+    /// `scale_f32(const float* x, float* out, float alpha, unsigned long long n)`.
+    pub scale_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, u64)>,
+    /// `scale_f64(const double* x, double* out, double alpha, unsigned long long n)`.
+    pub scale_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, f64, u64)>,
+    /// `scale_i32(const int* x, int* out, int alpha, unsigned long long n)`.
+    pub scale_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>,
+    /// `sub_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
+    pub sub_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `sub_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
+    pub sub_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `sub_f32(const float* a, const float* b, float* out, unsigned long long n)`.
+    pub sub_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `sub_f64(const double* a, const double* b, double* out, unsigned long long n)`.
+    pub sub_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `sub_i32(const int* a, const int* b, int* out, unsigned long long n)`.
+    pub sub_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `tanh_bf16(const bf16_t* x, bf16_t* out, unsigned long long n)`.
+    pub tanh_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `tanh_f16(const f16_t* x, f16_t* out, unsigned long long n)`.
+    pub tanh_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `tanh_f32(const float* x, float* out, unsigned long long n)`.
+    pub tanh_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `tanh_f64(const double* x, double* out, unsigned long long n)`.
+    pub tanh_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+}
+
+fn load_elementwise(m: &cuda_stack_driver::Module) -> crate::Result<ElementwiseKernels> {
+    Ok(ElementwiseKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("add_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("add_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("add_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("add_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("add_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        axpy_bf16: unsafe { m.kernel_prechecked::<(f32, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("axpy_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        axpy_f16: unsafe { m.kernel_prechecked::<(f32, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("axpy_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        axpy_f32: unsafe { m.kernel_prechecked::<(f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("axpy_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        axpy_f64: unsafe { m.kernel_prechecked::<(f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("axpy_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        axpy_i32: unsafe { m.kernel_prechecked::<(i32, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("axpy_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        bias_relu_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("bias_relu_bwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        bias_relu_bwd_reduce_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("bias_relu_bwd_reduce_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        bias_relu_fwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>("bias_relu_fwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("div_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("div_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("div_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("div_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("div_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fill_bf16: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<bf16>, f32, u64)>("fill_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fill_f16: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f16>, f32, u64)>("fill_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fill_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, f32, u64)>("fill_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fill_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, f64, u64)>("fill_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fill_i32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<i32>, i32, u64)>("fill_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("mul_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("mul_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("mul_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("mul_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("mul_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("relu_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("relu_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("relu_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("relu_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("relu_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        scale_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, f32, u64)>("scale_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        scale_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, f32, u64)>("scale_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        scale_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, u64)>("scale_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        scale_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, f64, u64)>("scale_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        scale_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>("scale_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("sub_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("sub_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("sub_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("sub_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("sub_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("tanh_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("tanh_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("tanh_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("tanh_f64")? },
+    })
+}
+
+/// The kernels of `cuda/gemm_mma.cu` (PTX for `compute_80`; SASS for `sm_80`, `sm_90`), from [`Kernels::gemm_mma_kernels`].
 #[derive(Clone, Debug)]
 pub struct GemmMmaKernels {
     /// `gemm_mma_bf16_nn(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)`.
@@ -1074,34 +1666,58 @@ pub struct GemmMmaKernels {
 
 fn load_gemm_mma(m: &cuda_stack_driver::Module) -> crate::Result<GemmMmaKernels> {
     Ok(GemmMmaKernels {
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_bf16_nn: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_nn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_bf16_nt: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_nt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_bf16_tn: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_tn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_bf16_tt: unsafe { m.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_tt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_f16_nn: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_nn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_f16_nt: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_nt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_f16_tn: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_tn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_mma_f16_tt: unsafe { m.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_bf16_nn: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_bf16_nt: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_bf16_tn: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_bf16_tt: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_bf16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_f16_nn: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_f16_nt: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_f16_tn: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_mma_f16_tt: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>("gemm_mma_f16_tt")? },
     })
 }
 
-/// The kernels of `cuda/gemm_wgmma.cu` (PTX for `compute_90a`), from [`Kernels::gemm_wgmma`].
+/// The kernels of `cuda/gemm_wgmma.cu` (PTX for `compute_90a`; SASS for `sm_90a`), from [`Kernels::gemm_wgmma_kernels`].
 #[derive(Clone, Debug)]
 pub struct GemmWgmmaKernels {
     /// `gemm_wgmma_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)`.
@@ -1126,652 +1742,3142 @@ pub struct GemmWgmmaKernels {
 
 fn load_gemm_wgmma(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmmaKernels> {
     Ok(GemmWgmmaKernels {
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_bf16_nn: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_nn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_bf16_nt: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_nt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_bf16_tn: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_tn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_bf16_tt: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_tt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_f16_nn: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_nn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_f16_nt: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_nt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_f16_tn: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_tn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_f16_tt: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_tt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        gemm_wgmma_tf32_nt: unsafe { m.kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>("gemm_wgmma_tf32_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_bf16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_bf16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_bf16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_bf16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemm_wgmma_bf16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_f16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_f16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_f16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_f16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemm_wgmma_f16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_tf32_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>("gemm_wgmma_tf32_nt")? },
     })
 }
 
-/// Loads every PTX file with the portable target once (the highest target not above the
-/// device's compute capability) and makes every handle; the other files wait for first use.
-pub(crate) fn load(ctx: &Context) -> crate::Result<Kernels> {
-    let m_activation_grad = crate::ptx::load(ctx, &PTX_FILES[0])?;
-    let m_cast = crate::ptx::load(ctx, &PTX_FILES[1])?;
-    let m_coalescing = crate::ptx::load(ctx, &PTX_FILES[2])?;
-    let m_elementwise = crate::ptx::load(ctx, &PTX_FILES[3])?;
-    let m_introspect = crate::ptx::load(ctx, &PTX_FILES[6])?;
-    let m_launch_bench = crate::ptx::load(ctx, &PTX_FILES[7])?;
-    let m_log_softmax = crate::ptx::load(ctx, &PTX_FILES[8])?;
-    let m_matmul_naive = crate::ptx::load(ctx, &PTX_FILES[9])?;
-    let m_matmul_tiled = crate::ptx::load(ctx, &PTX_FILES[10])?;
-    let m_optim = crate::ptx::load(ctx, &PTX_FILES[11])?;
-    let m_pad_rows = crate::ptx::load(ctx, &PTX_FILES[12])?;
-    let m_random = crate::ptx::load(ctx, &PTX_FILES[13])?;
-    let m_reduce = crate::ptx::load(ctx, &PTX_FILES[14])?;
-    let m_sgemm = crate::ptx::load(ctx, &PTX_FILES[15])?;
-    let m_softmax = crate::ptx::load(ctx, &PTX_FILES[16])?;
-    let m_strided_copy = crate::ptx::load(ctx, &PTX_FILES[17])?;
-    let m_vector_add = crate::ptx::load(ctx, &PTX_FILES[18])?;
-    Ok(Kernels {
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        bias_relu_bwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("bias_relu_bwd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        bias_relu_fwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>("bias_relu_fwd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        relu_bwd_f32: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("relu_bwd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        relu_bwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("relu_bwd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        tanh_bwd_f32: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("tanh_bwd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        tanh_bwd_f64: unsafe { m_activation_grad.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("tanh_bwd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_bf16_f16: unsafe { m_cast.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>("cast_bf16_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_bf16_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("cast_bf16_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f16_bf16: unsafe { m_cast.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>("cast_f16_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f16_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("cast_f16_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f32_bf16: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>("cast_f32_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f32_f16: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>("cast_f32_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f32_f64: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>("cast_f32_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f32_i32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>("cast_f32_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f64_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>("cast_f64_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_f64_i32: unsafe { m_cast.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>("cast_f64_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_i32_f32: unsafe { m_cast.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>("cast_i32_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cast_i32_f64: unsafe { m_cast.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>("cast_i32_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        copy_coalesced: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("copy_coalesced")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        copy_strided: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64)>("copy_strided")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        transpose_naive: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_naive")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        transpose_skinny: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        transpose_skinny_v4: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_skinny_v4")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        transpose_tiled: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        transpose_tiled_aligned: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        transpose_tiled_aligned_ld: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("transpose_tiled_aligned_ld")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        transpose_tiled_padded: unsafe { m_coalescing.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_padded")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        add_bf16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("add_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        add_f16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("add_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        add_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("add_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        add_f64: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("add_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        add_i32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("add_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        axpy_bf16: unsafe { m_elementwise.kernel::<(f32, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("axpy_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        axpy_f16: unsafe { m_elementwise.kernel::<(f32, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("axpy_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        axpy_f32: unsafe { m_elementwise.kernel::<(f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("axpy_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        axpy_f64: unsafe { m_elementwise.kernel::<(f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("axpy_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        axpy_i32: unsafe { m_elementwise.kernel::<(i32, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("axpy_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        bias_relu_bwd_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("bias_relu_bwd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        bias_relu_bwd_reduce_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("bias_relu_bwd_reduce_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        bias_relu_fwd_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>("bias_relu_fwd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        div_bf16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("div_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        div_f16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("div_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        div_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("div_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        div_f64: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("div_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        div_i32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("div_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        fill_bf16: unsafe { m_elementwise.kernel::<(&'static mut DeviceSlice<bf16>, f32, u64)>("fill_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        fill_f16: unsafe { m_elementwise.kernel::<(&'static mut DeviceSlice<f16>, f32, u64)>("fill_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        fill_f32: unsafe { m_elementwise.kernel::<(&'static mut DeviceSlice<f32>, f32, u64)>("fill_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        fill_f64: unsafe { m_elementwise.kernel::<(&'static mut DeviceSlice<f64>, f64, u64)>("fill_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        fill_i32: unsafe { m_elementwise.kernel::<(&'static mut DeviceSlice<i32>, i32, u64)>("fill_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        mul_bf16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("mul_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        mul_f16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("mul_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        mul_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("mul_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        mul_f64: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("mul_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        mul_i32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("mul_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        relu_bf16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("relu_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        relu_f16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("relu_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        relu_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("relu_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        relu_f64: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("relu_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        relu_i32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("relu_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        scale_bf16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, f32, u64)>("scale_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        scale_f16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, f32, u64)>("scale_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        scale_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, u64)>("scale_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        scale_f64: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, f64, u64)>("scale_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        scale_i32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>("scale_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sub_bf16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("sub_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sub_f16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("sub_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sub_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("sub_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sub_f64: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("sub_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sub_i32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("sub_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        tanh_bf16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("tanh_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        tanh_f16: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("tanh_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        tanh_f32: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("tanh_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        tanh_f64: unsafe { m_elementwise.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("tanh_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        thread_hierarchy: unsafe { m_introspect.kernel::<(&'static mut DeviceSlice<u32>,)>("thread_hierarchy")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        empty_kernel: unsafe { m_launch_bench.kernel::<()>("empty_kernel")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        four_args: unsafe { m_launch_bench.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>("four_args")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cross_entropy_bwd_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("cross_entropy_bwd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cross_entropy_bwd_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("cross_entropy_bwd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cross_entropy_fwd_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("cross_entropy_fwd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        cross_entropy_fwd_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>("cross_entropy_fwd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        row_softmax_bwd_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("row_softmax_bwd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        row_softmax_bwd_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("row_softmax_bwd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        row_softmax_f32: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("row_softmax_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        row_softmax_f64: unsafe { m_log_softmax.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("row_softmax_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        matmul_naive_f32: unsafe { m_matmul_naive.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("matmul_naive_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        matmul_naive_f64: unsafe { m_matmul_naive.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("matmul_naive_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        matmul_naive_i32: unsafe { m_matmul_naive.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>("matmul_naive_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        matmul_tiled16_f32: unsafe { m_matmul_tiled.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("matmul_tiled16_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        matmul_tiled16_f64: unsafe { m_matmul_tiled.kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("matmul_tiled16_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        matmul_tiled16_i32: unsafe { m_matmul_tiled.kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>("matmul_tiled16_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        adam4_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>("adam4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        adam4_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>("adam4_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        adam_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>("adam_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        adam_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>("adam_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        increment_i32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<i32>, i32)>("increment_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd4_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>("sgd4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd4_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>("sgd4_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>("sgd_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>("sgd_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd_momentum4_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd_momentum4_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum4_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd_momentum_f32: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgd_momentum_f64: unsafe { m_optim.kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        copy_rows_b2: unsafe { m_pad_rows.kernel::<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>("copy_rows_b2")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        copy_rows_b4: unsafe { m_pad_rows.kernel::<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>("copy_rows_b4")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        fill_normal_f32: unsafe { m_random.kernel::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>("fill_normal_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        fill_uniform_f32: unsafe { m_random.kernel::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>("fill_uniform_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        philox_u32: unsafe { m_random.kernel::<(&'static mut DeviceSlice<u32>, u64, u64, u64)>("philox_u32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_max_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_max_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols_max_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_sum_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols_sum_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_max_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_max_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_cols_thin_max_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_sum_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_cols_thin_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_cols_thin_sum_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>("reduce_finalize_max_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>("reduce_finalize_max_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_max_i32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u32)>("reduce_finalize_max_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_mean_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32, u64)>("reduce_finalize_mean_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_mean_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32, u64)>("reduce_finalize_mean_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>("reduce_finalize_sum_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>("reduce_finalize_sum_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_finalize_sum_i64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<i64>, &'static mut DeviceSlice<i64>, u32)>("reduce_finalize_sum_i64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_max_fast_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("reduce_max_fast_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_max_fast_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("reduce_max_fast_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_max_fast_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("reduce_max_fast_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_max_fast_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("reduce_max_fast_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_max_fast_i32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("reduce_max_fast_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_max_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_max_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_max_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_max_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_max_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_rows_max_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_max_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_max_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_max_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_max_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_rows_part_max_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_sum_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_part_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_rows_part_sum_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_sum_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_sum_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_sum_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_sum_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_sum_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_sum_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_rows_sum_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_rows_sum_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_sum_fast_bf16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_fast_bf16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_sum_fast_f16: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_fast_f16")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_sum_fast_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_fast_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_sum_fast_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("reduce_sum_fast_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_sum_fast_i32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i64>, u64)>("reduce_sum_fast_i32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_sum_tree_f32: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_tree_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        reduce_sum_tree_f64: unsafe { m_reduce.kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("reduce_sum_tree_f64")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_nn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_nn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_nt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_nt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_splitk_reduce: unsafe { m_sgemm.kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_splitk_reduce")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_strip_nn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_strip_nt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_strip_tn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_strip_tt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_tn: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_tn")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        sgemm_tt: unsafe { m_sgemm.kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_tt")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_block_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_block_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_part_apply_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("softmax_part_apply_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_part_stats_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("softmax_part_stats_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_rows_regs_any_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_any_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_rows_regs_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g16_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g16_p4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g1_p1_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p1_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g1_p2_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p2_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g1_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g2_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g2_p4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g32_p16_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p16_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g32_p32_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p32_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g32_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g32_p8_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p8_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g4_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g4_p4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_small_g8_p4_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g8_p4_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_smem_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_smem_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        softmax_warp_f32: unsafe { m_softmax.kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_warp_f32")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        strided_copy_b2: unsafe { m_strided_copy.kernel::<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>("strided_copy_b2")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        strided_copy_b4: unsafe { m_strided_copy.kernel::<(&'static DeviceSlice<u32>, &'static mut DeviceSlice<u32>, StridedLayout, u64)>("strided_copy_b4")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        strided_copy_b8: unsafe { m_strided_copy.kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>("strided_copy_b8")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        vector_add: unsafe { m_vector_add.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32)>("vector_add")? },
-        // SAFETY: the signature is generated from the kernel's CUDA declaration and was checked
-        // against this PTX entry (parameter count and sizes); `written` from its constness.
-        vector_add_fast: unsafe { m_vector_add.kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("vector_add_fast")? },
-        gemm_mma: crate::ptx::LazyModule::new(ctx, &PTX_FILES[4]),
-        gemm_wgmma: crate::ptx::LazyModule::new(ctx, &PTX_FILES[5]),
+/// The kernels of `cuda/introspect.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::introspect_kernels`].
+#[derive(Clone, Debug)]
+pub struct IntrospectKernels {
+    /// `thread_hierarchy(unsigned int* out)`.
+    pub thread_hierarchy: Kernel<(&'static mut DeviceSlice<u32>,)>,
+}
+
+fn load_introspect(m: &cuda_stack_driver::Module) -> crate::Result<IntrospectKernels> {
+    Ok(IntrospectKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        thread_hierarchy: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<u32>,)>("thread_hierarchy")? },
+    })
+}
+
+/// The kernels of `cuda/launch_bench.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::launch_bench_kernels`].
+#[derive(Clone, Debug)]
+pub struct LaunchBenchKernels {
+    /// `empty_kernel()`.
+    pub empty_kernel: Kernel<()>,
+    /// `four_args(float* a, const float* b, float s, unsigned int n)`.
+    pub four_args: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>,
+}
+
+fn load_launch_bench(m: &cuda_stack_driver::Module) -> crate::Result<LaunchBenchKernels> {
+    Ok(LaunchBenchKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        empty_kernel: unsafe { m.kernel_prechecked::<()>("empty_kernel")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        four_args: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>("four_args")? },
+    })
+}
+
+/// The kernels of `cuda/log_softmax.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::log_softmax_kernels`].
+#[derive(Clone, Debug)]
+pub struct LogSoftmaxKernels {
+    /// `cross_entropy_bwd_f32(const float* x, const int* targets, const float* g, float* dx, int rows, int cols, float scale)`.
+    pub cross_entropy_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `cross_entropy_bwd_f64(const double* x, const int* targets, const double* g, double* dx, int rows, int cols, double scale)`.
+    pub cross_entropy_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
+    /// `cross_entropy_fwd_f32(const float* x, const int* targets, float* loss, int rows, int cols)`.
+    pub cross_entropy_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `cross_entropy_fwd_f64(const double* x, const int* targets, double* loss, int rows, int cols)`.
+    pub cross_entropy_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `row_softmax_bwd_f32(const float* y, const float* dy, float* dx, int rows, int cols, int log_out)`.
+    pub row_softmax_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `row_softmax_bwd_f64(const double* y, const double* dy, double* dx, int rows, int cols, int log_out)`.
+    pub row_softmax_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `row_softmax_f32(const float* x, float* y, int rows, int cols, int log_out)`.
+    pub row_softmax_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `row_softmax_f64(const double* x, double* y, int rows, int cols, int log_out)`.
+    pub row_softmax_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+}
+
+fn load_log_softmax(m: &cuda_stack_driver::Module) -> crate::Result<LogSoftmaxKernels> {
+    Ok(LogSoftmaxKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("cross_entropy_bwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("cross_entropy_bwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_fwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("cross_entropy_fwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>("cross_entropy_fwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("row_softmax_bwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("row_softmax_bwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("row_softmax_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("row_softmax_f64")? },
+    })
+}
+
+/// The kernels of `cuda/matmul_naive.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::matmul_naive_kernels`].
+#[derive(Clone, Debug)]
+pub struct MatmulNaiveKernels {
+    /// `matmul_naive_f32(const float* A, const float* B, float* C, int M, int N, int K)`.
+    pub matmul_naive_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `matmul_naive_f64(const double* A, const double* B, double* C, int M, int N, int K)`.
+    pub matmul_naive_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `matmul_naive_i32(const int* A, const int* B, int* C, int M, int N, int K)`.
+    pub matmul_naive_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>,
+}
+
+fn load_matmul_naive(m: &cuda_stack_driver::Module) -> crate::Result<MatmulNaiveKernels> {
+    Ok(MatmulNaiveKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        matmul_naive_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("matmul_naive_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        matmul_naive_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("matmul_naive_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        matmul_naive_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>("matmul_naive_i32")? },
+    })
+}
+
+/// The kernels of `cuda/matmul_tiled.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::matmul_tiled_kernels`].
+#[derive(Clone, Debug)]
+pub struct MatmulTiledKernels {
+    /// `matmul_tiled16_f32(const float* A, const float* B, float* C, int M, int N, int K)`.
+    pub matmul_tiled16_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `matmul_tiled16_f64(const double* A, const double* B, double* C, int M, int N, int K)`.
+    pub matmul_tiled16_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `matmul_tiled16_i32(const int* A, const int* B, int* C, int M, int N, int K)`.
+    pub matmul_tiled16_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>,
+}
+
+fn load_matmul_tiled(m: &cuda_stack_driver::Module) -> crate::Result<MatmulTiledKernels> {
+    Ok(MatmulTiledKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        matmul_tiled16_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("matmul_tiled16_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        matmul_tiled16_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("matmul_tiled16_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        matmul_tiled16_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>("matmul_tiled16_i32")? },
+    })
+}
+
+/// The kernels of `cuda/optim.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::optim_kernels`].
+#[derive(Clone, Debug)]
+pub struct OptimKernels {
+    /// `adam4_f32(float* p0, const float* g0, float* m0, float* v0, float* p1, const float* g1, float* m1, float* v1, float* p2, const float* g2, float* m2, float* v2, float* p3, const float* g3, float* m3, float* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, float lr, float b1, float b2, float eps, float wd, int adamw)`.
+    pub adam4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>,
+    /// `adam4_f64(double* p0, const double* g0, double* m0, double* v0, double* p1, const double* g1, double* m1, double* v1, double* p2, const double* g2, double* m2, double* v2, double* p3, const double* g3, double* m3, double* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, double lr, double b1, double b2, double eps, double wd, int adamw)`.
+    pub adam4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>,
+    /// `adam_f32(float* p, const float* g, float* m, float* v, const int* steps, int index, unsigned long long n, float lr, float b1, float b2, float eps, float wd, int adamw)`.
+    pub adam_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>,
+    /// `adam_f64(double* p, const double* g, double* m, double* v, const int* steps, int index, unsigned long long n, double lr, double b1, double b2, double eps, double wd, int adamw)`.
+    pub adam_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>,
+    /// `increment_i32(int* counters, int n)`.
+    pub increment_i32: Kernel<(&'static mut DeviceSlice<i32>, i32)>,
+    /// `sgd4_f32(float* p0, const float* g0, float* p1, const float* g1, float* p2, const float* g2, float* p3, const float* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float wd)`.
+    pub sgd4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>,
+    /// `sgd4_f64(double* p0, const double* g0, double* p1, const double* g1, double* p2, const double* g2, double* p3, const double* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double wd)`.
+    pub sgd4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>,
+    /// `sgd_f32(float* p, const float* g, unsigned long long n, float lr, float wd)`.
+    pub sgd_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>,
+    /// `sgd_f64(double* p, const double* g, unsigned long long n, double lr, double wd)`.
+    pub sgd_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>,
+    /// `sgd_momentum4_f32(float* p0, const float* g0, float* b0, float* p1, const float* g1, float* b1, float* p2, const float* g2, float* b2, float* p3, const float* g3, float* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float momentum, float dampening, float wd, int nesterov, int first)`.
+    pub sgd_momentum4_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>,
+    /// `sgd_momentum4_f64(double* p0, const double* g0, double* b0, double* p1, const double* g1, double* b1, double* p2, const double* g2, double* b2, double* p3, const double* g3, double* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double momentum, double dampening, double wd, int nesterov, int first)`.
+    pub sgd_momentum4_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>,
+    /// `sgd_momentum_f32(float* p, const float* g, float* b, unsigned long long n, float lr, float momentum, float dampening, float wd, int nesterov, int first)`.
+    pub sgd_momentum_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>,
+    /// `sgd_momentum_f64(double* p, const double* g, double* b, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)`.
+    pub sgd_momentum_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>,
+}
+
+fn load_optim(m: &cuda_stack_driver::Module) -> crate::Result<OptimKernels> {
+    Ok(OptimKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        adam4_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>("adam4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        adam4_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>("adam4_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        adam_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>("adam_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        adam_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>("adam_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        increment_i32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<i32>, i32)>("increment_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd4_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>("sgd4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd4_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>("sgd4_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>("sgd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>("sgd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd_momentum4_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd_momentum4_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum4_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd_momentum_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>("sgd_momentum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgd_momentum_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>("sgd_momentum_f64")? },
+    })
+}
+
+/// The kernels of `cuda/pad_rows.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::pad_rows_kernels`].
+#[derive(Clone, Debug)]
+pub struct PadRowsKernels {
+    /// `copy_rows_b2(const unsigned short* src, long long lds, unsigned short* dst, long long ldd, int rows, int cols)`.
+    pub copy_rows_b2: Kernel<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>,
+    /// `copy_rows_b4(const unsigned int* src, long long lds, unsigned int* dst, long long ldd, int rows, int cols)`.
+    pub copy_rows_b4: Kernel<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>,
+}
+
+fn load_pad_rows(m: &cuda_stack_driver::Module) -> crate::Result<PadRowsKernels> {
+    Ok(PadRowsKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        copy_rows_b2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>("copy_rows_b2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        copy_rows_b4: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>("copy_rows_b4")? },
+    })
+}
+
+/// The kernels of `cuda/random.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::random_kernels`].
+#[derive(Clone, Debug)]
+pub struct RandomKernels {
+    /// `fill_normal_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)`.
+    pub fill_normal_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
+    /// `fill_uniform_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)`.
+    pub fill_uniform_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>,
+    /// `philox_u32(unsigned int* out, unsigned long long n, unsigned long long seed, unsigned long long offset)`.
+    pub philox_u32: Kernel<(&'static mut DeviceSlice<u32>, u64, u64, u64)>,
+}
+
+fn load_random(m: &cuda_stack_driver::Module) -> crate::Result<RandomKernels> {
+    Ok(RandomKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fill_normal_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>("fill_normal_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fill_uniform_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>("fill_uniform_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        philox_u32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<u32>, u64, u64, u64)>("philox_u32")? },
+    })
+}
+
+/// The kernels of `cuda/reduce.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::reduce_kernels`].
+#[derive(Clone, Debug)]
+pub struct ReduceKernels {
+    /// `reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_max_f32(const float* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_cols_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_sum_f32(const float* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk)`.
+    pub reduce_cols_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_cols_thin_max_bf16(const bf16_t* in, float* out, int rows, int cols)`.
+    pub reduce_cols_thin_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_max_f16(const f16_t* in, float* out, int rows, int cols)`.
+    pub reduce_cols_thin_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_max_f32(const float* in, float* out, int rows, int cols)`.
+    pub reduce_cols_thin_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_max_f64(const double* in, double* out, int rows, int cols)`.
+    pub reduce_cols_thin_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `reduce_cols_thin_sum_bf16(const bf16_t* in, float* out, int rows, int cols)`.
+    pub reduce_cols_thin_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_sum_f16(const f16_t* in, float* out, int rows, int cols)`.
+    pub reduce_cols_thin_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_sum_f32(const float* in, float* out, int rows, int cols)`.
+    pub reduce_cols_thin_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_cols_thin_sum_f64(const double* in, double* out, int rows, int cols)`.
+    pub reduce_cols_thin_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `reduce_finalize_max_f32(const float* partial, float* out, unsigned int num_partials)`.
+    pub reduce_finalize_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>,
+    /// `reduce_finalize_max_f64(const double* partial, double* out, unsigned int num_partials)`.
+    pub reduce_finalize_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>,
+    /// `reduce_finalize_max_i32(const int* partial, int* out, unsigned int num_partials)`.
+    pub reduce_finalize_max_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u32)>,
+    /// `reduce_finalize_mean_f32(const float* partial, float* out, unsigned int num_partials, unsigned long long count)`.
+    pub reduce_finalize_mean_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32, u64)>,
+    /// `reduce_finalize_mean_f64(const double* partial, double* out, unsigned int num_partials, unsigned long long count)`.
+    pub reduce_finalize_mean_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32, u64)>,
+    /// `reduce_finalize_sum_f32(const float* partial, float* out, unsigned int num_partials)`.
+    pub reduce_finalize_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>,
+    /// `reduce_finalize_sum_f64(const double* partial, double* out, unsigned int num_partials)`.
+    pub reduce_finalize_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>,
+    /// `reduce_finalize_sum_i64(const long long* partial, long long* out, unsigned int num_partials)`.
+    pub reduce_finalize_sum_i64: Kernel<(&'static DeviceSlice<i64>, &'static mut DeviceSlice<i64>, u32)>,
+    /// `reduce_max_fast_bf16(const bf16_t* in, float* partial, unsigned long long n)`.
+    pub reduce_max_fast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `reduce_max_fast_f16(const f16_t* in, float* partial, unsigned long long n)`.
+    pub reduce_max_fast_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `reduce_max_fast_f32(const float* in, float* partial, unsigned long long n)`.
+    pub reduce_max_fast_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `reduce_max_fast_f64(const double* in, double* partial, unsigned long long n)`.
+    pub reduce_max_fast_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `reduce_max_fast_i32(const int* in, int* partial, unsigned long long n)`.
+    pub reduce_max_fast_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>,
+    /// `reduce_rows_max_bf16(const bf16_t* in, float* out, int rows, int cols)`.
+    pub reduce_rows_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_rows_max_f16(const f16_t* in, float* out, int rows, int cols)`.
+    pub reduce_rows_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_rows_max_f32(const float* in, float* out, int rows, int cols)`.
+    pub reduce_rows_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_rows_max_f64(const double* in, double* out, int rows, int cols)`.
+    pub reduce_rows_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `reduce_rows_part_max_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_max_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_max_f32(const float* in, float* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_max_f64(const double* in, double* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_f32(const float* in, float* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_rows_part_sum_f64(const double* in, double* partial, int rows, int cols, int chunk)`.
+    pub reduce_rows_part_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_rows_sum_bf16(const bf16_t* in, float* out, int rows, int cols)`.
+    pub reduce_rows_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_rows_sum_f16(const f16_t* in, float* out, int rows, int cols)`.
+    pub reduce_rows_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_rows_sum_f32(const float* in, float* out, int rows, int cols)`.
+    pub reduce_rows_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `reduce_rows_sum_f64(const double* in, double* out, int rows, int cols)`.
+    pub reduce_rows_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `reduce_sum_fast_bf16(const bf16_t* in, float* partial, unsigned long long n)`.
+    pub reduce_sum_fast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `reduce_sum_fast_f16(const f16_t* in, float* partial, unsigned long long n)`.
+    pub reduce_sum_fast_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `reduce_sum_fast_f32(const float* in, float* partial, unsigned long long n)`.
+    pub reduce_sum_fast_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `reduce_sum_fast_f64(const double* in, double* partial, unsigned long long n)`.
+    pub reduce_sum_fast_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `reduce_sum_fast_i32(const int* in, long long* partial, unsigned long long n)`.
+    pub reduce_sum_fast_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i64>, u64)>,
+    /// `reduce_sum_tree_f32(const float* in, float* partial, unsigned long long n)`.
+    pub reduce_sum_tree_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `reduce_sum_tree_f64(const double* in, double* partial, unsigned long long n)`.
+    pub reduce_sum_tree_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+}
+
+fn load_reduce(m: &cuda_stack_driver::Module) -> crate::Result<ReduceKernels> {
+    Ok(ReduceKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_max_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_max_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_max_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_max_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_max_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols_max_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_sum_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_sum_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_sum_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols_sum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_sum_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols_sum_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_max_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_max_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_max_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_max_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_max_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_cols_thin_max_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_sum_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_sum_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_sum_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_cols_thin_sum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols_thin_sum_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_cols_thin_sum_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_max_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>("reduce_finalize_max_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_max_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>("reduce_finalize_max_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_max_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u32)>("reduce_finalize_max_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_mean_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32, u64)>("reduce_finalize_mean_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_mean_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32, u64)>("reduce_finalize_mean_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_sum_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>("reduce_finalize_sum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_sum_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>("reduce_finalize_sum_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_finalize_sum_i64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i64>, &'static mut DeviceSlice<i64>, u32)>("reduce_finalize_sum_i64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_max_fast_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("reduce_max_fast_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_max_fast_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("reduce_max_fast_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_max_fast_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("reduce_max_fast_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_max_fast_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("reduce_max_fast_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_max_fast_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>("reduce_max_fast_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_max_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_max_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_max_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_max_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_max_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_max_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_max_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_rows_max_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_max_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_max_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_max_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_max_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_max_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_rows_part_max_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_sum_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_sum_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_sum_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_rows_part_sum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_part_sum_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_rows_part_sum_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_sum_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_sum_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_sum_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_sum_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_sum_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("reduce_rows_sum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_rows_sum_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("reduce_rows_sum_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_sum_fast_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_fast_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_sum_fast_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_fast_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_sum_fast_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_fast_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_sum_fast_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("reduce_sum_fast_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_sum_fast_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i64>, u64)>("reduce_sum_fast_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_sum_tree_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("reduce_sum_tree_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_sum_tree_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("reduce_sum_tree_f64")? },
+    })
+}
+
+/// The kernels of `cuda/sgemm.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::sgemm_kernels`].
+#[derive(Clone, Debug)]
+pub struct SgemmKernels {
+    /// `sgemm_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)`.
+    pub sgemm_splitk_reduce: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_strip_nn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_strip_nt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_strip_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_strip_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_strip_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_tn: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)`.
+    pub sgemm_tt: Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>,
+}
+
+fn load_sgemm(m: &cuda_stack_driver::Module) -> crate::Result<SgemmKernels> {
+    Ok(SgemmKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_nn: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_nt: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_splitk_reduce: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_splitk_reduce")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_strip_nn: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_strip_nt: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_strip_tn: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_strip_tt: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_strip_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_tn: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sgemm_tt: unsafe { m.kernel_prechecked::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>("sgemm_tt")? },
+    })
+}
+
+/// The kernels of `cuda/softmax.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::softmax_kernels`].
+#[derive(Clone, Debug)]
+pub struct SoftmaxKernels {
+    /// `softmax_block_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_part_apply_f32(const float* in, const float* stats, float* out, int rows, int cols, int chunk)`.
+    pub softmax_part_apply_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `softmax_part_stats_f32(const float* in, float* stats, int rows, int cols, int chunk)`.
+    pub softmax_part_stats_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `softmax_rows_regs_any_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_rows_regs_any_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_rows_regs_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_rows_regs_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g16_p4_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g16_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g1_p1_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g1_p1_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g1_p2_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g1_p2_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g1_p4_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g1_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g2_p4_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g2_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p16_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g32_p16_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p32_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g32_p32_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p4_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g32_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g32_p8_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g32_p8_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g4_p4_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g4_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_small_g8_p4_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_small_g8_p4_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_smem_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_smem_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `softmax_warp_f32(const float* in, float* out, int rows, int cols)`.
+    pub softmax_warp_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+}
+
+fn load_softmax(m: &cuda_stack_driver::Module) -> crate::Result<SoftmaxKernels> {
+    Ok(SoftmaxKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_block_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_block_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_part_apply_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("softmax_part_apply_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_part_stats_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("softmax_part_stats_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_rows_regs_any_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_any_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_rows_regs_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_rows_regs_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g16_p4_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g16_p4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g1_p1_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p1_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g1_p2_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p2_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g1_p4_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g1_p4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g2_p4_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g2_p4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g32_p16_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p16_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g32_p32_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p32_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g32_p4_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g32_p8_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g32_p8_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g4_p4_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g4_p4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_small_g8_p4_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_small_g8_p4_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_smem_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_smem_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        softmax_warp_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("softmax_warp_f32")? },
+    })
+}
+
+/// The kernels of `cuda/strided_copy.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::strided_copy_kernels`].
+#[derive(Clone, Debug)]
+pub struct StridedCopyKernels {
+    /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)`.
+    pub strided_copy_b2: Kernel<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>,
+    /// `strided_copy_b4(const unsigned int* src, unsigned int* dst, StridedLayout layout, unsigned long long n)`.
+    pub strided_copy_b4: Kernel<(&'static DeviceSlice<u32>, &'static mut DeviceSlice<u32>, StridedLayout, u64)>,
+    /// `strided_copy_b8(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)`.
+    pub strided_copy_b8: Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>,
+}
+
+fn load_strided_copy(m: &cuda_stack_driver::Module) -> crate::Result<StridedCopyKernels> {
+    Ok(StridedCopyKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        strided_copy_b2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>("strided_copy_b2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        strided_copy_b4: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u32>, &'static mut DeviceSlice<u32>, StridedLayout, u64)>("strided_copy_b4")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        strided_copy_b8: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>("strided_copy_b8")? },
+    })
+}
+
+/// The kernels of `cuda/vector_add.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::vector_add_kernels`].
+#[derive(Clone, Debug)]
+pub struct VectorAddKernels {
+    /// `vector_add(float* A, float* B, float* C, int N)`.
+    pub vector_add: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32)>,
+    /// `vector_add_fast(const float* a, const float* b, float* c, unsigned long long n)`.
+    pub vector_add_fast: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+}
+
+fn load_vector_add(m: &cuda_stack_driver::Module) -> crate::Result<VectorAddKernels> {
+    Ok(VectorAddKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        vector_add: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32)>("vector_add")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        vector_add_fast: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("vector_add_fast")? },
     })
 }
 
 impl Kernels {
-    /// The kernels of `cuda/gemm_mma.cu`, loaded (JIT-compiled) on the first call and kept. Fails with
+    /// The handles for `ctx`, with nothing loaded yet: each file loads on first use, as
+    /// `pref` says (see [`crate::image`]).
+    pub(crate) fn new(ctx: &Context, pref: crate::image::ImagePreference) -> Kernels {
+        Kernels {
+            activation_grad: crate::family::LazyModule::new(ctx, &PTX_FILES[0], pref),
+            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+        }
+    }
+
+    /// The kernels of `cuda/activation_grad.cu`, loaded on the first call and kept. Fails with
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
-    pub fn gemm_mma(&self) -> crate::Result<&GemmMmaKernels> {
+    pub fn activation_grad_kernels(&self) -> crate::Result<&ActivationGradKernels> {
+        self.activation_grad.get(load_activation_grad)
+    }
+
+    /// The kernels of `cuda/cast.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn cast_kernels(&self) -> crate::Result<&CastKernels> {
+        self.cast.get(load_cast)
+    }
+
+    /// The kernels of `cuda/coalescing.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn coalescing_kernels(&self) -> crate::Result<&CoalescingKernels> {
+        self.coalescing.get(load_coalescing)
+    }
+
+    /// The kernels of `cuda/elementwise.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn elementwise_kernels(&self) -> crate::Result<&ElementwiseKernels> {
+        self.elementwise.get(load_elementwise)
+    }
+
+    /// The kernels of `cuda/gemm_mma.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn gemm_mma_kernels(&self) -> crate::Result<&GemmMmaKernels> {
         self.gemm_mma.get(load_gemm_mma)
     }
 
-    /// The kernels of `cuda/gemm_wgmma.cu`, loaded (JIT-compiled) on the first call and kept. Fails with
+    /// The kernels of `cuda/gemm_wgmma.cu`, loaded on the first call and kept. Fails with
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
-    pub fn gemm_wgmma(&self) -> crate::Result<&GemmWgmmaKernels> {
+    pub fn gemm_wgmma_kernels(&self) -> crate::Result<&GemmWgmmaKernels> {
         self.gemm_wgmma.get(load_gemm_wgmma)
+    }
+
+    /// The kernels of `cuda/introspect.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn introspect_kernels(&self) -> crate::Result<&IntrospectKernels> {
+        self.introspect.get(load_introspect)
+    }
+
+    /// The kernels of `cuda/launch_bench.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn launch_bench_kernels(&self) -> crate::Result<&LaunchBenchKernels> {
+        self.launch_bench.get(load_launch_bench)
+    }
+
+    /// The kernels of `cuda/log_softmax.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn log_softmax_kernels(&self) -> crate::Result<&LogSoftmaxKernels> {
+        self.log_softmax.get(load_log_softmax)
+    }
+
+    /// The kernels of `cuda/matmul_naive.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn matmul_naive_kernels(&self) -> crate::Result<&MatmulNaiveKernels> {
+        self.matmul_naive.get(load_matmul_naive)
+    }
+
+    /// The kernels of `cuda/matmul_tiled.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn matmul_tiled_kernels(&self) -> crate::Result<&MatmulTiledKernels> {
+        self.matmul_tiled.get(load_matmul_tiled)
+    }
+
+    /// The kernels of `cuda/optim.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn optim_kernels(&self) -> crate::Result<&OptimKernels> {
+        self.optim.get(load_optim)
+    }
+
+    /// The kernels of `cuda/pad_rows.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn pad_rows_kernels(&self) -> crate::Result<&PadRowsKernels> {
+        self.pad_rows.get(load_pad_rows)
+    }
+
+    /// The kernels of `cuda/random.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn random_kernels(&self) -> crate::Result<&RandomKernels> {
+        self.random.get(load_random)
+    }
+
+    /// The kernels of `cuda/reduce.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn reduce_kernels(&self) -> crate::Result<&ReduceKernels> {
+        self.reduce.get(load_reduce)
+    }
+
+    /// The kernels of `cuda/sgemm.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn sgemm_kernels(&self) -> crate::Result<&SgemmKernels> {
+        self.sgemm.get(load_sgemm)
+    }
+
+    /// The kernels of `cuda/softmax.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn softmax_kernels(&self) -> crate::Result<&SoftmaxKernels> {
+        self.softmax.get(load_softmax)
+    }
+
+    /// The kernels of `cuda/strided_copy.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn strided_copy_kernels(&self) -> crate::Result<&StridedCopyKernels> {
+        self.strided_copy.get(load_strided_copy)
+    }
+
+    /// The kernels of `cuda/vector_add.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn vector_add_kernels(&self) -> crate::Result<&VectorAddKernels> {
+        self.vector_add.get(load_vector_add)
+    }
+
+    /// `bias_relu_bwd_f64(const double* x, const double* bias, double scale, const double* grad_out, double* grad_x, double* grad_bias, int rows, int cols)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn bias_relu_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.activation_grad_kernels()?.bias_relu_bwd_f64)
+    }
+
+    /// `bias_relu_fwd_f64(const double* x, const double* bias, double scale, double* out, int rows, int cols)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn bias_relu_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.activation_grad_kernels()?.bias_relu_fwd_f64)
+    }
+
+    /// `relu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.relu_bwd_f32)
+    }
+
+    /// `relu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.relu_bwd_f64)
+    }
+
+    /// `tanh_bwd_f32(const float* y, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.tanh_bwd_f32)
+    }
+
+    /// `tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.tanh_bwd_f64)
+    }
+
+    /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_bf16_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_bf16_f16)
+    }
+
+    /// `cast_bf16_f32(const bf16_t* x, float* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_bf16_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_bf16_f32)
+    }
+
+    /// `cast_f16_bf16(const f16_t* x, bf16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f16_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f16_bf16)
+    }
+
+    /// `cast_f16_f32(const f16_t* x, float* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f16_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f16_f32)
+    }
+
+    /// `cast_f32_bf16(const float* x, bf16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f32_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f32_bf16)
+    }
+
+    /// `cast_f32_f16(const float* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f32_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f32_f16)
+    }
+
+    /// `cast_f32_f64(const float* x, double* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f32_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f32_f64)
+    }
+
+    /// `cast_f32_i32(const float* x, int* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f32_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f32_i32)
+    }
+
+    /// `cast_f64_f32(const double* x, float* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f64_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f64_f32)
+    }
+
+    /// `cast_f64_i32(const double* x, int* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_f64_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_f64_i32)
+    }
+
+    /// `cast_i32_f32(const int* x, float* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_i32_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_i32_f32)
+    }
+
+    /// `cast_i32_f64(const int* x, double* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
+    pub fn cast_i32_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.cast_kernels()?.cast_i32_f64)
+    }
+
+    /// `copy_coalesced(const float* src, float* dst, unsigned long long n)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn copy_coalesced(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.coalescing_kernels()?.copy_coalesced)
+    }
+
+    /// `copy_strided(const float* src, float* dst, unsigned long long n_out, unsigned long long stride)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn copy_strided(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64)>> {
+        Ok(&self.coalescing_kernels()?.copy_strided)
+    }
+
+    /// `transpose_naive(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_naive(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_naive)
+    }
+
+    /// `transpose_skinny(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_skinny(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_skinny)
+    }
+
+    /// `transpose_skinny_v4(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_skinny_v4(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_skinny_v4)
+    }
+
+    /// `transpose_tiled(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled)
+    }
+
+    /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled_aligned(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned)
+    }
+
+    /// `transpose_tiled_aligned_ld(const float* in, float* out, int rows, int cols, int ldo)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled_aligned_ld(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned_ld)
+    }
+
+    /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled_padded(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled_padded)
+    }
+
+    /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_bf16)
+    }
+
+    /// `add_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_f16)
+    }
+
+    /// `add_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_f32)
+    }
+
+    /// `add_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_f64)
+    }
+
+    /// `add_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_i32)
+    }
+
+    /// `axpy_bf16(float alpha, const bf16_t* x, bf16_t* y, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn axpy_bf16(&self) -> crate::Result<&Kernel<(f32, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.axpy_bf16)
+    }
+
+    /// `axpy_f16(float alpha, const f16_t* x, f16_t* y, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn axpy_f16(&self) -> crate::Result<&Kernel<(f32, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.axpy_f16)
+    }
+
+    /// `axpy_f32(float alpha, const float* x, float* y, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn axpy_f32(&self) -> crate::Result<&Kernel<(f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.axpy_f32)
+    }
+
+    /// `axpy_f64(double alpha, const double* x, double* y, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn axpy_f64(&self) -> crate::Result<&Kernel<(f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.elementwise_kernels()?.axpy_f64)
+    }
+
+    /// `axpy_i32(int alpha, const int* x, int* y, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn axpy_i32(&self) -> crate::Result<&Kernel<(i32, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.axpy_i32)
+    }
+
+    /// `bias_relu_bwd_f32(const float* x, const float* bias, float scale, const float* grad_out, float* grad_x, float* grad_bias_partial, int rows, int cols)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn bias_relu_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.elementwise_kernels()?.bias_relu_bwd_f32)
+    }
+
+    /// `bias_relu_bwd_reduce_f32(const float* partial, float* grad_bias, int parts, int cols)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn bias_relu_bwd_reduce_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.elementwise_kernels()?.bias_relu_bwd_reduce_f32)
+    }
+
+    /// `bias_relu_fwd_f32(const float* x, const float* bias, float scale, float* out, int rows, int cols)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn bias_relu_fwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.elementwise_kernels()?.bias_relu_fwd_f32)
+    }
+
+    /// `div_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_bf16)
+    }
+
+    /// `div_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_f16)
+    }
+
+    /// `div_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_f32)
+    }
+
+    /// `div_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_f64)
+    }
+
+    /// `div_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_i32)
+    }
+
+    /// `fill_bf16(bf16_t* out, float value, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn fill_bf16(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<bf16>, f32, u64)>> {
+        Ok(&self.elementwise_kernels()?.fill_bf16)
+    }
+
+    /// `fill_f16(f16_t* out, float value, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn fill_f16(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f16>, f32, u64)>> {
+        Ok(&self.elementwise_kernels()?.fill_f16)
+    }
+
+    /// `fill_f32(float* out, float value, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn fill_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, f32, u64)>> {
+        Ok(&self.elementwise_kernels()?.fill_f32)
+    }
+
+    /// `fill_f64(double* out, double value, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn fill_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, f64, u64)>> {
+        Ok(&self.elementwise_kernels()?.fill_f64)
+    }
+
+    /// `fill_i32(int* out, int value, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn fill_i32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<i32>, i32, u64)>> {
+        Ok(&self.elementwise_kernels()?.fill_i32)
+    }
+
+    /// `mul_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_bf16)
+    }
+
+    /// `mul_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_f16)
+    }
+
+    /// `mul_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_f32)
+    }
+
+    /// `mul_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_f64)
+    }
+
+    /// `mul_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_i32)
+    }
+
+    /// `relu_bf16(const bf16_t* x, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.relu_bf16)
+    }
+
+    /// `relu_f16(const f16_t* x, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.relu_f16)
+    }
+
+    /// `relu_f32(const float* x, float* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.relu_f32)
+    }
+
+    /// `relu_f64(const double* x, double* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.elementwise_kernels()?.relu_f64)
+    }
+
+    /// `relu_i32(const int* x, int* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.relu_i32)
+    }
+
+    /// `scale_bf16(const bf16_t* x, bf16_t* out, float alpha, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn scale_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, f32, u64)>> {
+        Ok(&self.elementwise_kernels()?.scale_bf16)
+    }
+
+    /// `scale_f16(const f16_t* x, f16_t* out, float alpha, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn scale_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, f32, u64)>> {
+        Ok(&self.elementwise_kernels()?.scale_f16)
+    }
+
+    /// `scale_f32(const float* x, float* out, float alpha, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn scale_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, u64)>> {
+        Ok(&self.elementwise_kernels()?.scale_f32)
+    }
+
+    /// `scale_f64(const double* x, double* out, double alpha, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn scale_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, f64, u64)>> {
+        Ok(&self.elementwise_kernels()?.scale_f64)
+    }
+
+    /// `scale_i32(const int* x, int* out, int alpha, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn scale_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>> {
+        Ok(&self.elementwise_kernels()?.scale_i32)
+    }
+
+    /// `sub_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_bf16)
+    }
+
+    /// `sub_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_f16)
+    }
+
+    /// `sub_f32(const float* a, const float* b, float* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_f32)
+    }
+
+    /// `sub_f64(const double* a, const double* b, double* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_f64)
+    }
+
+    /// `sub_i32(const int* a, const int* b, int* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_i32)
+    }
+
+    /// `tanh_bf16(const bf16_t* x, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.tanh_bf16)
+    }
+
+    /// `tanh_f16(const f16_t* x, f16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.elementwise_kernels()?.tanh_f16)
+    }
+
+    /// `tanh_f32(const float* x, float* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.elementwise_kernels()?.tanh_f32)
+    }
+
+    /// `tanh_f64(const double* x, double* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.elementwise_kernels()?.tanh_f64)
+    }
+
+    /// `gemm_mma_bf16_nn(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_bf16_nn(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_bf16_nn)
+    }
+
+    /// `gemm_mma_bf16_nt(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_bf16_nt(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_bf16_nt)
+    }
+
+    /// `gemm_mma_bf16_tn(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_bf16_tn(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_bf16_tn)
+    }
+
+    /// `gemm_mma_bf16_tt(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_bf16_tt(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_bf16_tt)
+    }
+
+    /// `gemm_mma_f16_nn(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_f16_nn(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_f16_nn)
+    }
+
+    /// `gemm_mma_f16_nt(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_f16_nt(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_f16_nt)
+    }
+
+    /// `gemm_mma_f16_tn(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_f16_tn(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_f16_tn)
+    }
+
+    /// `gemm_mma_f16_tt(const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_mma_f16_tt(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_mma_kernels()?.gemm_mma_f16_tt)
+    }
+
+    /// `gemm_wgmma_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_bf16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_bf16_nn)
+    }
+
+    /// `gemm_wgmma_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_bf16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_bf16_nt)
+    }
+
+    /// `gemm_wgmma_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_bf16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_bf16_tn)
+    }
+
+    /// `gemm_wgmma_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_bf16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_bf16_tt)
+    }
+
+    /// `gemm_wgmma_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_f16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_f16_nn)
+    }
+
+    /// `gemm_wgmma_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_f16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_f16_nt)
+    }
+
+    /// `gemm_wgmma_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_f16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_f16_tn)
+    }
+
+    /// `gemm_wgmma_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, f16_t* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_f16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_f16_tt)
+    }
+
+    /// `gemm_wgmma_tf32_nt(TensorMap tmA, TensorMap tmB, const float* A, const float* B, float* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_tf32_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_tf32_nt)
+    }
+
+    /// `thread_hierarchy(unsigned int* out)` from `cuda/introspect.cu` (the first call of any of that file's kernels loads it).
+    pub fn thread_hierarchy(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<u32>,)>> {
+        Ok(&self.introspect_kernels()?.thread_hierarchy)
+    }
+
+    /// `empty_kernel()` from `cuda/launch_bench.cu` (the first call of any of that file's kernels loads it).
+    pub fn empty_kernel(&self) -> crate::Result<&Kernel<()>> {
+        Ok(&self.launch_bench_kernels()?.empty_kernel)
+    }
+
+    /// `four_args(float* a, const float* b, float s, unsigned int n)` from `cuda/launch_bench.cu` (the first call of any of that file's kernels loads it).
+    pub fn four_args(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>> {
+        Ok(&self.launch_bench_kernels()?.four_args)
+    }
+
+    /// `cross_entropy_bwd_f32(const float* x, const int* targets, const float* g, float* dx, int rows, int cols, float scale)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_bwd_f32)
+    }
+
+    /// `cross_entropy_bwd_f64(const double* x, const int* targets, const double* g, double* dx, int rows, int cols, double scale)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_bwd_f64)
+    }
+
+    /// `cross_entropy_fwd_f32(const float* x, const int* targets, float* loss, int rows, int cols)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_fwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_fwd_f32)
+    }
+
+    /// `cross_entropy_fwd_f64(const double* x, const int* targets, double* loss, int rows, int cols)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_fwd_f64)
+    }
+
+    /// `row_softmax_bwd_f32(const float* y, const float* dy, float* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_bwd_f32)
+    }
+
+    /// `row_softmax_bwd_f64(const double* y, const double* dy, double* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_bwd_f64)
+    }
+
+    /// `row_softmax_f32(const float* x, float* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_f32)
+    }
+
+    /// `row_softmax_f64(const double* x, double* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_f64)
+    }
+
+    /// `matmul_naive_f32(const float* A, const float* B, float* C, int M, int N, int K)` from `cuda/matmul_naive.cu` (the first call of any of that file's kernels loads it).
+    pub fn matmul_naive_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.matmul_naive_kernels()?.matmul_naive_f32)
+    }
+
+    /// `matmul_naive_f64(const double* A, const double* B, double* C, int M, int N, int K)` from `cuda/matmul_naive.cu` (the first call of any of that file's kernels loads it).
+    pub fn matmul_naive_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.matmul_naive_kernels()?.matmul_naive_f64)
+    }
+
+    /// `matmul_naive_i32(const int* A, const int* B, int* C, int M, int N, int K)` from `cuda/matmul_naive.cu` (the first call of any of that file's kernels loads it).
+    pub fn matmul_naive_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>> {
+        Ok(&self.matmul_naive_kernels()?.matmul_naive_i32)
+    }
+
+    /// `matmul_tiled16_f32(const float* A, const float* B, float* C, int M, int N, int K)` from `cuda/matmul_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn matmul_tiled16_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.matmul_tiled_kernels()?.matmul_tiled16_f32)
+    }
+
+    /// `matmul_tiled16_f64(const double* A, const double* B, double* C, int M, int N, int K)` from `cuda/matmul_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn matmul_tiled16_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.matmul_tiled_kernels()?.matmul_tiled16_f64)
+    }
+
+    /// `matmul_tiled16_i32(const int* A, const int* B, int* C, int M, int N, int K)` from `cuda/matmul_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn matmul_tiled16_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>> {
+        Ok(&self.matmul_tiled_kernels()?.matmul_tiled16_i32)
+    }
+
+    /// `adam4_f32(float* p0, const float* g0, float* m0, float* v0, float* p1, const float* g1, float* m1, float* v1, float* p2, const float* g2, float* m2, float* v2, float* p3, const float* g3, float* m3, float* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn adam4_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>> {
+        Ok(&self.optim_kernels()?.adam4_f32)
+    }
+
+    /// `adam4_f64(double* p0, const double* g0, double* m0, double* v0, double* p1, const double* g1, double* m1, double* v1, double* p2, const double* g2, double* m2, double* v2, double* p3, const double* g3, double* m3, double* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, double lr, double b1, double b2, double eps, double wd, int adamw)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn adam4_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>> {
+        Ok(&self.optim_kernels()?.adam4_f64)
+    }
+
+    /// `adam_f32(float* p, const float* g, float* m, float* v, const int* steps, int index, unsigned long long n, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn adam_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>> {
+        Ok(&self.optim_kernels()?.adam_f32)
+    }
+
+    /// `adam_f64(double* p, const double* g, double* m, double* v, const int* steps, int index, unsigned long long n, double lr, double b1, double b2, double eps, double wd, int adamw)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn adam_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>> {
+        Ok(&self.optim_kernels()?.adam_f64)
+    }
+
+    /// `increment_i32(int* counters, int n)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn increment_i32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<i32>, i32)>> {
+        Ok(&self.optim_kernels()?.increment_i32)
+    }
+
+    /// `sgd4_f32(float* p0, const float* g0, float* p1, const float* g1, float* p2, const float* g2, float* p3, const float* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float wd)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd4_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>> {
+        Ok(&self.optim_kernels()?.sgd4_f32)
+    }
+
+    /// `sgd4_f64(double* p0, const double* g0, double* p1, const double* g1, double* p2, const double* g2, double* p3, const double* g3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double wd)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd4_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>> {
+        Ok(&self.optim_kernels()?.sgd4_f64)
+    }
+
+    /// `sgd_f32(float* p, const float* g, unsigned long long n, float lr, float wd)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>> {
+        Ok(&self.optim_kernels()?.sgd_f32)
+    }
+
+    /// `sgd_f64(double* p, const double* g, unsigned long long n, double lr, double wd)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>> {
+        Ok(&self.optim_kernels()?.sgd_f64)
+    }
+
+    /// `sgd_momentum4_f32(float* p0, const float* g0, float* b0, float* p1, const float* g1, float* b1, float* p2, const float* g2, float* b2, float* p3, const float* g3, float* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd_momentum4_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>> {
+        Ok(&self.optim_kernels()?.sgd_momentum4_f32)
+    }
+
+    /// `sgd_momentum4_f64(double* p0, const double* g0, double* b0, double* p1, const double* g1, double* b1, double* p2, const double* g2, double* b2, double* p3, const double* g3, double* b3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd_momentum4_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>> {
+        Ok(&self.optim_kernels()?.sgd_momentum4_f64)
+    }
+
+    /// `sgd_momentum_f32(float* p, const float* g, float* b, unsigned long long n, float lr, float momentum, float dampening, float wd, int nesterov, int first)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd_momentum_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>> {
+        Ok(&self.optim_kernels()?.sgd_momentum_f32)
+    }
+
+    /// `sgd_momentum_f64(double* p, const double* g, double* b, unsigned long long n, double lr, double momentum, double dampening, double wd, int nesterov, int first)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgd_momentum_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>> {
+        Ok(&self.optim_kernels()?.sgd_momentum_f64)
+    }
+
+    /// `copy_rows_b2(const unsigned short* src, long long lds, unsigned short* dst, long long ldd, int rows, int cols)` from `cuda/pad_rows.cu` (the first call of any of that file's kernels loads it).
+    pub fn copy_rows_b2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>> {
+        Ok(&self.pad_rows_kernels()?.copy_rows_b2)
+    }
+
+    /// `copy_rows_b4(const unsigned int* src, long long lds, unsigned int* dst, long long ldd, int rows, int cols)` from `cuda/pad_rows.cu` (the first call of any of that file's kernels loads it).
+    pub fn copy_rows_b4(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>> {
+        Ok(&self.pad_rows_kernels()?.copy_rows_b4)
+    }
+
+    /// `fill_normal_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu` (the first call of any of that file's kernels loads it).
+    pub fn fill_normal_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>> {
+        Ok(&self.random_kernels()?.fill_normal_f32)
+    }
+
+    /// `fill_uniform_f32(float* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu` (the first call of any of that file's kernels loads it).
+    pub fn fill_uniform_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, u64, u64, u64)>> {
+        Ok(&self.random_kernels()?.fill_uniform_f32)
+    }
+
+    /// `philox_u32(unsigned int* out, unsigned long long n, unsigned long long seed, unsigned long long offset)` from `cuda/random.cu` (the first call of any of that file's kernels loads it).
+    pub fn philox_u32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<u32>, u64, u64, u64)>> {
+        Ok(&self.random_kernels()?.philox_u32)
+    }
+
+    /// `reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_max_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_max_bf16)
+    }
+
+    /// `reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_max_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_max_f16)
+    }
+
+    /// `reduce_cols_max_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_max_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_max_f32)
+    }
+
+    /// `reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_max_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_max_f64)
+    }
+
+    /// `reduce_cols_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_sum_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_sum_bf16)
+    }
+
+    /// `reduce_cols_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_sum_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_sum_f16)
+    }
+
+    /// `reduce_cols_sum_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_sum_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_sum_f32)
+    }
+
+    /// `reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_sum_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_sum_f64)
+    }
+
+    /// `reduce_cols_thin_max_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_max_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_max_bf16)
+    }
+
+    /// `reduce_cols_thin_max_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_max_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_max_f16)
+    }
+
+    /// `reduce_cols_thin_max_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_max_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_max_f32)
+    }
+
+    /// `reduce_cols_thin_max_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_max_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_max_f64)
+    }
+
+    /// `reduce_cols_thin_sum_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_sum_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_sum_bf16)
+    }
+
+    /// `reduce_cols_thin_sum_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_sum_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_sum_f16)
+    }
+
+    /// `reduce_cols_thin_sum_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_sum_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_sum_f32)
+    }
+
+    /// `reduce_cols_thin_sum_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols_thin_sum_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols_thin_sum_f64)
+    }
+
+    /// `reduce_finalize_max_f32(const float* partial, float* out, unsigned int num_partials)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_max_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_max_f32)
+    }
+
+    /// `reduce_finalize_max_f64(const double* partial, double* out, unsigned int num_partials)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_max_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_max_f64)
+    }
+
+    /// `reduce_finalize_max_i32(const int* partial, int* out, unsigned int num_partials)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_max_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u32)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_max_i32)
+    }
+
+    /// `reduce_finalize_mean_f32(const float* partial, float* out, unsigned int num_partials, unsigned long long count)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_mean_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_mean_f32)
+    }
+
+    /// `reduce_finalize_mean_f64(const double* partial, double* out, unsigned int num_partials, unsigned long long count)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_mean_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_mean_f64)
+    }
+
+    /// `reduce_finalize_sum_f32(const float* partial, float* out, unsigned int num_partials)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_sum_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_sum_f32)
+    }
+
+    /// `reduce_finalize_sum_f64(const double* partial, double* out, unsigned int num_partials)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_sum_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_sum_f64)
+    }
+
+    /// `reduce_finalize_sum_i64(const long long* partial, long long* out, unsigned int num_partials)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_finalize_sum_i64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i64>, &'static mut DeviceSlice<i64>, u32)>> {
+        Ok(&self.reduce_kernels()?.reduce_finalize_sum_i64)
+    }
+
+    /// `reduce_max_fast_bf16(const bf16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_max_fast_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_max_fast_bf16)
+    }
+
+    /// `reduce_max_fast_f16(const f16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_max_fast_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_max_fast_f16)
+    }
+
+    /// `reduce_max_fast_f32(const float* in, float* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_max_fast_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_max_fast_f32)
+    }
+
+    /// `reduce_max_fast_f64(const double* in, double* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_max_fast_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_max_fast_f64)
+    }
+
+    /// `reduce_max_fast_i32(const int* in, int* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_max_fast_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_max_fast_i32)
+    }
+
+    /// `reduce_rows_max_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_max_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_max_bf16)
+    }
+
+    /// `reduce_rows_max_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_max_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_max_f16)
+    }
+
+    /// `reduce_rows_max_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_max_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_max_f32)
+    }
+
+    /// `reduce_rows_max_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_max_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_max_f64)
+    }
+
+    /// `reduce_rows_part_max_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_max_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_max_bf16)
+    }
+
+    /// `reduce_rows_part_max_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_max_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_max_f16)
+    }
+
+    /// `reduce_rows_part_max_f32(const float* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_max_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_max_f32)
+    }
+
+    /// `reduce_rows_part_max_f64(const double* in, double* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_max_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_max_f64)
+    }
+
+    /// `reduce_rows_part_sum_bf16(const bf16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_sum_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_sum_bf16)
+    }
+
+    /// `reduce_rows_part_sum_f16(const f16_t* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_sum_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_sum_f16)
+    }
+
+    /// `reduce_rows_part_sum_f32(const float* in, float* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_sum_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_sum_f32)
+    }
+
+    /// `reduce_rows_part_sum_f64(const double* in, double* partial, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_part_sum_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_part_sum_f64)
+    }
+
+    /// `reduce_rows_sum_bf16(const bf16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_sum_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_sum_bf16)
+    }
+
+    /// `reduce_rows_sum_f16(const f16_t* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_sum_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_sum_f16)
+    }
+
+    /// `reduce_rows_sum_f32(const float* in, float* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_sum_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_sum_f32)
+    }
+
+    /// `reduce_rows_sum_f64(const double* in, double* out, int rows, int cols)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_rows_sum_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_rows_sum_f64)
+    }
+
+    /// `reduce_sum_fast_bf16(const bf16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_sum_fast_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_sum_fast_bf16)
+    }
+
+    /// `reduce_sum_fast_f16(const f16_t* in, float* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_sum_fast_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_sum_fast_f16)
+    }
+
+    /// `reduce_sum_fast_f32(const float* in, float* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_sum_fast_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_sum_fast_f32)
+    }
+
+    /// `reduce_sum_fast_f64(const double* in, double* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_sum_fast_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_sum_fast_f64)
+    }
+
+    /// `reduce_sum_fast_i32(const int* in, long long* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_sum_fast_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i64>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_sum_fast_i32)
+    }
+
+    /// `reduce_sum_tree_f32(const float* in, float* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_sum_tree_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_sum_tree_f32)
+    }
+
+    /// `reduce_sum_tree_f64(const double* in, double* partial, unsigned long long n)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_sum_tree_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.reduce_kernels()?.reduce_sum_tree_f64)
+    }
+
+    /// `sgemm_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_nn(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_nn)
+    }
+
+    /// `sgemm_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_nt(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_nt)
+    }
+
+    /// `sgemm_splitk_reduce(const float* ws, int splits, int M, int N, float alpha, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_splitk_reduce(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_splitk_reduce)
+    }
+
+    /// `sgemm_strip_nn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_strip_nn(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_strip_nn)
+    }
+
+    /// `sgemm_strip_nt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_strip_nt(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_strip_nt)
+    }
+
+    /// `sgemm_strip_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_strip_tn(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_strip_tn)
+    }
+
+    /// `sgemm_strip_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_strip_tt(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_strip_tt)
+    }
+
+    /// `sgemm_tn(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_tn(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_tn)
+    }
+
+    /// `sgemm_tt(int M, int N, int K, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc)` from `cuda/sgemm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sgemm_tt(&self) -> crate::Result<&Kernel<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.sgemm_kernels()?.sgemm_tt)
+    }
+
+    /// `softmax_block_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_block_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_block_f32)
+    }
+
+    /// `softmax_part_apply_f32(const float* in, const float* stats, float* out, int rows, int cols, int chunk)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_part_apply_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_part_apply_f32)
+    }
+
+    /// `softmax_part_stats_f32(const float* in, float* stats, int rows, int cols, int chunk)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_part_stats_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_part_stats_f32)
+    }
+
+    /// `softmax_rows_regs_any_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_rows_regs_any_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_rows_regs_any_f32)
+    }
+
+    /// `softmax_rows_regs_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_rows_regs_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_rows_regs_f32)
+    }
+
+    /// `softmax_small_g16_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g16_p4_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g16_p4_f32)
+    }
+
+    /// `softmax_small_g1_p1_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g1_p1_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g1_p1_f32)
+    }
+
+    /// `softmax_small_g1_p2_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g1_p2_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g1_p2_f32)
+    }
+
+    /// `softmax_small_g1_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g1_p4_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g1_p4_f32)
+    }
+
+    /// `softmax_small_g2_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g2_p4_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g2_p4_f32)
+    }
+
+    /// `softmax_small_g32_p16_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g32_p16_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g32_p16_f32)
+    }
+
+    /// `softmax_small_g32_p32_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g32_p32_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g32_p32_f32)
+    }
+
+    /// `softmax_small_g32_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g32_p4_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g32_p4_f32)
+    }
+
+    /// `softmax_small_g32_p8_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g32_p8_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g32_p8_f32)
+    }
+
+    /// `softmax_small_g4_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g4_p4_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g4_p4_f32)
+    }
+
+    /// `softmax_small_g8_p4_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_small_g8_p4_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_small_g8_p4_f32)
+    }
+
+    /// `softmax_smem_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_smem_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_smem_f32)
+    }
+
+    /// `softmax_warp_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn softmax_warp_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.softmax_kernels()?.softmax_warp_f32)
+    }
+
+    /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
+    pub fn strided_copy_b2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>> {
+        Ok(&self.strided_copy_kernels()?.strided_copy_b2)
+    }
+
+    /// `strided_copy_b4(const unsigned int* src, unsigned int* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
+    pub fn strided_copy_b4(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u32>, &'static mut DeviceSlice<u32>, StridedLayout, u64)>> {
+        Ok(&self.strided_copy_kernels()?.strided_copy_b4)
+    }
+
+    /// `strided_copy_b8(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
+    pub fn strided_copy_b8(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>> {
+        Ok(&self.strided_copy_kernels()?.strided_copy_b8)
+    }
+
+    /// `vector_add(float* A, float* B, float* C, int N)` from `cuda/vector_add.cu` (the first call of any of that file's kernels loads it).
+    pub fn vector_add(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.vector_add_kernels()?.vector_add)
+    }
+
+    /// `vector_add_fast(const float* a, const float* b, float* c, unsigned long long n)` from `cuda/vector_add.cu` (the first call of any of that file's kernels loads it).
+    pub fn vector_add_fast(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.vector_add_kernels()?.vector_add_fast)
+    }
+
+    /// How each file loaded so far was loaded (SASS or PTX, and how long it took), in file
+    /// order.
+    pub fn loaded_images(&self) -> Vec<crate::image::LoadedImage> {
+        [
+            self.activation_grad.loaded(),
+            self.cast.loaded(),
+            self.coalescing.loaded(),
+            self.elementwise.loaded(),
+            self.gemm_mma.loaded(),
+            self.gemm_wgmma.loaded(),
+            self.introspect.loaded(),
+            self.launch_bench.loaded(),
+            self.log_softmax.loaded(),
+            self.matmul_naive.loaded(),
+            self.matmul_tiled.loaded(),
+            self.optim.loaded(),
+            self.pad_rows.loaded(),
+            self.random.loaded(),
+            self.reduce.loaded(),
+            self.sgemm.loaded(),
+            self.softmax.loaded(),
+            self.strided_copy.loaded(),
+            self.vector_add.loaded(),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect()
+    }
+
+    /// Loads every file the device can run now (files with no target for it are skipped).
+    pub fn load_all(&self) -> crate::Result<()> {
+        match self.activation_grad_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.cast_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.coalescing_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.elementwise_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.gemm_mma_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.gemm_wgmma_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.introspect_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.launch_bench_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.log_softmax_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.matmul_naive_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.matmul_tiled_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.optim_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.pad_rows_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.random_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.reduce_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.sgemm_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.softmax_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.strided_copy_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.vector_add_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// Checks every handle of the files loaded so far against the driver
+    /// (`cuFuncGetParamInfo`: parameter count and byte sizes; for PTX also each parameter's
+    /// kind), the check loading skips because the generator made it ahead of time. Returns
+    /// how many handles were checked; a mismatch is
+    /// [`cuda_stack_driver::Error::SignatureMismatch`]. For tests.
+    pub fn verify_with_driver(&self) -> crate::Result<usize> {
+        let mut n = 0;
+        if let Some(f) = self.activation_grad.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.bias_relu_bwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.bias_relu_fwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.relu_bwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.relu_bwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.tanh_bwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.tanh_bwd_f64.function().clone())? };
+            n += 6;
+        }
+        if let Some(f) = self.cast.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.cast_bf16_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.cast_bf16_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.cast_f16_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.cast_f16_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.cast_f32_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.cast_f32_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.cast_f32_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.cast_f32_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.cast_f64_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.cast_f64_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.cast_i32_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.cast_i32_f64.function().clone())? };
+            n += 12;
+        }
+        if let Some(f) = self.coalescing.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.copy_coalesced.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64)>::from_function(f.copy_strided.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_naive.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_skinny.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_skinny_v4.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled_aligned.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.transpose_tiled_aligned_ld.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled_padded.function().clone())? };
+            n += 9;
+        }
+        if let Some(f) = self.elementwise.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.add_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.add_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.add_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.add_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.add_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(f32, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.axpy_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(f32, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.axpy_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.axpy_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.axpy_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.axpy_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.bias_relu_bwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.bias_relu_bwd_reduce_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.bias_relu_fwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.div_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.div_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.div_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.div_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.div_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<bf16>, f32, u64)>::from_function(f.fill_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f16>, f32, u64)>::from_function(f.fill_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, f32, u64)>::from_function(f.fill_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, f64, u64)>::from_function(f.fill_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<i32>, i32, u64)>::from_function(f.fill_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.mul_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.mul_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.mul_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.mul_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.mul_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.relu_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.relu_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.relu_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.relu_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.relu_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, f32, u64)>::from_function(f.scale_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, f32, u64)>::from_function(f.scale_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, u64)>::from_function(f.scale_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, f64, u64)>::from_function(f.scale_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>::from_function(f.scale_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.sub_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.sub_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.sub_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.sub_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.sub_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.tanh_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.tanh_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.tanh_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.tanh_f64.function().clone())? };
+            n += 47;
+        }
+        if let Some(f) = self.gemm_mma.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_bf16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_bf16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_bf16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_bf16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_f16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_f16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_f16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_mma_f16_tt.function().clone())? };
+            n += 8;
+        }
+        if let Some(f) = self.gemm_wgmma.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_bf16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_bf16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_bf16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_bf16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_f16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_f16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_f16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_f16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_tf32_nt.function().clone())? };
+            n += 9;
+        }
+        if let Some(f) = self.introspect.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<u32>,)>::from_function(f.thread_hierarchy.function().clone())? };
+            n += 1;
+        }
+        if let Some(f) = self.launch_bench.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<()>::from_function(f.empty_kernel.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>::from_function(f.four_args.function().clone())? };
+            n += 2;
+        }
+        if let Some(f) = self.log_softmax.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.cross_entropy_bwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.cross_entropy_bwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.cross_entropy_fwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.cross_entropy_fwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.row_softmax_bwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.row_softmax_bwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.row_softmax_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.row_softmax_f64.function().clone())? };
+            n += 8;
+        }
+        if let Some(f) = self.matmul_naive.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.matmul_naive_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.matmul_naive_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>::from_function(f.matmul_naive_i32.function().clone())? };
+            n += 3;
+        }
+        if let Some(f) = self.matmul_tiled.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.matmul_tiled16_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.matmul_tiled16_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>::from_function(f.matmul_tiled16_i32.function().clone())? };
+            n += 3;
+        }
+        if let Some(f) = self.optim.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>::from_function(f.adam4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f64, f64, f64, f64, f64, i32)>::from_function(f.adam4_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, i32, u64, f32, f32, f32, f32, f32, i32)>::from_function(f.adam_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, i32, u64, f64, f64, f64, f64, f64, i32)>::from_function(f.adam_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<i32>, i32)>::from_function(f.increment_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, u64, u64, u64, f32, f32)>::from_function(f.sgd4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, u64, u64, u64, f64, f64)>::from_function(f.sgd4_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64, f32, f32)>::from_function(f.sgd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, u64, f64, f64)>::from_function(f.sgd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, f32, f32, f32, f32, i32, i32)>::from_function(f.sgd_momentum4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, f64, f64, f64, f64, i32, i32)>::from_function(f.sgd_momentum4_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, f32, f32, i32, i32)>::from_function(f.sgd_momentum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f64, f64, f64, f64, i32, i32)>::from_function(f.sgd_momentum_f64.function().clone())? };
+            n += 13;
+        }
+        if let Some(f) = self.pad_rows.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u16>, i64, &'static mut DeviceSlice<u16>, i64, i32, i32)>::from_function(f.copy_rows_b2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u32>, i64, &'static mut DeviceSlice<u32>, i64, i32, i32)>::from_function(f.copy_rows_b4.function().clone())? };
+            n += 2;
+        }
+        if let Some(f) = self.random.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>::from_function(f.fill_normal_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, u64, u64, u64)>::from_function(f.fill_uniform_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<u32>, u64, u64, u64)>::from_function(f.philox_u32.function().clone())? };
+            n += 3;
+        }
+        if let Some(f) = self.reduce.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols_max_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols_max_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols_max_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.reduce_cols_max_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols_sum_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols_sum_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols_sum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.reduce_cols_sum_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_cols_thin_max_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_cols_thin_max_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_cols_thin_max_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.reduce_cols_thin_max_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_cols_thin_sum_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_cols_thin_sum_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_cols_thin_sum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.reduce_cols_thin_sum_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>::from_function(f.reduce_finalize_max_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>::from_function(f.reduce_finalize_max_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u32)>::from_function(f.reduce_finalize_max_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32, u64)>::from_function(f.reduce_finalize_mean_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32, u64)>::from_function(f.reduce_finalize_mean_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u32)>::from_function(f.reduce_finalize_sum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u32)>::from_function(f.reduce_finalize_sum_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i64>, &'static mut DeviceSlice<i64>, u32)>::from_function(f.reduce_finalize_sum_i64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.reduce_max_fast_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.reduce_max_fast_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.reduce_max_fast_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.reduce_max_fast_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64)>::from_function(f.reduce_max_fast_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_rows_max_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_rows_max_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_rows_max_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.reduce_rows_max_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_rows_part_max_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_rows_part_max_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_rows_part_max_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.reduce_rows_part_max_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_rows_part_sum_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_rows_part_sum_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_rows_part_sum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.reduce_rows_part_sum_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_rows_sum_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_rows_sum_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.reduce_rows_sum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.reduce_rows_sum_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.reduce_sum_fast_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.reduce_sum_fast_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.reduce_sum_fast_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.reduce_sum_fast_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i64>, u64)>::from_function(f.reduce_sum_fast_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.reduce_sum_tree_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.reduce_sum_tree_f64.function().clone())? };
+            n += 52;
+        }
+        if let Some(f) = self.sgemm.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, f32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_splitk_reduce.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_strip_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_strip_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_strip_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_strip_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(i32, i32, i32, f32, &'static DeviceSlice<f32>, i32, &'static DeviceSlice<f32>, i32, f32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.sgemm_tt.function().clone())? };
+            n += 9;
+        }
+        if let Some(f) = self.softmax.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_block_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.softmax_part_apply_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.softmax_part_stats_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_rows_regs_any_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_rows_regs_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g16_p4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g1_p1_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g1_p2_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g1_p4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g2_p4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g32_p16_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g32_p32_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g32_p4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g32_p8_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g4_p4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_small_g8_p4_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_smem_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.softmax_warp_f32.function().clone())? };
+            n += 18;
+        }
+        if let Some(f) = self.strided_copy.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>::from_function(f.strided_copy_b2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u32>, &'static mut DeviceSlice<u32>, StridedLayout, u64)>::from_function(f.strided_copy_b4.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>::from_function(f.strided_copy_b8.function().clone())? };
+            n += 3;
+        }
+        if let Some(f) = self.vector_add.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32)>::from_function(f.vector_add.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.vector_add_fast.function().clone())? };
+            n += 2;
+        }
+        Ok(n)
     }
 }
 
@@ -1780,216 +4886,216 @@ impl Kernels {
     /// `None` if there is no such kernel (or its lazily loaded file cannot load here).
     pub fn function(&self, name: &str) -> Option<&cuda_stack_driver::Function> {
         match name {
-            "bias_relu_bwd_f64" => Some(self.bias_relu_bwd_f64.function()),
-            "bias_relu_fwd_f64" => Some(self.bias_relu_fwd_f64.function()),
-            "relu_bwd_f32" => Some(self.relu_bwd_f32.function()),
-            "relu_bwd_f64" => Some(self.relu_bwd_f64.function()),
-            "tanh_bwd_f32" => Some(self.tanh_bwd_f32.function()),
-            "tanh_bwd_f64" => Some(self.tanh_bwd_f64.function()),
-            "cast_bf16_f16" => Some(self.cast_bf16_f16.function()),
-            "cast_bf16_f32" => Some(self.cast_bf16_f32.function()),
-            "cast_f16_bf16" => Some(self.cast_f16_bf16.function()),
-            "cast_f16_f32" => Some(self.cast_f16_f32.function()),
-            "cast_f32_bf16" => Some(self.cast_f32_bf16.function()),
-            "cast_f32_f16" => Some(self.cast_f32_f16.function()),
-            "cast_f32_f64" => Some(self.cast_f32_f64.function()),
-            "cast_f32_i32" => Some(self.cast_f32_i32.function()),
-            "cast_f64_f32" => Some(self.cast_f64_f32.function()),
-            "cast_f64_i32" => Some(self.cast_f64_i32.function()),
-            "cast_i32_f32" => Some(self.cast_i32_f32.function()),
-            "cast_i32_f64" => Some(self.cast_i32_f64.function()),
-            "copy_coalesced" => Some(self.copy_coalesced.function()),
-            "copy_strided" => Some(self.copy_strided.function()),
-            "transpose_naive" => Some(self.transpose_naive.function()),
-            "transpose_skinny" => Some(self.transpose_skinny.function()),
-            "transpose_skinny_v4" => Some(self.transpose_skinny_v4.function()),
-            "transpose_tiled" => Some(self.transpose_tiled.function()),
-            "transpose_tiled_aligned" => Some(self.transpose_tiled_aligned.function()),
-            "transpose_tiled_aligned_ld" => Some(self.transpose_tiled_aligned_ld.function()),
-            "transpose_tiled_padded" => Some(self.transpose_tiled_padded.function()),
-            "add_bf16" => Some(self.add_bf16.function()),
-            "add_f16" => Some(self.add_f16.function()),
-            "add_f32" => Some(self.add_f32.function()),
-            "add_f64" => Some(self.add_f64.function()),
-            "add_i32" => Some(self.add_i32.function()),
-            "axpy_bf16" => Some(self.axpy_bf16.function()),
-            "axpy_f16" => Some(self.axpy_f16.function()),
-            "axpy_f32" => Some(self.axpy_f32.function()),
-            "axpy_f64" => Some(self.axpy_f64.function()),
-            "axpy_i32" => Some(self.axpy_i32.function()),
-            "bias_relu_bwd_f32" => Some(self.bias_relu_bwd_f32.function()),
-            "bias_relu_bwd_reduce_f32" => Some(self.bias_relu_bwd_reduce_f32.function()),
-            "bias_relu_fwd_f32" => Some(self.bias_relu_fwd_f32.function()),
-            "div_bf16" => Some(self.div_bf16.function()),
-            "div_f16" => Some(self.div_f16.function()),
-            "div_f32" => Some(self.div_f32.function()),
-            "div_f64" => Some(self.div_f64.function()),
-            "div_i32" => Some(self.div_i32.function()),
-            "fill_bf16" => Some(self.fill_bf16.function()),
-            "fill_f16" => Some(self.fill_f16.function()),
-            "fill_f32" => Some(self.fill_f32.function()),
-            "fill_f64" => Some(self.fill_f64.function()),
-            "fill_i32" => Some(self.fill_i32.function()),
-            "mul_bf16" => Some(self.mul_bf16.function()),
-            "mul_f16" => Some(self.mul_f16.function()),
-            "mul_f32" => Some(self.mul_f32.function()),
-            "mul_f64" => Some(self.mul_f64.function()),
-            "mul_i32" => Some(self.mul_i32.function()),
-            "relu_bf16" => Some(self.relu_bf16.function()),
-            "relu_f16" => Some(self.relu_f16.function()),
-            "relu_f32" => Some(self.relu_f32.function()),
-            "relu_f64" => Some(self.relu_f64.function()),
-            "relu_i32" => Some(self.relu_i32.function()),
-            "scale_bf16" => Some(self.scale_bf16.function()),
-            "scale_f16" => Some(self.scale_f16.function()),
-            "scale_f32" => Some(self.scale_f32.function()),
-            "scale_f64" => Some(self.scale_f64.function()),
-            "scale_i32" => Some(self.scale_i32.function()),
-            "sub_bf16" => Some(self.sub_bf16.function()),
-            "sub_f16" => Some(self.sub_f16.function()),
-            "sub_f32" => Some(self.sub_f32.function()),
-            "sub_f64" => Some(self.sub_f64.function()),
-            "sub_i32" => Some(self.sub_i32.function()),
-            "tanh_bf16" => Some(self.tanh_bf16.function()),
-            "tanh_f16" => Some(self.tanh_f16.function()),
-            "tanh_f32" => Some(self.tanh_f32.function()),
-            "tanh_f64" => Some(self.tanh_f64.function()),
-            "gemm_mma_bf16_nn" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_nn.function()),
-            "gemm_mma_bf16_nt" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_nt.function()),
-            "gemm_mma_bf16_tn" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_tn.function()),
-            "gemm_mma_bf16_tt" => self.gemm_mma().ok().map(|k| k.gemm_mma_bf16_tt.function()),
-            "gemm_mma_f16_nn" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_nn.function()),
-            "gemm_mma_f16_nt" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_nt.function()),
-            "gemm_mma_f16_tn" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_tn.function()),
-            "gemm_mma_f16_tt" => self.gemm_mma().ok().map(|k| k.gemm_mma_f16_tt.function()),
-            "gemm_wgmma_bf16_nn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_nn.function()),
-            "gemm_wgmma_bf16_nt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_nt.function()),
-            "gemm_wgmma_bf16_tn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_tn.function()),
-            "gemm_wgmma_bf16_tt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_bf16_tt.function()),
-            "gemm_wgmma_f16_nn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_nn.function()),
-            "gemm_wgmma_f16_nt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_nt.function()),
-            "gemm_wgmma_f16_tn" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_tn.function()),
-            "gemm_wgmma_f16_tt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_f16_tt.function()),
-            "gemm_wgmma_tf32_nt" => self.gemm_wgmma().ok().map(|k| k.gemm_wgmma_tf32_nt.function()),
-            "thread_hierarchy" => Some(self.thread_hierarchy.function()),
-            "empty_kernel" => Some(self.empty_kernel.function()),
-            "four_args" => Some(self.four_args.function()),
-            "cross_entropy_bwd_f32" => Some(self.cross_entropy_bwd_f32.function()),
-            "cross_entropy_bwd_f64" => Some(self.cross_entropy_bwd_f64.function()),
-            "cross_entropy_fwd_f32" => Some(self.cross_entropy_fwd_f32.function()),
-            "cross_entropy_fwd_f64" => Some(self.cross_entropy_fwd_f64.function()),
-            "row_softmax_bwd_f32" => Some(self.row_softmax_bwd_f32.function()),
-            "row_softmax_bwd_f64" => Some(self.row_softmax_bwd_f64.function()),
-            "row_softmax_f32" => Some(self.row_softmax_f32.function()),
-            "row_softmax_f64" => Some(self.row_softmax_f64.function()),
-            "matmul_naive_f32" => Some(self.matmul_naive_f32.function()),
-            "matmul_naive_f64" => Some(self.matmul_naive_f64.function()),
-            "matmul_naive_i32" => Some(self.matmul_naive_i32.function()),
-            "matmul_tiled16_f32" => Some(self.matmul_tiled16_f32.function()),
-            "matmul_tiled16_f64" => Some(self.matmul_tiled16_f64.function()),
-            "matmul_tiled16_i32" => Some(self.matmul_tiled16_i32.function()),
-            "adam4_f32" => Some(self.adam4_f32.function()),
-            "adam4_f64" => Some(self.adam4_f64.function()),
-            "adam_f32" => Some(self.adam_f32.function()),
-            "adam_f64" => Some(self.adam_f64.function()),
-            "increment_i32" => Some(self.increment_i32.function()),
-            "sgd4_f32" => Some(self.sgd4_f32.function()),
-            "sgd4_f64" => Some(self.sgd4_f64.function()),
-            "sgd_f32" => Some(self.sgd_f32.function()),
-            "sgd_f64" => Some(self.sgd_f64.function()),
-            "sgd_momentum4_f32" => Some(self.sgd_momentum4_f32.function()),
-            "sgd_momentum4_f64" => Some(self.sgd_momentum4_f64.function()),
-            "sgd_momentum_f32" => Some(self.sgd_momentum_f32.function()),
-            "sgd_momentum_f64" => Some(self.sgd_momentum_f64.function()),
-            "copy_rows_b2" => Some(self.copy_rows_b2.function()),
-            "copy_rows_b4" => Some(self.copy_rows_b4.function()),
-            "fill_normal_f32" => Some(self.fill_normal_f32.function()),
-            "fill_uniform_f32" => Some(self.fill_uniform_f32.function()),
-            "philox_u32" => Some(self.philox_u32.function()),
-            "reduce_cols_max_bf16" => Some(self.reduce_cols_max_bf16.function()),
-            "reduce_cols_max_f16" => Some(self.reduce_cols_max_f16.function()),
-            "reduce_cols_max_f32" => Some(self.reduce_cols_max_f32.function()),
-            "reduce_cols_max_f64" => Some(self.reduce_cols_max_f64.function()),
-            "reduce_cols_sum_bf16" => Some(self.reduce_cols_sum_bf16.function()),
-            "reduce_cols_sum_f16" => Some(self.reduce_cols_sum_f16.function()),
-            "reduce_cols_sum_f32" => Some(self.reduce_cols_sum_f32.function()),
-            "reduce_cols_sum_f64" => Some(self.reduce_cols_sum_f64.function()),
-            "reduce_cols_thin_max_bf16" => Some(self.reduce_cols_thin_max_bf16.function()),
-            "reduce_cols_thin_max_f16" => Some(self.reduce_cols_thin_max_f16.function()),
-            "reduce_cols_thin_max_f32" => Some(self.reduce_cols_thin_max_f32.function()),
-            "reduce_cols_thin_max_f64" => Some(self.reduce_cols_thin_max_f64.function()),
-            "reduce_cols_thin_sum_bf16" => Some(self.reduce_cols_thin_sum_bf16.function()),
-            "reduce_cols_thin_sum_f16" => Some(self.reduce_cols_thin_sum_f16.function()),
-            "reduce_cols_thin_sum_f32" => Some(self.reduce_cols_thin_sum_f32.function()),
-            "reduce_cols_thin_sum_f64" => Some(self.reduce_cols_thin_sum_f64.function()),
-            "reduce_finalize_max_f32" => Some(self.reduce_finalize_max_f32.function()),
-            "reduce_finalize_max_f64" => Some(self.reduce_finalize_max_f64.function()),
-            "reduce_finalize_max_i32" => Some(self.reduce_finalize_max_i32.function()),
-            "reduce_finalize_mean_f32" => Some(self.reduce_finalize_mean_f32.function()),
-            "reduce_finalize_mean_f64" => Some(self.reduce_finalize_mean_f64.function()),
-            "reduce_finalize_sum_f32" => Some(self.reduce_finalize_sum_f32.function()),
-            "reduce_finalize_sum_f64" => Some(self.reduce_finalize_sum_f64.function()),
-            "reduce_finalize_sum_i64" => Some(self.reduce_finalize_sum_i64.function()),
-            "reduce_max_fast_bf16" => Some(self.reduce_max_fast_bf16.function()),
-            "reduce_max_fast_f16" => Some(self.reduce_max_fast_f16.function()),
-            "reduce_max_fast_f32" => Some(self.reduce_max_fast_f32.function()),
-            "reduce_max_fast_f64" => Some(self.reduce_max_fast_f64.function()),
-            "reduce_max_fast_i32" => Some(self.reduce_max_fast_i32.function()),
-            "reduce_rows_max_bf16" => Some(self.reduce_rows_max_bf16.function()),
-            "reduce_rows_max_f16" => Some(self.reduce_rows_max_f16.function()),
-            "reduce_rows_max_f32" => Some(self.reduce_rows_max_f32.function()),
-            "reduce_rows_max_f64" => Some(self.reduce_rows_max_f64.function()),
-            "reduce_rows_part_max_bf16" => Some(self.reduce_rows_part_max_bf16.function()),
-            "reduce_rows_part_max_f16" => Some(self.reduce_rows_part_max_f16.function()),
-            "reduce_rows_part_max_f32" => Some(self.reduce_rows_part_max_f32.function()),
-            "reduce_rows_part_max_f64" => Some(self.reduce_rows_part_max_f64.function()),
-            "reduce_rows_part_sum_bf16" => Some(self.reduce_rows_part_sum_bf16.function()),
-            "reduce_rows_part_sum_f16" => Some(self.reduce_rows_part_sum_f16.function()),
-            "reduce_rows_part_sum_f32" => Some(self.reduce_rows_part_sum_f32.function()),
-            "reduce_rows_part_sum_f64" => Some(self.reduce_rows_part_sum_f64.function()),
-            "reduce_rows_sum_bf16" => Some(self.reduce_rows_sum_bf16.function()),
-            "reduce_rows_sum_f16" => Some(self.reduce_rows_sum_f16.function()),
-            "reduce_rows_sum_f32" => Some(self.reduce_rows_sum_f32.function()),
-            "reduce_rows_sum_f64" => Some(self.reduce_rows_sum_f64.function()),
-            "reduce_sum_fast_bf16" => Some(self.reduce_sum_fast_bf16.function()),
-            "reduce_sum_fast_f16" => Some(self.reduce_sum_fast_f16.function()),
-            "reduce_sum_fast_f32" => Some(self.reduce_sum_fast_f32.function()),
-            "reduce_sum_fast_f64" => Some(self.reduce_sum_fast_f64.function()),
-            "reduce_sum_fast_i32" => Some(self.reduce_sum_fast_i32.function()),
-            "reduce_sum_tree_f32" => Some(self.reduce_sum_tree_f32.function()),
-            "reduce_sum_tree_f64" => Some(self.reduce_sum_tree_f64.function()),
-            "sgemm_nn" => Some(self.sgemm_nn.function()),
-            "sgemm_nt" => Some(self.sgemm_nt.function()),
-            "sgemm_splitk_reduce" => Some(self.sgemm_splitk_reduce.function()),
-            "sgemm_strip_nn" => Some(self.sgemm_strip_nn.function()),
-            "sgemm_strip_nt" => Some(self.sgemm_strip_nt.function()),
-            "sgemm_strip_tn" => Some(self.sgemm_strip_tn.function()),
-            "sgemm_strip_tt" => Some(self.sgemm_strip_tt.function()),
-            "sgemm_tn" => Some(self.sgemm_tn.function()),
-            "sgemm_tt" => Some(self.sgemm_tt.function()),
-            "softmax_block_f32" => Some(self.softmax_block_f32.function()),
-            "softmax_part_apply_f32" => Some(self.softmax_part_apply_f32.function()),
-            "softmax_part_stats_f32" => Some(self.softmax_part_stats_f32.function()),
-            "softmax_rows_regs_any_f32" => Some(self.softmax_rows_regs_any_f32.function()),
-            "softmax_rows_regs_f32" => Some(self.softmax_rows_regs_f32.function()),
-            "softmax_small_g16_p4_f32" => Some(self.softmax_small_g16_p4_f32.function()),
-            "softmax_small_g1_p1_f32" => Some(self.softmax_small_g1_p1_f32.function()),
-            "softmax_small_g1_p2_f32" => Some(self.softmax_small_g1_p2_f32.function()),
-            "softmax_small_g1_p4_f32" => Some(self.softmax_small_g1_p4_f32.function()),
-            "softmax_small_g2_p4_f32" => Some(self.softmax_small_g2_p4_f32.function()),
-            "softmax_small_g32_p16_f32" => Some(self.softmax_small_g32_p16_f32.function()),
-            "softmax_small_g32_p32_f32" => Some(self.softmax_small_g32_p32_f32.function()),
-            "softmax_small_g32_p4_f32" => Some(self.softmax_small_g32_p4_f32.function()),
-            "softmax_small_g32_p8_f32" => Some(self.softmax_small_g32_p8_f32.function()),
-            "softmax_small_g4_p4_f32" => Some(self.softmax_small_g4_p4_f32.function()),
-            "softmax_small_g8_p4_f32" => Some(self.softmax_small_g8_p4_f32.function()),
-            "softmax_smem_f32" => Some(self.softmax_smem_f32.function()),
-            "softmax_warp_f32" => Some(self.softmax_warp_f32.function()),
-            "strided_copy_b2" => Some(self.strided_copy_b2.function()),
-            "strided_copy_b4" => Some(self.strided_copy_b4.function()),
-            "strided_copy_b8" => Some(self.strided_copy_b8.function()),
-            "vector_add" => Some(self.vector_add.function()),
-            "vector_add_fast" => Some(self.vector_add_fast.function()),
+            "bias_relu_bwd_f64" => self.bias_relu_bwd_f64().ok().map(|k| k.function()),
+            "bias_relu_fwd_f64" => self.bias_relu_fwd_f64().ok().map(|k| k.function()),
+            "relu_bwd_f32" => self.relu_bwd_f32().ok().map(|k| k.function()),
+            "relu_bwd_f64" => self.relu_bwd_f64().ok().map(|k| k.function()),
+            "tanh_bwd_f32" => self.tanh_bwd_f32().ok().map(|k| k.function()),
+            "tanh_bwd_f64" => self.tanh_bwd_f64().ok().map(|k| k.function()),
+            "cast_bf16_f16" => self.cast_bf16_f16().ok().map(|k| k.function()),
+            "cast_bf16_f32" => self.cast_bf16_f32().ok().map(|k| k.function()),
+            "cast_f16_bf16" => self.cast_f16_bf16().ok().map(|k| k.function()),
+            "cast_f16_f32" => self.cast_f16_f32().ok().map(|k| k.function()),
+            "cast_f32_bf16" => self.cast_f32_bf16().ok().map(|k| k.function()),
+            "cast_f32_f16" => self.cast_f32_f16().ok().map(|k| k.function()),
+            "cast_f32_f64" => self.cast_f32_f64().ok().map(|k| k.function()),
+            "cast_f32_i32" => self.cast_f32_i32().ok().map(|k| k.function()),
+            "cast_f64_f32" => self.cast_f64_f32().ok().map(|k| k.function()),
+            "cast_f64_i32" => self.cast_f64_i32().ok().map(|k| k.function()),
+            "cast_i32_f32" => self.cast_i32_f32().ok().map(|k| k.function()),
+            "cast_i32_f64" => self.cast_i32_f64().ok().map(|k| k.function()),
+            "copy_coalesced" => self.copy_coalesced().ok().map(|k| k.function()),
+            "copy_strided" => self.copy_strided().ok().map(|k| k.function()),
+            "transpose_naive" => self.transpose_naive().ok().map(|k| k.function()),
+            "transpose_skinny" => self.transpose_skinny().ok().map(|k| k.function()),
+            "transpose_skinny_v4" => self.transpose_skinny_v4().ok().map(|k| k.function()),
+            "transpose_tiled" => self.transpose_tiled().ok().map(|k| k.function()),
+            "transpose_tiled_aligned" => self.transpose_tiled_aligned().ok().map(|k| k.function()),
+            "transpose_tiled_aligned_ld" => self.transpose_tiled_aligned_ld().ok().map(|k| k.function()),
+            "transpose_tiled_padded" => self.transpose_tiled_padded().ok().map(|k| k.function()),
+            "add_bf16" => self.add_bf16().ok().map(|k| k.function()),
+            "add_f16" => self.add_f16().ok().map(|k| k.function()),
+            "add_f32" => self.add_f32().ok().map(|k| k.function()),
+            "add_f64" => self.add_f64().ok().map(|k| k.function()),
+            "add_i32" => self.add_i32().ok().map(|k| k.function()),
+            "axpy_bf16" => self.axpy_bf16().ok().map(|k| k.function()),
+            "axpy_f16" => self.axpy_f16().ok().map(|k| k.function()),
+            "axpy_f32" => self.axpy_f32().ok().map(|k| k.function()),
+            "axpy_f64" => self.axpy_f64().ok().map(|k| k.function()),
+            "axpy_i32" => self.axpy_i32().ok().map(|k| k.function()),
+            "bias_relu_bwd_f32" => self.bias_relu_bwd_f32().ok().map(|k| k.function()),
+            "bias_relu_bwd_reduce_f32" => self.bias_relu_bwd_reduce_f32().ok().map(|k| k.function()),
+            "bias_relu_fwd_f32" => self.bias_relu_fwd_f32().ok().map(|k| k.function()),
+            "div_bf16" => self.div_bf16().ok().map(|k| k.function()),
+            "div_f16" => self.div_f16().ok().map(|k| k.function()),
+            "div_f32" => self.div_f32().ok().map(|k| k.function()),
+            "div_f64" => self.div_f64().ok().map(|k| k.function()),
+            "div_i32" => self.div_i32().ok().map(|k| k.function()),
+            "fill_bf16" => self.fill_bf16().ok().map(|k| k.function()),
+            "fill_f16" => self.fill_f16().ok().map(|k| k.function()),
+            "fill_f32" => self.fill_f32().ok().map(|k| k.function()),
+            "fill_f64" => self.fill_f64().ok().map(|k| k.function()),
+            "fill_i32" => self.fill_i32().ok().map(|k| k.function()),
+            "mul_bf16" => self.mul_bf16().ok().map(|k| k.function()),
+            "mul_f16" => self.mul_f16().ok().map(|k| k.function()),
+            "mul_f32" => self.mul_f32().ok().map(|k| k.function()),
+            "mul_f64" => self.mul_f64().ok().map(|k| k.function()),
+            "mul_i32" => self.mul_i32().ok().map(|k| k.function()),
+            "relu_bf16" => self.relu_bf16().ok().map(|k| k.function()),
+            "relu_f16" => self.relu_f16().ok().map(|k| k.function()),
+            "relu_f32" => self.relu_f32().ok().map(|k| k.function()),
+            "relu_f64" => self.relu_f64().ok().map(|k| k.function()),
+            "relu_i32" => self.relu_i32().ok().map(|k| k.function()),
+            "scale_bf16" => self.scale_bf16().ok().map(|k| k.function()),
+            "scale_f16" => self.scale_f16().ok().map(|k| k.function()),
+            "scale_f32" => self.scale_f32().ok().map(|k| k.function()),
+            "scale_f64" => self.scale_f64().ok().map(|k| k.function()),
+            "scale_i32" => self.scale_i32().ok().map(|k| k.function()),
+            "sub_bf16" => self.sub_bf16().ok().map(|k| k.function()),
+            "sub_f16" => self.sub_f16().ok().map(|k| k.function()),
+            "sub_f32" => self.sub_f32().ok().map(|k| k.function()),
+            "sub_f64" => self.sub_f64().ok().map(|k| k.function()),
+            "sub_i32" => self.sub_i32().ok().map(|k| k.function()),
+            "tanh_bf16" => self.tanh_bf16().ok().map(|k| k.function()),
+            "tanh_f16" => self.tanh_f16().ok().map(|k| k.function()),
+            "tanh_f32" => self.tanh_f32().ok().map(|k| k.function()),
+            "tanh_f64" => self.tanh_f64().ok().map(|k| k.function()),
+            "gemm_mma_bf16_nn" => self.gemm_mma_bf16_nn().ok().map(|k| k.function()),
+            "gemm_mma_bf16_nt" => self.gemm_mma_bf16_nt().ok().map(|k| k.function()),
+            "gemm_mma_bf16_tn" => self.gemm_mma_bf16_tn().ok().map(|k| k.function()),
+            "gemm_mma_bf16_tt" => self.gemm_mma_bf16_tt().ok().map(|k| k.function()),
+            "gemm_mma_f16_nn" => self.gemm_mma_f16_nn().ok().map(|k| k.function()),
+            "gemm_mma_f16_nt" => self.gemm_mma_f16_nt().ok().map(|k| k.function()),
+            "gemm_mma_f16_tn" => self.gemm_mma_f16_tn().ok().map(|k| k.function()),
+            "gemm_mma_f16_tt" => self.gemm_mma_f16_tt().ok().map(|k| k.function()),
+            "gemm_wgmma_bf16_nn" => self.gemm_wgmma_bf16_nn().ok().map(|k| k.function()),
+            "gemm_wgmma_bf16_nt" => self.gemm_wgmma_bf16_nt().ok().map(|k| k.function()),
+            "gemm_wgmma_bf16_tn" => self.gemm_wgmma_bf16_tn().ok().map(|k| k.function()),
+            "gemm_wgmma_bf16_tt" => self.gemm_wgmma_bf16_tt().ok().map(|k| k.function()),
+            "gemm_wgmma_f16_nn" => self.gemm_wgmma_f16_nn().ok().map(|k| k.function()),
+            "gemm_wgmma_f16_nt" => self.gemm_wgmma_f16_nt().ok().map(|k| k.function()),
+            "gemm_wgmma_f16_tn" => self.gemm_wgmma_f16_tn().ok().map(|k| k.function()),
+            "gemm_wgmma_f16_tt" => self.gemm_wgmma_f16_tt().ok().map(|k| k.function()),
+            "gemm_wgmma_tf32_nt" => self.gemm_wgmma_tf32_nt().ok().map(|k| k.function()),
+            "thread_hierarchy" => self.thread_hierarchy().ok().map(|k| k.function()),
+            "empty_kernel" => self.empty_kernel().ok().map(|k| k.function()),
+            "four_args" => self.four_args().ok().map(|k| k.function()),
+            "cross_entropy_bwd_f32" => self.cross_entropy_bwd_f32().ok().map(|k| k.function()),
+            "cross_entropy_bwd_f64" => self.cross_entropy_bwd_f64().ok().map(|k| k.function()),
+            "cross_entropy_fwd_f32" => self.cross_entropy_fwd_f32().ok().map(|k| k.function()),
+            "cross_entropy_fwd_f64" => self.cross_entropy_fwd_f64().ok().map(|k| k.function()),
+            "row_softmax_bwd_f32" => self.row_softmax_bwd_f32().ok().map(|k| k.function()),
+            "row_softmax_bwd_f64" => self.row_softmax_bwd_f64().ok().map(|k| k.function()),
+            "row_softmax_f32" => self.row_softmax_f32().ok().map(|k| k.function()),
+            "row_softmax_f64" => self.row_softmax_f64().ok().map(|k| k.function()),
+            "matmul_naive_f32" => self.matmul_naive_f32().ok().map(|k| k.function()),
+            "matmul_naive_f64" => self.matmul_naive_f64().ok().map(|k| k.function()),
+            "matmul_naive_i32" => self.matmul_naive_i32().ok().map(|k| k.function()),
+            "matmul_tiled16_f32" => self.matmul_tiled16_f32().ok().map(|k| k.function()),
+            "matmul_tiled16_f64" => self.matmul_tiled16_f64().ok().map(|k| k.function()),
+            "matmul_tiled16_i32" => self.matmul_tiled16_i32().ok().map(|k| k.function()),
+            "adam4_f32" => self.adam4_f32().ok().map(|k| k.function()),
+            "adam4_f64" => self.adam4_f64().ok().map(|k| k.function()),
+            "adam_f32" => self.adam_f32().ok().map(|k| k.function()),
+            "adam_f64" => self.adam_f64().ok().map(|k| k.function()),
+            "increment_i32" => self.increment_i32().ok().map(|k| k.function()),
+            "sgd4_f32" => self.sgd4_f32().ok().map(|k| k.function()),
+            "sgd4_f64" => self.sgd4_f64().ok().map(|k| k.function()),
+            "sgd_f32" => self.sgd_f32().ok().map(|k| k.function()),
+            "sgd_f64" => self.sgd_f64().ok().map(|k| k.function()),
+            "sgd_momentum4_f32" => self.sgd_momentum4_f32().ok().map(|k| k.function()),
+            "sgd_momentum4_f64" => self.sgd_momentum4_f64().ok().map(|k| k.function()),
+            "sgd_momentum_f32" => self.sgd_momentum_f32().ok().map(|k| k.function()),
+            "sgd_momentum_f64" => self.sgd_momentum_f64().ok().map(|k| k.function()),
+            "copy_rows_b2" => self.copy_rows_b2().ok().map(|k| k.function()),
+            "copy_rows_b4" => self.copy_rows_b4().ok().map(|k| k.function()),
+            "fill_normal_f32" => self.fill_normal_f32().ok().map(|k| k.function()),
+            "fill_uniform_f32" => self.fill_uniform_f32().ok().map(|k| k.function()),
+            "philox_u32" => self.philox_u32().ok().map(|k| k.function()),
+            "reduce_cols_max_bf16" => self.reduce_cols_max_bf16().ok().map(|k| k.function()),
+            "reduce_cols_max_f16" => self.reduce_cols_max_f16().ok().map(|k| k.function()),
+            "reduce_cols_max_f32" => self.reduce_cols_max_f32().ok().map(|k| k.function()),
+            "reduce_cols_max_f64" => self.reduce_cols_max_f64().ok().map(|k| k.function()),
+            "reduce_cols_sum_bf16" => self.reduce_cols_sum_bf16().ok().map(|k| k.function()),
+            "reduce_cols_sum_f16" => self.reduce_cols_sum_f16().ok().map(|k| k.function()),
+            "reduce_cols_sum_f32" => self.reduce_cols_sum_f32().ok().map(|k| k.function()),
+            "reduce_cols_sum_f64" => self.reduce_cols_sum_f64().ok().map(|k| k.function()),
+            "reduce_cols_thin_max_bf16" => self.reduce_cols_thin_max_bf16().ok().map(|k| k.function()),
+            "reduce_cols_thin_max_f16" => self.reduce_cols_thin_max_f16().ok().map(|k| k.function()),
+            "reduce_cols_thin_max_f32" => self.reduce_cols_thin_max_f32().ok().map(|k| k.function()),
+            "reduce_cols_thin_max_f64" => self.reduce_cols_thin_max_f64().ok().map(|k| k.function()),
+            "reduce_cols_thin_sum_bf16" => self.reduce_cols_thin_sum_bf16().ok().map(|k| k.function()),
+            "reduce_cols_thin_sum_f16" => self.reduce_cols_thin_sum_f16().ok().map(|k| k.function()),
+            "reduce_cols_thin_sum_f32" => self.reduce_cols_thin_sum_f32().ok().map(|k| k.function()),
+            "reduce_cols_thin_sum_f64" => self.reduce_cols_thin_sum_f64().ok().map(|k| k.function()),
+            "reduce_finalize_max_f32" => self.reduce_finalize_max_f32().ok().map(|k| k.function()),
+            "reduce_finalize_max_f64" => self.reduce_finalize_max_f64().ok().map(|k| k.function()),
+            "reduce_finalize_max_i32" => self.reduce_finalize_max_i32().ok().map(|k| k.function()),
+            "reduce_finalize_mean_f32" => self.reduce_finalize_mean_f32().ok().map(|k| k.function()),
+            "reduce_finalize_mean_f64" => self.reduce_finalize_mean_f64().ok().map(|k| k.function()),
+            "reduce_finalize_sum_f32" => self.reduce_finalize_sum_f32().ok().map(|k| k.function()),
+            "reduce_finalize_sum_f64" => self.reduce_finalize_sum_f64().ok().map(|k| k.function()),
+            "reduce_finalize_sum_i64" => self.reduce_finalize_sum_i64().ok().map(|k| k.function()),
+            "reduce_max_fast_bf16" => self.reduce_max_fast_bf16().ok().map(|k| k.function()),
+            "reduce_max_fast_f16" => self.reduce_max_fast_f16().ok().map(|k| k.function()),
+            "reduce_max_fast_f32" => self.reduce_max_fast_f32().ok().map(|k| k.function()),
+            "reduce_max_fast_f64" => self.reduce_max_fast_f64().ok().map(|k| k.function()),
+            "reduce_max_fast_i32" => self.reduce_max_fast_i32().ok().map(|k| k.function()),
+            "reduce_rows_max_bf16" => self.reduce_rows_max_bf16().ok().map(|k| k.function()),
+            "reduce_rows_max_f16" => self.reduce_rows_max_f16().ok().map(|k| k.function()),
+            "reduce_rows_max_f32" => self.reduce_rows_max_f32().ok().map(|k| k.function()),
+            "reduce_rows_max_f64" => self.reduce_rows_max_f64().ok().map(|k| k.function()),
+            "reduce_rows_part_max_bf16" => self.reduce_rows_part_max_bf16().ok().map(|k| k.function()),
+            "reduce_rows_part_max_f16" => self.reduce_rows_part_max_f16().ok().map(|k| k.function()),
+            "reduce_rows_part_max_f32" => self.reduce_rows_part_max_f32().ok().map(|k| k.function()),
+            "reduce_rows_part_max_f64" => self.reduce_rows_part_max_f64().ok().map(|k| k.function()),
+            "reduce_rows_part_sum_bf16" => self.reduce_rows_part_sum_bf16().ok().map(|k| k.function()),
+            "reduce_rows_part_sum_f16" => self.reduce_rows_part_sum_f16().ok().map(|k| k.function()),
+            "reduce_rows_part_sum_f32" => self.reduce_rows_part_sum_f32().ok().map(|k| k.function()),
+            "reduce_rows_part_sum_f64" => self.reduce_rows_part_sum_f64().ok().map(|k| k.function()),
+            "reduce_rows_sum_bf16" => self.reduce_rows_sum_bf16().ok().map(|k| k.function()),
+            "reduce_rows_sum_f16" => self.reduce_rows_sum_f16().ok().map(|k| k.function()),
+            "reduce_rows_sum_f32" => self.reduce_rows_sum_f32().ok().map(|k| k.function()),
+            "reduce_rows_sum_f64" => self.reduce_rows_sum_f64().ok().map(|k| k.function()),
+            "reduce_sum_fast_bf16" => self.reduce_sum_fast_bf16().ok().map(|k| k.function()),
+            "reduce_sum_fast_f16" => self.reduce_sum_fast_f16().ok().map(|k| k.function()),
+            "reduce_sum_fast_f32" => self.reduce_sum_fast_f32().ok().map(|k| k.function()),
+            "reduce_sum_fast_f64" => self.reduce_sum_fast_f64().ok().map(|k| k.function()),
+            "reduce_sum_fast_i32" => self.reduce_sum_fast_i32().ok().map(|k| k.function()),
+            "reduce_sum_tree_f32" => self.reduce_sum_tree_f32().ok().map(|k| k.function()),
+            "reduce_sum_tree_f64" => self.reduce_sum_tree_f64().ok().map(|k| k.function()),
+            "sgemm_nn" => self.sgemm_nn().ok().map(|k| k.function()),
+            "sgemm_nt" => self.sgemm_nt().ok().map(|k| k.function()),
+            "sgemm_splitk_reduce" => self.sgemm_splitk_reduce().ok().map(|k| k.function()),
+            "sgemm_strip_nn" => self.sgemm_strip_nn().ok().map(|k| k.function()),
+            "sgemm_strip_nt" => self.sgemm_strip_nt().ok().map(|k| k.function()),
+            "sgemm_strip_tn" => self.sgemm_strip_tn().ok().map(|k| k.function()),
+            "sgemm_strip_tt" => self.sgemm_strip_tt().ok().map(|k| k.function()),
+            "sgemm_tn" => self.sgemm_tn().ok().map(|k| k.function()),
+            "sgemm_tt" => self.sgemm_tt().ok().map(|k| k.function()),
+            "softmax_block_f32" => self.softmax_block_f32().ok().map(|k| k.function()),
+            "softmax_part_apply_f32" => self.softmax_part_apply_f32().ok().map(|k| k.function()),
+            "softmax_part_stats_f32" => self.softmax_part_stats_f32().ok().map(|k| k.function()),
+            "softmax_rows_regs_any_f32" => self.softmax_rows_regs_any_f32().ok().map(|k| k.function()),
+            "softmax_rows_regs_f32" => self.softmax_rows_regs_f32().ok().map(|k| k.function()),
+            "softmax_small_g16_p4_f32" => self.softmax_small_g16_p4_f32().ok().map(|k| k.function()),
+            "softmax_small_g1_p1_f32" => self.softmax_small_g1_p1_f32().ok().map(|k| k.function()),
+            "softmax_small_g1_p2_f32" => self.softmax_small_g1_p2_f32().ok().map(|k| k.function()),
+            "softmax_small_g1_p4_f32" => self.softmax_small_g1_p4_f32().ok().map(|k| k.function()),
+            "softmax_small_g2_p4_f32" => self.softmax_small_g2_p4_f32().ok().map(|k| k.function()),
+            "softmax_small_g32_p16_f32" => self.softmax_small_g32_p16_f32().ok().map(|k| k.function()),
+            "softmax_small_g32_p32_f32" => self.softmax_small_g32_p32_f32().ok().map(|k| k.function()),
+            "softmax_small_g32_p4_f32" => self.softmax_small_g32_p4_f32().ok().map(|k| k.function()),
+            "softmax_small_g32_p8_f32" => self.softmax_small_g32_p8_f32().ok().map(|k| k.function()),
+            "softmax_small_g4_p4_f32" => self.softmax_small_g4_p4_f32().ok().map(|k| k.function()),
+            "softmax_small_g8_p4_f32" => self.softmax_small_g8_p4_f32().ok().map(|k| k.function()),
+            "softmax_smem_f32" => self.softmax_smem_f32().ok().map(|k| k.function()),
+            "softmax_warp_f32" => self.softmax_warp_f32().ok().map(|k| k.function()),
+            "strided_copy_b2" => self.strided_copy_b2().ok().map(|k| k.function()),
+            "strided_copy_b4" => self.strided_copy_b4().ok().map(|k| k.function()),
+            "strided_copy_b8" => self.strided_copy_b8().ok().map(|k| k.function()),
+            "vector_add" => self.vector_add().ok().map(|k| k.function()),
+            "vector_add_fast" => self.vector_add_fast().ok().map(|k| k.function()),
             _ => None,
         }
     }

@@ -31,7 +31,7 @@ pub fn bias_relu_fwd(
     // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
     // to have exactly those shapes above.
     unsafe {
-        k.bias_relu_fwd_f32
+        k.bias_relu_fwd_f32()?
             .launch(s, &cfg, x, bias, scale, out, r, c)
     }?;
     Ok(())
@@ -88,7 +88,7 @@ pub fn bias_relu_bwd(
         // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
         // to have exactly those shapes above.
         unsafe {
-            k.bias_relu_bwd_f32
+            k.bias_relu_bwd_f32()?
                 .launch(s, &cfg, x, bias, scale, grad_out, grad_x, grad_bias, r, c)
         }?;
         return Ok(());
@@ -98,7 +98,7 @@ pub fn bias_relu_bwd(
     // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
     // to have exactly those shapes above.
     unsafe {
-        k.bias_relu_bwd_f32.launch(
+        k.bias_relu_bwd_f32()?.launch(
             s,
             &cfg,
             x,
@@ -116,7 +116,7 @@ pub fn bias_relu_bwd(
     // (or the [P, cols] partial buffer) by column, guarded by r and c; every buffer was checked
     // to have exactly those shapes above.
     unsafe {
-        k.bias_relu_bwd_reduce_f32
+        k.bias_relu_bwd_reduce_f32()?
             .launch(s, &cfg2, &partial, grad_bias, parts as i32, c)
     }?;
     Ok(())
@@ -147,7 +147,7 @@ pub fn bias_relu_fwd_f64(
     // SAFETY: the kernel indexes x and out as [rows, cols] (i < rows · cols) and bias by column;
     // every buffer was checked to have exactly those shapes above.
     unsafe {
-        k.bias_relu_fwd_f64
+        k.bias_relu_fwd_f64()?
             .launch(s, &cfg, x, bias, scale, out, r, c)
     }?;
     Ok(())
@@ -182,7 +182,7 @@ pub fn bias_relu_bwd_f64(
     // SAFETY: thread t handles columns c < cols of every row r < rows: the [rows, cols] buffers
     // and the [cols] ones were checked above.
     unsafe {
-        k.bias_relu_bwd_f64
+        k.bias_relu_bwd_f64()?
             .launch(s, &cfg, x, bias, scale, grad_out, grad_x, grad_bias, r, c)
     }?;
     Ok(())

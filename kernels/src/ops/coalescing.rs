@@ -22,7 +22,7 @@ pub fn copy_coalesced(
     let cfg = LaunchConfig::new(packet_grid::<f32>(n), BLOCK);
     // SAFETY: the kernel guards every index with the element counts / extents it is
     // passed, which were checked against both buffers above.
-    unsafe { k.copy_coalesced.launch(s, &cfg, src, dst, n as u64) }?;
+    unsafe { k.copy_coalesced()?.launch(s, &cfg, src, dst, n as u64) }?;
     Ok(())
 }
 
@@ -61,7 +61,7 @@ pub fn copy_strided(
     // SAFETY: the kernel guards every index with the element counts / extents it is
     // passed, which were checked against both buffers above.
     unsafe {
-        k.copy_strided
+        k.copy_strided()?
             .launch(s, &cfg, src, dst, n as u64, stride as u64)
     }?;
     Ok(())
@@ -248,7 +248,7 @@ pub fn transpose_ld(
     // c < cols; x holds rows·cols elements and out spans a [cols, rows] matrix with row stride
     // ldo (both checked above); the grid's y (column tiles) is within 65535.
     unsafe {
-        k.transpose_tiled_aligned_ld
+        k.transpose_tiled_aligned_ld()?
             .launch(s, &cfg, x, out, r, c, l)
     }?;
     Ok(())

@@ -247,7 +247,7 @@ fn copy_rows_into<T: cuda_stack_driver::DeviceRepr>(
             // SAFETY: reads src[r·lds + c] and writes dst[r·ldd + c] for r < rows, c < cols, inside
             // both slices (checked above); any grid is correct (grid-stride loops).
             unsafe {
-                k.copy_rows_b2
+                k.copy_rows_b2()?
                     .launch(s, &cfg, &src, lds as i64, &mut dst, ldd as i64, r, c)
             }?;
         }
@@ -256,7 +256,7 @@ fn copy_rows_into<T: cuda_stack_driver::DeviceRepr>(
             let mut dst = dst.cast_mut::<u32>()?;
             // SAFETY: as above, for 4-byte elements.
             unsafe {
-                k.copy_rows_b4
+                k.copy_rows_b4()?
                     .launch(s, &cfg, &src, lds as i64, &mut dst, ldd as i64, r, c)
             }?;
         }
@@ -336,7 +336,7 @@ pub fn gemm_half<T: TensorCoreElement>(
     let grid = (m.div_ceil(TILE_M) * n.div_ceil(TILE_N)) as u32;
     match family {
         TcAlgo::Wgmma => {
-            let kern = T::wgmma(k.gemm_wgmma()?, ta, tb);
+            let kern = T::wgmma(k.gemm_wgmma_kernels()?, ta, tb);
             raise_smem(kern.function(), WG_SMEM)?;
             let map_a = operand_map::<T>(a.slice(), ta, true, a_rows, a_cols, a.ld())?;
             let map_b = operand_map::<T>(b.slice(), tb, false, b_rows, b_cols, b.ld())?;
@@ -363,7 +363,7 @@ pub fn gemm_half<T: TensorCoreElement>(
             }?;
         }
         _ => {
-            let kern = T::mma(k.gemm_mma()?, ta, tb);
+            let kern = T::mma(k.gemm_mma_kernels()?, ta, tb);
             raise_smem(kern.function(), MM_SMEM)?;
             let (la, lb) = (to_i32(OP, "lda", a.ld())?, to_i32(OP, "ldb", b.ld())?);
             let cfg = LaunchConfig::new(grid, MM_THREADS).with_shared_mem(MM_SMEM);
@@ -483,7 +483,7 @@ pub fn gemm_tf32(
     // K-major copies: A as [m, k], B as [n, k].
     let a = k_major(k, s, a, ta == Transpose::Trans, a_rows, a_cols, lda)?;
     let b = k_major(k, s, b, tb == Transpose::NoTrans, b_rows, b_cols, ldb)?;
-    let kern = &k.gemm_wgmma()?.gemm_wgmma_tf32_nt;
+    let kern = &k.gemm_wgmma_kernels()?.gemm_wgmma_tf32_nt;
     raise_smem(kern.function(), WG_SMEM)?;
     let map_a = tma_map(
         a.slice(),

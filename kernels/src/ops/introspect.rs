@@ -43,7 +43,7 @@ pub fn thread_hierarchy(
     // SAFETY: thread g writes out[8g..8g + 8] only, and out has exactly 8 words per thread
     // of this grid and block (checked above).
     unsafe {
-        k.thread_hierarchy
+        k.thread_hierarchy()?
             .launch(s, &LaunchConfig::new(grid, block), out)
     }?;
     Ok(())

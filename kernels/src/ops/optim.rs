@@ -171,7 +171,7 @@ pub fn increment_counters(k: &Kernels, s: &Stream, counters: &mut DeviceSlice<i3
         return Ok(());
     }
     // SAFETY: elements i < n of `counters` only.
-    unsafe { k.increment_i32.launch(s, &config(n), counters, c) }?;
+    unsafe { k.increment_i32()?.launch(s, &config(n), counters, c) }?;
     Ok(())
 }
 

@@ -41,7 +41,7 @@ pub fn philox_u32(
     seed: u64,
     offset: u64,
 ) -> Result<()> {
-    generate(&k.philox_u32, s, out, seed, offset)
+    generate(k.philox_u32()?, s, out, seed, offset)
 }
 
 /// Uniform floats in `[0, 1)`: `(word >> 8) · 2^-24` (bit-exact with the reference).
@@ -52,7 +52,7 @@ pub fn fill_uniform(
     seed: u64,
     offset: u64,
 ) -> Result<()> {
-    generate(&k.fill_uniform_f32, s, out, seed, offset)
+    generate(k.fill_uniform_f32()?, s, out, seed, offset)
 }
 
 /// Standard normal floats by Box–Muller on word pairs (CUDA `logf`/`sincospif`: within a few
@@ -64,5 +64,5 @@ pub fn fill_normal(
     seed: u64,
     offset: u64,
 ) -> Result<()> {
-    generate(&k.fill_normal_f32, s, out, seed, offset)
+    generate(k.fill_normal_f32()?, s, out, seed, offset)
 }

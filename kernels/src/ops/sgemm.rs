@@ -364,10 +364,10 @@ fn sgemm_any_plan(
         None => (tb, b, ldb, lb),
     };
     let (kernel, strip) = match (ta, tb) {
-        (Transpose::NoTrans, Transpose::NoTrans) => (&k.sgemm_nn, &k.sgemm_strip_nn),
-        (Transpose::NoTrans, Transpose::Trans) => (&k.sgemm_nt, &k.sgemm_strip_nt),
-        (Transpose::Trans, Transpose::NoTrans) => (&k.sgemm_tn, &k.sgemm_strip_tn),
-        (Transpose::Trans, Transpose::Trans) => (&k.sgemm_tt, &k.sgemm_strip_tt),
+        (Transpose::NoTrans, Transpose::NoTrans) => (k.sgemm_nn()?, k.sgemm_strip_nn()?),
+        (Transpose::NoTrans, Transpose::Trans) => (k.sgemm_nt()?, k.sgemm_strip_nt()?),
+        (Transpose::Trans, Transpose::NoTrans) => (k.sgemm_tn()?, k.sgemm_strip_tn()?),
+        (Transpose::Trans, Transpose::Trans) => (k.sgemm_tt()?, k.sgemm_strip_tt()?),
     };
     let plan = plan.unwrap_or_else(|| sgemm_plan(m, n, kdim, sms(s) as u32));
     let main = plan.main_rows.min(m);
@@ -516,7 +516,7 @@ fn gemm_rows(
     // SAFETY: reads ws[z·m·n + e] for z < splits, e < m·n (the workspace) and writes
     // c[i·ldc + j] for i < m, j < n (the rows checked by `sgemm`).
     unsafe {
-        k.sgemm_splitk_reduce
+        k.sgemm_splitk_reduce()?
             .launch(s, &rcfg, &ws, sp, mi, ni, alpha, beta, &mut c, lc)
     }?;
     Ok(())

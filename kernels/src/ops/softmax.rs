@@ -176,22 +176,22 @@ pub fn softmax_rows_with(
     match algo {
         SoftmaxAlgo::Warp => {
             let cfg = LaunchConfig::new(blocks(rows, 4), 128);
-            unsafe { k.softmax_warp_f32.launch(s, &cfg, x, out, r, c) }?;
+            unsafe { k.softmax_warp_f32()?.launch(s, &cfg, x, out, r, c) }?;
         }
         SoftmaxAlgo::Narrow => {
             let (g, p) = narrow_shape(cols);
             let kernel = match (g, p) {
-                (1, 1) => &k.softmax_small_g1_p1_f32,
-                (1, 2) => &k.softmax_small_g1_p2_f32,
-                (1, _) => &k.softmax_small_g1_p4_f32,
-                (2, _) => &k.softmax_small_g2_p4_f32,
-                (4, _) => &k.softmax_small_g4_p4_f32,
-                (8, _) => &k.softmax_small_g8_p4_f32,
-                (16, _) => &k.softmax_small_g16_p4_f32,
-                (_, 4) => &k.softmax_small_g32_p4_f32,
-                (_, 8) => &k.softmax_small_g32_p8_f32,
-                (_, 16) => &k.softmax_small_g32_p16_f32,
-                _ => &k.softmax_small_g32_p32_f32,
+                (1, 1) => k.softmax_small_g1_p1_f32()?,
+                (1, 2) => k.softmax_small_g1_p2_f32()?,
+                (1, _) => k.softmax_small_g1_p4_f32()?,
+                (2, _) => k.softmax_small_g2_p4_f32()?,
+                (4, _) => k.softmax_small_g4_p4_f32()?,
+                (8, _) => k.softmax_small_g8_p4_f32()?,
+                (16, _) => k.softmax_small_g16_p4_f32()?,
+                (_, 4) => k.softmax_small_g32_p4_f32()?,
+                (_, 8) => k.softmax_small_g32_p8_f32()?,
+                (_, 16) => k.softmax_small_g32_p16_f32()?,
+                _ => k.softmax_small_g32_p32_f32()?,
             };
             let cfg = LaunchConfig::new(blocks(rows, 128 / g), 128);
             unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
@@ -202,9 +202,9 @@ pub fn softmax_rows_with(
             let threads = cols.div_ceil(16).div_ceil(32).clamp(1, 32) as u32 * 32;
             let cfg = LaunchConfig::new(rows as u32, threads);
             let kernel = if vec {
-                &k.softmax_rows_regs_f32
+                k.softmax_rows_regs_f32()?
             } else {
-                &k.softmax_rows_regs_any_f32
+                k.softmax_rows_regs_any_f32()?
             };
             unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
         }
@@ -216,11 +216,11 @@ pub fn softmax_rows_with(
             let mut stats = unsafe { s.alloc::<f32>(2 * rows * parts)? };
             let cfg = LaunchConfig::new((parts as u32, rows as u32), 256);
             unsafe {
-                k.softmax_part_stats_f32
+                k.softmax_part_stats_f32()?
                     .launch(s, &cfg, x, &mut stats, r, c, ch)
             }?;
             unsafe {
-                k.softmax_part_apply_f32
+                k.softmax_part_apply_f32()?
                     .launch(s, &cfg, x, &stats, out, r, c, ch)
             }?;
         }
@@ -235,16 +235,16 @@ pub fn softmax_rows_with(
                     ),
                 });
             }
-            let f = k.softmax_smem_f32.function();
+            let f = k.softmax_smem_f32()?.function();
             if (f.limits().max_dynamic_shared_bytes as usize) < bytes {
                 f.set_max_dynamic_shared_mem(bytes as u32)?;
             }
             let cfg = LaunchConfig::new(rows as u32, 1024).with_shared_mem(bytes as u32);
-            unsafe { k.softmax_smem_f32.launch(s, &cfg, x, out, r, c) }?;
+            unsafe { k.softmax_smem_f32()?.launch(s, &cfg, x, out, r, c) }?;
         }
         _ => {
             let cfg = LaunchConfig::new(rows as u32, 256);
-            unsafe { k.softmax_block_f32.launch(s, &cfg, x, out, r, c) }?;
+            unsafe { k.softmax_block_f32()?.launch(s, &cfg, x, out, r, c) }?;
         }
     }
     Ok(())

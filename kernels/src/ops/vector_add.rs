@@ -24,7 +24,7 @@ pub fn vector_add_seed(
     let cfg = LaunchConfig::new(n.div_ceil(BLOCK as usize) as u32, BLOCK);
     // SAFETY: the kernel writes c[i] for i < n only, and a, b, c all have n elements
     // (checked above).
-    unsafe { k.vector_add.launch(s, &cfg, a, b, c, n_i32) }?;
+    unsafe { k.vector_add()?.launch(s, &cfg, a, b, c, n_i32) }?;
     Ok(())
 }
 
@@ -47,6 +47,6 @@ pub fn vector_add(
     let cfg = LaunchConfig::new(packet_grid::<f32>(n), BLOCK);
     // SAFETY: the kernel writes c[i] for i < n only, and a, b, c all have n elements
     // (checked above).
-    unsafe { k.vector_add_fast.launch(s, &cfg, a, b, c, n as u64) }?;
+    unsafe { k.vector_add_fast()?.launch(s, &cfg, a, b, c, n as u64) }?;
     Ok(())
 }

@@ -21,6 +21,11 @@ use std::process::ExitCode;
 /// The NVRTC release the committed PTX comes from (its ISA, 8.4, is the project's floor).
 const NVRTC_VERSION: (u32, u32) = (12, 4);
 const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc-cu12==12.4.127";
+/// The real architectures every file gets SASS for (where one of its PTX targets runs there;
+/// `sm_90a` for the `compute_90a` file): Turing (T4), Ampere (A100; its SASS also runs on
+/// 8.6 and 8.9: A10, L4, RTX 30xx/40xx) and Hopper (H100, H200). NVRTC 12.4 knows no newer
+/// GPU; Blackwell JIT-compiles the PTX. About 1.7-2.4 MB per architecture.
+const SASS_ARCHS: &[&str] = &["75", "80", "90"];
 /// Options every file is compiled with. No --use_fast_math: tests compare against exact IEEE
 /// CPU references.
 const BASE_OPTIONS: &[&str] = &["-std=c++17"];
@@ -90,6 +95,7 @@ fn ptx(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
         configure(&mut b);
         b.files(sources(kernels_dir)?)
             .compiler(Compiler::Nvrtc)
+            .fatbin(SASS_ARCHS)
             .out_dir(&ptx_tmp)
             .handles(None)
             .cargo_metadata(false)
@@ -107,6 +113,16 @@ fn ptx(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
             return Err(format!("warnings are errors here: {w}").into());
         }
         std::fs::write(tmp.join("kernels.json"), manifest(&out)?.dump() + "\n")?;
+        std::fs::create_dir_all(tmp.join("sass"))?;
+        for f in &out.files {
+            for c in &f.cubins {
+                let name = c
+                    .path
+                    .file_name()
+                    .ok_or("a cubin path without a file name")?;
+                std::fs::rename(&c.path, tmp.join("sass").join(name))?;
+            }
+        }
         let new = outputs(&tmp)?;
         if check {
             let old = outputs(kernels_dir)?;
@@ -133,11 +149,12 @@ fn ptx(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         for old in outputs(kernels_dir)? {
-            if old.starts_with("ptx/") && !new.contains(&old) {
+            if (old.starts_with("ptx/") || old.starts_with("sass/")) && !new.contains(&old) {
                 std::fs::remove_file(kernels_dir.join(&old))?;
             }
         }
         std::fs::create_dir_all(kernels_dir.join("ptx"))?;
+        std::fs::create_dir_all(kernels_dir.join("sass"))?;
         for n in &new {
             let data = std::fs::read(tmp.join(n))?;
             if std::fs::read(kernels_dir.join(n)).ok().as_deref() != Some(&data[..]) {
@@ -156,19 +173,42 @@ fn ptx(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
     result
 }
 
-/// `kernels.json` and `ptx/*.ptx` under `root`.
+/// `kernels.json`, `ptx/*.ptx` and `sass/*.cubin` under `root`.
 fn outputs(root: &Path) -> Res<Vec<String>> {
     let mut names = vec!["kernels.json".to_string()];
-    if let Ok(rd) = std::fs::read_dir(root.join("ptx")) {
-        for e in rd.flatten() {
-            let n = e.file_name().to_string_lossy().into_owned();
-            if n.ends_with(".ptx") {
-                names.push(format!("ptx/{n}"));
+    for (dir, ext) in [("ptx", ".ptx"), ("sass", ".cubin")] {
+        if let Ok(rd) = std::fs::read_dir(root.join(dir)) {
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if n.ends_with(ext) {
+                    names.push(format!("{dir}/{n}"));
+                }
             }
         }
     }
     names.sort();
     Ok(names)
+}
+
+/// The committed SASS of the file `stem`: each `sass/<stem>.sm_XY.cubin`, with its architecture.
+fn committed_sass(kernels_dir: &Path, stem: &str) -> Res<Vec<(Arch, String)>> {
+    let mut v = Vec::new();
+    let prefix = format!("{stem}.");
+    for name in outputs(kernels_dir)? {
+        let Some(rest) = name
+            .strip_prefix("sass/")
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|n| n.strip_suffix(".cubin"))
+        else {
+            continue;
+        };
+        if !rest.starts_with("sm_") || rest.contains('.') {
+            continue;
+        }
+        v.push((Arch::parse(rest)?, name));
+    }
+    v.sort();
+    Ok(v)
 }
 
 fn source_name(p: &Path) -> String {
@@ -199,9 +239,21 @@ fn manifest(out: &cuda_stack_build::Output) -> Res<Json> {
         );
         let mut options: Vec<Json> = BASE_OPTIONS.iter().map(|o| s(o)).collect();
         options.extend(f.options.iter().map(|o| s(o)));
+        let sass_map = Json::Obj(
+            f.cubins
+                .iter()
+                .map(|c| {
+                    (
+                        c.arch.real_name(),
+                        s(&format!("sass/{}.{}.cubin", f.stem, c.arch.real_name())),
+                    )
+                })
+                .collect(),
+        );
         let mut entry = vec![
             ("source", s(&source)),
             ("ptx", copy(&ptx_map)),
+            ("sass", sass_map),
             ("options", Json::Arr(options)),
         ];
         // A file without the portable target loads lazily, only where one of its targets runs.
@@ -253,7 +305,7 @@ fn manifest(out: &cuda_stack_build::Output) -> Res<Json> {
     Ok(obj(vec![
         (
             "comment",
-            s("Generated by kernels/tools/gen-ptx; do not edit. Paths are relative to kernels/. A pointer parameter with written=false is only read by the kernel. Scalar and struct parameters are passed by value."),
+            s("Generated by kernels/tools/gen-ptx; do not edit. Paths are relative to kernels/. Each file's SASS (sass/*.cubin) is compiled by the same NVRTC from the same source and options as its PTX. A pointer parameter with written=false is only read by the kernel. Scalar and struct parameters are passed by value."),
         ),
         ("nvrtc", s(&format!("{}.{}", NVRTC_VERSION.0, NVRTC_VERSION.1))),
         ("nvrtc_wheel", s(NVRTC_WHEEL)),
@@ -338,11 +390,13 @@ fn handles(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
                 }
             }
         }
+        let sass = committed_sass(kernels_dir, &stem)?;
         files.push(HandleFile {
             ident: stem,
             source,
             targets,
             fatbin: None,
+            sass,
             kernels,
         });
     }

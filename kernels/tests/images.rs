@@ -1,0 +1,129 @@
+//! Which image each kernel file loads (SASS or PTX), and that the handles made without the
+//! driver's parameter probe agree with the driver, on both paths.
+
+use cuda_stack_kernels::image::{ImageKind, ImagePreference};
+use cuda_stack_kernels::{ops, Kernels, KERNEL_NAMES, PTX_FILES};
+use cuda_tests::{cpu, ensure, gpu, TestResult};
+
+/// Files that can run on `cc` (a target runs there).
+fn runnable(cc: cuda_stack_driver::ComputeCapability) -> usize {
+    PTX_FILES.iter().filter(|f| f.pick(cc).is_ok()).count()
+}
+
+fn every_file_ships_sass_for_turing_ampere_and_hopper() -> TestResult {
+    for f in PTX_FILES {
+        let archs: Vec<&str> = f.sass.iter().map(|s| s.arch).collect();
+        let want: &[&str] = match f.name {
+            "gemm_mma" => &["sm_80", "sm_90"],
+            "gemm_wgmma" => &["sm_90a"],
+            _ => &["sm_75", "sm_80", "sm_90"],
+        };
+        ensure!(
+            archs == want,
+            "{}: SASS for {archs:?}, expected {want:?}",
+            f.name
+        );
+        for s in f.sass {
+            // An ELF image: what the driver's cuModuleLoadData takes for a cubin.
+            ensure!(
+                s.cubin.starts_with(b"\x7fELF"),
+                "{} {} is not an ELF cubin",
+                f.name,
+                s.arch
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Loads everything with `pref`, checks each file's image kind, re-checks every handle with
+/// the driver (`cuFuncGetParamInfo`), and runs one op through the handles.
+fn load_and_verify(pref: ImagePreference) -> TestResult {
+    let ctx = cuda_tests::context()?;
+    let cc = ctx.limits().compute_capability;
+    let k = Kernels::load_with(&ctx, pref);
+    ensure!(
+        k.loaded_images().is_empty(),
+        "nothing loads before first use"
+    );
+    k.load_all()?;
+    let loaded = k.loaded_images();
+    ensure!(
+        loaded.len() == runnable(cc),
+        "{} files loaded, {} can run on {cc}",
+        loaded.len(),
+        runnable(cc)
+    );
+    for l in &loaded {
+        let file = PTX_FILES
+            .iter()
+            .find(|f| f.name == l.file)
+            .ok_or("unknown file")?;
+        let want = match pref {
+            ImagePreference::Ptx => ImageKind::Ptx,
+            ImagePreference::MachineCode if file.pick_sass(cc).is_some() => ImageKind::Sass,
+            ImagePreference::MachineCode => ImageKind::Ptx,
+        };
+        ensure!(l.kind == want, "{l}: expected {want:?}");
+        ensure!(l.fallback.is_none(), "{l}: the SASS failed to load");
+    }
+    let checked = k.verify_with_driver()?;
+    let expected: usize = KERNEL_NAMES
+        .iter()
+        .filter(|n| k.function(n).is_some())
+        .count();
+    ensure!(
+        checked == expected && checked > 0,
+        "{checked} handles checked, {expected} loaded"
+    );
+    let s = ctx.new_stream()?;
+    let a = s.clone_htod(&[1.0f32, 2.0, 3.0])?;
+    let b = s.clone_htod(&[10.0f32, 20.0, 30.0])?;
+    let mut c = s.alloc_zeros::<f32>(3)?;
+    ops::binary(&k, &s, ops::BinaryOp::Add, &a, &b, &mut c)?;
+    ensure!(
+        s.clone_dtoh(&c)? == [11.0, 22.0, 33.0],
+        "add through {pref:?}"
+    );
+    Ok(())
+}
+
+fn sass_loads_and_agrees_with_the_driver() -> TestResult {
+    load_and_verify(ImagePreference::MachineCode)
+}
+
+fn ptx_loads_and_agrees_with_the_driver() -> TestResult {
+    load_and_verify(ImagePreference::Ptx)
+}
+
+/// Only the file of the kernel asked for loads.
+fn files_load_on_first_use_only() -> TestResult {
+    let ctx = cuda_tests::context()?;
+    let k = Kernels::load_with(&ctx, ImagePreference::MachineCode);
+    k.add_f32()?;
+    k.mul_f64()?;
+    let files: Vec<&str> = k.loaded_images().iter().map(|l| l.file).collect();
+    ensure!(files == ["elementwise"], "loaded {files:?}");
+    k.reduce_sum_fast_f32()?;
+    let files: Vec<&str> = k.loaded_images().iter().map(|l| l.file).collect();
+    ensure!(files == ["elementwise", "reduce"], "loaded {files:?}");
+    Ok(())
+}
+
+fn main() {
+    cuda_tests::run(vec![
+        cpu(
+            "every_file_ships_sass_for_turing_ampere_and_hopper",
+            every_file_ships_sass_for_turing_ampere_and_hopper,
+        ),
+        gpu(
+            "sass_loads_and_agrees_with_the_driver",
+            sass_loads_and_agrees_with_the_driver,
+        ),
+        gpu(
+            "ptx_loads_and_agrees_with_the_driver",
+            ptx_loads_and_agrees_with_the_driver,
+        ),
+        gpu("files_load_on_first_use_only", files_load_on_first_use_only),
+    ]);
+}
