@@ -395,9 +395,20 @@ pub fn child_scenarios(scenarios: &[ChildScenario]) {
 /// binary and waits at most `limit`: fails if it fails, and if it has not exited by then (a
 /// hang), after killing it.
 pub fn run_in_child(scenario: &str, limit: std::time::Duration) -> TestResult {
+    run_in_child_with_env(scenario, limit, &[])
+}
+
+/// [`run_in_child`] with extra environment variables set in the child (e.g.
+/// `CUDA_CACHE_DISABLE=1` for a cold start).
+pub fn run_in_child_with_env(
+    scenario: &str,
+    limit: std::time::Duration,
+    env: &[(&str, &str)],
+) -> TestResult {
     let exe = std::env::current_exe()?;
     let mut child = std::process::Command::new(exe)
         .env(CHILD_VAR, scenario)
+        .envs(env.iter().copied())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()?;
