@@ -52,9 +52,10 @@
 //! different devices: typed errors before any work. Nothing panics.
 //!
 //! ## The cache
-//! See [`cache`]: memory in front of disk, keyed by source, options, target and NVRTC version;
-//! atomic writes, checksummed entries, bounded size with LRU eviction, and a read-only or full
-//! folder degrading to memory-only with one warning.
+//! See [`cache`]: memory in front of disk, keyed by source, options, target and compiler (NVRTC's
+//! library file and version); atomic writes, checksummed entries, bounded size with LRU
+//! eviction, and a read-only or full folder degrading to memory-only with one warning. A warm
+//! hit loads no NVRTC: the compiler is named from a record kept beside the entries.
 //!
 //! ## Module map
 //! Lower modules first; each uses only modules on the lines above it.

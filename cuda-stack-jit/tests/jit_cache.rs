@@ -1,11 +1,13 @@
 //! The compile cache and the code generator, on the CPU: NVRTC needs no GPU, so these run
-//! wherever `libnvrtc` loads (CI sets `CUDA_NVRTC_PATH`), and are ignored elsewhere.
+//! wherever `libnvrtc` loads (CI sets `CUDA_NVRTC_PATH`), and are ignored elsewhere. Two run
+//! scenarios in new processes of this binary (a cold one, then a warm one on its folder) to
+//! show that a warm disk hit loads no NVRTC; the one through a kernel's first call needs a GPU.
 
 use cuda_stack_jit::cache::{CompileRequest, KernelCache, Origin, Target};
 use cuda_stack_jit::{ElementwiseKernel, JitError, ReductionKernel};
 use cuda_stack_runtime::DType;
-use cuda_tests::{cpu, ensure, needs_nvrtc, TestResult};
-use std::path::PathBuf;
+use cuda_tests::{cpu, ensure, gpu, needs_nvrtc, TestResult};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 const ALL: [DType; 6] = [
@@ -194,23 +196,26 @@ fn unusable_folder_degrades_to_memory_only() -> TestResult {
     Ok(())
 }
 
+/// The bytes of the folder's entries (what the bound covers; the compiler record is not one).
+fn entry_bytes(dir: &Path) -> std::io::Result<u64> {
+    Ok(std::fs::read_dir(dir)?
+        .flatten()
+        .filter(|e| e.path().extension().is_some_and(|x| x == "cujit"))
+        .map(|e| e.metadata().map_or(0, |m| m.len()))
+        .sum())
+}
+
 fn size_bound_evicts_with_real_entries() -> TestResult {
     let dir = tmp_dir("bound");
     let probe = KernelCache::with_dir(&dir, 1 << 30);
     probe.get_or_compile(&req(SRC_A, &[]))?;
-    let one: u64 = std::fs::read_dir(&dir)?
-        .flatten()
-        .map(|e| e.metadata().map_or(0, |m| m.len()))
-        .sum();
+    let one = entry_bytes(&dir)?;
     std::fs::remove_dir_all(&dir)?;
     let c = KernelCache::with_dir(&dir, one * 3);
     for k in 0..8 {
         let src = SRC_A.replace("1.0f", &format!("{k}.0f"));
         c.get_or_compile(&req(&src, &[]))?;
-        let total: u64 = std::fs::read_dir(&dir)?
-            .flatten()
-            .map(|e| e.metadata().map_or(0, |m| m.len()))
-            .sum();
+        let total = entry_bytes(&dir)?;
         ensure!(
             total <= one * 3,
             "after {k}: {total} bytes > bound {}",
@@ -232,6 +237,143 @@ fn include_paths_are_not_cached_on_disk() -> TestResult {
         c.stats()
     );
     Ok(())
+}
+
+/// Set in a process this test binary starts of itself: the scenario it runs instead of the
+/// trials (see [`child_main`]).
+const CHILD_ENV: &str = "CUDA_STACK_JIT_CACHE_TEST_CHILD";
+
+/// Whether NVRTC is mapped into this process, whoever loaded it (read from `/proc/self/maps`;
+/// `None` where that cannot be read).
+fn nvrtc_mapped() -> Option<bool> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    Some(maps.lines().any(|l| l.contains("libnvrtc")))
+}
+
+/// The checks of a process that must not have loaded NVRTC.
+fn ensure_no_nvrtc(stats: &cuda_stack_jit::CacheStats) -> TestResult {
+    ensure!(!stats.nvrtc_loaded, "NVRTC was loaded: {stats:?}");
+    ensure!(
+        nvrtc_mapped() != Some(true),
+        "libnvrtc is mapped into the process ({stats:?})"
+    );
+    Ok(())
+}
+
+/// One scenario of a child process; its verdict is the exit status (and stderr).
+fn child_scenario(which: &str) -> TestResult {
+    let dir = PathBuf::from(std::env::var_os(cuda_stack_jit::cache::DIR_ENV).ok_or("no folder")?);
+    match which {
+        // The compile cache alone (NVRTC, no GPU): the target and key need the compiler.
+        "cache-cold" | "cache-warm" => {
+            let cache = KernelCache::with_dir(&dir, 1 << 30);
+            let target = Target::for_arch(80)?;
+            let got = cache.get_or_compile(&CompileRequest {
+                name: "t.cu",
+                source: SRC_A,
+                options: &[],
+                target,
+            })?;
+            let s = cache.stats();
+            println!(
+                "{which}: {target}, {:?} in {:.3} ms, {s:?}",
+                got.origin,
+                got.took.as_secs_f64() * 1e3
+            );
+            if which == "cache-cold" {
+                ensure!(
+                    got.origin == Origin::Compiled && s.nvrtc_loaded,
+                    "{:?} {s:?}",
+                    got.origin
+                );
+            } else {
+                ensure!(
+                    got.origin == Origin::Disk && s.compiles == 0,
+                    "{:?} {s:?}",
+                    got.origin
+                );
+                ensure_no_nvrtc(&s)?;
+            }
+        }
+        // A kernel's first call, through the process-wide cache the environment names.
+        "kernel-cold" | "kernel-warm" => {
+            let start = std::time::Instant::now();
+            let x = cuda_stack_runtime::Tensor::<f32>::arange(0.0, 10.0, 1.0)?;
+            let y = square().call1::<f32>(&[(&x).into()])?.to_vec()?;
+            let ms = start.elapsed().as_secs_f64() * 1e3;
+            ensure!(y == [0., 1., 4., 9., 16., 25., 36., 49., 64., 81.], "{y:?}");
+            let s = KernelCache::global().stats();
+            println!("{which}: first call {ms:.2} ms (with the runtime's start), {s:?}");
+            if which == "kernel-cold" {
+                ensure!(s.compiles == 1, "{s:?}");
+            } else {
+                ensure!(s.disk_hits == 1 && s.compiles == 0, "{s:?}");
+                ensure_no_nvrtc(&s)?;
+            }
+        }
+        other => return Err(format!("no child scenario {other:?}").into()),
+    }
+    Ok(())
+}
+
+/// Runs in a child process: the scenario named by [`CHILD_ENV`]; returns the exit status.
+fn child_main(which: &str) -> i32 {
+    match child_scenario(which) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("child scenario {which} failed: {e}");
+            1
+        }
+    }
+}
+
+/// Runs `scenario` in a new process of this binary on the cache folder `dir`, with
+/// `CUDA_NVRTC_PATH` naming the NVRTC file this process loaded (so that the child finds it
+/// without loading it, whatever the machine's loader setup). Fails when the child fails.
+fn in_new_process(scenario: &str, dir: &Path) -> TestResult {
+    let nvrtc = cuda_stack_driver::cuda_stack_sys::Nvrtc::get()?
+        .resolved_path()
+        .ok_or("cannot tell which NVRTC file was loaded")?;
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .env(CHILD_ENV, scenario)
+        .env(cuda_stack_jit::cache::DIR_ENV, dir)
+        .env("CUDA_NVRTC_PATH", &nvrtc)
+        .output()?;
+    print!("{}", String::from_utf8_lossy(&out.stdout));
+    ensure!(
+        out.status.success(),
+        "child {scenario} exited with {}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+fn warm_process_hits_disk_without_loading_nvrtc() -> TestResult {
+    // What this machine's own setup gives (informational): without CUDA_NVRTC_PATH, is NVRTC's
+    // file found without loading it?
+    println!(
+        "NVRTC found without loading it here: {:?}",
+        cuda_stack_jit::cache::nvrtc_location()
+    );
+    let dir = tmp_dir("no-nvrtc");
+    in_new_process("cache-cold", &dir)?;
+    let records = std::fs::read_dir(&dir)?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("compiler-"))
+        .count();
+    ensure!(
+        records == 1,
+        "{records} compiler records in {}",
+        dir.display()
+    );
+    in_new_process("cache-warm", &dir)
+}
+
+fn warm_first_kernel_call_loads_no_nvrtc() -> TestResult {
+    let dir = tmp_dir("kernel-no-nvrtc");
+    in_new_process("kernel-cold", &dir)?;
+    in_new_process("kernel-warm", &dir)
 }
 
 fn square() -> ElementwiseKernel {
@@ -404,8 +546,19 @@ fn definition_errors_are_typed() -> TestResult {
 }
 
 fn main() {
+    if let Ok(which) = std::env::var(CHILD_ENV) {
+        std::process::exit(child_main(&which));
+    }
     let trials = vec![
         cpu("definition errors are typed", definition_errors_are_typed),
+        needs_nvrtc(
+            "cache: a new process's disk hit loads no NVRTC (compiler record)",
+            warm_process_hits_disk_without_loading_nvrtc,
+        ),
+        gpu(
+            "cache: a warm first kernel call in a new process loads no NVRTC",
+            warm_first_kernel_call_loads_no_nvrtc,
+        ),
         needs_nvrtc(
             "cache: cold compile, then warm load from disk without compiling",
             cold_then_warm_from_disk_without_compiling,

@@ -57,6 +57,12 @@ impl Nvrtc {
             .map_err(Clone::clone)
     }
 
+    /// Whether the process-wide NVRTC of [`Nvrtc::get`] has been loaded (successfully). Loads
+    /// nothing; instances made by [`Nvrtc::load`] and its variants are not counted.
+    pub fn is_loaded() -> bool {
+        NVRTC.get().is_some_and(Result::is_ok)
+    }
+
     /// The places [`Nvrtc::load`] searches, in order: `$CUDA_NVRTC_PATH` if set (and then
     /// nothing else), otherwise `libnvrtc.so.13`, `.so.12` and `.so` through the system loader,
     /// then in `$CUDA_HOME/lib64`, `/usr/local/cuda/lib64`, and `nvidia/cu13/lib` and

@@ -18,8 +18,12 @@
 //!   umask), never the private 0600 of `mkstemp`, so a group-shared folder (setgid, umask 002)
 //!   works for everyone in the group; an entry this user cannot read is a miss, then replaced.
 //! - **No global invalidation**: the key of an entry is its whole source (with every helper the
-//!   generator inlines), options, target and NVRTC version, so changing one kernel, or a helper
-//!   only some kernels use, invalidates only those.
+//!   generator inlines), options, target and compiler (NVRTC's library file and version), so
+//!   changing one kernel, or a helper only some kernels use, invalidates only those.
+//!
+//! Besides entries (`<key>.cujit`) the folder holds one small record per compiler seen
+//! (`compiler-<identity digest>`, see [`super::compiler`]), written the same way and never
+//! evicted.
 
 use super::entry::{self, BinaryKind};
 use std::fs;
@@ -151,36 +155,63 @@ impl DiskCache {
     /// `None` when nothing was written (writes disabled, or this write failed and disabled
     /// them).
     pub(crate) fn store(&self, key: &[u8; 32], kind: BinaryKind, payload: &[u8]) -> Option<usize> {
-        {
-            let mut s = self.state();
-            if !s.writable {
-                return None;
-            }
-            if !s.dir_ready {
-                if let Err(e) = fs::create_dir_all(&self.dir) {
-                    drop(s);
-                    self.disable_writes(format!("cannot create it: {e}"));
-                    return None;
-                }
-                s.dir_ready = true;
-            }
+        if !self.ready_for_writes() {
+            return None;
         }
         let bytes = entry::encode(key, kind, payload);
+        if !self.write_atomic(&hex(key)[..16], &self.path_for(key), &bytes) {
+            return None;
+        }
+        Some(self.evict())
+    }
+
+    /// Writes a file of the folder that is not an entry (a compiler record, see
+    /// [`super::compiler`]) the way entries are written: atomically, with the default mode.
+    /// A `name` that ends in the entries' suffix or starts with the temporary prefix (which
+    /// eviction would delete) is refused. Returns whether it was written.
+    pub(crate) fn store_side(&self, name: &str, bytes: &[u8]) -> bool {
+        if name.ends_with(SUFFIX) || name.starts_with(TMP_PREFIX) || name.contains('/') {
+            return false;
+        }
+        let tag: String = name.chars().take(24).collect();
+        self.ready_for_writes() && self.write_atomic(&tag, &self.dir.join(name), bytes)
+    }
+
+    /// Whether writes are enabled, creating the folder on the first.
+    fn ready_for_writes(&self) -> bool {
+        let mut s = self.state();
+        if !s.writable {
+            return false;
+        }
+        if !s.dir_ready {
+            if let Err(e) = fs::create_dir_all(&self.dir) {
+                drop(s);
+                self.disable_writes(format!("cannot create it: {e}"));
+                return false;
+            }
+            s.dir_ready = true;
+        }
+        true
+    }
+
+    /// Writes `bytes` to a temporary file of a unique name (`tag`, process id, counter) in the
+    /// folder and renames it over `dest`: readers see the old file or the new one, never part
+    /// of one. A failure disables writes (one warning) and returns `false`.
+    fn write_atomic(&self, tag: &str, dest: &Path, bytes: &[u8]) -> bool {
         let tmp = self.dir.join(format!(
-            "{TMP_PREFIX}{}-{}-{}",
-            &hex(key)[..16],
+            "{TMP_PREFIX}{tag}-{}-{}",
             std::process::id(),
             self.counter.fetch_add(1, Ordering::Relaxed)
         ));
         let written = self
-            .write_new(&tmp, &bytes)
-            .and_then(|()| fs::rename(&tmp, self.path_for(key)));
+            .write_new(&tmp, bytes)
+            .and_then(|()| fs::rename(&tmp, dest));
         if let Err(e) = written {
             let _ = fs::remove_file(&tmp);
-            self.disable_writes(format!("writing an entry failed: {e}"));
-            return None;
+            self.disable_writes(format!("writing {} failed: {e}", dest.display()));
+            return false;
         }
-        Some(self.evict())
+        true
     }
 
     fn write_new(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
@@ -283,6 +314,25 @@ mod tests {
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
         assert_eq!(names, [format!("{}{SUFFIX}", hex(&key(1)))]);
+    }
+
+    #[test]
+    fn side_files_are_written_atomically_and_never_evicted() {
+        let d = tmp_dir("side");
+        let c = DiskCache::new(d.clone(), 1); // every entry is over this bound
+        assert!(c.store_side("compiler-x", b"record"));
+        assert_eq!(fs::read(d.join("compiler-x")).unwrap(), b"record");
+        assert_eq!(c.store(&key(7), BinaryKind::Cubin, b"entry"), Some(1));
+        assert!(d.join("compiler-x").exists(), "a side file is not an entry");
+        *c.fail_writes.lock().unwrap() = Some(io::ErrorKind::PermissionDenied);
+        assert!(!c.store_side("compiler-y", b"r"));
+        *c.fail_writes.lock().unwrap() = None;
+        assert!(!c.store_side("compiler-y", b"r"), "writes stay disabled");
+        let names: Vec<String> = fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["compiler-x"]);
     }
 
     #[test]

@@ -5,11 +5,25 @@
 //! their loaded functions per dtype signature in front of all this, so a call that was made
 //! before touches none of it (no hashing, no formatting).
 //!
-//! **The key** is a SHA-256 digest of: this generator's [`GENERATOR_VERSION`], the NVRTC
-//! version, the target (`sm_90` cubin or `compute_90` PTX), the options, and the complete
-//! source (the generated kernel with every helper inlined, so nothing outside it can change
-//! what it compiles to). A source compiled with include paths (`-I`) reads files the key
+//! **The key** is a SHA-256 digest of: this generator's [`GENERATOR_VERSION`], the compiler
+//! (the NVRTC version, and the identity of NVRTC's library file: canonical path, size,
+//! modification time, inode and device), the target (`sm_90` cubin or `compute_90` PTX), the
+//! options, and the complete source (the generated kernel with every helper inlined, so nothing
+//! outside it can change what it compiles to). Another NVRTC, or the same file replaced or
+//! touched, gives other keys. A source compiled with include paths (`-I`) reads files the key
 //! cannot see, so it is cached in memory only.
+//!
+//! **A warm hit loads no compiler.** Naming the compiler and choosing the target (which needs
+//! the architectures NVRTC supports) would load NVRTC, several milliseconds. Instead, the file
+//! NVRTC would be loaded from is found the way `cuda-stack-sys` searches for it, without
+//! loading it, and identified by `stat`; what NVRTC reported for that file (version and
+//! architectures) is kept beside the entries in a checksummed record, `compiler-<digest>`. A
+//! process whose compiler has a record, and whose kernels are all on disk, never loads NVRTC
+//! ([`CacheStats::nvrtc_loaded`] says whether it did). NVRTC is loaded on a miss, when the
+//! record is missing or invalid (then rewritten), and when the file cannot be told without
+//! loading it: a soname the system loader might resolve (`libnvrtc.so.13` in
+//! `/etc/ld.so.cache` or `$LD_LIBRARY_PATH`); a pip wheel's, `$CUDA_HOME`'s or
+//! `$CUDA_NVRTC_PATH`'s file is found without loading ([`nvrtc_location`] says which).
 //!
 //! **Where**: `$CUDA_RS_KERNEL_CACHE_DIR` if set (`off` or empty: no disk cache), else
 //! `$XDG_CACHE_HOME/cuda-rs/kernels`, else `~/.cache/cuda-rs/kernels` (on Windows
@@ -34,8 +48,10 @@
 //! - **No global invalidation**: a key covers exactly one kernel's complete source, so editing
 //!   one kernel, or a helper only some kernels inline, invalidates only those.
 
+mod compiler;
 mod disk;
 mod entry;
+mod locate;
 
 pub use disk::DiskStatus;
 pub use entry::BinaryKind;
@@ -46,7 +62,7 @@ use sha2::{Digest, Sha256};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, Once, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The version of the code generator and of how sources are compiled; part of every key.
@@ -87,13 +103,12 @@ impl Target {
     }
 
     /// The target for a GPU of architecture `arch` (`major * 10 + minor`): its cubin when NVRTC
-    /// supports it, else PTX for the newest architecture NVRTC supports below it.
+    /// supports it, else PTX for the newest architecture NVRTC supports below it. The
+    /// architectures come from the compiler's record when there is one (NVRTC is not loaded;
+    /// see the [module docs](self)).
     pub fn for_arch(arch: u32) -> Result<Target> {
-        static ARCHS: OnceLock<std::result::Result<Vec<u32>, cuda_stack_driver::Error>> =
-            OnceLock::new();
-        let archs = ARCHS
-            .get_or_init(cuda_stack_driver::nvrtc::supported_archs)
-            .clone()?;
+        let c = compiler::current();
+        let archs = c.archs()?;
         if archs.contains(&arch) {
             return Ok(Target::Cubin(arch));
         }
@@ -101,8 +116,8 @@ impl Target {
             Some(&a) => Ok(Target::Ptx(a)),
             None => Err(JitError::Target {
                 arch,
-                nvrtc: nvrtc_version(),
-                supported: archs,
+                nvrtc: c.version_string(),
+                supported: archs.to_vec(),
             }),
         }
     }
@@ -123,11 +138,13 @@ impl std::fmt::Display for Target {
     }
 }
 
-fn nvrtc_version() -> String {
-    match cuda_stack_driver::nvrtc::version() {
-        Ok(Some((a, b))) => format!("{a}.{b}"),
-        _ => "unknown".into(),
-    }
+/// The NVRTC library file this process would load, found without loading it (canonical), or
+/// `None` when only loading it could tell (a soname the system loader might resolve comes
+/// first in the search, or no file exists). Where it is `None`, every process loads NVRTC to
+/// name the compiler in cache keys, warm or not; setting `CUDA_NVRTC_PATH` to the file avoids
+/// that.
+pub fn nvrtc_location() -> Option<PathBuf> {
+    locate::nvrtc_file()
 }
 
 /// Where a binary came from.
@@ -176,8 +193,12 @@ pub struct CacheStats {
     pub corrupt_entries: u64,
     /// Entries deleted to keep the folder under its bound.
     pub evictions: u64,
-    /// Compiles not cached on disk because the source reads include paths.
+    /// Compiles not cached on disk because the source reads include paths, or because the
+    /// NVRTC loaded is not the one the keys name (it was replaced while the process ran).
     pub uncacheable: u64,
+    /// Whether this process has loaded NVRTC (by anyone, for any reason). A process whose
+    /// lookups were all hits, memory or disk, normally has not: see the [module docs](self).
+    pub nvrtc_loaded: bool,
 }
 
 #[derive(Default)]
@@ -211,6 +232,8 @@ pub struct KernelCache {
     disk: Option<DiskCache>,
     no_disk_reason: Option<String>,
     counters: Counters,
+    /// Whether the compiler's record was checked (and written if missing) in the folder.
+    record_kept: Once,
 }
 
 impl std::fmt::Debug for KernelCache {
@@ -259,11 +282,15 @@ fn default_max_bytes() -> u64 {
 impl KernelCache {
     /// A cache in `dir` (created when first written) holding at most `max_bytes` there.
     pub fn with_dir(dir: impl Into<PathBuf>, max_bytes: u64) -> KernelCache {
+        let dir = dir.into();
+        // Its compiler record can name the compiler for every kernel of the process.
+        compiler::register_dir(&dir);
         KernelCache {
             memory: Mutex::new(HashMap::new()),
-            disk: Some(DiskCache::new(dir.into(), max_bytes)),
+            disk: Some(DiskCache::new(dir, max_bytes)),
             no_disk_reason: None,
             counters: Counters::default(),
+            record_kept: Once::new(),
         }
     }
 
@@ -274,6 +301,7 @@ impl KernelCache {
             disk: None,
             no_disk_reason: Some("memory-only cache".into()),
             counters: Counters::default(),
+            record_kept: Once::new(),
         }
     }
 
@@ -329,6 +357,7 @@ impl KernelCache {
             corrupt_entries: g(&c.corrupt_entries),
             evictions: g(&c.evictions),
             uncacheable: g(&c.uncacheable),
+            nvrtc_loaded: cuda_stack_driver::cuda_stack_sys::Nvrtc::is_loaded(),
         }
     }
 
@@ -340,23 +369,10 @@ impl KernelCache {
             .clear();
     }
 
-    /// The key digest of a request.
+    /// The key digest of a request (see the [module docs](self)). Naming the compiler loads
+    /// NVRTC only when its record is not found.
     pub fn key(req: &CompileRequest<'_>) -> [u8; 32] {
-        let mut h = Sha256::new();
-        let mut field = |b: &[u8]| {
-            h.update((b.len() as u64).to_le_bytes());
-            h.update(b);
-        };
-        field(b"cuda-stack-jit cache key");
-        field(GENERATOR_VERSION.as_bytes());
-        field(nvrtc_version().as_bytes());
-        field(req.target.arch_option().as_bytes());
-        field(&(req.options.len() as u64).to_le_bytes());
-        for o in req.options {
-            field(o.as_bytes());
-        }
-        field(req.source.as_bytes());
-        h.finalize().into()
+        key_with(compiler::current().key_part(), req)
     }
 
     /// The binary for `req`: from memory, else from disk (checked), else compiled with NVRTC
@@ -390,6 +406,7 @@ impl KernelCache {
             self.disk.as_ref()
         };
         if let Some(d) = disk {
+            self.keep_compiler_record(d);
             match d.load(&key) {
                 Lookup::Hit(kind, bytes) if kind == req.target.kind() => {
                     self.counters.disk_hits.fetch_add(1, Ordering::Relaxed);
@@ -432,7 +449,9 @@ impl KernelCache {
                 cuda_stack_driver::nvrtc::compile_ptx(req.name, req.source, &nv_opts)?.into_bytes()
             }
         };
-        if reads_files {
+        // A process that named the compiler from its record checks, now that NVRTC is loaded,
+        // that it is that compiler; entries are written only under keys naming the real one.
+        if reads_files || (disk.is_some() && !compiler::current().confirmed()) {
             self.counters.uncacheable.fetch_add(1, Ordering::Relaxed);
         } else if let Some(d) = disk {
             if let Some(evicted) = d.store(&key, req.target.kind(), &bytes) {
@@ -454,10 +473,39 @@ impl KernelCache {
         })
     }
 
+    /// Once per cache: writes the compiler's record into the folder unless it holds it, so the
+    /// next process finds it there (a copy when it was read from another folder).
+    fn keep_compiler_record(&self, d: &DiskCache) {
+        self.record_kept.call_once(|| {
+            if let Some((name, bytes)) = compiler::current().record_for(d.dir()) {
+                d.store_side(&name, &bytes);
+            }
+        });
+    }
+
     fn remember(&self, key: [u8; 32], b: &Arc<Binary>) {
         self.memory
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(key, b.clone());
     }
+}
+
+/// The key digest of `req` for the compiler named by `compiler` (its key part).
+pub(crate) fn key_with(compiler: &[u8], req: &CompileRequest<'_>) -> [u8; 32] {
+    let mut h = Sha256::new();
+    let mut field = |b: &[u8]| {
+        h.update((b.len() as u64).to_le_bytes());
+        h.update(b);
+    };
+    field(b"cuda-stack-jit cache key");
+    field(GENERATOR_VERSION.as_bytes());
+    field(compiler);
+    field(req.target.arch_option().as_bytes());
+    field(&(req.options.len() as u64).to_le_bytes());
+    for o in req.options {
+        field(o.as_bytes());
+    }
+    field(req.source.as_bytes());
+    h.finalize().into()
 }
