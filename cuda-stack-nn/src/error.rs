@@ -90,6 +90,99 @@ pub enum NnError {
         /// What is wrong and what is allowed.
         problem: String,
     },
+
+    /// ZeRO-1 ([`crate::ShardedOptimizer`]) could not shard, or its ranks disagree.
+    #[error(transparent)]
+    Sharding(#[from] ShardingError),
+}
+
+/// What can go wrong in ZeRO-1 training ([`crate::ShardedOptimizer`]): an optimizer that cannot
+/// be sharded, ranks whose parameter lists differ, and a step whose gradients are incomplete.
+/// (Bad arguments that do not involve other ranks, such as a parameter listed twice or on the
+/// wrong GPU, are [`NnError::Invalid`], as for [`crate::DataParallel`].)
+#[derive(thiserror::Error, strum::IntoStaticStr)]
+#[non_exhaustive]
+pub enum ShardingError {
+    /// The optimizer has already taken steps: its state (momentum, moments) is per whole
+    /// parameter on every rank, and a sharded optimizer keeps only its rank's part of it.
+    #[error(
+        "ShardedOptimizer: {optimizer} has taken {steps} step(s), so its state is per whole \
+         parameter; wrap the optimizer before its first step"
+    )]
+    OptimizerHasState {
+        /// The optimizer ("SGD", "Adam").
+        optimizer: &'static str,
+        /// The steps it has taken.
+        steps: u64,
+    },
+
+    /// Another rank refused its own arguments (its own error says why), so no rank can train.
+    #[error(
+        "ShardedOptimizer: rank {rank} refused its parameter list (its own error says why), so \
+         no rank can train; fix that rank"
+    )]
+    RankRefused {
+        /// The first rank that refused.
+        rank: usize,
+    },
+
+    /// The ranks' parameter lists differ (every rank must wrap the same model, parameters in the
+    /// same order): the shards would not line up.
+    #[error(
+        "ShardedOptimizer: rank {rank} has {parameters} parameters with {elements} elements, \
+         rank {this_rank} has {this_parameters} with {this_elements}{}; every rank must wrap the \
+         same model, parameters in the same order",
+        same_counts_note((.parameters, .elements), (.this_parameters, .this_elements))
+    )]
+    ParametersDiffer {
+        /// The first rank whose list differs from this rank's.
+        rank: usize,
+        /// Its parameter count.
+        parameters: u64,
+        /// Its total element count.
+        elements: u64,
+        /// This rank.
+        this_rank: usize,
+        /// This rank's parameter count.
+        this_parameters: u64,
+        /// This rank's total element count.
+        this_elements: u64,
+    },
+
+    /// A step where some parameters received a gradient and this one did not: every parameter
+    /// must take part in the loss on every rank (the ranks would disagree on which buckets to
+    /// reduce).
+    #[error(
+        "ShardedOptimizer::step: parameter {index} (shape {shape:?}) received no gradient in \
+         this backward pass; every parameter must take part in the loss on every rank"
+    )]
+    MissingGradient {
+        /// The parameter's index in the optimizer's list.
+        index: usize,
+        /// Its shape.
+        shape: Vec<usize>,
+    },
+
+    /// A gradient that arrived after its bucket was reduce-scattered: a second backward pass
+    /// before the step.
+    #[error(
+        "ShardedOptimizer: parameter {index}'s gradient arrived after its bucket was \
+         reduce-scattered: a second backward before step(); call step() after each backward \
+         (accumulate micro-batches in the loss instead)"
+    )]
+    LateGradient {
+        /// The parameter's index in the optimizer's list.
+        index: usize,
+    },
+}
+
+/// What [`ShardingError::ParametersDiffer`] adds when the counts agree: the shapes differ.
+fn same_counts_note(theirs: (&u64, &u64), ours: (&u64, &u64)) -> &'static str {
+    if theirs == ours {
+        " (the same counts, but other shapes)"
+    } else {
+        ""
+    }
 }
 
 /// `Result<T, NnError>`.
@@ -117,3 +210,4 @@ impl From<cuda_stack_runtime::cuda_stack_nccl::Error> for NnError {
 }
 
 cuda_stack_runtime::cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum NnError);
+cuda_stack_runtime::cuda_stack_driver::cuda_stack_sys::debug_as_display!(enum ShardingError);

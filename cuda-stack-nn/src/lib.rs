@@ -18,6 +18,7 @@
 //! | `torch.cuda.graph` over a whole training step | [`CapturedStep`] |
 //! | `Tensor.register_post_accumulate_grad_hook` | [`Var::register_grad_ready_hook`] |
 //! | `DistributedDataParallel` (NCCL, gradient buckets overlapped with the backward) | [`DataParallel`] |
+//! | `ZeroRedundancyOptimizer` / ZeRO-1 (optimizer state sharded across ranks) | [`ShardedOptimizer`] |
 //!
 //! ## How autograd works here
 //! Every op computes its value with one or a few `Tensor` ops (queued on the GPU, nothing
@@ -71,6 +72,7 @@
 //! graph  hook  ops  layers  optim         backward, hooks, ops, modules     -> var, record
 //!   gradcheck  capture_targets
 //! capture  parallel                       CapturedStep, DataParallel        -> optim, hook, var
+//! zero                                    ShardedOptimizer (ZeRO-1)         -> parallel, optim
 //! ```
 
 mod capture;
@@ -88,10 +90,11 @@ mod optim;
 mod parallel;
 mod record;
 mod var;
+mod zero;
 
 pub use capture::{CapturedStep, StepOutputs};
 pub use cuda_stack_runtime::GradElement;
-pub use error::{NnError, Result};
+pub use error::{NnError, Result, ShardingError};
 pub use grad_mode::{is_grad_enabled, no_grad};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 pub use hook::GradHookHandle;
@@ -100,6 +103,7 @@ pub use ops::class_targets;
 pub use optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
 pub use parallel::{DataParallel, DataParallelConfig};
 pub use var::Var;
+pub use zero::{ShardableOptimizer, ShardedMemory, ShardedOptimizer};
 
 /// The README's examples, compiled as doctests (so the first thing a reader copies builds).
 #[cfg(doctest)]

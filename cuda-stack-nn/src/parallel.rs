@@ -1,6 +1,6 @@
 //! Data-parallel training: [`DataParallel`], PyTorch's `DistributedDataParallel` on NCCL.
 
-use crate::error::{NnError, Result};
+use crate::error::{NnError, Result, ShardingError};
 use crate::hook::GradHookHandle;
 use crate::lock::lock;
 use crate::var::Var;
@@ -32,18 +32,130 @@ impl Default for DataParallelConfig {
     }
 }
 
+/// How a complete bucket is exchanged across the ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exchange {
+    /// `all_reduce`: every rank gets the whole reduced bucket ([`DataParallel`]).
+    AllReduce,
+    /// `reduce_scatter`: rank `r` of `N` gets part `r` of the reduced bucket (ZeRO-1,
+    /// [`crate::ShardedOptimizer`]); every bucket is padded to a multiple of `N` elements.
+    ReduceScatter,
+}
+
+/// What went wrong across ranks or in the gradient exchange of a step; each wrapper reports it
+/// its own way ([`DataParallel`]: [`NnError::Invalid`]; ZeRO-1: [`ShardingError`]).
+enum Problem {
+    LateGradient {
+        index: usize,
+    },
+    MissingGradient {
+        index: usize,
+        shape: Vec<usize>,
+    },
+    RankRefused {
+        rank: usize,
+    },
+    ParametersDiffer {
+        rank: usize,
+        theirs: [u64; 2],
+        ours: [u64; 2],
+        this_rank: usize,
+    },
+}
+
+impl Exchange {
+    fn report(self, p: Problem) -> NnError {
+        if self == Exchange::ReduceScatter {
+            return NnError::Sharding(match p {
+                Problem::LateGradient { index } => ShardingError::LateGradient { index },
+                Problem::MissingGradient { index, shape } => {
+                    ShardingError::MissingGradient { index, shape }
+                }
+                Problem::RankRefused { rank } => ShardingError::RankRefused { rank },
+                Problem::ParametersDiffer {
+                    rank,
+                    theirs,
+                    ours,
+                    this_rank,
+                } => ShardingError::ParametersDiffer {
+                    rank,
+                    parameters: theirs[0],
+                    elements: theirs[1],
+                    this_rank,
+                    this_parameters: ours[0],
+                    this_elements: ours[1],
+                },
+            });
+        }
+        let (what, problem) = match p {
+            Problem::LateGradient { index } => (
+                "DataParallel",
+                format!(
+                    "parameter {index}'s gradient arrived after its bucket was reduced: a second \
+                     backward before finish_gradients(); call finish_gradients() after each \
+                     backward (accumulate micro-batches in the loss instead)"
+                ),
+            ),
+            Problem::MissingGradient { index, shape } => (
+                "DataParallel::finish_gradients",
+                format!(
+                    "parameter {index} (shape {shape:?}) received no gradient in this backward \
+                     pass; every parameter must take part in the loss on every rank"
+                ),
+            ),
+            Problem::RankRefused { rank } => (
+                "DataParallel",
+                format!(
+                    "rank {rank} refused its parameter list (its own error says why), so no rank \
+                     can train; fix that rank"
+                ),
+            ),
+            Problem::ParametersDiffer {
+                rank,
+                theirs,
+                ours,
+                this_rank,
+            } => (
+                "DataParallel",
+                format!(
+                    "rank {rank} has {} parameters with {} elements in all, rank {this_rank} has \
+                     {} with {}{}; every rank must wrap the same model, parameters in the same \
+                     order",
+                    theirs[0],
+                    theirs[1],
+                    ours[0],
+                    ours[1],
+                    if theirs == ours {
+                        " (the same counts, but other shapes)"
+                    } else {
+                        ""
+                    }
+                ),
+            ),
+        };
+        NnError::Invalid { what, problem }
+    }
+}
+
 /// Where a parameter's gradient lives in the buckets.
-struct Slot {
-    bucket: usize,
-    offset: usize,
-    numel: usize,
-    shape: Vec<usize>,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Slot {
+    /// Its bucket.
+    pub(crate) bucket: usize,
+    /// Its first element's offset in the bucket's flat buffer.
+    pub(crate) offset: usize,
+    /// Its element count.
+    pub(crate) numel: usize,
+    /// Its shape.
+    pub(crate) shape: Vec<usize>,
 }
 
 struct Bucket<T: GradElement> {
     flat: Tensor<T>,
     members: usize,
     ready: usize,
+    /// With [`Exchange::ReduceScatter`]: this rank's part of the reduced bucket, once queued.
+    shard: Option<Tensor<T>>,
 }
 
 /// What the hooks and [`DataParallel::finish_gradients`] share.
@@ -57,12 +169,16 @@ struct State<T: GradElement> {
     comm: Communicator,
     stream: Stream,
     op: ReduceOp,
+    exchange: Exchange,
 }
 
 impl<T: GradElement + NcclType> State<T> {
     fn reset(&mut self) {
         self.seen.iter_mut().for_each(|s| *s = false);
-        self.buckets.iter_mut().for_each(|b| b.ready = 0);
+        self.buckets.iter_mut().for_each(|b| {
+            b.ready = 0;
+            b.shard = None;
+        });
         self.launched = 0;
     }
 
@@ -77,14 +193,7 @@ impl<T: GradElement + NcclType> State<T> {
     fn take_grad(&mut self, i: usize, grad: &Tensor<T>) -> Result<()> {
         let (b, offset) = (self.slots[i].bucket, self.slots[i].offset);
         if b < self.launched {
-            return Err(NnError::Invalid {
-                what: "DataParallel",
-                problem: format!(
-                    "parameter {i}'s gradient arrived after its bucket was reduced: a second \
-                     backward before finish_gradients(); call finish_gradients() after each \
-                     backward (accumulate micro-batches in the loss instead)"
-                ),
-            });
+            return Err(self.exchange.report(Problem::LateGradient { index: i }));
         }
         self.buckets[b].flat.copy_from_at_(offset, grad)?;
         if !self.seen[i] {
@@ -95,8 +204,13 @@ impl<T: GradElement + NcclType> State<T> {
             && self.buckets[self.launched].ready == self.buckets[self.launched].members
         {
             let _on_comm_stream = use_stream(&self.stream);
-            let n = self.launched;
-            self.buckets[n].flat.all_reduce_(&self.comm, self.op)?;
+            let bucket = &mut self.buckets[self.launched];
+            match self.exchange {
+                Exchange::AllReduce => bucket.flat.all_reduce_(&self.comm, self.op)?,
+                Exchange::ReduceScatter => {
+                    bucket.shard = Some(bucket.flat.reduce_scatter(&self.comm, self.op)?);
+                }
+            }
             self.launched += 1;
         }
         Ok(())
@@ -172,12 +286,25 @@ impl<T: GradElement + NcclType> DataParallel<T> {
         comm: Communicator,
         config: DataParallelConfig,
     ) -> Result<DataParallel<T>> {
+        DataParallel::with_exchange(params, comm, config, Exchange::AllReduce, Ok(()))
+    }
+
+    /// [`DataParallel::new`] with the buckets exchanged by `exchange`; `precheck` is the
+    /// caller's own verdict on its arguments, agreed across ranks with the wrapper's checks (an
+    /// error there fails every rank at once).
+    pub(crate) fn with_exchange(
+        params: Vec<Var<T>>,
+        comm: Communicator,
+        config: DataParallelConfig,
+        exchange: Exchange,
+        precheck: Result<()>,
+    ) -> Result<DataParallel<T>> {
         const NAME: &str = "DataParallel";
         // Every rank checks its own list, then all ranks agree before any other collective: a
         // rank whose check failed (a replica on the wrong GPU, say) would otherwise leave the
         // others waiting in the broadcast until their communicator's timeout.
-        let local = check(&params, &comm, config);
-        agree(&params, &comm, local.is_ok())?;
+        let local = precheck.and_then(|()| check(&params, &comm, config));
+        agree(&params, &comm, local.is_ok(), exchange)?;
         local?;
         if config.broadcast_parameters {
             for p in &params {
@@ -186,13 +313,25 @@ impl<T: GradElement + NcclType> DataParallel<T> {
         }
         let (slots, members) = plan_buckets(&params, config.bucket_bytes);
         let first = params[0].value();
+        let ranks = match exchange {
+            Exchange::AllReduce => 1,
+            Exchange::ReduceScatter => comm.size(),
+        };
         let buckets = members
             .iter()
             .map(|&(elems, count)| {
+                // Zeros: the padding of a reduce-scattered bucket stays zero for good.
+                let padded = padded_len(elems, ranks).ok_or_else(|| NnError::Invalid {
+                    what: NAME,
+                    problem: format!(
+                        "a bucket of {elems} elements padded for {ranks} ranks overflows"
+                    ),
+                })?;
                 Ok(Bucket {
-                    flat: first.full_like(&[elems], T::from_f64(0.0))?,
+                    flat: first.full_like(&[padded], T::from_f64(0.0))?,
                     members: count,
                     ready: 0,
+                    shard: None,
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -212,6 +351,7 @@ impl<T: GradElement + NcclType> DataParallel<T> {
             } else {
                 ReduceOp::Sum
             },
+            exchange,
         }));
         let hooks = params
             .iter()
@@ -243,16 +383,13 @@ impl<T: GradElement + NcclType> DataParallel<T> {
         result
     }
 
-    fn publish(&self, st: &State<T>) -> Result<()> {
+    /// Checks that every parameter received its gradient and every bucket was exchanged.
+    fn check_complete(st: &State<T>) -> Result<()> {
         if let Some(i) = st.seen.iter().position(|s| !s) {
-            return Err(NnError::Invalid {
-                what: "DataParallel::finish_gradients",
-                problem: format!(
-                    "parameter {i} (shape {:?}) received no gradient in this backward pass; \
-                     every parameter must take part in the loss on every rank",
-                    st.slots[i].shape
-                ),
-            });
+            return Err(st.exchange.report(Problem::MissingGradient {
+                index: i,
+                shape: st.slots[i].shape.clone(),
+            }));
         }
         if st.launched != st.buckets.len() {
             return Err(NnError::Invalid {
@@ -260,6 +397,19 @@ impl<T: GradElement + NcclType> DataParallel<T> {
                 problem: "internal error: a complete bucket was not reduced".into(),
             });
         }
+        Ok(())
+    }
+
+    fn publish(&self, st: &State<T>) -> Result<()> {
+        if st.exchange != Exchange::AllReduce {
+            return Err(NnError::Invalid {
+                what: "DataParallel::finish_gradients",
+                problem: "internal error: the buckets of a sharded optimizer are \
+                          reduce-scattered; its step finishes them"
+                    .into(),
+            });
+        }
+        Self::check_complete(st)?;
         for (p, s) in self.params.iter().zip(&st.slots) {
             let view = st.buckets[s.bucket]
                 .flat
@@ -268,6 +418,43 @@ impl<T: GradElement + NcclType> DataParallel<T> {
             p.set_grad(Some(view))?;
         }
         Ok(())
+    }
+
+    /// Ends the gradient exchange of one backward pass of a wrapper made with
+    /// [`Exchange::ReduceScatter`]: this rank's part of every reduced bucket, in bucket order,
+    /// or `None` when no parameter received a gradient (no backward since the last call).
+    pub(crate) fn take_shards(&self) -> Result<Option<Vec<Tensor<T>>>> {
+        let mut st = lock(&self.state);
+        let result = Self::shards(&mut st);
+        st.reset();
+        result
+    }
+
+    fn shards(st: &mut State<T>) -> Result<Option<Vec<Tensor<T>>>> {
+        if st.seen.iter().all(|s| !s) {
+            return Ok(None);
+        }
+        Self::check_complete(st)?;
+        st.buckets
+            .iter_mut()
+            .map(|b| {
+                b.shard.take().ok_or_else(|| NnError::Invalid {
+                    what: "ShardedOptimizer::step",
+                    problem: "internal error: a reduced bucket has no shard".into(),
+                })
+            })
+            .collect::<Result<Vec<_>>>()
+            .map(Some)
+    }
+
+    /// Where each parameter's gradient lives in the buckets, in parameter order.
+    pub(crate) fn slots(&self) -> Vec<Slot> {
+        lock(&self.state).slots.clone()
+    }
+
+    /// The communication stream (the buckets' collectives run on it).
+    pub(crate) fn comm_stream(&self) -> Stream {
+        lock(&self.state).stream.clone()
     }
 
     /// The mean of `value` over all ranks (e.g. the loss, for a log of the global batch's loss):
@@ -289,6 +476,7 @@ impl<T: GradElement + NcclType> DataParallel<T> {
     }
 
     /// The number of elements of each bucket, in reduction order (the last parameters first).
+    /// A sharded optimizer's buckets include their padding (see [`crate::ShardedOptimizer`]).
     pub fn bucket_elements(&self) -> Vec<usize> {
         lock(&self.state)
             .buckets
@@ -361,8 +549,12 @@ fn record<T: GradElement>(params: &[Var<T>], ok: bool) -> [u64; 4] {
 /// once, when one rank's own checks failed or the ranks' parameter lists differ (PyTorch's DDP
 /// verifies the shapes across ranks the same way). A rank whose own check failed returns that
 /// error (its caller sees it right after this).
-fn agree<T: GradElement>(params: &[Var<T>], comm: &Communicator, ok: bool) -> Result<()> {
-    const NAME: &str = "DataParallel";
+fn agree<T: GradElement>(
+    params: &[Var<T>],
+    comm: &Communicator,
+    ok: bool,
+    exchange: Exchange,
+) -> Result<()> {
     let mine = record(params, ok);
     let n = comm.size();
     let stream = comm.context().new_stream()?;
@@ -378,33 +570,16 @@ fn agree<T: GradElement>(params: &[Var<T>], comm: &Communicator, ok: bool) -> Re
         return Ok(()); // this rank's own error says why
     }
     if let Some(r) = records.iter().position(|rec| rec[0] == 0) {
-        return Err(NnError::Invalid {
-            what: NAME,
-            problem: format!(
-                "rank {r} refused its parameter list (its own error says why), so no rank can \
-                 train; fix that rank"
-            ),
-        });
+        return Err(exchange.report(Problem::RankRefused { rank: r }));
     }
     if let Some(r) = records.iter().position(|rec| rec[1..] != mine[1..]) {
         let rec = records[r];
-        return Err(NnError::Invalid {
-            what: NAME,
-            problem: format!(
-                "rank {r} has {} parameters with {} elements in all, rank {} has {} with {}{}; \
-                 every rank must wrap the same model, parameters in the same order",
-                rec[1],
-                rec[2],
-                comm.rank(),
-                mine[1],
-                mine[2],
-                if rec[1] == mine[1] && rec[2] == mine[2] {
-                    " (the same counts, but other shapes)"
-                } else {
-                    ""
-                }
-            ),
-        });
+        return Err(exchange.report(Problem::ParametersDiffer {
+            rank: r,
+            theirs: [rec[1], rec[2]],
+            ours: [mine[1], mine[2]],
+            this_rank: comm.rank(),
+        }));
     }
     Ok(())
 }
@@ -434,6 +609,11 @@ fn plan_buckets<T: GradElement>(
     (slots, buckets)
 }
 
+/// `elems` rounded up to a multiple of `ranks` (`None` on overflow or for zero ranks).
+pub(crate) fn padded_len(elems: usize, ranks: usize) -> Option<usize> {
+    elems.checked_next_multiple_of(ranks)
+}
+
 /// A parameter's (bucket, offset).
 type Place = (usize, usize);
 /// A bucket's (elements, members).
@@ -442,7 +622,11 @@ type BucketSize = (usize, usize);
 /// For element counts `numels` of `elem` bytes: each one's (bucket, offset), and each
 /// bucket's (elements, members). Parameters are taken last first; a bucket closes once it
 /// holds at least `bucket_bytes`.
-fn plan(numels: &[usize], elem: usize, bucket_bytes: usize) -> (Vec<Place>, Vec<BucketSize>) {
+pub(crate) fn plan(
+    numels: &[usize],
+    elem: usize,
+    bucket_bytes: usize,
+) -> (Vec<Place>, Vec<BucketSize>) {
     let mut places = vec![(0, 0); numels.len()];
     let mut buckets: Vec<(usize, usize)> = Vec::new();
     let mut open: Option<(usize, usize)> = None;
@@ -461,7 +645,17 @@ fn plan(numels: &[usize], elem: usize, bucket_bytes: usize) -> (Vec<Place>, Vec<
 
 #[cfg(test)]
 mod tests {
-    use super::plan;
+    use super::{padded_len, plan};
+
+    #[test]
+    fn padding_rounds_up_to_a_multiple_of_the_ranks() {
+        assert_eq!(padded_len(27, 2), Some(28));
+        assert_eq!(padded_len(28, 2), Some(28));
+        assert_eq!(padded_len(5, 1), Some(5));
+        assert_eq!(padded_len(1, 8), Some(8));
+        assert_eq!(padded_len(usize::MAX, 2), None);
+        assert_eq!(padded_len(3, 0), None);
+    }
 
     #[test]
     fn buckets_fill_in_reverse_and_close_at_the_cap() {

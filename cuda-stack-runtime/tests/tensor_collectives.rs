@@ -1,5 +1,5 @@
 //! Collectives on tensors (`Tensor::all_reduce_`, `broadcast_`, `reduce_`, `all_gather`,
-//! `reduce_scatter`) over every GPU present, one rank per GPU, each rank in its own thread with
+//! `all_gather_in_place_`, `reduce_scatter`) over every GPU present, one rank per GPU, each rank in its own thread with
 //! its own current device (as `torch.distributed` runs one rank per device); CPU references.
 //! On one GPU the communicator has one rank.
 
@@ -18,6 +18,10 @@ fn main() {
             copy_on_write,
         ),
         gpu_nccl("collective_argument_errors_are_typed", errors),
+        gpu_nccl(
+            "all_gather_in_place_fills_every_part_of_a_flat_buffer",
+            gather_in_place,
+        ),
         gpu("copy_from_at_fills_a_flat_buffer_piece_by_piece", copy_at),
     ]);
 }
@@ -199,4 +203,39 @@ fn copy_at() -> TestResult {
         "copy on write"
     );
     Ok(())
+}
+
+/// Each rank writes its own part of a flat buffer of `size` parts of 5 elements (the rest is
+/// garbage); after `all_gather_in_place_`, part `k` holds rank `k`'s values on every rank. A
+/// buffer that does not split into equal parts is refused.
+fn gather_in_place() -> TestResult {
+    per_rank(|r, size, c| {
+        let n = 5 * size;
+        let mine: Vec<f32> = (0..n)
+            .map(|i| if i / 5 == r { value(r, i) } else { -7.0 })
+            .collect();
+        let mut t = Tensor::from_vec(mine, &[n])?;
+        t.all_gather_in_place_(c)?;
+        let want: Vec<f32> = (0..n).map(|i| value(i / 5, i)).collect();
+        ensure!(
+            t.to_vec()? == want,
+            "all_gather_in_place_: {:?} vs {want:?}",
+            t.to_vec()?
+        );
+        if size > 1 {
+            let mut odd = Tensor::<f32>::zeros(&[n + 1])?;
+            let e = odd.all_gather_in_place_(c);
+            ensure!(
+                matches!(
+                    e,
+                    Err(TensorError::ShapeMismatch {
+                        op: "all_gather_in_place_",
+                        ..
+                    })
+                ),
+                "{e:?}"
+            );
+        }
+        Ok(())
+    })
 }

@@ -72,6 +72,28 @@ impl<T: GradElement> Adam<T> {
             steps_taken: 0,
         })
     }
+
+    /// Bytes of optimizer state on the device: the two moment estimates (two elements per
+    /// parameter element, made at the first step) and the step counters (one `i32` per
+    /// parameter).
+    pub fn state_bytes(&self) -> usize {
+        let moments: usize = self
+            .state
+            .iter()
+            .flatten()
+            .map(|(m, v)| (m.numel() + v.numel()) * std::mem::size_of::<T>())
+            .sum();
+        moments
+            + self
+                .steps
+                .as_ref()
+                .map_or(0, |s| s.numel() * std::mem::size_of::<i32>())
+    }
+
+    /// The parameters, the settings and the steps taken (a sharded optimizer takes them over).
+    pub(crate) fn into_parts(self) -> (Vec<Var<T>>, AdamConfig, u64) {
+        (self.params, self.config, self.steps_taken)
+    }
 }
 
 impl<T: GradElement> Optimizer<T> for Adam<T> {

@@ -65,6 +65,21 @@ impl<T: GradElement> Sgd<T> {
             steps_taken: 0,
         })
     }
+
+    /// Bytes of optimizer state on the device: the momentum buffers (one element per parameter
+    /// element with a momentum, made at the first step; none for plain SGD).
+    pub fn state_bytes(&self) -> usize {
+        self.momentum_buffers
+            .iter()
+            .flatten()
+            .map(|b| b.numel() * std::mem::size_of::<T>())
+            .sum()
+    }
+
+    /// The parameters, the settings and the steps taken (a sharded optimizer takes them over).
+    pub(crate) fn into_parts(self) -> (Vec<Var<T>>, SgdConfig, u64) {
+        (self.params, self.config, self.steps_taken)
+    }
 }
 
 impl<T: GradElement> Sgd<T> {

@@ -15,12 +15,24 @@
 //!    (weak scaling: each GPU keeps its batch). Target (issue 12): ≥ 1.8× at 2 GPUs. On one GPU
 //!    only the one-GPU figures can be measured, and the program says so instead of inventing
 //!    the others.
+//! 3. **PyTorch DDP in the same run** (`--torch`): `tools/torch_ddp.py` trains the same model,
+//!    batch, optimizer and step count under `DistributedDataParallel` (one process per GPU,
+//!    25 MiB buckets) after the throughput phase; its samples/s stand beside ours in the table,
+//!    with the ratio ours ÷ torch (targets, issue 31: ≥ 1.0× torch DDP at 2 GPUs; data-parallel
+//!    at one rank ≥ 0.98× plain training). Without python3 or torch the program says so and
+//!    goes on.
+//! 4. **ZeRO-1** (`--zero`): `cuda_stack_nn::ShardedOptimizer` (gradients reduce-scattered,
+//!    each rank updates its part of the parameters with its part of the optimizer state, then
+//!    the parameters are all-gathered) against plain data-parallel training with the same
+//!    optimizer (`--zero-optimizer momentum,adamw`), in each layout: the loss curves (targets:
+//!    within 1e-5 relative — an error beyond), the optimizer state per GPU (1/N of plain's) and
+//!    the throughput of the throughput model (≥ 0.95× plain data-parallel).
 //!
 //! Every process runs with `NCCL_NVLS_ENABLE=0` (set first thing in `main`, and passed to the
 //! children explicitly).
 //!
 //! Run: `cargo run --release -p cuda-examples --bin dp_train` (`--quick`: small model, few
-//! steps; `--layout threads|processes|both`).
+//! steps; `--layout threads|processes|both`; `--torch`; `--zero`).
 
 use clap::Parser;
 use cuda_examples::bench::Table;
@@ -29,8 +41,8 @@ use cuda_examples::exit::run;
 use cuda_examples::output::Out;
 use cuda_stack_nccl::{CommConfig, CommGroup, Communicator};
 use cuda_stack_nn::{
-    class_targets, DataParallel, DataParallelConfig, Linear, Module, Optimizer, Relu, Sequential,
-    Sgd, SgdConfig, Var,
+    class_targets, Adam, AdamConfig, DataParallel, DataParallelConfig, Linear, Module, Optimizer,
+    Relu, Sequential, Sgd, SgdConfig, ShardableOptimizer, ShardedOptimizer, Var,
 };
 use cuda_stack_runtime::{set_device, Tensor};
 use serde_json::{json, Value};
@@ -60,6 +72,27 @@ struct Args {
     /// Timed steps (default 30; `--quick`: 5).
     #[arg(long)]
     steps: Option<usize>,
+    /// Also run `tools/torch_ddp.py` (PyTorch DDP on the same model, batch, optimizer and step
+    /// count) after the throughput phase, and print its samples/s beside ours.
+    #[arg(long)]
+    torch: bool,
+    /// The PyTorch script `--torch` runs.
+    #[arg(long, default_value = "tools/torch_ddp.py")]
+    torch_script: String,
+    /// Also train with ZeRO-1 (`ShardedOptimizer`) against plain data-parallel training: loss
+    /// curves, optimizer memory per GPU and throughput.
+    #[arg(long)]
+    zero: bool,
+    /// The optimizers of the `--zero` phase (comma-separated): `momentum` (SGD, momentum 0.9),
+    /// `adamw` (AdamW, weight decay 0.01), `sgd` (no state).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Opt::Momentum, Opt::Adamw])]
+    zero_optimizer: Vec<Opt>,
+    /// Internal: the optimizer of a worker's run.
+    #[arg(long, hide = true, value_enum, default_value_t = Opt::Sgd)]
+    opt: Opt,
+    /// Internal: a worker trains with ZeRO-1.
+    #[arg(long, hide = true)]
+    sharded: bool,
     /// Internal: run as rank RANK of a one-process-per-GPU run.
     #[arg(long, hide = true)]
     worker: Option<usize>,
@@ -138,50 +171,183 @@ fn batch(step: usize, lo: usize, hi: usize) -> cuda_stack_nn::Result<(Var<f32>, 
     ))
 }
 
-fn optimizer(params: Vec<Var<f32>>) -> cuda_stack_nn::Result<Sgd<f32>> {
-    Sgd::new(
-        params,
-        SgdConfig {
-            momentum: 0.9,
-            ..SgdConfig::new(0.05)
-        },
-    )
+/// An optimizer of the runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Opt {
+    /// SGD without momentum (no state): the throughput phase's.
+    Sgd,
+    /// SGD, momentum 0.9: the loss curves' (one state element per parameter element).
+    Momentum,
+    /// AdamW, weight decay 0.01 (two state elements per parameter element).
+    Adamw,
+}
+
+impl Opt {
+    fn name(self) -> &'static str {
+        match self {
+            Opt::Sgd => "SGD",
+            Opt::Momentum => "SGD + momentum",
+            Opt::Adamw => "AdamW",
+        }
+    }
+
+    /// `tools/torch_ddp.py --optimizer`.
+    fn torch_name(self) -> &'static str {
+        match self {
+            Opt::Sgd => "sgd",
+            Opt::Momentum => "momentum",
+            Opt::Adamw => "adamw",
+        }
+    }
+
+    fn make(
+        self,
+        params: Vec<Var<f32>>,
+        lr: f64,
+    ) -> cuda_stack_nn::Result<ShardableOptimizer<f32>> {
+        Ok(match self {
+            Opt::Sgd => Sgd::new(params, SgdConfig::new(lr))?.into(),
+            Opt::Momentum => Sgd::new(
+                params,
+                SgdConfig {
+                    momentum: 0.9,
+                    ..SgdConfig::new(lr)
+                },
+            )?
+            .into(),
+            Opt::Adamw => Adam::new(
+                params,
+                AdamConfig {
+                    weight_decay: 0.01,
+                    decoupled_weight_decay: true,
+                    ..AdamConfig::new(lr)
+                },
+            )?
+            .into(),
+        })
+    }
+
+    /// The loss curves' learning rate.
+    fn curve_lr(self) -> f64 {
+        match self {
+            Opt::Adamw => 1e-2,
+            _ => 0.05,
+        }
+    }
+}
+
+/// How one training run steps: its optimizer, and whether it is ZeRO-1.
+#[derive(Debug, Clone, Copy)]
+struct Job {
+    opt: Opt,
+    sharded: bool,
+}
+
+impl Job {
+    /// Plain data-parallel training (or plain training, without a communicator) with `opt`.
+    fn plain(opt: Opt) -> Job {
+        Job {
+            opt,
+            sharded: false,
+        }
+    }
+}
+
+/// One rank's trainer: plain training, data-parallel training, or ZeRO-1.
+enum Trainer {
+    Single(ShardableOptimizer<f32>),
+    Plain(DataParallel<f32>, ShardableOptimizer<f32>),
+    Zero(Box<ShardedOptimizer<f32>>),
+}
+
+impl Trainer {
+    fn new(
+        params: Vec<Var<f32>>,
+        comm: Option<Communicator>,
+        job: Job,
+        lr: f64,
+    ) -> cuda_stack_nn::Result<Trainer> {
+        let opt = job.opt.make(params.clone(), lr)?;
+        let config = DataParallelConfig::default();
+        Ok(match comm {
+            None => Trainer::Single(opt),
+            Some(c) if job.sharded => {
+                Trainer::Zero(Box::new(ShardedOptimizer::new(opt, c, config)?))
+            }
+            Some(c) => Trainer::Plain(DataParallel::new(params, c, config)?, opt),
+        })
+    }
+
+    fn zero_grad(&self) {
+        match self {
+            Trainer::Single(o) | Trainer::Plain(_, o) => o.zero_grad(),
+            Trainer::Zero(z) => z.zero_grad(),
+        }
+    }
+
+    /// The step after a backward pass (the gradient exchange included).
+    fn step(&mut self) -> cuda_stack_nn::Result<()> {
+        match self {
+            Trainer::Single(o) => o.step(),
+            Trainer::Plain(d, o) => {
+                d.finish_gradients()?;
+                o.step()
+            }
+            Trainer::Zero(z) => z.step(),
+        }
+    }
+
+    /// The mean of `t` over the ranks.
+    fn mean(&self, t: &Tensor<f32>) -> cuda_stack_nn::Result<Tensor<f32>> {
+        match self {
+            Trainer::Single(_) => Ok(t.clone()),
+            Trainer::Plain(d, _) => d.mean_over_ranks(t),
+            Trainer::Zero(z) => z.mean_over_ranks(t),
+        }
+    }
+
+    /// Optimizer state on this GPU, in bytes.
+    fn state_bytes(&self) -> usize {
+        match self {
+            Trainer::Single(o) | Trainer::Plain(_, o) => o.state_bytes(),
+            Trainer::Zero(z) => z.state_bytes(),
+        }
+    }
 }
 
 /// The loss curve of plain training on device 0 with the whole batch.
 fn curve_plain(p: Plan, rows: usize) -> Res<Vec<f32>> {
     set_device(0)?;
     let m = classifier(11)?;
-    let mut opt = optimizer(m.parameters())?;
+    let opt = Opt::Momentum;
+    let mut t = Trainer::new(m.parameters(), None, Job::plain(opt), opt.curve_lr())?;
     let mut out = Vec::new();
     for step in 0..p.curve_steps {
         let (x, y) = batch(step, 0, rows)?;
-        opt.zero_grad();
+        t.zero_grad();
         let loss = m.forward(&x)?.cross_entropy(&y)?;
         loss.backward()?;
-        opt.step()?;
+        t.step()?;
         out.push(loss.value().item()?);
     }
     Ok(out)
 }
 
 /// Rank `comm.rank()`'s part of the data-parallel run: the global loss (mean over ranks).
-fn curve_rank(p: Plan, comm: Communicator, rows: usize) -> Res<Vec<f32>> {
+fn curve_rank(p: Plan, comm: Communicator, rows: usize, job: Job) -> Res<Vec<f32>> {
     set_device(comm.device())?;
     let (r, n) = (comm.rank(), comm.size());
     let share = rows / n;
     let m = classifier(11 + r as u64)?; // rank 0's values are broadcast to the others
-    let ddp = DataParallel::new(m.parameters(), comm, DataParallelConfig::default())?;
-    let mut opt = optimizer(m.parameters())?;
+    let mut t = Trainer::new(m.parameters(), Some(comm), job, job.opt.curve_lr())?;
     let mut out = Vec::new();
     for step in 0..p.curve_steps {
         let (x, y) = batch(step, r * share, (r + 1) * share)?;
-        opt.zero_grad();
+        t.zero_grad();
         let loss = m.forward(&x)?.cross_entropy(&y)?;
         loss.backward()?;
-        ddp.finish_gradients()?;
-        opt.step()?;
-        out.push(ddp.mean_over_ranks(&loss.value())?.item()?);
+        t.step()?;
+        out.push(t.mean(&loss.value())?.item()?);
     }
     Ok(out)
 }
@@ -197,26 +363,28 @@ fn mlp(p: Plan) -> cuda_stack_nn::Result<Sequential<f32>> {
     Ok(m.append(Linear::new(p.width, 16, 99)?))
 }
 
+/// The throughput model's learning rate (every optimizer).
+const THROUGHPUT_LR: f64 = 1e-4;
+
+/// What a rank of a throughput run reports: seconds for the timed steps, and the optimizer
+/// state on its GPU (bytes).
+type Timed = (f64, usize);
+
 /// Timed training steps of the throughput model on the current device: seconds for
 /// `p.steps` steps after two warm-up steps (host clock, one synchronize at the end, as
-/// PyTorch's timing loops do), with or without data parallelism.
-fn throughput_run(p: Plan, comm: Option<Communicator>, seed: u64) -> Res<f64> {
+/// PyTorch's timing loops do), with or without data parallelism (`job`: the optimizer and
+/// whether it is ZeRO-1), and the optimizer state it held.
+fn throughput_run(p: Plan, comm: Option<Communicator>, seed: u64, job: Job) -> Res<Timed> {
     let m = mlp(p)?;
-    let ddp = comm
-        .map(|c| DataParallel::new(m.parameters(), c, DataParallelConfig::default()))
-        .transpose()?;
-    let mut opt = Sgd::new(m.parameters(), SgdConfig::new(1e-4))?;
+    let mut trainer = Trainer::new(m.parameters(), comm, job, THROUGHPUT_LR)?;
     let x = Var::constant(Tensor::randn(&[p.batch, p.width], seed)?);
     let labels: Vec<usize> = (0..p.batch).map(|i| (i * 5 + seed as usize) % 16).collect();
     let y = class_targets(&labels, 16)?;
     let mut step = || -> Res<Var<f32>> {
-        opt.zero_grad();
+        trainer.zero_grad();
         let loss = m.forward(&x)?.cross_entropy(&y)?;
         loss.backward()?;
-        if let Some(d) = &ddp {
-            d.finish_gradients()?;
-        }
-        opt.step()?;
+        trainer.step()?;
         Ok(loss)
     };
     for _ in 0..2 {
@@ -230,16 +398,22 @@ fn throughput_run(p: Plan, comm: Option<Communicator>, seed: u64) -> Res<f64> {
         loss = step()?;
     }
     let l = loss.value().item()?;
+    let secs = t.elapsed().as_secs_f64();
     if !l.is_finite() {
         return Err(format!("the loss is {l}").into());
     }
-    Ok(t.elapsed().as_secs_f64())
+    Ok((secs, trainer.state_bytes()))
 }
 
-/// Samples per second of `ranks` ranks, each of which took `secs` for the timed steps.
-fn rate(p: Plan, ranks: usize, secs: &[f64]) -> f64 {
-    let slowest = secs.iter().copied().fold(0.0, f64::max);
+/// Samples per second of `ranks` ranks, each of which reported its time for the timed steps.
+fn rate(p: Plan, ranks: usize, timed: &[Timed]) -> f64 {
+    let slowest = timed.iter().map(|t| t.0).fold(0.0, f64::max);
     (ranks * p.batch * p.steps) as f64 / slowest
+}
+
+/// The most optimizer state any rank held (bytes).
+fn state_per_gpu(timed: &[Timed]) -> usize {
+    timed.iter().map(|t| t.1).max().unwrap_or(0)
 }
 
 /// One thread per GPU, each with its communicator and with that GPU as its current device (a
@@ -283,8 +457,9 @@ fn comm_config() -> CommConfig {
     CommConfig::with_timeout(Some(Duration::from_secs(120)))
 }
 
-/// Starts one child per GPU (this program with `--worker`), collects the JSON each prints.
-fn on_processes(args: &Args, n: usize, task: &str) -> Res<Vec<Value>> {
+/// Starts one child per GPU (this program with `--worker`) for `task` (`curve` or
+/// `throughput`) with `job`, collects the JSON each prints.
+fn on_processes(args: &Args, n: usize, task: &str, job: Job) -> Res<Vec<Value>> {
     let exe = std::env::current_exe()?;
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0")?;
@@ -310,10 +485,14 @@ fn on_processes(args: &Args, n: usize, task: &str) -> Res<Vec<Value>> {
                 "--steps",
                 &p.steps.to_string(),
             ])
+            .args(["--opt", job.opt.torch_name()])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if args.common.quick {
             cmd.arg("--quick");
+        }
+        if job.sharded {
+            cmd.arg("--sharded");
         }
         children.push(cmd.spawn()?);
     }
@@ -356,9 +535,18 @@ fn worker(args: &Args, rank: usize, world: usize, addr: &str) -> Res<()> {
     let id = cuda_stack_nccl::tcp::exchange_unique_id(addr, rank, world, Duration::from_secs(120))?;
     let comm = Communicator::init_rank(&id, rank, world, rank, &comm_config())?;
     set_device(rank)?;
+    let job = Job {
+        opt: args.opt,
+        sharded: args.sharded,
+    };
     let doc = match args.layout.as_str() {
-        "curve" => json!({"rank": rank, "curve": curve_rank(p, comm, p.curve_rows * world)?}),
-        _ => json!({"rank": rank, "secs": throughput_run(p, Some(comm), 7 + rank as u64)?}),
+        "curve" => {
+            json!({"rank": rank, "curve": curve_rank(p, comm, p.curve_rows * world, job)?})
+        }
+        _ => {
+            let (secs, state) = throughput_run(p, Some(comm), 7 + rank as u64, job)?;
+            json!({"rank": rank, "secs": secs, "state_bytes": state})
+        }
     };
     println!("{doc}");
     Ok(())
@@ -393,11 +581,12 @@ fn body(args: &Args) -> Res<()> {
     let mut curves = vec![("one GPU, whole batch".to_string(), one.clone())];
     if threads {
         let comms = CommGroup::all(&comm_config())?.into_comms();
-        let got = on_threads(comms, move |c| curve_rank(p, c, rows))?;
+        let job = Job::plain(Opt::Momentum);
+        let got = on_threads(comms, move |c| curve_rank(p, c, rows, job))?;
         curves.push((format!("{n} GPU(s), threads"), got[0].clone()));
     }
     if processes {
-        let got = on_processes(args, n, "curve")?;
+        let got = on_processes(args, n, "curve", Job::plain(Opt::Momentum))?;
         let c0: Vec<f32> = serde_json::from_value(got[0]["curve"].clone())?;
         curves.push((format!("{n} GPU(s), processes"), c0));
     }
@@ -449,59 +638,137 @@ fn body(args: &Args) -> Res<()> {
         p.steps,
         w = p.width
     ));
+    let sgd = Job::plain(Opt::Sgd);
     set_device(0)?;
-    let plain = rate(p, 1, &[throughput_run(p, None, 7)?]);
+    let plain = rate(p, 1, &[throughput_run(p, None, 7, sgd)?]);
     let single = CommGroup::new(&[0], &comm_config())?.into_comms();
     let ddp1 = rate(
         p,
         1,
-        &on_threads(single, move |c| throughput_run(p, Some(c), 7))?,
+        &on_threads(single, move |c| throughput_run(p, Some(c), 7, sgd))?,
     );
-    let mut table = Table::new(&["run", "GPUs", "samples/s", "vs one GPU plain"]);
+    // (run, GPUs, samples/s, which of torch_ddp.py's figures it compares with)
     let mut results = vec![
-        ("plain, one GPU".to_string(), 1, plain),
-        ("data-parallel, 1 rank".to_string(), 1, ddp1),
+        (
+            "plain, one GPU".to_string(),
+            1,
+            plain,
+            "plain_samples_per_s",
+        ),
+        (
+            "data-parallel, 1 rank".to_string(),
+            1,
+            ddp1,
+            "ddp1_samples_per_s",
+        ),
     ];
     if n >= 2 {
         if threads {
-            let comms = CommGroup::all(&comm_config())?.into_comms();
-            let secs = on_threads(comms, move |c| {
-                let seed = 7 + c.rank() as u64;
-                throughput_run(p, Some(c), seed)
-            })?;
-            results.push((format!("data-parallel, {n} threads"), n, rate(p, n, &secs)));
+            let secs = throughput_on_threads(p, sgd)?;
+            results.push((
+                format!("data-parallel, {n} threads"),
+                n,
+                rate(p, n, &secs),
+                "ddp_samples_per_s",
+            ));
         }
         if processes {
-            let got = on_processes(args, n, "throughput")?;
-            let secs: Vec<f64> = got.iter().filter_map(|v| v["secs"].as_f64()).collect();
+            let secs = throughput_on_processes(args, n, sgd)?;
             results.push((
                 format!("data-parallel, {n} processes"),
                 n,
                 rate(p, n, &secs),
+                "ddp_samples_per_s",
             ));
         }
     } else if processes {
         // One GPU: the one-process-per-GPU path still runs (one child, TCP id exchange).
-        let got = on_processes(args, 1, "throughput")?;
-        let secs: Vec<f64> = got.iter().filter_map(|v| v["secs"].as_f64()).collect();
-        results.push(("data-parallel, 1 process".to_string(), 1, rate(p, 1, &secs)));
+        let secs = throughput_on_processes(args, 1, sgd)?;
+        results.push((
+            "data-parallel, 1 process".to_string(),
+            1,
+            rate(p, 1, &secs),
+            "ddp1_samples_per_s",
+        ));
     }
-    for (name, g, r) in &results {
-        table.row(&[
+    // 3. PyTorch DDP, same run.
+    let torch = if args.torch {
+        match torch_ddp(args, p, n, Opt::Sgd) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                out.say(format!("PyTorch DDP not measured: {e}"));
+                out.put("torch_ddp_error", json!(e.to_string()));
+                None
+            }
+        }
+    } else {
+        None
+    };
+    let theirs = |key: &str| torch.as_ref().and_then(|t| t[key].as_f64());
+    let mut headers = vec!["run", "GPUs", "samples/s", "vs one GPU plain"];
+    if torch.is_some() {
+        headers.extend(["torch samples/s", "ours / torch"]);
+    }
+    let mut table = Table::new(&headers);
+    for (name, g, r, key) in &results {
+        let mut row = vec![
             name.clone(),
             g.to_string(),
             format!("{r:.0}"),
             format!("{:.2}x", r / plain),
-        ]);
+        ];
+        if torch.is_some() {
+            row.push(theirs(key).map_or("-".into(), |t| format!("{t:.0}")));
+            row.push(theirs(key).map_or("-".into(), |t| format!("{:.2}x", r / t)));
+        }
+        table.row(&row);
     }
     if !out.is_json() {
         table.print();
     }
+    if let Some(t) = &torch {
+        out.say(format!(
+            "PyTorch {} DDP (same model, batch, SGD, {} + {} steps; one process per GPU, 25 MiB \
+             buckets), {}:",
+            t["torch"].as_str().unwrap_or("?"),
+            t["warmup"],
+            t["steps"],
+            t["device"].as_str().unwrap_or("?")
+        ));
+        if let Some(tp) = theirs("plain_samples_per_s") {
+            out.say(format!(
+                "  one GPU: ours {:.2}x torch (plain); data-parallel at one rank {:.2}x our \
+                 plain (target >= 0.98x), torch DDP at one rank {}",
+                plain / tp,
+                ddp1 / plain,
+                theirs("ddp1_samples_per_s")
+                    .map_or("-".into(), |d| format!("{:.2}x its plain", d / tp))
+            ));
+        }
+        if let Some(td) = theirs("ddp_samples_per_s") {
+            let best = results
+                .iter()
+                .filter(|(_, g, _, _)| *g == n)
+                .map(|(_, _, r, _)| *r)
+                .fold(0.0, f64::max);
+            out.say(format!(
+                "  {n} GPUs: ours {:.2}x torch DDP (best layout; target at 2 GPUs: >= 1.0x)",
+                best / td
+            ));
+            out.put("vs_torch_ddp", json!(best / td));
+        }
+        out.put(
+            "vs_torch_plain",
+            json!(theirs("plain_samples_per_s").map(|tp| plain / tp)),
+        );
+        out.put("torch_ddp", t.clone());
+    }
+    out.put("ddp1_vs_plain", json!(ddp1 / plain));
     if n >= 2 {
         let best = results
             .iter()
-            .filter(|(_, g, _)| *g == n)
-            .map(|(_, _, r)| *r)
+            .filter(|(_, g, _, _)| *g == n)
+            .map(|(_, _, r, _)| *r)
             .fold(0.0, f64::max);
         out.say(format!(
             "scaling: {:.2}x at {n} GPUs over one GPU (target at 2 GPUs: >= 1.8x)",
@@ -521,9 +788,195 @@ fn body(args: &Args) -> Res<()> {
         "throughput",
         json!(results
             .iter()
-            .map(|(k, g, r)| json!({"run": k, "gpus": g, "samples_per_s": r}))
+            .map(|(k, g, r, key)| json!({
+                "run": k, "gpus": g, "samples_per_s": r,
+                "torch_samples_per_s": theirs(key),
+                "vs_torch": theirs(key).map(|t| r / t),
+            }))
             .collect::<Vec<_>>()),
     );
+    // 4. ZeRO-1.
+    if args.zero {
+        zero_phase(args, p, n, (threads, processes), &mut out)?;
+    }
     out.finish();
+    Ok(())
+}
+
+/// The throughput model with `job` on every GPU, one thread each: every rank's report.
+fn throughput_on_threads(p: Plan, job: Job) -> Res<Vec<Timed>> {
+    let comms = CommGroup::all(&comm_config())?.into_comms();
+    on_threads(comms, move |c| {
+        let seed = 7 + c.rank() as u64;
+        throughput_run(p, Some(c), seed, job)
+    })
+}
+
+/// The throughput model with `job` on `n` GPUs, one process each: every rank's report.
+fn throughput_on_processes(args: &Args, n: usize, job: Job) -> Res<Vec<Timed>> {
+    let got = on_processes(args, n, "throughput", job)?;
+    got.iter()
+        .map(|v| match (v["secs"].as_f64(), v["state_bytes"].as_u64()) {
+            (Some(s), Some(b)) => Ok((s, b as usize)),
+            _ => Err(format!("a worker's report has no secs / state_bytes: {v}").into()),
+        })
+        .collect()
+}
+
+/// Runs `tools/torch_ddp.py` (`--torch-script`) with this run's model, batch, step count,
+/// GPUs and optimizer `opt`, and returns the JSON it prints. An error says why it could not
+/// (no python3, no torch, no GPU for torch, …).
+fn torch_ddp(args: &Args, p: Plan, n: usize, opt: Opt) -> Res<Value> {
+    let mut cmd = Command::new("python3");
+    cmd.arg(&args.torch_script)
+        .args(["--width", &p.width.to_string()])
+        .args(["--layers", &p.layers.to_string()])
+        .args(["--batch", &p.batch.to_string()])
+        .args(["--steps", &p.steps.to_string()])
+        .args(["--warmup", "3"]) // ours: two warm-up steps and a third waited for
+        .args(["--gpus", &n.to_string()])
+        .args(["--optimizer", opt.torch_name()])
+        .args(["--lr", &THROUGHPUT_LR.to_string()])
+        .env(cuda_stack_nccl::NVLS_VAR, "0")
+        .stdin(Stdio::null());
+    if cuda_stack_runtime::tensor::allow_tf32() {
+        cmd.arg("--tf32");
+    }
+    let o = cmd
+        .output()
+        .map_err(|e| format!("could not run python3 {}: {e}", args.torch_script))?;
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(3).collect();
+    let tail: Vec<&str> = tail.into_iter().rev().collect();
+    if !o.status.success() {
+        return Err(format!(
+            "python3 {} failed ({}): {}",
+            args.torch_script,
+            o.status,
+            tail.join(" | ")
+        )
+        .into());
+    }
+    let text = String::from_utf8_lossy(&o.stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .ok_or_else(|| format!("python3 {} printed no JSON", args.torch_script))?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// Bytes as MiB, for people.
+fn mib(bytes: usize) -> String {
+    format!("{:.1} MiB", bytes as f64 / (1 << 20) as f64)
+}
+
+/// ZeRO-1 against plain data-parallel training, for each optimizer of `--zero-optimizer` and
+/// each layout: loss curves, optimizer state per GPU and throughput.
+fn zero_phase(
+    args: &Args,
+    p: Plan,
+    n: usize,
+    (threads, processes): (bool, bool),
+    out: &mut Out,
+) -> Res<()> {
+    const LOSS_TOL: f64 = 1e-5;
+    out.say(format!(
+        "ZeRO-1 (ShardedOptimizer) vs plain data-parallel training on {n} GPU(s): the loss \
+         curves ({} steps of the classifier), and optimizer state and samples/s of the \
+         throughput model",
+        p.curve_steps
+    ));
+    let rows = p.curve_rows * n;
+    let layouts: Vec<&str> = [("threads", threads), ("processes", processes)]
+        .into_iter()
+        .filter(|l| l.1)
+        .map(|l| l.0)
+        .collect();
+    let mut table = Table::new(&[
+        "optimizer",
+        "layout",
+        "loss: max rel. diff",
+        "state/GPU plain",
+        "state/GPU ZeRO-1",
+        "ZeRO-1/plain",
+        "samples/s plain",
+        "samples/s ZeRO-1",
+        "ZeRO-1/plain",
+    ]);
+    let mut docs = Vec::new();
+    let mut worst_loss: f64 = 0.0;
+    for &opt in &args.zero_optimizer {
+        for &layout in &layouts {
+            let job = |sharded| Job { opt, sharded };
+            let curve = |sharded: bool| -> Res<Vec<f32>> {
+                let job = job(sharded);
+                if layout == "threads" {
+                    let comms = CommGroup::all(&comm_config())?.into_comms();
+                    let got = on_threads(comms, move |c| curve_rank(p, c, rows, job))?;
+                    Ok(got.into_iter().next().unwrap_or_default())
+                } else {
+                    let got = on_processes(args, n, "curve", job)?;
+                    Ok(serde_json::from_value(got[0]["curve"].clone())?)
+                }
+            };
+            let timed = |sharded: bool| -> Res<Vec<Timed>> {
+                if layout == "threads" {
+                    throughput_on_threads(p, job(sharded))
+                } else {
+                    throughput_on_processes(args, n, job(sharded))
+                }
+            };
+            let (plain_curve, zero_curve) = (curve(false)?, curve(true)?);
+            let diff = max_rel_diff(&zero_curve, &plain_curve);
+            worst_loss = worst_loss.max(diff);
+            let (plain_t, zero_t) = (timed(false)?, timed(true)?);
+            let (plain_rate, zero_rate) = (rate(p, n, &plain_t), rate(p, n, &zero_t));
+            let (plain_mem, zero_mem) = (state_per_gpu(&plain_t), state_per_gpu(&zero_t));
+            let mem_ratio = if plain_mem == 0 {
+                None
+            } else {
+                Some(zero_mem as f64 / plain_mem as f64)
+            };
+            table.row(&[
+                opt.name().to_string(),
+                layout.to_string(),
+                format!("{diff:.2e}"),
+                mib(plain_mem),
+                mib(zero_mem),
+                mem_ratio.map_or("-".into(), |r| format!("{r:.3}")),
+                format!("{plain_rate:.0}"),
+                format!("{zero_rate:.0}"),
+                format!("{:.3}x", zero_rate / plain_rate),
+            ]);
+            docs.push(json!({
+                "optimizer": opt.torch_name(), "layout": layout, "gpus": n,
+                "loss_max_rel_diff": diff,
+                "loss_plain": plain_curve, "loss_zero1": zero_curve,
+                "state_bytes_per_gpu_plain": plain_mem, "state_bytes_per_gpu_zero1": zero_mem,
+                "state_ratio": mem_ratio,
+                "samples_per_s_plain": plain_rate, "samples_per_s_zero1": zero_rate,
+                "throughput_ratio": zero_rate / plain_rate,
+            }));
+        }
+    }
+    if !out.is_json() {
+        table.print();
+    }
+    out.say(format!(
+        "targets: loss within {LOSS_TOL:.0e} relative (worst {worst_loss:.2e}); optimizer state \
+         per GPU 1/{n} of plain's ({:.3}; padding and Adam's step counters add a few bytes); \
+         throughput >= 0.95x plain data-parallel",
+        1.0 / n as f64
+    ));
+    out.put("zero1", json!(docs));
+    out.put("zero1_loss_max_rel_diff", json!(worst_loss));
+    if worst_loss > LOSS_TOL {
+        return Err(format!(
+            "the ZeRO-1 loss curve left plain data-parallel training's ({worst_loss:.2e} > \
+             {LOSS_TOL:.0e})"
+        )
+        .into());
+    }
     Ok(())
 }

@@ -7,6 +7,7 @@
 //! | `dist.broadcast(t, src)` | [`Tensor::broadcast_`] (in place) |
 //! | `dist.reduce(t, dst, op)` | [`Tensor::reduce_`] (in place; the result on the root) |
 //! | `dist.all_gather_into_tensor(out, t)` | [`Tensor::all_gather`] → shape `[size, ..]` |
+//! | `dist.all_gather_into_tensor(t, t.chunk(size)[rank])` | [`Tensor::all_gather_in_place_`] (flat, in place) |
 //! | `dist.reduce_scatter_tensor(out, t, op)` | [`Tensor::reduce_scatter`] → first dimension / size |
 //! | `dist.send(t, dst)`, `dist.recv(t, src)` | [`Tensor::send`], [`Tensor::recv_`] (in place) |
 //!
@@ -91,6 +92,31 @@ impl<T: TensorElement + NcclType> Tensor<T> {
             })?
         };
         Tensor::from_storage(storage, &shape)
+    }
+
+    /// [`Tensor::all_gather`] in place, over a flat buffer of `size` equal parts (row-major):
+    /// this rank's own part `rank` is what it contributes, and afterwards part `r` is rank
+    /// `r`'s everywhere (`ncclAllGather` with the send buffer inside the receive buffer, as
+    /// ZeRO-1 gathers a flat parameter buffer). The element count must divide by the number of
+    /// ranks. In place when [`Tensor::is_exclusive`] (a private copy first otherwise).
+    pub fn all_gather_in_place_(&mut self, comm: &Communicator) -> Result<()> {
+        const OP: &str = "all_gather_in_place_";
+        self.check_comm(OP, comm)?;
+        let size = comm.size();
+        if size == 0 || self.numel() % size != 0 {
+            return Err(TensorError::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: vec![size],
+                why: format!(
+                    "{} elements do not split into {size} equal parts, one per rank",
+                    self.numel()
+                ),
+            });
+        }
+        let (exec, buf) = self.exclusive_mut()?;
+        comm.all_gather_in_place(buf, exec.stream())?;
+        Ok(())
     }
 
     /// Reduces every rank's tensor and gives rank `r` the `r`-th of `size` equal parts along the

@@ -3,8 +3,9 @@
 //! so a whole training step can be captured into a CUDA graph and replayed.
 
 use super::activation_grad::check_grad_shape;
-use crate::tensor::error::Result;
+use crate::tensor::error::{Result, TensorError};
 use crate::tensor::{GradElement, Tensor};
+use std::ops::Range;
 pub use cuda_stack_kernels::ops::{AdamParams, SgdParams};
 
 impl<T: GradElement> Tensor<T> {
@@ -63,6 +64,98 @@ impl<T: GradElement> Tensor<T> {
         let (exec, p) = self.exclusive_mut()?;
         let k = exec.kernels()?;
         T::adam(&k, exec.stream(), p, &gv, m, v, &sv, index, params)
+    }
+}
+
+/// Optimizer steps on one part of a tensor: elements `offset .. offset + grad.numel()` of its
+/// row-major order, the others untouched — one rank's part of a flat parameter buffer under
+/// ZeRO-1 (`cuda_stack_nn::ShardedOptimizer`). The gradient and the state tensors cover the
+/// part only (each of the gradient's shape). In place when [`Tensor::is_exclusive`]; a shared
+/// tensor or a view first becomes a private copy, as for every in-place op.
+impl<T: GradElement> Tensor<T> {
+    /// The range `offset .. offset + grad.numel()` of this tensor's elements, checked.
+    fn part(&self, op: &'static str, offset: usize, grad: &Tensor<T>) -> Result<Range<usize>> {
+        self.same_device(op, grad)?;
+        match offset.checked_add(grad.numel()) {
+            Some(end) if end <= self.numel() => Ok(offset..end),
+            _ => Err(TensorError::ShapeMismatch {
+                op,
+                lhs: self.shape().to_vec(),
+                rhs: grad.shape().to_vec(),
+                why: format!(
+                    "a part of {} elements from element {offset} does not fit in {} elements",
+                    grad.numel(),
+                    self.numel()
+                ),
+            }),
+        }
+    }
+
+    /// [`Tensor::sgd_`] on elements `offset .. offset + grad.numel()`.
+    pub fn sgd_at_(
+        &mut self,
+        offset: usize,
+        grad: &Tensor<T>,
+        lr: f64,
+        weight_decay: f64,
+    ) -> Result<()> {
+        let range = self.part("sgd_at_", offset, grad)?;
+        let g = grad.contiguous()?;
+        let gv = g.dense()?;
+        let (exec, p) = self.exclusive_mut()?;
+        let mut part = p.slice_mut(range)?;
+        let k = exec.kernels()?;
+        T::sgd(&k, exec.stream(), &mut part, &gv, lr, weight_decay)
+    }
+
+    /// [`Tensor::sgd_momentum_`] on elements `offset .. offset + grad.numel()`, with the part's
+    /// momentum buffer (the gradient's shape).
+    pub fn sgd_momentum_at_(
+        &mut self,
+        offset: usize,
+        grad: &Tensor<T>,
+        momentum_buffer: &mut Tensor<T>,
+        params: SgdParams<f64>,
+        first: bool,
+    ) -> Result<()> {
+        const OP: &str = "sgd_momentum_at_";
+        let range = self.part(OP, offset, grad)?;
+        check_grad_shape(OP, grad, momentum_buffer)?;
+        let g = grad.contiguous()?;
+        let gv = g.dense()?;
+        let (_, b) = momentum_buffer.exclusive_mut()?;
+        let (exec, p) = self.exclusive_mut()?;
+        let mut part = p.slice_mut(range)?;
+        let k = exec.kernels()?;
+        T::sgd_momentum(&k, exec.stream(), &mut part, &gv, b, params, first)
+    }
+
+    /// [`Tensor::adam_`] on elements `offset .. offset + grad.numel()`, with the part's moments
+    /// (the gradient's shape) and its step count `steps[index]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn adam_at_(
+        &mut self,
+        offset: usize,
+        grad: &Tensor<T>,
+        exp_avg: &mut Tensor<T>,
+        exp_avg_sq: &mut Tensor<T>,
+        steps: &Tensor<i32>,
+        index: usize,
+        params: AdamParams<f64>,
+    ) -> Result<()> {
+        const OP: &str = "adam_at_";
+        let range = self.part(OP, offset, grad)?;
+        check_grad_shape(OP, grad, exp_avg)?;
+        check_grad_shape(OP, grad, exp_avg_sq)?;
+        self.same_device(OP, steps)?;
+        let (g, st) = (grad.contiguous()?, steps.contiguous()?);
+        let (gv, sv) = (g.dense()?, st.dense()?);
+        let (_, m) = exp_avg.exclusive_mut()?;
+        let (_, v) = exp_avg_sq.exclusive_mut()?;
+        let (exec, p) = self.exclusive_mut()?;
+        let mut part = p.slice_mut(range)?;
+        let k = exec.kernels()?;
+        T::adam(&k, exec.stream(), &mut part, &gv, m, v, &sv, index, params)
     }
 }
 
