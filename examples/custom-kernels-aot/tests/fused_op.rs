@@ -100,6 +100,7 @@ fn handles_refuse_mismatch() -> TestResult {
         name: PTX_FILES[0].name,
         source: PTX_FILES[0].source,
         targets,
+        sass: &[],
     };
     let err = match Kernels::check_ptx(std::slice::from_ref(&file)) {
         Ok(()) => return Err("a PTX with a double scale was accepted".into()),
