@@ -5,8 +5,8 @@
 use super::activation_grad::check_grad_shape;
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::{GradElement, Tensor};
-use std::ops::Range;
 pub use cuda_stack_kernels::ops::{AdamParams, SgdParams};
+use std::ops::Range;
 
 impl<T: GradElement> Tensor<T> {
     /// `self ← self − lr · (grad + weight_decay · self)`: one plain SGD step of parameter
