@@ -74,7 +74,14 @@ impl Nvrtc {
     /// [`Nvrtc::search`] with the environment read through `env` instead of the process's
     /// (build tools that record which variables they read, and tests, use it).
     pub fn search_with(env: &dyn Fn(&str) -> Option<OsString>) -> Search {
-        let dirs = loader::cuda_library_dirs(env, &["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"]);
+        // `$CUDA_NVRTC_PATH` alone is searched when set: skip listing the Python folders (most
+        // of a search's time, which a warm `cuda-stack-jit` process pays before its first call).
+        let explicit = env(NVRTC_PATH_VAR).is_some_and(|p| !p.is_empty());
+        let dirs = if explicit {
+            Vec::new()
+        } else {
+            loader::cuda_library_dirs(env, &["nvidia/cu13/lib", "nvidia/cuda_nvrtc/lib"])
+        };
         Search::standard(
             NVRTC_LIBRARY,
             NVRTC_HINT,

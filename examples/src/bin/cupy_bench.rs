@@ -113,12 +113,17 @@ fn child_first_call(device: usize, preload_nvrtc: bool) -> ProgramResult {
         return Err(format!("wrong result {} (want {want})", v[0]).into());
     }
     let stats = cuda_stack_jit::KernelCache::global().stats();
+    // What finding NVRTC's file without loading it costs (done once in the call above too).
+    let t = Instant::now();
+    let located = cuda_stack_jit::cache::nvrtc_location();
+    let locate_ms = t.elapsed().as_secs_f64() * 1e3;
     println!(
         "{}",
         json!({"first_call_ms": ms, "nvrtc_load_ms": nvrtc_ms,
                "origin": format!("{:?}", info.origin),
                "compiles": stats.compiles, "disk_hits": stats.disk_hits,
-               "nvrtc_loaded": stats.nvrtc_loaded})
+               "nvrtc_loaded": stats.nvrtc_loaded, "locate_ms": locate_ms,
+               "nvrtc_file": located.map(|p| p.display().to_string())})
     );
     Ok(())
 }
@@ -452,6 +457,18 @@ fn body(args: Args) -> ProgramResult {
         fmt(c("warm_ms"), "ms"),
         ratio(warm_ms, c("warm_ms")),
         "<= 1.0x".into(),
+    ]);
+    t.row(&[
+        format!(
+            "  of it: finding NVRTC's file without loading it ({})",
+            warm["nvrtc_file"]
+                .as_str()
+                .unwrap_or("not found: NVRTC is loaded instead")
+        ),
+        format!("{:.2} ms", warm["locate_ms"].as_f64().unwrap_or(f64::NAN)),
+        "-".into(),
+        "-".into(),
+        "-".into(),
     ]);
     t.row(&[
         format!("  the same, NVRTC loaded before the timer ({nvrtc_load_ms:.1} ms to load it)"),
