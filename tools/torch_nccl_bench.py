@@ -3,14 +3,16 @@
 
 One process per GPU (torch.multiprocessing), NVLink multicast off (NCCL_NVLS_ENABLE=0 is set
 before torch is imported, and the workers inherit it). For each operation - all_reduce (sum, in
-place), all_gather_into_tensor, reduce_scatter_tensor, f32 - and each size: warm-up calls, then
-the GPU time between CUDA events on the current stream over many calls (the same iteration rule
-as nccl_bench), the slowest rank's. Sizes, counts and bandwidths are nccl-tests' (see
-nccl_bench's documentation), so the rows line up with nccl_bench's.
+place), all_gather_into_tensor, reduce_scatter_tensor, broadcast (from rank 0, in place, bus
+factor 1), f32 - and each size: warm-up calls, then the GPU time between CUDA events on the
+current stream over many calls (the same iteration rule as nccl_bench), the slowest rank's.
+Sizes, counts and bandwidths are nccl-tests' (see nccl_bench's documentation), so the rows line
+up with nccl_bench's.
 
 Writes JSON ({"world_size", "torch", "nccl", "device", "rows": [{"op", "bytes", "size", "count",
 "iters", "time_us", "algbw_gbps", "busbw_gbps"}]}) to --out (default: stdout), for
-`nccl_bench --torch FILE`.
+`nccl_bench --torch FILE`; `nccl_bench --torch-run` runs this script itself, with its own
+sizes, --quick and GPUs.
 
     python3 tools/torch_nccl_bench.py --out torch_nccl.json [--quick] [--gpus N]
 """
@@ -25,7 +27,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-OPS = ["all_reduce", "all_gather", "reduce_scatter"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast"]
 
 
 def sizes(lo, hi):
@@ -42,7 +44,7 @@ def sizes(lo, hi):
 def counts(op, nbytes, n):
     """(send elements, receive elements, size in bytes), as nccl_bench counts them."""
     elems = nbytes // 4
-    if op == "all_reduce":
+    if op in ("all_reduce", "broadcast"):
         return (elems, elems, elems * 4) if elems >= 1 else None
     per = elems // n
     if per < 1:
@@ -53,6 +55,8 @@ def counts(op, nbytes, n):
 
 
 def bus_factor(op, n):
+    if op == "broadcast":
+        return 1.0
     return 2.0 * (n - 1) / n if op == "all_reduce" else (n - 1) / n
 
 
@@ -83,6 +87,9 @@ def worker(rank, world, args, port, path):
             elif op == "all_gather":
                 def call():
                     dist.all_gather_into_tensor(recv, send)
+            elif op == "broadcast":
+                def call():
+                    dist.broadcast(recv, src=0)
             else:
                 def call():
                     dist.reduce_scatter_tensor(recv, send, op=dist.ReduceOp.SUM)

@@ -1,59 +1,126 @@
 //! `nccl_bench`: NCCL collectives through `cuda-stack-nccl`, from 8 B to 1 GiB, beside PyTorch's
 //! `torch.distributed` (NCCL backend) measured on the same machine in the same session.
 //!
-//! One rank per GPU; this process drives them all from one thread, each iteration one
-//! `cuda_stack_nccl::Group` with one operation per rank (as `nccl-tests` runs by default). For each
-//! operation — all-reduce (sum, in place, as `dist.all_reduce`), all-gather
-//! (`all_gather_into_tensor`), reduce-scatter (`reduce_scatter_tensor`), all on f32 — and each
-//! size: warm-up iterations, then GPU time between events on every rank's stream over many
-//! iterations, the slowest rank's. Sizes, counts and bandwidths follow `nccl-tests`
-//! (`PERFORMANCE.md`):
+//! One rank per GPU, in one of three layouts (`--layout`, several comma-separated are measured
+//! one after another and reported side by side):
+//! - `processes` (the default): one process per GPU, as PyTorch runs — this program re-executes
+//!   itself per rank; each child gets the id over TCP, makes its communicator with
+//!   `Communicator::init_rank` and calls plain `Communicator` methods on a stream of its own;
+//! - `threads`: one thread per GPU in this process, each with its own communicator, no group;
+//! - `group`: this thread drives every rank, one `cuda_stack_nccl::Group` per iteration (as
+//!   `nccl-tests` runs by default).
 //!
-//! - size: all-reduce, the buffer (count × 4 B); all-gather, the gathered buffer
+//! For each operation — all-reduce (sum, in place, as `dist.all_reduce`), all-gather
+//! (`all_gather_into_tensor`), reduce-scatter (`reduce_scatter_tensor`), broadcast (from rank 0,
+//! in place, as `dist.broadcast`), all on f32 — the result is first checked against the CPU;
+//! then for each size: warm-up iterations, then GPU time between events on every rank's stream
+//! over many iterations, the slowest rank's (with one communicator per rank, found with a
+//! max-all-reduce of the ranks' times, as the PyTorch script does). Sizes, counts and
+//! bandwidths follow `nccl-tests` (`PERFORMANCE.md`):
+//!
+//! - size: all-reduce and broadcast, the buffer (count × 4 B); all-gather, the gathered buffer
 //!   (count per rank × ranks × 4 B); reduce-scatter, the buffer reduced (the same);
 //! - algorithm bandwidth = size / time;
-//! - bus bandwidth = algbw × 2(n−1)/n (all-reduce), × (n−1)/n (all-gather, reduce-scatter):
-//!   the traffic on the busiest link, comparable across rank counts.
+//! - bus bandwidth = algbw × 2(n−1)/n (all-reduce), × (n−1)/n (all-gather, reduce-scatter),
+//!   × 1 (broadcast): the traffic on the busiest link, comparable across rank counts.
 //!
 //! With one GPU there is one rank: NCCL's collectives are then local copies (an all-reduce in
 //! place does nothing at all), the bus bandwidth is 0 by definition, and the program says so;
 //! the time is NCCL's launch cost (and this crate's).
 //!
-//! PyTorch's side: `tools/torch_nccl_bench.py` (one process per GPU through
-//! `torch.multiprocessing`, `NCCL_NVLS_ENABLE=0`) writes JSON that `--torch FILE` reads; the
-//! table then shows the ratios against the targets (≥ 0.95 × PyTorch's bandwidth at every
-//! size ≥ 1 MiB, ≤ 1.1 × its time for messages ≤ 64 KiB). Each operation's result is checked
-//! against the CPU first.
+//! PyTorch's side: `tools/torch_nccl_bench.py` (one process per GPU, `NCCL_NVLS_ENABLE=0`),
+//! run by this program right after its own measurements with `--torch-run` (same sizes, same
+//! `--quick`, same GPUs), or read from its JSON with `--torch FILE`. Each operation then gets a
+//! table with PyTorch's columns, the ratio and PASS/MISS against the targets (latency ≤ 1.1 ×
+//! PyTorch's at every size ≤ 64 KiB, bus bandwidth ≥ 0.95 × at every size ≥ 1 MiB), and a
+//! summary line with the worst of each.
 //!
-//! Run: `python3 tools/torch_nccl_bench.py --out torch_nccl.json; nccl_bench --torch
-//! torch_nccl.json` (`--quick`: up to 1 MiB, few iterations, for both).
+//! `--host-overhead` (processes and threads layouts) also measures, per rank, the host time of
+//! one all-reduce call at sizes up to 64 KiB: this crate's `all_reduce_in_place`, the bare
+//! `ncclAllReduce` on the same communicator, and (processes layout) on a blocking communicator;
+//! the difference is what the safe layer adds per call. `--blocking` (threads and group layouts)
+//! uses blocking NCCL communicators (`CommGroup::init_all`) instead of non-blocking ones.
+//!
+//! Every process runs with `NCCL_NVLS_ENABLE=0` (set first thing in `main`, and passed to the
+//! children and to the PyTorch script explicitly).
+//!
+//! Run: `nccl_bench --torch-run` (processes layout, 8 B .. 1 GiB, PyTorch in the same run);
+//! `nccl_bench --layout processes,threads,group --torch-run --host-overhead` (every layout
+//! beside PyTorch, and where the host time goes); `nccl_bench --quick` (up to 1 MiB, few
+//! iterations); `python3 tools/torch_nccl_bench.py --out torch_nccl.json; nccl_bench --torch
+//! torch_nccl.json` (PyTorch's figures from a file).
+
+#[path = "../nccl_bench/mod.rs"]
+mod nccl_bench;
 
 use clap::Parser;
-use cuda_examples::bench::Table;
 use cuda_examples::cli::Common;
 use cuda_examples::exit::{run, ProgramResult};
 use cuda_examples::output::Out;
-use cuda_stack_driver::{DeviceBuffer, Event, Stream};
-use cuda_stack_nccl::{CommConfig, CommGroup, Group, ReduceOp};
-use serde_json::{json, Value};
-use std::collections::HashMap;
+use cuda_stack_driver::Device;
+use nccl_bench::{fmt_size, group, processes, report, threads, torch};
+use nccl_bench::{Layout, Measured, Op, Plan};
+use serde_json::json;
+use std::error::Error;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 /// NCCL collectives, bus bandwidth from 8 B to 1 GiB, beside PyTorch.
 #[derive(Debug, Parser)]
+#[command(name = "nccl_bench")]
 struct Args {
     #[command(flatten)]
     common: Common,
+    /// How the ranks are driven: processes (one per GPU, as PyTorch), threads (one per GPU),
+    /// group (one thread, a Group per iteration); comma-separated to measure several.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "processes")]
+    layout: Vec<Layout>,
+    /// The operations, comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "all_reduce,all_gather,reduce_scatter,broadcast"
+    )]
+    ops: Vec<Op>,
     /// JSON written by `tools/torch_nccl_bench.py` on this machine.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "torch_run")]
     torch: Option<PathBuf>,
+    /// Run `python3 tools/torch_nccl_bench.py` right after this program's measurements, with
+    /// the same sizes, --quick and GPUs, and compare.
+    #[arg(long)]
+    torch_run: bool,
+    /// The PyTorch script `--torch-run` runs.
+    #[arg(long, default_value = "tools/torch_nccl_bench.py")]
+    torch_script: PathBuf,
     /// Smallest size in bytes.
     #[arg(long, default_value_t = 8)]
     min_bytes: usize,
     /// Largest size in bytes (default 1 GiB; `--quick`: 1 MiB).
     #[arg(long)]
     max_bytes: Option<usize>,
+    /// Ranks, one per GPU (default: every GPU).
+    #[arg(long)]
+    gpus: Option<usize>,
+    /// Seconds an NCCL operation may take before its communicator is aborted.
+    #[arg(long, default_value_t = 60.0)]
+    timeout: f64,
+    /// Also measure the host time per all-reduce call (processes and threads layouts).
+    #[arg(long)]
+    host_overhead: bool,
+    /// Blocking NCCL communicators (CommGroup::init_all; threads and group layouts only).
+    #[arg(long)]
+    blocking: bool,
+    /// (Internal: a child of the processes layout) this child's rank.
+    #[arg(long, hide = true)]
+    rank: Option<usize>,
+    /// (Internal) the number of ranks.
+    #[arg(long, hide = true)]
+    world: Option<usize>,
+    /// (Internal) where rank 0 hands out the communicator's id.
+    #[arg(long, hide = true)]
+    addr: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -63,371 +130,149 @@ fn main() -> ExitCode {
     run("nccl_bench", || body(&args))
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Op {
-    AllReduce,
-    AllGather,
-    ReduceScatter,
+/// A bench error as the program's.
+fn up(e: Box<dyn Error + Send + Sync>) -> Box<dyn Error> {
+    e
 }
 
-impl Op {
-    const ALL: [Op; 3] = [Op::AllReduce, Op::AllGather, Op::ReduceScatter];
-
-    fn name(self) -> &'static str {
-        match self {
-            Op::AllReduce => "all_reduce",
-            Op::AllGather => "all_gather",
-            Op::ReduceScatter => "reduce_scatter",
-        }
+/// The plan the arguments ask for (checked: no panic on bad values).
+fn plan(args: &Args) -> Result<Plan, Box<dyn Error>> {
+    let t = args.timeout;
+    if !(t.is_finite() && t > 0.0 && t <= 86_400.0) {
+        return Err(format!("--timeout {t}: give seconds, more than 0 and at most 86400").into());
     }
-
-    /// (send elements, receive elements, size in bytes) for `bytes` on `n` ranks, as
-    /// nccl-tests counts them; `None` when the size holds less than one element per rank.
-    fn counts(self, bytes: usize, n: usize) -> Option<(usize, usize, usize)> {
-        let elems = bytes / 4;
-        match self {
-            Op::AllReduce => (elems >= 1).then_some((elems, elems, elems * 4)),
-            Op::AllGather => {
-                let per = elems / n;
-                (per >= 1).then_some((per, per * n, per * n * 4))
-            }
-            Op::ReduceScatter => {
-                let per = elems / n;
-                (per >= 1).then_some((per * n, per, per * n * 4))
-            }
-        }
+    let max = args.max_bytes.unwrap_or(args.common.pick(1 << 20, 1 << 30));
+    if max > 1 << 40 {
+        return Err(format!("--max-bytes {max} is more than 1 TiB").into());
     }
-
-    /// nccl-tests' bus-bandwidth factor.
-    fn bus_factor(self, n: usize) -> f64 {
-        let n = n as f64;
-        match self {
-            Op::AllReduce => 2.0 * (n - 1.0) / n,
-            Op::AllGather | Op::ReduceScatter => (n - 1.0) / n,
-        }
-    }
-}
-
-/// Iterations timed for a size (more for small messages, whose times are microseconds); the
-/// PyTorch script uses the same rule.
-fn iterations(bytes: usize, quick: bool) -> usize {
-    let (lo, hi) = if quick { (5, 20) } else { (20, 200) };
-    ((1usize << 28) / bytes.max(1)).clamp(lo, hi)
-}
-
-/// The sizes: powers of two from `min` to `max`.
-fn sizes(min: usize, max: usize) -> Vec<usize> {
-    let mut v = Vec::new();
-    let mut s = min.max(1).next_power_of_two();
-    while s <= max {
-        v.push(s);
-        s *= 2;
-    }
-    v
-}
-
-struct Rank {
-    stream: Stream,
-    send: DeviceBuffer<f32>,
-    recv: DeviceBuffer<f32>,
-    start: Event,
-    end: Event,
-}
-
-/// Queues one iteration of `op` with `send`/`recv` elements on every rank (one group).
-fn once(op: Op, comms: &CommGroup, ranks: &mut [Rank], send: usize, recv: usize) -> ProgramResult {
-    // The views first: the group borrows them until it ends.
-    let mut views = ranks
-        .iter_mut()
-        .map(|r| {
-            let Rank {
-                stream,
-                send: sb,
-                recv: rb,
-                ..
-            } = r;
-            Ok((&*stream, sb.slice(0..send)?, rb.slice_mut(0..recv)?))
-        })
-        .collect::<cuda_stack_driver::Result<Vec<_>>>()?;
-    let mut g = Group::new()?;
-    for (c, (s, sv, rv)) in comms.iter().zip(views.iter_mut()) {
-        match op {
-            Op::AllReduce => g.all_reduce_in_place(c, &mut **rv, ReduceOp::Sum, s)?,
-            Op::AllGather => g.all_gather(c, &**sv, &mut **rv, s)?,
-            Op::ReduceScatter => g.reduce_scatter(c, &**sv, &mut **rv, ReduceOp::Sum, s)?,
-        }
-    }
-    g.end()?;
-    Ok(())
-}
-
-/// Runs `op` once on rank-dependent data and checks every rank's result against the CPU.
-fn check(op: Op, comms: &CommGroup, ranks: &mut [Rank], bytes: usize) -> ProgramResult {
-    let n = ranks.len();
-    let Some((send, recv, _)) = op.counts(bytes, n) else {
-        return Ok(());
-    };
-    for (i, r) in ranks.iter_mut().enumerate() {
-        let v = vec![(i + 1) as f32; send];
-        let w = vec![(i + 1) as f32; recv];
-        r.stream.memcpy_htod(&v, &mut r.send.slice_mut(0..send)?)?;
-        r.stream.memcpy_htod(&w, &mut r.recv.slice_mut(0..recv)?)?;
-    }
-    once(op, comms, ranks, send, recv)?;
-    let total = (n * (n + 1) / 2) as f32;
-    for (i, r) in ranks.iter().enumerate() {
-        let got = r.stream.clone_dtoh(&r.recv.slice(0..recv)?)?;
-        let want = |j: usize| match op {
-            Op::AllReduce | Op::ReduceScatter => total,
-            Op::AllGather => (j / send + 1) as f32,
-        };
-        if let Some(j) = (0..recv).find(|&j| got[j] != want(j)) {
-            return Err(format!(
-                "{} on rank {i}: element {j} is {}, the CPU says {}",
-                op.name(),
-                got[j],
-                want(j)
-            )
-            .into());
-        }
-    }
-    Ok(())
-}
-
-/// GPU µs per iteration of `op` at `bytes`: the slowest rank's time between its events.
-fn time(
-    op: Op,
-    comms: &CommGroup,
-    ranks: &mut [Rank],
-    send: usize,
-    recv: usize,
-    warmup: usize,
-    iters: usize,
-) -> Result<f64, Box<dyn std::error::Error>> {
-    for _ in 0..warmup {
-        once(op, comms, ranks, send, recv)?;
-    }
-    for r in ranks.iter() {
-        r.stream.synchronize()?;
-    }
-    for r in ranks.iter() {
-        r.start.record(&r.stream)?;
-    }
-    for _ in 0..iters {
-        once(op, comms, ranks, send, recv)?;
-    }
-    let mut worst: f64 = 0.0;
-    for r in ranks.iter() {
-        r.end.record(&r.stream)?;
-    }
-    for (c, r) in comms.iter().zip(ranks.iter()) {
-        r.end.synchronize()?;
-        c.check()?;
-        worst = worst.max(r.start.elapsed(&r.end)?.as_secs_f64());
-    }
-    Ok(worst / iters as f64 * 1e6)
-}
-
-/// PyTorch's run, from the script's JSON.
-struct TorchRun {
-    /// Its number of ranks.
-    world: usize,
-    /// (op, bytes) -> (µs, bus GB/s).
-    rows: HashMap<(String, usize), (f64, f64)>,
-    /// Versions and device.
-    meta: Value,
-}
-
-fn load_torch(path: &PathBuf) -> Result<TorchRun, Box<dyn std::error::Error>> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("reading --torch {}: {e}", path.display()))?;
-    let v: Value = serde_json::from_str(&text).map_err(|e| {
-        format!(
-            "--torch {}: not the JSON of tools/torch_nccl_bench.py: {e}",
-            path.display()
+    if args.min_bytes > max {
+        return Err(format!(
+            "--min-bytes {} is above the largest size {max}",
+            args.min_bytes
         )
-    })?;
-    let world = v["world_size"].as_u64().unwrap_or(0) as usize;
-    let mut rows = HashMap::new();
-    for r in v["rows"].as_array().into_iter().flatten() {
-        if let (Some(op), Some(b), Some(t), Some(bw)) = (
-            r["op"].as_str(),
-            r["bytes"].as_u64(),
-            r["time_us"].as_f64(),
-            r["busbw_gbps"].as_f64(),
-        ) {
-            rows.insert((op.to_string(), b as usize), (t, bw));
-        }
+        .into());
     }
-    let meta = json!({"torch": v["torch"], "nccl": v["nccl"], "device": v["device"]});
-    Ok(TorchRun { world, rows, meta })
-}
-
-fn fmt_size(b: usize) -> String {
-    match b {
-        b if b >= 1 << 30 => format!("{} GiB", b >> 30),
-        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
-        b if b >= 1 << 10 => format!("{} KiB", b >> 10),
-        b => format!("{b} B"),
+    if args.ops.is_empty() || args.layout.is_empty() {
+        return Err("--ops and --layout need at least one value each".into());
     }
+    let mut ops = args.ops.clone();
+    ops.sort();
+    ops.dedup();
+    Ok(Plan {
+        ops,
+        min: args.min_bytes,
+        max,
+        quick: args.common.quick,
+        timeout: Duration::from_secs_f64(t),
+        host_overhead: args.host_overhead,
+        blocking: args.blocking,
+    })
 }
 
 fn body(args: &Args) -> ProgramResult {
+    let plan = plan(args)?;
+    if let Some(rank) = args.rank {
+        let (Some(world), Some(addr)) = (args.world, args.addr.as_deref()) else {
+            return Err(
+                "--rank needs --world and --addr (they are for the processes nccl_bench starts)"
+                    .into(),
+            );
+        };
+        return processes::child(&plan, rank, world, addr)
+            .map_err(|e| format!("rank {rank} of {world}: {e}").into());
+    }
+    let mut layouts = args.layout.clone();
+    layouts.dedup();
+    if plan.blocking && layouts.contains(&Layout::Processes) {
+        return Err(
+            "--blocking is for --layout threads or group: one process per GPU makes its \
+                    communicator with Communicator::init_rank, which is non-blocking"
+                .into(),
+        );
+    }
     let c = &args.common;
     let mut out = Out::new(c.json);
-    let quick = c.quick;
-    let max = args.max_bytes.unwrap_or(c.pick(1 << 20, 1 << 30));
-    let sizes = sizes(args.min_bytes, max);
-    let comms = CommGroup::all(&CommConfig::default())?;
-    let n = comms.len();
+    let count = Device::count()?;
+    let n = match args.gpus {
+        Some(g) if g == 0 || g > count => {
+            return Err(format!("--gpus {g}: this machine has {count} GPU(s)").into())
+        }
+        Some(g) => g,
+        None => count,
+    };
+    if n == 0 {
+        return Err("no GPU".into());
+    }
+    // Bounds for a whole layout and for PyTorch's script (a hang is reported, never waited
+    // for forever).
+    let deadline = Duration::from_secs(c.pick(300, 1800)).max(plan.timeout * 3);
     let version = cuda_stack_nccl::nccl_version()?;
+    let sizes = plan.sizes();
     out.say(format!(
-        "nccl_bench: {n} rank(s), one per GPU, driven from one thread (a group per iteration);          NCCL {version:?}; f32; sizes {} .. {}",
+        "nccl_bench: {n} rank(s), one per GPU; layout(s) {}; NCCL {version:?}; f32; sizes {} .. \
+         {}; {}",
+        report::names(&layouts),
         fmt_size(sizes.first().copied().unwrap_or(0)),
-        fmt_size(max)
+        fmt_size(plan.max),
+        plan.ops
+            .iter()
+            .map(|o| o.name())
+            .collect::<Vec<_>>()
+            .join(", ")
     ));
     if n == 1 {
         out.say(
-            "One GPU: one rank. Every collective is a local operation (an in-place all-reduce              moves nothing, all-gather and reduce-scatter copy their buffer); bus bandwidth is              0 by definition (factor (n-1)/n), so the algorithm bandwidth and the time — NCCL's              launch cost and this crate's — are what is measured.",
+            "One GPU: one rank. Every collective is a local operation (an in-place all-reduce \
+             moves nothing, the others copy their buffer); bus bandwidth is 0 by definition \
+             (factor (n-1)/n; broadcast's 1 counts the copy), so the time — NCCL's launch cost \
+             and this crate's — is what is measured.",
         );
     }
-    let torch = args.torch.as_ref().map(load_torch).transpose()?;
-    if let Some(TorchRun { world: w, meta, .. }) = &torch {
-        out.say(format!("PyTorch (same machine): {meta}, {w} process(es)"));
-        if *w != n {
-            out.say(format!(
-                "note: PyTorch ran {w} ranks and this run has {n}: no ratios are shown"
-            ));
+    let mut measured = Vec::new();
+    for &layout in &layouts {
+        out.say(format!("measuring layout {} ...", layout.name()));
+        let (rows, host) = match layout {
+            Layout::Group => (group::run(&plan, n).map_err(up)?, Vec::new()),
+            Layout::Threads => threads::run(&plan, n, deadline).map_err(up)?,
+            Layout::Processes => processes::run(&plan, n, deadline).map_err(up)?,
+        };
+        measured.push(Measured {
+            layout,
+            blocking: plan.blocking,
+            rows,
+            host,
+        });
+    }
+    if plan.host_overhead && layouts.iter().all(|l| *l == Layout::Group) {
+        out.say("(--host-overhead is measured in the processes and threads layouts only)");
+    }
+    let mut failed = None;
+    let torch = if args.torch_run {
+        out.say(format!(
+            "PyTorch's side: python3 {} (same sizes, GPUs and --quick) ...",
+            args.torch_script.display()
+        ));
+        match torch::run_script(&args.torch_script, &plan, n, deadline) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                failed = Some(e);
+                None
+            }
         }
-        out.put("torch_meta", meta.clone());
-    }
-    let compare = torch.as_ref().filter(|t| t.world == n);
-    // Buffers for the largest size of every op, per rank.
-    let max_elems = max / 4 + n;
-    let mut ranks = comms
-        .iter()
-        .map(|cm| -> Result<Rank, Box<dyn std::error::Error>> {
-            let stream = cm.context().new_stream()?;
-            Ok(Rank {
-                send: stream.alloc_zeros::<f32>(max_elems)?,
-                recv: stream.alloc_zeros::<f32>(max_elems)?,
-                start: Event::new(cm.context(), true)?,
-                end: Event::new(cm.context(), true)?,
-                stream,
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let warmup = c.pick(2, 5);
-    let mut rows = Vec::new();
-    let mut table = Table::new(&[
-        "op",
-        "size",
-        "count",
-        "iters",
-        "time µs",
-        "algbw GB/s",
-        "busbw GB/s",
-        "torch µs",
-        "torch busbw",
-        "ours/torch",
-        "target",
-    ]);
-    let mut worst_bw: HashMap<Op, f64> = HashMap::new();
-    let mut worst_lat: HashMap<Op, f64> = HashMap::new();
-    for op in Op::ALL {
-        check(op, &comms, &mut ranks, max.min(1 << 20))?;
-        check(op, &comms, &mut ranks, 4 * n)?;
-        for &bytes in &sizes {
-            let Some((send, recv, size)) = op.counts(bytes, n) else {
-                continue;
-            };
-            let iters = iterations(bytes, quick);
-            let us = time(op, &comms, &mut ranks, send, recv, warmup, iters)?;
-            let algbw = size as f64 / (us * 1e-6) / 1e9;
-            let busbw = algbw * op.bus_factor(n);
-            let theirs = compare.and_then(|t| t.rows.get(&(op.name().to_string(), bytes)).copied());
-            // The speed ratio: PyTorch's time / ours (> 1: faster than PyTorch).
-            let ratio = theirs.map(|(t_us, _)| t_us / us);
-            let target = match ratio {
-                Some(r) if size >= 1 << 20 => {
-                    let w = worst_bw.entry(op).or_insert(f64::INFINITY);
-                    *w = w.min(r);
-                    if r >= 0.95 {
-                        "ok (bw >= 0.95x)"
-                    } else {
-                        "BELOW 0.95x bw"
-                    }
-                }
-                Some(r) if size <= 64 << 10 => {
-                    let w = worst_lat.entry(op).or_insert(0.0);
-                    *w = w.max(1.0 / r);
-                    if 1.0 / r <= 1.1 {
-                        "ok (lat <= 1.1x)"
-                    } else {
-                        "ABOVE 1.1x latency"
-                    }
-                }
-                Some(_) => "-",
-                None => "",
-            };
-            table.row(&[
-                op.name().into(),
-                fmt_size(size),
-                recv.max(send).to_string(),
-                iters.to_string(),
-                format!("{us:.1}"),
-                format!("{algbw:.2}"),
-                format!("{busbw:.2}"),
-                theirs.map_or("-".into(), |(t, _)| format!("{t:.1}")),
-                theirs.map_or("-".into(), |(_, b)| format!("{b:.2}")),
-                ratio.map_or("-".into(), |r| format!("{r:.2}")),
-                target.into(),
-            ]);
-            rows.push(json!({
-                "op": op.name(), "bytes": bytes, "size": size, "send_count": send,
-                "recv_count": recv, "iters": iters, "time_us": us, "algbw_gbps": algbw,
-                "busbw_gbps": busbw, "torch_time_us": theirs.map(|t| t.0),
-                "torch_busbw_gbps": theirs.map(|t| t.1), "speed_vs_torch": ratio,
-            }));
-        }
-    }
-    if !out.is_json() {
-        table.print();
-    }
-    for op in Op::ALL {
-        if let Some(w) = worst_bw.get(&op) {
-            out.say(format!(
-                "{}: lowest bandwidth ratio at >= 1 MiB: {w:.3} (target >= 0.95)",
-                op.name()
-            ));
-        }
-        if let Some(w) = worst_lat.get(&op) {
-            out.say(format!(
-                "{}: highest latency ratio at <= 64 KiB: {w:.3} (target <= 1.1)",
-                op.name()
-            ));
-        }
-    }
-    if compare.is_none() {
-        out.say("(no PyTorch figures: run tools/torch_nccl_bench.py and pass --torch FILE)");
-    }
+    } else {
+        args.torch
+            .as_deref()
+            .map(torch::load)
+            .transpose()
+            .map_err(up)?
+    };
+    report::print(&mut out, &measured, n, torch.as_ref());
     out.put("ranks", json!(n));
     out.put("nccl", json!(version));
-    out.put("rows", json!(rows));
-    out.put(
-        "worst_bandwidth_ratio",
-        json!(worst_bw
-            .iter()
-            .map(|(o, w)| (o.name(), *w))
-            .collect::<HashMap<_, _>>()),
-    );
-    out.put(
-        "worst_latency_ratio",
-        json!(worst_lat
-            .iter()
-            .map(|(o, w)| (o.name(), *w))
-            .collect::<HashMap<_, _>>()),
-    );
+    out.put("timeout_s", json!(plan.timeout.as_secs_f64()));
     out.finish();
-    Ok(())
+    match failed {
+        Some(e) => Err(up(e)),
+        None => Ok(()),
+    }
 }
