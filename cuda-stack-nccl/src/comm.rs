@@ -82,7 +82,8 @@ pub(crate) struct CommInner {
 ///
 /// ## When a peer dies
 /// Communicators made here are **non-blocking** NCCL communicators (`ncclConfig_t.blocking =
-/// 0`, except those of [`crate::CommGroup::init_all`]): no NCCL call blocks the host inside NCCL;
+/// 0`, except those of [`crate::CommGroup::init_all`] and those asked for with
+/// [`CommConfig::blocking`], see the crate docs): no NCCL call blocks the host inside NCCL;
 /// this crate polls `ncclCommGetAsyncError` instead, with the [`CommConfig::timeout`]. A
 /// process-wide watchdog thread also checks every communicator with a timeout every 50 ms: an
 /// asynchronous error NCCL reports, or an operation still unfinished on the GPU after the timeout
@@ -141,6 +142,9 @@ impl Communicator {
         check_rank("init_rank", "rank", rank, nranks)?;
         let nccl = Nccl::get()?;
         let ctx = Context::new(device)?;
+        if config.blocking {
+            return init_blocking(nccl, &ctx, id, rank, nranks, config);
+        }
         let name = config.name.as_deref().map(c_string);
         let mut cfg = config.raw(name.as_deref());
         let mut raw: ncclComm_t = std::ptr::null_mut();
@@ -263,6 +267,113 @@ impl Communicator {
     pub fn same_as(&self, other: &Communicator) -> bool {
         Arc::ptr_eq(&self.inner, &other.inner)
     }
+}
+
+/// A blocking communicator's `ncclCommInitRankConfig`, on a thread of its own so that the
+/// caller waits at most `config.timeout`: NCCL blocks inside the call until every rank has
+/// joined. When the caller has given up, the thread ends whatever NCCL makes (on a teardown
+/// thread) and nothing else ever sees it.
+fn init_blocking(
+    nccl: &'static Nccl,
+    ctx: &Context,
+    id: &UniqueId,
+    rank: usize,
+    nranks: usize,
+    config: &CommConfig,
+) -> Result<Communicator> {
+    let (n, r) = (to_int(nranks)?, to_int(rank)?);
+    let raw_id = id.raw;
+    let name = config.name.clone();
+    let thread_config = config.clone();
+    let thread_ctx = ctx.clone();
+    // The thread's answer, or the caller's giving up: whichever comes first decides, under
+    // the lock, who ends the communicator.
+    let slot = Arc::new((Mutex::new(InitSlot::Waiting), std::sync::Condvar::new()));
+    let thread_slot = Arc::clone(&slot);
+    let work = move || {
+        let name = name.as_deref().map(c_string);
+        let mut cfg = thread_config.raw(name.as_deref());
+        let mut raw: ncclComm_t = std::ptr::null_mut();
+        let called = thread_ctx.bind().map_err(Error::from).map(|()| {
+            // SAFETY: out-pointer to a local; `cfg` (and the name it points to) outlive the
+            // call; the id is 128 plain bytes; rank and nranks were checked by the caller. NCCL
+            // uses the device of the current context, bound just above on this thread.
+            unsafe { nccl.ncclCommInitRankConfig(&mut raw, n, raw_id, r, &mut cfg) }
+        });
+        let (lock, cv) = &*thread_slot;
+        let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+        if matches!(*st, InitSlot::GaveUp) {
+            // The caller stopped waiting: end what NCCL made, if anything.
+            if !raw.is_null() {
+                teardown::spawn(nccl, thread_ctx, RawComm(raw), Teardown::Abort);
+            }
+        } else {
+            *st = InitSlot::Done(RawComm(raw), called);
+            cv.notify_all();
+        }
+    };
+    std::thread::Builder::new()
+        .name("cuda-stack-nccl-init".into())
+        .spawn(work)
+        .map_err(|e| Error::Invalid {
+            what: "communicator initialisation",
+            problem: format!("cannot start the thread that waits inside NCCL: {e}"),
+        })?;
+    let start = Instant::now();
+    let (lock, cv) = &*slot;
+    let mut st = lock.lock().unwrap_or_else(|p| p.into_inner());
+    while matches!(*st, InitSlot::Waiting) {
+        match config.timeout {
+            None => st = cv.wait(st).unwrap_or_else(|p| p.into_inner()),
+            Some(t) => {
+                let left = t.saturating_sub(start.elapsed());
+                if left.is_zero() {
+                    *st = InitSlot::GaveUp;
+                    return Err(Error::Aborted {
+                        rank,
+                        nranks,
+                        reason: AbortReason::Timeout {
+                            what: "communicator initialisation",
+                            waited: start.elapsed(),
+                        },
+                    });
+                }
+                st = cv
+                    .wait_timeout(st, left)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+    let InitSlot::Done(RawComm(raw), called) = std::mem::replace(&mut *st, InitSlot::GaveUp) else {
+        return Err(Error::Invalid {
+            what: "communicator initialisation",
+            problem: "internal: the init thread left no result".into(),
+        });
+    };
+    drop(st);
+    match called {
+        Ok(called) => finish_init(nccl, ctx, raw, rank, nranks, true, config, called),
+        Err(e) => {
+            if !raw.is_null() {
+                teardown::spawn(nccl, ctx.clone(), RawComm(raw), Teardown::Abort);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// Where a blocking initialisation's thread and its caller meet.
+enum InitSlot {
+    /// Neither has finished.
+    Waiting,
+    /// The caller stopped waiting (timeout); the thread ends what it made.
+    GaveUp,
+    /// The thread's result, for the caller.
+    Done(
+        RawComm,
+        Result<std::result::Result<(), cuda_stack_sys::NcclError>>,
+    ),
 }
 
 /// The end of every initialisation: wraps `raw` (when NCCL made one), waits until it is ready

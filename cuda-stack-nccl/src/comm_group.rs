@@ -35,7 +35,9 @@ impl CommGroup {
     /// Non-blocking communicators for `devices` (rank `i` on `devices[i]`): what
     /// `ncclCommInitAll` does — one unique id, then `ncclCommInitRank` for every device inside
     /// one group — with `ncclCommInitRankConfig` and this crate's config, so initialisation and
-    /// every later call are bounded by `config.timeout` (see [`Communicator`]).
+    /// every later call are bounded by `config.timeout` (see [`Communicator`]). With
+    /// [`CommConfig::blocking`] the communicators are blocking (every rank is in this process,
+    /// so their initialisation cannot wait on a missing peer).
     pub fn new(devices: &[usize], config: &CommConfig) -> Result<CommGroup> {
         let (nccl, ctxs) = prepare("CommGroup::new", devices)?;
         let id = UniqueId::new()?;
@@ -100,7 +102,7 @@ impl CommGroup {
             .zip(&ctxs)
             .enumerate()
             .map(|(rank, (raw, ctx))| {
-                Communicator::wrap(nccl, ctx, *raw, rank, n, false, config.timeout)
+                Communicator::wrap(nccl, ctx, *raw, rank, n, config.blocking, config.timeout)
             })
             .collect();
         let mut ready = Ok(());

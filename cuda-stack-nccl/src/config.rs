@@ -7,6 +7,9 @@ use std::time::Duration;
 /// (`0` turns the watchdog off).
 pub const TIMEOUT_VAR: &str = "CUDA_NCCL_TIMEOUT_SECS";
 
+/// The environment variable that makes [`CommConfig::default`] blocking (`1`).
+pub const BLOCKING_VAR: &str = "CUDA_NCCL_BLOCKING";
+
 /// Settings of a communicator made by this crate.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CommConfig {
@@ -19,6 +22,20 @@ pub struct CommConfig {
     pub timeout: Option<Duration>,
     /// A name NCCL prints in its logs (`commName`), if any.
     pub name: Option<String>,
+    /// Make a **blocking** NCCL communicator (`ncclConfig_t.blocking = 1`, PyTorch's default)
+    /// in [`crate::Communicator::init_rank`]: NCCL then launches each operation on the calling
+    /// thread. A non-blocking one (the default, `false`) returns from every call at once and
+    /// NCCL finishes the launch on a thread it starts per call, which this crate waits for
+    /// (tens of microseconds per operation, most of a small message's time).
+    ///
+    /// What changes with `true`: initialisation still ends within the timeout (it runs on a
+    /// thread of its own; a rank whose peers never join gets [`crate::Error::Aborted`] with
+    /// [`crate::AbortReason::Timeout`], and that thread ends the communicator if NCCL ever
+    /// finishes making it), and an operation that hangs on the GPU (a dead peer) is still
+    /// aborted by the watchdog. But a call that blocks *inside NCCL on the host* (connecting to
+    /// a peer that died, on the first use of a transport) is not bounded by the timeout.
+    /// Default: `false`, or `$CUDA_NCCL_BLOCKING=1`.
+    pub blocking: bool,
 }
 
 impl Default for CommConfig {
@@ -30,9 +47,11 @@ impl Default for CommConfig {
             .map_or(Some(Duration::from_secs(300)), |s| {
                 (s > 0.0).then(|| Duration::from_secs_f64(s))
             });
+        let blocking = std::env::var(BLOCKING_VAR).is_ok_and(|v| v.trim() == "1");
         CommConfig {
             timeout,
             name: None,
+            blocking,
         }
     }
 }
@@ -46,11 +65,11 @@ impl CommConfig {
         }
     }
 
-    /// NCCL's config for a **non-blocking** communicator (`blocking = 0`): every call returns at
-    /// once, possibly with `ncclInProgress`, and this crate polls `ncclCommGetAsyncError` with
-    /// the timeout instead of blocking inside NCCL. Every other field is left undefined
-    /// (`NCCL_CONFIG_UNDEF_INT`), i.e. NCCL's defaults. `name` must outlive the call that uses
-    /// the config.
+    /// NCCL's config: for a **non-blocking** communicator (`blocking = 0`, unless
+    /// [`CommConfig::blocking`]) every call returns at once, possibly with `ncclInProgress`,
+    /// and this crate polls `ncclCommGetAsyncError` with the timeout instead of blocking inside
+    /// NCCL. Every other field is left undefined (`NCCL_CONFIG_UNDEF_INT`), i.e. NCCL's
+    /// defaults. `name` must outlive the call that uses the config.
     pub(crate) fn raw(&self, name: Option<&std::ffi::CStr>) -> ncclConfig_t {
         const UNDEF: i32 = i32::MIN; // NCCL_CONFIG_UNDEF_INT
         let n = cuda_stack_sys::nccl_types::NCCL_VERSION_CODE;
@@ -58,7 +77,7 @@ impl CommConfig {
             size: std::mem::size_of::<ncclConfig_t>(),
             magic: 0xcafe_beef,
             version: n,
-            blocking: 0,
+            blocking: i32::from(self.blocking),
             cgaClusterSize: UNDEF,
             minCTAs: UNDEF,
             maxCTAs: UNDEF,

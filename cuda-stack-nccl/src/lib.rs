@@ -52,6 +52,18 @@
 //! Drop finalizes and destroys off-thread, aborting instead when the other ranks do not finish
 //! in time: it never blocks and never panics.
 //!
+//! **Blocking communicators, for latency** ([`CommConfig::blocking`], `$CUDA_NCCL_BLOCKING=1`,
+//! PyTorch's mode): in non-blocking mode NCCL finishes each call's launch on a thread it starts
+//! for that call, which costs about 48 µs per operation on an H200 (measured by `nccl_bench
+//! --host-overhead`; this crate's own layer adds about 2 µs) — most of a small message's time,
+//! and enough that the host cannot keep NVLink busy below 8 MiB. A blocking communicator
+//! launches on the calling thread: latency and bus bandwidth then match or beat
+//! `torch.distributed` at every size (`docs/results/nccl/`). What stays bounded by the timeout:
+//! initialisation (it runs on a thread of its own) and every operation that hangs on the GPU
+//! (the watchdog). What does not: a call that blocks inside NCCL on the host, which happens when
+//! a transport to a peer is first connected (NCCL connects lazily) and that peer is dead. Hence
+//! the default stays non-blocking.
+//!
 //! ## What cannot be checked
 //! Every rank must issue the same collectives in the same order with the same counts and roots,
 //! and each send must meet a receive of the same count: that is NCCL's (and MPI's) contract
@@ -108,7 +120,7 @@ mod watchdog;
 
 pub use comm::Communicator;
 pub use comm_group::{enable_peer_access, CommGroup};
-pub use config::{CommConfig, TIMEOUT_VAR};
+pub use config::{CommConfig, BLOCKING_VAR, TIMEOUT_VAR};
 pub use dtype::{NcclType, ReduceOp};
 pub use env::{check_nvls_disabled, disable_nvls_in_environment, NVLS_VAR};
 pub use error::{AbortReason, Error, Result};

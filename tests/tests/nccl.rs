@@ -37,6 +37,10 @@ fn main() {
         gpu_nccl("send_recv_around_the_ring_of_all_gpus", send_recv_ring),
         gpu_nccl("init_all_blocking_communicators_work", init_all),
         gpu2_nccl("ranks_in_their_own_threads_match_cpu", threads),
+        gpu2_nccl(
+            "blocking_init_rank_per_thread_matches_cpu",
+            blocking_init_rank_threads,
+        ),
     ];
     let ordering = gpu_nccl(
         "buffers_are_ordered_with_other_streams",
@@ -632,6 +636,54 @@ fn ordered_with_streams() -> TestResult {
 }
 
 /// Each rank in its own thread, with plain (group-less) calls on its own communicator.
+/// `init_rank` with `CommConfig::blocking` from one thread per GPU (its initialisation runs on a
+/// thread of its own): blocking communicators whose all-reduce matches the CPU.
+fn blocking_init_rank_threads() -> TestResult {
+    let _l = serial();
+    let n_gpus = cuda_tests::gpu_count();
+    let ctxs = (0..n_gpus)
+        .map(cuda_stack_driver::Context::new)
+        .collect::<cuda_stack_driver::Result<Vec<_>>>()?;
+    cuda_stack_nccl::enable_peer_access(&ctxs)?;
+    let id = UniqueId::new()?;
+    let handles: Vec<_> = (0..n_gpus)
+        .map(|r| {
+            std::thread::spawn(move || -> Result<(), String> {
+                let go = || -> Result<(), Box<dyn std::error::Error>> {
+                    let cfg = CommConfig {
+                        blocking: true,
+                        ..config()
+                    };
+                    let c = Communicator::init_rank(&id, r, n_gpus, r, &cfg)?;
+                    ensure!(c.is_blocking(), "rank {r}: not a blocking communicator");
+                    let n = 4097;
+                    let s = c.context().new_stream()?;
+                    let x = s.clone_htod(&data::<f32>(r, n))?;
+                    let mut y = s.alloc_zeros::<f32>(n)?;
+                    for _ in 0..3 {
+                        c.all_reduce(&x, &mut y, ReduceOp::Sum, &s)?;
+                    }
+                    let want: Vec<f64> = (0..n)
+                        .map(|i| (0..n_gpus).map(|k| value(k, i)).sum())
+                        .collect();
+                    compare(
+                        &format!("blocking rank {r} all_reduce"),
+                        &s.clone_dtoh(&y)?,
+                        &want,
+                    )?;
+                    c.synchronize(&s)?;
+                    Ok(())
+                };
+                go().map_err(|e| e.to_string())
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().map_err(|_| "a rank's thread panicked")??;
+    }
+    Ok(())
+}
+
 fn threads() -> TestResult {
     let _l = serial();
     let comms = CommGroup::all(&config())?.into_comms();

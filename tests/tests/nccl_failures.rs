@@ -17,6 +17,9 @@ use std::time::{Duration, Instant};
 fn main() {
     // SAFETY: the first statement of main: no other thread exists yet.
     unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
+    // A blocking initialisation whose peer never joins leaves a thread inside NCCL for the
+    // rest of its process: that process is a child of its own.
+    cuda_tests::child_scenarios(&[("blocking_peer_never_joins", || peer_never_joins_with(true))]);
     cuda_tests::run(vec![
         gpu_nccl("group_guard_rules", group_rules),
         gpu_nccl(
@@ -26,10 +29,18 @@ fn main() {
         gpu_nccl("invalid_raw_call_is_a_typed_nccl_error", raw_invalid_call),
         gpu_nccl("abort_then_use_is_a_typed_error", abort_then_use),
         gpu_nccl("a_peer_that_never_joins_times_out", peer_never_joins),
+        gpu_nccl(
+            "a_blocking_communicators_peer_that_never_joins_times_out",
+            blocking_peer_never_joins,
+        ),
         gpu_nccl("drop_is_bounded_and_keeps_buffers_ordered", drop_fast),
         gpu2_nccl(
             "watchdog_aborts_a_collective_whose_peer_stopped",
             watchdog_abort,
+        ),
+        gpu2_nccl(
+            "watchdog_aborts_a_blocking_communicators_collective_whose_peer_stopped",
+            watchdog_abort_blocking,
         ),
     ]);
 }
@@ -256,10 +267,24 @@ fn abort_then_use() -> TestResult {
 
 fn peer_never_joins() -> TestResult {
     let _l = serial();
+    peer_never_joins_with(false)
+}
+
+fn blocking_peer_never_joins() -> TestResult {
+    let _l = serial();
+    cuda_tests::run_in_child("blocking_peer_never_joins", Duration::from_secs(60))
+}
+
+/// Rank 0 of 2 alone: its initialisation must give up after the timeout, blocking or not.
+fn peer_never_joins_with(blocking: bool) -> TestResult {
     let id = UniqueId::new()?;
     let timeout = Duration::from_secs(3);
     let start = Instant::now();
-    let r = Communicator::init_rank(&id, 0, 2, 0, &CommConfig::with_timeout(Some(timeout)));
+    let config = CommConfig {
+        blocking,
+        ..CommConfig::with_timeout(Some(timeout))
+    };
+    let r = Communicator::init_rank(&id, 0, 2, 0, &config);
     let took = start.elapsed();
     match r {
         Err(Error::Aborted {
@@ -300,10 +325,24 @@ fn drop_fast() -> TestResult {
 /// rank 0's communicator after the timeout, so its stream finishes and `synchronize` reports
 /// the timeout instead of hanging.
 fn watchdog_abort() -> TestResult {
+    watchdog_abort_with(false)
+}
+
+fn watchdog_abort_blocking() -> TestResult {
+    watchdog_abort_with(true)
+}
+
+fn watchdog_abort_with(blocking: bool) -> TestResult {
     let _l = serial();
     let timeout = Duration::from_secs(3);
-    let cfg = CommConfig::with_timeout(Some(timeout));
+    let cfg = CommConfig {
+        blocking,
+        ..CommConfig::with_timeout(Some(timeout))
+    };
     let comms = CommGroup::new(&[0, 1], &cfg)?.into_comms();
+    if comms.iter().any(|c| c.is_blocking() != blocking) {
+        return Err(format!("the communicators' blocking mode is not {blocking}").into());
+    }
     let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
     let handles: Vec<_> = comms
         .into_iter()

@@ -38,8 +38,9 @@
 //! `--host-overhead` (processes and threads layouts) also measures, per rank, the host time of
 //! one all-reduce call at sizes up to 64 KiB: this crate's `all_reduce_in_place`, the bare
 //! `ncclAllReduce` on the same communicator, and (processes layout) on a blocking communicator;
-//! the difference is what the safe layer adds per call. `--blocking` (threads and group layouts)
-//! uses blocking NCCL communicators (`CommGroup::init_all`) instead of non-blocking ones.
+//! the difference is what the safe layer adds per call. `--blocking` uses blocking NCCL
+//! communicators (`CommConfig::blocking`; `CommGroup::init_all` for the group and threads
+//! layouts) instead of non-blocking ones.
 //!
 //! Every process runs with `NCCL_NVLS_ENABLE=0` (set first thing in `main`, and passed to the
 //! children and to the PyTorch script explicitly).
@@ -183,13 +184,6 @@ fn body(args: &Args) -> ProgramResult {
     }
     let mut layouts = args.layout.clone();
     layouts.dedup();
-    if plan.blocking && layouts.contains(&Layout::Processes) {
-        return Err(
-            "--blocking is for --layout threads or group: one process per GPU makes its \
-                    communicator with Communicator::init_rank, which is non-blocking"
-                .into(),
-        );
-    }
     let c = &args.common;
     let mut out = Out::new(c.json);
     let count = Device::count()?;

@@ -146,7 +146,8 @@ pub struct Plan {
     pub timeout: Duration,
     /// Measure the host time per call too ([`host`]).
     pub host_overhead: bool,
-    /// Blocking NCCL communicators (`CommGroup::init_all`) instead of non-blocking ones.
+    /// Blocking NCCL communicators (`CommGroup::init_all`; `CommConfig::blocking` for one
+    /// process per GPU) instead of non-blocking ones.
     pub blocking: bool,
 }
 
@@ -204,6 +205,9 @@ impl Plan {
         }
         if self.host_overhead {
             a.push("--host-overhead".into());
+        }
+        if self.blocking {
+            a.push("--blocking".into());
         }
         a
     }

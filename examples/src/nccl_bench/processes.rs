@@ -181,7 +181,10 @@ pub fn child(plan: &Plan, rank: usize, world: usize, addr: &str) -> Res<()> {
         return Err(format!("--rank {rank} is not below --world {world}").into());
     }
     let id = cuda_stack_nccl::tcp::exchange_unique_id(addr, rank, world, plan.timeout)?;
-    let config = CommConfig::with_timeout(Some(plan.timeout));
+    let config = CommConfig {
+        blocking: plan.blocking,
+        ..CommConfig::with_timeout(Some(plan.timeout))
+    };
     let comm = Communicator::init_rank(&id, rank, world, rank, &config)?;
     let mut bench = RankBench::new(&comm, plan)?;
     bench.run(plan, &mut |row| {
