@@ -34,20 +34,42 @@ use std::path::{Path, PathBuf};
 /// The NVRTC file [`Nvrtc::load`](cuda_stack_driver::cuda_stack_sys::Nvrtc::load) would open,
 /// canonical, or `None` when only loading it could tell.
 pub(crate) fn nvrtc_file() -> Option<PathBuf> {
-    let search = cuda_stack_driver::cuda_stack_sys::Nvrtc::search();
+    use cuda_stack_driver::cuda_stack_sys::{Nvrtc, NVRTC_PATH_VAR};
+    let mut loader: Option<Option<SystemLoader>> = None;
+    let mut resolve = |soname: &str| {
+        loader
+            .get_or_insert_with(SystemLoader::inspect)
+            .as_ref()
+            .map_or(Resolved::Unknown, |l| l.resolve(soname))
+    };
+    // Unless `$CUDA_NVRTC_PATH` names the file, the search starts with the sonames, in this
+    // order; the folders after them (listing Python's site folders: most of a search's time,
+    // which a warm process pays before its first call) are needed only when the system loader
+    // finds none of them.
+    let explicit = std::env::var_os(NVRTC_PATH_VAR).is_some_and(|p| !p.is_empty());
+    if !explicit {
+        let sonames: Vec<&Path> = SONAMES.iter().map(Path::new).collect();
+        let mut all_absent = true;
+        let found = predict(&sonames, &mut |s| {
+            let r = resolve(s);
+            all_absent &= r == Resolved::Absent;
+            r
+        });
+        if found.is_some() || !all_absent {
+            return found;
+        }
+    }
+    let search = Nvrtc::search();
     let paths: Vec<&Path> = search
         .candidates()
         .iter()
         .map(|c| c.path.as_path())
         .collect();
-    let mut loader: Option<Option<SystemLoader>> = None;
-    predict(&paths, &mut |soname| {
-        loader
-            .get_or_insert_with(SystemLoader::inspect)
-            .as_ref()
-            .map_or(Resolved::Unknown, |l| l.resolve(soname))
-    })
+    predict(&paths, &mut resolve)
 }
+
+/// The sonames `Nvrtc::search` puts first, in its order (a test checks they still are).
+const SONAMES: &[&str] = &["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"];
 
 /// Where the system loader would find a soname.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -480,6 +502,23 @@ mod tests {
         assert_eq!(predict(&none, &mut |_| Resolved::Absent), None);
         // An explicit path ($CUDA_NVRTC_PATH) alone.
         assert_eq!(predict(&[lib.as_path()], &mut |_| Resolved::Unknown), got);
+    }
+
+    #[test]
+    fn the_search_starts_with_these_sonames() {
+        let env = |k: &str| match k {
+            "HOME" => Some(std::ffi::OsString::from("/nonexistent")),
+            _ => None,
+        };
+        let search = cuda_stack_driver::cuda_stack_sys::Nvrtc::search_with(&env);
+        let first: Vec<&Path> = search
+            .candidates()
+            .iter()
+            .take(SONAMES.len())
+            .map(|c| c.path.as_path())
+            .collect();
+        let want: Vec<&Path> = SONAMES.iter().map(Path::new).collect();
+        assert_eq!(first, want);
     }
 
     #[test]
