@@ -170,6 +170,10 @@ struct State<T: GradElement> {
     stream: Stream,
     op: ReduceOp,
     exchange: Exchange,
+    /// One rank, all-reduced: the average or sum over one rank is the gradient itself, so no
+    /// gradient is copied into a bucket and nothing is exchanged (the gradients stay where the
+    /// backward pass put them: one rank trains as fast as without `DataParallel`).
+    single: bool,
 }
 
 impl<T: GradElement + NcclType> State<T> {
@@ -195,7 +199,9 @@ impl<T: GradElement + NcclType> State<T> {
         if b < self.launched {
             return Err(self.exchange.report(Problem::LateGradient { index: i }));
         }
-        self.buckets[b].flat.copy_from_at_(offset, grad)?;
+        if !self.single {
+            self.buckets[b].flat.copy_from_at_(offset, grad)?;
+        }
         if !self.seen[i] {
             self.seen[i] = true;
             self.buckets[b].ready += 1;
@@ -206,6 +212,7 @@ impl<T: GradElement + NcclType> State<T> {
             let _on_comm_stream = use_stream(&self.stream);
             let bucket = &mut self.buckets[self.launched];
             match self.exchange {
+                Exchange::AllReduce if self.single => {}
                 Exchange::AllReduce => bucket.flat.all_reduce_(&self.comm, self.op)?,
                 Exchange::ReduceScatter => {
                     bucket.shard = Some(bucket.flat.reduce_scatter(&self.comm, self.op)?);
@@ -352,6 +359,7 @@ impl<T: GradElement + NcclType> DataParallel<T> {
                 ReduceOp::Sum
             },
             exchange,
+            single: exchange == Exchange::AllReduce && comm.size() == 1,
         }));
         let hooks = params
             .iter()
@@ -370,7 +378,8 @@ impl<T: GradElement + NcclType> DataParallel<T> {
     }
 
     /// Ends the gradient exchange of one backward pass: every parameter's gradient becomes
-    /// the average (or sum) over all ranks — a view of its place in its reduced bucket. Call it
+    /// the average (or sum) over all ranks — a view of its place in its reduced bucket (with
+    /// one rank, the gradient the backward pass left: nothing is copied or exchanged). Call it
     /// after `backward` and before the optimizer's `step`. Queues nothing that waits: the
     /// optimizer's kernels wait for the reductions on the GPU.
     ///
@@ -410,6 +419,9 @@ impl<T: GradElement + NcclType> DataParallel<T> {
             });
         }
         Self::check_complete(st)?;
+        if st.single {
+            return Ok(()); // each gradient is already its own mean over the one rank
+        }
         for (p, s) in self.params.iter().zip(&st.slots) {
             let view = st.buckets[s.bucket]
                 .flat
