@@ -656,23 +656,7 @@ fn blocking_init_rank_threads() -> TestResult {
                     };
                     let c = Communicator::init_rank(&id, r, n_gpus, r, &cfg)?;
                     ensure!(c.is_blocking(), "rank {r}: not a blocking communicator");
-                    let n = 4097;
-                    let s = c.context().new_stream()?;
-                    let x = s.clone_htod(&data::<f32>(r, n))?;
-                    let mut y = s.alloc_zeros::<f32>(n)?;
-                    for _ in 0..3 {
-                        c.all_reduce(&x, &mut y, ReduceOp::Sum, &s)?;
-                    }
-                    let want: Vec<f64> = (0..n)
-                        .map(|i| (0..n_gpus).map(|k| value(k, i)).sum())
-                        .collect();
-                    compare(
-                        &format!("blocking rank {r} all_reduce"),
-                        &s.clone_dtoh(&y)?,
-                        &want,
-                    )?;
-                    c.synchronize(&s)?;
-                    Ok(())
+                    rank_matches_cpu(&c, "blocking")
                 };
                 go().map_err(|e| e.to_string())
             })
@@ -687,45 +671,43 @@ fn blocking_init_rank_threads() -> TestResult {
 fn threads() -> TestResult {
     let _l = serial();
     let comms = CommGroup::all(&config())?.into_comms();
-    let ranks = comms.len();
     let handles: Vec<_> = comms
         .into_iter()
         .map(|c| {
-            std::thread::spawn(move || -> Result<(), String> {
-                let r = c.rank();
-                let n = 4097;
-                let go = || -> Result<(), Box<dyn std::error::Error>> {
-                    let s = c.context().new_stream()?;
-                    let x = s.clone_htod(&data::<f32>(r, n))?;
-                    let mut y = s.alloc_zeros::<f32>(n)?;
-                    c.all_reduce(&x, &mut y, ReduceOp::Sum, &s)?;
-                    let want: Vec<f64> = (0..n)
-                        .map(|i| (0..ranks).map(|k| value(k, i)).sum())
-                        .collect();
-                    compare(
-                        &format!("thread rank {r} all_reduce"),
-                        &s.clone_dtoh(&y)?,
-                        &want,
-                    )?;
-                    let mut all = s.alloc_zeros::<f32>(n * ranks)?;
-                    c.all_gather(&x, &mut all, &s)?;
-                    let want: Vec<f64> = (0..ranks)
-                        .flat_map(|k| data::<f32>(k, n).into_iter().map(|v| v as f64))
-                        .collect();
-                    compare(
-                        &format!("thread rank {r} all_gather"),
-                        &s.clone_dtoh(&all)?,
-                        &want,
-                    )?;
-                    c.synchronize(&s)?;
-                    Ok(())
-                };
-                go().map_err(|e| e.to_string())
-            })
+            std::thread::spawn(move || rank_matches_cpu(&c, "thread").map_err(|e| e.to_string()))
         })
         .collect();
     for h in handles {
         h.join().map_err(|_| "a rank's thread panicked")??;
     }
+    Ok(())
+}
+
+/// One rank's all-reduce and all-gather of [`data`] against the CPU, from its own thread.
+fn rank_matches_cpu(c: &Communicator, what: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let (r, ranks, n) = (c.rank(), c.size(), 4097);
+    let s = c.context().new_stream()?;
+    let x = s.clone_htod(&data::<f32>(r, n))?;
+    let mut y = s.alloc_zeros::<f32>(n)?;
+    c.all_reduce(&x, &mut y, ReduceOp::Sum, &s)?;
+    let want: Vec<f64> = (0..n)
+        .map(|i| (0..ranks).map(|k| value(k, i)).sum())
+        .collect();
+    compare(
+        &format!("{what} rank {r} all_reduce"),
+        &s.clone_dtoh(&y)?,
+        &want,
+    )?;
+    let mut all = s.alloc_zeros::<f32>(n * ranks)?;
+    c.all_gather(&x, &mut all, &s)?;
+    let want: Vec<f64> = (0..ranks)
+        .flat_map(|k| data::<f32>(k, n).into_iter().map(|v| v as f64))
+        .collect();
+    compare(
+        &format!("{what} rank {r} all_gather"),
+        &s.clone_dtoh(&all)?,
+        &want,
+    )?;
+    c.synchronize(&s)?;
     Ok(())
 }
