@@ -56,23 +56,9 @@ fn check(op: Op, comms: &CommGroup, ranks: &mut [Rank], bytes: usize) -> Res<()>
         r.stream.memcpy_htod(&w, &mut r.recv.slice_mut(0..recv)?)?;
     }
     once(op, comms, ranks, send, recv)?;
-    let total = (n * (n + 1) / 2) as f32;
     for (i, r) in ranks.iter().enumerate() {
         let got = r.stream.clone_dtoh(&r.recv.slice(0..recv)?)?;
-        let want = |j: usize| match op {
-            Op::AllReduce | Op::ReduceScatter => total,
-            Op::AllGather => (j / send + 1) as f32,
-            Op::Broadcast => 1.0,
-        };
-        if let Some(j) = (0..recv).find(|&j| got[j] != want(j)) {
-            return Err(format!(
-                "{} on rank {i}: element {j} is {}, the CPU says {}",
-                op.name(),
-                got[j],
-                want(j)
-            )
-            .into());
-        }
+        op.check_received(&format!("rank {i}"), &got, send, n)?;
     }
     Ok(())
 }

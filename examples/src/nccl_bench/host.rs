@@ -7,9 +7,9 @@
 //! - **bare**: `ncclAllReduce` on the same non-blocking communicator through its raw escape
 //!   hatch (`Communicator::with_raw`), plus the polling of `ncclCommGetAsyncError` that NCCL
 //!   requires before the next call on a non-blocking communicator (a tight spin, no back-off);
-//! - **blocking** (processes layout): `ncclAllReduce` on a *blocking* communicator made with
-//!   `ncclCommInitRank` for this measurement only (its id travels through the safe
-//!   communicator), as PyTorch's communicators are by default.
+//! - **blocking** (processes layout): `ncclAllReduce`, through the same escape hatch, on a
+//!   *blocking* communicator made for this measurement only (`CommConfig::blocking`; its id
+//!   travels through the measured communicator), as PyTorch's communicators are by default.
 //!
 //! safe − bare is what this crate's layer adds per call; bare − blocking is what NCCL's
 //! non-blocking mode itself costs.
@@ -17,12 +17,12 @@
 use super::{HostRow, Res};
 use cuda_examples::bench::median;
 use cuda_stack_driver::cuda_stack_sys::nccl_types::{
-    ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t, ncclUniqueId,
+    ncclComm_t, ncclDataType_t, ncclRedOp_t, ncclResult_t,
 };
 use cuda_stack_driver::cuda_stack_sys::{CUstream, Nccl};
 use cuda_stack_driver::{DeviceBuffer, ForeignUse, Stream};
-use cuda_stack_nccl::{Communicator, ReduceOp, UniqueId, UNIQUE_ID_BYTES};
-use std::ffi::{c_char, c_void};
+use cuda_stack_nccl::{CommConfig, Communicator, ReduceOp, UniqueId, UNIQUE_ID_BYTES};
+use std::ffi::c_void;
 use std::time::{Duration, Instant};
 
 /// The sizes measured (those up to the run's largest).
@@ -46,7 +46,7 @@ pub fn measure(
     let (calls, warm) = if quick { (50, 10) } else { (300, 30) };
     let limit = comm.timeout().unwrap_or(Duration::from_secs(60));
     let blocking = if blocking_too {
-        Some(BlockingComm::new(comm, stream)?)
+        Some(blocking_twin(comm, stream)?)
     } else {
         None
     };
@@ -92,14 +92,16 @@ pub fn measure(
         if let Some(b) = &blocking {
             for i in 0..calls + warm {
                 let uses = [ForeignUse::write(&mut v)];
-                // SAFETY: as above, on the blocking communicator this function owns (used by
-                // this thread only, alive until the end of the function).
+                // SAFETY: as above, on the blocking communicator (its own stream's device is
+                // the same GPU; `stream` is of its context).
                 let r = unsafe {
-                    stream.enqueue_foreign(&uses, None, |s| {
-                        bare_call(b.raw, s, ptr, elems, false, limit)
+                    b.with_raw(|raw| {
+                        stream.enqueue_foreign(&uses, None, |s| {
+                            bare_call(raw, s, ptr, elems, false, limit)
+                        })
                     })
                 };
-                let (t0, t1) = r??;
+                let (t0, t1) = r???;
                 stream.synchronize()?;
                 if i >= warm {
                     blocked.push((t1 - t0, t0.elapsed()));
@@ -188,65 +190,29 @@ fn bare_call(
     Ok((t0, Instant::now()))
 }
 
-/// A blocking NCCL communicator (`ncclCommInitRank`, NCCL's default mode and PyTorch's) for
-/// the same ranks and devices as a safe one; finalized and destroyed on drop.
-struct BlockingComm {
-    nccl: &'static Nccl,
-    raw: ncclComm_t,
-    stream: Stream,
-}
-
-impl BlockingComm {
-    /// Makes it: rank 0 makes a new id, which reaches every rank through `comm` (a broadcast),
-    /// then every rank joins. Every rank of `comm` must call this at the same point.
-    fn new(comm: &Communicator, stream: &Stream) -> Res<BlockingComm> {
-        let nccl = Nccl::get()?;
-        let mine = if comm.rank() == 0 {
-            UniqueId::new()?.as_bytes()
-        } else {
-            [0u8; UNIQUE_ID_BYTES]
-        };
-        let mut dev = stream.clone_htod(&mine)?;
-        comm.broadcast_in_place(&mut dev, 0, stream)?;
-        comm.synchronize(stream)?;
-        let got = stream.clone_dtoh(&dev)?;
-        let mut id = ncclUniqueId {
-            internal: [0; UNIQUE_ID_BYTES],
-        };
-        for (d, s) in id.internal.iter_mut().zip(&got) {
-            *d = *s as c_char;
-        }
-        let rank = i32::try_from(comm.rank())?;
-        let nranks = i32::try_from(comm.size())?;
-        comm.context().bind()?;
-        let mut raw: ncclComm_t = std::ptr::null_mut();
-        // SAFETY: out-pointer to a local; the id is 128 plain bytes every rank got from rank 0;
-        // rank < nranks (a communicator's). NCCL uses the device of the context bound above.
-        unsafe { nccl.ncclCommInitRank(&mut raw, nranks, id, rank)? };
-        if raw.is_null() {
-            return Err("ncclCommInitRank returned no communicator".into());
-        }
-        Ok(BlockingComm {
-            nccl,
-            raw,
-            stream: stream.clone(),
-        })
-    }
-}
-
-impl Drop for BlockingComm {
-    fn drop(&mut self) {
-        // Its work is finished before it goes (every measured call was synchronized; this is
-        // for an early return).
-        let _ = self.stream.synchronize();
-        // SAFETY: the handle NCCL made in `new`, used by this thread only, finalized and
-        // destroyed once, with no work of it in flight.
-        unsafe {
-            if self.nccl.ncclCommFinalize(self.raw).is_err() {
-                let _ = self.nccl.ncclCommAbort(self.raw);
-                return;
-            }
-            let _ = self.nccl.ncclCommDestroy(self.raw);
-        }
-    }
+/// A blocking communicator ([`CommConfig::blocking`], NCCL's default mode and PyTorch's) of the
+/// same ranks and devices as `comm`: rank 0 makes a new id, which reaches every rank through
+/// `comm` (a broadcast), then every rank joins. Every rank of `comm` must call this at the same
+/// point.
+fn blocking_twin(comm: &Communicator, stream: &Stream) -> Res<Communicator> {
+    let mine = if comm.rank() == 0 {
+        UniqueId::new()?.as_bytes()
+    } else {
+        [0u8; UNIQUE_ID_BYTES]
+    };
+    let mut dev = stream.clone_htod(&mine)?;
+    comm.broadcast_in_place(&mut dev, 0, stream)?;
+    comm.synchronize(stream)?;
+    let id = UniqueId::from_slice(&stream.clone_dtoh(&dev)?)?;
+    let config = CommConfig {
+        blocking: true,
+        ..CommConfig::with_timeout(comm.timeout())
+    };
+    Ok(Communicator::init_rank(
+        &id,
+        comm.rank(),
+        comm.size(),
+        comm.device(),
+        &config,
+    )?)
 }

@@ -39,6 +39,27 @@ pub enum Op {
 }
 
 impl Op {
+    /// Checks one rank's received elements after [`Op`] ran on data where rank `k` sent only
+    /// `k + 1` (and broadcast's root 0 sent 1): `Err` naming the first wrong element.
+    pub fn check_received(self, who: &str, got: &[f32], send: usize, ranks: usize) -> Res<()> {
+        let total = (ranks * (ranks + 1) / 2) as f32;
+        let want = |j: usize| match self {
+            Op::AllReduce | Op::ReduceScatter => total,
+            Op::AllGather => (j / send + 1) as f32,
+            Op::Broadcast => 1.0,
+        };
+        match (0..got.len()).find(|&j| got[j] != want(j)) {
+            None => Ok(()),
+            Some(j) => Err(format!(
+                "{} on {who}: element {j} is {}, the CPU says {}",
+                self.name(),
+                got[j],
+                want(j)
+            )
+            .into()),
+        }
+    }
+
     /// Every operation, in the order the tables show them.
     pub const ALL: [Op; 4] = [
         Op::AllReduce,

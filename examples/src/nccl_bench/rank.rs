@@ -107,22 +107,7 @@ impl<'c> RankBench<'c> {
         self.once(op, send, recv)?;
         self.comm.synchronize(&self.stream)?;
         let got = self.stream.clone_dtoh(&self.recv.slice(0..recv)?)?;
-        let total = (n * (n + 1) / 2) as f32;
-        let want = |j: usize| match op {
-            Op::AllReduce | Op::ReduceScatter => total,
-            Op::AllGather => (j / send + 1) as f32,
-            Op::Broadcast => 1.0,
-        };
-        if let Some(j) = (0..recv).find(|&j| got[j] != want(j)) {
-            return Err(format!(
-                "{} on rank {rank} of {n}: element {j} is {}, the CPU says {}",
-                op.name(),
-                got[j],
-                want(j)
-            )
-            .into());
-        }
-        Ok(())
+        op.check_received(&format!("rank {rank} of {n}"), &got, send, n)
     }
 
     /// GPU µs per iteration of `op` at `bytes`, the slowest rank's; `None` when the size holds
