@@ -691,6 +691,12 @@ fn body(args: &Args) -> Res<()> {
             "ddp1_samples_per_s",
         ));
     }
+    // The best N-GPU layout's samples/s.
+    let best = results
+        .iter()
+        .filter(|(_, g, _, _)| *g == n)
+        .map(|(_, _, r, _)| *r)
+        .fold(0.0, f64::max);
     // 3. PyTorch DDP, same run.
     let torch = if args.torch {
         match torch_ddp(args, p, n, Opt::Sgd) {
@@ -746,11 +752,6 @@ fn body(args: &Args) -> Res<()> {
             ));
         }
         if let Some(td) = theirs("ddp_samples_per_s") {
-            let best = results
-                .iter()
-                .filter(|(_, g, _, _)| *g == n)
-                .map(|(_, _, r, _)| *r)
-                .fold(0.0, f64::max);
             out.say(format!(
                 "  {n} GPUs: ours {:.2}x torch DDP (best layout; target at 2 GPUs: >= 1.0x)",
                 best / td
@@ -765,11 +766,6 @@ fn body(args: &Args) -> Res<()> {
     }
     out.put("ddp1_vs_plain", json!(ddp1 / plain));
     if n >= 2 {
-        let best = results
-            .iter()
-            .filter(|(_, g, _, _)| *g == n)
-            .map(|(_, _, r, _)| *r)
-            .fold(0.0, f64::max);
         out.say(format!(
             "scaling: {:.2}x at {n} GPUs over one GPU (target at 2 GPUs: >= 1.8x)",
             best / plain
