@@ -7,7 +7,7 @@ use crate::parallel::{DataParallel, DataParallelConfig, Exchange, Slot};
 use crate::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig, Var};
 use cuda_stack_runtime::cuda_stack_driver::Stream;
 use cuda_stack_runtime::cuda_stack_nccl::{Communicator, NcclType};
-use cuda_stack_runtime::{use_stream, AdamParams, GradElement, SgdParams, Tensor};
+use cuda_stack_runtime::{use_stream, GradElement, Tensor};
 use std::sync::RwLockWriteGuard;
 
 /// The optimizers a [`ShardedOptimizer`] can shard: [`Sgd`] (with or without momentum,
@@ -436,26 +436,13 @@ impl<T: GradElement + NcclType> ShardedOptimizer<T> {
                 }
             }
             (Rule::Sgd(c), ShardState::Momentum(bufs)) => {
-                let hyper = SgdParams {
-                    lr: c.lr,
-                    momentum: c.momentum,
-                    dampening: c.dampening,
-                    weight_decay: c.weight_decay,
-                    nesterov: c.nesterov,
-                };
+                let hyper = c.kernel_params();
                 for (((p, g), b), at) in self.flat.iter_mut().zip(grads).zip(bufs).zip(parts) {
                     p.sgd_momentum_at_(at, g, b, hyper, first)?;
                 }
             }
             (Rule::Adam(c), ShardState::Adam { m, v, steps }) => {
-                let hyper = AdamParams {
-                    lr: c.lr,
-                    beta1: c.betas.0,
-                    beta2: c.betas.1,
-                    eps: c.eps,
-                    weight_decay: c.weight_decay,
-                    decoupled: c.decoupled_weight_decay,
-                };
+                let hyper = c.kernel_params();
                 steps.increment_()?;
                 let steps: &Tensor<i32> = steps;
                 let state = m.iter_mut().zip(v.iter_mut());

@@ -96,18 +96,24 @@ impl<T: GradElement> Adam<T> {
     }
 }
 
+impl AdamConfig {
+    /// The hyper-parameters as the update kernels take them.
+    pub(crate) fn kernel_params(&self) -> AdamParams<f64> {
+        AdamParams {
+            lr: self.lr,
+            beta1: self.betas.0,
+            beta2: self.betas.1,
+            eps: self.eps,
+            weight_decay: self.weight_decay,
+            decoupled: self.decoupled_weight_decay,
+        }
+    }
+}
+
 impl<T: GradElement> Optimizer<T> for Adam<T> {
     fn step(&mut self) -> Result<()> {
         self.steps_taken += 1;
-        let c = self.config;
-        let params = AdamParams {
-            lr: c.lr,
-            beta1: c.betas.0,
-            beta2: c.betas.1,
-            eps: c.eps,
-            weight_decay: c.weight_decay,
-            decoupled: c.decoupled_weight_decay,
-        };
+        let params = self.config.kernel_params();
         let grads = self
             .params
             .iter()

@@ -153,17 +153,24 @@ impl<T: GradElement> Sgd<T> {
     }
 }
 
+impl SgdConfig {
+    /// The hyper-parameters as the update kernels take them.
+    pub(crate) fn kernel_params(&self) -> SgdParams<f64> {
+        SgdParams {
+            lr: self.lr,
+            momentum: self.momentum,
+            dampening: self.dampening,
+            weight_decay: self.weight_decay,
+            nesterov: self.nesterov,
+        }
+    }
+}
+
 impl<T: GradElement> Optimizer<T> for Sgd<T> {
     fn step(&mut self) -> Result<()> {
         self.steps_taken += 1;
         let c = self.config;
-        let params = SgdParams {
-            lr: c.lr,
-            momentum: c.momentum,
-            dampening: c.dampening,
-            weight_decay: c.weight_decay,
-            nesterov: c.nesterov,
-        };
+        let params = c.kernel_params();
         let grads = self
             .params
             .iter()
