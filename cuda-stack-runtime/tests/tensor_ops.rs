@@ -124,7 +124,12 @@ fn binary_every_dtype() -> TestResult {
 }
 
 fn broadcast_one<T: K>() -> TestResult {
-    let cases: [(&[usize], &[usize], &[usize]); 8] = [
+    // Read in place by the broadcasting kernel: rows, columns, scalars, outer products (with
+    // 16-byte packets where rows allow); [2, 3, 4] against [3, 1] is materialised.
+    let cases: [(&[usize], &[usize], &[usize]); 11] = [
+        (&[16, 768], &[768], &[16, 768]),
+        (&[513, 8], &[513, 1], &[513, 8]),
+        (&[1], &[7, 1024], &[7, 1024]),
         (&[3, 1], &[1, 4], &[3, 4]),
         (&[2, 3, 4], &[4], &[2, 3, 4]),
         (&[2, 3, 4], &[3, 1], &[2, 3, 4]),

@@ -22,6 +22,10 @@
 //   fill:   out = value (value passed in the compute type; every f16/bf16 is exact in f32)
 //   bias_relu_fwd: pre = fmaf(x, scale, bias[col]); out = pre > 0 ? pre : 0
 //   bias_relu_bwd: g = pre > 0 ? grad_out : 0; grad_x = g * scale; grad_bias[col] = sum_rows g
+//   <op>_bcast: out[r][c] = a[r·a_so + c·a_si] op b[r·b_so + c·b_si] over an [outer, inner] result
+//     (dense, row-major): broadcasting without materialising the expanded operand. An operand
+//     repeated along the rows has (so, si) = (0, 1); one constant along each row (a column
+//     vector) (1, 0); a full one (inner, 1); a scalar (0, 0).
 // In-place use (out == x, out == a, grad_x == grad_out) is allowed: each element is read and then
 // written by the same thread. Partially overlapping buffers are not allowed.
 //
@@ -152,6 +156,62 @@ __device__ __forceinline__ void map2(const typename DType<Tag>::Storage* a,
         for (int u = 0; u < 4; ++u)
             if (i + u * stride < n)
                 out[i + u * stride] = D::store(op(D::load(va[u]), D::load(vb[u])));
+    }
+}
+
+// out[r][c] = op(a[r·a_so + c·a_si], b[r·b_so + c·b_si]) for r < outer, c < inner, with 16-byte
+// packets along c when every pointer and row start is 16-byte aligned; one flat grid-stride loop
+// over (row, packet) so narrow rows still fill the GPU (a 32-bit division per packet).
+template <typename Tag, typename Op>
+__device__ __forceinline__ void map2_bcast(const typename DType<Tag>::Storage* a,
+                                           const typename DType<Tag>::Storage* b,
+                                           typename DType<Tag>::Storage* out, u64 outer,
+                                           u64 inner, u64 a_so, u64 a_si, u64 b_so, u64 b_si,
+                                           Op op) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    const u64 V = Pack<S>::N;
+    const bool vec = aligned16(a, b, out) && inner % V == 0 && (a_si == 0 || a_so % V == 0) &&
+                     (b_si == 0 || b_so % V == 0);
+    const u64 units = vec ? inner / V : inner;  // per row
+    const u64 total = outer * units;
+    const bool narrow = total <= 0xffffffffull;
+    const u64 tid = global_tid(), stride = grid_threads();
+    for (u64 i = tid; i < total; i += stride) {
+        u64 r, u;
+        if (narrow) {
+            const unsigned q = (unsigned)i / (unsigned)units;
+            r = q;
+            u = i - (u64)q * units;
+        } else {
+            r = i / units;
+            u = i - r * units;
+        }
+        if (vec) {
+            const u64 c = u * V;
+            Pack<S> va, vb;
+            if (a_si) {
+                va = load_pack(a + r * a_so + c);
+            } else {
+                const S v = a[r * a_so];
+#pragma unroll
+                for (int j = 0; j < (int)V; ++j) va.v[j] = v;
+            }
+            if (b_si) {
+                vb = load_pack(b + r * b_so + c);
+            } else {
+                const S v = b[r * b_so];
+#pragma unroll
+                for (int j = 0; j < (int)V; ++j) vb.v[j] = v;
+            }
+#pragma unroll
+            for (int j = 0; j < (int)V; ++j)
+                va.v[j] = D::store(op(D::load(va.v[j]), D::load(vb.v[j])));
+            store_pack(out + r * inner + c, va);
+        } else {
+            out[r * inner + u] =
+                D::store(op(D::load(a[r * a_so + u * a_si]), D::load(b[r * b_so + u * b_si])));
+        }
     }
 }
 
@@ -303,3 +363,27 @@ extern "C" __global__ void fill_f64(double* out, double value, unsigned long lon
 extern "C" __global__ void fill_i32(int* out, int value, unsigned long long n) { fill<int>(out, value, n); }
 extern "C" __global__ void fill_f16(f16_t* out, float value, unsigned long long n) { fill<F16>(out, value, n); }
 extern "C" __global__ void fill_bf16(bf16_t* out, float value, unsigned long long n) { fill<BF16>(out, value, n); }
+
+extern "C" __global__ void add_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<float>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpAdd()); }
+extern "C" __global__ void add_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<double>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpAdd()); }
+extern "C" __global__ void add_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<int>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpAdd()); }
+extern "C" __global__ void add_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<F16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpAdd()); }
+extern "C" __global__ void add_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<BF16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpAdd()); }
+
+extern "C" __global__ void sub_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<float>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpSub()); }
+extern "C" __global__ void sub_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<double>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpSub()); }
+extern "C" __global__ void sub_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<int>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpSub()); }
+extern "C" __global__ void sub_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<F16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpSub()); }
+extern "C" __global__ void sub_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<BF16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpSub()); }
+
+extern "C" __global__ void mul_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<float>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpMul()); }
+extern "C" __global__ void mul_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<double>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpMul()); }
+extern "C" __global__ void mul_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<int>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpMul()); }
+extern "C" __global__ void mul_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<F16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpMul()); }
+extern "C" __global__ void mul_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<BF16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpMul()); }
+
+extern "C" __global__ void div_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<float>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpDiv()); }
+extern "C" __global__ void div_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<double>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpDiv()); }
+extern "C" __global__ void div_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<int>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpDiv()); }
+extern "C" __global__ void div_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<F16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpDiv()); }
+extern "C" __global__ void div_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si) { map2_bcast<BF16>(a, b, out, outer, inner, a_so, a_si, b_so, b_si, OpDiv()); }

@@ -19,6 +19,8 @@ type SumAcc<T> = <T as Element>::SumAcc;
 
 /// `op(a, b, out, n)`.
 pub(crate) type Map2<T> = Kernel<(In<T>, In<T>, Out<T>, u64)>;
+/// `op_bcast(a, b, out, outer, inner, a_so, a_si, b_so, b_si)`.
+pub(crate) type Bcast<T> = Kernel<(In<T>, In<T>, Out<T>, u64, u64, u64, u64, u64, u64)>;
 /// `op(x, out, n)`.
 pub(crate) type Map1<T> = Kernel<(In<T>, Out<T>, u64)>;
 /// `scale(x, out, alpha, n)`.
@@ -131,6 +133,27 @@ pub(crate) fn binary<T: Element>(k: &Kernels, op: BinaryOp) -> Result<&Map2<T>> 
     }
 }
 
+pub(crate) fn binary_broadcast<T: Element>(k: &Kernels, op: BinaryOp) -> Result<&Bcast<T>> {
+    match op {
+        BinaryOp::Add => add_bcast::<T>(k),
+        BinaryOp::Sub => sub_bcast::<T>(k),
+        BinaryOp::Mul => mul_bcast::<T>(k),
+        BinaryOp::Div => div_bcast::<T>(k),
+    }
+}
+
+family!(add_bcast -> Bcast<T>; "add", "";
+    F32 => add_bcast_f32, F64 => add_bcast_f64, I32 => add_bcast_i32, F16 => add_bcast_f16,
+    BF16 => add_bcast_bf16);
+family!(sub_bcast -> Bcast<T>; "sub", "";
+    F32 => sub_bcast_f32, F64 => sub_bcast_f64, I32 => sub_bcast_i32, F16 => sub_bcast_f16,
+    BF16 => sub_bcast_bf16);
+family!(mul_bcast -> Bcast<T>; "mul", "";
+    F32 => mul_bcast_f32, F64 => mul_bcast_f64, I32 => mul_bcast_i32, F16 => mul_bcast_f16,
+    BF16 => mul_bcast_bf16);
+family!(div_bcast -> Bcast<T>; "div", "";
+    F32 => div_bcast_f32, F64 => div_bcast_f64, I32 => div_bcast_i32, F16 => div_bcast_f16,
+    BF16 => div_bcast_bf16);
 family!(add -> Map2<T>; "add", "";
     F32 => add_f32, F64 => add_f64, I32 => add_i32, F16 => add_f16, BF16 => add_bf16);
 family!(sub -> Map2<T>; "sub", "";

@@ -463,6 +463,113 @@ fn binary_all<T: Gen>() -> TestResult {
     Ok(())
 }
 
+/// `binary_broadcast` for every pair of operand shapes broadcasting gives, against the
+/// reference (exact), at packet-aligned and misaligned offsets; then its bounds checks.
+fn binary_broadcast_all<T: Gen>() -> TestResult {
+    use ops::BroadcastOperand as B;
+    let (_ctx, s, k) = setup()?;
+    let shapes = [
+        (0, 5),
+        (3, 0),
+        (1, 1),
+        (3, 1),
+        (1, 7),
+        (7, 33),
+        (513, 768),
+        (1024, 16),
+        (5, 4099),
+    ];
+    for (outer, inner) in shapes {
+        let kinds = [
+            (B::full(inner), B::row()),
+            (B::row(), B::full(inner)),
+            (B::full(inner), B::column()),
+            (B::column(), B::full(inner)),
+            (B::full(inner), B::scalar()),
+            (B::scalar(), B::full(inner)),
+            (B::row(), B::column()),
+            (B::column(), B::row()),
+        ];
+        let len = |m: B| match (m.outer_stride, m.inner_stride) {
+            (0, 0) => 1,
+            (0, _) => inner,
+            (_, 0) => outer,
+            _ => outer * inner,
+        };
+        for (ra, rb) in kinds {
+            for &off in OFFSETS {
+                let (a, b) = (data::<T>(7, len(ra)), data::<T>(8, len(rb)));
+                let (da, db) = (upload(&s, &a, off)?, upload(&s, &b, off)?);
+                for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
+                    let want = reference::binary_broadcast(op, &a, ra, &b, rb, outer, inner);
+                    let mut dc = poisoned::<T>(&s, outer * inner, off)?;
+                    ops::binary_broadcast(
+                        &k,
+                        &s,
+                        op,
+                        &da.slice(off..)?,
+                        ra,
+                        &db.slice(off..)?,
+                        rb,
+                        &mut dc.slice_mut(off..)?,
+                        outer,
+                        inner,
+                    )?;
+                    let got = download(&s, &dc, off)?;
+                    check_exact(
+                        &format!(
+                            "{op:?}_bcast<{}> [{outer}, {inner}] {ra:?} {rb:?} off={off}",
+                            T::DTYPE
+                        ),
+                        &got,
+                        &want,
+                    )?;
+                }
+            }
+        }
+    }
+    // Bounds: a row operand one element short, and an inner stride of 2, are refused.
+    let a = upload(&s, &data::<T>(9, 12), 0)?;
+    let short = upload(&s, &data::<T>(9, 3), 0)?;
+    let mut out = poisoned::<T>(&s, 12, 0)?;
+    let e = ops::binary_broadcast(
+        &k,
+        &s,
+        BinaryOp::Add,
+        &a,
+        B::full(4),
+        &short,
+        B::row(),
+        &mut out,
+        3,
+        4,
+    )
+    .unwrap_err();
+    ensure!(
+        matches!(e, Error::Shape { what: "b", .. }),
+        "short row: {e}"
+    );
+    let two = B {
+        outer_stride: 0,
+        inner_stride: 2,
+    };
+    let e = ops::binary_broadcast(
+        &k,
+        &s,
+        BinaryOp::Add,
+        &a,
+        B::full(4),
+        &a,
+        two,
+        &mut out,
+        3,
+        4,
+    )
+    .unwrap_err();
+    ensure!(matches!(e, Error::Invalid { .. }), "inner stride 2: {e}");
+    Ok(())
+}
+
 fn unary_all<T: Gen>() -> TestResult {
     let (_ctx, s, k) = setup()?;
     let alpha = T::scalar(-3.0);
@@ -1630,6 +1737,11 @@ fn main() {
         gpu("binary_i32", binary_all::<i32>),
         gpu("binary_f16", binary_all::<f16>),
         gpu("binary_bf16", binary_all::<bf16>),
+        gpu("binary_broadcast_f32", binary_broadcast_all::<f32>),
+        gpu("binary_broadcast_f64", binary_broadcast_all::<f64>),
+        gpu("binary_broadcast_i32", binary_broadcast_all::<i32>),
+        gpu("binary_broadcast_f16", binary_broadcast_all::<f16>),
+        gpu("binary_broadcast_bf16", binary_broadcast_all::<bf16>),
         gpu("scale_axpy_relu_fill_f32", unary_all::<f32>),
         gpu("scale_axpy_relu_fill_f64", unary_all::<f64>),
         gpu("scale_axpy_relu_fill_i32", unary_all::<i32>),

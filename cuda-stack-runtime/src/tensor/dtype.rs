@@ -28,7 +28,9 @@ use super::error::{Result, TensorError};
 use cuda_stack_blas::{Blas, Gemm};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceRepr, DeviceSlice, Stream};
-use cuda_stack_kernels::ops::{self, BinaryOp, MatmulAlgo, ReduceAlgo, Transpose};
+use cuda_stack_kernels::ops::{
+    self, BinaryOp, BroadcastOperand, MatmulAlgo, ReduceAlgo, Transpose,
+};
 use cuda_stack_kernels::{Kernels, StridedLayout};
 use std::fmt::Debug;
 
@@ -222,6 +224,23 @@ pub trait TensorElement:
         _a: &DeviceSlice<Self>,
         _b: &DeviceSlice<Self>,
         _out: &mut DeviceSlice<Self>,
+    ) -> Result<()> {
+        Err(unsupported::<Self>("binary op", WHY_I64))
+    }
+
+    /// `out[r][c] = a(r, c) op b(r, c)` over `[outer, inner]`, each operand read as its
+    /// [`BroadcastOperand`] says.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn binary_broadcast(
+        _k: &Kernels,
+        _s: &Stream,
+        _op: BinaryOp,
+        _a: (&DeviceSlice<Self>, BroadcastOperand),
+        _b: (&DeviceSlice<Self>, BroadcastOperand),
+        _out: &mut DeviceSlice<Self>,
+        _outer: usize,
+        _inner: usize,
     ) -> Result<()> {
         Err(unsupported::<Self>("binary op", WHY_I64))
     }
@@ -464,6 +483,21 @@ macro_rules! forward_common {
             out: &mut DeviceSlice<$t>,
         ) -> Result<()> {
             Ok(ops::binary::<$t>(k, s, op, a, b, out)?)
+        }
+
+        fn binary_broadcast(
+            k: &Kernels,
+            s: &Stream,
+            op: BinaryOp,
+            a: (&DeviceSlice<$t>, BroadcastOperand),
+            b: (&DeviceSlice<$t>, BroadcastOperand),
+            out: &mut DeviceSlice<$t>,
+            outer: usize,
+            inner: usize,
+        ) -> Result<()> {
+            Ok(ops::binary_broadcast::<$t>(
+                k, s, op, a.0, a.1, b.0, b.1, out, outer, inner,
+            )?)
         }
 
         fn scale(

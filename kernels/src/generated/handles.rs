@@ -531,7 +531,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 210 kernels, in manifest order.
+/// The names of all 230 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -560,6 +560,11 @@ pub static KERNEL_NAMES: &[&str] = &[
     "transpose_tiled_aligned",
     "transpose_tiled_aligned_ld",
     "transpose_tiled_padded",
+    "add_bcast_bf16",
+    "add_bcast_f16",
+    "add_bcast_f32",
+    "add_bcast_f64",
+    "add_bcast_i32",
     "add_bf16",
     "add_f16",
     "add_f32",
@@ -573,6 +578,11 @@ pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f32",
     "bias_relu_bwd_reduce_f32",
     "bias_relu_fwd_f32",
+    "div_bcast_bf16",
+    "div_bcast_f16",
+    "div_bcast_f32",
+    "div_bcast_f64",
+    "div_bcast_i32",
     "div_bf16",
     "div_f16",
     "div_f32",
@@ -583,6 +593,11 @@ pub static KERNEL_NAMES: &[&str] = &[
     "fill_f32",
     "fill_f64",
     "fill_i32",
+    "mul_bcast_bf16",
+    "mul_bcast_f16",
+    "mul_bcast_f32",
+    "mul_bcast_f64",
+    "mul_bcast_i32",
     "mul_bf16",
     "mul_f16",
     "mul_f32",
@@ -598,6 +613,11 @@ pub static KERNEL_NAMES: &[&str] = &[
     "scale_f32",
     "scale_f64",
     "scale_i32",
+    "sub_bcast_bf16",
+    "sub_bcast_f16",
+    "sub_bcast_f32",
+    "sub_bcast_f64",
+    "sub_bcast_i32",
     "sub_bf16",
     "sub_f16",
     "sub_f32",
@@ -786,6 +806,11 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `add_bcast_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `add_bcast_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `add_bcast_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `add_bcast_f64` | `const double* a`, `const double* b`, `double* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `add_bcast_i32` | `const int* a`, `const int* b`, `int* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
 /// | `add_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `add_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `add_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -799,6 +824,11 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `bias_relu_bwd_f32` | `const float* x`, `const float* bias`, `float scale`, `const float* grad_out`, `float* grad_x`, `float* grad_bias_partial`, `int rows`, `int cols` | `cuda/elementwise.cu` |
 /// | `bias_relu_bwd_reduce_f32` | `const float* partial`, `float* grad_bias`, `int parts`, `int cols` | `cuda/elementwise.cu` |
 /// | `bias_relu_fwd_f32` | `const float* x`, `const float* bias`, `float scale`, `float* out`, `int rows`, `int cols` | `cuda/elementwise.cu` |
+/// | `div_bcast_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `div_bcast_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `div_bcast_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `div_bcast_f64` | `const double* a`, `const double* b`, `double* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `div_bcast_i32` | `const int* a`, `const int* b`, `int* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
 /// | `div_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `div_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `div_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -809,6 +839,11 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `fill_f32` | `float* out`, `float value`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `fill_f64` | `double* out`, `double value`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `fill_i32` | `int* out`, `int value`, `unsigned long long n` | `cuda/elementwise.cu` |
+/// | `mul_bcast_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `mul_bcast_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `mul_bcast_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `mul_bcast_f64` | `const double* a`, `const double* b`, `double* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `mul_bcast_i32` | `const int* a`, `const int* b`, `int* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
 /// | `mul_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `mul_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `mul_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -824,6 +859,11 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `scale_f32` | `const float* x`, `float* out`, `float alpha`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `scale_f64` | `const double* x`, `double* out`, `double alpha`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `scale_i32` | `const int* x`, `int* out`, `int alpha`, `unsigned long long n` | `cuda/elementwise.cu` |
+/// | `sub_bcast_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `sub_bcast_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `sub_bcast_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `sub_bcast_f64` | `const double* a`, `const double* b`, `double* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
+/// | `sub_bcast_i32` | `const int* a`, `const int* b`, `int* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
 /// | `sub_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `sub_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `sub_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long n` | `cuda/elementwise.cu` |
@@ -1260,6 +1300,16 @@ fn load_coalescing(m: &cuda_stack_driver::Module) -> crate::Result<CoalescingKer
 /// The kernels of `cuda/elementwise.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::elementwise_kernels`].
 #[derive(Clone, Debug)]
 pub struct ElementwiseKernels {
+    /// `add_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub add_bcast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>,
+    /// `add_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub add_bcast_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>,
+    /// `add_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub add_bcast_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>,
+    /// `add_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub add_bcast_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>,
+    /// `add_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub add_bcast_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>,
     /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
     pub add_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
     /// `add_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
@@ -1286,6 +1336,16 @@ pub struct ElementwiseKernels {
     pub bias_relu_bwd_reduce_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `bias_relu_fwd_f32(const float* x, const float* bias, float scale, float* out, int rows, int cols)`.
     pub bias_relu_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `div_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub div_bcast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>,
+    /// `div_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub div_bcast_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>,
+    /// `div_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub div_bcast_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>,
+    /// `div_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub div_bcast_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>,
+    /// `div_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub div_bcast_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>,
     /// `div_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
     pub div_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
     /// `div_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
@@ -1306,6 +1366,16 @@ pub struct ElementwiseKernels {
     pub fill_f64: Kernel<(&'static mut DeviceSlice<f64>, f64, u64)>,
     /// `fill_i32(int* out, int value, unsigned long long n)`.
     pub fill_i32: Kernel<(&'static mut DeviceSlice<i32>, i32, u64)>,
+    /// `mul_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub mul_bcast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>,
+    /// `mul_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub mul_bcast_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>,
+    /// `mul_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub mul_bcast_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>,
+    /// `mul_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub mul_bcast_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>,
+    /// `mul_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub mul_bcast_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>,
     /// `mul_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
     pub mul_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
     /// `mul_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
@@ -1336,6 +1406,16 @@ pub struct ElementwiseKernels {
     pub scale_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, f64, u64)>,
     /// `scale_i32(const int* x, int* out, int alpha, unsigned long long n)`.
     pub scale_i32: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>,
+    /// `sub_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub sub_bcast_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>,
+    /// `sub_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub sub_bcast_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>,
+    /// `sub_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub sub_bcast_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>,
+    /// `sub_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub sub_bcast_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>,
+    /// `sub_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)`.
+    pub sub_bcast_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>,
     /// `sub_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)`.
     pub sub_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
     /// `sub_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long n)`.
@@ -1358,6 +1438,36 @@ pub struct ElementwiseKernels {
 
 fn load_elementwise(m: &cuda_stack_driver::Module) -> crate::Result<ElementwiseKernels> {
     Ok(ElementwiseKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_bcast_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>("add_bcast_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_bcast_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>("add_bcast_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_bcast_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>("add_bcast_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_bcast_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>("add_bcast_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_bcast_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>("add_bcast_i32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -1441,6 +1551,36 @@ fn load_elementwise(m: &cuda_stack_driver::Module) -> crate::Result<ElementwiseK
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_bcast_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>("div_bcast_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_bcast_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>("div_bcast_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_bcast_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>("div_bcast_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_bcast_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>("div_bcast_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_bcast_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>("div_bcast_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         div_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("div_bf16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
@@ -1496,6 +1636,36 @@ fn load_elementwise(m: &cuda_stack_driver::Module) -> crate::Result<ElementwiseK
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         fill_i32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<i32>, i32, u64)>("fill_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_bcast_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>("mul_bcast_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_bcast_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>("mul_bcast_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_bcast_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>("mul_bcast_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_bcast_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>("mul_bcast_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_bcast_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>("mul_bcast_i32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -1586,6 +1756,36 @@ fn load_elementwise(m: &cuda_stack_driver::Module) -> crate::Result<ElementwiseK
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         scale_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>("scale_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_bcast_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>("sub_bcast_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_bcast_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>("sub_bcast_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_bcast_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>("sub_bcast_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_bcast_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>("sub_bcast_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_bcast_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>("sub_bcast_i32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -3157,6 +3357,31 @@ impl Kernels {
         Ok(&self.coalescing_kernels()?.transpose_tiled_padded)
     }
 
+    /// `add_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_bcast_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_bcast_bf16)
+    }
+
+    /// `add_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_bcast_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_bcast_f16)
+    }
+
+    /// `add_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_bcast_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_bcast_f32)
+    }
+
+    /// `add_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_bcast_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_bcast_f64)
+    }
+
+    /// `add_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_bcast_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.add_bcast_i32)
+    }
+
     /// `add_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
     pub fn add_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
         Ok(&self.elementwise_kernels()?.add_bf16)
@@ -3222,6 +3447,31 @@ impl Kernels {
         Ok(&self.elementwise_kernels()?.bias_relu_fwd_f32)
     }
 
+    /// `div_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_bcast_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_bcast_bf16)
+    }
+
+    /// `div_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_bcast_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_bcast_f16)
+    }
+
+    /// `div_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_bcast_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_bcast_f32)
+    }
+
+    /// `div_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_bcast_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_bcast_f64)
+    }
+
+    /// `div_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_bcast_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.div_bcast_i32)
+    }
+
     /// `div_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
     pub fn div_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
         Ok(&self.elementwise_kernels()?.div_bf16)
@@ -3270,6 +3520,31 @@ impl Kernels {
     /// `fill_i32(int* out, int value, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
     pub fn fill_i32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<i32>, i32, u64)>> {
         Ok(&self.elementwise_kernels()?.fill_i32)
+    }
+
+    /// `mul_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_bcast_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_bcast_bf16)
+    }
+
+    /// `mul_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_bcast_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_bcast_f16)
+    }
+
+    /// `mul_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_bcast_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_bcast_f32)
+    }
+
+    /// `mul_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_bcast_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_bcast_f64)
+    }
+
+    /// `mul_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_bcast_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.mul_bcast_i32)
     }
 
     /// `mul_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
@@ -3345,6 +3620,31 @@ impl Kernels {
     /// `scale_i32(const int* x, int* out, int alpha, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
     pub fn scale_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>> {
         Ok(&self.elementwise_kernels()?.scale_i32)
+    }
+
+    /// `sub_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_bcast_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_bcast_bf16)
+    }
+
+    /// `sub_bcast_f16(const f16_t* a, const f16_t* b, f16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_bcast_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_bcast_f16)
+    }
+
+    /// `sub_bcast_f32(const float* a, const float* b, float* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_bcast_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_bcast_f32)
+    }
+
+    /// `sub_bcast_f64(const double* a, const double* b, double* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_bcast_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_bcast_f64)
+    }
+
+    /// `sub_bcast_i32(const int* a, const int* b, int* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_bcast_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>> {
+        Ok(&self.elementwise_kernels()?.sub_bcast_i32)
     }
 
     /// `sub_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long n)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
@@ -4283,6 +4583,21 @@ impl Kernels {
         if let Some(f) = self.elementwise.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>::from_function(f.add_bcast_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>::from_function(f.add_bcast_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>::from_function(f.add_bcast_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>::from_function(f.add_bcast_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>::from_function(f.add_bcast_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.add_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -4322,6 +4637,21 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.bias_relu_fwd_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>::from_function(f.div_bcast_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>::from_function(f.div_bcast_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>::from_function(f.div_bcast_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>::from_function(f.div_bcast_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>::from_function(f.div_bcast_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.div_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -4350,6 +4680,21 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static mut DeviceSlice<i32>, i32, u64)>::from_function(f.fill_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>::from_function(f.mul_bcast_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>::from_function(f.mul_bcast_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>::from_function(f.mul_bcast_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>::from_function(f.mul_bcast_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>::from_function(f.mul_bcast_i32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.mul_bf16.function().clone())? };
@@ -4397,6 +4742,21 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, u64)>::from_function(f.scale_i32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, u64, u64, u64, u64, u64)>::from_function(f.sub_bcast_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, u64, u64, u64, u64, u64)>::from_function(f.sub_bcast_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, u64, u64)>::from_function(f.sub_bcast_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, u64, u64, u64, u64, u64)>::from_function(f.sub_bcast_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, u64, u64, u64, u64, u64, u64)>::from_function(f.sub_bcast_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.sub_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -4422,7 +4782,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.tanh_f64.function().clone())? };
-            n += 47;
+            n += 67;
         }
         if let Some(f) = self.gemm_mma.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -4913,6 +5273,11 @@ impl Kernels {
             "transpose_tiled_aligned" => self.transpose_tiled_aligned().ok().map(|k| k.function()),
             "transpose_tiled_aligned_ld" => self.transpose_tiled_aligned_ld().ok().map(|k| k.function()),
             "transpose_tiled_padded" => self.transpose_tiled_padded().ok().map(|k| k.function()),
+            "add_bcast_bf16" => self.add_bcast_bf16().ok().map(|k| k.function()),
+            "add_bcast_f16" => self.add_bcast_f16().ok().map(|k| k.function()),
+            "add_bcast_f32" => self.add_bcast_f32().ok().map(|k| k.function()),
+            "add_bcast_f64" => self.add_bcast_f64().ok().map(|k| k.function()),
+            "add_bcast_i32" => self.add_bcast_i32().ok().map(|k| k.function()),
             "add_bf16" => self.add_bf16().ok().map(|k| k.function()),
             "add_f16" => self.add_f16().ok().map(|k| k.function()),
             "add_f32" => self.add_f32().ok().map(|k| k.function()),
@@ -4926,6 +5291,11 @@ impl Kernels {
             "bias_relu_bwd_f32" => self.bias_relu_bwd_f32().ok().map(|k| k.function()),
             "bias_relu_bwd_reduce_f32" => self.bias_relu_bwd_reduce_f32().ok().map(|k| k.function()),
             "bias_relu_fwd_f32" => self.bias_relu_fwd_f32().ok().map(|k| k.function()),
+            "div_bcast_bf16" => self.div_bcast_bf16().ok().map(|k| k.function()),
+            "div_bcast_f16" => self.div_bcast_f16().ok().map(|k| k.function()),
+            "div_bcast_f32" => self.div_bcast_f32().ok().map(|k| k.function()),
+            "div_bcast_f64" => self.div_bcast_f64().ok().map(|k| k.function()),
+            "div_bcast_i32" => self.div_bcast_i32().ok().map(|k| k.function()),
             "div_bf16" => self.div_bf16().ok().map(|k| k.function()),
             "div_f16" => self.div_f16().ok().map(|k| k.function()),
             "div_f32" => self.div_f32().ok().map(|k| k.function()),
@@ -4936,6 +5306,11 @@ impl Kernels {
             "fill_f32" => self.fill_f32().ok().map(|k| k.function()),
             "fill_f64" => self.fill_f64().ok().map(|k| k.function()),
             "fill_i32" => self.fill_i32().ok().map(|k| k.function()),
+            "mul_bcast_bf16" => self.mul_bcast_bf16().ok().map(|k| k.function()),
+            "mul_bcast_f16" => self.mul_bcast_f16().ok().map(|k| k.function()),
+            "mul_bcast_f32" => self.mul_bcast_f32().ok().map(|k| k.function()),
+            "mul_bcast_f64" => self.mul_bcast_f64().ok().map(|k| k.function()),
+            "mul_bcast_i32" => self.mul_bcast_i32().ok().map(|k| k.function()),
             "mul_bf16" => self.mul_bf16().ok().map(|k| k.function()),
             "mul_f16" => self.mul_f16().ok().map(|k| k.function()),
             "mul_f32" => self.mul_f32().ok().map(|k| k.function()),
@@ -4951,6 +5326,11 @@ impl Kernels {
             "scale_f32" => self.scale_f32().ok().map(|k| k.function()),
             "scale_f64" => self.scale_f64().ok().map(|k| k.function()),
             "scale_i32" => self.scale_i32().ok().map(|k| k.function()),
+            "sub_bcast_bf16" => self.sub_bcast_bf16().ok().map(|k| k.function()),
+            "sub_bcast_f16" => self.sub_bcast_f16().ok().map(|k| k.function()),
+            "sub_bcast_f32" => self.sub_bcast_f32().ok().map(|k| k.function()),
+            "sub_bcast_f64" => self.sub_bcast_f64().ok().map(|k| k.function()),
+            "sub_bcast_i32" => self.sub_bcast_i32().ok().map(|k| k.function()),
             "sub_bf16" => self.sub_bf16().ok().map(|k| k.function()),
             "sub_f16" => self.sub_f16().ok().map(|k| k.function()),
             "sub_f32" => self.sub_f32().ok().map(|k| k.function()),

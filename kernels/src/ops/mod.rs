@@ -39,7 +39,9 @@ pub use coalescing::{
     copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
     TransposeAlgo,
 };
-pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
+pub use elementwise::{
+    axpy, binary, binary_broadcast, fill, relu, scale, tanh, BinaryOp, BroadcastOperand,
+};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
 };

@@ -59,3 +59,22 @@ pub fn tanh<T: Float>(x: &[T]) -> Vec<T> {
 pub fn fill<T: Element>(value: T::Scalar, n: usize) -> Vec<T> {
     vec![T::from_scalar(value); n]
 }
+
+/// [`crate::ops::binary_broadcast`]: `out[r][c] = a(r, c) op b(r, c)` over `[outer, inner]`.
+pub fn binary_broadcast<T: Element>(
+    op: BinaryOp,
+    a: &[T],
+    a_read: crate::ops::BroadcastOperand,
+    b: &[T],
+    b_read: crate::ops::BroadcastOperand,
+    outer: usize,
+    inner: usize,
+) -> Vec<T> {
+    let at = |x: &[T], m: crate::ops::BroadcastOperand, r: usize, c: usize| {
+        x[r * m.outer_stride + c * m.inner_stride]
+    };
+    (0..outer)
+        .flat_map(|r| (0..inner).map(move |c| (r, c)))
+        .map(|(r, c)| binary_one(op, at(a, a_read, r, c), at(b, b_read, r, c)))
+        .collect()
+}

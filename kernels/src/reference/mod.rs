@@ -18,7 +18,9 @@ mod softmax;
 
 pub use bias_relu::{bias_relu_bwd, bias_relu_fwd};
 pub use copy::{copy_strided, strided_copy, transpose};
-pub use elementwise::{axpy, binary, binary_one, fill, relu, scale, tanh, vector_add};
+pub use elementwise::{
+    axpy, binary, binary_broadcast, binary_one, fill, relu, scale, tanh, vector_add,
+};
 pub use introspect::{thread_hierarchy, SMID_WORD};
 pub use matmul::{gemm_f64, matmul, sgemm, sgemm_dot, sgemm_planned};
 pub use random::{fill_normal, fill_uniform, philox4x32_10, philox_u32};

@@ -4,22 +4,50 @@ use crate::tensor::error::Result;
 use crate::tensor::layout::broadcast_shapes;
 use crate::tensor::{Tensor, TensorElement};
 use cuda_stack_driver::{DeviceSlice, Stream};
-use cuda_stack_kernels::ops::BinaryOp;
+use cuda_stack_kernels::ops::{BinaryOp, BroadcastOperand};
 use cuda_stack_kernels::Kernels;
 
 /// A dispatch entry for a one-input, same-shape op.
 type Unary<T> = fn(&Kernels, &Stream, &DeviceSlice<T>, &mut DeviceSlice<T>) -> Result<()>;
 
 impl<T: TensorElement> Tensor<T> {
-    /// `self op rhs` elementwise with NumPy/PyTorch broadcasting. Operands whose shape differs
-    /// from the result's are expanded (a stride-0 view) and materialised with `strided_copy`
-    /// before the contiguous kernel runs; same-shape contiguous operands are used in place.
+    /// `self op rhs` elementwise with NumPy/PyTorch broadcasting. Same-shape operands go to the
+    /// contiguous kernel; an operand repeated along leading dimensions (a bias `[C]` against
+    /// `[N, C]`), constant along trailing ones (`[N, 1]` against `[N, C]`) or a scalar is read
+    /// in place by the broadcasting kernel ([`broadcast_split`]); any other broadcast is
+    /// expanded (a stride-0 view) and materialised with `strided_copy` first.
     fn binary(&self, name: &'static str, op: BinaryOp, rhs: &Tensor<T>) -> Result<Tensor<T>> {
         self.same_device(name, rhs)?;
         let shape = broadcast_shapes(name, self.shape(), rhs.shape())?;
+        let exec = self.exec()?;
+        if self.shape() != rhs.shape() {
+            if let Some((outer, inner, ra, rb)) = broadcast_split(self.shape(), rhs.shape(), &shape)
+            {
+                let (a, b) = (self.contiguous()?, rhs.contiguous()?);
+                let k = exec.kernels()?;
+                let (av, bv) = (a.dense()?, b.dense()?);
+                // SAFETY: the broadcasting kernel writes every element of the `[outer, inner]`
+                // result (outer · inner = the result's element count), or fails.
+                let storage = unsafe {
+                    exec.storage_with(outer * inner, |out| {
+                        T::binary_broadcast(
+                            &k,
+                            exec.stream(),
+                            op,
+                            (&av, ra),
+                            (&bv, rb),
+                            out,
+                            outer,
+                            inner,
+                        )
+                    })
+                }
+                .map_err(|e| super::renamed(e.with_shape(self.shape()), name))?;
+                return Tensor::from_storage(storage, &shape);
+            }
+        }
         let a = self.expand(&shape)?.contiguous()?;
         let b = rhs.expand(&shape)?.contiguous()?;
-        let exec = self.exec()?;
         let k = exec.kernels()?;
         let (av, bv) = (a.dense()?, b.dense()?);
         // SAFETY: the binary kernels write every element of `out` (all three have `numel`
@@ -89,5 +117,96 @@ impl<T: TensorElement> Tensor<T> {
         }
         .map_err(|e| e.with_shape(self.shape()))?;
         Tensor::from_storage(storage, self.shape())
+    }
+}
+
+/// How a contiguous operand of shape `operand` reads at the split `[outer, inner]` of the
+/// broadcast result `shape` at dimension `p`, if it reads as a [`BroadcastOperand`] there: its
+/// dimensions after `p` are all the result's (one element per column) or all 1 (one per row),
+/// and those before `p` likewise (a row per result row, or the same row for all).
+fn operand_read(operand: &[usize], shape: &[usize], p: usize) -> Option<BroadcastOperand> {
+    let pad = shape.len() - operand.len();
+    let dim = |i: usize| if i < pad { 1 } else { operand[i - pad] };
+    let inner: usize = shape[p..].iter().product();
+    let inner_full = (p..shape.len()).all(|i| dim(i) == shape[i]);
+    let inner_one = (p..shape.len()).all(|i| dim(i) == 1);
+    let outer_full = (0..p).all(|i| dim(i) == shape[i]);
+    let outer_one = (0..p).all(|i| dim(i) == 1);
+    let inner_stride = if inner_full {
+        1
+    } else if inner_one {
+        0
+    } else {
+        return None;
+    };
+    let outer_stride = if outer_one {
+        0
+    } else if outer_full {
+        if inner_stride == 1 {
+            inner
+        } else {
+            1
+        }
+    } else {
+        return None;
+    };
+    Some(BroadcastOperand {
+        outer_stride,
+        inner_stride,
+    })
+}
+
+/// The first split `[outer, inner]` of the broadcast result `shape` at which both operands read
+/// in place ([`operand_read`]), with how each reads; `None` when there is none (e.g. `[B, 1, C]`
+/// against `[B, T, C]`), and the operands are then materialised.
+fn broadcast_split(
+    a: &[usize],
+    b: &[usize],
+    shape: &[usize],
+) -> Option<(usize, usize, BroadcastOperand, BroadcastOperand)> {
+    (0..=shape.len()).find_map(|p| {
+        let (ra, rb) = (operand_read(a, shape, p)?, operand_read(b, shape, p)?);
+        let outer = shape[..p].iter().product();
+        Some((outer, shape[p..].iter().product(), ra, rb))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn split(a: &[usize], b: &[usize], shape: &[usize]) -> Option<(usize, usize, [usize; 4])> {
+        broadcast_split(a, b, shape).map(|(o, i, ra, rb)| {
+            (
+                o,
+                i,
+                [
+                    ra.outer_stride,
+                    ra.inner_stride,
+                    rb.outer_stride,
+                    rb.inner_stride,
+                ],
+            )
+        })
+    }
+
+    #[test]
+    fn broadcasts_read_in_place_where_they_can() {
+        // A bias over rows: [N, C] + [C].
+        assert_eq!(split(&[4, 8], &[8], &[4, 8]), Some((4, 8, [8, 1, 0, 1])));
+        // The same over [B, T, C].
+        assert_eq!(
+            split(&[2, 3, 8], &[8], &[2, 3, 8]),
+            Some((6, 8, [8, 1, 0, 1]))
+        );
+        // A per-row scale: [N, C] * [N, 1].
+        assert_eq!(split(&[4, 8], &[4, 1], &[4, 8]), Some((4, 8, [8, 1, 1, 0])));
+        // A scalar either side.
+        assert_eq!(split(&[1], &[4, 8], &[4, 8]), Some((1, 32, [0, 0, 0, 1])));
+        assert_eq!(split(&[4, 8], &[], &[4, 8]), Some((1, 32, [0, 1, 0, 0])));
+        // An outer product: [N, 1] op [1, C].
+        assert_eq!(split(&[4, 1], &[1, 8], &[4, 8]), Some((4, 8, [1, 0, 0, 1])));
+        // [B, 1, C] against [B, T, C] does not read in place.
+        assert_eq!(split(&[2, 1, 8], &[2, 3, 8], &[2, 3, 8]), None);
     }
 }
