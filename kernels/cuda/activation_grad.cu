@@ -4,6 +4,7 @@
 // Exact semantics (the CPU references in the tests must match):
 //   relu_bwd:  dx = x > 0 ? dy : 0          (the subgradient 0 at x == 0, as PyTorch; NaN x -> 0)
 //   tanh_bwd:  dx = dy * (1 - y * y)        (y = tanh(x), the forward's output)
+//   f16 / bf16: computed in f32, rounded once (relu_bwd passes dy's bits through unchanged)
 //   bias_relu_fwd_f64: pre = fma(x, scale, bias[col]); out = pre > 0 ? pre : 0
 //   bias_relu_bwd_f64: g = pre > 0 ? dy : 0; grad_x = g * scale;
 //                      grad_bias[col] = sum over rows of g, in row order (one thread per column)
@@ -14,16 +15,25 @@
 //   t, t + grid threads, ... and walks every row of them (f64 is for checking, not for speed).
 #include "dtype.cuh"
 
-template <typename T>
-__device__ __forceinline__ void relu_bwd(const T* x, const T* dy, T* dx, u64 n) {
-    for (u64 i = global_tid(); i < n; i += grid_threads()) dx[i] = x[i] > (T)0 ? dy[i] : (T)0;
+template <typename Tag>
+__device__ __forceinline__ void relu_bwd(const typename DType<Tag>::Storage* x,
+                                         const typename DType<Tag>::Storage* dy,
+                                         typename DType<Tag>::Storage* dx, u64 n) {
+    typedef DType<Tag> D;
+    typedef typename D::Compute C;
+    for (u64 i = global_tid(); i < n; i += grid_threads())
+        dx[i] = D::load(x[i]) > (C)0 ? dy[i] : D::store((C)0);
 }
 
-template <typename T>
-__device__ __forceinline__ void tanh_bwd(const T* y, const T* dy, T* dx, u64 n) {
+template <typename Tag>
+__device__ __forceinline__ void tanh_bwd(const typename DType<Tag>::Storage* y,
+                                         const typename DType<Tag>::Storage* dy,
+                                         typename DType<Tag>::Storage* dx, u64 n) {
+    typedef DType<Tag> D;
+    typedef typename D::Compute C;
     for (u64 i = global_tid(); i < n; i += grid_threads()) {
-        const T v = y[i];
-        dx[i] = dy[i] * ((T)1 - v * v);
+        const C v = D::load(y[i]);
+        dx[i] = D::store(D::load(dy[i]) * ((C)1 - v * v));
     }
 }
 
@@ -33,11 +43,23 @@ extern "C" __global__ void relu_bwd_f32(const float* x, const float* dy, float* 
 extern "C" __global__ void relu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n) {
     relu_bwd<double>(x, dy, dx, n);
 }
+extern "C" __global__ void relu_bwd_f16(const f16_t* x, const f16_t* dy, f16_t* dx, unsigned long long n) {
+    relu_bwd<F16>(x, dy, dx, n);
+}
+extern "C" __global__ void relu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx, unsigned long long n) {
+    relu_bwd<BF16>(x, dy, dx, n);
+}
 extern "C" __global__ void tanh_bwd_f32(const float* y, const float* dy, float* dx, unsigned long long n) {
     tanh_bwd<float>(y, dy, dx, n);
 }
 extern "C" __global__ void tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n) {
     tanh_bwd<double>(y, dy, dx, n);
+}
+extern "C" __global__ void tanh_bwd_f16(const f16_t* y, const f16_t* dy, f16_t* dx, unsigned long long n) {
+    tanh_bwd<F16>(y, dy, dx, n);
+}
+extern "C" __global__ void tanh_bwd_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, unsigned long long n) {
+    tanh_bwd<BF16>(y, dy, dx, n);
 }
 
 extern "C" __global__ void bias_relu_fwd_f64(const double* x, const double* bias, double scale,

@@ -1,5 +1,6 @@
 // log_softmax.cu — softmax and log-softmax along rows, their backward passes, and the fused
-// cross-entropy loss (log-softmax + negative log-likelihood of integer targets), in f32 and f64:
+// cross-entropy loss (log-softmax + negative log-likelihood of integer targets), in f32 and f64,
+// and in f16/bf16 (stored as such, computed in f32, each result rounded once):
 // the row ops autograd needs beyond softmax.cu's fast f32 forward (which stays the f32 softmax).
 //
 // One warp per row, 8 rows per block of 256: the row's maximum and its sum of exponentials are
@@ -44,51 +45,68 @@ template <typename T> __device__ __forceinline__ T warp_max(T v) {
     return v;
 }
 
-// m and log(s) of one row, reduced over the warp (every lane gets both).
-template <typename T>
-__device__ __forceinline__ void row_stats(const T* x, int cols, int lane, T& m, T& s) {
-    m = neg_inf((T)0);
+// m and log(s) of one row, reduced over the warp (every lane gets both), in the compute type
+// (f32 for f16/bf16).
+template <typename Tag>
+__device__ __forceinline__ void row_stats(const typename DType<Tag>::Storage* x, int cols, int lane,
+                                          typename DType<Tag>::Compute& m,
+                                          typename DType<Tag>::Compute& s) {
+    typedef DType<Tag> D;
+    typedef typename D::Compute C;
+    m = neg_inf((C)0);
     for (int c = lane; c < cols; c += 32) {
-        const T v = x[c];
+        const C v = D::load(x[c]);
         m = (v > m || v != v) ? v : m;
     }
     m = warp_max(m);
-    s = (T)0;
-    for (int c = lane; c < cols; c += 32) s += ex(x[c] - m);
+    s = (C)0;
+    for (int c = lane; c < cols; c += 32) s += ex(D::load(x[c]) - m);
     s = warp_sum(s);
 }
 
-template <typename T>
-__device__ __forceinline__ void row_softmax(const T* x, T* y, int rows, int cols, int log_out) {
+template <typename Tag>
+__device__ __forceinline__ void row_softmax(const typename DType<Tag>::Storage* x,
+                                            typename DType<Tag>::Storage* y, int rows, int cols,
+                                            int log_out) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute C;
     const int lane = threadIdx.x % 32;
     for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
-        const T* xr = x + (u64)r * (u64)cols;
-        T* yr = y + (u64)r * (u64)cols;
-        T m, s;
-        row_stats(xr, cols, lane, m, s);
+        const S* xr = x + (u64)r * (u64)cols;
+        S* yr = y + (u64)r * (u64)cols;
+        C m, s;
+        row_stats<Tag>(xr, cols, lane, m, s);
         if (log_out) {
-            const T shift = m + lg(s);
-            for (int c = lane; c < cols; c += 32) yr[c] = xr[c] - shift;
+            const C shift = m + lg(s);
+            for (int c = lane; c < cols; c += 32) yr[c] = D::store(D::load(xr[c]) - shift);
         } else {
-            const T inv = (T)1 / s;
-            for (int c = lane; c < cols; c += 32) yr[c] = ex(xr[c] - m) * inv;
+            const C inv = (C)1 / s;
+            for (int c = lane; c < cols; c += 32) yr[c] = D::store(ex(D::load(xr[c]) - m) * inv);
         }
     }
 }
 
-template <typename T>
-__device__ __forceinline__ void row_softmax_bwd(const T* y, const T* dy, T* dx, int rows, int cols,
-                                                int log_out) {
+template <typename Tag>
+__device__ __forceinline__ void row_softmax_bwd(const typename DType<Tag>::Storage* y,
+                                                const typename DType<Tag>::Storage* dy,
+                                                typename DType<Tag>::Storage* dx, int rows,
+                                                int cols, int log_out) {
+    typedef DType<Tag> D;
+    typedef typename D::Compute C;
     const int lane = threadIdx.x % 32;
     for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
         const u64 base = (u64)r * (u64)cols;
-        T dot = (T)0;
-        for (int c = lane; c < cols; c += 32)
-            dot += log_out ? dy[base + c] : dy[base + c] * y[base + c];
+        C dot = (C)0;
+        for (int c = lane; c < cols; c += 32) {
+            const C g = D::load(dy[base + c]);
+            dot += log_out ? g : g * D::load(y[base + c]);
+        }
         dot = warp_sum(dot);
         for (int c = lane; c < cols; c += 32) {
             const u64 i = base + c;
-            dx[i] = log_out ? dy[i] - ex(y[i]) * dot : y[i] * (dy[i] - dot);
+            const C g = D::load(dy[i]), v = D::load(y[i]);
+            dx[i] = D::store(log_out ? g - ex(v) * dot : v * (g - dot));
         }
     }
 }
@@ -99,49 +117,74 @@ extern "C" __global__ void row_softmax_f32(const float* x, float* y, int rows, i
 extern "C" __global__ void row_softmax_f64(const double* x, double* y, int rows, int cols, int log_out) {
     row_softmax<double>(x, y, rows, cols, log_out);
 }
+extern "C" __global__ void row_softmax_f16(const f16_t* x, f16_t* y, int rows, int cols, int log_out) {
+    row_softmax<F16>(x, y, rows, cols, log_out);
+}
+extern "C" __global__ void row_softmax_bf16(const bf16_t* x, bf16_t* y, int rows, int cols, int log_out) {
+    row_softmax<BF16>(x, y, rows, cols, log_out);
+}
 extern "C" __global__ void row_softmax_bwd_f32(const float* y, const float* dy, float* dx, int rows,
                                                int cols, int log_out) {
     row_softmax_bwd<float>(y, dy, dx, rows, cols, log_out);
 }
-extern "C" __global__ void row_softmax_bwd_f64(const double* y, const double* dy, double* dx,
-                                               int rows, int cols, int log_out) {
+extern "C" __global__ void row_softmax_bwd_f64(const double* y, const double* dy, double* dx, int rows,
+                                               int cols, int log_out) {
     row_softmax_bwd<double>(y, dy, dx, rows, cols, log_out);
+}
+extern "C" __global__ void row_softmax_bwd_f16(const f16_t* y, const f16_t* dy, f16_t* dx, int rows,
+                                               int cols, int log_out) {
+    row_softmax_bwd<F16>(y, dy, dx, rows, cols, log_out);
+}
+extern "C" __global__ void row_softmax_bwd_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int rows,
+                                               int cols, int log_out) {
+    row_softmax_bwd<BF16>(y, dy, dx, rows, cols, log_out);
 }
 
 __device__ __forceinline__ float nan_of(float) { return __int_as_float(0x7fffffff); }
 __device__ __forceinline__ double nan_of(double) { return __longlong_as_double(0x7ff8000000000000ULL); }
 
-template <typename T>
-__device__ __forceinline__ void cross_entropy_fwd(const T* x, const int* targets, T* loss, int rows,
+template <typename Tag>
+__device__ __forceinline__ void cross_entropy_fwd(const typename DType<Tag>::Storage* x,
+                                                  const int* targets,
+                                                  typename DType<Tag>::Storage* loss, int rows,
                                                   int cols) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute C;
     const int lane = threadIdx.x % 32;
     for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
-        const T* xr = x + (u64)r * (u64)cols;
-        T m, s;
-        row_stats(xr, cols, lane, m, s);
+        const S* xr = x + (u64)r * (u64)cols;
+        C m, s;
+        row_stats<Tag>(xr, cols, lane, m, s);
         if (lane == 0) {
             const int t = targets[r];
-            loss[r] = (t >= 0 && t < cols) ? m + lg(s) - xr[t] : nan_of((T)0);
+            loss[r] = D::store((t >= 0 && t < cols) ? m + lg(s) - D::load(xr[t]) : nan_of((C)0));
         }
     }
 }
 
-template <typename T>
-__device__ __forceinline__ void cross_entropy_bwd(const T* x, const int* targets, const T* g, T* dx,
-                                                  int rows, int cols, T scale) {
+template <typename Tag>
+__device__ __forceinline__ void cross_entropy_bwd(const typename DType<Tag>::Storage* x,
+                                                  const int* targets,
+                                                  const typename DType<Tag>::Storage* g,
+                                                  typename DType<Tag>::Storage* dx, int rows,
+                                                  int cols, typename DType<Tag>::Compute scale) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute C;
     const int lane = threadIdx.x % 32;
-    const T gs = g[0] * scale;
+    const C gs = D::load(g[0]) * scale;
     for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
-        const T* xr = x + (u64)r * (u64)cols;
-        T* dr = dx + (u64)r * (u64)cols;
-        T m, s;
-        row_stats(xr, cols, lane, m, s);
+        const S* xr = x + (u64)r * (u64)cols;
+        S* dr = dx + (u64)r * (u64)cols;
+        C m, s;
+        row_stats<Tag>(xr, cols, lane, m, s);
         const int t = targets[r];
         const bool ok = t >= 0 && t < cols;
-        const T inv = (T)1 / s;
+        const C inv = (C)1 / s;
         for (int c = lane; c < cols; c += 32) {
-            const T p = ex(xr[c] - m) * inv;
-            dr[c] = ok ? (p - (c == t ? (T)1 : (T)0)) * gs : nan_of((T)0);
+            const C p = ex(D::load(xr[c]) - m) * inv;
+            dr[c] = D::store(ok ? (p - (c == t ? (C)1 : (C)0)) * gs : nan_of((C)0));
         }
     }
 }
@@ -154,6 +197,14 @@ extern "C" __global__ void cross_entropy_fwd_f64(const double* x, const int* tar
                                                  int rows, int cols) {
     cross_entropy_fwd<double>(x, targets, loss, rows, cols);
 }
+extern "C" __global__ void cross_entropy_fwd_f16(const f16_t* x, const int* targets, f16_t* loss,
+                                                 int rows, int cols) {
+    cross_entropy_fwd<F16>(x, targets, loss, rows, cols);
+}
+extern "C" __global__ void cross_entropy_fwd_bf16(const bf16_t* x, const int* targets, bf16_t* loss,
+                                                 int rows, int cols) {
+    cross_entropy_fwd<BF16>(x, targets, loss, rows, cols);
+}
 extern "C" __global__ void cross_entropy_bwd_f32(const float* x, const int* targets, const float* g,
                                                  float* dx, int rows, int cols, float scale) {
     cross_entropy_bwd<float>(x, targets, g, dx, rows, cols, scale);
@@ -161,4 +212,12 @@ extern "C" __global__ void cross_entropy_bwd_f32(const float* x, const int* targ
 extern "C" __global__ void cross_entropy_bwd_f64(const double* x, const int* targets, const double* g,
                                                  double* dx, int rows, int cols, double scale) {
     cross_entropy_bwd<double>(x, targets, g, dx, rows, cols, scale);
+}
+extern "C" __global__ void cross_entropy_bwd_f16(const f16_t* x, const int* targets, const f16_t* g,
+                                                 f16_t* dx, int rows, int cols, float scale) {
+    cross_entropy_bwd<F16>(x, targets, g, dx, rows, cols, scale);
+}
+extern "C" __global__ void cross_entropy_bwd_bf16(const bf16_t* x, const int* targets, const bf16_t* g,
+                                                 bf16_t* dx, int rows, int cols, float scale) {
+    cross_entropy_bwd<BF16>(x, targets, g, dx, rows, cols, scale);
 }

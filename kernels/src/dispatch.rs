@@ -344,16 +344,23 @@ pub(crate) type Adam<T> = Kernel<(
 )>;
 
 const WHY_TRAIN: &str = "training kernels exist for f32 and f64";
-family!(relu_bwd -> Grad1<T>; "relu_backward", WHY_TRAIN; F32 => relu_bwd_f32, F64 => relu_bwd_f64);
-family!(tanh_bwd -> Grad1<T>; "tanh_backward", WHY_TRAIN; F32 => tanh_bwd_f32, F64 => tanh_bwd_f64);
-family!(row_softmax -> RowSoftmax<T>; "log_softmax", WHY_TRAIN;
-    F32 => row_softmax_f32, F64 => row_softmax_f64);
-family!(row_softmax_bwd -> RowSoftmaxBwd<T>; "softmax_backward", WHY_TRAIN;
-    F32 => row_softmax_bwd_f32, F64 => row_softmax_bwd_f64);
-family!(cross_entropy_fwd -> CrossEntropyFwd<T>; "cross_entropy", WHY_TRAIN;
-    F32 => cross_entropy_fwd_f32, F64 => cross_entropy_fwd_f64);
-family!(cross_entropy_bwd -> CrossEntropyBwd<T>; "cross_entropy_backward", WHY_TRAIN;
-    F32 => cross_entropy_bwd_f32, F64 => cross_entropy_bwd_f64);
+const WHY_HALF: &str = "this training kernel exists for f32, f64, f16 and bf16";
+family!(relu_bwd -> Grad1<T>; "relu_backward", WHY_HALF;
+    F32 => relu_bwd_f32, F64 => relu_bwd_f64, F16 => relu_bwd_f16, BF16 => relu_bwd_bf16);
+family!(tanh_bwd -> Grad1<T>; "tanh_backward", WHY_HALF;
+    F32 => tanh_bwd_f32, F64 => tanh_bwd_f64, F16 => tanh_bwd_f16, BF16 => tanh_bwd_bf16);
+family!(row_softmax -> RowSoftmax<T>; "log_softmax", WHY_HALF;
+    F32 => row_softmax_f32, F64 => row_softmax_f64, F16 => row_softmax_f16,
+    BF16 => row_softmax_bf16);
+family!(row_softmax_bwd -> RowSoftmaxBwd<T>; "softmax_backward", WHY_HALF;
+    F32 => row_softmax_bwd_f32, F64 => row_softmax_bwd_f64, F16 => row_softmax_bwd_f16,
+    BF16 => row_softmax_bwd_bf16);
+family!(cross_entropy_fwd -> CrossEntropyFwd<T>; "cross_entropy", WHY_HALF;
+    F32 => cross_entropy_fwd_f32, F64 => cross_entropy_fwd_f64, F16 => cross_entropy_fwd_f16,
+    BF16 => cross_entropy_fwd_bf16);
+family!(cross_entropy_bwd -> CrossEntropyBwd<T>; "cross_entropy_backward", WHY_HALF;
+    F32 => cross_entropy_bwd_f32, F64 => cross_entropy_bwd_f64, F16 => cross_entropy_bwd_f16,
+    BF16 => cross_entropy_bwd_bf16);
 family!(sgd -> Sgd<T>; "sgd", WHY_TRAIN; F32 => sgd_f32, F64 => sgd_f64);
 family!(sgd_momentum -> SgdMomentum<T>; "sgd (momentum)", WHY_TRAIN;
     F32 => sgd_momentum_f32, F64 => sgd_momentum_f64);

@@ -531,12 +531,16 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 230 kernels, in manifest order.
+/// The names of all 242 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
+    "relu_bwd_bf16",
+    "relu_bwd_f16",
     "relu_bwd_f32",
     "relu_bwd_f64",
+    "tanh_bwd_bf16",
+    "tanh_bwd_f16",
     "tanh_bwd_f32",
     "tanh_bwd_f64",
     "cast_bf16_f16",
@@ -647,12 +651,20 @@ pub static KERNEL_NAMES: &[&str] = &[
     "thread_hierarchy",
     "empty_kernel",
     "four_args",
+    "cross_entropy_bwd_bf16",
+    "cross_entropy_bwd_f16",
     "cross_entropy_bwd_f32",
     "cross_entropy_bwd_f64",
+    "cross_entropy_fwd_bf16",
+    "cross_entropy_fwd_f16",
     "cross_entropy_fwd_f32",
     "cross_entropy_fwd_f64",
+    "row_softmax_bf16",
+    "row_softmax_bwd_bf16",
+    "row_softmax_bwd_f16",
     "row_softmax_bwd_f32",
     "row_softmax_bwd_f64",
+    "row_softmax_f16",
     "row_softmax_f32",
     "row_softmax_f64",
     "matmul_naive_f32",
@@ -781,8 +793,12 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// |---|---|---|
 /// | `bias_relu_bwd_f64` | `const double* x`, `const double* bias`, `double scale`, `const double* grad_out`, `double* grad_x`, `double* grad_bias`, `int rows`, `int cols` | `cuda/activation_grad.cu` |
 /// | `bias_relu_fwd_f64` | `const double* x`, `const double* bias`, `double scale`, `double* out`, `int rows`, `int cols` | `cuda/activation_grad.cu` |
+/// | `relu_bwd_bf16` | `const bf16_t* x`, `const bf16_t* dy`, `bf16_t* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `relu_bwd_f16` | `const f16_t* x`, `const f16_t* dy`, `f16_t* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `relu_bwd_f32` | `const float* x`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `relu_bwd_f64` | `const double* x`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `tanh_bwd_bf16` | `const bf16_t* y`, `const bf16_t* dy`, `bf16_t* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `tanh_bwd_f16` | `const f16_t* y`, `const f16_t* dy`, `f16_t* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `tanh_bwd_f32` | `const float* y`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `tanh_bwd_f64` | `const double* y`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `cast_bf16_f16` | `const bf16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
@@ -893,12 +909,20 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `thread_hierarchy` | `unsigned int* out` | `cuda/introspect.cu` |
 /// | `empty_kernel` | (none) | `cuda/launch_bench.cu` |
 /// | `four_args` | `float* a`, `const float* b`, `float s`, `unsigned int n` | `cuda/launch_bench.cu` |
+/// | `cross_entropy_bwd_bf16` | `const bf16_t* x`, `const int* targets`, `const bf16_t* g`, `bf16_t* dx`, `int rows`, `int cols`, `float scale` | `cuda/log_softmax.cu` |
+/// | `cross_entropy_bwd_f16` | `const f16_t* x`, `const int* targets`, `const f16_t* g`, `f16_t* dx`, `int rows`, `int cols`, `float scale` | `cuda/log_softmax.cu` |
 /// | `cross_entropy_bwd_f32` | `const float* x`, `const int* targets`, `const float* g`, `float* dx`, `int rows`, `int cols`, `float scale` | `cuda/log_softmax.cu` |
 /// | `cross_entropy_bwd_f64` | `const double* x`, `const int* targets`, `const double* g`, `double* dx`, `int rows`, `int cols`, `double scale` | `cuda/log_softmax.cu` |
+/// | `cross_entropy_fwd_bf16` | `const bf16_t* x`, `const int* targets`, `bf16_t* loss`, `int rows`, `int cols` | `cuda/log_softmax.cu` |
+/// | `cross_entropy_fwd_f16` | `const f16_t* x`, `const int* targets`, `f16_t* loss`, `int rows`, `int cols` | `cuda/log_softmax.cu` |
 /// | `cross_entropy_fwd_f32` | `const float* x`, `const int* targets`, `float* loss`, `int rows`, `int cols` | `cuda/log_softmax.cu` |
 /// | `cross_entropy_fwd_f64` | `const double* x`, `const int* targets`, `double* loss`, `int rows`, `int cols` | `cuda/log_softmax.cu` |
+/// | `row_softmax_bf16` | `const bf16_t* x`, `bf16_t* y`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
+/// | `row_softmax_bwd_bf16` | `const bf16_t* y`, `const bf16_t* dy`, `bf16_t* dx`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
+/// | `row_softmax_bwd_f16` | `const f16_t* y`, `const f16_t* dy`, `f16_t* dx`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
 /// | `row_softmax_bwd_f32` | `const float* y`, `const float* dy`, `float* dx`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
 /// | `row_softmax_bwd_f64` | `const double* y`, `const double* dy`, `double* dx`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
+/// | `row_softmax_f16` | `const f16_t* x`, `f16_t* y`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
 /// | `row_softmax_f32` | `const float* x`, `float* y`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
 /// | `row_softmax_f64` | `const double* x`, `double* y`, `int rows`, `int cols`, `int log_out` | `cuda/log_softmax.cu` |
 /// | `matmul_naive_f32` | `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K` | `cuda/matmul_naive.cu` |
@@ -1058,10 +1082,18 @@ pub struct ActivationGradKernels {
     pub bias_relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
     /// `bias_relu_fwd_f64(const double* x, const double* bias, double scale, double* out, int rows, int cols)`.
     pub bias_relu_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `relu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx, unsigned long long n)`.
+    pub relu_bwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `relu_bwd_f16(const f16_t* x, const f16_t* dy, f16_t* dx, unsigned long long n)`.
+    pub relu_bwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
     /// `relu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)`.
     pub relu_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
     /// `relu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)`.
     pub relu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `tanh_bwd_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, unsigned long long n)`.
+    pub tanh_bwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `tanh_bwd_f16(const f16_t* y, const f16_t* dy, f16_t* dx, unsigned long long n)`.
+    pub tanh_bwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
     /// `tanh_bwd_f32(const float* y, const float* dy, float* dx, unsigned long long n)`.
     pub tanh_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
     /// `tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n)`.
@@ -1087,6 +1119,18 @@ fn load_activation_grad(m: &cuda_stack_driver::Module) -> crate::Result<Activati
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_bwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("relu_bwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        relu_bwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("relu_bwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         relu_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("relu_bwd_f32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
@@ -1094,6 +1138,18 @@ fn load_activation_grad(m: &cuda_stack_driver::Module) -> crate::Result<Activati
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         relu_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("relu_bwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_bwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("tanh_bwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        tanh_bwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("tanh_bwd_f16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -2046,18 +2102,34 @@ fn load_launch_bench(m: &cuda_stack_driver::Module) -> crate::Result<LaunchBench
 /// The kernels of `cuda/log_softmax.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::log_softmax_kernels`].
 #[derive(Clone, Debug)]
 pub struct LogSoftmaxKernels {
+    /// `cross_entropy_bwd_bf16(const bf16_t* x, const int* targets, const bf16_t* g, bf16_t* dx, int rows, int cols, float scale)`.
+    pub cross_entropy_bwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>,
+    /// `cross_entropy_bwd_f16(const f16_t* x, const int* targets, const f16_t* g, f16_t* dx, int rows, int cols, float scale)`.
+    pub cross_entropy_bwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, f32)>,
     /// `cross_entropy_bwd_f32(const float* x, const int* targets, const float* g, float* dx, int rows, int cols, float scale)`.
     pub cross_entropy_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
     /// `cross_entropy_bwd_f64(const double* x, const int* targets, const double* g, double* dx, int rows, int cols, double scale)`.
     pub cross_entropy_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
+    /// `cross_entropy_fwd_bf16(const bf16_t* x, const int* targets, bf16_t* loss, int rows, int cols)`.
+    pub cross_entropy_fwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32)>,
+    /// `cross_entropy_fwd_f16(const f16_t* x, const int* targets, f16_t* loss, int rows, int cols)`.
+    pub cross_entropy_fwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32)>,
     /// `cross_entropy_fwd_f32(const float* x, const int* targets, float* loss, int rows, int cols)`.
     pub cross_entropy_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `cross_entropy_fwd_f64(const double* x, const int* targets, double* loss, int rows, int cols)`.
     pub cross_entropy_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `row_softmax_bf16(const bf16_t* x, bf16_t* y, int rows, int cols, int log_out)`.
+    pub row_softmax_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>,
+    /// `row_softmax_bwd_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int rows, int cols, int log_out)`.
+    pub row_softmax_bwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>,
+    /// `row_softmax_bwd_f16(const f16_t* y, const f16_t* dy, f16_t* dx, int rows, int cols, int log_out)`.
+    pub row_softmax_bwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>,
     /// `row_softmax_bwd_f32(const float* y, const float* dy, float* dx, int rows, int cols, int log_out)`.
     pub row_softmax_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `row_softmax_bwd_f64(const double* y, const double* dy, double* dx, int rows, int cols, int log_out)`.
     pub row_softmax_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `row_softmax_f16(const f16_t* x, f16_t* y, int rows, int cols, int log_out)`.
+    pub row_softmax_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>,
     /// `row_softmax_f32(const float* x, float* y, int rows, int cols, int log_out)`.
     pub row_softmax_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `row_softmax_f64(const double* x, double* y, int rows, int cols, int log_out)`.
@@ -2066,6 +2138,18 @@ pub struct LogSoftmaxKernels {
 
 fn load_log_softmax(m: &cuda_stack_driver::Module) -> crate::Result<LogSoftmaxKernels> {
     Ok(LogSoftmaxKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_bwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>("cross_entropy_bwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_bwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, f32)>("cross_entropy_bwd_f16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -2083,6 +2167,18 @@ fn load_log_softmax(m: &cuda_stack_driver::Module) -> crate::Result<LogSoftmaxKe
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_fwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32)>("cross_entropy_fwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        cross_entropy_fwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32)>("cross_entropy_fwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         cross_entropy_fwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("cross_entropy_fwd_f32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
@@ -2095,6 +2191,24 @@ fn load_log_softmax(m: &cuda_stack_driver::Module) -> crate::Result<LogSoftmaxKe
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>("row_softmax_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_bwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>("row_softmax_bwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_bwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>("row_softmax_bwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         row_softmax_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("row_softmax_bwd_f32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
@@ -2102,6 +2216,12 @@ fn load_log_softmax(m: &cuda_stack_driver::Module) -> crate::Result<LogSoftmaxKe
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         row_softmax_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("row_softmax_bwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        row_softmax_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>("row_softmax_f16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -3232,6 +3352,16 @@ impl Kernels {
         Ok(&self.activation_grad_kernels()?.bias_relu_fwd_f64)
     }
 
+    /// `relu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_bwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.relu_bwd_bf16)
+    }
+
+    /// `relu_bwd_f16(const f16_t* x, const f16_t* dy, f16_t* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn relu_bwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.relu_bwd_f16)
+    }
+
     /// `relu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
     pub fn relu_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
         Ok(&self.activation_grad_kernels()?.relu_bwd_f32)
@@ -3240,6 +3370,16 @@ impl Kernels {
     /// `relu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
     pub fn relu_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
         Ok(&self.activation_grad_kernels()?.relu_bwd_f64)
+    }
+
+    /// `tanh_bwd_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_bwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.tanh_bwd_bf16)
+    }
+
+    /// `tanh_bwd_f16(const f16_t* y, const f16_t* dy, f16_t* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
+    pub fn tanh_bwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.activation_grad_kernels()?.tanh_bwd_f16)
     }
 
     /// `tanh_bwd_f32(const float* y, const float* dy, float* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
@@ -3792,6 +3932,16 @@ impl Kernels {
         Ok(&self.launch_bench_kernels()?.four_args)
     }
 
+    /// `cross_entropy_bwd_bf16(const bf16_t* x, const int* targets, const bf16_t* g, bf16_t* dx, int rows, int cols, float scale)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_bwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_bwd_bf16)
+    }
+
+    /// `cross_entropy_bwd_f16(const f16_t* x, const int* targets, const f16_t* g, f16_t* dx, int rows, int cols, float scale)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_bwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, f32)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_bwd_f16)
+    }
+
     /// `cross_entropy_bwd_f32(const float* x, const int* targets, const float* g, float* dx, int rows, int cols, float scale)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
     pub fn cross_entropy_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
         Ok(&self.log_softmax_kernels()?.cross_entropy_bwd_f32)
@@ -3800,6 +3950,16 @@ impl Kernels {
     /// `cross_entropy_bwd_f64(const double* x, const int* targets, const double* g, double* dx, int rows, int cols, double scale)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
     pub fn cross_entropy_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
         Ok(&self.log_softmax_kernels()?.cross_entropy_bwd_f64)
+    }
+
+    /// `cross_entropy_fwd_bf16(const bf16_t* x, const int* targets, bf16_t* loss, int rows, int cols)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_fwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_fwd_bf16)
+    }
+
+    /// `cross_entropy_fwd_f16(const f16_t* x, const int* targets, f16_t* loss, int rows, int cols)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn cross_entropy_fwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.cross_entropy_fwd_f16)
     }
 
     /// `cross_entropy_fwd_f32(const float* x, const int* targets, float* loss, int rows, int cols)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
@@ -3812,6 +3972,21 @@ impl Kernels {
         Ok(&self.log_softmax_kernels()?.cross_entropy_fwd_f64)
     }
 
+    /// `row_softmax_bf16(const bf16_t* x, bf16_t* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_bf16)
+    }
+
+    /// `row_softmax_bwd_bf16(const bf16_t* y, const bf16_t* dy, bf16_t* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_bwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_bwd_bf16)
+    }
+
+    /// `row_softmax_bwd_f16(const f16_t* y, const f16_t* dy, f16_t* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_bwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_bwd_f16)
+    }
+
     /// `row_softmax_bwd_f32(const float* y, const float* dy, float* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
     pub fn row_softmax_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
         Ok(&self.log_softmax_kernels()?.row_softmax_bwd_f32)
@@ -3820,6 +3995,11 @@ impl Kernels {
     /// `row_softmax_bwd_f64(const double* y, const double* dy, double* dx, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
     pub fn row_softmax_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
         Ok(&self.log_softmax_kernels()?.row_softmax_bwd_f64)
+    }
+
+    /// `row_softmax_f16(const f16_t* x, f16_t* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
+    pub fn row_softmax_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>> {
+        Ok(&self.log_softmax_kernels()?.row_softmax_f16)
     }
 
     /// `row_softmax_f32(const float* x, float* y, int rows, int cols, int log_out)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
@@ -4499,17 +4679,29 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, f64, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.bias_relu_fwd_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.relu_bwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.relu_bwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.relu_bwd_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.relu_bwd_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.tanh_bwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.tanh_bwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.tanh_bwd_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.tanh_bwd_f64.function().clone())? };
-            n += 6;
+            n += 10;
         }
         if let Some(f) = self.cast.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -4859,10 +5051,22 @@ impl Kernels {
         if let Some(f) = self.log_softmax.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>::from_function(f.cross_entropy_bwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, f32)>::from_function(f.cross_entropy_bwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.cross_entropy_bwd_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.cross_entropy_bwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.cross_entropy_fwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.cross_entropy_fwd_f16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.cross_entropy_fwd_f32.function().clone())? };
@@ -4871,17 +5075,29 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.cross_entropy_fwd_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>::from_function(f.row_softmax_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>::from_function(f.row_softmax_bwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>::from_function(f.row_softmax_bwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.row_softmax_bwd_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.row_softmax_bwd_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>::from_function(f.row_softmax_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.row_softmax_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.row_softmax_f64.function().clone())? };
-            n += 8;
+            n += 16;
         }
         if let Some(f) = self.matmul_naive.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -5248,8 +5464,12 @@ impl Kernels {
         match name {
             "bias_relu_bwd_f64" => self.bias_relu_bwd_f64().ok().map(|k| k.function()),
             "bias_relu_fwd_f64" => self.bias_relu_fwd_f64().ok().map(|k| k.function()),
+            "relu_bwd_bf16" => self.relu_bwd_bf16().ok().map(|k| k.function()),
+            "relu_bwd_f16" => self.relu_bwd_f16().ok().map(|k| k.function()),
             "relu_bwd_f32" => self.relu_bwd_f32().ok().map(|k| k.function()),
             "relu_bwd_f64" => self.relu_bwd_f64().ok().map(|k| k.function()),
+            "tanh_bwd_bf16" => self.tanh_bwd_bf16().ok().map(|k| k.function()),
+            "tanh_bwd_f16" => self.tanh_bwd_f16().ok().map(|k| k.function()),
             "tanh_bwd_f32" => self.tanh_bwd_f32().ok().map(|k| k.function()),
             "tanh_bwd_f64" => self.tanh_bwd_f64().ok().map(|k| k.function()),
             "cast_bf16_f16" => self.cast_bf16_f16().ok().map(|k| k.function()),
@@ -5360,12 +5580,20 @@ impl Kernels {
             "thread_hierarchy" => self.thread_hierarchy().ok().map(|k| k.function()),
             "empty_kernel" => self.empty_kernel().ok().map(|k| k.function()),
             "four_args" => self.four_args().ok().map(|k| k.function()),
+            "cross_entropy_bwd_bf16" => self.cross_entropy_bwd_bf16().ok().map(|k| k.function()),
+            "cross_entropy_bwd_f16" => self.cross_entropy_bwd_f16().ok().map(|k| k.function()),
             "cross_entropy_bwd_f32" => self.cross_entropy_bwd_f32().ok().map(|k| k.function()),
             "cross_entropy_bwd_f64" => self.cross_entropy_bwd_f64().ok().map(|k| k.function()),
+            "cross_entropy_fwd_bf16" => self.cross_entropy_fwd_bf16().ok().map(|k| k.function()),
+            "cross_entropy_fwd_f16" => self.cross_entropy_fwd_f16().ok().map(|k| k.function()),
             "cross_entropy_fwd_f32" => self.cross_entropy_fwd_f32().ok().map(|k| k.function()),
             "cross_entropy_fwd_f64" => self.cross_entropy_fwd_f64().ok().map(|k| k.function()),
+            "row_softmax_bf16" => self.row_softmax_bf16().ok().map(|k| k.function()),
+            "row_softmax_bwd_bf16" => self.row_softmax_bwd_bf16().ok().map(|k| k.function()),
+            "row_softmax_bwd_f16" => self.row_softmax_bwd_f16().ok().map(|k| k.function()),
             "row_softmax_bwd_f32" => self.row_softmax_bwd_f32().ok().map(|k| k.function()),
             "row_softmax_bwd_f64" => self.row_softmax_bwd_f64().ok().map(|k| k.function()),
+            "row_softmax_f16" => self.row_softmax_f16().ok().map(|k| k.function()),
             "row_softmax_f32" => self.row_softmax_f32().ok().map(|k| k.function()),
             "row_softmax_f64" => self.row_softmax_f64().ok().map(|k| k.function()),
             "matmul_naive_f32" => self.matmul_naive_f32().ok().map(|k| k.function()),

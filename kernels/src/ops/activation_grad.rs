@@ -11,7 +11,8 @@ fn config(n: usize) -> LaunchConfig {
 }
 
 /// `dx = x > 0 ? dy : 0` (the gradient of `relu` at its input `x`; 0 at `x == 0`, as PyTorch).
-/// f32 and f64; all three slices have the same length.
+/// f32, f64, f16 and bf16 (f16/bf16: `dy` passed through unchanged); all three slices have the
+/// same length.
 pub fn relu_bwd<T: Element>(
     k: &Kernels,
     s: &Stream,
@@ -32,7 +33,8 @@ pub fn relu_bwd<T: Element>(
     Ok(())
 }
 
-/// `dx = dy · (1 − y²)` where `y = tanh(x)` is the forward's output. f32 and f64.
+/// `dx = dy · (1 − y²)` where `y = tanh(x)` is the forward's output. f32, f64, f16 and bf16
+/// (f16/bf16 computed in f32, rounded once).
 pub fn tanh_bwd<T: Element>(
     k: &Kernels,
     s: &Stream,

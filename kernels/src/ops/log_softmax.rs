@@ -1,4 +1,5 @@
-//! Row softmax / log-softmax in f32 and f64, their backward passes, and the fused cross-entropy
+//! Row softmax / log-softmax in f32, f64, f16 and bf16 (f16/bf16 computed in f32, each result
+//! rounded once), their backward passes, and the fused cross-entropy
 //! loss (`cuda/log_softmax.cu`: one warp per row, 8 rows per block of 256).
 
 use crate::dispatch;
@@ -16,8 +17,9 @@ fn config(rows: usize) -> LaunchConfig {
 }
 
 /// `y = softmax(x)` (`log == false`) or `y = log_softmax(x) = x − max − log Σ exp(x − max)`
-/// (`log == true`) along each row of the row-major `[rows, cols]` array `x`. f32 and f64 (the
-/// f32 softmax of [`crate::ops::softmax_rows`] is faster; this one serves f64 and the log form).
+/// (`log == true`) along each row of the row-major `[rows, cols]` array `x`. f32, f64, f16 and
+/// bf16 (the f32 softmax of [`crate::ops::softmax_rows`] is faster; this one serves the other
+/// dtypes and the log form).
 pub fn row_softmax<T: Element>(
     k: &Kernels,
     s: &Stream,
