@@ -19,6 +19,8 @@
 //! | `Tensor.register_post_accumulate_grad_hook` | [`Var::register_grad_ready_hook`] |
 //! | `DistributedDataParallel` (NCCL, gradient buckets overlapped with the backward) | [`DataParallel`] |
 //! | `ZeroRedundancyOptimizer` / ZeRO-1 (optimizer state sharded across ranks) | [`ShardedOptimizer`] |
+//! | `torch.autocast` (f32 weights, bf16/f16 compute) | [`Var::cast`] of the parameters, then `Var<bf16>`/`Var<f16>` ops |
+//! | `torch.amp.GradScaler` (dynamic loss scaling for f16) | [`GradScaler`] |
 //!
 //! ## How autograd works here
 //! Every op computes its value with one or a few `Tensor` ops (queued on the GPU, nothing
@@ -34,7 +36,13 @@
 //!
 //! ## Dtypes
 //! `Var<T>` exists for the dtypes with backward kernels ([`GradElement`]): **f32** to train,
-//! **f64** for [`gradcheck()`] (finite differences need double precision).
+//! **f64** for [`gradcheck()`] (finite differences need double precision), and **bf16**/**f16**
+//! for mixed precision. The rule, as autocast's: parameters stay f32 (the master weights, and
+//! the optimizer's state with them: the optimizer kernels are f32/f64 only); a forward casts
+//! them with [`Var::cast`] and computes in bf16/f16 — matmuls on tensor cores with f32
+//! accumulation, every other op computed in f32 and rounded once per result — and the
+//! gradients come back to the f32 parameters, converted once. A graph holds one dtype; the cast
+//! is where two meet, at a leaf. For f16, scale the loss with a [`GradScaler`].
 //!
 //! ## Errors
 //! Nothing panics on bad input: shape and device mismatches come from the tensor layer as
@@ -100,7 +108,7 @@ pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 pub use hook::GradHookHandle;
 pub use layers::{FusedOpLayer, Linear, Module, Relu, Sequential};
 pub use ops::class_targets;
-pub use optim::{Adam, AdamConfig, Optimizer, Sgd, SgdConfig};
+pub use optim::{Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer, Sgd, SgdConfig};
 pub use parallel::{DataParallel, DataParallelConfig};
 pub use var::Var;
 pub use zero::{ShardableOptimizer, ShardedMemory, ShardedOptimizer};

@@ -4,6 +4,7 @@
 
 mod activation;
 mod arith;
+mod cast;
 mod loss;
 mod matmul;
 mod reduce;

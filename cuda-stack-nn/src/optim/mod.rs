@@ -8,9 +8,11 @@
 //! ([`crate::CapturedStep`]).
 
 mod adam;
+mod grad_scaler;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig};
+pub use grad_scaler::{GradScaler, GradScalerConfig};
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::error::{NnError, Result};

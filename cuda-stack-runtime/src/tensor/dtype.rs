@@ -998,6 +998,18 @@ impl TensorElement for f16 {
     forward_common!(f16, f32, f32, f32);
     forward_float!(f16, f32, f32);
     tensor_core_gemm!(f16);
+
+    /// The row kernel of `log_softmax.cu` (computed in f32, rounded once).
+    fn softmax_rows(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<f16>,
+        out: &mut DeviceSlice<f16>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        Ok(ops::row_softmax(k, s, x, out, rows, cols, false)?)
+    }
 }
 
 impl TensorElement for bf16 {
@@ -1033,6 +1045,18 @@ impl TensorElement for bf16 {
     forward_common!(bf16, f32, f32, f32);
     forward_float!(bf16, f32, f32);
     tensor_core_gemm!(bf16);
+
+    /// The row kernel of `log_softmax.cu` (computed in f32, rounded once).
+    fn softmax_rows(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<bf16>,
+        out: &mut DeviceSlice<bf16>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<()> {
+        Ok(ops::row_softmax(k, s, x, out, rows, cols, false)?)
+    }
 }
 
 #[cfg(test)]

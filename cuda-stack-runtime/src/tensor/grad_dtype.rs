@@ -1,18 +1,23 @@
 //! The dispatch of the training kernels (backward passes, losses, optimizer updates): the
 //! second half of the dtype table in `dtype.rs`, for the dtypes autograd works in.
 //!
-//! [`GradElement`] is implemented for **f32** (training) and **f64** (gradient checks, which
-//! take finite differences in double precision). Tensor methods that need these kernels are
+//! [`GradElement`] is implemented for **f32** (training), **f64** (gradient checks, which
+//! take finite differences in double precision) and **f16**/**bf16** (half-precision
+//! activations: their backward and loss kernels compute in f32 and round once; the optimizer
+//! kernels are f32/f64 only, so half-precision models keep f32 master weights — an optimizer
+//! step on an f16/bf16 parameter is a typed `Unsupported` error). Tensor methods that need these kernels are
 //! defined for `T: GradElement` only, so using them on another dtype is a compile error, not a
 //! run-time one. Scalars come in as `f64` and are rounded to the dtype once, here.
 
 use super::error::Result;
 use super::TensorElement;
+use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceSlice, Stream};
 use cuda_stack_kernels::ops::{self, AdamParams, SgdParams};
 use cuda_stack_kernels::Kernels;
 
-/// Dtypes with backward, loss and optimizer kernels: `f32` and `f64`. Sealed (through
+/// Dtypes with backward and loss kernels: `f32`, `f64`, `f16` and `bf16` (optimizer kernels:
+/// `f32` and `f64`). Sealed (through
 /// [`TensorElement`]). The `#[doc(hidden)]` methods each queue one `cuda-stack-kernels` op.
 pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
     /// `dx = x > 0 ? dy : 0`.
@@ -169,7 +174,7 @@ pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
 }
 
 macro_rules! grad_element {
-    ($t:ty) => {
+    ($t:ty, $scalar:ty) => {
         impl GradElement for $t {
             fn relu_bwd(
                 k: &Kernels,
@@ -252,7 +257,7 @@ macro_rules! grad_element {
                     dx,
                     rows,
                     cols,
-                    scale as $t,
+                    scale as $scalar,
                 )?)
             }
 
@@ -264,7 +269,14 @@ macro_rules! grad_element {
                 lr: f64,
                 weight_decay: f64,
             ) -> Result<()> {
-                Ok(ops::sgd::<$t>(k, s, p, g, lr as $t, weight_decay as $t)?)
+                Ok(ops::sgd::<$t>(
+                    k,
+                    s,
+                    p,
+                    g,
+                    lr as $scalar,
+                    weight_decay as $scalar,
+                )?)
             }
 
             fn sgd_momentum(
@@ -277,10 +289,10 @@ macro_rules! grad_element {
                 first: bool,
             ) -> Result<()> {
                 let params = SgdParams {
-                    lr: params.lr as $t,
-                    momentum: params.momentum as $t,
-                    dampening: params.dampening as $t,
-                    weight_decay: params.weight_decay as $t,
+                    lr: params.lr as $scalar,
+                    momentum: params.momentum as $scalar,
+                    dampening: params.dampening as $scalar,
+                    weight_decay: params.weight_decay as $scalar,
                     nesterov: params.nesterov,
                 };
                 Ok(ops::sgd_momentum::<$t>(k, s, p, g, b, params, first)?)
@@ -298,11 +310,11 @@ macro_rules! grad_element {
                 params: AdamParams<f64>,
             ) -> Result<()> {
                 let params = AdamParams {
-                    lr: params.lr as $t,
-                    beta1: params.beta1 as $t,
-                    beta2: params.beta2 as $t,
-                    eps: params.eps as $t,
-                    weight_decay: params.weight_decay as $t,
+                    lr: params.lr as $scalar,
+                    beta1: params.beta1 as $scalar,
+                    beta2: params.beta2 as $scalar,
+                    eps: params.eps as $scalar,
+                    weight_decay: params.weight_decay as $scalar,
                     decoupled: params.decoupled,
                 };
                 Ok(ops::adam::<$t>(k, s, p, g, m, v, steps, index, params)?)
@@ -316,7 +328,14 @@ macro_rules! grad_element {
                 lr: f64,
                 weight_decay: f64,
             ) -> Result<()> {
-                Ok(ops::sgd4::<$t>(k, s, p, g, lr as $t, weight_decay as $t)?)
+                Ok(ops::sgd4::<$t>(
+                    k,
+                    s,
+                    p,
+                    g,
+                    lr as $scalar,
+                    weight_decay as $scalar,
+                )?)
             }
 
             fn sgd_momentum4(
@@ -329,10 +348,10 @@ macro_rules! grad_element {
                 first: bool,
             ) -> Result<()> {
                 let params = SgdParams {
-                    lr: params.lr as $t,
-                    momentum: params.momentum as $t,
-                    dampening: params.dampening as $t,
-                    weight_decay: params.weight_decay as $t,
+                    lr: params.lr as $scalar,
+                    momentum: params.momentum as $scalar,
+                    dampening: params.dampening as $scalar,
+                    weight_decay: params.weight_decay as $scalar,
                     nesterov: params.nesterov,
                 };
                 Ok(ops::sgd_momentum4::<$t>(k, s, p, g, b, params, first)?)
@@ -349,11 +368,11 @@ macro_rules! grad_element {
                 params: AdamParams<f64>,
             ) -> Result<()> {
                 let params = AdamParams {
-                    lr: params.lr as $t,
-                    beta1: params.beta1 as $t,
-                    beta2: params.beta2 as $t,
-                    eps: params.eps as $t,
-                    weight_decay: params.weight_decay as $t,
+                    lr: params.lr as $scalar,
+                    beta1: params.beta1 as $scalar,
+                    beta2: params.beta2 as $scalar,
+                    eps: params.eps as $scalar,
+                    weight_decay: params.weight_decay as $scalar,
                     decoupled: params.decoupled,
                 };
                 Ok(ops::adam4::<$t>(k, s, p, g, m, v, steps, params)?)
@@ -362,5 +381,7 @@ macro_rules! grad_element {
     };
 }
 
-grad_element!(f32);
-grad_element!(f64);
+grad_element!(f32, f32);
+grad_element!(f64, f64);
+grad_element!(f16, f32);
+grad_element!(bf16, f32);

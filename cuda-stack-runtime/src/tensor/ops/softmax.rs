@@ -7,7 +7,8 @@ use crate::tensor::{Tensor, TensorElement};
 
 impl<T: TensorElement> Tensor<T> {
     /// `exp(x - max) / Σ exp(x - max)` along dimension `dim` (`torch.softmax(x, dim)`): f32 (the
-    /// fast kernels of `softmax.cu`) and f64 (one warp per row).
+    /// fast kernels of `softmax.cu`), f64, f16 and bf16 (one warp per row; f16/bf16 computed in
+    /// f32 and rounded once).
     /// The result is contiguous with `self`'s shape. Along the last dimension of a contiguous
     /// tensor it is one kernel; along another dimension, `transpose(dim, -1).contiguous()`, the
     /// kernel, and the transpose back made contiguous (two extra copies). A row of all -inf gives

@@ -1,0 +1,64 @@
+//! Mixed precision: a variable cast to another dtype for computing (`Var::cast`), whose
+//! gradient comes back to the source in the source's dtype — f32 master weights, bf16 or f16
+//! compute.
+//!
+//! A graph holds one dtype, so a cast starts a new graph: the cast value is a **leaf** of the
+//! `U` graph. When a backward pass of that graph has its gradient, the gradient is converted
+//! to `T`, added to the source's gradient, and the source's grad-ready hooks run (so a
+//! data-parallel wrapper on the f32 parameters still sees every gradient as it is ready). The
+//! cast leaf keeps no gradient of its own. Because the source must receive the gradient
+//! directly, it must itself be a leaf (a parameter or an input) — casting a computed value is
+//! an error: cast the parameters and compute in `U` from there, as autocast does for a
+//! layer's weights.
+
+use crate::error::{NnError, Result};
+use crate::lock::lock;
+use crate::Var;
+use cuda_stack_runtime::GradElement;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Ids of the hooks casts register (apart from user hooks' ids, which are never compared with
+/// them: each leaf's hooks are its own).
+static NEXT_CAST_HOOK: AtomicU64 = AtomicU64::new(1 << 62);
+
+impl<T: GradElement> Var<T> {
+    /// This variable's value in `U` (`to_dtype`, rounded once), as a leaf of a `U` graph whose
+    /// gradient flows back into `self`'s gradient in `T` (converted once, then accumulated).
+    /// Typical use: `f32` parameters cast to `bf16` for a layer's forward (mixed precision).
+    ///
+    /// `self` must be a leaf or not require grad; a computed value that requires grad is
+    /// [`NnError::Invalid`]. A cast of a variable that does not require grad is a constant.
+    /// Casting to the same dtype is a cast all the same (a copy with the bridge).
+    pub fn cast<U: GradElement>(&self) -> Result<Var<U>> {
+        let value = self.value().to_dtype::<U>()?;
+        if !self.requires_grad() {
+            return Ok(Var::constant(value));
+        }
+        if !self.is_leaf() {
+            return Err(NnError::Invalid {
+                what: "Var::cast",
+                problem: format!(
+                    "this value was computed by `{}`: gradients cross dtypes only at leaves \
+                     (a graph holds one dtype); cast the parameters and compute in the new \
+                     dtype from there",
+                    self.op().unwrap_or("an op")
+                ),
+            });
+        }
+        let leaf = Var::parameter(value);
+        let source = Arc::clone(&self.inner.meta);
+        let me = Arc::downgrade(&leaf.inner.meta);
+        let hook = move |g: &cuda_stack_runtime::Tensor<U>| -> Result<()> {
+            source.accumulate_grad(g.to_dtype::<T>()?)?;
+            source.run_grad_hooks()?;
+            if let Some(m) = me.upgrade() {
+                *lock(&m.grad) = None;
+            }
+            Ok(())
+        };
+        let id = NEXT_CAST_HOOK.fetch_add(1, Ordering::Relaxed);
+        lock(&leaf.inner.meta.hooks).push((id, Arc::new(hook)));
+        Ok(leaf)
+    }
+}

@@ -1,0 +1,242 @@
+//! Mixed precision: f32 master weights cast to bf16/f16 for the forward and backward
+//! (`Var::cast`), gradients coming back in f32, against the same model computed in f32 on the
+//! same (rounded) inputs; `Var<bf16>`/`Var<f16>` through matmul, bias, relu, tanh, log-softmax
+//! and cross-entropy; and `GradScaler`'s skip / back-off / growth against PyTorch's rule.
+//!
+//! Tolerances: bf16 rounds to 8 significant bits (relative 2⁻⁹ per rounding), f16 to 11; a
+//! gradient here passes through about ten roundings (inputs, two matmuls with f32
+//! accumulation, the activations, the loss rows), so each gradient is compared with the f32
+//! model's in its max-abs norm: `max|g − g32| ≤ tol · max|g32|` with tol 4e-2 for bf16 and 5e-3
+//! for f16; the loss within 2e-2 (bf16) and 3e-3 (f16) relative.
+
+use cuda_stack_runtime::cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_nn::{
+    class_targets, GradElement, GradScaler, GradScalerConfig, NnError, Optimizer, Sgd, SgdConfig,
+    Var,
+};
+use cuda_stack_runtime::Tensor;
+use cuda_tests::{ensure, gpu, TestResult};
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+fn main() {
+    cuda_tests::run(vec![
+        gpu("bf16_compute_gradients_match_f32", || {
+            half_matches_f32::<bf16>(4e-2, 2e-2)
+        }),
+        gpu("f16_compute_gradients_match_f32", || {
+            half_matches_f32::<f16>(5e-3, 3e-3)
+        }),
+        gpu("cast_of_a_computed_value_is_refused", cast_refused),
+        gpu("cast_gradients_reach_the_sources_hooks", cast_hooks),
+        gpu("grad_scaler_skips_backs_off_and_grows", grad_scaler),
+    ]);
+}
+
+/// Deterministic values in [-r, r).
+fn values(n: usize, seed: u64, r: f64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x >> 12;
+            x ^= x << 25;
+            x ^= x >> 27;
+            let u = (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64;
+            ((2.0 * u - 1.0) * r) as f32
+        })
+        .collect()
+}
+
+/// The f32 values of `v` rounded to `U` and back (the inputs both models see).
+fn rounded<U: GradElement>(v: &[f32], shape: &[usize]) -> Res<Tensor<f32>> {
+    Ok(Tensor::from_vec(v.to_vec(), shape)?
+        .to_dtype::<U>()?
+        .to_dtype::<f32>()?)
+}
+
+/// The model: `loss = CE(tanh(relu(x·W1ᵀ + b1)·W2ᵀ + b2) · 3, t)`, with a log-softmax row check
+/// folded in (the mean of log_softmax's first column is added).
+fn model<T: GradElement>(
+    x: &Var<T>,
+    w1: &Var<T>,
+    b1: &Var<T>,
+    w2: &Var<T>,
+    b2: &Var<T>,
+    t: &Tensor<i32>,
+) -> Res<Var<T>> {
+    let h = x.matmul(&w1.t()?)?.add(b1)?.relu()?;
+    let z = h.matmul(&w2.t()?)?.add(b2)?.tanh()?.scale(3.0)?;
+    let extra = z.log_softmax(-1)?.narrow(1, 0, 1)?.mean_all()?;
+    Ok(z.cross_entropy(t)?.add(&extra)?)
+}
+
+fn max_abs(v: &[f32]) -> f32 {
+    v.iter().fold(0.0, |m, x| m.max(x.abs()))
+}
+
+fn half_matches_f32<U: GradElement>(tol: f32, loss_tol: f64) -> TestResult {
+    let (n, d, h, c) = (64, 32, 48, 10);
+    let shapes: [&[usize]; 5] = [&[n, d], &[h, d], &[h], &[c, h], &[c]];
+    let raw: Vec<Vec<f32>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            values(
+                s.iter().product(),
+                11 + i as u64,
+                if i == 0 { 1.0 } else { 0.3 },
+            )
+        })
+        .collect();
+    let labels: Vec<usize> = (0..n).map(|i| (i * 7) % c).collect();
+    let t = class_targets(&labels, c)?;
+    // Both models start from the same U-representable values.
+    let params32: Vec<Var<f32>> = (1..5)
+        .map(|i| Ok(Var::parameter(rounded::<U>(&raw[i], shapes[i])?)))
+        .collect::<Res<_>>()?;
+    let x32 = Var::constant(rounded::<U>(&raw[0], shapes[0])?);
+    let loss32 = model(
+        &x32,
+        &params32[0],
+        &params32[1],
+        &params32[2],
+        &params32[3],
+        &t,
+    )?;
+    loss32.backward()?;
+    let want: Vec<Vec<f32>> = params32
+        .iter()
+        .map(|p| Ok(p.grad()?.ok_or("no f32 gradient")?.to_vec()?))
+        .collect::<Res<_>>()?;
+    let l32 = loss32.value().item()? as f64;
+
+    // Mixed precision: f32 masters, compute in U.
+    let masters: Vec<Var<f32>> = (1..5)
+        .map(|i| Ok(Var::parameter(rounded::<U>(&raw[i], shapes[i])?)))
+        .collect::<Res<_>>()?;
+    let casts: Vec<Var<U>> = masters
+        .iter()
+        .map(|p| p.cast::<U>())
+        .collect::<Result<_, _>>()?;
+    let x = Var::constant(rounded::<U>(&raw[0], shapes[0])?.to_dtype::<U>()?);
+    let loss = model(&x, &casts[0], &casts[1], &casts[2], &casts[3], &t)?;
+    loss.backward()?;
+    let l = loss.value().to_dtype::<f32>()?.item()? as f64;
+    ensure!(
+        (l - l32).abs() <= loss_tol * l32.abs(),
+        "{}: loss {l} vs f32 {l32}",
+        std::any::type_name::<U>()
+    );
+    for (i, (m, w)) in masters.iter().zip(&want).enumerate() {
+        let g = m
+            .grad()?
+            .ok_or("no gradient reached the f32 master")?
+            .to_vec()?;
+        let err = g
+            .iter()
+            .zip(w)
+            .fold(0.0f32, |e, (a, b)| e.max((a - b).abs()));
+        let scale = max_abs(w);
+        ensure!(
+            err <= tol * scale,
+            "{} parameter {i}: max |g − g32| = {err:e}, max |g32| = {scale:e} (tol {tol})",
+            std::any::type_name::<U>()
+        );
+        ensure!(
+            casts[i].grad()?.is_none(),
+            "the cast leaf kept a gradient of its own"
+        );
+    }
+    // A second backward accumulates into the masters, as for f32 parameters.
+    let before = masters[0].grad()?.ok_or("gradient")?.to_vec()?;
+    let loss2 = model(&x, &casts[0], &casts[1], &casts[2], &casts[3], &t)?;
+    loss2.backward()?;
+    let after = masters[0].grad()?.ok_or("gradient")?.to_vec()?;
+    for (a, b) in after.iter().zip(&before) {
+        ensure!(
+            (a - 2.0 * b).abs() <= 1e-6 * (1.0 + b.abs()),
+            "accumulation: {a} vs 2·{b}"
+        );
+    }
+    Ok(())
+}
+
+fn cast_refused() -> TestResult {
+    let p = Var::parameter(Tensor::from_vec(vec![1.0f32, 2.0], &[2])?);
+    let computed = p.scale(2.0)?;
+    match computed.cast::<bf16>() {
+        Err(NnError::Invalid {
+            what: "Var::cast", ..
+        }) => {}
+        other => return Err(format!("cast of a computed value: {other:?}").into()),
+    }
+    // A constant casts to a constant.
+    let c = Var::constant(Tensor::from_vec(vec![1.0f32], &[1])?).cast::<bf16>()?;
+    ensure!(!c.requires_grad(), "a cast constant requires grad");
+    Ok(())
+}
+
+fn cast_hooks() -> TestResult {
+    let p = Var::parameter(Tensor::from_vec(vec![1.0f32, -2.0, 3.0], &[3])?);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let _h = p.register_grad_ready_hook(move |g| {
+        s2.lock().unwrap().push(g.to_vec()?);
+        Ok(())
+    })?;
+    let q = p.cast::<bf16>()?;
+    q.mul(&q)?.sum_all()?.backward()?; // d/dp Σ p² = 2p
+    let got = seen.lock().unwrap().clone();
+    ensure!(got == vec![vec![2.0, -4.0, 6.0]], "hook saw {got:?}");
+    Ok(())
+}
+
+fn grad_scaler() -> TestResult {
+    // Σ p·x in f16 with x = 1000: scaled by 2¹⁶ the gradient 1000·2¹⁶ overflows f16.
+    let p = Var::parameter(Tensor::from_vec(vec![0.5f32, -0.25], &[2])?);
+    let mut opt = Sgd::new(vec![p.clone()], SgdConfig::new(0.1))?;
+    let mut scaler = GradScaler::new(GradScalerConfig {
+        growth_interval: 2,
+        ..Default::default()
+    })?;
+    let step = |scaler: &mut GradScaler, opt: &mut Sgd<f32>, x: f32| -> Res<bool> {
+        opt.zero_grad();
+        let xv = Var::constant(Tensor::from_vec(vec![x, x], &[2])?.to_dtype::<f16>()?);
+        let loss = p.cast::<f16>()?.mul(&xv)?.sum_all()?;
+        scaler.scale_loss(&loss)?.backward()?;
+        Ok(scaler.step(opt)?)
+    };
+    ensure!(
+        !step(&mut scaler, &mut opt, 1000.0)?,
+        "an overflowing step ran"
+    );
+    ensure!(
+        scaler.scale() == 32768.0,
+        "scale after a skip: {}",
+        scaler.scale()
+    );
+    ensure!(
+        scaler.skipped_steps() == 1,
+        "skipped {}",
+        scaler.skipped_steps()
+    );
+    ensure!(
+        p.value().to_vec()? == [0.5, -0.25],
+        "a skipped step changed the parameter"
+    );
+    // x = 0.5: gradient 0.5 per element, scaled 2¹⁵ (exact in f16), unscaled exactly.
+    ensure!(step(&mut scaler, &mut opt, 0.5)?, "a good step was skipped");
+    let v = p.value().to_vec()?;
+    ensure!(
+        (v[0] - 0.45).abs() <= 1e-7 && (v[1] + 0.3).abs() <= 1e-7,
+        "after one SGD step with gradient 0.5: {v:?}"
+    );
+    ensure!(scaler.scale() == 32768.0, "no growth after one good step");
+    ensure!(step(&mut scaler, &mut opt, 0.5)?, "a good step was skipped");
+    ensure!(
+        scaler.scale() == 65536.0,
+        "growth after two good steps: {}",
+        scaler.scale()
+    );
+    Ok(())
+}
