@@ -10,6 +10,8 @@
 //!     grid-stride loop over _j < _n (32-bit indices when they fit, 64-bit otherwise):
 //!         NAME_op(_j, _ind, _in_x[_j], _out_y[_j]);            contiguous operands
 //!         NAME_op(_j, _ind, _in_x[offset_x(_j)], _out_y[_j]);  strided/broadcast ones
+//!     (contiguous-only kernels: each trip loads 4 elements a grid stride apart into registers
+//!      first, then runs the operation on each: 4 independent loads in flight per thread)
 //! }
 //! ```
 //! The operation appears once (in `NAME_op`), so a compile error in it is reported once, at
@@ -223,6 +225,17 @@ pub(crate) fn generate(spec: &Spec<'_>) -> (String, SourceMap) {
         s.push_str(&format!("            {name}_op({});\n", args.join(", ")));
         s
     };
+    let no_raw = !spec.kinds.contains(&Kind::Raw);
+    if strided.is_empty() && no_raw {
+        // Contiguous operands only: element j depends on element j of each operand alone, so
+        // each thread loads UNROLL elements (a grid stride apart) before computing any: that
+        // many independent loads in flight per thread (a plain grid-stride loop issues them
+        // one at a time, and memory-bound kernels then miss the bandwidth).
+        k.push_str(&unrolled_loops(spec, name));
+        k.push_str("}\n");
+        b.push(&k);
+        return b.finish();
+    }
     k.push_str("    if ((unsigned long long)_n + _stride <= 0xffffffffull) {\n");
     k.push_str("        // 32-bit indices: cheaper arithmetic when every index fits.\n");
     k.push_str("        for (unsigned int _j = (unsigned int)_first; _j < (unsigned int)_n; _j += (unsigned int)_stride) {\n");
@@ -235,4 +248,60 @@ pub(crate) fn generate(spec: &Spec<'_>) -> (String, SourceMap) {
     k.push_str("        }\n    }\n}\n");
     b.push(&k);
     b.finish()
+}
+
+/// Elements each thread of a contiguous-only kernel loads before it computes.
+const UNROLL: usize = 4;
+
+/// The grid-stride loops of a kernel whose operands are all contiguous or scalars: per trip,
+/// [`UNROLL`] elements a grid stride apart are loaded into registers, then the operation runs
+/// on each (outputs written in place). 32-bit indices when every index fits, 64-bit otherwise.
+fn unrolled_loops(spec: &Spec<'_>, name: &str) -> String {
+    let inputs: Vec<(&str, &str)> = spec
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(k, p)| !p.output && spec.kinds[*k] == Kind::Flat)
+        .map(|(k, p)| (p.name.as_str(), c_name(spec.dtypes[k])))
+        .collect();
+    let mut args = vec!["(long long)_j".to_string(), "_ind".to_string()];
+    for (j, p) in spec.params.iter().enumerate() {
+        let n = &p.name;
+        args.push(match (spec.kinds[j], p.output) {
+            (Kind::Flat, false) => format!("_v_{n}[_u]"),
+            (_, true) => format!("_out_{n}[_j]"),
+            _ => n.clone(),
+        });
+    }
+    let body = |ity: &str| {
+        let mut s = format!(
+            "        for ({ity} _j0 = ({ity})_first; _j0 < ({ity})_n; _j0 += {UNROLL} * ({ity})_stride) {{\n"
+        );
+        for (n, ct) in &inputs {
+            s.push_str(&format!("            {ct} _v_{n}[{UNROLL}];\n"));
+        }
+        s.push_str(&format!(
+            "#pragma unroll\n            for (int _u = 0; _u < {UNROLL}; ++_u) {{\n                const {ity} _j = _j0 + ({ity})_u * ({ity})_stride;\n                if (_j < ({ity})_n) {{\n"
+        ));
+        for (n, _) in &inputs {
+            s.push_str(&format!("                    _v_{n}[_u] = _in_{n}[_j];\n"));
+        }
+        s.push_str("                }\n            }\n");
+        s.push_str(&format!(
+            "#pragma unroll\n            for (int _u = 0; _u < {UNROLL}; ++_u) {{\n                const {ity} _j = _j0 + ({ity})_u * ({ity})_stride;\n                if (_j < ({ity})_n) {name}_op({});\n            }}\n",
+            args.join(", ")
+        ));
+        s.push_str("        }\n");
+        s
+    };
+    let mut k = String::new();
+    k.push_str(&format!(
+        "    if ((unsigned long long)_n + {UNROLL} * _stride <= 0xffffffffull) {{\n"
+    ));
+    k.push_str("        // 32-bit indices: cheaper arithmetic when every index fits.\n");
+    k.push_str(&body("unsigned int"));
+    k.push_str("    } else {\n");
+    k.push_str(&body("unsigned long long"));
+    k.push_str("    }\n");
+    k
 }
