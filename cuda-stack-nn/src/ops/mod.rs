@@ -4,12 +4,14 @@
 
 mod activation;
 mod arith;
+mod attention;
 mod loss;
 mod matmul;
 mod reduce;
 mod softmax;
 mod view;
 
+pub(crate) use attention::packed_qkv_attention;
 pub use loss::class_targets;
 
 use crate::error::Result;
