@@ -106,7 +106,7 @@ pub use error::{NnError, Result, ShardingError};
 pub use grad_mode::{is_grad_enabled, no_grad};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 pub use hook::GradHookHandle;
-pub use layers::{FusedOpLayer, Linear, Module, Relu, Sequential};
+pub use layers::{FusedOpLayer, Linear, Module, MultiHeadAttention, Relu, Sequential};
 pub use ops::class_targets;
 pub use optim::{Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer, Sgd, SgdConfig};
 pub use parallel::{DataParallel, DataParallelConfig};

@@ -366,6 +366,97 @@ family!(sgd_momentum -> SgdMomentum<T>; "sgd (momentum)", WHY_TRAIN;
     F32 => sgd_momentum_f32, F64 => sgd_momentum_f64);
 family!(adam -> Adam<T>; "adam", WHY_TRAIN; F32 => adam_f32, F64 => adam_f64);
 
+/// `attn_fwd(q, k, v, out, lse, B, H, Nq, Nk, D, strides…, scale, causal)`.
+pub(crate) type AttnFwd<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<T>,
+    Out<T>,
+    Out<Scalar<T>>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+    i32,
+)>;
+/// `attn_bwd_delta(out, dout, delta, rows, D)`.
+pub(crate) type AttnDelta<T> = Kernel<(In<T>, In<T>, Out<Scalar<T>>, i64, i32)>;
+/// `attn_bwd_dq(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, strides…, scale, causal)`.
+pub(crate) type AttnDq<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+    i32,
+)>;
+/// `attn_bwd_dkdv(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, strides…, scale, causal)`.
+pub(crate) type AttnDkDv<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    Out<T>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+    i32,
+)>;
+const WHY_ATTN: &str = "attention kernels exist for f32, f64, f16 and bf16";
+family!(attn_fwd -> AttnFwd<T>; "scaled_dot_product_attention", WHY_ATTN;
+    F32 => attn_fwd_f32, F64 => attn_fwd_f64, F16 => attn_fwd_f16, BF16 => attn_fwd_bf16);
+family!(attn_bwd_delta -> AttnDelta<T>; "scaled_dot_product_attention_backward", WHY_ATTN;
+    F32 => attn_bwd_delta_f32, F64 => attn_bwd_delta_f64, F16 => attn_bwd_delta_f16,
+    BF16 => attn_bwd_delta_bf16);
+family!(attn_bwd_dq -> AttnDq<T>; "scaled_dot_product_attention_backward", WHY_ATTN;
+    F32 => attn_bwd_dq_f32, F64 => attn_bwd_dq_f64, F16 => attn_bwd_dq_f16, BF16 => attn_bwd_dq_bf16);
+family!(attn_bwd_dkdv -> AttnDkDv<T>; "scaled_dot_product_attention_backward", WHY_ATTN;
+    F32 => attn_bwd_dkdv_f32, F64 => attn_bwd_dkdv_f64, F16 => attn_bwd_dkdv_f16,
+    BF16 => attn_bwd_dkdv_bf16);
+
 /// `sgd4(p0, g0, …, p3, g3, n0, n1, n2, n3, lr, wd)` (four tensors, in place).
 pub(crate) type Sgd4<T> = Kernel<(
     Out<T>,

@@ -1,11 +1,13 @@
-//! Layers (`torch.nn` modules): the [`Module`] trait, [`Linear`], [`Relu`], [`Sequential`] and
-//! seed 004's [`FusedOpLayer`].
+//! Layers (`torch.nn` modules): the [`Module`] trait, [`Linear`], [`Relu`], [`Sequential`],
+//! [`MultiHeadAttention`] and seed 004's [`FusedOpLayer`].
 
+mod attention;
 mod fused_op;
 mod linear;
 mod relu;
 mod sequential;
 
+pub use attention::MultiHeadAttention;
 pub use fused_op::FusedOpLayer;
 pub use linear::Linear;
 pub use relu::Relu;

@@ -4,6 +4,7 @@
 
 mod activation;
 mod arith;
+mod attention;
 mod cast;
 mod loss;
 mod matmul;
@@ -11,6 +12,7 @@ mod reduce;
 mod softmax;
 mod view;
 
+pub(crate) use attention::packed_qkv_attention;
 pub use loss::class_targets;
 
 use crate::error::Result;

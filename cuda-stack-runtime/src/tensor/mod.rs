@@ -97,7 +97,7 @@ pub use matmul_backend::{
     allow_tf32, matmul_backend, set_allow_tf32, set_matmul_backend, with_allow_tf32,
     with_matmul_backend, MatmulBackend, ALLOW_TF32_VAR, MATMUL_BACKEND_VAR,
 };
-pub use ops::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
+pub use ops::{adam4_, sgd4_, sgd_momentum4_, AdamParams, AttentionElement, SgdParams};
 
 use std::sync::Arc;
 use storage::{Exec, Storage};

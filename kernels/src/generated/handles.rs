@@ -41,6 +41,34 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "attention",
+        source: "cuda/attention.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/attention.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/attention.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/attention.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/attention.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "cast",
         source: "cuda/cast.cu",
         targets: &[
@@ -531,7 +559,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 242 kernels, in manifest order.
+/// The names of all 258 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -543,6 +571,22 @@ pub static KERNEL_NAMES: &[&str] = &[
     "tanh_bwd_f16",
     "tanh_bwd_f32",
     "tanh_bwd_f64",
+    "attn_bwd_delta_bf16",
+    "attn_bwd_delta_f16",
+    "attn_bwd_delta_f32",
+    "attn_bwd_delta_f64",
+    "attn_bwd_dkdv_bf16",
+    "attn_bwd_dkdv_f16",
+    "attn_bwd_dkdv_f32",
+    "attn_bwd_dkdv_f64",
+    "attn_bwd_dq_bf16",
+    "attn_bwd_dq_f16",
+    "attn_bwd_dq_f32",
+    "attn_bwd_dq_f64",
+    "attn_fwd_bf16",
+    "attn_fwd_f16",
+    "attn_fwd_f32",
+    "attn_fwd_f64",
     "cast_bf16_f16",
     "cast_bf16_f32",
     "cast_f16_bf16",
@@ -801,6 +845,22 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `tanh_bwd_f16` | `const f16_t* y`, `const f16_t* dy`, `f16_t* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `tanh_bwd_f32` | `const float* y`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
 /// | `tanh_bwd_f64` | `const double* y`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/activation_grad.cu` |
+/// | `attn_bwd_delta_bf16` | `const bf16_t* out`, `const bf16_t* dout`, `float* delta`, `long long rows`, `int D` | `cuda/attention.cu` |
+/// | `attn_bwd_delta_f16` | `const f16_t* out`, `const f16_t* dout`, `float* delta`, `long long rows`, `int D` | `cuda/attention.cu` |
+/// | `attn_bwd_delta_f32` | `const float* out`, `const float* dout`, `float* delta`, `long long rows`, `int D` | `cuda/attention.cu` |
+/// | `attn_bwd_delta_f64` | `const double* out`, `const double* dout`, `double* delta`, `long long rows`, `int D` | `cuda/attention.cu` |
+/// | `attn_bwd_dkdv_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_bwd_dkdv_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_bwd_dkdv_f32` | `const float* q`, `const float* k`, `const float* v`, `const float* dout`, `const float* lse`, `const float* delta`, `float* dk`, `float* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_bwd_dkdv_f64` | `const double* q`, `const double* k`, `const double* v`, `const double* dout`, `const double* lse`, `const double* delta`, `double* dk`, `double* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `double scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_bwd_dq_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_bwd_dq_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_bwd_dq_f32` | `const float* q`, `const float* k`, `const float* v`, `const float* dout`, `const float* lse`, `const float* delta`, `float* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_bwd_dq_f64` | `const double* q`, `const double* k`, `const double* v`, `const double* dout`, `const double* lse`, `const double* delta`, `double* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `double scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_fwd_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_fwd_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_fwd_f32` | `const float* q`, `const float* k`, `const float* v`, `float* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_fwd_f64` | `const double* q`, `const double* k`, `const double* v`, `double* out`, `double* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `double scale`, `int causal` | `cuda/attention.cu` |
 /// | `cast_bf16_f16` | `const bf16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_bf16_f32` | `const bf16_t* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_f16_bf16` | `const f16_t* x`, `bf16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
@@ -1037,6 +1097,8 @@ pub static KERNEL_NAMES: &[&str] = &[
 pub struct Kernels {
     /// `cuda/activation_grad.cu`, loaded on the first call of [`Kernels::activation_grad_kernels`] or of one of its kernels.
     activation_grad: crate::family::LazyModule<ActivationGradKernels>,
+    /// `cuda/attention.cu`, loaded on the first call of [`Kernels::attention_kernels`] or of one of its kernels.
+    attention: crate::family::LazyModule<AttentionKernels>,
     /// `cuda/cast.cu`, loaded on the first call of [`Kernels::cast_kernels`] or of one of its kernels.
     cast: crate::family::LazyModule<CastKernels>,
     /// `cuda/coalescing.cu`, loaded on the first call of [`Kernels::coalescing_kernels`] or of one of its kernels.
@@ -1162,6 +1224,144 @@ fn load_activation_grad(m: &cuda_stack_driver::Module) -> crate::Result<Activati
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         tanh_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("tanh_bwd_f64")? },
+    })
+}
+
+/// The kernels of `cuda/attention.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::attention_kernels`].
+#[derive(Clone, Debug)]
+pub struct AttentionKernels {
+    /// `attn_bwd_delta_bf16(const bf16_t* out, const bf16_t* dout, float* delta, long long rows, int D)`.
+    pub attn_bwd_delta_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i64, i32)>,
+    /// `attn_bwd_delta_f16(const f16_t* out, const f16_t* dout, float* delta, long long rows, int D)`.
+    pub attn_bwd_delta_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i64, i32)>,
+    /// `attn_bwd_delta_f32(const float* out, const float* dout, float* delta, long long rows, int D)`.
+    pub attn_bwd_delta_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i64, i32)>,
+    /// `attn_bwd_delta_f64(const double* out, const double* dout, double* delta, long long rows, int D)`.
+    pub attn_bwd_delta_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i64, i32)>,
+    /// `attn_bwd_dkdv_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dkdv_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dkdv_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dk, float* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dkdv_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_f64(const double* q, const double* k, const double* v, const double* dout, const double* lse, const double* delta, double* dk, double* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal)`.
+    pub attn_bwd_dkdv_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>,
+    /// `attn_bwd_dq_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dq_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dq_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dq_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_f64(const double* q, const double* k, const double* v, const double* dout, const double* lse, const double* delta, double* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal)`.
+    pub attn_bwd_dq_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>,
+    /// `attn_fwd_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_fwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_fwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_f32(const float* q, const float* k, const float* v, float* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_f64(const double* q, const double* k, const double* v, double* out, double* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal)`.
+    pub attn_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>,
+}
+
+fn load_attention(m: &cuda_stack_driver::Module) -> crate::Result<AttentionKernels> {
+    Ok(AttentionKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_delta_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i64, i32)>("attn_bwd_delta_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_delta_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i64, i32)>("attn_bwd_delta_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_delta_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i64, i32)>("attn_bwd_delta_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_delta_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i64, i32)>("attn_bwd_delta_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>("attn_bwd_dkdv_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>("attn_bwd_dq_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>("attn_fwd_f64")? },
     })
 }
 
@@ -3207,24 +3407,25 @@ impl Kernels {
     pub(crate) fn new(ctx: &Context, pref: crate::image::ImagePreference) -> Kernels {
         Kernels {
             activation_grad: crate::family::LazyModule::new(ctx, &PTX_FILES[0], pref),
-            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
-            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
-            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            attention: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
+            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
         }
     }
 
@@ -3232,6 +3433,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn activation_grad_kernels(&self) -> crate::Result<&ActivationGradKernels> {
         self.activation_grad.get(load_activation_grad)
+    }
+
+    /// The kernels of `cuda/attention.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn attention_kernels(&self) -> crate::Result<&AttentionKernels> {
+        self.attention.get(load_attention)
     }
 
     /// The kernels of `cuda/cast.cu`, loaded on the first call and kept. Fails with
@@ -3390,6 +3597,86 @@ impl Kernels {
     /// `tanh_bwd_f64(const double* y, const double* dy, double* dx, unsigned long long n)` from `cuda/activation_grad.cu` (the first call of any of that file's kernels loads it).
     pub fn tanh_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
         Ok(&self.activation_grad_kernels()?.tanh_bwd_f64)
+    }
+
+    /// `attn_bwd_delta_bf16(const bf16_t* out, const bf16_t* dout, float* delta, long long rows, int D)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_delta_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i64, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_delta_bf16)
+    }
+
+    /// `attn_bwd_delta_f16(const f16_t* out, const f16_t* dout, float* delta, long long rows, int D)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_delta_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i64, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_delta_f16)
+    }
+
+    /// `attn_bwd_delta_f32(const float* out, const float* dout, float* delta, long long rows, int D)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_delta_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i64, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_delta_f32)
+    }
+
+    /// `attn_bwd_delta_f64(const double* out, const double* dout, double* delta, long long rows, int D)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_delta_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i64, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_delta_f64)
+    }
+
+    /// `attn_bwd_dkdv_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dkdv_bf16)
+    }
+
+    /// `attn_bwd_dkdv_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dkdv_f16)
+    }
+
+    /// `attn_bwd_dkdv_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dk, float* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dkdv_f32)
+    }
+
+    /// `attn_bwd_dkdv_f64(const double* q, const double* k, const double* v, const double* dout, const double* lse, const double* delta, double* dk, double* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dkdv_f64)
+    }
+
+    /// `attn_bwd_dq_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dq_bf16)
+    }
+
+    /// `attn_bwd_dq_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dq_f16)
+    }
+
+    /// `attn_bwd_dq_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dq_f32)
+    }
+
+    /// `attn_bwd_dq_f64(const double* q, const double* k, const double* v, const double* dout, const double* lse, const double* delta, double* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>> {
+        Ok(&self.attention_kernels()?.attn_bwd_dq_f64)
+    }
+
+    /// `attn_fwd_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_fwd_bf16)
+    }
+
+    /// `attn_fwd_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_fwd_f16)
+    }
+
+    /// `attn_fwd_f32(const float* q, const float* k, const float* v, float* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_kernels()?.attn_fwd_f32)
+    }
+
+    /// `attn_fwd_f64(const double* q, const double* k, const double* v, double* out, double* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>> {
+        Ok(&self.attention_kernels()?.attn_fwd_f64)
     }
 
     /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
@@ -4557,6 +4844,7 @@ impl Kernels {
     pub fn loaded_images(&self) -> Vec<crate::image::LoadedImage> {
         [
             self.activation_grad.loaded(),
+            self.attention.loaded(),
             self.cast.loaded(),
             self.coalescing.loaded(),
             self.elementwise.loaded(),
@@ -4585,6 +4873,10 @@ impl Kernels {
     /// Loads every file the device can run now (files with no target for it are skipped).
     pub fn load_all(&self) -> crate::Result<()> {
         match self.activation_grad_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.attention_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -4702,6 +4994,57 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.tanh_bwd_f64.function().clone())? };
             n += 10;
+        }
+        if let Some(f) = self.attention.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i64, i32)>::from_function(f.attn_bwd_delta_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i64, i32)>::from_function(f.attn_bwd_delta_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i64, i32)>::from_function(f.attn_bwd_delta_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i64, i32)>::from_function(f.attn_bwd_delta_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>::from_function(f.attn_bwd_dkdv_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>::from_function(f.attn_bwd_dq_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>::from_function(f.attn_fwd_f64.function().clone())? };
+            n += 16;
         }
         if let Some(f) = self.cast.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -5472,6 +5815,22 @@ impl Kernels {
             "tanh_bwd_f16" => self.tanh_bwd_f16().ok().map(|k| k.function()),
             "tanh_bwd_f32" => self.tanh_bwd_f32().ok().map(|k| k.function()),
             "tanh_bwd_f64" => self.tanh_bwd_f64().ok().map(|k| k.function()),
+            "attn_bwd_delta_bf16" => self.attn_bwd_delta_bf16().ok().map(|k| k.function()),
+            "attn_bwd_delta_f16" => self.attn_bwd_delta_f16().ok().map(|k| k.function()),
+            "attn_bwd_delta_f32" => self.attn_bwd_delta_f32().ok().map(|k| k.function()),
+            "attn_bwd_delta_f64" => self.attn_bwd_delta_f64().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_bf16" => self.attn_bwd_dkdv_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_f16" => self.attn_bwd_dkdv_f16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_f32" => self.attn_bwd_dkdv_f32().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_f64" => self.attn_bwd_dkdv_f64().ok().map(|k| k.function()),
+            "attn_bwd_dq_bf16" => self.attn_bwd_dq_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dq_f16" => self.attn_bwd_dq_f16().ok().map(|k| k.function()),
+            "attn_bwd_dq_f32" => self.attn_bwd_dq_f32().ok().map(|k| k.function()),
+            "attn_bwd_dq_f64" => self.attn_bwd_dq_f64().ok().map(|k| k.function()),
+            "attn_fwd_bf16" => self.attn_fwd_bf16().ok().map(|k| k.function()),
+            "attn_fwd_f16" => self.attn_fwd_f16().ok().map(|k| k.function()),
+            "attn_fwd_f32" => self.attn_fwd_f32().ok().map(|k| k.function()),
+            "attn_fwd_f64" => self.attn_fwd_f64().ok().map(|k| k.function()),
             "cast_bf16_f16" => self.cast_bf16_f16().ok().map(|k| k.function()),
             "cast_bf16_f32" => self.cast_bf16_f32().ok().map(|k| k.function()),
             "cast_f16_bf16" => self.cast_f16_bf16().ok().map(|k| k.function()),

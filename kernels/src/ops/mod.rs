@@ -13,6 +13,7 @@
 //! The exact CPU twin of each op is in [`crate::reference`].
 
 mod activation_grad;
+mod attention;
 mod bias_relu;
 mod cast;
 mod coalescing;
@@ -31,6 +32,10 @@ mod strided_copy;
 mod vector_add;
 
 pub use activation_grad::{relu_bwd, tanh_bwd};
+pub use attention::{
+    attention_bwd, attention_fwd, AttentionElement, AttentionInput, AttentionShape, HeadStrides,
+    ATTENTION_MAX_HEAD_DIM,
+};
 pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
 };

@@ -7,6 +7,7 @@
 //! be: `tanh` (CUDA `tanhf`, ≤ 2 ulp), sums and means (summation order), softmax (`expf`) and
 //! `fill_normal` (`logf`, `sincospif`).
 
+mod attention;
 mod bias_relu;
 mod copy;
 mod elementwise;
@@ -16,6 +17,7 @@ mod random;
 mod reduce;
 mod softmax;
 
+pub use attention::{attention_bwd, attention_fwd, AttentionDims};
 pub use bias_relu::{bias_relu_bwd, bias_relu_fwd};
 pub use copy::{copy_strided, strided_copy, transpose};
 pub use elementwise::{

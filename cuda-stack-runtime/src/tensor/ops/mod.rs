@@ -5,6 +5,7 @@
 
 mod activation_grad;
 mod arith;
+mod attention;
 mod bias_relu;
 mod collective;
 mod cross_entropy;
@@ -20,6 +21,7 @@ mod reduce;
 mod softmax;
 mod to_dtype;
 
+pub use attention::AttentionElement;
 pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use super::error::TensorError;

@@ -1,0 +1,96 @@
+//! Fused scaled-dot-product attention on [`Var`]s, and its packed-QKV form for
+//! [`MultiHeadAttention`](crate::MultiHeadAttention).
+
+use crate::error::Result;
+use crate::Var;
+use cuda_stack_runtime::{AttentionElement, GradElement, Tensor};
+
+impl<T: GradElement + AttentionElement> Var<T> {
+    /// `softmax(scale · self · kᵀ) · v` with `self` the queries `[B, H, Nq, D]` and `k`, `v`
+    /// `[B, H, Nk, D]` (`F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+    /// scale=scale)`), fused ([`Tensor::scaled_dot_product_attention_forward`]); `scale`
+    /// defaults to `1/√D`, the causal mask is aligned bottom-right. Saves q, k, v, the output
+    /// and the row log-sum-exp; the backward recomputes the probabilities from them
+    /// ([`Tensor::scaled_dot_product_attention_backward`]).
+    pub fn scaled_dot_product_attention(
+        &self,
+        k: &Var<T>,
+        v: &Var<T>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> Result<Var<T>> {
+        let (q, kt, vt) = (self.value(), k.value(), v.value());
+        let (out, lse) = q.scaled_dot_product_attention_forward(&kt, &vt, causal, scale)?;
+        let saved = out.clone();
+        let needs = [self.requires_grad(), k.requires_grad(), v.requires_grad()];
+        Ok(Var::from_op(
+            out,
+            "scaled_dot_product_attention",
+            &[self, k, v],
+            move |g| {
+                let (dq, dk, dv) = q.scaled_dot_product_attention_backward(
+                    &kt, &vt, &saved, &lse, g, causal, scale,
+                )?;
+                Ok(vec![
+                    needs[0].then_some(dq),
+                    needs[1].then_some(dk),
+                    needs[2].then_some(dv),
+                ])
+            },
+        ))
+    }
+}
+
+/// q, k, v `[B, H, N, D]` as views of a packed `[B, N, 3·H·D]` projection (no copy).
+fn packed_views<T: AttentionElement>(qkv: &Tensor<T>, heads: usize) -> Result<[Tensor<T>; 3]> {
+    let (b, n, c3) = (qkv.shape()[0], qkv.shape()[1], qkv.shape()[2]);
+    let d = c3 / 3 / heads;
+    let packed = qkv.reshape(&[b, n, 3, heads, d])?;
+    let view = |i: usize| -> Result<Tensor<T>> { Ok(packed.select(2, i)?.permute(&[0, 2, 1, 3])?) };
+    Ok([view(0)?, view(1)?, view(2)?])
+}
+
+/// Multi-head attention over a packed projection `qkv` `[B, N, 3·C]` (q, k, v each `C = H·D`
+/// wide, heads contiguous inside): q, k and v are read in place as strided views; the result is
+/// `[B, N, C]` with the heads side by side. The caller checks the shapes (contiguous `qkv`,
+/// `3·C` divisible by `3·heads`). Backward: the three gradients interleaved back into the
+/// packed layout.
+pub(crate) fn packed_qkv_attention<T: GradElement + AttentionElement>(
+    qkv: &Var<T>,
+    heads: usize,
+    causal: bool,
+) -> Result<Var<T>> {
+    let x = qkv.value();
+    let (b, n, c3) = (x.shape()[0], x.shape()[1], x.shape()[2]);
+    let (c, d) = (c3 / 3, c3 / 3 / heads);
+    let [q, k, v] = packed_views(&x, heads)?;
+    let (out, lse) = q.scaled_dot_product_attention_forward(&k, &v, causal, None)?;
+    // [B, H, N, D] -> [B, N, H, D] -> [B, N, C]
+    let value = out
+        .permute(&[0, 2, 1, 3])?
+        .contiguous()?
+        .reshape(&[b, n, c])?;
+    Ok(Var::from_op(
+        value,
+        "multi_head_attention",
+        &[qkv],
+        move |g| {
+            let g = g
+                .contiguous()?
+                .reshape(&[b, n, heads, d])?
+                .permute(&[0, 2, 1, 3])?;
+            let (dq, dk, dv) =
+                q.scaled_dot_product_attention_backward(&k, &v, &out, &lse, &g, causal, None)?;
+            // Each [B, H, N, D] gradient goes to slot i of the packed [B, N, 3, H, D] gradient.
+            let slot = |t: &Tensor<T>, i: usize| -> Result<Tensor<T>> {
+                let t = t
+                    .permute(&[0, 2, 1, 3])?
+                    .contiguous()?
+                    .reshape(&[b, n, 1, heads, d])?;
+                Ok(t.zero_pad(2, i, 2 - i)?)
+            };
+            let full = slot(&dq, 0)?.add(&slot(&dk, 1)?)?.add(&slot(&dv, 2)?)?;
+            Ok(vec![Some(full.reshape(&[b, n, c3])?)])
+        },
+    ))
+}

@@ -1,0 +1,366 @@
+//! Fused scaled-dot-product attention on tensors (`torch.nn.functional.scaled_dot_product_attention`):
+//! `softmax(scale · q kᵀ [+ causal mask]) v` without materialising the scores, its row
+//! log-sum-exp, and the backward pass, on `cuda-stack-kernels`' `ops::attention_fwd/bwd`.
+//!
+//! q is `[B, H, Nq, D]`, k and v `[B, H, Nk, D]`, each any view with a contiguous last
+//! dimension and non-negative strides (for example `select`/`permute` views of a packed
+//! `[B, N, 3, H, D]` projection: no copy is made). The causal mask is aligned bottom-right (query
+//! `i` sees key `j` iff `j <= i + Nk − Nq`, FlashAttention's convention, which a KV-cache decode
+//! step needs); a query that sees no key gives an output row of 0 and `lse = −inf`.
+
+use crate::tensor::error::{Result, TensorError};
+use crate::tensor::storage::StoragePair;
+use crate::tensor::{Tensor, TensorElement};
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{DeviceSlice, Stream};
+use cuda_stack_kernels::ops::{
+    self, AttentionInput, AttentionShape, HeadStrides, ATTENTION_MAX_HEAD_DIM,
+};
+use cuda_stack_kernels::Kernels;
+
+/// Dtypes with fused attention kernels: `f32`, `f64`, `f16`, `bf16` (the last two computed in
+/// f32). [`AttentionElement::Lse`] is the dtype of the saved row log-sum-exp: f64 for f64, f32
+/// for the others. Sealed (through [`TensorElement`]).
+pub trait AttentionElement: TensorElement {
+    /// The log-sum-exp dtype (the kernels' compute type).
+    type Lse: TensorElement;
+
+    /// Queues `ops::attention_fwd` for this dtype.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn attention_fwd(
+        k: &Kernels,
+        s: &Stream,
+        shape: &AttentionShape,
+        qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
+        out: &mut DeviceSlice<Self>,
+        lse: &mut DeviceSlice<Self::Lse>,
+        scale: f64,
+    ) -> Result<()>;
+
+    /// Queues `ops::attention_bwd` for this dtype.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn attention_bwd(
+        k: &Kernels,
+        s: &Stream,
+        shape: &AttentionShape,
+        qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
+        out: &DeviceSlice<Self>,
+        lse: &DeviceSlice<Self::Lse>,
+        dout: &DeviceSlice<Self>,
+        delta: &mut DeviceSlice<Self::Lse>,
+        grads: [&mut DeviceSlice<Self>; 3],
+        scale: f64,
+    ) -> Result<()>;
+}
+
+macro_rules! attention_element {
+    ($t:ty, $lse:ty) => {
+        impl AttentionElement for $t {
+            type Lse = $lse;
+
+            fn attention_fwd(
+                k: &Kernels,
+                s: &Stream,
+                shape: &AttentionShape,
+                qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
+                out: &mut DeviceSlice<Self>,
+                lse: &mut DeviceSlice<$lse>,
+                scale: f64,
+            ) -> Result<()> {
+                let [q, kk, v] = qkv.map(|(data, strides)| AttentionInput { data, strides });
+                Ok(ops::attention_fwd::<$t>(
+                    k, s, shape, q, kk, v, out, lse, scale,
+                )?)
+            }
+
+            fn attention_bwd(
+                k: &Kernels,
+                s: &Stream,
+                shape: &AttentionShape,
+                qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
+                out: &DeviceSlice<Self>,
+                lse: &DeviceSlice<$lse>,
+                dout: &DeviceSlice<Self>,
+                delta: &mut DeviceSlice<$lse>,
+                grads: [&mut DeviceSlice<Self>; 3],
+                scale: f64,
+            ) -> Result<()> {
+                let [q, kk, v] = qkv.map(|(data, strides)| AttentionInput { data, strides });
+                let [dq, dk, dv] = grads;
+                Ok(ops::attention_bwd::<$t>(
+                    k, s, shape, q, kk, v, out, lse, dout, delta, dq, dk, dv, scale,
+                )?)
+            }
+        }
+    };
+}
+attention_element!(f32, f32);
+attention_element!(f64, f64);
+attention_element!(f16, f32);
+attention_element!(bf16, f32);
+
+/// Checks that `t` is a rank-4 `[B, H, N, D]` view the kernels can read in place, and returns
+/// its strides.
+fn head_strides<T: TensorElement>(
+    op: &'static str,
+    what: &str,
+    t: &Tensor<T>,
+) -> Result<HeadStrides> {
+    if t.rank() != 4 {
+        return Err(TensorError::InvalidArgument {
+            op,
+            problem: format!(
+                "`{what}` must have rank 4 ([batch, heads, rows, head_dim]), but has shape {:?}",
+                t.shape()
+            ),
+        });
+    }
+    let (shape, st) = (t.shape(), t.strides());
+    if shape[3] > 1 && st[3] != 1 {
+        return Err(TensorError::InvalidArgument {
+            op,
+            problem: format!(
+                "`{what}` (shape {shape:?}, strides {st:?}) must have a contiguous last dimension \
+                 (stride 1); call `.contiguous()` first"
+            ),
+        });
+    }
+    // A dimension of size 1 is never stepped over, so its stride does not matter.
+    let stride = |d: usize| -> Result<usize> {
+        if shape[d] <= 1 {
+            return Ok(0);
+        }
+        usize::try_from(st[d]).map_err(|_| TensorError::InvalidArgument {
+            op,
+            problem: format!(
+                "`{what}` (shape {shape:?}, strides {st:?}) has a negative stride in dimension \
+                 {d}; the attention kernels take non-negative strides (call `.contiguous()`)"
+            ),
+        })
+    };
+    Ok(HeadStrides {
+        batch: stride(0)?,
+        head: stride(1)?,
+        row: stride(2)?,
+    })
+}
+
+/// The problem's shape (with the causal flag) and the strides of q, k, v, after checking that
+/// they agree and share a device.
+fn check_qkv<T: TensorElement>(
+    op: &'static str,
+    q: &Tensor<T>,
+    k: &Tensor<T>,
+    v: &Tensor<T>,
+    causal: bool,
+) -> Result<(AttentionShape, [HeadStrides; 3])> {
+    let strides = [
+        head_strides(op, "q", q)?,
+        head_strides(op, "k", k)?,
+        head_strides(op, "v", v)?,
+    ];
+    q.same_device(op, k)?;
+    q.same_device(op, v)?;
+    let (qs, ks, vs) = (q.shape(), k.shape(), v.shape());
+    if ks[0] != qs[0] || ks[1] != qs[1] || ks[3] != qs[3] {
+        return Err(TensorError::ShapeMismatch {
+            op,
+            lhs: qs.to_vec(),
+            rhs: ks.to_vec(),
+            why: "`k` must have q's batch, heads and head dimension: q [B, H, Nq, D], \
+                  k [B, H, Nk, D]"
+                .into(),
+        });
+    }
+    if vs != ks {
+        return Err(TensorError::ShapeMismatch {
+            op,
+            lhs: ks.to_vec(),
+            rhs: vs.to_vec(),
+            why: "`v` must have k's shape [B, H, Nk, D]".into(),
+        });
+    }
+    let d = qs[3];
+    if d == 0 || d > ATTENTION_MAX_HEAD_DIM {
+        return Err(TensorError::InvalidArgument {
+            op,
+            problem: format!(
+                "head dimension D = {d} (q of shape {qs:?}) is not supported: it must be \
+                 1..={ATTENTION_MAX_HEAD_DIM}"
+            ),
+        });
+    }
+    let shape = AttentionShape {
+        batch: qs[0],
+        heads: qs[1],
+        q_len: qs[2],
+        kv_len: ks[2],
+        head_dim: d,
+        causal,
+    };
+    Ok((shape, strides))
+}
+
+/// `t`'s elements from its first one to the end of its storage (what a strided view reads).
+fn from_offset<T: TensorElement>(t: &Tensor<T>) -> Result<cuda_stack_driver::DeviceView<'_, T>> {
+    let len = t.storage_len();
+    t.storage.range(t.offset().min(len)..len)
+}
+
+/// Checks that `t` has exactly `shape` (an output or gradient the backward pass reads).
+fn check_same<T: TensorElement>(
+    op: &'static str,
+    what: &str,
+    t: &Tensor<T>,
+    shape: &[usize],
+) -> Result<()> {
+    if t.shape() == shape {
+        Ok(())
+    } else {
+        Err(TensorError::ShapeMismatch {
+            op,
+            lhs: shape.to_vec(),
+            rhs: t.shape().to_vec(),
+            why: format!("`{what}` must have the shape the forward pass gave it"),
+        })
+    }
+}
+
+impl<T: AttentionElement> Tensor<T> {
+    /// `softmax(scale · self · kᵀ) · v` over the last two dimensions, with `self` the queries
+    /// `[B, H, Nq, D]`, `k` and `v` `[B, H, Nk, D]`
+    /// (`torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal,
+    /// scale=scale)`), fused: the `Nq × Nk` scores are never stored. `scale` defaults to
+    /// `1/√D`; `causal` masks bottom-right aligned (query `i` sees key `j ≤ i + Nk − Nq`).
+    /// Returns a contiguous `[B, H, Nq, D]` tensor. See
+    /// [`Tensor::scaled_dot_product_attention_forward`] for the rules on the inputs.
+    pub fn scaled_dot_product_attention(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> Result<Tensor<T>> {
+        Ok(self
+            .scaled_dot_product_attention_forward(k, v, causal, scale)?
+            .0)
+    }
+
+    /// [`Tensor::scaled_dot_product_attention`] and the row log-sum-exp
+    /// `lse[b, h, i] = log Σ_j exp(scale · q_i·k_j)` over the keys row `i` sees (`[B, H, Nq]`,
+    /// f32, or f64 for f64 inputs; `−inf` for a row that sees no key, whose output is 0), which
+    /// the backward pass needs.
+    ///
+    /// The inputs may be any views with a contiguous last dimension and non-negative strides;
+    /// they are read in place. Errors (nothing is launched): a rank other than 4, a last-dimension
+    /// stride other than 1, a negative stride, k without q's B, H, D, v without k's shape,
+    /// `D == 0` or `D > 256`, tensors on different devices. Empty problems launch nothing.
+    pub fn scaled_dot_product_attention_forward(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> Result<(Tensor<T>, Tensor<T::Lse>)> {
+        const OP: &str = "scaled_dot_product_attention";
+        let (shape, st) = check_qkv(OP, self, k, v, causal)?;
+        let scale = scale.unwrap_or(1.0 / (shape.head_dim as f64).sqrt());
+        let rows = self.numel() / shape.head_dim;
+        let exec = self.exec()?;
+        let kern = exec.kernels()?;
+        let (qd, kd, vd) = (from_offset(self)?, from_offset(k)?, from_offset(v)?);
+        let qkv = [(&*qd, st[0]), (&*kd, st[1]), (&*vd, st[2])];
+        // SAFETY: the forward kernel writes every element of out (B·H·Nq rows of D) and of lse
+        // (B·H·Nq), also for rows that see no key; the op checks both lengths.
+        let (out, lse) = unsafe {
+            exec.storage_pair_with::<T, T::Lse>(self.numel(), rows, |out, lse| {
+                T::attention_fwd(&kern, exec.stream(), &shape, qkv, out, lse, scale)
+            })
+        }
+        .map_err(|e| e.with_shape(self.shape()))?;
+        let out_shape = [shape.batch, shape.heads, shape.q_len, shape.head_dim];
+        Ok((
+            Tensor::from_storage(out, &out_shape)?,
+            Tensor::from_storage(lse, &out_shape[..3])?,
+        ))
+    }
+
+    /// The gradients `(dq, dk, dv)` of [`Tensor::scaled_dot_product_attention`] with `self` as
+    /// q, given the forward's `out` and `lse` ([`Tensor::scaled_dot_product_attention_forward`])
+    /// and the output gradient `dout` (`[B, H, Nq, D]`); `causal` and `scale` must be the
+    /// forward's. Recomputes the probabilities from `lse` (FlashAttention-2's backward):
+    /// deterministic, no `Nq × Nk` buffer. The gradients are contiguous, shaped like q, k, v.
+    #[allow(clippy::too_many_arguments)]
+    pub fn scaled_dot_product_attention_backward(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        out: &Tensor<T>,
+        lse: &Tensor<T::Lse>,
+        dout: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> Result<(Tensor<T>, Tensor<T>, Tensor<T>)> {
+        const OP: &str = "scaled_dot_product_attention_backward";
+        let (shape, st) = check_qkv(OP, self, k, v, causal)?;
+        let scale = scale.unwrap_or(1.0 / (shape.head_dim as f64).sqrt());
+        let q_shape = [shape.batch, shape.heads, shape.q_len, shape.head_dim];
+        let k_shape = [shape.batch, shape.heads, shape.kv_len, shape.head_dim];
+        check_same(OP, "out", out, &q_shape)?;
+        check_same(OP, "dout", dout, &q_shape)?;
+        check_same(OP, "lse", lse, &q_shape[..3])?;
+        self.same_device(OP, out)?;
+        self.same_device(OP, lse)?;
+        self.same_device(OP, dout)?;
+        let (out, lse, dout) = (out.contiguous()?, lse.contiguous()?, dout.contiguous()?);
+        let q_rows = self.numel() / shape.head_dim;
+        let k_len = k.numel();
+        let exec = self.exec()?;
+        let kern = exec.kernels()?;
+        let (qd, kd, vd) = (from_offset(self)?, from_offset(k)?, from_offset(v)?);
+        let (od, ld, gd) = (out.dense()?, lse.dense()?, dout.dense()?);
+        let qkv = [(&*qd, st[0]), (&*kd, st[1]), (&*vd, st[2])];
+        let mut kv: Option<StoragePair<T, T>> = None;
+        // SAFETY: the dq kernel writes every element of dq (B·H·Nq rows of D), the dk/dv kernel
+        // every element of dk and dv (B·H·Nk rows of D), also for rows that see no query or
+        // key; the delta kernel writes every element of the workspace before the other two read
+        // it. The op checks every length.
+        // The three storages are made by nested `storage_*_with` calls (one unsafe block: the
+        // closures inside it are unsafe context too) so that one op call sees all four buffers.
+        let dq = unsafe {
+            exec.storage_with::<T>(self.numel(), |dq| {
+                let pair = exec.storage_pair_with::<T, T>(k_len, k_len, |dk, dv| {
+                    let _delta = exec.storage_with::<T::Lse>(q_rows, |delta| {
+                        T::attention_bwd(
+                            &kern,
+                            exec.stream(),
+                            &shape,
+                            qkv,
+                            &od,
+                            &ld,
+                            &gd,
+                            delta,
+                            [dq, dk, dv],
+                            scale,
+                        )
+                    })?;
+                    Ok(())
+                })?;
+                kv = Some(pair);
+                Ok(())
+            })
+        }
+        .map_err(|e| e.with_shape(self.shape()))?;
+        let (dk, dv) = kv.ok_or_else(|| TensorError::InvalidArgument {
+            op: OP,
+            problem: "internal error: the dk/dv storages were not made".into(),
+        })?;
+        Ok((
+            Tensor::from_storage(dq, &q_shape)?,
+            Tensor::from_storage(dk, &k_shape)?,
+            Tensor::from_storage(dv, &k_shape)?,
+        ))
+    }
+}

@@ -1,0 +1,453 @@
+//! Fused scaled-dot-product attention, forward and backward (`cuda/attention.cu`): the scores
+//! `scale · Q Kᵀ` are never written to memory; the forward saves the row log-sum-exp that the
+//! backward recomputes the probabilities from (FlashAttention-2's scheme).
+//!
+//! q is `[B, H, Nq, D]`, k and v are `[B, H, Nk, D]`, each a strided view ([`HeadStrides`]: batch,
+//! head and row strides in elements, unit last stride), so they may be slices of one packed
+//! `[B, N, 3, H, D]` projection. Outputs are dense. The causal mask is aligned bottom-right:
+//! query `i` sees key `j` iff `j <= i + Nk − Nq`; a query that sees no key gets `out = 0` and
+//! `lse = −inf` (and zero gradients). Deterministic: no atomics, fixed summation orders.
+
+use crate::launch::{grid, sms, to_i32};
+use crate::{dispatch, Element, Error, Kernels, Result};
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
+
+/// The largest head dimension the kernels take.
+pub const ATTENTION_MAX_HEAD_DIM: usize = 256;
+
+/// Rows (one per warp) a block of 128 threads handles per step.
+const ROWS_PER_BLOCK: u64 = 4;
+/// The attention kernels' block size.
+const THREADS: u32 = 128;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+    impl Sealed for super::f16 {}
+    impl Sealed for super::bf16 {}
+}
+
+/// The element types the attention kernels take: `f32`, `f64`, [`f16`] and [`bf16`] (the last
+/// two computed in f32). The row log-sum-exp is [`Element::Scalar`] (f32, or f64 for f64).
+pub trait AttentionElement: Element + sealed::Sealed {
+    /// `scale` in the compute type (rounded to f32 for f32/f16/bf16).
+    fn scale_scalar(scale: f64) -> Self::Scalar;
+}
+
+impl AttentionElement for f32 {
+    fn scale_scalar(scale: f64) -> f32 {
+        scale as f32
+    }
+}
+impl AttentionElement for f64 {
+    fn scale_scalar(scale: f64) -> f64 {
+        scale
+    }
+}
+impl AttentionElement for f16 {
+    fn scale_scalar(scale: f64) -> f32 {
+        scale as f32
+    }
+}
+impl AttentionElement for bf16 {
+    fn scale_scalar(scale: f64) -> f32 {
+        scale as f32
+    }
+}
+
+/// The extents of one attention problem.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionShape {
+    /// Batch size `B`.
+    pub batch: usize,
+    /// Heads `H`.
+    pub heads: usize,
+    /// Query rows `Nq`.
+    pub q_len: usize,
+    /// Key and value rows `Nk`.
+    pub kv_len: usize,
+    /// Head dimension `D`, `1..=256`.
+    pub head_dim: usize,
+    /// The bottom-right aligned causal mask (query `i` sees key `j` iff `j <= i + Nk − Nq`).
+    pub causal: bool,
+}
+
+/// Element strides of a `[B, H, N, D]` operand whose last dimension is contiguous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadStrides {
+    /// Elements between batches.
+    pub batch: usize,
+    /// Elements between heads.
+    pub head: usize,
+    /// Elements between rows.
+    pub row: usize,
+}
+
+impl HeadStrides {
+    /// The strides of a dense `[B, heads, rows, head_dim]` array.
+    pub fn dense(heads: usize, rows: usize, head_dim: usize) -> Self {
+        HeadStrides {
+            batch: heads * rows * head_dim,
+            head: rows * head_dim,
+            row: head_dim,
+        }
+    }
+}
+
+/// One strided input of the attention kernels: its buffer and the strides it is read with.
+#[derive(Debug, Clone, Copy)]
+pub struct AttentionInput<'a, T: Element> {
+    /// The buffer (the view's first element is its first element).
+    pub data: &'a DeviceSlice<T>,
+    /// Batch, head and row strides in elements.
+    pub strides: HeadStrides,
+}
+
+impl<'a, T: Element> AttentionInput<'a, T> {
+    /// A dense `[B, heads, rows, head_dim]` input.
+    pub fn dense(data: &'a DeviceSlice<T>, heads: usize, rows: usize, head_dim: usize) -> Self {
+        AttentionInput {
+            data,
+            strides: HeadStrides::dense(heads, rows, head_dim),
+        }
+    }
+}
+
+fn too_large(op: &'static str, what: &'static str) -> Error {
+    Error::TooLarge {
+        op,
+        what,
+        value: u128::MAX,
+        max: i64::MAX as u128,
+    }
+}
+
+/// Checks the shape (`1 <= D <= 256`, sizes within `int`).
+fn check_shape(op: &'static str, sh: &AttentionShape) -> Result<()> {
+    if sh.head_dim == 0 || sh.head_dim > ATTENTION_MAX_HEAD_DIM {
+        return Err(Error::Invalid {
+            op,
+            problem: format!(
+                "head dimension D = {} is not supported: it must be 1..={ATTENTION_MAX_HEAD_DIM}",
+                sh.head_dim
+            ),
+        });
+    }
+    to_i32(op, "batch", sh.batch)?;
+    to_i32(op, "heads", sh.heads)?;
+    to_i32(op, "q_len", sh.q_len)?;
+    to_i32(op, "kv_len", sh.kv_len)?;
+    Ok(())
+}
+
+/// `a · b · c · …` with overflow reported as too large.
+fn product(op: &'static str, what: &'static str, xs: &[usize]) -> Result<usize> {
+    xs.iter()
+        .try_fold(1usize, |acc, &x| acc.checked_mul(x))
+        .filter(|&n| n <= i64::MAX as usize)
+        .ok_or_else(|| too_large(op, what))
+}
+
+/// Checks that every element a `[B, H, rows, D]` view with these strides reads lies inside the
+/// slice, and that the strides fit the kernels' `long long`.
+fn check_input<T: Element>(
+    op: &'static str,
+    what: &'static str,
+    x: &AttentionInput<'_, T>,
+    sh: &AttentionShape,
+    rows: usize,
+) -> Result<()> {
+    let st = x.strides;
+    for s in [st.batch, st.head, st.row] {
+        if s > i64::MAX as usize {
+            return Err(too_large(op, what));
+        }
+    }
+    if sh.batch == 0 || sh.heads == 0 || rows == 0 {
+        return Ok(()); // nothing is read
+    }
+    let last = [
+        (sh.batch - 1, st.batch),
+        (sh.heads - 1, st.head),
+        (rows - 1, st.row),
+    ]
+    .iter()
+    .try_fold(sh.head_dim - 1, |acc, &(n, s)| {
+        n.checked_mul(s).and_then(|t| t.checked_add(acc))
+    })
+    .ok_or_else(|| too_large(op, what))?;
+    if last >= x.data.len() {
+        return Err(Error::Shape {
+            op,
+            what,
+            expected: format!(
+                "a [{}, {}, {rows}, {}] view with strides ({}, {}, {}, 1): at least {} elements",
+                sh.batch,
+                sh.heads,
+                sh.head_dim,
+                st.batch,
+                st.head,
+                st.row,
+                last + 1
+            ),
+            found: format!("{} elements", x.data.len()),
+        });
+    }
+    Ok(())
+}
+
+/// Checks a dense output or workspace: exactly `need` elements.
+fn check_dense(
+    op: &'static str,
+    what: &'static str,
+    len: usize,
+    dims: &str,
+    need: usize,
+) -> Result<()> {
+    if len == need {
+        Ok(())
+    } else {
+        Err(Error::Shape {
+            op,
+            what,
+            expected: format!("a dense {dims} array ({need} elements)"),
+            found: format!("{len} elements"),
+        })
+    }
+}
+
+/// The kernels' stride arguments: (batch, head, row) of q, k, v.
+fn strides(xs: [HeadStrides; 3]) -> [i64; 9] {
+    // Each stride was checked to be <= i64::MAX by `check_input`.
+    let mut out = [0i64; 9];
+    for (n, s) in xs.iter().enumerate() {
+        out[3 * n] = s.batch as i64;
+        out[3 * n + 1] = s.head as i64;
+        out[3 * n + 2] = s.row as i64;
+    }
+    out
+}
+
+fn config(s: &Stream, rows: usize) -> LaunchConfig {
+    LaunchConfig::new(grid(rows as u64, ROWS_PER_BLOCK, sms(s) * 64), THREADS)
+}
+
+/// The common checks of the forward and backward passes: shape, and q, k, v within their slices.
+/// Returns `(B·H·Nq, B·H·Nk)`.
+fn check_inputs<T: Element>(
+    op: &'static str,
+    sh: &AttentionShape,
+    q: &AttentionInput<'_, T>,
+    k: &AttentionInput<'_, T>,
+    v: &AttentionInput<'_, T>,
+) -> Result<(usize, usize)> {
+    check_shape(op, sh)?;
+    check_input(op, "q", q, sh, sh.q_len)?;
+    check_input(op, "k", k, sh, sh.kv_len)?;
+    check_input(op, "v", v, sh, sh.kv_len)?;
+    let q_rows = product(op, "B·H·Nq·D", &[sh.batch, sh.heads, sh.q_len, sh.head_dim])?;
+    let k_rows = product(
+        op,
+        "B·H·Nk·D",
+        &[sh.batch, sh.heads, sh.kv_len, sh.head_dim],
+    )?;
+    Ok((q_rows / sh.head_dim, k_rows / sh.head_dim))
+}
+
+/// The forward pass: `out = softmax(scale · q kᵀ) v` (masked when `shape.causal`), dense
+/// `[B, H, Nq, D]`, and `lse = log Σ_j exp(scale · q·k_j)` per query row, dense `[B, H, Nq]` in
+/// the compute type (f32 for f32/f16/bf16, f64 for f64). f32, f64, f16 and bf16 (f16/bf16
+/// computed in f32, rounded once on store). Launches nothing when `B·H·Nq == 0`; with `Nk == 0`
+/// every row is `0` with `lse = −inf`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: &mut DeviceSlice<T>,
+    lse: &mut DeviceSlice<T::Scalar>,
+    scale: f64,
+) -> Result<()> {
+    const OP: &str = "scaled_dot_product_attention";
+    let scale = T::scale_scalar(scale);
+    let kernel = dispatch::attn_fwd::<T>(kern)?;
+    let (q_rows, _) = check_inputs(OP, shape, &q, &k, &v)?;
+    let dims = format!(
+        "[{}, {}, {}, {}]",
+        shape.batch, shape.heads, shape.q_len, shape.head_dim
+    );
+    check_dense(OP, "out", out.len(), &dims, q_rows * shape.head_dim)?;
+    let lse_dims = format!("[{}, {}, {}]", shape.batch, shape.heads, shape.q_len);
+    check_dense(OP, "lse", lse.len(), &lse_dims, q_rows)?;
+    if q_rows == 0 {
+        return Ok(());
+    }
+    let st = strides([q.strides, k.strides, v.strides]);
+    let sh = shape;
+    // SAFETY: the kernel reads q, k, v only at (b, h, row, d) with b < B, h < H, row < Nq (q) or
+    // Nk (k, v) and d < D through the strides given, whose largest offset `check_input` checked
+    // to lie inside each slice; it writes out[r·D + d] and lse[r] for rows r < B·H·Nq, the exact
+    // lengths checked above. Every size is an `int` (checked) and the grid-stride loop serves
+    // any grid.
+    unsafe {
+        kernel.launch(
+            s,
+            &config(s, q_rows),
+            q.data,
+            k.data,
+            v.data,
+            out,
+            lse,
+            sh.batch as i32,
+            sh.heads as i32,
+            sh.q_len as i32,
+            sh.kv_len as i32,
+            sh.head_dim as i32,
+            st[0],
+            st[1],
+            st[2],
+            st[3],
+            st[4],
+            st[5],
+            st[6],
+            st[7],
+            st[8],
+            scale,
+            i32::from(sh.causal),
+        )
+    }?;
+    Ok(())
+}
+
+/// The gradients of [`attention_fwd`] (`dq`, dense `[B, H, Nq, D]`; `dk`, `dv`, dense
+/// `[B, H, Nk, D]`) from its inputs, its outputs `out` and `lse`, and the output gradient `dout`
+/// (dense `[B, H, Nq, D]`). `delta` is a workspace of `B·H·Nq` compute-type elements (it receives
+/// `rowsum(dout ∘ out)`). Three kernels: delta, dq (a warp per query row), dk and dv (a warp per
+/// key row); deterministic.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: &DeviceSlice<T>,
+    lse: &DeviceSlice<T::Scalar>,
+    dout: &DeviceSlice<T>,
+    delta: &mut DeviceSlice<T::Scalar>,
+    dq: &mut DeviceSlice<T>,
+    dk: &mut DeviceSlice<T>,
+    dv: &mut DeviceSlice<T>,
+    scale: f64,
+) -> Result<()> {
+    const OP: &str = "scaled_dot_product_attention_backward";
+    let scale = T::scale_scalar(scale);
+    let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
+    let k_dq = dispatch::attn_bwd_dq::<T>(kern)?;
+    let k_dkdv = dispatch::attn_bwd_dkdv::<T>(kern)?;
+    let (q_rows, k_rows) = check_inputs(OP, shape, &q, &k, &v)?;
+    let d = shape.head_dim;
+    let (b, h) = (shape.batch, shape.heads);
+    let q_dims = format!("[{b}, {h}, {}, {d}]", shape.q_len);
+    let k_dims = format!("[{b}, {h}, {}, {d}]", shape.kv_len);
+    let r_dims = format!("[{b}, {h}, {}]", shape.q_len);
+    check_dense(OP, "out", out.len(), &q_dims, q_rows * d)?;
+    check_dense(OP, "dout", dout.len(), &q_dims, q_rows * d)?;
+    check_dense(OP, "lse", lse.len(), &r_dims, q_rows)?;
+    check_dense(OP, "delta", delta.len(), &r_dims, q_rows)?;
+    check_dense(OP, "dq", dq.len(), &q_dims, q_rows * d)?;
+    check_dense(OP, "dk", dk.len(), &k_dims, k_rows * d)?;
+    check_dense(OP, "dv", dv.len(), &k_dims, k_rows * d)?;
+    let st = strides([q.strides, k.strides, v.strides]);
+    let sh = shape;
+    let causal = i32::from(sh.causal);
+    if q_rows > 0 {
+        // SAFETY: reads out and dout at r·D + d and writes delta[r] for r < B·H·Nq, d < D: the
+        // exact lengths checked above.
+        unsafe {
+            k_delta.launch(
+                s,
+                &config(s, q_rows),
+                out,
+                dout,
+                delta,
+                q_rows as i64,
+                d as i32,
+            )
+        }?;
+        // SAFETY: q, k, v are read as in `attention_fwd` (extents checked by `check_inputs`);
+        // dout, lse, delta are read and dq written at query rows r < B·H·Nq (dense, lengths
+        // checked above).
+        unsafe {
+            k_dq.launch(
+                s,
+                &config(s, q_rows),
+                q.data,
+                k.data,
+                v.data,
+                dout,
+                lse,
+                &*delta,
+                dq,
+                sh.batch as i32,
+                sh.heads as i32,
+                sh.q_len as i32,
+                sh.kv_len as i32,
+                d as i32,
+                st[0],
+                st[1],
+                st[2],
+                st[3],
+                st[4],
+                st[5],
+                st[6],
+                st[7],
+                st[8],
+                scale,
+                causal,
+            )
+        }?;
+    }
+    if k_rows > 0 {
+        // SAFETY: q, k, v as above; dout, lse, delta read at query rows of the same (b, h)
+        // (< B·H·Nq, lengths checked; none when Nq == 0); dk, dv written at key rows
+        // r < B·H·Nk (dense, lengths checked).
+        unsafe {
+            k_dkdv.launch(
+                s,
+                &config(s, k_rows),
+                q.data,
+                k.data,
+                v.data,
+                dout,
+                lse,
+                &*delta,
+                dk,
+                dv,
+                sh.batch as i32,
+                sh.heads as i32,
+                sh.q_len as i32,
+                sh.kv_len as i32,
+                d as i32,
+                st[0],
+                st[1],
+                st[2],
+                st[3],
+                st[4],
+                st[5],
+                st[6],
+                st[7],
+                st[8],
+                scale,
+                causal,
+            )
+        }?;
+    }
+    Ok(())
+}
