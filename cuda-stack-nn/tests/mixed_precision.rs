@@ -9,11 +9,11 @@
 //! model's in its max-abs norm: `max|g − g32| ≤ tol · max|g32|` with tol 4e-2 for bf16 and 5e-3
 //! for f16; the loss within 2e-2 (bf16) and 3e-3 (f16) relative.
 
-use cuda_stack_runtime::cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_nn::{
     class_targets, GradElement, GradScaler, GradScalerConfig, NnError, Optimizer, Sgd, SgdConfig,
     Var,
 };
+use cuda_stack_runtime::cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_runtime::Tensor;
 use cuda_tests::{ensure, gpu, TestResult};
 

@@ -68,13 +68,10 @@ impl<T: GradElement> Linear<T> {
 }
 
 impl<T: GradElement> Module<T> for Linear<T> {
-    /// `x · Wᵀ (+ b)`: one GEMM reading `W` transposed in place, and a broadcast add.
+    /// `x · Wᵀ (+ b)` for `x` of shape `[…, in]` ([`Var::linear`]): on cuBLAS one GEMM that
+    /// reads `W` transposed in place and adds `b` in its epilogue, as PyTorch's `addmm`.
     fn forward(&self, x: &Var<T>) -> Result<Var<T>> {
-        let y = x.matmul(&self.weight.t()?)?;
-        match &self.bias {
-            Some(b) => y.add(b),
-            None => Ok(y),
-        }
+        x.linear(&self.weight, self.bias.as_ref())
     }
 
     fn named_parameters(&self) -> Vec<(String, Var<T>)> {

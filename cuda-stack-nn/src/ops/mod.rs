@@ -6,6 +6,7 @@ mod activation;
 mod arith;
 mod attention;
 mod cast;
+mod linear;
 mod loss;
 mod matmul;
 mod reduce;

@@ -215,6 +215,21 @@ pub trait TensorElement:
         Err(unsupported::<Self>("matmul on cuBLAS", WHY_CUBLAS))
     }
 
+    /// `c = op(a) · op(b) + bias` (bias per output column) on cuBLASLt's bias epilogue (where
+    /// `CUBLAS_GEMM`).
+    #[doc(hidden)]
+    fn gemm_bias_cublas(
+        _blas: &Blas,
+        _s: &Stream,
+        _g: &Gemm,
+        _a: &DeviceSlice<Self>,
+        _b: &DeviceSlice<Self>,
+        _bias: &DeviceSlice<Self>,
+        _c: &mut DeviceSlice<Self>,
+    ) -> Result<()> {
+        Err(unsupported::<Self>("linear on cuBLAS", WHY_CUBLAS))
+    }
+
     /// `out = a op b` (same lengths).
     #[doc(hidden)]
     fn binary(
@@ -641,6 +656,26 @@ macro_rules! cublas_gemm {
             c: &mut DeviceSlice<Self>,
         ) -> Result<()> {
             Ok(blas.gemm(s, g, a, b, c)?)
+        }
+
+        fn gemm_bias_cublas(
+            blas: &Blas,
+            s: &Stream,
+            g: &Gemm,
+            a: &DeviceSlice<Self>,
+            b: &DeviceSlice<Self>,
+            bias: &DeviceSlice<Self>,
+            c: &mut DeviceSlice<Self>,
+        ) -> Result<()> {
+            Ok(blas.matmul::<Self, Self>(
+                s,
+                g,
+                cuda_stack_blas::Epilogue::Bias,
+                a,
+                b,
+                Some(bias),
+                c,
+            )?)
         }
     };
 }

@@ -12,6 +12,7 @@ mod cross_entropy;
 mod elementwise;
 mod gemm_operand;
 mod in_place;
+mod linear;
 mod log_softmax;
 mod matmul;
 mod matmul_cublas;
