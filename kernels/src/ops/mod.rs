@@ -15,10 +15,16 @@
 mod activation_grad;
 mod bias_relu;
 mod cast;
+mod classifier;
 mod coalescing;
+mod dropout;
 mod elementwise;
+mod embedding;
+mod gelu;
 mod gemm_tc;
+mod grad_norm;
 mod introspect;
+mod layer_norm;
 mod log_softmax;
 mod matmul;
 mod optim;
@@ -35,6 +41,16 @@ pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
 };
 pub use cast::cast;
+pub use classifier::{
+    classifier_loss, fused_classifier, fused_classifier_inplace, CLASSIFIER_THREADS,
+};
+pub use dropout::dropout;
+pub use embedding::{embedding_bwd, embedding_fwd, embedding_workspace_len};
+pub use gelu::{gelu_bwd, gelu_fwd};
+pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
+pub use layer_norm::{
+    layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_norm_workspace_len,
+};
 pub use coalescing::{
     copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
     TransposeAlgo,
