@@ -1,12 +1,21 @@
-//! Layers (`torch.nn` modules): the [`Module`] trait, [`Linear`], [`Relu`], [`Sequential`] and
-//! seed 004's [`FusedOpLayer`].
+//! Layers (`torch.nn` modules): the [`Module`] trait, [`Linear`], [`Relu`], [`Sequential`],
+//! seed 004's [`FusedOpLayer`], and the transformer's [`LayerNorm`], [`Embedding`], [`Gelu`],
+//! [`Dropout`].
 
+mod dropout;
+mod embedding;
 mod fused_op;
+mod gelu;
+mod layer_norm;
 mod linear;
 mod relu;
 mod sequential;
 
+pub use dropout::Dropout;
+pub use embedding::Embedding;
 pub use fused_op::FusedOpLayer;
+pub use gelu::Gelu;
+pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use relu::Relu;
 pub use sequential::Sequential;

@@ -4,12 +4,16 @@
 
 mod activation;
 mod arith;
+mod dropout;
+mod embedding;
+mod layer_norm;
 mod loss;
 mod matmul;
 mod reduce;
 mod softmax;
 mod view;
 
+pub use embedding::token_ids;
 pub use loss::class_targets;
 
 use crate::error::Result;

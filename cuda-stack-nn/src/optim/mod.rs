@@ -8,9 +8,11 @@
 //! ([`crate::CapturedStep`]).
 
 mod adam;
+mod clip;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig};
+pub use clip::clip_grad_norm;
 pub use sgd::{Sgd, SgdConfig};
 
 use crate::error::{NnError, Result};

@@ -6,11 +6,17 @@
 mod activation_grad;
 mod arith;
 mod bias_relu;
+mod classifier;
+mod clip;
 mod collective;
 mod cross_entropy;
+mod dropout;
 mod elementwise;
+mod embedding;
+mod gelu;
 mod gemm_operand;
 mod in_place;
+mod layer_norm;
 mod log_softmax;
 mod matmul;
 mod matmul_cublas;
@@ -20,6 +26,7 @@ mod reduce;
 mod softmax;
 mod to_dtype;
 
+pub use clip::clip_grad_norm_;
 pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use super::error::TensorError;
