@@ -206,7 +206,9 @@ fn layer_norm_all<T: Element>() -> TestResult {
                 check(&format!("{what}: mean"), &got_m, &want_m, |_, w| {
                     rel * (1.0 + w.abs())
                 })?;
-                check(&format!("{what}: rstd"), &got_r, &want_r, |_, w| rel * w.abs())?;
+                check(&format!("{what}: rstd"), &got_r, &want_r, |_, w| {
+                    rel * w.abs()
+                })?;
 
                 // Backward, from the device's statistics; twice, for determinism.
                 let ws = ops::layer_norm_workspace_len(rows, cols)?;
@@ -397,13 +399,16 @@ fn classifier_all<T: Element>() -> TestResult {
                         }
                     },
                 )?;
-                check(&format!("{what}: dlogits"), &got_dl, &want_dl, |_, w| {
-                    match dt {
+                check(
+                    &format!("{what}: dlogits"),
+                    &got_dl,
+                    &want_dl,
+                    |_, w| match dt {
                         DType::F32 => 1e-5 * w.abs() + 1e-7 * gs,
                         DType::F64 => 1e-12 * (w.abs() + gs),
                         _ => ulp(dt, w) + 1e-5 * w.abs(),
-                    }
-                })?;
+                    },
+                )?;
                 // The loss-only kernel gives the same losses, bit for bit.
                 let mut loss2 = poisoned::<T::Scalar>(&s, rows, off)?;
                 ops::classifier_loss::<T>(
@@ -593,10 +598,8 @@ fn clip_all<T: Element>() -> TestResult {
         let (want_norm, want_scale) = reference::clip_grad_norm(&slices, max_norm);
         let mut norms = Vec::new();
         for _ in 0..2 {
-            let mut bufs: Vec<DeviceBuffer<T>> = host
-                .iter()
-                .map(|v| upload(&s, v, 0))
-                .collect::<Res<_>>()?;
+            let mut bufs: Vec<DeviceBuffer<T>> =
+                host.iter().map(|v| upload(&s, v, 0)).collect::<Res<_>>()?;
             let parts: Vec<usize> = sizes.iter().map(|&n| ops::sumsq_parts(n)).collect();
             let mut partial = poisoned::<T>(&s, parts.iter().sum(), 0)?;
             let mut at = 0;
@@ -651,7 +654,10 @@ fn reference_gelu_grad() -> TestResult {
     for i in -40..=40 {
         let x = i as f64 * 0.1;
         let (a, b) = (reference::gelu_grad_one(x), fd(reference::gelu_one, x));
-        ensure!((a - b).abs() < 1e-8, "gelu'({x}) = {a}, finite difference {b}");
+        ensure!(
+            (a - b).abs() < 1e-8,
+            "gelu'({x}) = {a}, finite difference {b}"
+        );
     }
     Ok(())
 }

@@ -54,9 +54,14 @@ impl<T: GradElement> Var<T> {
         let value = x.classifier_loss(targets)?.mean_all()?;
         let t = targets.clone();
         let inv = 1.0 / x.shape()[0].max(1) as f64;
-        Ok(Var::from_op(value, "fused_cross_entropy", &[self], move |g| {
-            let (_, dlogits) = x.fused_classifier(&t, g, inv)?;
-            Ok(vec![Some(dlogits)])
-        }))
+        Ok(Var::from_op(
+            value,
+            "fused_cross_entropy",
+            &[self],
+            move |g| {
+                let (_, dlogits) = x.fused_classifier(&t, g, inv)?;
+                Ok(vec![Some(dlogits)])
+            },
+        ))
     }
 }

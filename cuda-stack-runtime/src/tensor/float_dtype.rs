@@ -180,7 +180,17 @@ macro_rules! float_element {
                 eps: f64,
             ) -> Result<()> {
                 Ok(ops::layer_norm_fwd::<$t>(
-                    k, s, x, w, b, y, mean, rstd, rows, cols, eps as $stat,
+                    k,
+                    s,
+                    x,
+                    w,
+                    b,
+                    y,
+                    mean,
+                    rstd,
+                    rows,
+                    cols,
+                    eps as $stat,
                 )?)
             }
 

@@ -3,18 +3,35 @@
 //! module. Statistics, losses and partial sums are `Scalar<T>` (f32 for f32/f16/bf16, f64 for
 //! f64).
 
-use super::{cast, unsupported, In, Out, Scalar};
 #[cfg(test)]
 use super::field_type;
+use super::{cast, unsupported, In, Out, Scalar};
 use crate::{DType, Element, Kernels, Result};
 use cuda_stack_driver::Kernel;
 
 /// `layer_norm_fwd(x, w, b, y, mean, rstd, rows, C, eps)`.
-pub(crate) type LayerNormFwd<T> =
-    Kernel<(In<T>, In<T>, In<T>, Out<T>, Out<Scalar<T>>, Out<Scalar<T>>, i32, i32, Scalar<T>)>;
+pub(crate) type LayerNormFwd<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<T>,
+    Out<T>,
+    Out<Scalar<T>>,
+    Out<Scalar<T>>,
+    i32,
+    i32,
+    Scalar<T>,
+)>;
 /// `layer_norm_bwd_dx(x, w, mean, rstd, dy, dx, rows, C)`.
-pub(crate) type LayerNormBwdDx<T> =
-    Kernel<(In<T>, In<T>, In<Scalar<T>>, In<Scalar<T>>, In<T>, Out<T>, i32, i32)>;
+pub(crate) type LayerNormBwdDx<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    In<T>,
+    Out<T>,
+    i32,
+    i32,
+)>;
 /// `layer_norm_bwd_params(x, mean, rstd, dy, partial_w, partial_b, rows, C, chunk)`.
 pub(crate) type LayerNormBwdParams<T> = Kernel<(
     In<T>,
@@ -37,11 +54,26 @@ pub(crate) type GeluBwd<T> = Kernel<(In<T>, In<T>, Out<T>, u64)>;
 /// `classifier_loss(logits, targets, loss, rows, V)`.
 pub(crate) type ClassifierLoss<T> = Kernel<(In<T>, In<i32>, Out<Scalar<T>>, i32, i32)>;
 /// `fused_classifier(logits, targets, g, loss, dlogits, rows, V, scale)`.
-pub(crate) type FusedClassifier<T> =
-    Kernel<(In<T>, In<i32>, In<Scalar<T>>, Out<Scalar<T>>, Out<T>, i32, i32, Scalar<T>)>;
+pub(crate) type FusedClassifier<T> = Kernel<(
+    In<T>,
+    In<i32>,
+    In<Scalar<T>>,
+    Out<Scalar<T>>,
+    Out<T>,
+    i32,
+    i32,
+    Scalar<T>,
+)>;
 /// `fused_classifier_inplace(logits, targets, g, loss, rows, V, scale)`.
-pub(crate) type FusedClassifierInplace<T> =
-    Kernel<(Out<T>, In<i32>, In<Scalar<T>>, Out<Scalar<T>>, i32, i32, Scalar<T>)>;
+pub(crate) type FusedClassifierInplace<T> = Kernel<(
+    Out<T>,
+    In<i32>,
+    In<Scalar<T>>,
+    Out<Scalar<T>>,
+    i32,
+    i32,
+    Scalar<T>,
+)>;
 /// `embedding_fwd(weight, idx, out, N, V, C)`.
 pub(crate) type EmbeddingFwd<T> = Kernel<(In<T>, In<i32>, Out<T>, i32, i32, i32)>;
 /// `embedding_bwd_sum(order, offsets, dy, dweight, V, C, col_tile)`.

@@ -86,7 +86,12 @@ pub fn embedding_bwd<T: Element>(
     check_len(OP, "ids", ids.len(), n)?;
     check_matrix(OP, "dy", dy.len(), n, cols)?;
     check_matrix(OP, "dweight", dweight.len(), vocab, cols)?;
-    check_len(OP, "workspace", workspace.len(), embedding_workspace_len(n, vocab)?)?;
+    check_len(
+        OP,
+        "workspace",
+        workspace.len(),
+        embedding_workspace_len(n, vocab)?,
+    )?;
     let (nn, v, c) = (
         to_i32(OP, "n", n)?,
         to_i32(OP, "vocab", vocab)?,
@@ -124,13 +129,8 @@ pub fn embedding_bwd<T: Element>(
     // SAFETY: one block of 1024 as required; reads totals[0..vocab), writes offsets[0..=vocab]
     // (vocab + 1 elements, the rest of the workspace).
     unsafe {
-        k.embedding_bwd_offsets()?.launch(
-            s,
-            &LaunchConfig::new(1, 1024),
-            &totals,
-            &mut offsets,
-            v,
-        )
+        k.embedding_bwd_offsets()?
+            .launch(s, &LaunchConfig::new(1, 1024), &totals, &mut offsets, v)
     }?;
     if n > 0 {
         let cfg = LaunchConfig::new(n.div_ceil(256).clamp(1, 65535) as u32, 256);
@@ -138,9 +138,8 @@ pub fn embedding_bwd<T: Element>(
         // rank[t]], a position below offsets[vocab] <= n: the stable sort places each valid
         // token exactly once in order[0..n).
         unsafe {
-            k.embedding_bwd_place()?.launch(
-                s, &cfg, ids, &rank, &counts, &offsets, &mut order, nn, v,
-            )
+            k.embedding_bwd_place()?
+                .launch(s, &cfg, ids, &rank, &counts, &offsets, &mut order, nn, v)
         }?;
     }
     // Long buckets (many tokens per id: a character vocabulary) get 32-column tiles, so that

@@ -44,22 +44,20 @@ pub use cast::cast;
 pub use classifier::{
     classifier_loss, fused_classifier, fused_classifier_inplace, CLASSIFIER_THREADS,
 };
-pub use dropout::dropout;
-pub use embedding::{embedding_bwd, embedding_fwd, embedding_workspace_len};
-pub use gelu::{gelu_bwd, gelu_fwd};
-pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
-pub use layer_norm::{
-    layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_norm_workspace_len,
-};
 pub use coalescing::{
     copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
     TransposeAlgo,
 };
+pub use dropout::dropout;
 pub use elementwise::{axpy, binary, fill, relu, scale, tanh, BinaryOp};
+pub use embedding::{embedding_bwd, embedding_fwd, embedding_workspace_len};
+pub use gelu::{gelu_bwd, gelu_fwd};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
 };
+pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
+pub use layer_norm::{layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_norm_workspace_len};
 pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};
 pub use optim::{

@@ -18,13 +18,16 @@ pub fn fused_classifier<T: Element>(
             .iter()
             .map(|v| v.to_f64())
             .collect();
-        let m = row.iter().fold(f64::NEG_INFINITY, |m, &v| {
-            if v > m || v.is_nan() {
-                v
-            } else {
-                m
-            }
-        });
+        let m = row.iter().fold(
+            f64::NEG_INFINITY,
+            |m, &v| {
+                if v > m || v.is_nan() {
+                    v
+                } else {
+                    m
+                }
+            },
+        );
         let s: f64 = row.iter().map(|&v| (v - m).exp()).sum();
         let t = targets[r];
         let ok = t >= 0 && (t as usize) < classes && m != f64::NEG_INFINITY;

@@ -41,9 +41,7 @@ pub fn embedding_bwd<T: Element>(ids: &[i32], dy: &[T], vocab: usize, cols: usiz
                 for (j, &t) in bucket.iter().enumerate() {
                     parts[j % LONG] = Compute::add(parts[j % LONG], at(t));
                 }
-                parts[1..]
-                    .iter()
-                    .fold(parts[0], |a, &p| Compute::add(a, p))
+                parts[1..].iter().fold(parts[0], |a, &p| Compute::add(a, p))
             };
             dw.push(T::from_scalar(acc));
         }

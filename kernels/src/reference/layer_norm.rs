@@ -18,11 +18,7 @@ pub fn layer_norm<T: Element>(
     for r in 0..rows {
         let row = &x[r * cols..(r + 1) * cols];
         let mean = row.iter().map(|v| v.to_f64()).sum::<f64>() / cols as f64;
-        let var = row
-            .iter()
-            .map(|v| (v.to_f64() - mean).powi(2))
-            .sum::<f64>()
-            / cols as f64;
+        let var = row.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / cols as f64;
         let rstd = 1.0 / (var + eps).sqrt();
         for (c, v) in row.iter().enumerate() {
             let o = (v.to_f64() - mean) * rstd * w[c].to_f64() + b[c].to_f64();

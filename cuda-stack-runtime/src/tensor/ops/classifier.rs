@@ -84,7 +84,11 @@ impl<T: FloatElement> Tensor<T> {
         const OP: &str = "fused_classifier";
         let (rows, classes) = logits_shape(OP, self, targets)?;
         check_upstream(OP, self, grad)?;
-        let (x, t, g) = (self.contiguous()?, targets.contiguous()?, grad.contiguous()?);
+        let (x, t, g) = (
+            self.contiguous()?,
+            targets.contiguous()?,
+            grad.contiguous()?,
+        );
         let exec = self.exec()?;
         let k = exec.kernels()?;
         let (xv, tv, gv) = (x.dense()?, t.dense()?, g.dense()?);

@@ -64,10 +64,8 @@ impl<T: FloatElement> Tensor<T> {
         let exec = self.exec()?;
         let k = exec.kernels()?;
         let ws_len = embedding_workspace_len(n, vocab)?;
-        let mut ws = Tensor::<i32>::from_storage(
-            Exec::on(self.device())?.zeros(ws_len)?,
-            &[ws_len],
-        )?;
+        let mut ws =
+            Tensor::<i32>::from_storage(Exec::on(self.device())?.zeros(ws_len)?, &[ws_len])?;
         let (gv, iv) = (g.dense()?, i.dense()?);
         let (_, wsv) = ws.exclusive_mut()?;
         // SAFETY: the sum kernel writes every row (unused ids get zeros) of the [vocab, C] table.

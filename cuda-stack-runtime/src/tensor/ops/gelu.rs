@@ -13,10 +13,9 @@ impl<T: FloatElement> Tensor<T> {
         let k = exec.kernels()?;
         let xv = x.dense()?;
         // SAFETY: the kernel writes every element.
-        let storage = unsafe {
-            exec.storage_with(x.numel(), |out| T::gelu_fwd(&k, exec.stream(), &xv, out))
-        }
-        .map_err(|e| e.with_shape(self.shape()))?;
+        let storage =
+            unsafe { exec.storage_with(x.numel(), |out| T::gelu_fwd(&k, exec.stream(), &xv, out)) }
+                .map_err(|e| e.with_shape(self.shape()))?;
         Tensor::from_storage(storage, self.shape())
     }
 

@@ -47,6 +47,7 @@ impl<T: FloatElement> Tensor<T> {
     /// Returns `(y, mean, rstd)`, the statistics of shape `[rows]` (all but the last dimension
     /// flattened) in [`FloatElement::Stat`] — what [`Tensor::layer_norm_backward`] needs.
     /// One fused kernel, one warp per row (the row in registers up to 1024 columns).
+    #[allow(clippy::type_complexity)] // (y, mean, rstd): the three are documented above
     pub fn layer_norm(
         &self,
         weight: &Tensor<T>,
@@ -66,19 +67,7 @@ impl<T: FloatElement> Tensor<T> {
         let (mean, rstd) = unsafe {
             exec.storage_pair_with(rows, rows, |m, r| {
                 y = Some(exec.storage_with(x.numel(), |yv| {
-                    T::layer_norm_fwd(
-                        &k,
-                        exec.stream(),
-                        &xv,
-                        &wv,
-                        &bv,
-                        yv,
-                        m,
-                        r,
-                        rows,
-                        cols,
-                        eps,
-                    )
+                    T::layer_norm_fwd(&k, exec.stream(), &xv, &wv, &bv, yv, m, r, rows, cols, eps)
                 })?);
                 Ok(())
             })
