@@ -106,9 +106,14 @@ pub use error::{NnError, Result, ShardingError};
 pub use grad_mode::{is_grad_enabled, no_grad};
 pub use gradcheck::{gradcheck, GradcheckOptions, GradcheckReport};
 pub use hook::GradHookHandle;
-pub use layers::{FusedOpLayer, Linear, Module, MultiHeadAttention, Relu, Sequential};
-pub use ops::class_targets;
-pub use optim::{Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer, Sgd, SgdConfig};
+pub use layers::{
+    Dropout, Embedding, FusedOpLayer, Gelu, LayerNorm, Linear, Module, MultiHeadAttention, Relu,
+    Sequential,
+};
+pub use ops::{class_targets, token_ids};
+pub use optim::{
+    clip_grad_norm, Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer, Sgd, SgdConfig,
+};
 pub use parallel::{DataParallel, DataParallelConfig};
 pub use var::Var;
 pub use zero::{ShardableOptimizer, ShardedMemory, ShardedOptimizer};

@@ -79,8 +79,8 @@ mod stream_scope;
 // `src/tensor/` and be declared here:
 pub mod tensor;
 pub use tensor::{
-    adam4_, sgd4_, sgd_momentum4_, AdamParams, AttentionElement, DType, GradElement, Layout,
-    SgdParams, Tensor, TensorElement, TensorError,
+    adam4_, clip_grad_norm_, sgd4_, sgd_momentum4_, AdamParams, AttentionElement, DType,
+    FloatElement, GradElement, Layout, SgdParams, Tensor, TensorElement, TensorError,
 };
 
 pub use caching::{CachedBuffer, CachingAllocator, MemoryStats, Pool, PoolStats};

@@ -22,25 +22,7 @@
 // Launch: block 256, any grid (e.g. min(ceil(n / 1024) + 1, 32 * SMs)). Each thread computes one
 // Philox block (4 words) and writes the (up to 4) outputs whose positions fall in [offset, offset+n).
 #include "dtype.cuh"
-
-__device__ __forceinline__ uint4 philox4x32_10(u64 j, u64 seed) {
-    unsigned int c0 = (unsigned int)j, c1 = (unsigned int)(j >> 32), c2 = 0, c3 = 0;
-    unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)(seed >> 32);
-#pragma unroll
-    for (int round = 0; round < 10; ++round) {
-        if (round > 0) {
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
-        }
-        const unsigned int lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
-        const unsigned int lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
-        c0 = hi1 ^ c1 ^ k0;
-        c1 = lo1;
-        c2 = hi0 ^ c3 ^ k1;
-        c3 = lo0;
-    }
-    return make_uint4(c0, c1, c2, c3);
-}
+#include "philox.cuh"
 
 #define TWO_POW_M24 5.9604644775390625e-08f  // 2^-24, exact
 

@@ -580,3 +580,6 @@ pub(crate) fn dtype_cast<A: cuda_stack_driver::DeviceRepr, B: cuda_stack_driver:
         ),
     })
 }
+
+mod transformer;
+pub(crate) use transformer::*;

@@ -81,6 +81,9 @@ pub trait Compute: DeviceRepr + Debug + PartialEq + PartialOrd + sealed::Sealed 
     fn zero() -> Self;
     /// The value as f64 (exact).
     fn to_f64(self) -> f64;
+    /// An f64 rounded to this type (saturating for i32): how the ops turn an f64 argument
+    /// (a dropout scale, a clipping norm) into a kernel scalar.
+    fn of_f64(v: f64) -> Self;
 }
 
 macro_rules! compute_float {
@@ -125,6 +128,9 @@ macro_rules! compute_float {
             fn to_f64(self) -> f64 {
                 self as f64
             }
+            fn of_f64(v: f64) -> Self {
+                v as $t
+            }
         }
     };
 }
@@ -165,6 +171,9 @@ impl Compute for i32 {
     }
     fn to_f64(self) -> f64 {
         self as f64
+    }
+    fn of_f64(v: f64) -> Self {
+        v as i32
     }
 }
 

@@ -1,14 +1,23 @@
 //! Layers (`torch.nn` modules): the [`Module`] trait, [`Linear`], [`Relu`], [`Sequential`],
-//! [`MultiHeadAttention`] and seed 004's [`FusedOpLayer`].
+//! [`MultiHeadAttention`], seed 004's [`FusedOpLayer`], and the transformer's [`LayerNorm`],
+//! [`Embedding`], [`Gelu`], [`Dropout`].
 
 mod attention;
+mod dropout;
+mod embedding;
 mod fused_op;
+mod gelu;
+mod layer_norm;
 mod linear;
 mod relu;
 mod sequential;
 
 pub use attention::MultiHeadAttention;
+pub use dropout::Dropout;
+pub use embedding::Embedding;
 pub use fused_op::FusedOpLayer;
+pub use gelu::Gelu;
+pub use layer_norm::LayerNorm;
 pub use linear::Linear;
 pub use relu::Relu;
 pub use sequential::Sequential;

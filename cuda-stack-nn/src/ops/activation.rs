@@ -1,4 +1,4 @@
-//! Activations: `relu`, `tanh`, and seed 004's fused `relu(x · scale + bias)`.
+//! Activations: `relu`, `tanh`, GPT-2's `gelu`, and seed 004's fused `relu(x · scale + bias)`.
 
 use crate::error::Result;
 use crate::Var;
@@ -34,6 +34,16 @@ impl<T: GradElement> Var<T> {
         Ok(Var::from_op(value, "bias_relu", &[self, bias], move |g| {
             let (gx, gb) = x.bias_relu_backward(&b, s, g)?;
             Ok(vec![nx.then_some(gx), nb.then_some(gb)])
+        }))
+    }
+
+    /// GELU, the tanh form GPT-2 uses (`F.gelu(x, approximate='tanh')`). Backward:
+    /// `g · gelu'(x)` from the saved input, one kernel.
+    pub fn gelu(&self) -> Result<Var<T>> {
+        let x = self.value();
+        let value = x.gelu()?;
+        Ok(Var::from_op(value, "gelu", &[self], move |g| {
+            Ok(vec![Some(x.gelu_backward(g)?)])
         }))
     }
 }

@@ -38,3 +38,32 @@ impl<T: GradElement> Var<T> {
         }))
     }
 }
+
+impl<T: GradElement> Var<T> {
+    /// The mean cross-entropy of logits `self` (`[N, V]`) against class indices `targets`
+    /// (`[N]`), computed with llm.c's fused classifier: the same value and gradient as
+    /// [`Var::cross_entropy`], for large vocabularies. Forward: one pass over the logits (the
+    /// loss-only kernel, a block per row) and a mean. Backward: **one** kernel that reads each
+    /// logits row twice (online max/sum, then the gradient) and writes
+    /// `(softmax − onehot) · g / N` with the upstream gradient `g` read on the device — the
+    /// kernel is deferred to the backward pass (rather than run in the forward with `g = 1` and
+    /// rescaled later) so that nothing `[N, V]`-sized is stored between the passes and no extra
+    /// scaling pass is needed: 3 passes over `[N, V]` in all (torch's unfused loss takes 5–6).
+    pub fn fused_cross_entropy(&self, targets: &Tensor<i32>) -> Result<Var<T>> {
+        let x = self.value();
+        // The loss rows are in the statistics dtype (f32 for f16/bf16): the mean is taken there
+        // and rounded once to `T` for the graph.
+        let value = x.classifier_loss(targets)?.mean_all()?.to_dtype::<T>()?;
+        let t = targets.clone();
+        let inv = 1.0 / x.shape()[0].max(1) as f64;
+        Ok(Var::from_op(
+            value,
+            "fused_cross_entropy",
+            &[self],
+            move |g| {
+                let (_, dlogits) = x.fused_classifier(&t, &g.to_dtype::<T::Stat>()?, inv)?;
+                Ok(vec![Some(dlogits)])
+            },
+        ))
+    }
+}

@@ -6,6 +6,9 @@ mod activation;
 mod arith;
 mod attention;
 mod cast;
+mod dropout;
+mod embedding;
+mod layer_norm;
 mod linear;
 mod loss;
 mod matmul;
@@ -14,6 +17,7 @@ mod softmax;
 mod view;
 
 pub(crate) use attention::packed_qkv_attention;
+pub use embedding::token_ids;
 pub use loss::class_targets;
 
 use crate::error::Result;

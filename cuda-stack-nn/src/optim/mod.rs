@@ -8,10 +8,12 @@
 //! ([`crate::CapturedStep`]).
 
 mod adam;
+mod clip;
 mod grad_scaler;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig};
+pub use clip::clip_grad_norm;
 pub use grad_scaler::{GradScaler, GradScalerConfig};
 pub use sgd::{Sgd, SgdConfig};
 

@@ -19,7 +19,8 @@
 //! | `sum`/`mean`/`max` over a dim → | f32 | f64 | — | f16 / bf16 (as above) | — |
 //! | `softmax`, `bias_relu` (+ backward) | ✓ | ✓ (one warp per row / one thread per element: for gradient checks) | — | — | — |
 //! | `rand`, `randn` | ✓ | — | — | — | — |
-//! | backward passes, `log_softmax`, `cross_entropy`, optimizer steps ([`super::GradElement`], `grad_dtype.rs`) | ✓ | ✓ | — | — | — |
+//! | backward passes, `log_softmax`, `cross_entropy`, optimizer steps, `clip_grad_norm_` ([`super::GradElement`], `grad_dtype.rs`) | ✓ | ✓ | — | — | — |
+//! | `layer_norm`, `gelu`, `classifier_loss`/`fused_classifier`, `embedding`, `dropout` (+ backward; [`super::FloatElement`], `float_dtype.rs`) | ✓ | ✓ | — | ✓ (f32 math; stats and losses f32) | — |
 //!
 //! Reductions of f16/bf16 accumulate in f32 and are rounded once to their own dtype, as PyTorch
 //! does (the cast kernels of `ops::cast`). Summing i32 gives i64, as in PyTorch.

@@ -10,7 +10,7 @@
 //! run-time one. Scalars come in as `f64` and are rounded to the dtype once, here.
 
 use super::error::Result;
-use super::TensorElement;
+use super::{FloatElement, TensorElement};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceSlice, Stream};
 use cuda_stack_kernels::ops::{self, AdamParams, SgdParams};
@@ -19,7 +19,7 @@ use cuda_stack_kernels::Kernels;
 /// Dtypes with backward and loss kernels: `f32`, `f64`, `f16` and `bf16` (optimizer kernels:
 /// `f32` and `f64`). Sealed (through
 /// [`TensorElement`]). The `#[doc(hidden)]` methods each queue one `cuda-stack-kernels` op.
-pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
+pub trait GradElement: TensorElement<Sum = Self, Max = Self> + FloatElement {
     /// `dx = x > 0 ? dy : 0`.
     #[doc(hidden)]
     fn relu_bwd(
@@ -93,6 +93,35 @@ pub trait GradElement: TensorElement<Sum = Self, Max = Self> {
         rows: usize,
         cols: usize,
         scale: f64,
+    ) -> Result<()>;
+
+    /// Sums of squares of `x` into `partial` (global-norm clipping, step 1).
+    #[doc(hidden)]
+    fn sumsq_partials(
+        k: &Kernels,
+        s: &Stream,
+        x: &DeviceSlice<Self>,
+        partial: &mut DeviceSlice<Self>,
+    ) -> Result<()>;
+
+    /// The norm and the clipping scale from the partial sums (step 2).
+    #[doc(hidden)]
+    fn clip_coef(
+        k: &Kernels,
+        s: &Stream,
+        partials: &DeviceSlice<Self>,
+        max_norm: f64,
+        norm: &mut DeviceSlice<Self>,
+        scale: &mut DeviceSlice<Self>,
+    ) -> Result<()>;
+
+    /// `x *= scale[0]` in place (step 3).
+    #[doc(hidden)]
+    fn scale_by_device(
+        k: &Kernels,
+        s: &Stream,
+        x: &mut DeviceSlice<Self>,
+        scale: &DeviceSlice<Self>,
     ) -> Result<()>;
 
     /// Plain SGD, in place.
@@ -259,6 +288,35 @@ macro_rules! grad_element {
                     cols,
                     scale as $scalar,
                 )?)
+            }
+
+            fn sumsq_partials(
+                k: &Kernels,
+                s: &Stream,
+                x: &DeviceSlice<$t>,
+                partial: &mut DeviceSlice<$t>,
+            ) -> Result<()> {
+                Ok(ops::sumsq_partials::<$t>(k, s, x, partial)?)
+            }
+
+            fn clip_coef(
+                k: &Kernels,
+                s: &Stream,
+                partials: &DeviceSlice<$t>,
+                max_norm: f64,
+                norm: &mut DeviceSlice<$t>,
+                scale: &mut DeviceSlice<$t>,
+            ) -> Result<()> {
+                Ok(ops::clip_coef::<$t>(k, s, partials, max_norm, norm, scale)?)
+            }
+
+            fn scale_by_device(
+                k: &Kernels,
+                s: &Stream,
+                x: &mut DeviceSlice<$t>,
+                scale: &DeviceSlice<$t>,
+            ) -> Result<()> {
+                Ok(ops::scale_by_device::<$t>(k, s, x, scale)?)
             }
 
             fn sgd(

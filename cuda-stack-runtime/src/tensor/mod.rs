@@ -25,6 +25,7 @@
 //! | seed 004's fused `relu(x * scale + bias)` | [`Tensor::bias_relu`], [`Tensor::bias_relu_backward`] |
 //! | `log_softmax`, `F.pad` with zeros | [`Tensor::log_softmax`], [`Tensor::zero_pad`] |
 //! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |
+//! | `F.layer_norm`, `F.gelu(approximate='tanh')`, `F.embedding`, `F.dropout`, llm.c's fused classifier, `clip_grad_norm_` (f32, f64, f16, bf16: [`FloatElement`]; clipping f32, f64) | [`Tensor::layer_norm`], [`Tensor::layer_norm_backward`], [`Tensor::gelu`], [`Tensor::gelu_backward`], [`Tensor::embedding`], [`Tensor::embedding_backward`], [`Tensor::dropout`], [`Tensor::classifier_loss`], [`Tensor::fused_classifier`], [`Tensor::fused_classifier_`], [`clip_grad_norm_`] |
 //! | `t.to(torch.float16)`, `.half()`, `.float()` | [`Tensor::to_dtype`] (f32 ↔ f64/f16/bf16/i32, f16 ↔ bf16, f64 ↔ i32; one rounding) |
 //! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |
 //! | a C++/CUDA extension's `tensor.data_ptr()`, `torch.cuda.current_stream()` (your own kernels, seed 004) | [`Tensor::as_slice`], [`Tensor::as_mut_slice`] (copy-on-write), [`Tensor::context`], [`Tensor::stream`] |
@@ -81,6 +82,7 @@ mod dim_range;
 mod display;
 mod dtype;
 mod error;
+mod float_dtype;
 mod grad_dtype;
 mod layout;
 mod matmul_backend;
@@ -91,13 +93,16 @@ mod view;
 
 pub use dtype::{DType, TensorElement};
 pub use error::{Result, TensorError};
+pub use float_dtype::FloatElement;
 pub use grad_dtype::GradElement;
 pub use layout::{broadcast_shapes, Layout};
 pub use matmul_backend::{
     allow_tf32, matmul_backend, set_allow_tf32, set_matmul_backend, with_allow_tf32,
     with_matmul_backend, MatmulBackend, ALLOW_TF32_VAR, MATMUL_BACKEND_VAR,
 };
-pub use ops::{adam4_, sgd4_, sgd_momentum4_, AdamParams, AttentionElement, SgdParams};
+pub use ops::{
+    adam4_, clip_grad_norm_, sgd4_, sgd_momentum4_, AdamParams, AttentionElement, SgdParams,
+};
 
 use std::sync::Arc;
 use storage::{Exec, Storage};

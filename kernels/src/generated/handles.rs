@@ -97,6 +97,34 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "classifier",
+        source: "cuda/classifier.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/classifier.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/classifier.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/classifier.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/classifier.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "coalescing",
         source: "cuda/coalescing.cu",
         targets: &[
@@ -125,6 +153,34 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "dropout",
+        source: "cuda/dropout.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/dropout.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/dropout.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/dropout.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/dropout.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "elementwise",
         source: "cuda/elementwise.cu",
         targets: &[
@@ -149,6 +205,62 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
                 cubin: include_bytes!("../../sass/elementwise.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "embedding",
+        source: "cuda/embedding.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/embedding.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/embedding.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/embedding.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/embedding.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "gelu",
+        source: "cuda/gelu.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/gelu.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/gelu.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/gelu.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/gelu.sm_90.cubin"),
             },
         ],
     },
@@ -190,6 +302,34 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "sm_90a",
                 cc: ComputeCapability { major: 9, minor: 0 },
                 cubin: include_bytes!("../../sass/gemm_wgmma.sm_90a.cubin"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "grad_norm",
+        source: "cuda/grad_norm.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/grad_norm.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/grad_norm.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/grad_norm.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/grad_norm.sm_90.cubin"),
             },
         ],
     },
@@ -246,6 +386,34 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
                 cubin: include_bytes!("../../sass/launch_bench.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "layer_norm",
+        source: "cuda/layer_norm.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/layer_norm.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/layer_norm.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/layer_norm.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/layer_norm.sm_90.cubin"),
             },
         ],
     },
@@ -559,7 +727,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 258 kernels, in manifest order.
+/// The names of all 316 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -599,6 +767,18 @@ pub static KERNEL_NAMES: &[&str] = &[
     "cast_f64_i32",
     "cast_i32_f32",
     "cast_i32_f64",
+    "classifier_loss_bf16",
+    "classifier_loss_f16",
+    "classifier_loss_f32",
+    "classifier_loss_f64",
+    "fused_classifier_bf16",
+    "fused_classifier_f16",
+    "fused_classifier_f32",
+    "fused_classifier_f64",
+    "fused_classifier_inplace_bf16",
+    "fused_classifier_inplace_f16",
+    "fused_classifier_inplace_f32",
+    "fused_classifier_inplace_f64",
     "copy_coalesced",
     "copy_strided",
     "transpose_naive",
@@ -608,6 +788,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "transpose_tiled_aligned",
     "transpose_tiled_aligned_ld",
     "transpose_tiled_padded",
+    "dropout_bf16",
+    "dropout_f16",
+    "dropout_f32",
+    "dropout_f64",
     "add_bcast_bf16",
     "add_bcast_f16",
     "add_bcast_f32",
@@ -675,6 +859,26 @@ pub static KERNEL_NAMES: &[&str] = &[
     "tanh_f16",
     "tanh_f32",
     "tanh_f64",
+    "embedding_bwd_chunk_scan",
+    "embedding_bwd_offsets",
+    "embedding_bwd_place",
+    "embedding_bwd_rank",
+    "embedding_bwd_sum_bf16",
+    "embedding_bwd_sum_f16",
+    "embedding_bwd_sum_f32",
+    "embedding_bwd_sum_f64",
+    "embedding_fwd_bf16",
+    "embedding_fwd_f16",
+    "embedding_fwd_f32",
+    "embedding_fwd_f64",
+    "gelu_bwd_bf16",
+    "gelu_bwd_f16",
+    "gelu_bwd_f32",
+    "gelu_bwd_f64",
+    "gelu_fwd_bf16",
+    "gelu_fwd_f16",
+    "gelu_fwd_f32",
+    "gelu_fwd_f64",
     "gemm_mma_bf16_nn",
     "gemm_mma_bf16_nt",
     "gemm_mma_bf16_tn",
@@ -692,9 +896,31 @@ pub static KERNEL_NAMES: &[&str] = &[
     "gemm_wgmma_f16_tn",
     "gemm_wgmma_f16_tt",
     "gemm_wgmma_tf32_nt",
+    "clip_coef_f32",
+    "clip_coef_f64",
+    "scale_by_device_f32",
+    "scale_by_device_f64",
+    "sumsq_partial_f32",
+    "sumsq_partial_f64",
     "thread_hierarchy",
     "empty_kernel",
     "four_args",
+    "layer_norm_bwd_dx_bf16",
+    "layer_norm_bwd_dx_f16",
+    "layer_norm_bwd_dx_f32",
+    "layer_norm_bwd_dx_f64",
+    "layer_norm_bwd_params_bf16",
+    "layer_norm_bwd_params_f16",
+    "layer_norm_bwd_params_f32",
+    "layer_norm_bwd_params_f64",
+    "layer_norm_bwd_params_reduce_bf16",
+    "layer_norm_bwd_params_reduce_f16",
+    "layer_norm_bwd_params_reduce_f32",
+    "layer_norm_bwd_params_reduce_f64",
+    "layer_norm_fwd_bf16",
+    "layer_norm_fwd_f16",
+    "layer_norm_fwd_f32",
+    "layer_norm_fwd_f64",
     "cross_entropy_bwd_bf16",
     "cross_entropy_bwd_f16",
     "cross_entropy_bwd_f32",
@@ -873,6 +1099,18 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `cast_f64_i32` | `const double* x`, `int* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_i32_f32` | `const int* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_i32_f64` | `const int* x`, `double* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `classifier_loss_bf16` | `const bf16_t* logits`, `const int* targets`, `float* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `classifier_loss_f16` | `const f16_t* logits`, `const int* targets`, `float* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `classifier_loss_f32` | `const float* logits`, `const int* targets`, `float* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `classifier_loss_f64` | `const double* logits`, `const int* targets`, `double* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `fused_classifier_bf16` | `const bf16_t* logits`, `const int* targets`, `const float* g`, `float* loss`, `bf16_t* dlogits`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `fused_classifier_f16` | `const f16_t* logits`, `const int* targets`, `const float* g`, `float* loss`, `f16_t* dlogits`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `fused_classifier_f32` | `const float* logits`, `const int* targets`, `const float* g`, `float* loss`, `float* dlogits`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `fused_classifier_f64` | `const double* logits`, `const int* targets`, `const double* g`, `double* loss`, `double* dlogits`, `int rows`, `int V`, `double scale` | `cuda/classifier.cu` |
+/// | `fused_classifier_inplace_bf16` | `bf16_t* logits`, `const int* targets`, `const float* g`, `float* loss`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `fused_classifier_inplace_f16` | `f16_t* logits`, `const int* targets`, `const float* g`, `float* loss`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `fused_classifier_inplace_f32` | `float* logits`, `const int* targets`, `const float* g`, `float* loss`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `fused_classifier_inplace_f64` | `double* logits`, `const int* targets`, `const double* g`, `double* loss`, `int rows`, `int V`, `double scale` | `cuda/classifier.cu` |
 /// | `copy_coalesced` | `const float* src`, `float* dst`, `unsigned long long n` | `cuda/coalescing.cu` |
 /// | `copy_strided` | `const float* src`, `float* dst`, `unsigned long long n_out`, `unsigned long long stride` | `cuda/coalescing.cu` |
 /// | `transpose_naive` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
@@ -882,6 +1120,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_aligned_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `dropout_bf16` | `const bf16_t* x`, `bf16_t* out`, `unsigned long long n`, `float p`, `float scale`, `unsigned long long seed`, `unsigned long long offset` | `cuda/dropout.cu` |
+/// | `dropout_f16` | `const f16_t* x`, `f16_t* out`, `unsigned long long n`, `float p`, `float scale`, `unsigned long long seed`, `unsigned long long offset` | `cuda/dropout.cu` |
+/// | `dropout_f32` | `const float* x`, `float* out`, `unsigned long long n`, `float p`, `float scale`, `unsigned long long seed`, `unsigned long long offset` | `cuda/dropout.cu` |
+/// | `dropout_f64` | `const double* x`, `double* out`, `unsigned long long n`, `float p`, `double scale`, `unsigned long long seed`, `unsigned long long offset` | `cuda/dropout.cu` |
 /// | `add_bcast_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
 /// | `add_bcast_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
 /// | `add_bcast_f32` | `const float* a`, `const float* b`, `float* out`, `unsigned long long outer`, `unsigned long long inner`, `unsigned long long a_so`, `unsigned long long a_si`, `unsigned long long b_so`, `unsigned long long b_si` | `cuda/elementwise.cu` |
@@ -949,6 +1191,26 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `tanh_f16` | `const f16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `tanh_f32` | `const float* x`, `float* out`, `unsigned long long n` | `cuda/elementwise.cu` |
 /// | `tanh_f64` | `const double* x`, `double* out`, `unsigned long long n` | `cuda/elementwise.cu` |
+/// | `embedding_bwd_chunk_scan` | `int* counts`, `int* totals`, `int K`, `int V` | `cuda/embedding.cu` |
+/// | `embedding_bwd_offsets` | `const int* totals`, `int* offsets`, `int V` | `cuda/embedding.cu` |
+/// | `embedding_bwd_place` | `const int* idx`, `const int* rank`, `const int* counts`, `const int* offsets`, `int* order`, `int N`, `int V` | `cuda/embedding.cu` |
+/// | `embedding_bwd_rank` | `const int* idx`, `int* rank`, `int* counts`, `int N`, `int V` | `cuda/embedding.cu` |
+/// | `embedding_bwd_sum_bf16` | `const int* order`, `const int* offsets`, `const bf16_t* dy`, `bf16_t* dweight`, `int V`, `int C`, `int col_tile` | `cuda/embedding.cu` |
+/// | `embedding_bwd_sum_f16` | `const int* order`, `const int* offsets`, `const f16_t* dy`, `f16_t* dweight`, `int V`, `int C`, `int col_tile` | `cuda/embedding.cu` |
+/// | `embedding_bwd_sum_f32` | `const int* order`, `const int* offsets`, `const float* dy`, `float* dweight`, `int V`, `int C`, `int col_tile` | `cuda/embedding.cu` |
+/// | `embedding_bwd_sum_f64` | `const int* order`, `const int* offsets`, `const double* dy`, `double* dweight`, `int V`, `int C`, `int col_tile` | `cuda/embedding.cu` |
+/// | `embedding_fwd_bf16` | `const bf16_t* weight`, `const int* idx`, `bf16_t* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
+/// | `embedding_fwd_f16` | `const f16_t* weight`, `const int* idx`, `f16_t* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
+/// | `embedding_fwd_f32` | `const float* weight`, `const int* idx`, `float* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
+/// | `embedding_fwd_f64` | `const double* weight`, `const int* idx`, `double* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
+/// | `gelu_bwd_bf16` | `const bf16_t* x`, `const bf16_t* dy`, `bf16_t* dx`, `unsigned long long n` | `cuda/gelu.cu` |
+/// | `gelu_bwd_f16` | `const f16_t* x`, `const f16_t* dy`, `f16_t* dx`, `unsigned long long n` | `cuda/gelu.cu` |
+/// | `gelu_bwd_f32` | `const float* x`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/gelu.cu` |
+/// | `gelu_bwd_f64` | `const double* x`, `const double* dy`, `double* dx`, `unsigned long long n` | `cuda/gelu.cu` |
+/// | `gelu_fwd_bf16` | `const bf16_t* x`, `bf16_t* y`, `unsigned long long n` | `cuda/gelu.cu` |
+/// | `gelu_fwd_f16` | `const f16_t* x`, `f16_t* y`, `unsigned long long n` | `cuda/gelu.cu` |
+/// | `gelu_fwd_f32` | `const float* x`, `float* y`, `unsigned long long n` | `cuda/gelu.cu` |
+/// | `gelu_fwd_f64` | `const double* x`, `double* y`, `unsigned long long n` | `cuda/gelu.cu` |
 /// | `gemm_mma_bf16_nn` | `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
 /// | `gemm_mma_bf16_nt` | `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
 /// | `gemm_mma_bf16_tn` | `const bf16_t* A`, `const bf16_t* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int lda`, `int ldb`, `int ldc` | `cuda/gemm_mma.cu` |
@@ -966,9 +1228,31 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `gemm_wgmma_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
 /// | `gemm_wgmma_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
 /// | `gemm_wgmma_tf32_nt` | `TensorMap tmA`, `TensorMap tmB`, `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `clip_coef_f32` | `const float* partial`, `unsigned int num`, `float max_norm`, `float* norm`, `float* scale` | `cuda/grad_norm.cu` |
+/// | `clip_coef_f64` | `const double* partial`, `unsigned int num`, `double max_norm`, `double* norm`, `double* scale` | `cuda/grad_norm.cu` |
+/// | `scale_by_device_f32` | `float* x`, `unsigned long long n`, `const float* scale` | `cuda/grad_norm.cu` |
+/// | `scale_by_device_f64` | `double* x`, `unsigned long long n`, `const double* scale` | `cuda/grad_norm.cu` |
+/// | `sumsq_partial_f32` | `const float* x`, `unsigned long long n`, `float* partial` | `cuda/grad_norm.cu` |
+/// | `sumsq_partial_f64` | `const double* x`, `unsigned long long n`, `double* partial` | `cuda/grad_norm.cu` |
 /// | `thread_hierarchy` | `unsigned int* out` | `cuda/introspect.cu` |
 /// | `empty_kernel` | (none) | `cuda/launch_bench.cu` |
 /// | `four_args` | `float* a`, `const float* b`, `float s`, `unsigned int n` | `cuda/launch_bench.cu` |
+/// | `layer_norm_bwd_dx_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `bf16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_bf16` | `const bf16_t* x`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_f16` | `const f16_t* x`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_f32` | `const float* x`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_f64` | `const double* x`, `const double* mean`, `const double* rstd`, `const double* dy`, `double* partial_w`, `double* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_reduce_bf16` | `const float* partial_w`, `const float* partial_b`, `bf16_t* dw`, `bf16_t* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_reduce_f16` | `const float* partial_w`, `const float* partial_b`, `f16_t* dw`, `f16_t* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_reduce_f32` | `const float* partial_w`, `const float* partial_b`, `float* dw`, `float* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_params_reduce_f64` | `const double* partial_w`, `const double* partial_b`, `double* dw`, `double* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const bf16_t* b`, `bf16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_f16` | `const f16_t* x`, `const f16_t* w`, `const f16_t* b`, `f16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_f32` | `const float* x`, `const float* w`, `const float* b`, `float* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_f64` | `const double* x`, `const double* w`, `const double* b`, `double* y`, `double* mean`, `double* rstd`, `int rows`, `int C`, `double eps` | `cuda/layer_norm.cu` |
 /// | `cross_entropy_bwd_bf16` | `const bf16_t* x`, `const int* targets`, `const bf16_t* g`, `bf16_t* dx`, `int rows`, `int cols`, `float scale` | `cuda/log_softmax.cu` |
 /// | `cross_entropy_bwd_f16` | `const f16_t* x`, `const int* targets`, `const f16_t* g`, `f16_t* dx`, `int rows`, `int cols`, `float scale` | `cuda/log_softmax.cu` |
 /// | `cross_entropy_bwd_f32` | `const float* x`, `const int* targets`, `const float* g`, `float* dx`, `int rows`, `int cols`, `float scale` | `cuda/log_softmax.cu` |
@@ -1101,18 +1385,30 @@ pub struct Kernels {
     attention: crate::family::LazyModule<AttentionKernels>,
     /// `cuda/cast.cu`, loaded on the first call of [`Kernels::cast_kernels`] or of one of its kernels.
     cast: crate::family::LazyModule<CastKernels>,
+    /// `cuda/classifier.cu`, loaded on the first call of [`Kernels::classifier_kernels`] or of one of its kernels.
+    classifier: crate::family::LazyModule<ClassifierKernels>,
     /// `cuda/coalescing.cu`, loaded on the first call of [`Kernels::coalescing_kernels`] or of one of its kernels.
     coalescing: crate::family::LazyModule<CoalescingKernels>,
+    /// `cuda/dropout.cu`, loaded on the first call of [`Kernels::dropout_kernels`] or of one of its kernels.
+    dropout: crate::family::LazyModule<DropoutKernels>,
     /// `cuda/elementwise.cu`, loaded on the first call of [`Kernels::elementwise_kernels`] or of one of its kernels.
     elementwise: crate::family::LazyModule<ElementwiseKernels>,
+    /// `cuda/embedding.cu`, loaded on the first call of [`Kernels::embedding_kernels`] or of one of its kernels.
+    embedding: crate::family::LazyModule<EmbeddingKernels>,
+    /// `cuda/gelu.cu`, loaded on the first call of [`Kernels::gelu_kernels`] or of one of its kernels.
+    gelu: crate::family::LazyModule<GeluKernels>,
     /// `cuda/gemm_mma.cu`, loaded on the first call of [`Kernels::gemm_mma_kernels`] or of one of its kernels.
     gemm_mma: crate::family::LazyModule<GemmMmaKernels>,
     /// `cuda/gemm_wgmma.cu`, loaded on the first call of [`Kernels::gemm_wgmma_kernels`] or of one of its kernels.
     gemm_wgmma: crate::family::LazyModule<GemmWgmmaKernels>,
+    /// `cuda/grad_norm.cu`, loaded on the first call of [`Kernels::grad_norm_kernels`] or of one of its kernels.
+    grad_norm: crate::family::LazyModule<GradNormKernels>,
     /// `cuda/introspect.cu`, loaded on the first call of [`Kernels::introspect_kernels`] or of one of its kernels.
     introspect: crate::family::LazyModule<IntrospectKernels>,
     /// `cuda/launch_bench.cu`, loaded on the first call of [`Kernels::launch_bench_kernels`] or of one of its kernels.
     launch_bench: crate::family::LazyModule<LaunchBenchKernels>,
+    /// `cuda/layer_norm.cu`, loaded on the first call of [`Kernels::layer_norm_kernels`] or of one of its kernels.
+    layer_norm: crate::family::LazyModule<LayerNormKernels>,
     /// `cuda/log_softmax.cu`, loaded on the first call of [`Kernels::log_softmax_kernels`] or of one of its kernels.
     log_softmax: crate::family::LazyModule<LogSoftmaxKernels>,
     /// `cuda/matmul_naive.cu`, loaded on the first call of [`Kernels::matmul_naive_kernels`] or of one of its kernels.
@@ -1471,6 +1767,112 @@ fn load_cast(m: &cuda_stack_driver::Module) -> crate::Result<CastKernels> {
     })
 }
 
+/// The kernels of `cuda/classifier.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::classifier_kernels`].
+#[derive(Clone, Debug)]
+pub struct ClassifierKernels {
+    /// `classifier_loss_bf16(const bf16_t* logits, const int* targets, float* loss, int rows, int V)`.
+    pub classifier_loss_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `classifier_loss_f16(const f16_t* logits, const int* targets, float* loss, int rows, int V)`.
+    pub classifier_loss_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `classifier_loss_f32(const float* logits, const int* targets, float* loss, int rows, int V)`.
+    pub classifier_loss_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `classifier_loss_f64(const double* logits, const int* targets, double* loss, int rows, int V)`.
+    pub classifier_loss_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `fused_classifier_bf16(const bf16_t* logits, const int* targets, const float* g, float* loss, bf16_t* dlogits, int rows, int V, float scale)`.
+    pub fused_classifier_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>,
+    /// `fused_classifier_f16(const f16_t* logits, const int* targets, const float* g, float* loss, f16_t* dlogits, int rows, int V, float scale)`.
+    pub fused_classifier_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, f32)>,
+    /// `fused_classifier_f32(const float* logits, const int* targets, const float* g, float* loss, float* dlogits, int rows, int V, float scale)`.
+    pub fused_classifier_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `fused_classifier_f64(const double* logits, const int* targets, const double* g, double* loss, double* dlogits, int rows, int V, double scale)`.
+    pub fused_classifier_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
+    /// `fused_classifier_inplace_bf16(bf16_t* logits, const int* targets, const float* g, float* loss, int rows, int V, float scale)`.
+    pub fused_classifier_inplace_bf16: Kernel<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `fused_classifier_inplace_f16(f16_t* logits, const int* targets, const float* g, float* loss, int rows, int V, float scale)`.
+    pub fused_classifier_inplace_f16: Kernel<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `fused_classifier_inplace_f32(float* logits, const int* targets, const float* g, float* loss, int rows, int V, float scale)`.
+    pub fused_classifier_inplace_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `fused_classifier_inplace_f64(double* logits, const int* targets, const double* g, double* loss, int rows, int V, double scale)`.
+    pub fused_classifier_inplace_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
+}
+
+fn load_classifier(m: &cuda_stack_driver::Module) -> crate::Result<ClassifierKernels> {
+    Ok(ClassifierKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("classifier_loss_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("classifier_loss_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("classifier_loss_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>("classifier_loss_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>("fused_classifier_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, f32)>("fused_classifier_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("fused_classifier_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("fused_classifier_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_inplace_bf16: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("fused_classifier_inplace_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_inplace_f16: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("fused_classifier_inplace_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_inplace_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("fused_classifier_inplace_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fused_classifier_inplace_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("fused_classifier_inplace_f64")? },
+    })
+}
+
 /// The kernels of `cuda/coalescing.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::coalescing_kernels`].
 #[derive(Clone, Debug)]
 pub struct CoalescingKernels {
@@ -1550,6 +1952,48 @@ fn load_coalescing(m: &cuda_stack_driver::Module) -> crate::Result<CoalescingKer
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         transpose_tiled_padded: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_padded")? },
+    })
+}
+
+/// The kernels of `cuda/dropout.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::dropout_kernels`].
+#[derive(Clone, Debug)]
+pub struct DropoutKernels {
+    /// `dropout_bf16(const bf16_t* x, bf16_t* out, unsigned long long n, float p, float scale, unsigned long long seed, unsigned long long offset)`.
+    pub dropout_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, f32, f32, u64, u64)>,
+    /// `dropout_f16(const f16_t* x, f16_t* out, unsigned long long n, float p, float scale, unsigned long long seed, unsigned long long offset)`.
+    pub dropout_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, f32, f32, u64, u64)>,
+    /// `dropout_f32(const float* x, float* out, unsigned long long n, float p, float scale, unsigned long long seed, unsigned long long offset)`.
+    pub dropout_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, u64, u64)>,
+    /// `dropout_f64(const double* x, double* out, unsigned long long n, float p, double scale, unsigned long long seed, unsigned long long offset)`.
+    pub dropout_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f32, f64, u64, u64)>,
+}
+
+fn load_dropout(m: &cuda_stack_driver::Module) -> crate::Result<DropoutKernels> {
+    Ok(DropoutKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        dropout_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, f32, f32, u64, u64)>("dropout_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        dropout_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, f32, f32, u64, u64)>("dropout_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        dropout_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, u64, u64)>("dropout_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        dropout_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f32, f64, u64, u64)>("dropout_f64")? },
     })
 }
 
@@ -2099,6 +2543,186 @@ fn load_elementwise(m: &cuda_stack_driver::Module) -> crate::Result<ElementwiseK
     })
 }
 
+/// The kernels of `cuda/embedding.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::embedding_kernels`].
+#[derive(Clone, Debug)]
+pub struct EmbeddingKernels {
+    /// `embedding_bwd_chunk_scan(int* counts, int* totals, int K, int V)`.
+    pub embedding_bwd_chunk_scan: Kernel<(&'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>,
+    /// `embedding_bwd_offsets(const int* totals, int* offsets, int V)`.
+    pub embedding_bwd_offsets: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32)>,
+    /// `embedding_bwd_place(const int* idx, const int* rank, const int* counts, const int* offsets, int* order, int N, int V)`.
+    pub embedding_bwd_place: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>,
+    /// `embedding_bwd_rank(const int* idx, int* rank, int* counts, int N, int V)`.
+    pub embedding_bwd_rank: Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>,
+    /// `embedding_bwd_sum_bf16(const int* order, const int* offsets, const bf16_t* dy, bf16_t* dweight, int V, int C, int col_tile)`.
+    pub embedding_bwd_sum_bf16: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>,
+    /// `embedding_bwd_sum_f16(const int* order, const int* offsets, const f16_t* dy, f16_t* dweight, int V, int C, int col_tile)`.
+    pub embedding_bwd_sum_f16: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>,
+    /// `embedding_bwd_sum_f32(const int* order, const int* offsets, const float* dy, float* dweight, int V, int C, int col_tile)`.
+    pub embedding_bwd_sum_f32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `embedding_bwd_sum_f64(const int* order, const int* offsets, const double* dy, double* dweight, int V, int C, int col_tile)`.
+    pub embedding_bwd_sum_f64: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `embedding_fwd_bf16(const bf16_t* weight, const int* idx, bf16_t* out, int N, int V, int C)`.
+    pub embedding_fwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>,
+    /// `embedding_fwd_f16(const f16_t* weight, const int* idx, f16_t* out, int N, int V, int C)`.
+    pub embedding_fwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32, i32)>,
+    /// `embedding_fwd_f32(const float* weight, const int* idx, float* out, int N, int V, int C)`.
+    pub embedding_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `embedding_fwd_f64(const double* weight, const int* idx, double* out, int N, int V, int C)`.
+    pub embedding_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+}
+
+fn load_embedding(m: &cuda_stack_driver::Module) -> crate::Result<EmbeddingKernels> {
+    Ok(EmbeddingKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_chunk_scan: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>("embedding_bwd_chunk_scan")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_offsets: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32)>("embedding_bwd_offsets")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_place: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>("embedding_bwd_place")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_rank: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>("embedding_bwd_rank")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_sum_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>("embedding_bwd_sum_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_sum_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>("embedding_bwd_sum_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_sum_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("embedding_bwd_sum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_bwd_sum_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("embedding_bwd_sum_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_fwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>("embedding_fwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_fwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32, i32)>("embedding_fwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_fwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("embedding_fwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        embedding_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("embedding_fwd_f64")? },
+    })
+}
+
+/// The kernels of `cuda/gelu.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::gelu_kernels`].
+#[derive(Clone, Debug)]
+pub struct GeluKernels {
+    /// `gelu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx, unsigned long long n)`.
+    pub gelu_bwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `gelu_bwd_f16(const f16_t* x, const f16_t* dy, f16_t* dx, unsigned long long n)`.
+    pub gelu_bwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `gelu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)`.
+    pub gelu_bwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `gelu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)`.
+    pub gelu_bwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+    /// `gelu_fwd_bf16(const bf16_t* x, bf16_t* y, unsigned long long n)`.
+    pub gelu_fwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>,
+    /// `gelu_fwd_f16(const f16_t* x, f16_t* y, unsigned long long n)`.
+    pub gelu_fwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>,
+    /// `gelu_fwd_f32(const float* x, float* y, unsigned long long n)`.
+    pub gelu_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `gelu_fwd_f64(const double* x, double* y, unsigned long long n)`.
+    pub gelu_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>,
+}
+
+fn load_gelu(m: &cuda_stack_driver::Module) -> crate::Result<GeluKernels> {
+    Ok(GeluKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_bwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("gelu_bwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_bwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("gelu_bwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_bwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("gelu_bwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_bwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("gelu_bwd_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_fwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>("gelu_fwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_fwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>("gelu_fwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_fwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("gelu_fwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gelu_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>("gelu_fwd_f64")? },
+    })
+}
+
 /// The kernels of `cuda/gemm_mma.cu` (PTX for `compute_80`; SASS for `sm_80`, `sm_90`), from [`Kernels::gemm_mma_kernels`].
 #[derive(Clone, Debug)]
 pub struct GemmMmaKernels {
@@ -2255,6 +2879,64 @@ fn load_gemm_wgmma(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmmaKern
     })
 }
 
+/// The kernels of `cuda/grad_norm.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::grad_norm_kernels`].
+#[derive(Clone, Debug)]
+pub struct GradNormKernels {
+    /// `clip_coef_f32(const float* partial, unsigned int num, float max_norm, float* norm, float* scale)`.
+    pub clip_coef_f32: Kernel<(&'static DeviceSlice<f32>, u32, f32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>)>,
+    /// `clip_coef_f64(const double* partial, unsigned int num, double max_norm, double* norm, double* scale)`.
+    pub clip_coef_f64: Kernel<(&'static DeviceSlice<f64>, u32, f64, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>)>,
+    /// `scale_by_device_f32(float* x, unsigned long long n, const float* scale)`.
+    pub scale_by_device_f32: Kernel<(&'static mut DeviceSlice<f32>, u64, &'static DeviceSlice<f32>)>,
+    /// `scale_by_device_f64(double* x, unsigned long long n, const double* scale)`.
+    pub scale_by_device_f64: Kernel<(&'static mut DeviceSlice<f64>, u64, &'static DeviceSlice<f64>)>,
+    /// `sumsq_partial_f32(const float* x, unsigned long long n, float* partial)`.
+    pub sumsq_partial_f32: Kernel<(&'static DeviceSlice<f32>, u64, &'static mut DeviceSlice<f32>)>,
+    /// `sumsq_partial_f64(const double* x, unsigned long long n, double* partial)`.
+    pub sumsq_partial_f64: Kernel<(&'static DeviceSlice<f64>, u64, &'static mut DeviceSlice<f64>)>,
+}
+
+fn load_grad_norm(m: &cuda_stack_driver::Module) -> crate::Result<GradNormKernels> {
+    Ok(GradNormKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        clip_coef_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, u32, f32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>)>("clip_coef_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        clip_coef_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, u32, f64, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>)>("clip_coef_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        scale_by_device_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, u64, &'static DeviceSlice<f32>)>("scale_by_device_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        scale_by_device_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, u64, &'static DeviceSlice<f64>)>("scale_by_device_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sumsq_partial_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, u64, &'static mut DeviceSlice<f32>)>("sumsq_partial_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sumsq_partial_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, u64, &'static mut DeviceSlice<f64>)>("sumsq_partial_f64")? },
+    })
+}
+
 /// The kernels of `cuda/introspect.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::introspect_kernels`].
 #[derive(Clone, Debug)]
 pub struct IntrospectKernels {
@@ -2296,6 +2978,144 @@ fn load_launch_bench(m: &cuda_stack_driver::Module) -> crate::Result<LaunchBench
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         four_args: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>("four_args")? },
+    })
+}
+
+/// The kernels of `cuda/layer_norm.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::layer_norm_kernels`].
+#[derive(Clone, Debug)]
+pub struct LayerNormKernels {
+    /// `layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd, const bf16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_params_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `layer_norm_bwd_params_f16(const f16_t* x, const float* mean, const float* rstd, const f16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_params_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `layer_norm_bwd_params_f32(const float* x, const float* mean, const float* rstd, const float* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_params_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `layer_norm_bwd_params_f64(const double* x, const double* mean, const double* rstd, const double* dy, double* partial_w, double* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_params_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `layer_norm_bwd_params_reduce_bf16(const float* partial_w, const float* partial_b, bf16_t* dw, bf16_t* db, int parts, int C)`.
+    pub layer_norm_bwd_params_reduce_bf16: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>,
+    /// `layer_norm_bwd_params_reduce_f16(const float* partial_w, const float* partial_b, f16_t* dw, f16_t* db, int parts, int C)`.
+    pub layer_norm_bwd_params_reduce_f16: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>,
+    /// `layer_norm_bwd_params_reduce_f32(const float* partial_w, const float* partial_b, float* dw, float* db, int parts, int C)`.
+    pub layer_norm_bwd_params_reduce_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `layer_norm_bwd_params_reduce_f64(const double* partial_w, const double* partial_b, double* dw, double* db, int parts, int C)`.
+    pub layer_norm_bwd_params_reduce_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_f64(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)`.
+    pub layer_norm_fwd_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
+}
+
+fn load_layer_norm(m: &cuda_stack_driver::Module) -> crate::Result<LayerNormKernels> {
+    Ok(LayerNormKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_dx_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>("layer_norm_bwd_dx_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("layer_norm_bwd_dx_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_dx_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("layer_norm_bwd_params_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("layer_norm_bwd_params_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("layer_norm_bwd_params_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("layer_norm_bwd_params_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_reduce_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_params_reduce_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_reduce_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>("layer_norm_bwd_params_reduce_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_reduce_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("layer_norm_bwd_params_reduce_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_params_reduce_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_params_reduce_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("layer_norm_fwd_f64")? },
     })
 }
 
@@ -3409,23 +4229,29 @@ impl Kernels {
             activation_grad: crate::family::LazyModule::new(ctx, &PTX_FILES[0], pref),
             attention: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
             cast: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
-            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
-            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
+            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
         }
     }
 
@@ -3447,16 +4273,40 @@ impl Kernels {
         self.cast.get(load_cast)
     }
 
+    /// The kernels of `cuda/classifier.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn classifier_kernels(&self) -> crate::Result<&ClassifierKernels> {
+        self.classifier.get(load_classifier)
+    }
+
     /// The kernels of `cuda/coalescing.cu`, loaded on the first call and kept. Fails with
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn coalescing_kernels(&self) -> crate::Result<&CoalescingKernels> {
         self.coalescing.get(load_coalescing)
     }
 
+    /// The kernels of `cuda/dropout.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn dropout_kernels(&self) -> crate::Result<&DropoutKernels> {
+        self.dropout.get(load_dropout)
+    }
+
     /// The kernels of `cuda/elementwise.cu`, loaded on the first call and kept. Fails with
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn elementwise_kernels(&self) -> crate::Result<&ElementwiseKernels> {
         self.elementwise.get(load_elementwise)
+    }
+
+    /// The kernels of `cuda/embedding.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn embedding_kernels(&self) -> crate::Result<&EmbeddingKernels> {
+        self.embedding.get(load_embedding)
+    }
+
+    /// The kernels of `cuda/gelu.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn gelu_kernels(&self) -> crate::Result<&GeluKernels> {
+        self.gelu.get(load_gelu)
     }
 
     /// The kernels of `cuda/gemm_mma.cu`, loaded on the first call and kept. Fails with
@@ -3471,6 +4321,12 @@ impl Kernels {
         self.gemm_wgmma.get(load_gemm_wgmma)
     }
 
+    /// The kernels of `cuda/grad_norm.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn grad_norm_kernels(&self) -> crate::Result<&GradNormKernels> {
+        self.grad_norm.get(load_grad_norm)
+    }
+
     /// The kernels of `cuda/introspect.cu`, loaded on the first call and kept. Fails with
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn introspect_kernels(&self) -> crate::Result<&IntrospectKernels> {
@@ -3481,6 +4337,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn launch_bench_kernels(&self) -> crate::Result<&LaunchBenchKernels> {
         self.launch_bench.get(load_launch_bench)
+    }
+
+    /// The kernels of `cuda/layer_norm.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn layer_norm_kernels(&self) -> crate::Result<&LayerNormKernels> {
+        self.layer_norm.get(load_layer_norm)
     }
 
     /// The kernels of `cuda/log_softmax.cu`, loaded on the first call and kept. Fails with
@@ -3739,6 +4601,66 @@ impl Kernels {
         Ok(&self.cast_kernels()?.cast_i32_f64)
     }
 
+    /// `classifier_loss_bf16(const bf16_t* logits, const int* targets, float* loss, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_bf16)
+    }
+
+    /// `classifier_loss_f16(const f16_t* logits, const int* targets, float* loss, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_f16)
+    }
+
+    /// `classifier_loss_f32(const float* logits, const int* targets, float* loss, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_f32)
+    }
+
+    /// `classifier_loss_f64(const double* logits, const int* targets, double* loss, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_f64)
+    }
+
+    /// `fused_classifier_bf16(const bf16_t* logits, const int* targets, const float* g, float* loss, bf16_t* dlogits, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_bf16)
+    }
+
+    /// `fused_classifier_f16(const f16_t* logits, const int* targets, const float* g, float* loss, f16_t* dlogits, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_f16)
+    }
+
+    /// `fused_classifier_f32(const float* logits, const int* targets, const float* g, float* loss, float* dlogits, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_f32)
+    }
+
+    /// `fused_classifier_f64(const double* logits, const int* targets, const double* g, double* loss, double* dlogits, int rows, int V, double scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_f64)
+    }
+
+    /// `fused_classifier_inplace_bf16(bf16_t* logits, const int* targets, const float* g, float* loss, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_inplace_bf16(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_inplace_bf16)
+    }
+
+    /// `fused_classifier_inplace_f16(f16_t* logits, const int* targets, const float* g, float* loss, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_inplace_f16(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_inplace_f16)
+    }
+
+    /// `fused_classifier_inplace_f32(float* logits, const int* targets, const float* g, float* loss, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_inplace_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_inplace_f32)
+    }
+
+    /// `fused_classifier_inplace_f64(double* logits, const int* targets, const double* g, double* loss, int rows, int V, double scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn fused_classifier_inplace_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.classifier_kernels()?.fused_classifier_inplace_f64)
+    }
+
     /// `copy_coalesced(const float* src, float* dst, unsigned long long n)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
     pub fn copy_coalesced(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
         Ok(&self.coalescing_kernels()?.copy_coalesced)
@@ -3782,6 +4704,26 @@ impl Kernels {
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
     pub fn transpose_tiled_padded(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
         Ok(&self.coalescing_kernels()?.transpose_tiled_padded)
+    }
+
+    /// `dropout_bf16(const bf16_t* x, bf16_t* out, unsigned long long n, float p, float scale, unsigned long long seed, unsigned long long offset)` from `cuda/dropout.cu` (the first call of any of that file's kernels loads it).
+    pub fn dropout_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, f32, f32, u64, u64)>> {
+        Ok(&self.dropout_kernels()?.dropout_bf16)
+    }
+
+    /// `dropout_f16(const f16_t* x, f16_t* out, unsigned long long n, float p, float scale, unsigned long long seed, unsigned long long offset)` from `cuda/dropout.cu` (the first call of any of that file's kernels loads it).
+    pub fn dropout_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, f32, f32, u64, u64)>> {
+        Ok(&self.dropout_kernels()?.dropout_f16)
+    }
+
+    /// `dropout_f32(const float* x, float* out, unsigned long long n, float p, float scale, unsigned long long seed, unsigned long long offset)` from `cuda/dropout.cu` (the first call of any of that file's kernels loads it).
+    pub fn dropout_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, u64, u64)>> {
+        Ok(&self.dropout_kernels()?.dropout_f32)
+    }
+
+    /// `dropout_f64(const double* x, double* out, unsigned long long n, float p, double scale, unsigned long long seed, unsigned long long offset)` from `cuda/dropout.cu` (the first call of any of that file's kernels loads it).
+    pub fn dropout_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f32, f64, u64, u64)>> {
+        Ok(&self.dropout_kernels()?.dropout_f64)
     }
 
     /// `add_bcast_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, unsigned long long outer, unsigned long long inner, unsigned long long a_so, unsigned long long a_si, unsigned long long b_so, unsigned long long b_si)` from `cuda/elementwise.cu` (the first call of any of that file's kernels loads it).
@@ -4119,6 +5061,106 @@ impl Kernels {
         Ok(&self.elementwise_kernels()?.tanh_f64)
     }
 
+    /// `embedding_bwd_chunk_scan(int* counts, int* totals, int K, int V)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_chunk_scan(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_chunk_scan)
+    }
+
+    /// `embedding_bwd_offsets(const int* totals, int* offsets, int V)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_offsets(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_offsets)
+    }
+
+    /// `embedding_bwd_place(const int* idx, const int* rank, const int* counts, const int* offsets, int* order, int N, int V)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_place(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_place)
+    }
+
+    /// `embedding_bwd_rank(const int* idx, int* rank, int* counts, int N, int V)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_rank(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_rank)
+    }
+
+    /// `embedding_bwd_sum_bf16(const int* order, const int* offsets, const bf16_t* dy, bf16_t* dweight, int V, int C, int col_tile)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_sum_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_sum_bf16)
+    }
+
+    /// `embedding_bwd_sum_f16(const int* order, const int* offsets, const f16_t* dy, f16_t* dweight, int V, int C, int col_tile)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_sum_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_sum_f16)
+    }
+
+    /// `embedding_bwd_sum_f32(const int* order, const int* offsets, const float* dy, float* dweight, int V, int C, int col_tile)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_sum_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_sum_f32)
+    }
+
+    /// `embedding_bwd_sum_f64(const int* order, const int* offsets, const double* dy, double* dweight, int V, int C, int col_tile)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_bwd_sum_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_bwd_sum_f64)
+    }
+
+    /// `embedding_fwd_bf16(const bf16_t* weight, const int* idx, bf16_t* out, int N, int V, int C)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_fwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_fwd_bf16)
+    }
+
+    /// `embedding_fwd_f16(const f16_t* weight, const int* idx, f16_t* out, int N, int V, int C)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_fwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_fwd_f16)
+    }
+
+    /// `embedding_fwd_f32(const float* weight, const int* idx, float* out, int N, int V, int C)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_fwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_fwd_f32)
+    }
+
+    /// `embedding_fwd_f64(const double* weight, const int* idx, double* out, int N, int V, int C)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
+    pub fn embedding_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.embedding_kernels()?.embedding_fwd_f64)
+    }
+
+    /// `gelu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_bwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_bwd_bf16)
+    }
+
+    /// `gelu_bwd_f16(const f16_t* x, const f16_t* dy, f16_t* dx, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_bwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_bwd_f16)
+    }
+
+    /// `gelu_bwd_f32(const float* x, const float* dy, float* dx, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_bwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_bwd_f32)
+    }
+
+    /// `gelu_bwd_f64(const double* x, const double* dy, double* dx, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_bwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_bwd_f64)
+    }
+
+    /// `gelu_fwd_bf16(const bf16_t* x, bf16_t* y, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_fwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_fwd_bf16)
+    }
+
+    /// `gelu_fwd_f16(const f16_t* x, f16_t* y, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_fwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_fwd_f16)
+    }
+
+    /// `gelu_fwd_f32(const float* x, float* y, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_fwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_fwd_f32)
+    }
+
+    /// `gelu_fwd_f64(const double* x, double* y, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
+    pub fn gelu_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>> {
+        Ok(&self.gelu_kernels()?.gelu_fwd_f64)
+    }
+
     /// `gemm_mma_bf16_nn(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, int lda, int ldb, int ldc)` from `cuda/gemm_mma.cu` (the first call of any of that file's kernels loads it).
     pub fn gemm_mma_bf16_nn(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i32)>> {
         Ok(&self.gemm_mma_kernels()?.gemm_mma_bf16_nn)
@@ -4204,6 +5246,36 @@ impl Kernels {
         Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_tf32_nt)
     }
 
+    /// `clip_coef_f32(const float* partial, unsigned int num, float max_norm, float* norm, float* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn clip_coef_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, u32, f32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>)>> {
+        Ok(&self.grad_norm_kernels()?.clip_coef_f32)
+    }
+
+    /// `clip_coef_f64(const double* partial, unsigned int num, double max_norm, double* norm, double* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn clip_coef_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, u32, f64, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>)>> {
+        Ok(&self.grad_norm_kernels()?.clip_coef_f64)
+    }
+
+    /// `scale_by_device_f32(float* x, unsigned long long n, const float* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn scale_by_device_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, u64, &'static DeviceSlice<f32>)>> {
+        Ok(&self.grad_norm_kernels()?.scale_by_device_f32)
+    }
+
+    /// `scale_by_device_f64(double* x, unsigned long long n, const double* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn scale_by_device_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, u64, &'static DeviceSlice<f64>)>> {
+        Ok(&self.grad_norm_kernels()?.scale_by_device_f64)
+    }
+
+    /// `sumsq_partial_f32(const float* x, unsigned long long n, float* partial)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sumsq_partial_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, u64, &'static mut DeviceSlice<f32>)>> {
+        Ok(&self.grad_norm_kernels()?.sumsq_partial_f32)
+    }
+
+    /// `sumsq_partial_f64(const double* x, unsigned long long n, double* partial)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn sumsq_partial_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, u64, &'static mut DeviceSlice<f64>)>> {
+        Ok(&self.grad_norm_kernels()?.sumsq_partial_f64)
+    }
+
     /// `thread_hierarchy(unsigned int* out)` from `cuda/introspect.cu` (the first call of any of that file's kernels loads it).
     pub fn thread_hierarchy(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<u32>,)>> {
         Ok(&self.introspect_kernels()?.thread_hierarchy)
@@ -4217,6 +5289,86 @@ impl Kernels {
     /// `four_args(float* a, const float* b, float s, unsigned int n)` from `cuda/launch_bench.cu` (the first call of any of that file's kernels loads it).
     pub fn four_args(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>> {
         Ok(&self.launch_bench_kernels()?.four_args)
+    }
+
+    /// `layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_bf16)
+    }
+
+    /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f16)
+    }
+
+    /// `layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f32)
+    }
+
+    /// `layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f64)
+    }
+
+    /// `layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd, const bf16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_bf16)
+    }
+
+    /// `layer_norm_bwd_params_f16(const f16_t* x, const float* mean, const float* rstd, const f16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_f16)
+    }
+
+    /// `layer_norm_bwd_params_f32(const float* x, const float* mean, const float* rstd, const float* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_f32)
+    }
+
+    /// `layer_norm_bwd_params_f64(const double* x, const double* mean, const double* rstd, const double* dy, double* partial_w, double* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_f64)
+    }
+
+    /// `layer_norm_bwd_params_reduce_bf16(const float* partial_w, const float* partial_b, bf16_t* dw, bf16_t* db, int parts, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_reduce_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_reduce_bf16)
+    }
+
+    /// `layer_norm_bwd_params_reduce_f16(const float* partial_w, const float* partial_b, f16_t* dw, f16_t* db, int parts, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_reduce_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_reduce_f16)
+    }
+
+    /// `layer_norm_bwd_params_reduce_f32(const float* partial_w, const float* partial_b, float* dw, float* db, int parts, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_reduce_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_reduce_f32)
+    }
+
+    /// `layer_norm_bwd_params_reduce_f64(const double* partial_w, const double* partial_b, double* dw, double* db, int parts, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_params_reduce_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_reduce_f64)
+    }
+
+    /// `layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_bf16)
+    }
+
+    /// `layer_norm_fwd_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_f16)
+    }
+
+    /// `layer_norm_fwd_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_f32)
+    }
+
+    /// `layer_norm_fwd_f64(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_f64)
     }
 
     /// `cross_entropy_bwd_bf16(const bf16_t* x, const int* targets, const bf16_t* g, bf16_t* dx, int rows, int cols, float scale)` from `cuda/log_softmax.cu` (the first call of any of that file's kernels loads it).
@@ -4846,12 +5998,18 @@ impl Kernels {
             self.activation_grad.loaded(),
             self.attention.loaded(),
             self.cast.loaded(),
+            self.classifier.loaded(),
             self.coalescing.loaded(),
+            self.dropout.loaded(),
             self.elementwise.loaded(),
+            self.embedding.loaded(),
+            self.gelu.loaded(),
             self.gemm_mma.loaded(),
             self.gemm_wgmma.loaded(),
+            self.grad_norm.loaded(),
             self.introspect.loaded(),
             self.launch_bench.loaded(),
+            self.layer_norm.loaded(),
             self.log_softmax.loaded(),
             self.matmul_naive.loaded(),
             self.matmul_tiled.loaded(),
@@ -4884,11 +6042,27 @@ impl Kernels {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
+        match self.classifier_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
         match self.coalescing_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
+        match self.dropout_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
         match self.elementwise_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.embedding_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.gelu_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -4900,11 +6074,19 @@ impl Kernels {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
+        match self.grad_norm_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
         match self.introspect_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
         match self.launch_bench_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.layer_norm_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -5085,6 +6267,45 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.cast_i32_f64.function().clone())? };
             n += 12;
         }
+        if let Some(f) = self.classifier.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.classifier_loss_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.classifier_loss_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.classifier_loss_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.classifier_loss_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>::from_function(f.fused_classifier_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, f32)>::from_function(f.fused_classifier_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.fused_classifier_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.fused_classifier_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.fused_classifier_inplace_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.fused_classifier_inplace_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.fused_classifier_inplace_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.fused_classifier_inplace_f64.function().clone())? };
+            n += 12;
+        }
         if let Some(f) = self.coalescing.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -5114,6 +6335,21 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled_padded.function().clone())? };
             n += 9;
+        }
+        if let Some(f) = self.dropout.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64, f32, f32, u64, u64)>::from_function(f.dropout_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64, f32, f32, u64, u64)>::from_function(f.dropout_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, f32, f32, u64, u64)>::from_function(f.dropout_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64, f32, f64, u64, u64)>::from_function(f.dropout_f64.function().clone())? };
+            n += 4;
         }
         if let Some(f) = self.elementwise.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -5319,6 +6555,72 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.tanh_f64.function().clone())? };
             n += 67;
         }
+        if let Some(f) = self.embedding.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>::from_function(f.embedding_bwd_chunk_scan.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32)>::from_function(f.embedding_bwd_offsets.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>::from_function(f.embedding_bwd_place.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32)>::from_function(f.embedding_bwd_rank.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>::from_function(f.embedding_bwd_sum_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32)>::from_function(f.embedding_bwd_sum_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.embedding_bwd_sum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.embedding_bwd_sum_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<bf16>, i32, i32, i32)>::from_function(f.embedding_fwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f16>, i32, i32, i32)>::from_function(f.embedding_fwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.embedding_fwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.embedding_fwd_f64.function().clone())? };
+            n += 12;
+        }
+        if let Some(f) = self.gelu.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.gelu_bwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.gelu_bwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.gelu_bwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.gelu_bwd_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>::from_function(f.gelu_fwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, u64)>::from_function(f.gelu_fwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.gelu_fwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.gelu_fwd_f64.function().clone())? };
+            n += 8;
+        }
         if let Some(f) = self.gemm_mma.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -5376,6 +6678,27 @@ impl Kernels {
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_tf32_nt.function().clone())? };
             n += 9;
         }
+        if let Some(f) = self.grad_norm.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, u32, f32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>)>::from_function(f.clip_coef_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, u32, f64, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>)>::from_function(f.clip_coef_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, u64, &'static DeviceSlice<f32>)>::from_function(f.scale_by_device_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, u64, &'static DeviceSlice<f64>)>::from_function(f.scale_by_device_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, u64, &'static mut DeviceSlice<f32>)>::from_function(f.sumsq_partial_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, u64, &'static mut DeviceSlice<f64>)>::from_function(f.sumsq_partial_f64.function().clone())? };
+            n += 6;
+        }
         if let Some(f) = self.introspect.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -5390,6 +6713,57 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, f32, u32)>::from_function(f.four_args.function().clone())? };
             n += 2;
+        }
+        if let Some(f) = self.layer_norm.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_params_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_params_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_params_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.layer_norm_bwd_params_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_params_reduce_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_params_reduce_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.layer_norm_bwd_params_reduce_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_params_reduce_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.layer_norm_fwd_f64.function().clone())? };
+            n += 16;
         }
         if let Some(f) = self.log_softmax.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -5843,6 +7217,18 @@ impl Kernels {
             "cast_f64_i32" => self.cast_f64_i32().ok().map(|k| k.function()),
             "cast_i32_f32" => self.cast_i32_f32().ok().map(|k| k.function()),
             "cast_i32_f64" => self.cast_i32_f64().ok().map(|k| k.function()),
+            "classifier_loss_bf16" => self.classifier_loss_bf16().ok().map(|k| k.function()),
+            "classifier_loss_f16" => self.classifier_loss_f16().ok().map(|k| k.function()),
+            "classifier_loss_f32" => self.classifier_loss_f32().ok().map(|k| k.function()),
+            "classifier_loss_f64" => self.classifier_loss_f64().ok().map(|k| k.function()),
+            "fused_classifier_bf16" => self.fused_classifier_bf16().ok().map(|k| k.function()),
+            "fused_classifier_f16" => self.fused_classifier_f16().ok().map(|k| k.function()),
+            "fused_classifier_f32" => self.fused_classifier_f32().ok().map(|k| k.function()),
+            "fused_classifier_f64" => self.fused_classifier_f64().ok().map(|k| k.function()),
+            "fused_classifier_inplace_bf16" => self.fused_classifier_inplace_bf16().ok().map(|k| k.function()),
+            "fused_classifier_inplace_f16" => self.fused_classifier_inplace_f16().ok().map(|k| k.function()),
+            "fused_classifier_inplace_f32" => self.fused_classifier_inplace_f32().ok().map(|k| k.function()),
+            "fused_classifier_inplace_f64" => self.fused_classifier_inplace_f64().ok().map(|k| k.function()),
             "copy_coalesced" => self.copy_coalesced().ok().map(|k| k.function()),
             "copy_strided" => self.copy_strided().ok().map(|k| k.function()),
             "transpose_naive" => self.transpose_naive().ok().map(|k| k.function()),
@@ -5852,6 +7238,10 @@ impl Kernels {
             "transpose_tiled_aligned" => self.transpose_tiled_aligned().ok().map(|k| k.function()),
             "transpose_tiled_aligned_ld" => self.transpose_tiled_aligned_ld().ok().map(|k| k.function()),
             "transpose_tiled_padded" => self.transpose_tiled_padded().ok().map(|k| k.function()),
+            "dropout_bf16" => self.dropout_bf16().ok().map(|k| k.function()),
+            "dropout_f16" => self.dropout_f16().ok().map(|k| k.function()),
+            "dropout_f32" => self.dropout_f32().ok().map(|k| k.function()),
+            "dropout_f64" => self.dropout_f64().ok().map(|k| k.function()),
             "add_bcast_bf16" => self.add_bcast_bf16().ok().map(|k| k.function()),
             "add_bcast_f16" => self.add_bcast_f16().ok().map(|k| k.function()),
             "add_bcast_f32" => self.add_bcast_f32().ok().map(|k| k.function()),
@@ -5919,6 +7309,26 @@ impl Kernels {
             "tanh_f16" => self.tanh_f16().ok().map(|k| k.function()),
             "tanh_f32" => self.tanh_f32().ok().map(|k| k.function()),
             "tanh_f64" => self.tanh_f64().ok().map(|k| k.function()),
+            "embedding_bwd_chunk_scan" => self.embedding_bwd_chunk_scan().ok().map(|k| k.function()),
+            "embedding_bwd_offsets" => self.embedding_bwd_offsets().ok().map(|k| k.function()),
+            "embedding_bwd_place" => self.embedding_bwd_place().ok().map(|k| k.function()),
+            "embedding_bwd_rank" => self.embedding_bwd_rank().ok().map(|k| k.function()),
+            "embedding_bwd_sum_bf16" => self.embedding_bwd_sum_bf16().ok().map(|k| k.function()),
+            "embedding_bwd_sum_f16" => self.embedding_bwd_sum_f16().ok().map(|k| k.function()),
+            "embedding_bwd_sum_f32" => self.embedding_bwd_sum_f32().ok().map(|k| k.function()),
+            "embedding_bwd_sum_f64" => self.embedding_bwd_sum_f64().ok().map(|k| k.function()),
+            "embedding_fwd_bf16" => self.embedding_fwd_bf16().ok().map(|k| k.function()),
+            "embedding_fwd_f16" => self.embedding_fwd_f16().ok().map(|k| k.function()),
+            "embedding_fwd_f32" => self.embedding_fwd_f32().ok().map(|k| k.function()),
+            "embedding_fwd_f64" => self.embedding_fwd_f64().ok().map(|k| k.function()),
+            "gelu_bwd_bf16" => self.gelu_bwd_bf16().ok().map(|k| k.function()),
+            "gelu_bwd_f16" => self.gelu_bwd_f16().ok().map(|k| k.function()),
+            "gelu_bwd_f32" => self.gelu_bwd_f32().ok().map(|k| k.function()),
+            "gelu_bwd_f64" => self.gelu_bwd_f64().ok().map(|k| k.function()),
+            "gelu_fwd_bf16" => self.gelu_fwd_bf16().ok().map(|k| k.function()),
+            "gelu_fwd_f16" => self.gelu_fwd_f16().ok().map(|k| k.function()),
+            "gelu_fwd_f32" => self.gelu_fwd_f32().ok().map(|k| k.function()),
+            "gelu_fwd_f64" => self.gelu_fwd_f64().ok().map(|k| k.function()),
             "gemm_mma_bf16_nn" => self.gemm_mma_bf16_nn().ok().map(|k| k.function()),
             "gemm_mma_bf16_nt" => self.gemm_mma_bf16_nt().ok().map(|k| k.function()),
             "gemm_mma_bf16_tn" => self.gemm_mma_bf16_tn().ok().map(|k| k.function()),
@@ -5936,9 +7346,31 @@ impl Kernels {
             "gemm_wgmma_f16_tn" => self.gemm_wgmma_f16_tn().ok().map(|k| k.function()),
             "gemm_wgmma_f16_tt" => self.gemm_wgmma_f16_tt().ok().map(|k| k.function()),
             "gemm_wgmma_tf32_nt" => self.gemm_wgmma_tf32_nt().ok().map(|k| k.function()),
+            "clip_coef_f32" => self.clip_coef_f32().ok().map(|k| k.function()),
+            "clip_coef_f64" => self.clip_coef_f64().ok().map(|k| k.function()),
+            "scale_by_device_f32" => self.scale_by_device_f32().ok().map(|k| k.function()),
+            "scale_by_device_f64" => self.scale_by_device_f64().ok().map(|k| k.function()),
+            "sumsq_partial_f32" => self.sumsq_partial_f32().ok().map(|k| k.function()),
+            "sumsq_partial_f64" => self.sumsq_partial_f64().ok().map(|k| k.function()),
             "thread_hierarchy" => self.thread_hierarchy().ok().map(|k| k.function()),
             "empty_kernel" => self.empty_kernel().ok().map(|k| k.function()),
             "four_args" => self.four_args().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_bf16" => self.layer_norm_bwd_dx_bf16().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_f16" => self.layer_norm_bwd_dx_f16().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_f32" => self.layer_norm_bwd_dx_f32().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_f64" => self.layer_norm_bwd_dx_f64().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_bf16" => self.layer_norm_bwd_params_bf16().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_f16" => self.layer_norm_bwd_params_f16().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_f32" => self.layer_norm_bwd_params_f32().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_f64" => self.layer_norm_bwd_params_f64().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_reduce_bf16" => self.layer_norm_bwd_params_reduce_bf16().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_reduce_f16" => self.layer_norm_bwd_params_reduce_f16().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_reduce_f32" => self.layer_norm_bwd_params_reduce_f32().ok().map(|k| k.function()),
+            "layer_norm_bwd_params_reduce_f64" => self.layer_norm_bwd_params_reduce_f64().ok().map(|k| k.function()),
+            "layer_norm_fwd_bf16" => self.layer_norm_fwd_bf16().ok().map(|k| k.function()),
+            "layer_norm_fwd_f16" => self.layer_norm_fwd_f16().ok().map(|k| k.function()),
+            "layer_norm_fwd_f32" => self.layer_norm_fwd_f32().ok().map(|k| k.function()),
+            "layer_norm_fwd_f64" => self.layer_norm_fwd_f64().ok().map(|k| k.function()),
             "cross_entropy_bwd_bf16" => self.cross_entropy_bwd_bf16().ok().map(|k| k.function()),
             "cross_entropy_bwd_f16" => self.cross_entropy_bwd_f16().ok().map(|k| k.function()),
             "cross_entropy_bwd_f32" => self.cross_entropy_bwd_f32().ok().map(|k| k.function()),

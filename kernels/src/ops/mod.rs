@@ -16,10 +16,16 @@ mod activation_grad;
 mod attention;
 mod bias_relu;
 mod cast;
+mod classifier;
 mod coalescing;
+mod dropout;
 mod elementwise;
+mod embedding;
+mod gelu;
 mod gemm_tc;
+mod grad_norm;
 mod introspect;
+mod layer_norm;
 mod log_softmax;
 mod matmul;
 mod optim;
@@ -40,17 +46,25 @@ pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
 };
 pub use cast::cast;
+pub use classifier::{
+    classifier_loss, fused_classifier, fused_classifier_inplace, CLASSIFIER_THREADS,
+};
 pub use coalescing::{
     copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
     TransposeAlgo,
 };
+pub use dropout::dropout;
 pub use elementwise::{
     axpy, binary, binary_broadcast, fill, relu, scale, tanh, BinaryOp, BroadcastOperand,
 };
+pub use embedding::{embedding_bwd, embedding_fwd, embedding_workspace_len};
+pub use gelu::{gelu_bwd, gelu_fwd};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
 };
+pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
+pub use layer_norm::{layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_norm_workspace_len};
 pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};
 pub use optim::{

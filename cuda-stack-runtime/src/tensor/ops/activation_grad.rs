@@ -1,7 +1,7 @@
 //! The backward passes of `relu` and `tanh` on tensors (for autograd).
 
 use crate::tensor::error::{Result, TensorError};
-use crate::tensor::{GradElement, Tensor};
+use crate::tensor::{GradElement, Tensor, TensorElement};
 use cuda_stack_driver::{DeviceSlice, Stream};
 use cuda_stack_kernels::Kernels;
 
@@ -10,7 +10,7 @@ type PairKernel<T> =
     fn(&Kernels, &Stream, &DeviceSlice<T>, &DeviceSlice<T>, &mut DeviceSlice<T>) -> Result<()>;
 
 /// `grad` must have `saved`'s shape (and device).
-pub(crate) fn check_grad_shape<T: GradElement>(
+pub(crate) fn check_grad_shape<T: TensorElement>(
     op: &'static str,
     saved: &Tensor<T>,
     grad: &Tensor<T>,

@@ -7,11 +7,17 @@ mod activation_grad;
 mod arith;
 mod attention;
 mod bias_relu;
+mod classifier;
+mod clip;
 mod collective;
 mod cross_entropy;
+mod dropout;
 mod elementwise;
+mod embedding;
+mod gelu;
 mod gemm_operand;
 mod in_place;
+mod layer_norm;
 mod linear;
 mod log_softmax;
 mod matmul;
@@ -23,6 +29,7 @@ mod softmax;
 mod to_dtype;
 
 pub use attention::AttentionElement;
+pub use clip::clip_grad_norm_;
 pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use super::error::TensorError;

@@ -1,0 +1,233 @@
+// classifier.cu — the fused classifier (as llm.c does it): logits [rows, V] and i32 targets
+// [rows] give the per-row cross-entropy loss and the gradient of the losses with respect to the
+// logits in one kernel, which reads each logits row twice (pass 1: online max and sum of
+// exponentials; pass 2: the gradient) and never stores the softmax. f32, f64, f16 and bf16
+// logits (f16/bf16 computed in f32); losses, the upstream gradient and the scale are S = float
+// (double for f64).
+//
+// Exact semantics, per row x[0..V), t = targets[r] (m = max x, s = sum exp(x - m), merged
+// online per thread in packet order, then across the block in a fixed butterfly order):
+//   loss[r] = m + log(s) - x[t]                                 (t outside [0, V): NaN)
+//   dlogits[r][c] = (exp(x[c] - m) * (1 / s) - (c == t)) * (g[0] * scale)   (bad t: a NaN row)
+// where g (one element on the device) is the upstream gradient of the reduced loss and scale is
+// e.g. 1 / rows for a mean. A row of all -inf gives NaN (as torch); -inf entries elsewhere are
+// fine. classifier_loss_<dt> is pass 1 alone (no gradient): the loss rows only.
+// fused_classifier_inplace_<dt> writes dlogits over the logits (each element is read by the
+// thread that then writes it, and x[t] is read in pass 1, before any write of its row).
+//
+// Launch: block 512 EXACTLY (16 warps), any grid (rows blockIdx.x, + gridDim.x). 16-byte
+// packets when the logits row (and the dlogits row, which must then share its offset modulo
+// 16 bytes) can be aligned by a scalar head: rows of odd V (50257) take a head of up to 3 f32
+// (7 f16) elements, the aligned packets, then a scalar tail.
+#include "dtype.cuh"
+
+#define FULL_MASK 0xffffffffu
+#define CLS_THREADS 512
+
+__device__ __forceinline__ float ex(float v) { return expf(v); }
+__device__ __forceinline__ double ex(double v) { return exp(v); }
+__device__ __forceinline__ float lg(float v) { return logf(v); }
+__device__ __forceinline__ double lg(double v) { return log(v); }
+__device__ __forceinline__ float neg_inf(float) { return __int_as_float(0xff800000); }
+__device__ __forceinline__ double neg_inf(double) { return __longlong_as_double(0xfff0000000000000ULL); }
+__device__ __forceinline__ float nan_of(float) { return __int_as_float(0x7fffffff); }
+__device__ __forceinline__ double nan_of(double) { return __longlong_as_double(0x7ff8000000000000ULL); }
+
+// NaN-propagating max, as in log_softmax.cu.
+template <typename F> __device__ __forceinline__ F max_nan(F a, F b) {
+    return (b > a || b != b) ? b : a;
+}
+
+// (m, s) <- (m, s) merged with (m2, s2): s scaled to the new maximum. A state of (-inf, 0) is the
+// identity; two -inf maxima stay (-inf, 0) (no exp(-inf - -inf) = NaN).
+template <typename F> __device__ __forceinline__ void merge(F& m, F& s, F m2, F s2) {
+    const F nm = max_nan(m, m2);
+    if (nm == neg_inf((F)0)) return;  // both empty or all -inf so far: s == s2 == 0
+    s = s * ex(m - nm) + s2 * ex(m2 - nm);
+    m = nm;
+}
+
+// Adds one value to a thread's running (m, s).
+template <typename F> __device__ __forceinline__ void push(F& m, F& s, F v) {
+    merge(m, s, v, (F)1);
+}
+
+// The row layout: [0, head) scalar, [head, head + packs * N) packets, the rest scalar.
+struct RowSplit {
+    int head, packs;
+};
+template <typename S>
+__device__ __forceinline__ RowSplit row_split(const S* xr, const S* dr, int V, bool want_vec) {
+    RowSplit rs = {V, 0};
+    const int N = Pack<S>::N;
+    const unsigned mis = (unsigned)((u64)xr & 15u);
+    if (!want_vec || (((u64)xr ^ (u64)dr) & 15u) != 0 || mis % sizeof(S) != 0) return rs;
+    int head = mis == 0 ? 0 : (int)((16u - mis) / sizeof(S));
+    if (head > V) head = V;
+    rs.head = head;
+    rs.packs = (V - head) / N;
+    return rs;
+}
+
+// Pass 1 over a row: the block's (m, s) and x[t] (valid in every thread after the call).
+template <typename Tag>
+__device__ __forceinline__ void row_pass1(const typename DType<Tag>::Storage* xr, RowSplit rs,
+                                          int V, typename DType<Tag>::Compute& m,
+                                          typename DType<Tag>::Compute& s) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    __shared__ F sm[CLS_THREADS / 32], ss[CLS_THREADS / 32];
+    const int N = Pack<S>::N;
+    const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    m = neg_inf((F)0);
+    s = (F)0;
+    for (int c = tid; c < rs.head; c += CLS_THREADS) push(m, s, D::load(xr[c]));
+    const S* body = xr + rs.head;
+    for (int p = tid; p < rs.packs; p += CLS_THREADS) {
+        const Pack<S> pk = load_pack(body + (u64)p * N);
+        F pm = neg_inf((F)0);
+#pragma unroll
+        for (int j = 0; j < N; ++j) pm = max_nan(pm, D::load(pk.v[j]));
+        F ps = (F)0;
+        if (pm != neg_inf((F)0)) {
+#pragma unroll
+            for (int j = 0; j < N; ++j) ps += ex(D::load(pk.v[j]) - pm);
+        }
+        merge(m, s, pm, ps);
+    }
+    for (int c = rs.head + rs.packs * N + tid; c < V; c += CLS_THREADS) push(m, s, D::load(xr[c]));
+    // Warp butterfly, then warp 0 merges the 16 warp results; all threads read the result.
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        const F m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+        merge(m, s, m2, s2);
+    }
+    if (lane == 0) {
+        sm[warp] = m;
+        ss[warp] = s;
+    }
+    __syncthreads();
+    if (warp == 0) {
+        m = lane < CLS_THREADS / 32 ? sm[lane] : neg_inf((F)0);
+        s = lane < CLS_THREADS / 32 ? ss[lane] : (F)0;
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) {
+            const F m2 = __shfl_xor_sync(FULL_MASK, m, o), s2 = __shfl_xor_sync(FULL_MASK, s, o);
+            merge(m, s, m2, s2);
+        }
+        if (lane == 0) {
+            sm[0] = m;
+            ss[0] = s;
+        }
+    }
+    __syncthreads();
+    m = sm[0];
+    s = ss[0];
+    __syncthreads();  // sm/ss are reused by the next row
+}
+
+template <typename Tag, bool GRAD>
+__device__ __forceinline__ void classifier(const typename DType<Tag>::Storage* x,
+                                           const int* targets,
+                                           const typename DType<Tag>::Compute* g,
+                                           typename DType<Tag>::Compute* loss,
+                                           typename DType<Tag>::Storage* dx, int rows, int V,
+                                           typename DType<Tag>::Compute scale) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    const int N = Pack<S>::N;
+    const F gs = GRAD ? g[0] * scale : (F)0;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        const S* xr = x + (u64)r * (u64)V;
+        S* dr = GRAD ? dx + (u64)r * (u64)V : (S*)0;
+        const RowSplit rs = row_split(xr, GRAD ? (const S*)dr : xr, V, true);
+        const int t = targets[r];
+        const bool ok = t >= 0 && t < V;
+        // x[t] is read before pass 1's barriers, so an in-place pass 2 cannot have changed it.
+        const F xt = ok ? D::load(xr[t]) : (F)0;
+        F m, s;
+        row_pass1<Tag>(xr, rs, V, m, s);
+        if (threadIdx.x == 0) loss[r] = ok ? m + lg(s) - xt : nan_of((F)0);
+        if (!GRAD) continue;
+        const F inv = (F)1 / s;
+        for (int c = threadIdx.x; c < rs.head; c += CLS_THREADS) {
+            const F p = ex(D::load(xr[c]) - m) * inv;
+            dr[c] = D::store(ok ? (p - (c == t ? (F)1 : (F)0)) * gs : nan_of((F)0));
+        }
+        const S* xb = xr + rs.head;
+        S* db = dr + rs.head;
+        for (int p = threadIdx.x; p < rs.packs; p += CLS_THREADS) {
+            Pack<S> pk = load_pack(xb + (u64)p * N);
+            const int c0 = rs.head + p * N;
+#pragma unroll
+            for (int j = 0; j < N; ++j) {
+                const F q = ex(D::load(pk.v[j]) - m) * inv;
+                pk.v[j] = D::store(ok ? (q - (c0 + j == t ? (F)1 : (F)0)) * gs : nan_of((F)0));
+            }
+            store_pack(db + (u64)p * N, pk);
+        }
+        for (int c = rs.head + rs.packs * N + threadIdx.x; c < V; c += CLS_THREADS) {
+            const F p = ex(D::load(xr[c]) - m) * inv;
+            dr[c] = D::store(ok ? (p - (c == t ? (F)1 : (F)0)) * gs : nan_of((F)0));
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_f32(const float* logits, const int* targets, float* loss, int rows, int V) {
+    classifier<float, false>(logits, targets, (float*)0, loss, (float*)0, rows, V, (float)0);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_f32(const float* logits, const int* targets, const float* g, float* loss,
+                        float* dlogits, int rows, int V, float scale) {
+    classifier<float, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_inplace_f32(float* logits, const int* targets, const float* g, float* loss, int rows,
+                                int V, float scale) {
+    classifier<float, true>(logits, targets, g, loss, logits, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_f64(const double* logits, const int* targets, double* loss, int rows, int V) {
+    classifier<double, false>(logits, targets, (double*)0, loss, (double*)0, rows, V, (double)0);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_f64(const double* logits, const int* targets, const double* g, double* loss,
+                        double* dlogits, int rows, int V, double scale) {
+    classifier<double, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_inplace_f64(double* logits, const int* targets, const double* g, double* loss, int rows,
+                                int V, double scale) {
+    classifier<double, true>(logits, targets, g, loss, logits, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_f16(const f16_t* logits, const int* targets, float* loss, int rows, int V) {
+    classifier<F16, false>(logits, targets, (float*)0, loss, (f16_t*)0, rows, V, (float)0);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_f16(const f16_t* logits, const int* targets, const float* g, float* loss,
+                        f16_t* dlogits, int rows, int V, float scale) {
+    classifier<F16, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_inplace_f16(f16_t* logits, const int* targets, const float* g, float* loss, int rows,
+                                int V, float scale) {
+    classifier<F16, true>(logits, targets, g, loss, logits, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_bf16(const bf16_t* logits, const int* targets, float* loss, int rows, int V) {
+    classifier<BF16, false>(logits, targets, (float*)0, loss, (bf16_t*)0, rows, V, (float)0);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_bf16(const bf16_t* logits, const int* targets, const float* g, float* loss,
+                        bf16_t* dlogits, int rows, int V, float scale) {
+    classifier<BF16, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+fused_classifier_inplace_bf16(bf16_t* logits, const int* targets, const float* g, float* loss, int rows,
+                                int V, float scale) {
+    classifier<BF16, true>(logits, targets, g, loss, logits, rows, V, scale);
+}

@@ -1,0 +1,104 @@
+// gelu.cu — GELU in the tanh form GPT-2 uses, forward and backward, in f32, f64, f16 and bf16
+// (f16/bf16 computed in f32 and rounded once).
+//
+// Exact semantics (k = sqrt(2/pi), a = 0.044715; tanh is CUDA's tanhf / tanh, within 2 ulp):
+//   u = k * (x + a * x^3),  t = tanh(u)
+//   gelu_fwd:  y  = 0.5 * x * (1 + t)
+//   gelu_bwd:  dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) * k * (1 + 3a * x^2))
+// In-place use (y == x, dx == dy) is allowed: each element is read, then written, by one thread.
+//
+// Launch: block 256, any grid (one 16-byte packet per thread covers the array in one step:
+// ceil(n / (256 * 16 / sizeof(T)))). 16-byte packets when every pointer is 16-byte aligned,
+// scalar otherwise and for the tail; 64-bit indices.
+#include "dtype.cuh"
+
+__device__ __forceinline__ float th(float v) { return tanhf(v); }
+__device__ __forceinline__ double th(double v) { return tanh(v); }
+
+template <typename F> __device__ __forceinline__ F gelu_k() { return (F)0.7978845608028654; }
+template <typename F> __device__ __forceinline__ F gelu_a() { return (F)0.044715; }
+
+template <typename F> __device__ __forceinline__ F gelu_y(F x) {
+    const F u = gelu_k<F>() * (x + gelu_a<F>() * x * x * x);
+    return (F)0.5 * x * ((F)1 + th(u));
+}
+template <typename F> __device__ __forceinline__ F gelu_dx(F x, F dy) {
+    const F x2 = x * x;
+    const F u = gelu_k<F>() * (x + gelu_a<F>() * x2 * x);
+    const F t = th(u);
+    const F du = gelu_k<F>() * ((F)1 + (F)3 * gelu_a<F>() * x2);
+    return dy * ((F)0.5 * ((F)1 + t) + (F)0.5 * x * ((F)1 - t * t) * du);
+}
+
+template <typename Tag>
+__device__ __forceinline__ void gelu_fwd(const typename DType<Tag>::Storage* x,
+                                         typename DType<Tag>::Storage* y, u64 n) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    const u64 tid = global_tid(), stride = grid_threads();
+    u64 done = 0;
+    if (aligned16(x, y)) {
+        const u64 V = Pack<S>::N, packs = n / V;
+        for (u64 p = tid; p < packs; p += stride) {
+            Pack<S> v = load_pack(x + p * V);
+#pragma unroll
+            for (int j = 0; j < (int)V; ++j) v.v[j] = D::store(gelu_y(D::load(v.v[j])));
+            store_pack(y + p * V, v);
+        }
+        done = packs * V;
+    }
+    for (u64 i = done + tid; i < n; i += stride) y[i] = D::store(gelu_y(D::load(x[i])));
+}
+
+template <typename Tag>
+__device__ __forceinline__ void gelu_bwd(const typename DType<Tag>::Storage* x,
+                                         const typename DType<Tag>::Storage* dy,
+                                         typename DType<Tag>::Storage* dx, u64 n) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    const u64 tid = global_tid(), stride = grid_threads();
+    u64 done = 0;
+    if (aligned16(x, dy, dx)) {
+        const u64 V = Pack<S>::N, packs = n / V;
+        for (u64 p = tid; p < packs; p += stride) {
+            const Pack<S> vx = load_pack(x + p * V);
+            Pack<S> vd = load_pack(dy + p * V);
+#pragma unroll
+            for (int j = 0; j < (int)V; ++j)
+                vd.v[j] = D::store(gelu_dx(D::load(vx.v[j]), D::load(vd.v[j])));
+            store_pack(dx + p * V, vd);
+        }
+        done = packs * V;
+    }
+    for (u64 i = done + tid; i < n; i += stride)
+        dx[i] = D::store(gelu_dx(D::load(x[i]), D::load(dy[i])));
+}
+
+extern "C" __global__ void gelu_fwd_f32(const float* x, float* y, unsigned long long n) {
+    gelu_fwd<float>(x, y, n);
+}
+extern "C" __global__ void gelu_fwd_f64(const double* x, double* y, unsigned long long n) {
+    gelu_fwd<double>(x, y, n);
+}
+extern "C" __global__ void gelu_fwd_f16(const f16_t* x, f16_t* y, unsigned long long n) {
+    gelu_fwd<F16>(x, y, n);
+}
+extern "C" __global__ void gelu_fwd_bf16(const bf16_t* x, bf16_t* y, unsigned long long n) {
+    gelu_fwd<BF16>(x, y, n);
+}
+extern "C" __global__ void gelu_bwd_f32(const float* x, const float* dy, float* dx,
+                                        unsigned long long n) {
+    gelu_bwd<float>(x, dy, dx, n);
+}
+extern "C" __global__ void gelu_bwd_f64(const double* x, const double* dy, double* dx,
+                                        unsigned long long n) {
+    gelu_bwd<double>(x, dy, dx, n);
+}
+extern "C" __global__ void gelu_bwd_f16(const f16_t* x, const f16_t* dy, f16_t* dx,
+                                        unsigned long long n) {
+    gelu_bwd<F16>(x, dy, dx, n);
+}
+extern "C" __global__ void gelu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx,
+                                         unsigned long long n) {
+    gelu_bwd<BF16>(x, dy, dx, n);
+}

@@ -1,0 +1,364 @@
+// layer_norm.cu — LayerNorm over the last dimension of a row-major [rows, C] array, forward and
+// backward, in f32, f64, f16 and bf16 (f16/bf16 computed in f32; statistics in f32, f64 for f64).
+//
+// Exact semantics, per row x[0..C) (S = float for f32/f16/bf16, double for f64; sums in the
+// compute type, lane-strided partial sums then a butterfly, so a fixed order):
+//   mean = (sum x) / C;  var = (sum (x - mean)^2) / C (biased, as torch);  rstd = 1 / sqrt(var + eps)
+//   y = ((x - mean) * rstd) * w[c] + b[c]       (w, b: [C], the input's dtype)
+//   saved: mean[r], rstd[r] as S.
+// Backward, given dy, x, w and the saved mean, rstd (xhat = (x - mean) * rstd, g = dy * w[c]):
+//   dx = rstd * (g - (sum g) / C - xhat * (sum g * xhat) / C)
+//   dw[c] = sum_r dy * xhat,  db[c] = sum_r dy — reduced deterministically in two kernels:
+//   layer_norm_bwd_params writes partial[p][c] for row chunk p (chunk = ceil(rows / P) rows),
+//   layer_norm_bwd_params_reduce sums the P partials in increasing p. Bit-identical run to run
+//   for a given (rows, C, P); P is chosen from rows alone (see the Rust op).
+//
+// Launch:
+//   layer_norm_fwd_<dt>, layer_norm_bwd_dx_<dt>: block 256 EXACTLY (8 warps, one row each), any
+//     grid (rows r = 8 * blockIdx.x + warp, + 8 * gridDim.x). A row of up to 32 * ITEMS elements
+//     (ITEMS: fwd 32 for float compute / 16 for double; bwd 16 / 8) stays in registers (x read
+//     once from memory; 16-byte packets when the row starts are 16-byte aligned and C is a
+//     multiple of the packet); longer rows are re-read from memory for each pass (L1/L2).
+//   layer_norm_bwd_params_<dt>: block (32, 8) EXACTLY, grid (ceil(C / 32), P), P <= 65535.
+//   layer_norm_bwd_params_reduce_<dt>: block 256, grid ceil(C / 256) (any grid: grid-stride).
+#include "dtype.cuh"
+
+#define FULL_MASK 0xffffffffu
+
+template <typename T> __device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float inv_sqrt(float v) { return 1.0f / sqrtf(v); }
+__device__ __forceinline__ double inv_sqrt(double v) { return 1.0 / sqrt(v); }
+
+// Registers per lane for a cached row: float compute keeps more elements than double.
+template <typename C> struct Items;
+template <> struct Items<float> { enum { FWD = 32, BWD = 16 }; };
+template <> struct Items<double> { enum { FWD = 16, BWD = 8 }; };
+
+// Column of cached element i (0 <= i < ITEMS) of `lane`: packets of V consecutive elements,
+// lane-interleaved (vec), or plain lane-strided columns (scalar). Both cover [0, 32 * ITEMS)
+// exactly once over the warp.
+__device__ __forceinline__ int col_of(int i, int lane, int V, bool vec) {
+    return vec ? ((i / V) * 32 + lane) * V + (i % V) : i * 32 + lane;
+}
+
+template <typename Tag>
+__device__ __forceinline__ void layer_norm_fwd(const typename DType<Tag>::Storage* x,
+                                               const typename DType<Tag>::Storage* w,
+                                               const typename DType<Tag>::Storage* b,
+                                               typename DType<Tag>::Storage* y,
+                                               typename DType<Tag>::Compute* mean_out,
+                                               typename DType<Tag>::Compute* rstd_out, int rows,
+                                               int C, typename DType<Tag>::Compute eps) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    enum { ITEMS = Items<F>::FWD, V = Pack<S>::N };
+    const int lane = threadIdx.x % 32;
+    // Every row start is 16-byte aligned when the base is and C is a multiple of the packet.
+    const bool vec = (C % V == 0) && aligned16(x, y) && aligned16(w, b);
+    for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
+        const S* xr = x + (u64)r * (u64)C;
+        S* yr = y + (u64)r * (u64)C;
+        F mean, rstd;
+        if (C <= 32 * ITEMS) {
+            F v[ITEMS];
+            if (vec) {
+#pragma unroll
+                for (int p = 0; p < ITEMS / V; ++p) {
+                    const int c0 = (p * 32 + lane) * V;
+                    if (c0 < C) {
+                        const Pack<S> pk = load_pack(xr + c0);
+#pragma unroll
+                        for (int j = 0; j < V; ++j) v[p * V + j] = D::load(pk.v[j]);
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < V; ++j) v[p * V + j] = (F)0;
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < ITEMS; ++i) {
+                    const int c = i * 32 + lane;
+                    v[i] = c < C ? D::load(xr[c]) : (F)0;
+                }
+            }
+            F s = (F)0;
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) s += v[i];  // out-of-row elements are 0
+            mean = warp_sum(s) / (F)C;
+            F q = (F)0;
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const F d = v[i] - mean;
+                if (col_of(i, lane, V, vec) < C) q += d * d;
+            }
+            rstd = inv_sqrt(warp_sum(q) / (F)C + eps);
+            if (vec) {
+#pragma unroll
+                for (int p = 0; p < ITEMS / V; ++p) {
+                    const int c0 = (p * 32 + lane) * V;
+                    if (c0 < C) {
+                        const Pack<S> wk = load_pack(w + c0), bk = load_pack(b + c0);
+                        Pack<S> o;
+#pragma unroll
+                        for (int j = 0; j < V; ++j)
+                            o.v[j] = D::store(((v[p * V + j] - mean) * rstd) * D::load(wk.v[j]) +
+                                              D::load(bk.v[j]));
+                        store_pack(yr + c0, o);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < ITEMS; ++i) {
+                    const int c = i * 32 + lane;
+                    if (c < C) yr[c] = D::store(((v[i] - mean) * rstd) * D::load(w[c]) + D::load(b[c]));
+                }
+            }
+        } else {
+            F s = (F)0;
+            for (int c = lane; c < C; c += 32) s += D::load(xr[c]);
+            mean = warp_sum(s) / (F)C;
+            F q = (F)0;
+            for (int c = lane; c < C; c += 32) {
+                const F d = D::load(xr[c]) - mean;
+                q += d * d;
+            }
+            rstd = inv_sqrt(warp_sum(q) / (F)C + eps);
+            for (int c = lane; c < C; c += 32)
+                yr[c] = D::store(((D::load(xr[c]) - mean) * rstd) * D::load(w[c]) + D::load(b[c]));
+        }
+        if (lane == 0) {
+            mean_out[r] = mean;
+            rstd_out[r] = rstd;
+        }
+    }
+}
+
+template <typename Tag>
+__device__ __forceinline__ void layer_norm_bwd_dx(const typename DType<Tag>::Storage* x,
+                                                  const typename DType<Tag>::Storage* w,
+                                                  const typename DType<Tag>::Compute* mean_in,
+                                                  const typename DType<Tag>::Compute* rstd_in,
+                                                  const typename DType<Tag>::Storage* dy,
+                                                  typename DType<Tag>::Storage* dx, int rows,
+                                                  int C) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    enum { ITEMS = Items<F>::BWD, V = Pack<S>::N };
+    const int lane = threadIdx.x % 32;
+    const bool vec = (C % V == 0) && aligned16(x, dy, dx) && aligned16(w);
+    for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
+        const u64 base = (u64)r * (u64)C;
+        const F mean = mean_in[r], rstd = rstd_in[r];
+        F sg = (F)0, sgx = (F)0;
+        if (C <= 32 * ITEMS) {
+            F xh[ITEMS], g[ITEMS];  // xhat and dy * w; 0 outside the row
+            if (vec) {
+#pragma unroll
+                for (int p = 0; p < ITEMS / V; ++p) {
+                    const int c0 = (p * 32 + lane) * V;
+                    if (c0 < C) {
+                        const Pack<S> xk = load_pack(x + base + c0), dk = load_pack(dy + base + c0),
+                                      wk = load_pack(w + c0);
+#pragma unroll
+                        for (int j = 0; j < V; ++j) {
+                            xh[p * V + j] = (D::load(xk.v[j]) - mean) * rstd;
+                            g[p * V + j] = D::load(dk.v[j]) * D::load(wk.v[j]);
+                        }
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < V; ++j) xh[p * V + j] = g[p * V + j] = (F)0;
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < ITEMS; ++i) {
+                    const int c = i * 32 + lane;
+                    xh[i] = c < C ? (D::load(x[base + c]) - mean) * rstd : (F)0;
+                    g[i] = c < C ? D::load(dy[base + c]) * D::load(w[c]) : (F)0;
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                sg += g[i];
+                sgx += g[i] * xh[i];
+            }
+            const F mg = warp_sum(sg) / (F)C, mgx = warp_sum(sgx) / (F)C;
+            if (vec) {
+#pragma unroll
+                for (int p = 0; p < ITEMS / V; ++p) {
+                    const int c0 = (p * 32 + lane) * V;
+                    if (c0 < C) {
+                        Pack<S> o;
+#pragma unroll
+                        for (int j = 0; j < V; ++j)
+                            o.v[j] = D::store(rstd * (g[p * V + j] - mg - xh[p * V + j] * mgx));
+                        store_pack(dx + base + c0, o);
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int i = 0; i < ITEMS; ++i) {
+                    const int c = i * 32 + lane;
+                    if (c < C) dx[base + c] = D::store(rstd * (g[i] - mg - xh[i] * mgx));
+                }
+            }
+        } else {
+            for (int c = lane; c < C; c += 32) {
+                const F xh = (D::load(x[base + c]) - mean) * rstd;
+                const F g = D::load(dy[base + c]) * D::load(w[c]);
+                sg += g;
+                sgx += g * xh;
+            }
+            const F mg = warp_sum(sg) / (F)C, mgx = warp_sum(sgx) / (F)C;
+            for (int c = lane; c < C; c += 32) {
+                const F xh = (D::load(x[base + c]) - mean) * rstd;
+                const F g = D::load(dy[base + c]) * D::load(w[c]);
+                dx[base + c] = D::store(rstd * (g - mg - xh * mgx));
+            }
+        }
+    }
+}
+
+// partial_w[p][c] = sum over rows of chunk p of dy * xhat, partial_b[p][c] = sum of dy.
+// Block (32, 8): threadIdx.x = column within the 32-column tile, threadIdx.y = row phase; the 8
+// phase sums are added in increasing phase by threadIdx.y == 0 (fixed order).
+template <typename Tag>
+__device__ __forceinline__ void layer_norm_bwd_params(const typename DType<Tag>::Storage* x,
+                                                      const typename DType<Tag>::Compute* mean_in,
+                                                      const typename DType<Tag>::Compute* rstd_in,
+                                                      const typename DType<Tag>::Storage* dy,
+                                                      typename DType<Tag>::Compute* partial_w,
+                                                      typename DType<Tag>::Compute* partial_b,
+                                                      int rows, int C, int chunk) {
+    typedef DType<Tag> D;
+    typedef typename D::Compute F;
+    __shared__ F sw[8][33], sb[8][33];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    for (int p = blockIdx.y; (u64)p * (u64)chunk < (u64)rows; p += gridDim.y) {
+        const int r0 = p * chunk;
+        const int r1 = (u64)r0 + (u64)chunk < (u64)rows ? r0 + chunk : rows;
+        for (int ct = blockIdx.x * 32; ct < C; ct += gridDim.x * 32) {
+            const int c = ct + tx;
+            F aw = (F)0, ab = (F)0;
+            if (c < C) {
+                for (int r = r0 + ty; r < r1; r += 8) {
+                    const u64 i = (u64)r * (u64)C + c;
+                    const F d = D::load(dy[i]);
+                    aw += d * ((D::load(x[i]) - mean_in[r]) * rstd_in[r]);
+                    ab += d;
+                }
+            }
+            sw[ty][tx] = aw;
+            sb[ty][tx] = ab;
+            __syncthreads();
+            if (ty == 0 && c < C) {
+                F tw = sw[0][tx], tb = sb[0][tx];
+#pragma unroll
+                for (int k = 1; k < 8; ++k) {
+                    tw += sw[k][tx];
+                    tb += sb[k][tx];
+                }
+                partial_w[(u64)p * (u64)C + c] = tw;
+                partial_b[(u64)p * (u64)C + c] = tb;
+            }
+            __syncthreads();
+        }
+    }
+}
+
+// dw[c] = sum_p partial_w[p][c], db[c] = sum_p partial_b[p][c], in increasing p; rounded once.
+template <typename Tag>
+__device__ __forceinline__ void layer_norm_bwd_params_reduce(
+    const typename DType<Tag>::Compute* partial_w, const typename DType<Tag>::Compute* partial_b,
+    typename DType<Tag>::Storage* dw, typename DType<Tag>::Storage* db, int parts, int C) {
+    typedef DType<Tag> D;
+    typedef typename D::Compute F;
+    for (u64 c = global_tid(); c < (u64)C; c += grid_threads()) {
+        F tw = (F)0, tb = (F)0;
+        for (int p = 0; p < parts; ++p) {
+            tw += partial_w[(u64)p * (u64)C + c];
+            tb += partial_b[(u64)p * (u64)C + c];
+        }
+        dw[c] = D::store(tw);
+        db[c] = D::store(tb);
+    }
+}
+
+extern "C" __global__ void layer_norm_fwd_f32(const float* x, const float* w, const float* b, float* y,
+                                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<float>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean,
+                                             const float* rstd, const float* dy, float* dx, int rows, int C) {
+    layer_norm_bwd_dx<float>(x, w, mean, rstd, dy, dx, rows, C);
+}
+extern "C" __global__ void layer_norm_bwd_params_f32(const float* x, const float* mean, const float* rstd,
+                                                 const float* dy, float* partial_w, float* partial_b,
+                                                 int rows, int C, int chunk) {
+    layer_norm_bwd_params<float>(x, mean, rstd, dy, partial_w, partial_b, rows, C, chunk);
+}
+extern "C" __global__ void layer_norm_bwd_params_reduce_f32(const float* partial_w, const float* partial_b,
+                                                        float* dw, float* db, int parts, int C) {
+    layer_norm_bwd_params_reduce<float>(partial_w, partial_b, dw, db, parts, C);
+}
+
+extern "C" __global__ void layer_norm_fwd_f64(const double* x, const double* w, const double* b, double* y,
+                                          double* mean, double* rstd, int rows, int C, double eps) {
+    layer_norm_fwd<double>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean,
+                                             const double* rstd, const double* dy, double* dx, int rows, int C) {
+    layer_norm_bwd_dx<double>(x, w, mean, rstd, dy, dx, rows, C);
+}
+extern "C" __global__ void layer_norm_bwd_params_f64(const double* x, const double* mean, const double* rstd,
+                                                 const double* dy, double* partial_w, double* partial_b,
+                                                 int rows, int C, int chunk) {
+    layer_norm_bwd_params<double>(x, mean, rstd, dy, partial_w, partial_b, rows, C, chunk);
+}
+extern "C" __global__ void layer_norm_bwd_params_reduce_f64(const double* partial_w, const double* partial_b,
+                                                        double* dw, double* db, int parts, int C) {
+    layer_norm_bwd_params_reduce<double>(partial_w, partial_b, dw, db, parts, C);
+}
+
+extern "C" __global__ void layer_norm_fwd_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y,
+                                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<F16>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean,
+                                             const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<F16>(x, w, mean, rstd, dy, dx, rows, C);
+}
+extern "C" __global__ void layer_norm_bwd_params_f16(const f16_t* x, const float* mean, const float* rstd,
+                                                 const f16_t* dy, float* partial_w, float* partial_b,
+                                                 int rows, int C, int chunk) {
+    layer_norm_bwd_params<F16>(x, mean, rstd, dy, partial_w, partial_b, rows, C, chunk);
+}
+extern "C" __global__ void layer_norm_bwd_params_reduce_f16(const float* partial_w, const float* partial_b,
+                                                        f16_t* dw, f16_t* db, int parts, int C) {
+    layer_norm_bwd_params_reduce<F16>(partial_w, partial_b, dw, db, parts, C);
+}
+
+extern "C" __global__ void layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y,
+                                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<BF16>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean,
+                                             const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<BF16>(x, w, mean, rstd, dy, dx, rows, C);
+}
+extern "C" __global__ void layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd,
+                                                 const bf16_t* dy, float* partial_w, float* partial_b,
+                                                 int rows, int C, int chunk) {
+    layer_norm_bwd_params<BF16>(x, mean, rstd, dy, partial_w, partial_b, rows, C, chunk);
+}
+extern "C" __global__ void layer_norm_bwd_params_reduce_bf16(const float* partial_w, const float* partial_b,
+                                                        bf16_t* dw, bf16_t* db, int parts, int C) {
+    layer_norm_bwd_params_reduce<BF16>(partial_w, partial_b, dw, db, parts, C);
+}

@@ -1,0 +1,131 @@
+//! The fused classifier (`cuda/classifier.cu`, as llm.c does it): per-row cross-entropy and
+//! the gradient of the losses with respect to the logits in one kernel that reads each logits
+//! row twice and never stores the softmax. f32, f64, f16 and bf16 logits; losses, the
+//! upstream gradient and the scale in [`Element::Scalar`].
+
+use crate::dispatch;
+use crate::launch::{check_len, check_matrix, to_i32};
+use crate::{Element, Error, Kernels, Result};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
+
+/// Threads per block: one block per row (the kernels require exactly this).
+pub const CLASSIFIER_THREADS: u32 = 512;
+
+fn config(rows: usize) -> LaunchConfig {
+    LaunchConfig::new(rows.clamp(1, 65535) as u32, CLASSIFIER_THREADS)
+}
+
+fn check(
+    op: &'static str,
+    logits: usize,
+    targets: usize,
+    loss: usize,
+    rows: usize,
+    classes: usize,
+) -> Result<(i32, i32)> {
+    check_matrix(op, "logits", logits, rows, classes)?;
+    check_len(op, "targets", targets, rows)?;
+    check_len(op, "loss", loss, rows)?;
+    if rows > 0 && classes == 0 {
+        return Err(Error::Invalid {
+            op,
+            problem: format!("{rows} rows of 0 classes: every target is out of range"),
+        });
+    }
+    Ok((to_i32(op, "rows", rows)?, to_i32(op, "classes", classes)?))
+}
+
+/// `loss[r] = logsumexp(logits[r]) − logits[r][targets[r]]` for the row-major
+/// `[rows, classes]` logits (one pass over them; a target outside `0..classes` gives NaN).
+pub fn classifier_loss<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    logits: &DeviceSlice<T>,
+    targets: &DeviceSlice<i32>,
+    loss: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    classes: usize,
+) -> Result<()> {
+    const OP: &str = "classifier_loss";
+    let kernel = dispatch::classifier_loss::<T>(k)?;
+    let (r, c) = check(OP, logits.len(), targets.len(), loss.len(), rows, classes)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    // SAFETY: block 512 as required; row r < rows of the checked [rows, classes] logits,
+    // targets[r] (used as a column only when 0 <= t < classes) and loss[r].
+    unsafe { kernel.launch(s, &config(rows), logits, targets, loss, r, c) }?;
+    Ok(())
+}
+
+/// The loss rows as [`classifier_loss`] and, in the same kernel,
+/// `dlogits[r][c] = (softmax(logits[r])[c] − [c == targets[r]]) · g[0] · scale`, where `g`
+/// (one element on the device) is the upstream gradient of the reduced loss and `scale`
+/// e.g. `1 / rows` for a mean. A bad target gives a NaN loss and a NaN gradient row.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_classifier<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    logits: &DeviceSlice<T>,
+    targets: &DeviceSlice<i32>,
+    g: &DeviceSlice<T::Scalar>,
+    loss: &mut DeviceSlice<T::Scalar>,
+    dlogits: &mut DeviceSlice<T>,
+    rows: usize,
+    classes: usize,
+    scale: T::Scalar,
+) -> Result<()> {
+    const OP: &str = "fused_classifier";
+    let kernel = dispatch::fused_classifier::<T>(k)?;
+    let (r, c) = check(OP, logits.len(), targets.len(), loss.len(), rows, classes)?;
+    check_matrix(OP, "dlogits", dlogits.len(), rows, classes)?;
+    check_len(OP, "g", g.len(), 1)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    // SAFETY: as classifier_loss, plus one element of g and row r of the checked dlogits.
+    unsafe {
+        kernel.launch(
+            s,
+            &config(rows),
+            logits,
+            targets,
+            g,
+            loss,
+            dlogits,
+            r,
+            c,
+            scale,
+        )
+    }?;
+    Ok(())
+}
+
+/// [`fused_classifier`] writing the gradient **over the logits** (llm.c's way: no second
+/// `[rows, classes]` buffer). Each element is read by the thread that then overwrites it, and
+/// the target's logit is read before any write of its row, so the losses are those of the
+/// original logits.
+#[allow(clippy::too_many_arguments)]
+pub fn fused_classifier_inplace<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    logits: &mut DeviceSlice<T>,
+    targets: &DeviceSlice<i32>,
+    g: &DeviceSlice<T::Scalar>,
+    loss: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    classes: usize,
+    scale: T::Scalar,
+) -> Result<()> {
+    const OP: &str = "fused_classifier_inplace";
+    let kernel = dispatch::fused_classifier_inplace::<T>(k)?;
+    let (r, c) = check(OP, logits.len(), targets.len(), loss.len(), rows, classes)?;
+    check_len(OP, "g", g.len(), 1)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    // SAFETY: as fused_classifier, with dlogits the logits themselves (the kernel is written
+    // for that aliasing: element-wise read-then-write by one thread).
+    unsafe { kernel.launch(s, &config(rows), logits, targets, g, loss, r, c, scale) }?;
+    Ok(())
+}

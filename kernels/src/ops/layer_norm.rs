@@ -1,0 +1,185 @@
+//! LayerNorm over the last dimension, forward and backward (`cuda/layer_norm.cu`): f32, f64,
+//! f16 and bf16, statistics in [`Element::Scalar`] (f32, or f64 for f64).
+
+use crate::dispatch;
+use crate::launch::{check_len, check_matrix, elems, to_i32};
+use crate::{Element, Error, Kernels, Result};
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
+
+/// Rows per block of 256 threads (one warp each) in the row kernels.
+const ROWS_PER_BLOCK: usize = 8;
+/// The most row chunks the parameter gradients are split into.
+const MAX_PARTS: usize = 256;
+/// The fewest rows per chunk (below it, the partial sums cost more than they save).
+const MIN_CHUNK: usize = 32;
+
+fn row_config(rows: usize) -> LaunchConfig {
+    let blocks = rows.div_ceil(ROWS_PER_BLOCK).clamp(1, 65535) as u32;
+    LaunchConfig::new(blocks, 256)
+}
+
+/// `(parts, chunk)`: the row chunks of the parameter gradients' first kernel, chosen from
+/// `rows` alone (so `dweight`/`dbias` are bit-identical on every run and every GPU). Every
+/// chunk holds at least one row.
+pub fn layer_norm_parts(rows: usize) -> (usize, usize) {
+    if rows == 0 {
+        return (0, 1);
+    }
+    let p = rows.div_ceil(MIN_CHUNK).clamp(1, MAX_PARTS);
+    let chunk = rows.div_ceil(p);
+    (rows.div_ceil(chunk), chunk)
+}
+
+/// The length of each of the two partial-sum workspaces [`layer_norm_bwd`] takes:
+/// `parts · cols` (see [`layer_norm_parts`]).
+pub fn layer_norm_workspace_len(rows: usize, cols: usize) -> Result<usize> {
+    elems("layer_norm_backward", layer_norm_parts(rows).0, cols)
+}
+
+fn check_cols(op: &'static str, rows: usize, cols: usize) -> Result<()> {
+    if rows > 0 && cols == 0 {
+        return Err(Error::Invalid {
+            op,
+            problem: format!("{rows} rows of 0 elements: LayerNorm needs at least one column"),
+        });
+    }
+    Ok(())
+}
+
+/// `y = (x − mean) · rstd · weight + bias` per row of the row-major `[rows, cols]` array `x`,
+/// with `mean` and `rstd = 1 / sqrt(var + eps)` (biased variance, as torch) saved per row.
+/// `weight` and `bias` have `cols` elements (pass ones and zeros for no affine transform).
+/// One warp per row, the row in registers up to 1024 columns (512 for f64).
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_fwd<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    weight: &DeviceSlice<T>,
+    bias: &DeviceSlice<T>,
+    y: &mut DeviceSlice<T>,
+    mean: &mut DeviceSlice<T::Scalar>,
+    rstd: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    cols: usize,
+    eps: T::Scalar,
+) -> Result<()> {
+    const OP: &str = "layer_norm";
+    let kernel = dispatch::layer_norm_fwd::<T>(k)?;
+    check_matrix(OP, "x", x.len(), rows, cols)?;
+    check_matrix(OP, "y", y.len(), rows, cols)?;
+    check_len(OP, "weight", weight.len(), cols)?;
+    check_len(OP, "bias", bias.len(), cols)?;
+    check_len(OP, "mean", mean.len(), rows)?;
+    check_len(OP, "rstd", rstd.len(), rows)?;
+    check_cols(OP, rows, cols)?;
+    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    if rows == 0 {
+        return Ok(());
+    }
+    // SAFETY: the kernel reads rows · cols elements of x, cols of weight and bias, writes
+    // rows · cols of y and rows of mean and rstd (row r < rows, column c < cols only); every
+    // length was checked above.
+    unsafe {
+        kernel.launch(
+            s,
+            &row_config(rows),
+            x,
+            weight,
+            bias,
+            y,
+            mean,
+            rstd,
+            r,
+            c,
+            eps,
+        )
+    }?;
+    Ok(())
+}
+
+/// The backward pass of [`layer_norm_fwd`]: `dx`, `dweight` and `dbias` from `dy`, the input
+/// `x`, `weight` and the saved `mean`, `rstd`. `dx` per row (one warp per row, two row sums);
+/// `dweight = Σ_rows dy · xhat` and `dbias = Σ_rows dy` in two deterministic kernels: per-chunk
+/// partial sums into `partial_w`, `partial_b` (each [`layer_norm_workspace_len`] elements),
+/// then a sum over the chunks in order — bit-identical on every run.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    weight: &DeviceSlice<T>,
+    mean: &DeviceSlice<T::Scalar>,
+    rstd: &DeviceSlice<T::Scalar>,
+    dy: &DeviceSlice<T>,
+    dx: &mut DeviceSlice<T>,
+    dweight: &mut DeviceSlice<T>,
+    dbias: &mut DeviceSlice<T>,
+    partial_w: &mut DeviceSlice<T::Scalar>,
+    partial_b: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    const OP: &str = "layer_norm_backward";
+    let kdx = dispatch::layer_norm_bwd_dx::<T>(k)?;
+    let kparams = dispatch::layer_norm_bwd_params::<T>(k)?;
+    let kreduce = dispatch::layer_norm_bwd_reduce::<T>(k)?;
+    check_matrix(OP, "x", x.len(), rows, cols)?;
+    check_matrix(OP, "dy", dy.len(), rows, cols)?;
+    check_matrix(OP, "dx", dx.len(), rows, cols)?;
+    check_len(OP, "weight", weight.len(), cols)?;
+    check_len(OP, "dweight", dweight.len(), cols)?;
+    check_len(OP, "dbias", dbias.len(), cols)?;
+    check_len(OP, "mean", mean.len(), rows)?;
+    check_len(OP, "rstd", rstd.len(), rows)?;
+    let ws = layer_norm_workspace_len(rows, cols)?;
+    check_len(OP, "partial_w", partial_w.len(), ws)?;
+    check_len(OP, "partial_b", partial_b.len(), ws)?;
+    check_cols(OP, rows, cols)?;
+    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    if cols == 0 {
+        return Ok(());
+    }
+    let (parts, chunk) = layer_norm_parts(rows);
+    if rows > 0 {
+        // SAFETY: rows · cols elements of x, dy, dx, cols of weight, rows of mean and rstd,
+        // all checked above; the kernel touches row r < rows, column c < cols only.
+        unsafe { kdx.launch(s, &row_config(rows), x, weight, mean, rstd, dy, dx, r, c) }?;
+        let grid = (cols.div_ceil(32) as u32, parts as u32, 1);
+        let cfg = LaunchConfig::new(grid, (32, 8, 1));
+        // SAFETY: block (32, 8) as the kernel requires; chunk p covers rows
+        // [p · chunk, min((p + 1) · chunk, rows)), and parts · chunk >= rows, so every written
+        // partial index p · cols + c < parts · cols = ws, the checked workspace length.
+        unsafe {
+            kparams.launch(
+                s,
+                &cfg,
+                x,
+                mean,
+                rstd,
+                dy,
+                partial_w,
+                partial_b,
+                r,
+                c,
+                to_i32(OP, "chunk", chunk)?,
+            )
+        }?;
+    }
+    let grid = cols.div_ceil(256).clamp(1, 65535) as u32;
+    // SAFETY: reads parts · cols partials (the checked workspace), writes cols elements of
+    // dweight and dbias (grid-stride over c < cols); parts = 0 writes zeros.
+    unsafe {
+        kreduce.launch(
+            s,
+            &LaunchConfig::new(grid, 256),
+            &*partial_w,
+            &*partial_b,
+            dweight,
+            dbias,
+            to_i32(OP, "parts", parts)?,
+            c,
+        )
+    }?;
+    Ok(())
+}

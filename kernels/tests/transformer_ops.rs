@@ -1,0 +1,778 @@
+//! The transformer's non-attention ops (LayerNorm, GELU, the fused classifier, embedding,
+//! dropout, global-norm clipping) against their CPU twins in `cuda_stack_kernels::reference`.
+//!
+//! GPU tests are ignored where there is no GPU. Inputs are uploaded at element offset 0 and 1
+//! of their buffers (misaligned views: the 16-byte paths must fall back), outputs are poisoned
+//! (0xFF bytes: NaN) and the poisoned element in front of each output view is checked.
+//! The CPU tests check the references themselves against finite differences.
+//!
+//! Tolerances (the reference computes in f64):
+//! - LayerNorm `y`: f32 `2e-5·(1 + |y|)`, f64 `1e-12·(1 + |y|)`, f16/bf16 1 ulp + `1e-5`;
+//!   `mean`/`rstd` `1e-5` relative (f64 `1e-12`); `dx`: f32 `1e-4·(1 + |dx|)`, f64 `1e-10`,
+//!   f16/bf16 2 ulp + `1e-3`; `dweight`/`dbias`: `2e-5·Σ|terms|` (f64 `1e-12`) + 1 ulp of the
+//!   dtype; **bit-identical** across two runs.
+//! - GELU (x in [-5, 5), `tanhf` within 2 ulp, amplified where `1 + tanh` cancels): f32 8 ulp
+//!   + `2e-6`, f64 8 ulp + `1e-14`, f16/bf16 1 ulp + `2e-6`; backward (dy in [-2, 2)) f32 16 ulp
+//!   + `2e-5`, f64 16 ulp + `1e-13`, f16/bf16 1 ulp + `2e-5`.
+//! - Classifier: loss f32 `2e-5·(1 + |loss|)` (f64 `1e-12`); `dlogits` f32 `1e-5·|d| +
+//!   1e-7·|gs|` (f64 `1e-12`), f16/bf16 1 ulp + `1e-5·|d|`; in-place = out-of-place and the
+//!   loss-only kernel = the fused loss, **exactly**.
+//! - Embedding forward and backward, dropout: **exact** (the references follow the kernels'
+//!   order); embedding backward also bit-identical across two runs.
+//! - Clipping: norm `1e-5` relative (f64 `1e-12`), the scaled tensors exactly `x · scale` of the
+//!   device's scale; the norm bit-identical across two runs.
+
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, Stream};
+use cuda_stack_kernels::{ops, reference, Compute, DType, Element, Kernels};
+use cuda_tests::{cpu, ensure, gpu, TestResult};
+use std::sync::Arc;
+
+type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+const OFFSETS: &[usize] = &[0, 1];
+
+fn setup() -> Res<(Context, Stream, Arc<Kernels>)> {
+    let ctx = cuda_tests::context()?;
+    let s = ctx.new_stream()?;
+    let k = Kernels::get(&ctx)?;
+    Ok((ctx, s, k))
+}
+
+/// xorshift64*: deterministic test data.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [-1, 1).
+    fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 52) as f64) - 1.0
+    }
+}
+
+fn data<T: Element>(seed: u64, n: usize, scale: f64) -> Vec<T> {
+    let mut rng = Rng::new(seed);
+    (0..n).map(|_| T::from_f64(scale * rng.unit())).collect()
+}
+
+fn upload<T: DeviceRepr>(s: &Stream, data: &[T], off: usize) -> Res<DeviceBuffer<T>> {
+    let mut v: Vec<T> = vec![T::zeroed(); off];
+    v.extend_from_slice(data);
+    Ok(s.clone_htod(&v)?)
+}
+
+fn poisoned<T: DeviceRepr>(s: &Stream, n: usize, off: usize) -> Res<DeviceBuffer<T>> {
+    let mut b = s.alloc_zeros::<T>(n + off)?;
+    s.memset_bytes(&mut b, 0xFF)?;
+    Ok(b)
+}
+
+fn download<T: DeviceRepr>(s: &Stream, buf: &DeviceSlice<T>, off: usize) -> Res<Vec<T>> {
+    let all = s.clone_dtoh(buf)?;
+    let front: &[u8] = cuda_stack_driver::bytemuck::cast_slice(&all[..off]);
+    ensure!(
+        front.iter().all(|&b| b == 0xFF),
+        "an element in front of the output view was overwritten"
+    );
+    Ok(all[off..].to_vec())
+}
+
+fn ulp(dtype: DType, x: f64) -> f64 {
+    let (mant, emin) = match dtype {
+        DType::F32 => (23, -126),
+        DType::F64 => (52, -1022),
+        DType::F16 => (10, -14),
+        DType::BF16 => (7, -126),
+        DType::I32 => return 1.0,
+    };
+    let e = if x == 0.0 {
+        emin
+    } else {
+        (x.abs().log2().floor() as i32).max(emin)
+    };
+    2f64.powi(e - mant)
+}
+
+/// `|got − want| <= tol(i, want)` (NaN matches NaN).
+fn check<T: Element>(
+    what: &str,
+    got: &[T],
+    want: &[T],
+    tol: impl Fn(usize, f64) -> f64,
+) -> TestResult {
+    ensure!(
+        got.len() == want.len(),
+        "{what}: {} results, expected {}",
+        got.len(),
+        want.len()
+    );
+    for i in 0..got.len() {
+        let (g, w) = (got[i].to_f64(), want[i].to_f64());
+        if g.is_nan() && w.is_nan() {
+            continue;
+        }
+        let t = tol(i, w);
+        ensure!(
+            (g - w).abs() <= t,
+            "{what}: at {i}: got {g}, expected {w} (tolerance {t:e})"
+        );
+    }
+    Ok(())
+}
+
+/// Bit-for-bit equality of two runs (or of two kernels).
+fn check_bits<T: DeviceRepr>(what: &str, a: &[T], b: &[T]) -> TestResult {
+    let (x, y): (&[u8], &[u8]) = (
+        cuda_stack_driver::bytemuck::cast_slice(a),
+        cuda_stack_driver::bytemuck::cast_slice(b),
+    );
+    ensure!(x == y, "{what}: not bit-identical");
+    Ok(())
+}
+
+fn scalars_f64<S: Compute>(v: &[S]) -> Vec<f64> {
+    v.iter().map(|x| x.to_f64()).collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+const LN_ROWS: &[usize] = &[0, 1, 7, 513];
+const LN_COLS: &[usize] = &[1, 3, 32, 33, 768, 1023, 4096];
+
+fn layer_norm_all<T: Element>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    let eps = 1e-5;
+    for &rows in LN_ROWS {
+        for &cols in LN_COLS {
+            for &off in OFFSETS {
+                let what = format!("layer_norm {} [{rows}, {cols}] offset {off}", T::DTYPE);
+                let n = rows * cols;
+                // A mean far from 0 checks the two-pass variance.
+                let x: Vec<T> = data::<f64>(1, n, 2.0)
+                    .iter()
+                    .map(|v| T::from_f64(v + 3.0))
+                    .collect();
+                let w: Vec<T> = data(2, cols, 1.5);
+                let b: Vec<T> = data(3, cols, 0.5);
+                let dy: Vec<T> = data(4, n, 1.0);
+                let (dx_, dw_, db_, ddy) = (
+                    upload(&s, &x, off)?,
+                    upload(&s, &w, off)?,
+                    upload(&s, &b, off)?,
+                    upload(&s, &dy, off)?,
+                );
+                let (xv, wv, bv, dyv) = (
+                    dx_.slice(off..)?,
+                    dw_.slice(off..)?,
+                    db_.slice(off..)?,
+                    ddy.slice(off..)?,
+                );
+                let mut y = poisoned::<T>(&s, n, off)?;
+                let mut mean = poisoned::<T::Scalar>(&s, rows, off)?;
+                let mut rstd = poisoned::<T::Scalar>(&s, rows, off)?;
+                ops::layer_norm_fwd::<T>(
+                    &k,
+                    &s,
+                    &xv,
+                    &wv,
+                    &bv,
+                    &mut y.slice_mut(off..)?,
+                    &mut mean.slice_mut(off..)?,
+                    &mut rstd.slice_mut(off..)?,
+                    rows,
+                    cols,
+                    <T::Scalar as Compute>::of_f64(eps),
+                )?;
+                let (want_y, want_m, want_r) = reference::layer_norm(&x, &w, &b, rows, cols, eps);
+                let got_y = download(&s, &y, off)?;
+                let got_m = scalars_f64(&download(&s, &mean, off)?);
+                let got_r = scalars_f64(&download(&s, &rstd, off)?);
+                let dt = T::DTYPE;
+                check(&format!("{what}: y"), &got_y, &want_y, |_, w| match dt {
+                    DType::F32 => 2e-5 * (1.0 + w.abs()),
+                    DType::F64 => 1e-12 * (1.0 + w.abs()),
+                    _ => ulp(dt, w) + 1e-5,
+                })?;
+                let rel = if dt == DType::F64 { 1e-12 } else { 1e-5 };
+                check(&format!("{what}: mean"), &got_m, &want_m, |_, w| {
+                    rel * (1.0 + w.abs())
+                })?;
+                check(&format!("{what}: rstd"), &got_r, &want_r, |_, w| {
+                    rel * w.abs()
+                })?;
+
+                // Backward, from the device's statistics; twice, for determinism.
+                let ws = ops::layer_norm_workspace_len(rows, cols)?;
+                let mut runs = Vec::new();
+                for _ in 0..2 {
+                    let mut dx = poisoned::<T>(&s, n, off)?;
+                    let mut dw = poisoned::<T>(&s, cols, off)?;
+                    let mut db = poisoned::<T>(&s, cols, off)?;
+                    let mut pw = poisoned::<T::Scalar>(&s, ws, 0)?;
+                    let mut pb = poisoned::<T::Scalar>(&s, ws, 0)?;
+                    ops::layer_norm_bwd::<T>(
+                        &k,
+                        &s,
+                        &xv,
+                        &wv,
+                        &mean.slice(off..)?,
+                        &rstd.slice(off..)?,
+                        &dyv,
+                        &mut dx.slice_mut(off..)?,
+                        &mut dw.slice_mut(off..)?,
+                        &mut db.slice_mut(off..)?,
+                        &mut pw,
+                        &mut pb,
+                        rows,
+                        cols,
+                    )?;
+                    runs.push((
+                        download(&s, &dx, off)?,
+                        download(&s, &dw, off)?,
+                        download(&s, &db, off)?,
+                    ));
+                }
+                let (want_dx, want_dw, want_db) =
+                    reference::layer_norm_bwd(&x, &w, &got_m, &got_r, &dy, rows, cols);
+                let (got_dx, got_dw, got_db) = &runs[0];
+                check(&format!("{what}: dx"), got_dx, &want_dx, |_, w| match dt {
+                    DType::F32 => 1e-4 * (1.0 + w.abs()),
+                    DType::F64 => 1e-10 * (1.0 + w.abs()),
+                    _ => 2.0 * ulp(dt, w) + 1e-3,
+                })?;
+                // Σ|terms| per column bounds the summation error.
+                let mut abs_w = vec![0.0f64; cols];
+                let mut abs_b = vec![0.0f64; cols];
+                for r in 0..rows {
+                    for c in 0..cols {
+                        let d = dy[r * cols + c].to_f64();
+                        let xh = (x[r * cols + c].to_f64() - got_m[r]) * got_r[r];
+                        abs_w[c] += (d * xh).abs();
+                        abs_b[c] += d.abs();
+                    }
+                }
+                let sum_tol = if dt == DType::F64 { 1e-12 } else { 2e-5 };
+                check(&format!("{what}: dweight"), got_dw, &want_dw, |i, w| {
+                    sum_tol * abs_w[i] + ulp(dt, w)
+                })?;
+                check(&format!("{what}: dbias"), got_db, &want_db, |i, w| {
+                    sum_tol * abs_b[i] + ulp(dt, w)
+                })?;
+                check_bits(&format!("{what}: dx run 2"), &runs[1].0, got_dx)?;
+                check_bits(&format!("{what}: dweight run 2"), &runs[1].1, got_dw)?;
+                check_bits(&format!("{what}: dbias run 2"), &runs[1].2, got_db)?;
+            }
+        }
+    }
+    // Zero columns with rows is an error, named.
+    let x = s.alloc_zeros::<T>(0)?;
+    let mut m = s.alloc_zeros::<T::Scalar>(2)?;
+    let mut r = s.alloc_zeros::<T::Scalar>(2)?;
+    let mut y = s.alloc_zeros::<T>(0)?;
+    let e = ops::layer_norm_fwd::<T>(
+        &k,
+        &s,
+        &x,
+        &x,
+        &x,
+        &mut y,
+        &mut m,
+        &mut r,
+        2,
+        0,
+        <T::Scalar as Compute>::of_f64(eps),
+    );
+    ensure!(e.is_err(), "layer_norm of [2, 0] must fail");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// GELU
+
+const SIZES: &[usize] = &[0, 1, 7, 31, 33, 1025, 4099, 65537, (1 << 20) + 3];
+
+fn gelu_all<T: Element>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    let dt = T::DTYPE;
+    for &n in SIZES {
+        for &off in OFFSETS {
+            let what = format!("gelu {dt} n = {n} offset {off}");
+            let x: Vec<T> = data(11, n, 5.0);
+            let dy: Vec<T> = data(12, n, 2.0);
+            let (bx, bdy) = (upload(&s, &x, off)?, upload(&s, &dy, off)?);
+            let mut y = poisoned::<T>(&s, n, off)?;
+            ops::gelu_fwd::<T>(&k, &s, &bx.slice(off..)?, &mut y.slice_mut(off..)?)?;
+            check(
+                &format!("{what}: y"),
+                &download(&s, &y, off)?,
+                &reference::gelu(&x),
+                |_, w| match dt {
+                    DType::F32 => 8.0 * ulp(dt, w) + 2e-6,
+                    DType::F64 => 8.0 * ulp(dt, w) + 1e-14,
+                    _ => ulp(dt, w) + 2e-6,
+                },
+            )?;
+            let mut dx = poisoned::<T>(&s, n, off)?;
+            ops::gelu_bwd::<T>(
+                &k,
+                &s,
+                &bx.slice(off..)?,
+                &bdy.slice(off..)?,
+                &mut dx.slice_mut(off..)?,
+            )?;
+            check(
+                &format!("{what}: dx"),
+                &download(&s, &dx, off)?,
+                &reference::gelu_bwd(&x, &dy),
+                |_, w| match dt {
+                    DType::F32 => 16.0 * ulp(dt, w) + 2e-5,
+                    DType::F64 => 16.0 * ulp(dt, w) + 1e-13,
+                    _ => ulp(dt, w) + 2e-5,
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fused classifier
+
+fn classifier_all<T: Element>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    let dt = T::DTYPE;
+    for &rows in &[0usize, 1, 7, 513] {
+        for &classes in &[1usize, 8, 65, 50257] {
+            for &off in OFFSETS {
+                let what = format!("classifier {dt} [{rows}, {classes}] offset {off}");
+                let n = rows * classes;
+                let logits: Vec<T> = data(21, n, 4.0);
+                let mut rng = Rng::new(22);
+                let mut targets: Vec<i32> = (0..rows)
+                    .map(|_| (rng.next_u64() % classes as u64) as i32)
+                    .collect();
+                if rows == 7 {
+                    targets[3] = -1; // out of range: NaN loss and row
+                    targets[5] = classes as i32;
+                }
+                let (g, scale) = (1.5f64, 1.0 / rows.max(1) as f64);
+                let gs = g * scale;
+                let bl = upload(&s, &logits, off)?;
+                let bt = upload(&s, &targets, off)?;
+                let bg = s.clone_htod(&[<T::Scalar as Compute>::of_f64(g)])?;
+                let mut loss = poisoned::<T::Scalar>(&s, rows, off)?;
+                let mut dl = poisoned::<T>(&s, n, off)?;
+                ops::fused_classifier::<T>(
+                    &k,
+                    &s,
+                    &bl.slice(off..)?,
+                    &bt.slice(off..)?,
+                    &bg,
+                    &mut loss.slice_mut(off..)?,
+                    &mut dl.slice_mut(off..)?,
+                    rows,
+                    classes,
+                    <T::Scalar as Compute>::of_f64(scale),
+                )?;
+                let got_loss = download(&s, &loss, off)?;
+                let got_dl = download(&s, &dl, off)?;
+                let (want_loss, want_dl) =
+                    reference::fused_classifier(&logits, &targets, rows, classes, gs);
+                check(
+                    &format!("{what}: loss"),
+                    &scalars_f64(&got_loss),
+                    &want_loss,
+                    |_, w| {
+                        if dt == DType::F64 {
+                            1e-12 * (1.0 + w.abs())
+                        } else {
+                            2e-5 * (1.0 + w.abs())
+                        }
+                    },
+                )?;
+                check(
+                    &format!("{what}: dlogits"),
+                    &got_dl,
+                    &want_dl,
+                    |_, w| match dt {
+                        DType::F32 => 1e-5 * w.abs() + 1e-7 * gs,
+                        DType::F64 => 1e-12 * (w.abs() + gs),
+                        _ => ulp(dt, w) + 1e-5 * w.abs(),
+                    },
+                )?;
+                // The loss-only kernel gives the same losses, bit for bit.
+                let mut loss2 = poisoned::<T::Scalar>(&s, rows, off)?;
+                ops::classifier_loss::<T>(
+                    &k,
+                    &s,
+                    &bl.slice(off..)?,
+                    &bt.slice(off..)?,
+                    &mut loss2.slice_mut(off..)?,
+                    rows,
+                    classes,
+                )?;
+                check_bits(
+                    &format!("{what}: classifier_loss"),
+                    &download(&s, &loss2, off)?,
+                    &got_loss,
+                )?;
+                // In place: the same losses and gradient, bit for bit.
+                let mut inplace = upload(&s, &logits, off)?;
+                let mut loss3 = poisoned::<T::Scalar>(&s, rows, off)?;
+                ops::fused_classifier_inplace::<T>(
+                    &k,
+                    &s,
+                    &mut inplace.slice_mut(off..)?,
+                    &bt.slice(off..)?,
+                    &bg,
+                    &mut loss3.slice_mut(off..)?,
+                    rows,
+                    classes,
+                    <T::Scalar as Compute>::of_f64(scale),
+                )?;
+                check_bits(
+                    &format!("{what}: in-place loss"),
+                    &download(&s, &loss3, off)?,
+                    &got_loss,
+                )?;
+                let all = s.clone_dtoh(&inplace)?;
+                check_bits(&format!("{what}: in-place dlogits"), &all[off..], &got_dl)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+
+/// `(vocab, cols, tokens)`: tiny, odd widths, a character vocabulary with long buckets
+/// (the 32-column tiles), GPT-2's vocabulary (mostly empty buckets), none.
+const EMB: &[(usize, usize, usize)] = &[
+    (1, 1, 1),
+    (1, 3, 7),
+    (65, 33, 513),
+    (65, 384, 16384),
+    (50257, 64, 8192),
+    (1000, 768, 300),
+    (7, 1023, 0),
+];
+
+fn embedding_all<T: Element>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    let dt = T::DTYPE;
+    for &(vocab, cols, n) in EMB {
+        for &off in OFFSETS {
+            let what = format!("embedding {dt} V = {vocab}, C = {cols}, N = {n}, offset {off}");
+            let w: Vec<T> = data(31, vocab * cols, 1.0);
+            let mut rng = Rng::new(32);
+            // Skewed ids (the minimum of two uniforms: small ids are frequent), and a few bad.
+            let mut ids: Vec<i32> = (0..n)
+                .map(|_| {
+                    let a = rng.next_u64() % vocab as u64;
+                    let b = rng.next_u64() % vocab as u64;
+                    a.min(b) as i32
+                })
+                .collect();
+            if n >= 7 {
+                ids[2] = -1;
+                ids[6] = vocab as i32;
+            }
+            let (bw, bi) = (upload(&s, &w, off)?, upload(&s, &ids, off)?);
+            let mut out = poisoned::<T>(&s, n * cols, off)?;
+            ops::embedding_fwd::<T>(
+                &k,
+                &s,
+                &bw.slice(off..)?,
+                &bi.slice(off..)?,
+                &mut out.slice_mut(off..)?,
+                n,
+                vocab,
+                cols,
+            )?;
+            check(
+                &format!("{what}: forward"),
+                &download(&s, &out, off)?,
+                &reference::embedding(&w, &ids, vocab, cols),
+                |_, _| 0.0,
+            )?;
+            let dy: Vec<T> = data(33, n * cols, 1.0);
+            let bdy = upload(&s, &dy, off)?;
+            let want = reference::embedding_bwd(&ids, &dy, vocab, cols);
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                let mut dw = poisoned::<T>(&s, vocab * cols, off)?;
+                let mut ws = poisoned::<i32>(&s, ops::embedding_workspace_len(n, vocab)?, 0)?;
+                ops::embedding_bwd::<T>(
+                    &k,
+                    &s,
+                    &bi.slice(off..)?,
+                    &bdy.slice(off..)?,
+                    &mut dw.slice_mut(off..)?,
+                    &mut ws,
+                    n,
+                    vocab,
+                    cols,
+                )?;
+                runs.push(download(&s, &dw, off)?);
+            }
+            check_bits(&format!("{what}: backward vs reference"), &runs[0], &want)?;
+            check_bits(&format!("{what}: backward run 2"), &runs[1], &runs[0])?;
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dropout
+
+fn dropout_all<T: Element>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    for &n in SIZES {
+        for &(p, seed, offset) in &[
+            (0.0, 1u64, 0u64),
+            (0.1, 2, 0),
+            (0.5, 3, 5),
+            (0.2, 4, 1 << 33),
+            (1.0, 5, 0),
+        ] {
+            for &off in OFFSETS {
+                let what = format!("dropout {} n = {n} p = {p} offset {off}", T::DTYPE);
+                let x: Vec<T> = data(41, n, 3.0);
+                let bx = upload(&s, &x, off)?;
+                let mut out = poisoned::<T>(&s, n, off)?;
+                ops::dropout::<T>(
+                    &k,
+                    &s,
+                    &bx.slice(off..)?,
+                    &mut out.slice_mut(off..)?,
+                    p,
+                    seed,
+                    offset,
+                )?;
+                let got = download(&s, &out, off)?;
+                check_bits(&what, &got, &reference::dropout(&x, p, seed, offset))?;
+                if p == 0.0 {
+                    check_bits(&format!("{what}: identity"), &got, &x)?;
+                }
+                if p == 1.0 {
+                    ensure!(
+                        got.iter().all(|v| v.to_f64() == 0.0),
+                        "{what}: p = 1 must give zeros"
+                    );
+                }
+            }
+        }
+    }
+    let x = s.alloc_zeros::<T>(4)?;
+    let mut out = s.alloc_zeros::<T>(4)?;
+    ensure!(
+        ops::dropout::<T>(&k, &s, &x, &mut out, 1.5, 0, 0).is_err(),
+        "dropout with p = 1.5 must fail"
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global-norm clipping
+
+fn clip_all<T: Element>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    let sizes = [0usize, 1, 3, 1000, 65537, (1 << 20) + 5];
+    let host: Vec<Vec<T>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| data(50 + i as u64, n, 0.01))
+        .collect();
+    let slices: Vec<&[T]> = host.iter().map(|v| v.as_slice()).collect();
+    for &max_norm in &[1e-3, 1.0, 1e6] {
+        let (want_norm, want_scale) = reference::clip_grad_norm(&slices, max_norm);
+        let mut norms = Vec::new();
+        for _ in 0..2 {
+            let mut bufs: Vec<DeviceBuffer<T>> =
+                host.iter().map(|v| upload(&s, v, 0)).collect::<Res<_>>()?;
+            let parts: Vec<usize> = sizes.iter().map(|&n| ops::sumsq_parts(n)).collect();
+            let mut partial = poisoned::<T>(&s, parts.iter().sum(), 0)?;
+            let mut at = 0;
+            for (b, &p) in bufs.iter().zip(&parts) {
+                ops::sumsq_partials::<T>(&k, &s, b, &mut partial.slice_mut(at..at + p)?)?;
+                at += p;
+            }
+            let mut norm = poisoned::<T>(&s, 1, 0)?;
+            let mut scale = poisoned::<T>(&s, 1, 0)?;
+            ops::clip_coef::<T>(&k, &s, &partial, max_norm, &mut norm, &mut scale)?;
+            for b in bufs.iter_mut() {
+                ops::scale_by_device::<T>(&k, &s, b, &scale)?;
+            }
+            let got_norm = s.clone_dtoh(&norm)?[0];
+            let got_scale = s.clone_dtoh(&scale)?[0];
+            let rel = if T::DTYPE == DType::F64 { 1e-12 } else { 1e-5 };
+            let what = format!("clip {} max_norm {max_norm}", T::DTYPE);
+            ensure!(
+                (got_norm.to_f64() - want_norm).abs() <= rel * want_norm,
+                "{what}: norm {} vs {want_norm}",
+                got_norm.to_f64()
+            );
+            ensure!(
+                (got_scale.to_f64() - want_scale).abs() <= rel * want_scale,
+                "{what}: scale {} vs {want_scale}",
+                got_scale.to_f64()
+            );
+            for (b, v) in bufs.iter().zip(&host) {
+                let sc = got_scale.to_scalar();
+                let want: Vec<T> = v
+                    .iter()
+                    .map(|x| T::from_scalar(Compute::mul(x.to_scalar(), sc)))
+                    .collect();
+                check_bits(&format!("{what}: scaled"), &s.clone_dtoh(b)?, &want)?;
+            }
+            norms.push(got_norm);
+        }
+        check_bits("clip norm run 2", &norms[1..], &norms[..1])?;
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU checks of the references (finite differences in f64).
+
+fn fd(f: impl Fn(f64) -> f64, x: f64) -> f64 {
+    let h = 1e-6;
+    (f(x + h) - f(x - h)) / (2.0 * h)
+}
+
+fn reference_gelu_grad() -> TestResult {
+    for i in -40..=40 {
+        let x = i as f64 * 0.1;
+        let (a, b) = (reference::gelu_grad_one(x), fd(reference::gelu_one, x));
+        ensure!(
+            (a - b).abs() < 1e-8,
+            "gelu'({x}) = {a}, finite difference {b}"
+        );
+    }
+    Ok(())
+}
+
+fn reference_layer_norm_grad() -> TestResult {
+    let (rows, cols) = (3, 5);
+    let x: Vec<f64> = data(61, rows * cols, 2.0);
+    let w: Vec<f64> = data(62, cols, 1.5);
+    let b: Vec<f64> = data(63, cols, 1.0);
+    let dy: Vec<f64> = data(64, rows * cols, 1.0);
+    let eps = 1e-5;
+    let loss = |x: &[f64], w: &[f64], b: &[f64]| -> f64 {
+        let (y, _, _) = reference::layer_norm(x, w, b, rows, cols, eps);
+        y.iter().zip(&dy).map(|(a, b)| a * b).sum()
+    };
+    let (_, m, r) = reference::layer_norm(&x, &w, &b, rows, cols, eps);
+    let (dx, dw, db) = reference::layer_norm_bwd(&x, &w, &m, &r, &dy, rows, cols);
+    for i in 0..rows * cols {
+        let f = |v: f64| {
+            let mut x2 = x.clone();
+            x2[i] = v;
+            loss(&x2, &w, &b)
+        };
+        let g = fd(f, x[i]);
+        ensure!((dx[i] - g).abs() < 1e-6, "dx[{i}] = {}, fd {g}", dx[i]);
+    }
+    for c in 0..cols {
+        let fw = |v: f64| {
+            let mut w2 = w.clone();
+            w2[c] = v;
+            loss(&x, &w2, &b)
+        };
+        let fb = |v: f64| {
+            let mut b2 = b.clone();
+            b2[c] = v;
+            loss(&x, &w, &b2)
+        };
+        let (gw, gb) = (fd(fw, w[c]), fd(fb, b[c]));
+        ensure!((dw[c] - gw).abs() < 1e-6, "dw[{c}] = {}, fd {gw}", dw[c]);
+        ensure!((db[c] - gb).abs() < 1e-6, "db[{c}] = {}, fd {gb}", db[c]);
+    }
+    Ok(())
+}
+
+fn reference_classifier_grad() -> TestResult {
+    let (rows, classes) = (3, 7);
+    let x: Vec<f64> = data(71, rows * classes, 3.0);
+    let t = [0, 6, 3];
+    let (_, dl) = reference::fused_classifier(&x, &t, rows, classes, 1.0);
+    for i in 0..rows * classes {
+        let f = |v: f64| {
+            let mut x2 = x.clone();
+            x2[i] = v;
+            reference::fused_classifier(&x2, &t, rows, classes, 1.0)
+                .0
+                .iter()
+                .sum::<f64>()
+        };
+        let g = fd(f, x[i]);
+        ensure!((dl[i] - g).abs() < 1e-6, "dlogits[{i}] = {}, fd {g}", dl[i]);
+    }
+    Ok(())
+}
+
+fn reference_embedding_sums() -> TestResult {
+    // The reference's backward is the plain scatter-add (up to f64 rounding).
+    let (vocab, cols) = (5, 3);
+    let ids = [4, 0, 4, -1, 2, 4, 4, 4, 4, 4, 4, 4, 4, 5];
+    let dy: Vec<f64> = data(81, ids.len() * cols, 1.0);
+    let dw = reference::embedding_bwd(&ids, &dy, vocab, cols);
+    for v in 0..vocab {
+        for c in 0..cols {
+            let want: f64 = ids
+                .iter()
+                .enumerate()
+                .filter(|&(_, &id)| id == v as i32)
+                .map(|(t, _)| dy[t * cols + c])
+                .sum();
+            ensure!(
+                (dw[v * cols + c] - want).abs() < 1e-12,
+                "dweight[{v}][{c}] = {}, expected {want}",
+                dw[v * cols + c]
+            );
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    cuda_tests::run(vec![
+        cpu("reference_gelu_grad", reference_gelu_grad),
+        cpu("reference_layer_norm_grad", reference_layer_norm_grad),
+        cpu("reference_classifier_grad", reference_classifier_grad),
+        cpu("reference_embedding_sums", reference_embedding_sums),
+        gpu("layer_norm_f32", layer_norm_all::<f32>),
+        gpu("layer_norm_f64", layer_norm_all::<f64>),
+        gpu("layer_norm_f16", layer_norm_all::<f16>),
+        gpu("layer_norm_bf16", layer_norm_all::<bf16>),
+        gpu("gelu_f32", gelu_all::<f32>),
+        gpu("gelu_f64", gelu_all::<f64>),
+        gpu("gelu_f16", gelu_all::<f16>),
+        gpu("gelu_bf16", gelu_all::<bf16>),
+        gpu("fused_classifier_f32", classifier_all::<f32>),
+        gpu("fused_classifier_f64", classifier_all::<f64>),
+        gpu("fused_classifier_f16", classifier_all::<f16>),
+        gpu("fused_classifier_bf16", classifier_all::<bf16>),
+        gpu("embedding_f32", embedding_all::<f32>),
+        gpu("embedding_f64", embedding_all::<f64>),
+        gpu("embedding_f16", embedding_all::<f16>),
+        gpu("embedding_bf16", embedding_all::<bf16>),
+        gpu("dropout_f32", dropout_all::<f32>),
+        gpu("dropout_f64", dropout_all::<f64>),
+        gpu("dropout_f16", dropout_all::<f16>),
+        gpu("dropout_bf16", dropout_all::<bf16>),
+        gpu("clip_grad_norm_f32", clip_all::<f32>),
+        gpu("clip_grad_norm_f64", clip_all::<f64>),
+    ])
+}
