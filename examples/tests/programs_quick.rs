@@ -28,6 +28,7 @@ const PROGRAMS: &[(&str, &str)] = programs![
     elementwise_kernel,
     cupy_bench,
     attention_chain,
+    attention_bench,
     memory_breakdown,
     thread_hierarchy,
     coalescing,

@@ -1,0 +1,222 @@
+//! `attention_bench`: the fused attention op and the transformer's row ops against PyTorch in
+//! the same run (see the program's doc for what is measured and the targets).
+
+pub mod cases;
+pub mod ours;
+pub mod ours_ops;
+pub mod torch;
+
+use cases::{Case, Dt, Op, Pass, ATTENTION_SHAPES};
+use cuda_examples::bench::Table;
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::error::Error;
+use torch::TorchSide;
+
+/// The targets, as ratios ours ÷ PyTorch (rates, so higher is better).
+pub const SDPA_GEOMEAN: f64 = 0.9;
+/// Every attention case.
+pub const SDPA_EACH: f64 = 0.8;
+/// LayerNorm, GELU and embedding, each case.
+pub const ROW_OPS: f64 = 0.95;
+/// The fused classifier against `F.cross_entropy` forward+backward.
+pub const CLASSIFIER: f64 = 1.5;
+/// The fused op against seed 002's chain (ours both), at N = 4096.
+pub const FUSED_OVER_CHAIN: f64 = 5.0;
+
+/// One case's result.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The case.
+    pub case: Case,
+    /// Our seconds per call.
+    pub ours: f64,
+    /// PyTorch's seconds per call and backend, when measured.
+    pub torch: Option<(f64, Option<String>)>,
+}
+
+impl Row {
+    /// The rate: TFLOP/s for attention, GB/s otherwise.
+    pub fn rate(&self, s: f64) -> f64 {
+        if self.case.counts_flops() {
+            self.case.flops() / s / 1e12
+        } else {
+            self.case.bytes() / s / 1e9
+        }
+    }
+    /// Ours ÷ PyTorch in rate (PyTorch's time ÷ ours).
+    pub fn ratio(&self) -> Option<f64> {
+        self.torch.as_ref().map(|(t, _)| t / self.ours)
+    }
+}
+
+/// Measures every case with a progress bar.
+pub fn measure(cases: &[Case], device: usize, quick: bool) -> Result<Vec<f64>, Box<dyn Error>> {
+    let bar = ProgressBar::new(cases.len() as u64);
+    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")?);
+    let mut out = Vec::with_capacity(cases.len());
+    let mut ctx = ours::Bench::new(device, quick)?;
+    for c in cases {
+        bar.set_message(c.id());
+        out.push(ctx.time(c)?);
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    Ok(out)
+}
+
+fn geomean(v: &[f64]) -> f64 {
+    (v.iter().map(|x| x.ln()).sum::<f64>() / v.len().max(1) as f64).exp()
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok {
+        "PASS"
+    } else {
+        "MISS"
+    }
+}
+
+/// The report: one table per family, then the verdict lines; also as JSON.
+pub fn report(rows: &[Row], torch: Option<&TorchSide>) -> (String, Value) {
+    let mut text = String::new();
+    let mut verdicts = Vec::new();
+    let by_id: HashMap<String, &Row> = rows.iter().map(|r| (r.case.id(), r)).collect();
+    for op in [
+        Op::Sdpa,
+        Op::Chain,
+        Op::LayerNorm,
+        Op::Gelu,
+        Op::Embedding,
+        Op::CrossEntropy,
+    ] {
+        let mine: Vec<&Row> = rows.iter().filter(|r| r.case.op == op).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let unit = if op == Op::Sdpa || op == Op::Chain {
+            "TFLOP/s"
+        } else {
+            "GB/s"
+        };
+        let ours_h = format!("ours {unit}");
+        let torch_h = format!("torch {unit}");
+        let mut t = Table::new(&[
+            "case",
+            "ours µs",
+            &ours_h,
+            "torch µs",
+            &torch_h,
+            "ratio",
+            "backend",
+        ]);
+        for r in &mine {
+            let (tus, trate, ratio, backend) = match &r.torch {
+                Some((s, b)) => (
+                    format!("{:.1}", s * 1e6),
+                    format!("{:.1}", r.rate(*s)),
+                    format!("{:.3}", s / r.ours),
+                    b.clone().unwrap_or_default(),
+                ),
+                None => ("-".into(), "-".into(), "-".into(), String::new()),
+            };
+            t.row(&[
+                r.case.id(),
+                format!("{:.1}", r.ours * 1e6),
+                format!("{:.1}", r.rate(r.ours)),
+                tus,
+                trate,
+                ratio,
+                backend,
+            ]);
+        }
+        text.push_str(&t.render());
+        text.push('\n');
+    }
+    if torch.is_some() {
+        for pass in [Pass::Fwd, Pass::FwdBwd] {
+            let ratios: Vec<f64> = rows
+                .iter()
+                .filter(|r| {
+                    r.case.op == Op::Sdpa
+                        && r.case.dt == Dt::Bf16
+                        && r.case.pass == pass
+                        && ATTENTION_SHAPES.contains(&(r.case.b, r.case.h, r.case.n, r.case.d))
+                })
+                .filter_map(Row::ratio)
+                .collect();
+            if !ratios.is_empty() {
+                let (g, m) = (
+                    geomean(&ratios),
+                    ratios.iter().copied().fold(f64::MAX, f64::min),
+                );
+                let ok = g >= SDPA_GEOMEAN && m >= SDPA_EACH;
+                verdicts.push(format!(
+                    "{} attention {}: geomean {g:.3}× PyTorch (target ≥ {SDPA_GEOMEAN}), min \
+                     {m:.3}× (target ≥ {SDPA_EACH}) over {} cases",
+                    verdict(ok),
+                    pass.name(),
+                    ratios.len()
+                ));
+            }
+        }
+        for (op, target, what) in [
+            (Op::LayerNorm, ROW_OPS, "LayerNorm"),
+            (Op::Gelu, ROW_OPS, "GELU"),
+            (Op::Embedding, ROW_OPS, "embedding"),
+            (
+                Op::CrossEntropy,
+                CLASSIFIER,
+                "fused classifier vs F.cross_entropy fwd+bwd",
+            ),
+        ] {
+            let ratios: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.case.op == op)
+                .filter_map(Row::ratio)
+                .collect();
+            if let Some(m) = ratios.iter().copied().reduce(f64::min) {
+                verdicts.push(format!(
+                    "{} {what}: min {m:.3}× PyTorch (target ≥ {target})",
+                    verdict(m >= target)
+                ));
+            }
+        }
+    }
+    for r in rows.iter().filter(|r| r.case.op == Op::Chain) {
+        let fused = Case {
+            op: Op::Sdpa,
+            ..r.case.clone()
+        };
+        if let Some(f) = by_id.get(&fused.id()) {
+            let x = r.ours / f.ours;
+            verdicts.push(format!(
+                "{} fused attention {:.1}× faster than seed 002's chain ({}, N = {}; target ≥ \
+                 {FUSED_OVER_CHAIN}×)",
+                verdict(x >= FUSED_OVER_CHAIN),
+                x,
+                r.case.dt.name(),
+                r.case.n
+            ));
+        }
+    }
+    for v in &verdicts {
+        text.push_str(v);
+        text.push('\n');
+    }
+    let json_rows: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            json!({"id": r.case.id(), "ours_s": r.ours, "ours_rate": r.rate(r.ours),
+                   "torch_s": r.torch.as_ref().map(|t| t.0),
+                   "torch_backend": r.torch.as_ref().and_then(|t| t.1.clone()),
+                   "ratio": r.ratio()})
+        })
+        .collect();
+    let doc = json!({
+        "torch": torch.map(|t| json!({"version": t.version, "device": t.device})),
+        "cases": json_rows, "verdicts": verdicts,
+    });
+    (text, doc)
+}

@@ -1,0 +1,167 @@
+//! Our side of every case, through the `Tensor` API (what a user of the crates calls), timed
+//! with CUDA events on the current stream.
+
+use super::cases::{Case, Dt, Op, Pass};
+use super::ours_ops as o;
+use cuda_examples::timing::GpuTimer;
+use cuda_stack_driver::half::bf16;
+use cuda_stack_runtime::{AttentionElement, FloatElement, Runtime, Tensor, TensorElement};
+use std::error::Error;
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+/// The timer and the timing parameters.
+pub struct Bench {
+    timer: GpuTimer,
+    trials: usize,
+    target_s: f64,
+    max_reps: usize,
+}
+
+/// A case's inputs, made once and reused by every timed call.
+enum Inputs<T: TensorElement> {
+    Attention {
+        q: Tensor<T>,
+        k: Tensor<T>,
+        v: Tensor<T>,
+        dout: Tensor<T>,
+    },
+    Rows {
+        x: Tensor<T>,
+        dy: Tensor<T>,
+        w: Tensor<T>,
+        b: Tensor<T>,
+    },
+    Lookup {
+        table: Tensor<T>,
+        idx: Tensor<i32>,
+        dy: Tensor<T>,
+    },
+}
+
+/// Standard-normal values of `shape` in `T` (generated in f32, rounded once).
+fn randn<T: TensorElement>(shape: &[usize], seed: u64) -> Res<Tensor<T>> {
+    Ok(Tensor::<f32>::randn(shape, seed)?.to_dtype::<T>()?)
+}
+
+impl Bench {
+    /// A bench on GPU `device` (made current on this thread).
+    pub fn new(device: usize, quick: bool) -> Res<Bench> {
+        cuda_stack_runtime::set_device(device)?;
+        let rt = Runtime::get(device)?;
+        Ok(Bench {
+            timer: GpuTimer::new(rt.context())?,
+            trials: if quick { 3 } else { 5 },
+            target_s: if quick { 0.005 } else { 0.020 },
+            max_reps: if quick { 50 } else { 200 },
+        })
+    }
+
+    /// Median seconds per call: one warm-up call, R back-to-back calls per trial (R so a trial
+    /// lasts about `target_s`), the median over the trials (`tools/torch_attention.py` does the
+    /// same).
+    fn median(&self, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
+        let s = cuda_stack_runtime::current_stream()?;
+        f()?;
+        let one = self.timer.time(&s, |_| f())?.as_secs_f64();
+        let reps = ((self.target_s / one.max(1e-7)) as usize).clamp(1, self.max_reps);
+        let mut v = Vec::with_capacity(self.trials);
+        for _ in 0..self.trials {
+            let d = self.timer.time(&s, |_| -> Res<()> {
+                for _ in 0..reps {
+                    f()?;
+                }
+                Ok(())
+            })?;
+            v.push(d.as_secs_f64() / reps as f64);
+        }
+        Ok(cuda_examples::bench::median(&v))
+    }
+
+    /// Seconds per call of `case`.
+    pub fn time(&mut self, case: &Case) -> Res<f64> {
+        match case.dt {
+            Dt::F32 => self.time_as::<f32>(case),
+            Dt::Bf16 => self.time_as::<bf16>(case),
+        }
+    }
+
+    fn time_as<T: AttentionElement + FloatElement>(&mut self, case: &Case) -> Res<f64> {
+        let inputs = make_inputs::<T>(case)?;
+        let t = match (&inputs, case.op) {
+            (Inputs::Attention { q, k, v, .. }, Op::Chain) => {
+                let scale = 1.0 / (case.d as f64).sqrt();
+                self.median(|| o::chain(q, k, v, scale))?
+            }
+            (Inputs::Attention { q, k, v, dout }, Op::Sdpa) => match case.pass {
+                Pass::Fwd => self.median(|| o::sdpa_fwd(q, k, v, case.causal))?,
+                _ => self.median(|| o::sdpa_fwd_bwd(q, k, v, dout, case.causal))?,
+            },
+            (Inputs::Rows { x, dy, w, b }, Op::LayerNorm) => {
+                let saved = o::layer_norm_fwd(x, w, b)?;
+                match case.pass {
+                    Pass::Fwd => self.median(|| o::layer_norm_fwd(x, w, b).map(drop))?,
+                    _ => self.median(|| o::layer_norm_bwd(x, w, &saved, dy))?,
+                }
+            }
+            (Inputs::Rows { x, dy, .. }, Op::Gelu) => match case.pass {
+                Pass::Fwd => self.median(|| o::gelu_fwd(x))?,
+                _ => self.median(|| o::gelu_bwd(x, dy))?,
+            },
+            (Inputs::Rows { x, .. }, Op::CrossEntropy) => {
+                let t = targets(case.n, case.v)?;
+                let one = Tensor::<f32>::from_vec(vec![1.0], &[])?.to_dtype::<T::Stat>()?;
+                self.median(|| o::classifier(x, &t, &one))?
+            }
+            (Inputs::Lookup { table, idx, dy }, Op::Embedding) => match case.pass {
+                Pass::Fwd => self.median(|| o::embedding_fwd(table, idx))?,
+                _ => self.median(|| o::embedding_bwd(idx, dy, case.v))?,
+            },
+            _ => return Err(format!("attention_bench: no inputs for case {}", case.id()).into()),
+        };
+        Ok(t)
+    }
+}
+
+/// Class targets `[n]` in `0..v`, spread over the vocabulary.
+fn targets(n: usize, v: usize) -> Res<Tensor<i32>> {
+    let t: Vec<i32> = (0..n).map(|i| ((i * 7919) % v) as i32).collect();
+    Ok(Tensor::from_vec(t, &[n])?)
+}
+
+fn make_inputs<T: TensorElement>(case: &Case) -> Res<Inputs<T>> {
+    Ok(match case.op {
+        Op::Sdpa | Op::Chain => {
+            let shape = [case.b, case.h, case.n, case.d];
+            Inputs::Attention {
+                q: randn(&shape, 1)?,
+                k: randn(&shape, 2)?,
+                v: randn(&shape, 3)?,
+                dout: randn(&shape, 4)?,
+            }
+        }
+        Op::LayerNorm => Inputs::Rows {
+            x: randn(&[case.rows, case.c], 1)?,
+            dy: randn(&[case.rows, case.c], 2)?,
+            w: randn(&[case.c], 3)?,
+            b: randn(&[case.c], 4)?,
+        },
+        Op::Gelu => Inputs::Rows {
+            x: randn(&[case.n], 1)?,
+            dy: randn(&[case.n], 2)?,
+            w: randn(&[1], 3)?,
+            b: randn(&[1], 4)?,
+        },
+        Op::CrossEntropy => Inputs::Rows {
+            x: randn(&[case.n, case.v], 1)?,
+            dy: randn(&[1], 2)?,
+            w: randn(&[1], 3)?,
+            b: randn(&[1], 4)?,
+        },
+        Op::Embedding => Inputs::Lookup {
+            table: randn(&[case.v, case.c], 1)?,
+            idx: targets(case.n, case.v)?,
+            dy: randn(&[case.n, case.c], 2)?,
+        },
+    })
+}

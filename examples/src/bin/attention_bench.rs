@@ -1,0 +1,118 @@
+//! `attention_bench`: fused scaled-dot-product attention and the transformer's row ops
+//! (LayerNorm, GELU, embedding, the fused classifier) against PyTorch on the same GPU, in the
+//! same run.
+//!
+//! - **Attention**, bf16, causal and full, forward and forward+backward, at (B, H, N, D) =
+//!   (16, 16, 512, 64), (16, 16, 1024, 64), (16, 16, 1024, 128), (8, 16, 2048, 128),
+//!   (4, 16, 4096, 128), (1, 16, 16384, 128) and the odd (2, 12, 4097, 64), against
+//!   `torch.nn.functional.scaled_dot_product_attention` (the backend PyTorch picked is printed).
+//!   TFLOP/s count `4·B·H·N²·D`, halved when causal; forward+backward 3.5× that.
+//!   Targets: ≥ 0.9× PyTorch in the geometric mean, ≥ 0.8× at every case.
+//! - **Seed 002's chain** (`softmax(Q·Kᵀ·scale)·V` as separate Tensor ops, as
+//!   `attention_chain` walks through) against the fused op at N = 4096, f32 and bf16: the fused op
+//!   ≥ 5× faster.
+//! - **LayerNorm, GELU, embedding** (forward; backward from saved results), f32 and bf16, in
+//!   GB/s of the least traffic (each input read once, each output written once): ≥ 0.95×
+//!   PyTorch; **the fused classifier** (logits → loss and dlogits) against `F.cross_entropy`
+//!   forward + its gradient at vocabulary 50257: ≥ 1.5×.
+//!
+//! Times: CUDA events around back-to-back calls on one stream, median of trials, after a
+//! warm-up; PyTorch's side (`tools/torch_attention.py`) times the same way.
+//!
+//! Run: `cargo run --release -p cuda-examples --bin attention_bench -- [--quick] [--torch-run]
+//! [--torch FILE] [--filter TEXT] [--device N] [--json]`; `--cases` prints the case list as JSON
+//! for running the script by hand.
+
+use clap::Parser;
+use cuda_examples::cli::Common;
+use cuda_examples::exit::{self, ProgramResult};
+use cuda_examples::say;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[path = "../attention_bench/mod.rs"]
+mod ab;
+
+#[derive(Parser)]
+#[command(
+    about = "Fused attention, LayerNorm, GELU, embedding and the fused classifier against \
+                   PyTorch in the same run"
+)]
+struct Args {
+    #[command(flatten)]
+    common: Common,
+    /// Run tools/torch_attention.py on the same cases after ours (same GPU, same session).
+    #[arg(long)]
+    torch_run: bool,
+    /// The script `--torch-run` runs.
+    #[arg(long, default_value = "tools/torch_attention.py")]
+    torch_script: PathBuf,
+    /// PyTorch's figures from an earlier `python3 tools/torch_attention.py cases.json`.
+    #[arg(long)]
+    torch: Option<PathBuf>,
+    /// Print the case list as JSON (the script's input) and exit.
+    #[arg(long)]
+    cases: bool,
+    /// Only cases whose id contains this text.
+    #[arg(long)]
+    filter: Option<String>,
+}
+
+fn main() -> ExitCode {
+    exit::run("attention_bench", || body(Args::parse()))
+}
+
+fn body(args: Args) -> ProgramResult {
+    let quick = args.common.quick;
+    let device = args.common.device;
+    let mut cases = ab::cases::all(quick);
+    if let Some(f) = &args.filter {
+        cases.retain(|c| c.id().contains(f.as_str()));
+    }
+    if args.cases {
+        let v: Vec<_> = cases.iter().map(|c| c.to_json(device, quick)).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let q = args.common.json;
+    say!(
+        q,
+        "attention_bench: {} cases{} on GPU {device}",
+        cases.len(),
+        if quick { " (--quick)" } else { "" }
+    );
+    let ours = ab::measure(&cases, device, quick)?;
+    let torch = if let Some(p) = &args.torch {
+        Some(ab::torch::TorchSide::load(p)?)
+    } else if args.torch_run {
+        match ab::torch::TorchSide::run(&args.torch_script, &cases, device, quick) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                say!(q, "PyTorch not measured: {e}");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    if let Some(t) = &torch {
+        say!(q, "PyTorch {} on {}", t.version, t.device);
+    }
+    let rows: Vec<ab::Row> = cases
+        .into_iter()
+        .zip(ours)
+        .map(|(case, ours)| {
+            let torch = torch
+                .as_ref()
+                .and_then(|t| t.cases.get(&case.id()).cloned());
+            ab::Row { case, ours, torch }
+        })
+        .collect();
+    let (text, doc) = ab::report(&rows, torch.as_ref());
+    if q {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print!("{text}");
+    }
+    Ok(())
+}
