@@ -5,7 +5,8 @@
 //! the padding the kernels must not read), q/k/v as views of one packed `[B, N, 3, H, D]`
 //! projection, a large case, and poisoned (NaN) outputs that must all be overwritten. The f16/bf16
 //! forward runs on both kernel families (`AttentionAlgo::Simt` and, on sm_80+,
-//! `AttentionAlgo::TensorCore` at D = 64 and 128; `Auto` picks the latter where it fits).
+//! `AttentionAlgo::TensorCore` at D = 64 and 128; `Auto` picks the latter where it fits), and so
+//! does the backward at D = 64.
 //!
 //! Tolerances, `max |got − ref| <= tol · max |ref| + atol` per output (relative to the largest
 //! magnitude; atol 1e-12 for f64, 1e-5 otherwise, for outputs whose exact value is 0, such as dq
@@ -294,9 +295,17 @@ fn case_with<T: AttentionElement>(
     let mut dq = s.clone_htod(&vec![nan; b * h * nq * d])?;
     let mut dk = s.clone_htod(&vec![nan; b * h * nk * d])?;
     let mut dv = s.clone_htod(&vec![nan; b * h * nk * d])?;
-    ops::attention_bwd(
+    // The tensor-core backward takes D = 64 only; elsewhere a forced tensor-core case checks
+    // the forward and leaves the backward to `Auto`.
+    let bwd_algo = if algo == AttentionAlgo::TensorCore && d != 64 {
+        AttentionAlgo::Auto
+    } else {
+        algo
+    };
+    ops::attention_bwd_with(
         k,
         s,
+        bwd_algo,
         &sh,
         inp(&qv, qs),
         inp(&kv, ks),

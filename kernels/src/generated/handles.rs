@@ -92,6 +92,29 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "attention_mma_bwd",
+        source: "cuda/attention_mma_bwd.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_80",
+                min_cc: ComputeCapability { major: 8, minor: 0 },
+                ptx: include_str!("../../ptx/attention_mma_bwd.sm80.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/attention_mma_bwd.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/attention_mma_bwd.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "cast",
         source: "cuda/cast.cu",
         targets: &[
@@ -582,7 +605,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 230 kernels, in manifest order.
+/// The names of all 234 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -610,6 +633,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_fwd_mma_d128_f16",
     "attn_fwd_mma_d64_bf16",
     "attn_fwd_mma_d64_f16",
+    "attn_bwd_dkdv_mma_d64_bf16",
+    "attn_bwd_dkdv_mma_d64_f16",
+    "attn_bwd_dq_mma_d64_bf16",
+    "attn_bwd_dq_mma_d64_f16",
     "cast_bf16_f16",
     "cast_bf16_f32",
     "cast_f16_bf16",
@@ -856,6 +883,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_fwd_mma_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma.cu` |
 /// | `attn_fwd_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma.cu` |
 /// | `attn_fwd_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma.cu` |
+/// | `attn_bwd_dkdv_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dkdv_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dq_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dq_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `cast_bf16_f16` | `const bf16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_bf16_f32` | `const bf16_t* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_f16_bf16` | `const f16_t* x`, `bf16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
@@ -1068,6 +1099,8 @@ pub struct Kernels {
     attention: crate::family::LazyModule<AttentionKernels>,
     /// `cuda/attention_mma.cu`, loaded on the first call of [`Kernels::attention_mma_kernels`] or of one of its kernels.
     attention_mma: crate::family::LazyModule<AttentionMmaKernels>,
+    /// `cuda/attention_mma_bwd.cu`, loaded on the first call of [`Kernels::attention_mma_bwd_kernels`] or of one of its kernels.
+    attention_mma_bwd: crate::family::LazyModule<AttentionMmaBwdKernels>,
     /// `cuda/cast.cu`, loaded on the first call of [`Kernels::cast_kernels`] or of one of its kernels.
     cast: crate::family::LazyModule<CastKernels>,
     /// `cuda/coalescing.cu`, loaded on the first call of [`Kernels::coalescing_kernels`] or of one of its kernels.
@@ -1341,6 +1374,48 @@ fn load_attention_mma(m: &cuda_stack_driver::Module) -> crate::Result<AttentionM
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_fwd_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_mma_d64_f16")? },
+    })
+}
+
+/// The kernels of `cuda/attention_mma_bwd.cu` (PTX for `compute_80`; SASS for `sm_80`, `sm_90`), from [`Kernels::attention_mma_bwd_kernels`].
+#[derive(Clone, Debug)]
+pub struct AttentionMmaBwdKernels {
+    /// `attn_bwd_dkdv_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dkdv_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dkdv_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dq_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dq_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+}
+
+fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<AttentionMmaBwdKernels> {
+    Ok(AttentionMmaBwdKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_mma_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_mma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_mma_d64_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_mma_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_mma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_mma_d64_f16")? },
     })
 }
 
@@ -3164,24 +3239,25 @@ impl Kernels {
             activation_grad: crate::family::LazyModule::new(ctx, &PTX_FILES[0], pref),
             attention: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
             attention_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
-            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
-            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
-            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            attention_mma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
+            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
         }
     }
 
@@ -3201,6 +3277,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn attention_mma_kernels(&self) -> crate::Result<&AttentionMmaKernels> {
         self.attention_mma.get(load_attention_mma)
+    }
+
+    /// The kernels of `cuda/attention_mma_bwd.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn attention_mma_bwd_kernels(&self) -> crate::Result<&AttentionMmaBwdKernels> {
+        self.attention_mma_bwd.get(load_attention_mma_bwd)
     }
 
     /// The kernels of `cuda/cast.cu`, loaded on the first call and kept. Fails with
@@ -3439,6 +3521,26 @@ impl Kernels {
     /// `attn_fwd_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_fwd_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_mma_kernels()?.attn_fwd_mma_d64_f16)
+    }
+
+    /// `attn_bwd_dkdv_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_mma_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dkdv_mma_d64_bf16)
+    }
+
+    /// `attn_bwd_dkdv_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dkdv_mma_d64_f16)
+    }
+
+    /// `attn_bwd_dq_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_mma_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_mma_d64_bf16)
+    }
+
+    /// `attn_bwd_dq_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_mma_d64_f16)
     }
 
     /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
@@ -4468,6 +4570,7 @@ impl Kernels {
             self.activation_grad.loaded(),
             self.attention.loaded(),
             self.attention_mma.loaded(),
+            self.attention_mma_bwd.loaded(),
             self.cast.loaded(),
             self.coalescing.loaded(),
             self.elementwise.loaded(),
@@ -4504,6 +4607,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.attention_mma_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.attention_mma_bwd_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -4674,6 +4781,21 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_mma_d64_f16.function().clone())? };
+            n += 4;
+        }
+        if let Some(f) = self.attention_mma_bwd.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_mma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_mma_d64_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_mma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_mma_d64_f16.function().clone())? };
             n += 4;
         }
         if let Some(f) = self.cast.if_loaded() {
@@ -5377,6 +5499,10 @@ impl Kernels {
             "attn_fwd_mma_d128_f16" => self.attn_fwd_mma_d128_f16().ok().map(|k| k.function()),
             "attn_fwd_mma_d64_bf16" => self.attn_fwd_mma_d64_bf16().ok().map(|k| k.function()),
             "attn_fwd_mma_d64_f16" => self.attn_fwd_mma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_mma_d64_bf16" => self.attn_bwd_dkdv_mma_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_mma_d64_f16" => self.attn_bwd_dkdv_mma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_dq_mma_d64_bf16" => self.attn_bwd_dq_mma_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dq_mma_d64_f16" => self.attn_bwd_dq_mma_d64_f16().ok().map(|k| k.function()),
             "cast_bf16_f16" => self.cast_bf16_f16().ok().map(|k| k.function()),
             "cast_bf16_f32" => self.cast_bf16_f32().ok().map(|k| k.function()),
             "cast_f16_bf16" => self.cast_f16_bf16().ok().map(|k| k.function()),
