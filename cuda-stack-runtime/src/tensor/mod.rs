@@ -24,6 +24,7 @@
 //! | `softmax(dim)`, `relu`, `tanh`, `x * alpha` | [`Tensor::softmax`], [`Tensor::relu`], [`Tensor::tanh`], [`Tensor::scale`] |
 //! | seed 004's fused `relu(x * scale + bias)` | [`Tensor::bias_relu`], [`Tensor::bias_relu_backward`] |
 //! | `log_softmax`, `F.pad` with zeros | [`Tensor::log_softmax`], [`Tensor::zero_pad`] |
+//! | `F.scaled_dot_product_attention` (fused, FlashAttention-style; f32, f64, f16, bf16: [`AttentionElement`]) | [`Tensor::scaled_dot_product_attention`], [`Tensor::scaled_dot_product_attention_forward`] (+ row log-sum-exp), [`Tensor::scaled_dot_product_attention_backward`] |
 //! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |
 //! | `t.to(torch.float16)`, `.half()`, `.float()` | [`Tensor::to_dtype`] (f32 ↔ f64/f16/bf16/i32, f16 ↔ bf16, f64 ↔ i32; one rounding) |
 //! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |

@@ -29,7 +29,7 @@ mod sealed {
     impl Sealed for super::bf16 {}
 }
 
-/// The element types the attention kernels take: `f32`, `f64`, [`f16`] and [`bf16`] (the last
+/// The element types the attention kernels take: `f32`, `f64`, [`f16`](struct@f16) and [`bf16`] (the last
 /// two computed in f32). The row log-sum-exp is [`Element::Scalar`] (f32, or f64 for f64).
 pub trait AttentionElement: Element + sealed::Sealed {
     /// `scale` in the compute type (rounded to f32 for f32/f16/bf16).
