@@ -695,6 +695,38 @@ fn tensor_core_misfits() -> TestResult {
         r.is_ok() == tc,
         "aligned bf16 D = 64 on the tensor cores (cc >= 8.0: {tc}): {r:?}"
     );
+    // The tensor-core backward takes D = 64 only: D = 128 forced onto it is `Unsupported`.
+    let d = 128;
+    let x128 = s.alloc_zeros::<bf16>(2 * 4 * d)?;
+    let mut g = [
+        s.alloc_zeros::<bf16>(2 * 4 * d)?,
+        s.alloc_zeros::<bf16>(2 * 4 * d)?,
+        s.alloc_zeros::<bf16>(2 * 4 * d)?,
+    ];
+    let mut delta = s.alloc_zeros::<f32>(2 * 4)?;
+    let x = AttentionInput::dense(&*x128, 2, 4, d);
+    let [dq, dk, dv] = &mut g;
+    let r = ops::attention_bwd_with(
+        &k,
+        &s,
+        AttentionAlgo::TensorCore,
+        &shape(1, 2, 4, 4, d, false),
+        x,
+        x,
+        x,
+        &x128,
+        &lse,
+        &x128,
+        &mut delta,
+        dq,
+        dk,
+        dv,
+        0.5,
+    );
+    ensure!(
+        matches!(r, Err(Error::Unsupported { .. })),
+        "backward D = 128 on the tensor cores: {r:?}"
+    );
     s.synchronize()?;
     Ok(())
 }
