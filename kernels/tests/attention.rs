@@ -3,7 +3,10 @@
 //! dimension D ∈ {1, 16, 32, 40, 64, 80, 96, 128, 160, 256} × N ∈ {1, 17, 64, 65, 257}, causal
 //! and full, Nq ≠ Nk (both ways, and Nk = 0), strided views (padded rows, an offset start, NaN in
 //! the padding the kernels must not read), q/k/v as views of one packed `[B, N, 3, H, D]`
-//! projection, a large case, and poisoned (NaN) outputs that must all be overwritten.
+//! projection, a large case, and poisoned (NaN) outputs that must all be overwritten. The f16/bf16
+//! forward runs on both kernel families (`AttentionAlgo::Simt` and, on sm_80+,
+//! `AttentionAlgo::TensorCore` at D = 64 and 128; `Auto` picks the latter where it fits), and so
+//! does the backward at D = 64.
 //!
 //! Tolerances, `max |got − ref| <= tol · max |ref| + atol` per output (relative to the largest
 //! magnitude; atol 1e-12 for f64, 1e-5 otherwise, for outputs whose exact value is 0, such as dq
@@ -16,7 +19,7 @@
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceBuffer, Stream};
 use cuda_stack_kernels::ops::{
-    self, AttentionElement, AttentionInput, AttentionShape, HeadStrides,
+    self, AttentionAlgo, AttentionElement, AttentionInput, AttentionShape, HeadStrides,
 };
 use cuda_stack_kernels::reference::{self, AttentionDims};
 use cuda_stack_kernels::{Compute, DType, Element, Error, Kernels};
@@ -219,8 +222,20 @@ fn case<T: AttentionElement>(
     layout: Layout,
     seed: u64,
 ) -> TestResult {
+    case_with::<T>(k, s, sh, layout, seed, AttentionAlgo::Auto)
+}
+
+/// [`case`] with the forward pass on the kernels `algo` names.
+fn case_with<T: AttentionElement>(
+    k: &Kernels,
+    s: &Stream,
+    sh: AttentionShape,
+    layout: Layout,
+    seed: u64,
+    algo: AttentionAlgo,
+) -> TestResult {
     let (b, h, nq, nk, d) = (sh.batch, sh.heads, sh.q_len, sh.kv_len, sh.head_dim);
-    let label = format!("{:?} {sh:?} {layout:?}", T::DTYPE);
+    let label = format!("{:?} {sh:?} {layout:?} {algo:?}", T::DTYPE);
     let q: Vec<T> = data(seed, b * h * nq * d, 1.0);
     let kk: Vec<T> = data(seed + 1, b * h * nk * d, 1.0);
     let v: Vec<T> = data(seed + 2, b * h * nk * d, 1.0);
@@ -253,9 +268,10 @@ fn case<T: AttentionElement>(
     let snan = T::scale_scalar(f64::NAN);
     let mut out = s.clone_htod(&vec![nan; b * h * nq * d])?;
     let mut lse = s.clone_htod(&vec![snan; b * h * nq])?;
-    ops::attention_fwd(
+    ops::attention_fwd_with(
         k,
         s,
+        algo,
         &sh,
         inp(&qv, qs),
         inp(&kv, ks),
@@ -279,9 +295,17 @@ fn case<T: AttentionElement>(
     let mut dq = s.clone_htod(&vec![nan; b * h * nq * d])?;
     let mut dk = s.clone_htod(&vec![nan; b * h * nk * d])?;
     let mut dv = s.clone_htod(&vec![nan; b * h * nk * d])?;
-    ops::attention_bwd(
+    // The tensor-core backward takes D = 64 only; elsewhere a forced tensor-core case checks
+    // the forward and leaves the backward to `Auto`.
+    let bwd_algo = if algo == AttentionAlgo::TensorCore && d != 64 {
+        AttentionAlgo::Auto
+    } else {
+        algo
+    };
+    ops::attention_bwd_with(
         k,
         s,
+        bwd_algo,
         &sh,
         inp(&qv, qs),
         inp(&kv, ks),
@@ -540,6 +564,173 @@ fn bounds_checks() -> TestResult {
     Ok(())
 }
 
+/// The two kernel families side by side for f16/bf16 at D = 64 and 128 (dense and packed views,
+/// which the tensor cores take): the forced SIMT kernel and the forced tensor-core kernel (on
+/// compute capability 8.0+) both against the reference. Below 8.0, forcing the tensor cores is
+/// `Unsupported`.
+fn both_families<T: AttentionElement>() -> TestResult {
+    let (ctx, s, k) = setup()?;
+    let tc = ctx.limits().compute_capability
+        >= (cuda_stack_driver::ComputeCapability { major: 8, minor: 0 });
+    let pairs = [
+        (1, 1),
+        (17, 17),
+        (64, 64),
+        (65, 65),
+        (257, 257),
+        (5, 64),
+        (64, 5),
+        (3, 0),
+        (200, 129),
+    ];
+    for &d in &[64, 128] {
+        for &(nq, nk) in &pairs {
+            for causal in [false, true] {
+                let sh = shape(2, 3, nq, nk, d, causal);
+                let layouts: &[Layout] = if nq == nk {
+                    &[Layout::Dense, Layout::Packed]
+                } else {
+                    &[Layout::Dense]
+                };
+                for &layout in layouts {
+                    let seed = (d + nq * 3 + nk) as u64;
+                    case_with::<T>(&k, &s, sh, layout, seed, AttentionAlgo::Simt)?;
+                    if tc {
+                        case_with::<T>(&k, &s, sh, layout, seed, AttentionAlgo::TensorCore)?;
+                    }
+                }
+            }
+        }
+    }
+    if tc {
+        case_with::<T>(
+            &k,
+            &s,
+            shape(1, 2, 1024, 1024, 128, true),
+            Layout::Packed,
+            5,
+            AttentionAlgo::TensorCore,
+        )?;
+    }
+    Ok(())
+}
+
+/// Forcing the tensor cores where they cannot run is `Unsupported`, nothing launched: f32,
+/// D = 80, a view starting off 16 bytes (the padded layout), compute capability below 8.0.
+fn tensor_core_misfits() -> TestResult {
+    let (ctx, s, k) = setup()?;
+    let tc = ctx.limits().compute_capability
+        >= (cuda_stack_driver::ComputeCapability { major: 8, minor: 0 });
+    let mut lse = s.alloc_zeros::<f32>(2 * 4)?;
+    let run_f32 =
+        |d: usize, lse: &mut cuda_stack_driver::DeviceBuffer<f32>| -> Res<Result<(), Error>> {
+            let q = s.alloc_zeros::<f32>(2 * 4 * d)?;
+            let mut out = s.alloc_zeros::<f32>(2 * 4 * d)?;
+            let x = AttentionInput::dense(&*q, 2, 4, d);
+            Ok(ops::attention_fwd_with(
+                &k,
+                &s,
+                AttentionAlgo::TensorCore,
+                &shape(1, 2, 4, 4, d, false),
+                x,
+                x,
+                x,
+                &mut out,
+                lse,
+                0.5,
+            ))
+        };
+    let r = run_f32(64, &mut lse)?;
+    ensure!(matches!(r, Err(Error::Unsupported { .. })), "f32: {r:?}");
+    let q = s.alloc_zeros::<bf16>(2 * 4 * 80 + 8)?;
+    let mut out = s.alloc_zeros::<bf16>(2 * 4 * 80)?;
+    let x = AttentionInput::dense(&*q, 2, 4, 80);
+    let r = ops::attention_fwd_with(
+        &k,
+        &s,
+        AttentionAlgo::TensorCore,
+        &shape(1, 2, 4, 4, 80, false),
+        x,
+        x,
+        x,
+        &mut out,
+        &mut lse,
+        0.5,
+    );
+    ensure!(matches!(r, Err(Error::Unsupported { .. })), "D = 80: {r:?}");
+    let q = s.alloc_zeros::<bf16>(2 * 4 * 64 + 8)?;
+    let mut out = s.alloc_zeros::<bf16>(2 * 4 * 64)?;
+    let off = q.slice(2..)?;
+    let x = AttentionInput::dense(&*off, 2, 4, 64);
+    let r = ops::attention_fwd_with(
+        &k,
+        &s,
+        AttentionAlgo::TensorCore,
+        &shape(1, 2, 4, 4, 64, false),
+        x,
+        x,
+        x,
+        &mut out,
+        &mut lse,
+        0.5,
+    );
+    ensure!(
+        matches!(r, Err(Error::Unsupported { .. })),
+        "misaligned view: {r:?}"
+    );
+    let x = AttentionInput::dense(&*q, 2, 4, 64);
+    let r = ops::attention_fwd_with(
+        &k,
+        &s,
+        AttentionAlgo::TensorCore,
+        &shape(1, 2, 4, 4, 64, false),
+        x,
+        x,
+        x,
+        &mut out,
+        &mut lse,
+        0.5,
+    );
+    ensure!(
+        r.is_ok() == tc,
+        "aligned bf16 D = 64 on the tensor cores (cc >= 8.0: {tc}): {r:?}"
+    );
+    // The tensor-core backward takes D = 64 only: D = 128 forced onto it is `Unsupported`.
+    let d = 128;
+    let x128 = s.alloc_zeros::<bf16>(2 * 4 * d)?;
+    let mut g = [
+        s.alloc_zeros::<bf16>(2 * 4 * d)?,
+        s.alloc_zeros::<bf16>(2 * 4 * d)?,
+        s.alloc_zeros::<bf16>(2 * 4 * d)?,
+    ];
+    let mut delta = s.alloc_zeros::<f32>(2 * 4)?;
+    let x = AttentionInput::dense(&*x128, 2, 4, d);
+    let [dq, dk, dv] = &mut g;
+    let r = ops::attention_bwd_with(
+        &k,
+        &s,
+        AttentionAlgo::TensorCore,
+        &shape(1, 2, 4, 4, d, false),
+        x,
+        x,
+        x,
+        &x128,
+        &lse,
+        &x128,
+        &mut delta,
+        dq,
+        dk,
+        dv,
+        0.5,
+    );
+    ensure!(
+        matches!(r, Err(Error::Unsupported { .. })),
+        "backward D = 128 on the tensor cores: {r:?}"
+    );
+    s.synchronize()?;
+    Ok(())
+}
+
 fn main() {
     cuda_tests::run(vec![
         gpu("sweep_f32", sweep::<f32>),
@@ -557,6 +748,9 @@ fn main() {
         gpu("large_f32", large::<f32>),
         gpu("large_bf16", large::<bf16>),
         gpu("large_f16", large::<f16>),
+        gpu("both_families_f16", both_families::<f16>),
+        gpu("both_families_bf16", both_families::<bf16>),
+        gpu("tensor_core_misfits", tensor_core_misfits),
         gpu("bounds_checks", bounds_checks),
     ]);
 }

@@ -69,6 +69,52 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "attention_mma",
+        source: "cuda/attention_mma.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_80",
+                min_cc: ComputeCapability { major: 8, minor: 0 },
+                ptx: include_str!("../../ptx/attention_mma.sm80.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/attention_mma.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/attention_mma.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "attention_mma_bwd",
+        source: "cuda/attention_mma_bwd.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_80",
+                min_cc: ComputeCapability { major: 8, minor: 0 },
+                ptx: include_str!("../../ptx/attention_mma_bwd.sm80.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/attention_mma_bwd.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/attention_mma_bwd.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "cast",
         source: "cuda/cast.cu",
         targets: &[
@@ -727,7 +773,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 316 kernels, in manifest order.
+/// The names of all 324 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -755,6 +801,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_fwd_f16",
     "attn_fwd_f32",
     "attn_fwd_f64",
+    "attn_fwd_mma_d128_bf16",
+    "attn_fwd_mma_d128_f16",
+    "attn_fwd_mma_d64_bf16",
+    "attn_fwd_mma_d64_f16",
+    "attn_bwd_dkdv_mma_d64_bf16",
+    "attn_bwd_dkdv_mma_d64_f16",
+    "attn_bwd_dq_mma_d64_bf16",
+    "attn_bwd_dq_mma_d64_f16",
     "cast_bf16_f16",
     "cast_bf16_f32",
     "cast_f16_bf16",
@@ -1087,6 +1141,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_fwd_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
 /// | `attn_fwd_f32` | `const float* q`, `const float* k`, `const float* v`, `float* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention.cu` |
 /// | `attn_fwd_f64` | `const double* q`, `const double* k`, `const double* v`, `double* out`, `double* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `double scale`, `int causal` | `cuda/attention.cu` |
+/// | `attn_fwd_mma_d128_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma.cu` |
+/// | `attn_fwd_mma_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma.cu` |
+/// | `attn_fwd_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma.cu` |
+/// | `attn_fwd_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma.cu` |
+/// | `attn_bwd_dkdv_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dkdv_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dq_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dq_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `cast_bf16_f16` | `const bf16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_bf16_f32` | `const bf16_t* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_f16_bf16` | `const f16_t* x`, `bf16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
@@ -1383,6 +1445,10 @@ pub struct Kernels {
     activation_grad: crate::family::LazyModule<ActivationGradKernels>,
     /// `cuda/attention.cu`, loaded on the first call of [`Kernels::attention_kernels`] or of one of its kernels.
     attention: crate::family::LazyModule<AttentionKernels>,
+    /// `cuda/attention_mma.cu`, loaded on the first call of [`Kernels::attention_mma_kernels`] or of one of its kernels.
+    attention_mma: crate::family::LazyModule<AttentionMmaKernels>,
+    /// `cuda/attention_mma_bwd.cu`, loaded on the first call of [`Kernels::attention_mma_bwd_kernels`] or of one of its kernels.
+    attention_mma_bwd: crate::family::LazyModule<AttentionMmaBwdKernels>,
     /// `cuda/cast.cu`, loaded on the first call of [`Kernels::cast_kernels`] or of one of its kernels.
     cast: crate::family::LazyModule<CastKernels>,
     /// `cuda/classifier.cu`, loaded on the first call of [`Kernels::classifier_kernels`] or of one of its kernels.
@@ -1658,6 +1724,90 @@ fn load_attention(m: &cuda_stack_driver::Module) -> crate::Result<AttentionKerne
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>("attn_fwd_f64")? },
+    })
+}
+
+/// The kernels of `cuda/attention_mma.cu` (PTX for `compute_80`; SASS for `sm_80`, `sm_90`), from [`Kernels::attention_mma_kernels`].
+#[derive(Clone, Debug)]
+pub struct AttentionMmaKernels {
+    /// `attn_fwd_mma_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_fwd_mma_d128_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_mma_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_fwd_mma_d128_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_fwd_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_fwd_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+}
+
+fn load_attention_mma(m: &cuda_stack_driver::Module) -> crate::Result<AttentionMmaKernels> {
+    Ok(AttentionMmaKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_mma_d128_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_mma_d128_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_mma_d128_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_mma_d128_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_mma_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_mma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_mma_d64_f16")? },
+    })
+}
+
+/// The kernels of `cuda/attention_mma_bwd.cu` (PTX for `compute_80`; SASS for `sm_80`, `sm_90`), from [`Kernels::attention_mma_bwd_kernels`].
+#[derive(Clone, Debug)]
+pub struct AttentionMmaBwdKernels {
+    /// `attn_bwd_dkdv_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dkdv_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dkdv_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dq_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_dq_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+}
+
+fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<AttentionMmaBwdKernels> {
+    Ok(AttentionMmaBwdKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_mma_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_mma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_mma_d64_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_mma_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_mma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_mma_d64_f16")? },
     })
 }
 
@@ -4228,30 +4378,32 @@ impl Kernels {
         Kernels {
             activation_grad: crate::family::LazyModule::new(ctx, &PTX_FILES[0], pref),
             attention: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
-            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
-            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
-            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
-            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
-            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
-            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
-            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            attention_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
+            attention_mma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
+            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
+            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
         }
     }
 
@@ -4265,6 +4417,18 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn attention_kernels(&self) -> crate::Result<&AttentionKernels> {
         self.attention.get(load_attention)
+    }
+
+    /// The kernels of `cuda/attention_mma.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn attention_mma_kernels(&self) -> crate::Result<&AttentionMmaKernels> {
+        self.attention_mma.get(load_attention_mma)
+    }
+
+    /// The kernels of `cuda/attention_mma_bwd.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn attention_mma_bwd_kernels(&self) -> crate::Result<&AttentionMmaBwdKernels> {
+        self.attention_mma_bwd.get(load_attention_mma_bwd)
     }
 
     /// The kernels of `cuda/cast.cu`, loaded on the first call and kept. Fails with
@@ -4539,6 +4703,46 @@ impl Kernels {
     /// `attn_fwd_f64(const double* q, const double* k, const double* v, double* out, double* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal)` from `cuda/attention.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>> {
         Ok(&self.attention_kernels()?.attn_fwd_f64)
+    }
+
+    /// `attn_fwd_mma_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_mma_d128_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_kernels()?.attn_fwd_mma_d128_bf16)
+    }
+
+    /// `attn_fwd_mma_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_mma_d128_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_kernels()?.attn_fwd_mma_d128_f16)
+    }
+
+    /// `attn_fwd_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_mma_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_kernels()?.attn_fwd_mma_d64_bf16)
+    }
+
+    /// `attn_fwd_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_kernels()?.attn_fwd_mma_d64_f16)
+    }
+
+    /// `attn_bwd_dkdv_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_mma_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dkdv_mma_d64_bf16)
+    }
+
+    /// `attn_bwd_dkdv_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dkdv_mma_d64_f16)
+    }
+
+    /// `attn_bwd_dq_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_mma_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_mma_d64_bf16)
+    }
+
+    /// `attn_bwd_dq_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_mma_d64_f16)
     }
 
     /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
@@ -5997,6 +6201,8 @@ impl Kernels {
         [
             self.activation_grad.loaded(),
             self.attention.loaded(),
+            self.attention_mma.loaded(),
+            self.attention_mma_bwd.loaded(),
             self.cast.loaded(),
             self.classifier.loaded(),
             self.coalescing.loaded(),
@@ -6035,6 +6241,14 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.attention_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.attention_mma_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.attention_mma_bwd_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -6227,6 +6441,36 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f64, i32)>::from_function(f.attn_fwd_f64.function().clone())? };
             n += 16;
+        }
+        if let Some(f) = self.attention_mma.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_mma_d128_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_mma_d128_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_mma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_mma_d64_f16.function().clone())? };
+            n += 4;
+        }
+        if let Some(f) = self.attention_mma_bwd.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_mma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_mma_d64_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_mma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_mma_d64_f16.function().clone())? };
+            n += 4;
         }
         if let Some(f) = self.cast.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -7205,6 +7449,14 @@ impl Kernels {
             "attn_fwd_f16" => self.attn_fwd_f16().ok().map(|k| k.function()),
             "attn_fwd_f32" => self.attn_fwd_f32().ok().map(|k| k.function()),
             "attn_fwd_f64" => self.attn_fwd_f64().ok().map(|k| k.function()),
+            "attn_fwd_mma_d128_bf16" => self.attn_fwd_mma_d128_bf16().ok().map(|k| k.function()),
+            "attn_fwd_mma_d128_f16" => self.attn_fwd_mma_d128_f16().ok().map(|k| k.function()),
+            "attn_fwd_mma_d64_bf16" => self.attn_fwd_mma_d64_bf16().ok().map(|k| k.function()),
+            "attn_fwd_mma_d64_f16" => self.attn_fwd_mma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_mma_d64_bf16" => self.attn_bwd_dkdv_mma_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_mma_d64_f16" => self.attn_bwd_dkdv_mma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_dq_mma_d64_bf16" => self.attn_bwd_dq_mma_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dq_mma_d64_f16" => self.attn_bwd_dq_mma_d64_f16().ok().map(|k| k.function()),
             "cast_bf16_f16" => self.cast_bf16_f16().ok().map(|k| k.function()),
             "cast_bf16_f32" => self.cast_bf16_f32().ok().map(|k| k.function()),
             "cast_f16_bf16" => self.cast_f16_bf16().ok().map(|k| k.function()),

@@ -9,9 +9,9 @@
 //! `lse = −inf` (and zero gradients). Deterministic: no atomics, fixed summation orders.
 
 use crate::launch::{grid, sms, to_i32};
-use crate::{dispatch, Element, Error, Kernels, Result};
+use crate::{dispatch, DType, Element, Error, Kernels, Result};
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 
 /// The largest head dimension the kernels take.
 pub const ATTENTION_MAX_HEAD_DIM: usize = 256;
@@ -29,7 +29,7 @@ mod sealed {
     impl Sealed for super::bf16 {}
 }
 
-/// The element types the attention kernels take: `f32`, `f64`, [`f16`] and [`bf16`] (the last
+/// The element types the attention kernels take: `f32`, `f64`, [`f16`](struct@f16) and [`bf16`] (the last
 /// two computed in f32). The row log-sum-exp is [`Element::Scalar`] (f32, or f64 for f64).
 pub trait AttentionElement: Element + sealed::Sealed {
     /// `scale` in the compute type (rounded to f32 for f32/f16/bf16).
@@ -55,6 +55,67 @@ impl AttentionElement for bf16 {
     fn scale_scalar(scale: f64) -> f32 {
         scale as f32
     }
+}
+
+/// Which kernels run the forward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AttentionAlgo {
+    /// The tensor cores where [`attention_tc_fits`] says they can, else the SIMT kernels.
+    Auto,
+    /// `attn_fwd_<dt>` (`cuda/attention.cu`): every dtype and head dimension.
+    Simt,
+    /// `attn_fwd_mma_d{64,128}_<dt>` (`cuda/attention_mma.cu`, mma.sync, compute capability 8.0
+    /// and newer): f16 / bf16, D = 64 or 128, 16-byte aligned q, k, v, out and strides that are
+    /// multiples of 8 elements.
+    TensorCore,
+}
+
+/// Query rows per CTA of the tensor-core forward.
+const MMA_ROWS: usize = 64;
+
+/// Why the tensor-core forward cannot run this problem, or `None` when it can.
+fn tc_misfit<T: AttentionElement>(
+    cc: ComputeCapability,
+    shape: &AttentionShape,
+    inputs: [&AttentionInput<'_, T>; 3],
+    out: &DeviceSlice<T>,
+) -> Option<&'static str> {
+    if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
+        return Some("the tensor-core kernels take f16 and bf16 only");
+    }
+    if shape.head_dim != 64 && shape.head_dim != 128 {
+        return Some("the tensor-core kernels take head dimensions 64 and 128 only");
+    }
+    if cc < (ComputeCapability { major: 8, minor: 0 }) {
+        return Some("the tensor-core kernels need compute capability 8.0 or newer");
+    }
+    let aligned = |p: u64| p % 16 == 0;
+    let strides_ok = |st: HeadStrides| st.batch % 8 == 0 && st.head % 8 == 0 && st.row % 8 == 0;
+    if !inputs
+        .iter()
+        .all(|x| aligned(x.data.as_raw_ptr()) && strides_ok(x.strides))
+        || !aligned(out.as_raw_ptr())
+    {
+        return Some(
+            "the tensor-core kernels need 16-byte aligned q, k, v and out, and strides that are \
+             multiples of 8 elements",
+        );
+    }
+    None
+}
+
+/// Whether [`AttentionAlgo::Auto`] runs this forward problem on the tensor cores on a device of
+/// compute capability `cc` (f16/bf16, D = 64 or 128, sm_80+, aligned views): the one place the
+/// choice is made.
+pub fn attention_tc_fits<T: AttentionElement>(
+    cc: ComputeCapability,
+    shape: &AttentionShape,
+    q: &AttentionInput<'_, T>,
+    k: &AttentionInput<'_, T>,
+    v: &AttentionInput<'_, T>,
+    out: &DeviceSlice<T>,
+) -> bool {
+    tc_misfit(cc, shape, [q, k, v], out).is_none()
 }
 
 /// The extents of one attention problem.
@@ -230,6 +291,16 @@ fn strides(xs: [HeadStrides; 3]) -> [i64; 9] {
     out
 }
 
+/// `B·H·Nq` (checked not to overflow by `check_inputs` before any launch uses it).
+fn q_rows_of(sh: &AttentionShape) -> usize {
+    sh.batch.saturating_mul(sh.heads).saturating_mul(sh.q_len)
+}
+
+/// `B·H·Nk`, as [`q_rows_of`].
+fn k_rows_of(sh: &AttentionShape) -> usize {
+    sh.batch.saturating_mul(sh.heads).saturating_mul(sh.kv_len)
+}
+
 fn config(s: &Stream, rows: usize) -> LaunchConfig {
     LaunchConfig::new(grid(rows as u64, ROWS_PER_BLOCK, sms(s) * 64), THREADS)
 }
@@ -261,6 +332,9 @@ fn check_inputs<T: Element>(
 /// the compute type (f32 for f32/f16/bf16, f64 for f64). f32, f64, f16 and bf16 (f16/bf16
 /// computed in f32, rounded once on store). Launches nothing when `B·H·Nq == 0`; with `Nk == 0`
 /// every row is `0` with `lse = −inf`.
+///
+/// Runs on the tensor cores where [`attention_tc_fits`] allows (f16/bf16, D = 64 or 128, sm_80+,
+/// aligned views), on the SIMT kernels otherwise; [`attention_fwd_with`] picks explicitly.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_fwd<T: AttentionElement>(
     kern: &Kernels,
@@ -273,9 +347,63 @@ pub fn attention_fwd<T: AttentionElement>(
     lse: &mut DeviceSlice<T::Scalar>,
     scale: f64,
 ) -> Result<()> {
+    attention_fwd_with(
+        kern,
+        s,
+        AttentionAlgo::Auto,
+        shape,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        scale,
+    )
+}
+
+/// [`attention_fwd`] on the kernels `algo` names ([`AttentionAlgo::TensorCore`] where the
+/// problem does not fit them is [`Error::Unsupported`], nothing launched). Returns nothing;
+/// both kernel families give the same results to rounding.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd_with<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: &mut DeviceSlice<T>,
+    lse: &mut DeviceSlice<T::Scalar>,
+    scale: f64,
+) -> Result<()> {
     const OP: &str = "scaled_dot_product_attention";
     let scale = T::scale_scalar(scale);
-    let kernel = dispatch::attn_fwd::<T>(kern)?;
+    let misfit = tc_misfit(
+        s.context().limits().compute_capability,
+        shape,
+        [&q, &k, &v],
+        out,
+    );
+    let tensor_cores = match (algo, misfit) {
+        (AttentionAlgo::Simt, _) => false,
+        (AttentionAlgo::Auto, m) => m.is_none(),
+        (AttentionAlgo::TensorCore, None) => true,
+        (AttentionAlgo::TensorCore, Some(why)) => {
+            return Err(Error::Unsupported {
+                op: "scaled_dot_product_attention (tensor cores)",
+                dtype: T::DTYPE,
+                why,
+            })
+        }
+    };
+    let kernel = if !tensor_cores {
+        dispatch::attn_fwd::<T>(kern)?
+    } else if shape.head_dim == 64 {
+        dispatch::attn_fwd_mma_d64::<T>(kern)?
+    } else {
+        dispatch::attn_fwd_mma_d128::<T>(kern)?
+    };
     let (q_rows, _) = check_inputs(OP, shape, &q, &k, &v)?;
     let dims = format!(
         "[{}, {}, {}, {}]",
@@ -294,10 +422,20 @@ pub fn attention_fwd<T: AttentionElement>(
     // to lie inside each slice; it writes out[r·D + d] and lse[r] for rows r < B·H·Nq, the exact
     // lengths checked above. Every size is an `int` (checked) and the grid-stride loop serves
     // any grid.
+    let cfg = if tensor_cores {
+        // One CTA of 128 threads per 64 query rows of one (b, h) (a grid-stride loop beyond).
+        let tiles = (sh.batch * sh.heads) as u64 * sh.q_len.div_ceil(MMA_ROWS) as u64;
+        LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS)
+    } else {
+        config(s, q_rows)
+    };
+    // (The tensor-core kernels read and write exactly what the SIMT kernel does: q rows < Nq,
+    // k and v rows < Nk, columns < D, out and lse rows < B·H·Nq; their zero-filled copies of
+    // key rows past Nk read nothing.)
     unsafe {
         kernel.launch(
             s,
-            &config(s, q_rows),
+            &cfg,
             q.data,
             k.data,
             v.data,
@@ -329,6 +467,10 @@ pub fn attention_fwd<T: AttentionElement>(
 /// (dense `[B, H, Nq, D]`). `delta` is a workspace of `B·H·Nq` compute-type elements (it receives
 /// `rowsum(dout ∘ out)`). Three kernels: delta, dq (a warp per query row), dk and dv (a warp per
 /// key row); deterministic.
+///
+/// Runs dq and dk/dv on the tensor cores where [`attention_bwd_tc_fits`] allows (f16/bf16,
+/// D = 64, sm_80+, aligned buffers), on the SIMT kernels otherwise; [`attention_bwd_with`]
+/// picks explicitly.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd<T: AttentionElement>(
     kern: &Kernels,
@@ -346,11 +488,126 @@ pub fn attention_bwd<T: AttentionElement>(
     dv: &mut DeviceSlice<T>,
     scale: f64,
 ) -> Result<()> {
+    attention_bwd_with(
+        kern,
+        s,
+        AttentionAlgo::Auto,
+        shape,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        dout,
+        delta,
+        dq,
+        dk,
+        dv,
+        scale,
+    )
+}
+
+/// Why the tensor-core backward cannot run this problem, or `None` when it can (the forward's
+/// rules with D = 64 only, and dout, dq, dk, dv 16-byte aligned too).
+fn tc_bwd_misfit<T: AttentionElement>(
+    cc: ComputeCapability,
+    shape: &AttentionShape,
+    inputs: [&AttentionInput<'_, T>; 3],
+    dense: [&DeviceSlice<T>; 4],
+) -> Option<&'static str> {
+    if let Some(why) = tc_misfit(cc, shape, inputs, dense[0]) {
+        return Some(why);
+    }
+    if shape.head_dim != 64 {
+        return Some("the tensor-core backward takes head dimension 64 only");
+    }
+    if dense.iter().any(|x| x.as_raw_ptr() % 16 != 0) {
+        return Some("the tensor-core backward needs 16-byte aligned dout, dq, dk and dv");
+    }
+    None
+}
+
+/// Whether [`AttentionAlgo::Auto`] runs this backward problem on the tensor cores (f16/bf16,
+/// D = 64, sm_80+, aligned views and buffers): the one place the choice is made.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_tc_fits<T: AttentionElement>(
+    cc: ComputeCapability,
+    shape: &AttentionShape,
+    q: &AttentionInput<'_, T>,
+    k: &AttentionInput<'_, T>,
+    v: &AttentionInput<'_, T>,
+    dout: &DeviceSlice<T>,
+    dq: &DeviceSlice<T>,
+    dk: &DeviceSlice<T>,
+    dv: &DeviceSlice<T>,
+) -> bool {
+    tc_bwd_misfit(cc, shape, [q, k, v], [dout, dq, dk, dv]).is_none()
+}
+
+/// [`attention_bwd`] on the kernels `algo` names (delta always on the SIMT kernel);
+/// [`AttentionAlgo::TensorCore`] where the problem does not fit them is
+/// [`Error::Unsupported`], nothing launched.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_with<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: &DeviceSlice<T>,
+    lse: &DeviceSlice<T::Scalar>,
+    dout: &DeviceSlice<T>,
+    delta: &mut DeviceSlice<T::Scalar>,
+    dq: &mut DeviceSlice<T>,
+    dk: &mut DeviceSlice<T>,
+    dv: &mut DeviceSlice<T>,
+    scale: f64,
+) -> Result<()> {
     const OP: &str = "scaled_dot_product_attention_backward";
     let scale = T::scale_scalar(scale);
+    let misfit = tc_bwd_misfit(
+        s.context().limits().compute_capability,
+        shape,
+        [&q, &k, &v],
+        [dout, &*dq, &*dk, &*dv],
+    );
+    let tensor_cores = match (algo, misfit) {
+        (AttentionAlgo::Simt, _) => false,
+        (AttentionAlgo::Auto, m) => m.is_none(),
+        (AttentionAlgo::TensorCore, None) => true,
+        (AttentionAlgo::TensorCore, Some(why)) => {
+            return Err(Error::Unsupported {
+                op: "scaled_dot_product_attention_backward (tensor cores)",
+                dtype: T::DTYPE,
+                why,
+            })
+        }
+    };
     let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
-    let k_dq = dispatch::attn_bwd_dq::<T>(kern)?;
-    let k_dkdv = dispatch::attn_bwd_dkdv::<T>(kern)?;
+    let (k_dq, k_dkdv) = if tensor_cores {
+        (
+            dispatch::attn_bwd_dq_mma_d64::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_mma_d64::<T>(kern)?,
+        )
+    } else {
+        (
+            dispatch::attn_bwd_dq::<T>(kern)?,
+            dispatch::attn_bwd_dkdv::<T>(kern)?,
+        )
+    };
+    // The tensor-core kernels: one CTA of 128 threads per 64 rows of one (b, h).
+    let tc_cfg = |rows: usize| {
+        let tiles = (shape.batch.saturating_mul(shape.heads) as u64)
+            .saturating_mul(rows.div_ceil(MMA_ROWS) as u64);
+        LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS)
+    };
+    let (dq_cfg, dkdv_cfg) = if tensor_cores {
+        (tc_cfg(shape.q_len), tc_cfg(shape.kv_len))
+    } else {
+        (config(s, q_rows_of(shape)), config(s, k_rows_of(shape)))
+    };
     let (q_rows, k_rows) = check_inputs(OP, shape, &q, &k, &v)?;
     let d = shape.head_dim;
     let (b, h) = (shape.batch, shape.heads);
@@ -383,11 +640,12 @@ pub fn attention_bwd<T: AttentionElement>(
         }?;
         // SAFETY: q, k, v are read as in `attention_fwd` (extents checked by `check_inputs`);
         // dout, lse, delta are read and dq written at query rows r < B·H·Nq (dense, lengths
-        // checked above).
+        // checked above). The tensor-core kernel accesses the same elements (its zero-filled
+        // copies of rows past Nk read nothing).
         unsafe {
             k_dq.launch(
                 s,
-                &config(s, q_rows),
+                &dq_cfg,
                 q.data,
                 k.data,
                 v.data,
@@ -417,11 +675,12 @@ pub fn attention_bwd<T: AttentionElement>(
     if k_rows > 0 {
         // SAFETY: q, k, v as above; dout, lse, delta read at query rows of the same (b, h)
         // (< B·H·Nq, lengths checked; none when Nq == 0); dk, dv written at key rows
-        // r < B·H·Nk (dense, lengths checked).
+        // r < B·H·Nk (dense, lengths checked). The tensor-core kernel accesses the same
+        // elements (its zero-filled copies of query rows past Nq read nothing).
         unsafe {
             k_dkdv.launch(
                 s,
-                &config(s, k_rows),
+                &dkdv_cfg,
                 q.data,
                 k.data,
                 v.data,
