@@ -14,12 +14,7 @@ pub type Saved<T> = (
 
 /// Seed 002's chain: `softmax(q·kᵀ·scale)·v` as separate ops (`[b, h, n, d]` reshaped to
 /// `[b·h, n, d]` for the batched matmuls), the `b·h·n²` scores written and read back.
-pub fn chain<T: TensorElement>(
-    q: &Tensor<T>,
-    k: &Tensor<T>,
-    v: &Tensor<T>,
-    scale: f64,
-) -> Res<()> {
+pub fn chain<T: TensorElement>(q: &Tensor<T>, k: &Tensor<T>, v: &Tensor<T>, scale: f64) -> Res<()> {
     let s = q.shape().to_vec();
     let bh = s[0] * s[1];
     let (q3, k3, v3) = (
