@@ -16,7 +16,7 @@
 // Launch:
 //   layer_norm_fwd_<dt>, layer_norm_bwd_dx_<dt>: block 256 EXACTLY (8 warps, one row each), any
 //     grid (rows r = 8 * blockIdx.x + warp, + 8 * gridDim.x). A row of up to 32 * ITEMS elements
-//     (ITEMS: fwd 32 for float compute / 16 for double; bwd 16 / 8) stays in registers (x read
+//     (ITEMS: fwd and bwd 32 for float compute; double 16 fwd, 8 bwd) stays in registers (x read
 //     once from memory; 16-byte packets when the row starts are 16-byte aligned and C is a
 //     multiple of the packet); longer rows are re-read from memory for each pass (L1/L2).
 //   layer_norm_bwd_params_<dt>: block (32, 8) EXACTLY, grid (ceil(C / 32), P), P <= 65535.
@@ -36,7 +36,7 @@ __device__ __forceinline__ double inv_sqrt(double v) { return 1.0 / sqrt(v); }
 
 // Registers per lane for a cached row: float compute keeps more elements than double.
 template <typename C> struct Items;
-template <> struct Items<float> { enum { FWD = 32, BWD = 16 }; };
+template <> struct Items<float> { enum { FWD = 32, BWD = 32 }; };
 template <> struct Items<double> { enum { FWD = 16, BWD = 8 }; };
 
 // Column of cached element i (0 <= i < ITEMS) of `lane`: packets of V consecutive elements,
