@@ -44,6 +44,7 @@ const PROGRAMS: &[(&str, &str)] = programs![
     error_handling,
     driver_bench,
     kernels_bench,
+    transformer_ops_bench,
     kernel_lab,
     soak,
     tiny_model_training,

@@ -16,9 +16,13 @@
 // Launch:
 //   layer_norm_fwd_<dt>, layer_norm_bwd_dx_<dt>: block 256 EXACTLY (8 warps, one row each), any
 //     grid (rows r = 8 * blockIdx.x + warp, + 8 * gridDim.x). A row of up to 32 * ITEMS elements
-//     (ITEMS: fwd 32 for float compute / 16 for double; bwd 16 / 8) stays in registers (x read
+//     (ITEMS: fwd and bwd 32 for float compute; double 16 fwd, 8 bwd) stays in registers (x read
 //     once from memory; 16-byte packets when the row starts are 16-byte aligned and C is a
 //     multiple of the packet); longer rows are re-read from memory for each pass (L1/L2).
+//   layer_norm_fwd_block_<dt>, layer_norm_bwd_dx_block_<dt>: the same with a block of 256 EXACTLY per
+//     row (row r = blockIdx.x, + gridDim.x): rows of up to 256 * 16 = 4096 elements (double:
+//     2048) stay in registers; the op uses them above a warp's reach (1024 columns; double 512
+//     forward, 256 backward).
 //   layer_norm_bwd_params_<dt>: block (32, 8) EXACTLY, grid (ceil(C / 32), P), P <= 65535.
 //   layer_norm_bwd_params_reduce_<dt>: block 256, grid ceil(C / 256) (any grid: grid-stride).
 #include "dtype.cuh"
@@ -36,17 +40,123 @@ __device__ __forceinline__ double inv_sqrt(double v) { return 1.0 / sqrt(v); }
 
 // Registers per lane for a cached row: float compute keeps more elements than double.
 template <typename C> struct Items;
-template <> struct Items<float> { enum { FWD = 32, BWD = 16 }; };
-template <> struct Items<double> { enum { FWD = 16, BWD = 8 }; };
+template <> struct Items<float> { enum { FWD = 32, BWD = 32, BLOCK_FWD = 16, BLOCK_BWD = 16 }; };
+template <> struct Items<double> { enum { FWD = 16, BWD = 8, BLOCK_FWD = 8, BLOCK_BWD = 8 }; };
 
-// Column of cached element i (0 <= i < ITEMS) of `lane`: packets of V consecutive elements,
-// lane-interleaved (vec), or plain lane-strided columns (scalar). Both cover [0, 32 * ITEMS)
-// exactly once over the warp.
-__device__ __forceinline__ int col_of(int i, int lane, int V, bool vec) {
-    return vec ? ((i / V) * 32 + lane) * V + (i % V) : i * 32 + lane;
+// Sums over the threads that share a row: a warp (T = 32: shuffles only) or a whole block of
+// 256 (T = 256: shuffles, then the 8 warp sums in warp order through shared memory). Every
+// thread gets the same value, summed in a fixed order. The block version must be called by
+// every thread of the block (the row loop is block-uniform when T = 256).
+template <int T> struct RowSum;
+template <> struct RowSum<32> {
+    template <typename F> __device__ __forceinline__ F operator()(F v) const { return warp_sum(v); }
+};
+template <> struct RowSum<256> {
+    template <typename F> __device__ __forceinline__ F operator()(F v) const {
+        __shared__ F part[8];
+        v = warp_sum(v);
+        __syncthreads();  // the previous call's readers are done with part
+        if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = v;
+        __syncthreads();
+        F t = part[0];
+#pragma unroll
+        for (int i = 1; i < 8; ++i) t += part[i];
+        return t;
+    }
+};
+
+// Column of cached element i (0 <= i < ITEMS) of thread `tid` of the T sharing a row: packets
+// of V consecutive elements, thread-interleaved (vec), or plain thread-strided columns
+// (scalar). Both cover [0, T * ITEMS) exactly once.
+template <int T> __device__ __forceinline__ int col_of(int i, int tid, int V, bool vec) {
+    return vec ? ((i / V) * T + tid) * V + (i % V) : i * T + tid;
 }
 
-template <typename Tag>
+// One row of LayerNorm forward by the T threads that share it (tid in [0, T)).
+template <typename Tag, int T>
+__device__ __forceinline__ void layer_norm_fwd_row(const typename DType<Tag>::Storage* xr,
+                                                   const typename DType<Tag>::Storage* w,
+                                                   const typename DType<Tag>::Storage* b,
+                                                   typename DType<Tag>::Storage* yr, int C,
+                                                   typename DType<Tag>::Compute eps, bool vec,
+                                                   int tid, typename DType<Tag>::Compute& mean,
+                                                   typename DType<Tag>::Compute& rstd) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    enum { ITEMS = T == 32 ? (int)Items<F>::FWD : (int)Items<F>::BLOCK_FWD, V = Pack<S>::N };
+    const RowSum<T> row_sum;
+    if (C <= T * ITEMS) {
+        F v[ITEMS];
+        if (vec) {
+#pragma unroll
+            for (int p = 0; p < ITEMS / V; ++p) {
+                const int c0 = (p * T + tid) * V;
+                if (c0 < C) {
+                    const Pack<S> pk = load_pack(xr + c0);
+#pragma unroll
+                    for (int j = 0; j < V; ++j) v[p * V + j] = D::load(pk.v[j]);
+                } else {
+#pragma unroll
+                    for (int j = 0; j < V; ++j) v[p * V + j] = (F)0;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int c = i * T + tid;
+                v[i] = c < C ? D::load(xr[c]) : (F)0;
+            }
+        }
+        F s = (F)0;
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) s += v[i];  // out-of-row elements are 0
+        mean = row_sum(s) / (F)C;
+        F q = (F)0;
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) {
+            const F d = v[i] - mean;
+            if (col_of<T>(i, tid, V, vec) < C) q += d * d;
+        }
+        rstd = inv_sqrt(row_sum(q) / (F)C + eps);
+        if (vec) {
+#pragma unroll
+            for (int p = 0; p < ITEMS / V; ++p) {
+                const int c0 = (p * T + tid) * V;
+                if (c0 < C) {
+                    const Pack<S> wk = load_pack(w + c0), bk = load_pack(b + c0);
+                    Pack<S> o;
+#pragma unroll
+                    for (int j = 0; j < V; ++j)
+                        o.v[j] = D::store(((v[p * V + j] - mean) * rstd) * D::load(wk.v[j]) +
+                                          D::load(bk.v[j]));
+                    store_pack(yr + c0, o);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int c = i * T + tid;
+                if (c < C) yr[c] = D::store(((v[i] - mean) * rstd) * D::load(w[c]) + D::load(b[c]));
+            }
+        }
+    } else {
+        F s = (F)0;
+        for (int c = tid; c < C; c += T) s += D::load(xr[c]);
+        mean = row_sum(s) / (F)C;
+        F q = (F)0;
+        for (int c = tid; c < C; c += T) {
+            const F d = D::load(xr[c]) - mean;
+            q += d * d;
+        }
+        rstd = inv_sqrt(row_sum(q) / (F)C + eps);
+        for (int c = tid; c < C; c += T)
+            yr[c] = D::store(((D::load(xr[c]) - mean) * rstd) * D::load(w[c]) + D::load(b[c]));
+    }
+}
+
+// Rows per block: 8 (a warp each) for T = 32, 1 for T = 256.
+template <typename Tag, int T>
 __device__ __forceinline__ void layer_norm_fwd(const typename DType<Tag>::Storage* x,
                                                const typename DType<Tag>::Storage* w,
                                                const typename DType<Tag>::Storage* b,
@@ -57,89 +167,105 @@ __device__ __forceinline__ void layer_norm_fwd(const typename DType<Tag>::Storag
     typedef DType<Tag> D;
     typedef typename D::Storage S;
     typedef typename D::Compute F;
-    enum { ITEMS = Items<F>::FWD, V = Pack<S>::N };
-    const int lane = threadIdx.x % 32;
+    enum { PER_BLOCK = 256 / T };
+    const int tid = threadIdx.x % T;
     // Every row start is 16-byte aligned when the base is and C is a multiple of the packet.
-    const bool vec = (C % V == 0) && aligned16(x, y) && aligned16(w, b);
-    for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
-        const S* xr = x + (u64)r * (u64)C;
-        S* yr = y + (u64)r * (u64)C;
+    const bool vec = (C % Pack<S>::N == 0) && aligned16(x, y) && aligned16(w, b);
+    for (int r = blockIdx.x * PER_BLOCK + threadIdx.x / T; r < rows; r += gridDim.x * PER_BLOCK) {
         F mean, rstd;
-        if (C <= 32 * ITEMS) {
-            F v[ITEMS];
-            if (vec) {
-#pragma unroll
-                for (int p = 0; p < ITEMS / V; ++p) {
-                    const int c0 = (p * 32 + lane) * V;
-                    if (c0 < C) {
-                        const Pack<S> pk = load_pack(xr + c0);
-#pragma unroll
-                        for (int j = 0; j < V; ++j) v[p * V + j] = D::load(pk.v[j]);
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < V; ++j) v[p * V + j] = (F)0;
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < ITEMS; ++i) {
-                    const int c = i * 32 + lane;
-                    v[i] = c < C ? D::load(xr[c]) : (F)0;
-                }
-            }
-            F s = (F)0;
-#pragma unroll
-            for (int i = 0; i < ITEMS; ++i) s += v[i];  // out-of-row elements are 0
-            mean = warp_sum(s) / (F)C;
-            F q = (F)0;
-#pragma unroll
-            for (int i = 0; i < ITEMS; ++i) {
-                const F d = v[i] - mean;
-                if (col_of(i, lane, V, vec) < C) q += d * d;
-            }
-            rstd = inv_sqrt(warp_sum(q) / (F)C + eps);
-            if (vec) {
-#pragma unroll
-                for (int p = 0; p < ITEMS / V; ++p) {
-                    const int c0 = (p * 32 + lane) * V;
-                    if (c0 < C) {
-                        const Pack<S> wk = load_pack(w + c0), bk = load_pack(b + c0);
-                        Pack<S> o;
-#pragma unroll
-                        for (int j = 0; j < V; ++j)
-                            o.v[j] = D::store(((v[p * V + j] - mean) * rstd) * D::load(wk.v[j]) +
-                                              D::load(bk.v[j]));
-                        store_pack(yr + c0, o);
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < ITEMS; ++i) {
-                    const int c = i * 32 + lane;
-                    if (c < C) yr[c] = D::store(((v[i] - mean) * rstd) * D::load(w[c]) + D::load(b[c]));
-                }
-            }
-        } else {
-            F s = (F)0;
-            for (int c = lane; c < C; c += 32) s += D::load(xr[c]);
-            mean = warp_sum(s) / (F)C;
-            F q = (F)0;
-            for (int c = lane; c < C; c += 32) {
-                const F d = D::load(xr[c]) - mean;
-                q += d * d;
-            }
-            rstd = inv_sqrt(warp_sum(q) / (F)C + eps);
-            for (int c = lane; c < C; c += 32)
-                yr[c] = D::store(((D::load(xr[c]) - mean) * rstd) * D::load(w[c]) + D::load(b[c]));
-        }
-        if (lane == 0) {
+        layer_norm_fwd_row<Tag, T>(x + (u64)r * (u64)C, w, b, y + (u64)r * (u64)C, C, eps, vec,
+                                   tid, mean, rstd);
+        if (tid == 0) {
             mean_out[r] = mean;
             rstd_out[r] = rstd;
         }
     }
 }
 
-template <typename Tag>
+// One row of the dx backward by the T threads that share it.
+template <typename Tag, int T>
+__device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>::Storage* xr,
+                                                      const typename DType<Tag>::Storage* w,
+                                                      const typename DType<Tag>::Storage* dyr,
+                                                      typename DType<Tag>::Storage* dxr, int C,
+                                                      typename DType<Tag>::Compute mean,
+                                                      typename DType<Tag>::Compute rstd, bool vec,
+                                                      int tid) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    enum { ITEMS = T == 32 ? (int)Items<F>::BWD : (int)Items<F>::BLOCK_BWD, V = Pack<S>::N };
+    const RowSum<T> row_sum;
+    F sg = (F)0, sgx = (F)0;
+    if (C <= T * ITEMS) {
+        F xh[ITEMS], g[ITEMS];  // xhat and dy * w; 0 outside the row
+        if (vec) {
+#pragma unroll
+            for (int p = 0; p < ITEMS / V; ++p) {
+                const int c0 = (p * T + tid) * V;
+                if (c0 < C) {
+                    const Pack<S> xk = load_pack(xr + c0), dk = load_pack(dyr + c0),
+                                  wk = load_pack(w + c0);
+#pragma unroll
+                    for (int j = 0; j < V; ++j) {
+                        xh[p * V + j] = (D::load(xk.v[j]) - mean) * rstd;
+                        g[p * V + j] = D::load(dk.v[j]) * D::load(wk.v[j]);
+                    }
+                } else {
+#pragma unroll
+                    for (int j = 0; j < V; ++j) xh[p * V + j] = g[p * V + j] = (F)0;
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int c = i * T + tid;
+                xh[i] = c < C ? (D::load(xr[c]) - mean) * rstd : (F)0;
+                g[i] = c < C ? D::load(dyr[c]) * D::load(w[c]) : (F)0;
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < ITEMS; ++i) {
+            sg += g[i];
+            sgx += g[i] * xh[i];
+        }
+        const F mg = row_sum(sg) / (F)C, mgx = row_sum(sgx) / (F)C;
+        if (vec) {
+#pragma unroll
+            for (int p = 0; p < ITEMS / V; ++p) {
+                const int c0 = (p * T + tid) * V;
+                if (c0 < C) {
+                    Pack<S> o;
+#pragma unroll
+                    for (int j = 0; j < V; ++j)
+                        o.v[j] = D::store(rstd * (g[p * V + j] - mg - xh[p * V + j] * mgx));
+                    store_pack(dxr + c0, o);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < ITEMS; ++i) {
+                const int c = i * T + tid;
+                if (c < C) dxr[c] = D::store(rstd * (g[i] - mg - xh[i] * mgx));
+            }
+        }
+    } else {
+        for (int c = tid; c < C; c += T) {
+            const F xh = (D::load(xr[c]) - mean) * rstd;
+            const F g = D::load(dyr[c]) * D::load(w[c]);
+            sg += g;
+            sgx += g * xh;
+        }
+        const F mg = row_sum(sg) / (F)C, mgx = row_sum(sgx) / (F)C;
+        for (int c = tid; c < C; c += T) {
+            const F xh = (D::load(xr[c]) - mean) * rstd;
+            const F g = D::load(dyr[c]) * D::load(w[c]);
+            dxr[c] = D::store(rstd * (g - mg - xh * mgx));
+        }
+    }
+}
+
+template <typename Tag, int T>
 __device__ __forceinline__ void layer_norm_bwd_dx(const typename DType<Tag>::Storage* x,
                                                   const typename DType<Tag>::Storage* w,
                                                   const typename DType<Tag>::Compute* mean_in,
@@ -149,80 +275,13 @@ __device__ __forceinline__ void layer_norm_bwd_dx(const typename DType<Tag>::Sto
                                                   int C) {
     typedef DType<Tag> D;
     typedef typename D::Storage S;
-    typedef typename D::Compute F;
-    enum { ITEMS = Items<F>::BWD, V = Pack<S>::N };
-    const int lane = threadIdx.x % 32;
-    const bool vec = (C % V == 0) && aligned16(x, dy, dx) && aligned16(w);
-    for (int r = blockIdx.x * 8 + threadIdx.x / 32; r < rows; r += gridDim.x * 8) {
+    enum { PER_BLOCK = 256 / T };
+    const int tid = threadIdx.x % T;
+    const bool vec = (C % Pack<S>::N == 0) && aligned16(x, dy, dx) && aligned16(w);
+    for (int r = blockIdx.x * PER_BLOCK + threadIdx.x / T; r < rows; r += gridDim.x * PER_BLOCK) {
         const u64 base = (u64)r * (u64)C;
-        const F mean = mean_in[r], rstd = rstd_in[r];
-        F sg = (F)0, sgx = (F)0;
-        if (C <= 32 * ITEMS) {
-            F xh[ITEMS], g[ITEMS];  // xhat and dy * w; 0 outside the row
-            if (vec) {
-#pragma unroll
-                for (int p = 0; p < ITEMS / V; ++p) {
-                    const int c0 = (p * 32 + lane) * V;
-                    if (c0 < C) {
-                        const Pack<S> xk = load_pack(x + base + c0), dk = load_pack(dy + base + c0),
-                                      wk = load_pack(w + c0);
-#pragma unroll
-                        for (int j = 0; j < V; ++j) {
-                            xh[p * V + j] = (D::load(xk.v[j]) - mean) * rstd;
-                            g[p * V + j] = D::load(dk.v[j]) * D::load(wk.v[j]);
-                        }
-                    } else {
-#pragma unroll
-                        for (int j = 0; j < V; ++j) xh[p * V + j] = g[p * V + j] = (F)0;
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < ITEMS; ++i) {
-                    const int c = i * 32 + lane;
-                    xh[i] = c < C ? (D::load(x[base + c]) - mean) * rstd : (F)0;
-                    g[i] = c < C ? D::load(dy[base + c]) * D::load(w[c]) : (F)0;
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < ITEMS; ++i) {
-                sg += g[i];
-                sgx += g[i] * xh[i];
-            }
-            const F mg = warp_sum(sg) / (F)C, mgx = warp_sum(sgx) / (F)C;
-            if (vec) {
-#pragma unroll
-                for (int p = 0; p < ITEMS / V; ++p) {
-                    const int c0 = (p * 32 + lane) * V;
-                    if (c0 < C) {
-                        Pack<S> o;
-#pragma unroll
-                        for (int j = 0; j < V; ++j)
-                            o.v[j] = D::store(rstd * (g[p * V + j] - mg - xh[p * V + j] * mgx));
-                        store_pack(dx + base + c0, o);
-                    }
-                }
-            } else {
-#pragma unroll
-                for (int i = 0; i < ITEMS; ++i) {
-                    const int c = i * 32 + lane;
-                    if (c < C) dx[base + c] = D::store(rstd * (g[i] - mg - xh[i] * mgx));
-                }
-            }
-        } else {
-            for (int c = lane; c < C; c += 32) {
-                const F xh = (D::load(x[base + c]) - mean) * rstd;
-                const F g = D::load(dy[base + c]) * D::load(w[c]);
-                sg += g;
-                sgx += g * xh;
-            }
-            const F mg = warp_sum(sg) / (F)C, mgx = warp_sum(sgx) / (F)C;
-            for (int c = lane; c < C; c += 32) {
-                const F xh = (D::load(x[base + c]) - mean) * rstd;
-                const F g = D::load(dy[base + c]) * D::load(w[c]);
-                dx[base + c] = D::store(rstd * (g - mg - xh * mgx));
-            }
-        }
+        layer_norm_bwd_dx_row<Tag, T>(x + base, w, dy + base, dx + base, C, mean_in[r], rstd_in[r],
+                                      vec, tid);
     }
 }
 
@@ -293,11 +352,11 @@ __device__ __forceinline__ void layer_norm_bwd_params_reduce(
 
 extern "C" __global__ void layer_norm_fwd_f32(const float* x, const float* w, const float* b, float* y,
                                           float* mean, float* rstd, int rows, int C, float eps) {
-    layer_norm_fwd<float>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<float, 32>(x, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean,
                                              const float* rstd, const float* dy, float* dx, int rows, int C) {
-    layer_norm_bwd_dx<float>(x, w, mean, rstd, dy, dx, rows, C);
+    layer_norm_bwd_dx<float, 32>(x, w, mean, rstd, dy, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_f32(const float* x, const float* mean, const float* rstd,
                                                  const float* dy, float* partial_w, float* partial_b,
@@ -311,11 +370,11 @@ extern "C" __global__ void layer_norm_bwd_params_reduce_f32(const float* partial
 
 extern "C" __global__ void layer_norm_fwd_f64(const double* x, const double* w, const double* b, double* y,
                                           double* mean, double* rstd, int rows, int C, double eps) {
-    layer_norm_fwd<double>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<double, 32>(x, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean,
                                              const double* rstd, const double* dy, double* dx, int rows, int C) {
-    layer_norm_bwd_dx<double>(x, w, mean, rstd, dy, dx, rows, C);
+    layer_norm_bwd_dx<double, 32>(x, w, mean, rstd, dy, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_f64(const double* x, const double* mean, const double* rstd,
                                                  const double* dy, double* partial_w, double* partial_b,
@@ -329,11 +388,11 @@ extern "C" __global__ void layer_norm_bwd_params_reduce_f64(const double* partia
 
 extern "C" __global__ void layer_norm_fwd_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y,
                                           float* mean, float* rstd, int rows, int C, float eps) {
-    layer_norm_fwd<F16>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<F16, 32>(x, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean,
                                              const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C) {
-    layer_norm_bwd_dx<F16>(x, w, mean, rstd, dy, dx, rows, C);
+    layer_norm_bwd_dx<F16, 32>(x, w, mean, rstd, dy, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_f16(const f16_t* x, const float* mean, const float* rstd,
                                                  const f16_t* dy, float* partial_w, float* partial_b,
@@ -347,11 +406,11 @@ extern "C" __global__ void layer_norm_bwd_params_reduce_f16(const float* partial
 
 extern "C" __global__ void layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y,
                                           float* mean, float* rstd, int rows, int C, float eps) {
-    layer_norm_fwd<BF16>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<BF16, 32>(x, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean,
                                              const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C) {
-    layer_norm_bwd_dx<BF16>(x, w, mean, rstd, dy, dx, rows, C);
+    layer_norm_bwd_dx<BF16, 32>(x, w, mean, rstd, dy, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd,
                                                  const bf16_t* dy, float* partial_w, float* partial_b,
@@ -361,4 +420,49 @@ extern "C" __global__ void layer_norm_bwd_params_bf16(const bf16_t* x, const flo
 extern "C" __global__ void layer_norm_bwd_params_reduce_bf16(const float* partial_w, const float* partial_b,
                                                         bf16_t* dw, bf16_t* db, int parts, int C) {
     layer_norm_bwd_params_reduce<BF16>(partial_w, partial_b, dw, db, parts, C);
+}
+
+// Block-per-row twins (256 threads share a row) for rows longer than a warp can hold.
+extern "C" __global__ void
+layer_norm_fwd_block_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                          int rows, int C, float eps) {
+    layer_norm_fwd<float, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd,
+                             const float* dy, float* dx, int rows, int C) {
+    layer_norm_bwd_dx<float, 256>(x, w, mean, rstd, dy, dx, rows, C);
+}
+
+extern "C" __global__ void
+layer_norm_fwd_block_f64(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd,
+                          int rows, int C, double eps) {
+    layer_norm_fwd<double, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd,
+                             const double* dy, double* dx, int rows, int C) {
+    layer_norm_bwd_dx<double, 256>(x, w, mean, rstd, dy, dx, rows, C);
+}
+
+extern "C" __global__ void
+layer_norm_fwd_block_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd,
+                          int rows, int C, float eps) {
+    layer_norm_fwd<F16, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd,
+                             const f16_t* dy, f16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<F16, 256>(x, w, mean, rstd, dy, dx, rows, C);
+}
+
+extern "C" __global__ void
+layer_norm_fwd_block_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd,
+                          int rows, int C, float eps) {
+    layer_norm_fwd<BF16, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd,
+                             const bf16_t* dy, bf16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<BF16, 256>(x, w, mean, rstd, dy, dx, rows, C);
 }

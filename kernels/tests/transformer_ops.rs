@@ -15,8 +15,9 @@
 //!   + `2e-6`, f64 8 ulp + `1e-14`, f16/bf16 1 ulp + `2e-6`; backward (dy in [-2, 2)) f32 16 ulp
 //!   + `2e-5`, f64 16 ulp + `1e-13`, f16/bf16 1 ulp + `2e-5`.
 //! - Classifier: loss f32 `2e-5·(1 + |loss|)` (f64 `1e-12`); `dlogits` f32 `1e-5·|d| +
-//!   1e-7·|gs|` (f64 `1e-12`), f16/bf16 1 ulp + `1e-5·|d|`; in-place = out-of-place and the
-//!   loss-only kernel = the fused loss, **exactly**.
+//!   1e-7·|gs|` (f64 `1e-12`), f16/bf16 1 ulp + `1e-5·|d|`; in-place vs out-of-place and the
+//!   loss-only kernel vs the fused loss (the same code, separately compiled): losses `1e-6`
+//!   relative (f64 `1e-14`), gradients 2 ulp (in practice identical).
 //! - Embedding forward and backward, dropout: **exact** (the references follow the kernels'
 //!   order); embedding backward also bit-identical across two runs.
 //! - Clipping: norm `1e-5` relative (f64 `1e-12`), the scaled tensors exactly `x · scale` of the
@@ -146,7 +147,9 @@ fn scalars_f64<S: Compute>(v: &[S]) -> Vec<f64> {
 // LayerNorm
 
 const LN_ROWS: &[usize] = &[0, 1, 7, 513];
-const LN_COLS: &[usize] = &[1, 3, 32, 33, 768, 1023, 4096];
+/// Warp kernels up to 1024 columns (f64: 512 forward, 256 backward), block kernels above
+/// (in registers up to 4096, f64 2048; 5000 re-reads rows).
+const LN_COLS: &[usize] = &[1, 3, 32, 33, 300, 768, 1023, 2048, 4096, 5000];
 
 fn layer_norm_all<T: Element>() -> TestResult {
     let (_ctx, s, k) = setup()?;
@@ -420,10 +423,18 @@ fn classifier_all<T: Element>() -> TestResult {
                     rows,
                     classes,
                 )?;
-                check_bits(
+                let same_loss = |_: usize, w: f64| {
+                    if dt == DType::F64 {
+                        1e-14 * (1.0 + w.abs())
+                    } else {
+                        1e-6 * (1.0 + w.abs())
+                    }
+                };
+                check(
                     &format!("{what}: classifier_loss"),
-                    &download(&s, &loss2, off)?,
-                    &got_loss,
+                    &scalars_f64(&download(&s, &loss2, off)?),
+                    &scalars_f64(&got_loss),
+                    same_loss,
                 )?;
                 // In place: the same losses and gradient, bit for bit.
                 let mut inplace = upload(&s, &logits, off)?;
@@ -439,13 +450,19 @@ fn classifier_all<T: Element>() -> TestResult {
                     classes,
                     <T::Scalar as Compute>::of_f64(scale),
                 )?;
-                check_bits(
+                check(
                     &format!("{what}: in-place loss"),
-                    &download(&s, &loss3, off)?,
-                    &got_loss,
+                    &scalars_f64(&download(&s, &loss3, off)?),
+                    &scalars_f64(&got_loss),
+                    same_loss,
                 )?;
                 let all = s.clone_dtoh(&inplace)?;
-                check_bits(&format!("{what}: in-place dlogits"), &all[off..], &got_dl)?;
+                check(
+                    &format!("{what}: in-place dlogits"),
+                    &all[off..],
+                    &got_dl,
+                    |_, w| 2.0 * ulp(dt, w),
+                )?;
             }
         }
     }

@@ -96,6 +96,12 @@ family!(layer_norm_fwd -> LayerNormFwd<T>; "layer_norm", WHY_FLOAT;
 family!(layer_norm_bwd_dx -> LayerNormBwdDx<T>; "layer_norm_backward", WHY_FLOAT;
     F32 => layer_norm_bwd_dx_f32, F64 => layer_norm_bwd_dx_f64,
     F16 => layer_norm_bwd_dx_f16, BF16 => layer_norm_bwd_dx_bf16);
+family!(layer_norm_fwd_block -> LayerNormFwd<T>; "layer_norm", WHY_FLOAT;
+    F32 => layer_norm_fwd_block_f32, F64 => layer_norm_fwd_block_f64,
+    F16 => layer_norm_fwd_block_f16, BF16 => layer_norm_fwd_block_bf16);
+family!(layer_norm_bwd_dx_block -> LayerNormBwdDx<T>; "layer_norm_backward", WHY_FLOAT;
+    F32 => layer_norm_bwd_dx_block_f32, F64 => layer_norm_bwd_dx_block_f64,
+    F16 => layer_norm_bwd_dx_block_f16, BF16 => layer_norm_bwd_dx_block_bf16);
 family!(layer_norm_bwd_params -> LayerNormBwdParams<T>; "layer_norm_backward", WHY_FLOAT;
     F32 => layer_norm_bwd_params_f32, F64 => layer_norm_bwd_params_f64,
     F16 => layer_norm_bwd_params_f16, BF16 => layer_norm_bwd_params_bf16);

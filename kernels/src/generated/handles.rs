@@ -773,7 +773,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 324 kernels, in manifest order.
+/// The names of all 332 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -960,6 +960,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "empty_kernel",
     "four_args",
     "layer_norm_bwd_dx_bf16",
+    "layer_norm_bwd_dx_block_bf16",
+    "layer_norm_bwd_dx_block_f16",
+    "layer_norm_bwd_dx_block_f32",
+    "layer_norm_bwd_dx_block_f64",
     "layer_norm_bwd_dx_f16",
     "layer_norm_bwd_dx_f32",
     "layer_norm_bwd_dx_f64",
@@ -972,6 +976,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "layer_norm_bwd_params_reduce_f32",
     "layer_norm_bwd_params_reduce_f64",
     "layer_norm_fwd_bf16",
+    "layer_norm_fwd_block_bf16",
+    "layer_norm_fwd_block_f16",
+    "layer_norm_fwd_block_f32",
+    "layer_norm_fwd_block_f64",
     "layer_norm_fwd_f16",
     "layer_norm_fwd_f32",
     "layer_norm_fwd_f64",
@@ -1300,6 +1308,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `empty_kernel` | (none) | `cuda/launch_bench.cu` |
 /// | `four_args` | `float* a`, `const float* b`, `float s`, `unsigned int n` | `cuda/launch_bench.cu` |
 /// | `layer_norm_bwd_dx_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `bf16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `bf16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_dx_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_dx_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_dx_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
@@ -1312,6 +1324,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `layer_norm_bwd_params_reduce_f32` | `const float* partial_w`, `const float* partial_b`, `float* dw`, `float* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_reduce_f64` | `const double* partial_w`, `const double* partial_b`, `double* dw`, `double* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_fwd_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const bf16_t* b`, `bf16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_block_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const bf16_t* b`, `bf16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_block_f16` | `const f16_t* x`, `const f16_t* w`, `const f16_t* b`, `f16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_block_f32` | `const float* x`, `const float* w`, `const float* b`, `float* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_block_f64` | `const double* x`, `const double* w`, `const double* b`, `double* y`, `double* mean`, `double* rstd`, `int rows`, `int C`, `double eps` | `cuda/layer_norm.cu` |
 /// | `layer_norm_fwd_f16` | `const f16_t* x`, `const f16_t* w`, `const f16_t* b`, `f16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
 /// | `layer_norm_fwd_f32` | `const float* x`, `const float* w`, `const float* b`, `float* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
 /// | `layer_norm_fwd_f64` | `const double* x`, `const double* w`, `const double* b`, `double* y`, `double* mean`, `double* rstd`, `int rows`, `int C`, `double eps` | `cuda/layer_norm.cu` |
@@ -3136,6 +3152,14 @@ fn load_launch_bench(m: &cuda_stack_driver::Module) -> crate::Result<LaunchBench
 pub struct LayerNormKernels {
     /// `layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)`.
     pub layer_norm_bwd_dx_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
     /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)`.
     pub layer_norm_bwd_dx_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>,
     /// `layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)`.
@@ -3160,6 +3184,14 @@ pub struct LayerNormKernels {
     pub layer_norm_bwd_params_reduce_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
     /// `layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
     pub layer_norm_fwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_block_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_block_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_block_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_block_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_block_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_block_f64(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)`.
+    pub layer_norm_fwd_block_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
     /// `layer_norm_fwd_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
     pub layer_norm_fwd_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
     /// `layer_norm_fwd_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)`.
@@ -3176,6 +3208,30 @@ fn load_layer_norm(m: &cuda_stack_driver::Module) -> crate::Result<LayerNormKern
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         layer_norm_bwd_dx_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_dx_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_block_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_dx_block_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_block_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>("layer_norm_bwd_dx_block_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_block_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("layer_norm_bwd_dx_block_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_dx_block_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_dx_block_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -3248,6 +3304,30 @@ fn load_layer_norm(m: &cuda_stack_driver::Module) -> crate::Result<LayerNormKern
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         layer_norm_fwd_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_block_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_block_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_block_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_block_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_block_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_block_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_block_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("layer_norm_fwd_block_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -5500,6 +5580,26 @@ impl Kernels {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_bf16)
     }
 
+    /// `layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_bf16)
+    }
+
+    /// `layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_f16)
+    }
+
+    /// `layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_f32)
+    }
+
+    /// `layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_f64)
+    }
+
     /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
     pub fn layer_norm_bwd_dx_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f16)
@@ -5558,6 +5658,26 @@ impl Kernels {
     /// `layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
     pub fn layer_norm_fwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_fwd_bf16)
+    }
+
+    /// `layer_norm_fwd_block_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_block_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_block_bf16)
+    }
+
+    /// `layer_norm_fwd_block_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_block_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_block_f16)
+    }
+
+    /// `layer_norm_fwd_block_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_block_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_block_f32)
+    }
+
+    /// `layer_norm_fwd_block_f64(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_block_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_block_f64)
     }
 
     /// `layer_norm_fwd_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
@@ -6964,6 +7084,18 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -7000,6 +7132,18 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_block_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_block_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_block_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.layer_norm_fwd_block_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_f16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -7007,7 +7151,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.layer_norm_fwd_f64.function().clone())? };
-            n += 16;
+            n += 24;
         }
         if let Some(f) = self.log_softmax.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -7608,6 +7752,10 @@ impl Kernels {
             "empty_kernel" => self.empty_kernel().ok().map(|k| k.function()),
             "four_args" => self.four_args().ok().map(|k| k.function()),
             "layer_norm_bwd_dx_bf16" => self.layer_norm_bwd_dx_bf16().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_block_bf16" => self.layer_norm_bwd_dx_block_bf16().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_block_f16" => self.layer_norm_bwd_dx_block_f16().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_block_f32" => self.layer_norm_bwd_dx_block_f32().ok().map(|k| k.function()),
+            "layer_norm_bwd_dx_block_f64" => self.layer_norm_bwd_dx_block_f64().ok().map(|k| k.function()),
             "layer_norm_bwd_dx_f16" => self.layer_norm_bwd_dx_f16().ok().map(|k| k.function()),
             "layer_norm_bwd_dx_f32" => self.layer_norm_bwd_dx_f32().ok().map(|k| k.function()),
             "layer_norm_bwd_dx_f64" => self.layer_norm_bwd_dx_f64().ok().map(|k| k.function()),
@@ -7620,6 +7768,10 @@ impl Kernels {
             "layer_norm_bwd_params_reduce_f32" => self.layer_norm_bwd_params_reduce_f32().ok().map(|k| k.function()),
             "layer_norm_bwd_params_reduce_f64" => self.layer_norm_bwd_params_reduce_f64().ok().map(|k| k.function()),
             "layer_norm_fwd_bf16" => self.layer_norm_fwd_bf16().ok().map(|k| k.function()),
+            "layer_norm_fwd_block_bf16" => self.layer_norm_fwd_block_bf16().ok().map(|k| k.function()),
+            "layer_norm_fwd_block_f16" => self.layer_norm_fwd_block_f16().ok().map(|k| k.function()),
+            "layer_norm_fwd_block_f32" => self.layer_norm_fwd_block_f32().ok().map(|k| k.function()),
+            "layer_norm_fwd_block_f64" => self.layer_norm_fwd_block_f64().ok().map(|k| k.function()),
             "layer_norm_fwd_f16" => self.layer_norm_fwd_f16().ok().map(|k| k.function()),
             "layer_norm_fwd_f32" => self.layer_norm_fwd_f32().ok().map(|k| k.function()),
             "layer_norm_fwd_f64" => self.layer_norm_fwd_f64().ok().map(|k| k.function()),

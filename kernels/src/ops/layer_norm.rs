@@ -18,6 +18,22 @@ fn row_config(rows: usize) -> LaunchConfig {
     LaunchConfig::new(blocks, 256)
 }
 
+/// One block of 256 per row (the `_block` kernels).
+fn block_config(rows: usize) -> LaunchConfig {
+    LaunchConfig::new(rows.clamp(1, 65535) as u32, 256)
+}
+
+/// The widest row one warp keeps in registers: forward 1024 columns (f64: 512), backward 1024
+/// (f64: 256). Wider rows go to the block-per-row kernels (a row of 256 threads, in registers
+/// up to 4096 columns, f64 2048), which keep the GPU's memory system busy with fewer rows.
+fn warp_max_cols<T: Element>(backward: bool) -> usize {
+    match (T::DTYPE, backward) {
+        (crate::DType::F64, false) => 512,
+        (crate::DType::F64, true) => 256,
+        _ => 1024,
+    }
+}
+
 /// `(parts, chunk)`: the row chunks of the parameter gradients' first kernel, chosen from
 /// `rows` alone (so `dweight`/`dbias` are bit-identical on every run and every GPU). Every
 /// chunk holds at least one row.
@@ -49,7 +65,8 @@ fn check_cols(op: &'static str, rows: usize, cols: usize) -> Result<()> {
 /// `y = (x − mean) · rstd · weight + bias` per row of the row-major `[rows, cols]` array `x`,
 /// with `mean` and `rstd = 1 / sqrt(var + eps)` (biased variance, as torch) saved per row.
 /// `weight` and `bias` have `cols` elements (pass ones and zeros for no affine transform).
-/// One warp per row, the row in registers up to 1024 columns (512 for f64).
+/// One warp per row, the row in registers, up to 1024 columns (512 for f64); wider rows one
+/// block of 256 per row, in registers up to 4096 columns (2048 for f64).
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_fwd<T: Element>(
     k: &Kernels,
@@ -65,7 +82,17 @@ pub fn layer_norm_fwd<T: Element>(
     eps: T::Scalar,
 ) -> Result<()> {
     const OP: &str = "layer_norm";
-    let kernel = dispatch::layer_norm_fwd::<T>(k)?;
+    let block = cols > warp_max_cols::<T>(false);
+    let kernel = if block {
+        dispatch::layer_norm_fwd_block::<T>(k)?
+    } else {
+        dispatch::layer_norm_fwd::<T>(k)?
+    };
+    let cfg = if block {
+        block_config(rows)
+    } else {
+        row_config(rows)
+    };
     check_matrix(OP, "x", x.len(), rows, cols)?;
     check_matrix(OP, "y", y.len(), rows, cols)?;
     check_len(OP, "weight", weight.len(), cols)?;
@@ -80,21 +107,7 @@ pub fn layer_norm_fwd<T: Element>(
     // SAFETY: the kernel reads rows · cols elements of x, cols of weight and bias, writes
     // rows · cols of y and rows of mean and rstd (row r < rows, column c < cols only); every
     // length was checked above.
-    unsafe {
-        kernel.launch(
-            s,
-            &row_config(rows),
-            x,
-            weight,
-            bias,
-            y,
-            mean,
-            rstd,
-            r,
-            c,
-            eps,
-        )
-    }?;
+    unsafe { kernel.launch(s, &cfg, x, weight, bias, y, mean, rstd, r, c, eps) }?;
     Ok(())
 }
 
@@ -121,7 +134,17 @@ pub fn layer_norm_bwd<T: Element>(
     cols: usize,
 ) -> Result<()> {
     const OP: &str = "layer_norm_backward";
-    let kdx = dispatch::layer_norm_bwd_dx::<T>(k)?;
+    let block = cols > warp_max_cols::<T>(true);
+    let kdx = if block {
+        dispatch::layer_norm_bwd_dx_block::<T>(k)?
+    } else {
+        dispatch::layer_norm_bwd_dx::<T>(k)?
+    };
+    let dx_cfg = if block {
+        block_config(rows)
+    } else {
+        row_config(rows)
+    };
     let kparams = dispatch::layer_norm_bwd_params::<T>(k)?;
     let kreduce = dispatch::layer_norm_bwd_reduce::<T>(k)?;
     check_matrix(OP, "x", x.len(), rows, cols)?;
@@ -144,7 +167,7 @@ pub fn layer_norm_bwd<T: Element>(
     if rows > 0 {
         // SAFETY: rows · cols elements of x, dy, dx, cols of weight, rows of mean and rstd,
         // all checked above; the kernel touches row r < rows, column c < cols only.
-        unsafe { kdx.launch(s, &row_config(rows), x, weight, mean, rstd, dy, dx, r, c) }?;
+        unsafe { kdx.launch(s, &dx_cfg, x, weight, mean, rstd, dy, dx, r, c) }?;
         let grid = (cols.div_ceil(32) as u32, parts as u32, 1);
         let cfg = LaunchConfig::new(grid, (32, 8, 1));
         // SAFETY: block (32, 8) as the kernel requires; chunk p covers rows

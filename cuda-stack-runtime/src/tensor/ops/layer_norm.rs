@@ -46,7 +46,8 @@ impl<T: FloatElement> Tensor<T> {
     /// variance), `weight` and `bias` of shape `[C]` (required: pass ones and zeros for none).
     /// Returns `(y, mean, rstd)`, the statistics of shape `[rows]` (all but the last dimension
     /// flattened) in [`FloatElement::Stat`] — what [`Tensor::layer_norm_backward`] needs.
-    /// One fused kernel, one warp per row (the row in registers up to 1024 columns).
+    /// One fused kernel: a warp per row up to 1024 columns (f64: 512), a block of 256 per row
+    /// beyond (rows in registers up to 4096 columns, f64: 2048).
     #[allow(clippy::type_complexity)] // (y, mean, rstd): the three are documented above
     pub fn layer_norm(
         &self,

@@ -1,0 +1,305 @@
+//! `transformer_ops_bench`: the transformer's non-attention kernels (LayerNorm, GELU, the fused
+//! classifier, embedding, dropout) at GPT-2 sizes, in µs and effective GB/s, beside the
+//! driver's device-to-device copy measured in the same run and, with `--torch FILE`, beside
+//! PyTorch's figures for the same ops and shapes from `tools/torch_transformer_ops.py`:
+//!
+//! ```text
+//! python3 tools/torch_transformer_ops.py > torch_ops.txt
+//! .gpu/bin/transformer_ops_bench --torch torch_ops.txt
+//! ```
+//!
+//! Effective bytes count each tensor the op must touch once (e.g. LayerNorm forward: read x,
+//! write y; the classifier: read the logits, write dlogits), the same definition for both
+//! sides, so the ratio is a ratio of times. Medians of 20 timed calls after a warm-up.
+
+use clap::Parser;
+use cuda_examples::timing::gpu_time;
+use cuda_stack_driver::half::bf16;
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, Stream};
+use cuda_stack_kernels::{ops, Element, Kernels};
+use std::collections::HashMap;
+use std::error::Error;
+use std::path::PathBuf;
+
+/// Time the transformer kernels against the D2D copy (and PyTorch).
+#[derive(Debug, Parser)]
+#[command(name = "transformer_ops_bench", version)]
+struct Args {
+    #[command(flatten)]
+    common: cuda_examples::cli::Common,
+    /// `tools/torch_transformer_ops.py`'s output from the same machine: `name seconds` lines.
+    #[arg(long, value_name = "FILE")]
+    torch: Option<PathBuf>,
+}
+
+type Res<T> = Result<T, Box<dyn Error>>;
+
+struct Row {
+    name: String,
+    secs: f64,
+    bytes: f64,
+}
+
+fn buf<T: Element>(s: &Stream, n: usize, v: f64) -> Res<DeviceBuffer<T>> {
+    let host: Vec<T> = (0..n)
+        .map(|i| T::from_f64(v * (((i * 2_654_435_761) % 1000) as f64 / 500.0 - 1.0)))
+        .collect();
+    Ok(s.clone_htod(&host)?)
+}
+
+fn zeros<T: DeviceRepr>(s: &Stream, n: usize) -> Res<DeviceBuffer<T>> {
+    Ok(s.alloc_zeros::<T>(n)?)
+}
+
+fn layer_norm<T: Element>(
+    ctx: &Context,
+    s: &Stream,
+    k: &Kernels,
+    rows: usize,
+    cols: usize,
+    reps: usize,
+    out: &mut Vec<Row>,
+) -> Res<()> {
+    let n = rows * cols;
+    let (x, w, b, dy) = (
+        buf::<T>(s, n, 2.0)?,
+        buf::<T>(s, cols, 1.0)?,
+        buf::<T>(s, cols, 0.5)?,
+        buf::<T>(s, n, 1.0)?,
+    );
+    let mut y = zeros::<T>(s, n)?;
+    let mut mean = zeros::<T::Scalar>(s, rows)?;
+    let mut rstd = zeros::<T::Scalar>(s, rows)?;
+    let eps = <T::Scalar as cuda_stack_kernels::Compute>::of_f64(1e-5);
+    let t = gpu_time(ctx, s, reps, 5, |s| {
+        ops::layer_norm_fwd::<T>(
+            k, s, &x, &w, &b, &mut y, &mut mean, &mut rstd, rows, cols, eps,
+        )
+    })?;
+    let sz = std::mem::size_of::<T>() as f64;
+    let dt = T::DTYPE;
+    out.push(Row {
+        name: format!("layer_norm_fwd_{dt}_{rows}x{cols}"),
+        secs: t,
+        bytes: 2.0 * n as f64 * sz,
+    });
+    let ws = ops::layer_norm_workspace_len(rows, cols)?;
+    let (mut dx, mut dw, mut db) = (
+        zeros::<T>(s, n)?,
+        zeros::<T>(s, cols)?,
+        zeros::<T>(s, cols)?,
+    );
+    let (mut pw, mut pb) = (zeros::<T::Scalar>(s, ws)?, zeros::<T::Scalar>(s, ws)?);
+    let t = gpu_time(ctx, s, reps, 5, |s| {
+        ops::layer_norm_bwd::<T>(
+            k, s, &x, &w, &mean, &rstd, &dy, &mut dx, &mut dw, &mut db, &mut pw, &mut pb, rows,
+            cols,
+        )
+    })?;
+    out.push(Row {
+        name: format!("layer_norm_bwd_{dt}_{rows}x{cols}"),
+        secs: t,
+        bytes: 3.0 * n as f64 * sz,
+    });
+    Ok(())
+}
+
+fn gelu<T: Element>(
+    ctx: &Context,
+    s: &Stream,
+    k: &Kernels,
+    n: usize,
+    reps: usize,
+    out: &mut Vec<Row>,
+) -> Res<()> {
+    let (x, dy) = (buf::<T>(s, n, 4.0)?, buf::<T>(s, n, 1.0)?);
+    let (mut y, mut dx) = (zeros::<T>(s, n)?, zeros::<T>(s, n)?);
+    let sz = std::mem::size_of::<T>() as f64;
+    let dt = T::DTYPE;
+    let t = gpu_time(ctx, s, reps, 5, |s| ops::gelu_fwd::<T>(k, s, &x, &mut y))?;
+    out.push(Row {
+        name: format!("gelu_fwd_{dt}_{n}"),
+        secs: t,
+        bytes: 2.0 * n as f64 * sz,
+    });
+    let t = gpu_time(ctx, s, reps, 5, |s| {
+        ops::gelu_bwd::<T>(k, s, &x, &dy, &mut dx)
+    })?;
+    out.push(Row {
+        name: format!("gelu_bwd_{dt}_{n}"),
+        secs: t,
+        bytes: 3.0 * n as f64 * sz,
+    });
+    let mut d = zeros::<T>(s, n)?;
+    let t = gpu_time(ctx, s, reps, 5, |s| {
+        ops::dropout::<T>(k, s, &x, &mut d, 0.1, 7, 0)
+    })?;
+    out.push(Row {
+        name: format!("dropout_{dt}_{n}"),
+        secs: t,
+        bytes: 2.0 * n as f64 * sz,
+    });
+    Ok(())
+}
+
+fn classifier(
+    ctx: &Context,
+    s: &Stream,
+    k: &Kernels,
+    rows: usize,
+    vocab: usize,
+    reps: usize,
+    out: &mut Vec<Row>,
+) -> Res<()> {
+    let n = rows * vocab;
+    let logits = buf::<f32>(s, n, 4.0)?;
+    let targets: Vec<i32> = (0..rows).map(|r| ((r * 7919) % vocab) as i32).collect();
+    let t_dev = s.clone_htod(&targets)?;
+    let g = s.clone_htod(&[1.0f32])?;
+    let mut loss = zeros::<f32>(s, rows)?;
+    let mut dl = zeros::<f32>(s, n)?;
+    let scale = 1.0 / rows as f32;
+    let t = gpu_time(ctx, s, reps, 3, |s| {
+        ops::fused_classifier::<f32>(
+            k, s, &logits, &t_dev, &g, &mut loss, &mut dl, rows, vocab, scale,
+        )
+    })?;
+    out.push(Row {
+        name: format!("fused_classifier_f32_{rows}x{vocab}"),
+        secs: t,
+        bytes: 2.0 * n as f64 * 4.0,
+    });
+    let t = gpu_time(ctx, s, reps, 3, |s| {
+        ops::classifier_loss::<f32>(k, s, &logits, &t_dev, &mut loss, rows, vocab)
+    })?;
+    out.push(Row {
+        name: format!("classifier_loss_f32_{rows}x{vocab}"),
+        secs: t,
+        bytes: n as f64 * 4.0,
+    });
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn embedding(
+    ctx: &Context,
+    s: &Stream,
+    k: &Kernels,
+    vocab: usize,
+    cols: usize,
+    tokens: usize,
+    reps: usize,
+    out: &mut Vec<Row>,
+) -> Res<()> {
+    let w = buf::<f32>(s, vocab * cols, 0.02)?;
+    let ids: Vec<i32> = (0..tokens)
+        .map(|i| ((i * 2_654_435_761usize) % vocab) as i32)
+        .collect();
+    let ids = s.clone_htod(&ids)?;
+    let mut o = zeros::<f32>(s, tokens * cols)?;
+    let t = gpu_time(ctx, s, reps, 5, |s| {
+        ops::embedding_fwd::<f32>(k, s, &w, &ids, &mut o, tokens, vocab, cols)
+    })?;
+    out.push(Row {
+        name: format!("embedding_fwd_f32_V{vocab}_C{cols}_N{tokens}"),
+        secs: t,
+        bytes: 2.0 * (tokens * cols) as f64 * 4.0,
+    });
+    let dy = buf::<f32>(s, tokens * cols, 1.0)?;
+    let mut dw = zeros::<f32>(s, vocab * cols)?;
+    let mut ws = zeros::<i32>(s, ops::embedding_workspace_len(tokens, vocab)?)?;
+    let t = gpu_time(ctx, s, reps, 3, |s| {
+        ops::embedding_bwd::<f32>(k, s, &ids, &dy, &mut dw, &mut ws, tokens, vocab, cols)
+    })?;
+    out.push(Row {
+        name: format!("embedding_bwd_f32_V{vocab}_C{cols}_N{tokens}"),
+        secs: t,
+        bytes: ((tokens + vocab) * cols) as f64 * 4.0,
+    });
+    Ok(())
+}
+
+fn main() -> Res<()> {
+    let a = Args::parse();
+    let ctx = Context::new(a.common.device)?;
+    let s = ctx.new_stream()?;
+    let k = Kernels::get(&ctx)?;
+    let reps = a.common.pick(3, 20);
+    let mut rows = Vec::new();
+
+    // The device-to-device copy of 256 MiB: the bandwidth reference.
+    let copy_n = a.common.pick(1 << 20, 1 << 26);
+    let src = zeros::<f32>(&s, copy_n)?;
+    let mut dst = zeros::<f32>(&s, copy_n)?;
+    let t = gpu_time(&ctx, &s, reps, 3, |s| s.memcpy_dtod(&src, &mut dst))?;
+    let copy_gbs = 2.0 * copy_n as f64 * 4.0 / t / 1e9;
+
+    let (r, c) = a.common.pick((512, 768), (8192, 768));
+    layer_norm::<f32>(&ctx, &s, &k, r, c, reps, &mut rows)?;
+    layer_norm::<bf16>(&ctx, &s, &k, r, c, reps, &mut rows)?;
+    let (r2, c2) = a.common.pick((64, 4096), (4096, 4096));
+    layer_norm::<f32>(&ctx, &s, &k, r2, c2, reps, &mut rows)?;
+    let n = a.common.pick(1 << 20, 8192 * 3072);
+    gelu::<f32>(&ctx, &s, &k, n, reps, &mut rows)?;
+    gelu::<bf16>(&ctx, &s, &k, n, reps, &mut rows)?;
+    let cr = a.common.pick(64, 8192);
+    classifier(&ctx, &s, &k, cr, 50257, reps, &mut rows)?;
+    let tokens = a.common.pick(1024, 8192);
+    embedding(&ctx, &s, &k, 50304, 768, tokens, reps, &mut rows)?;
+    embedding(
+        &ctx,
+        &s,
+        &k,
+        65,
+        384,
+        a.common.pick(2048, 16384),
+        reps,
+        &mut rows,
+    )?;
+
+    let torch: HashMap<String, f64> = match &a.torch {
+        Some(p) => std::fs::read_to_string(p)?
+            .lines()
+            .filter_map(|l| {
+                let mut it = l.split_whitespace();
+                Some((it.next()?.to_string(), it.next()?.parse().ok()?))
+            })
+            .collect(),
+        None => HashMap::new(),
+    };
+    if a.common.json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "op": r.name, "seconds": r.secs, "gbs": r.bytes / r.secs / 1e9,
+                    "torch_seconds": torch.get(&r.name),
+                })
+            })
+            .collect();
+        println!("{}", serde_json::json!({ "copy_gbs": copy_gbs, "ops": v }));
+        return Ok(());
+    }
+    println!("device-to-device copy: {copy_gbs:.0} GB/s");
+    println!(
+        "{:<44} {:>10} {:>9} {:>7} {:>11} {:>8}",
+        "op", "µs", "GB/s", "% copy", "torch µs", "speedup"
+    );
+    for r in &rows {
+        let gbs = r.bytes / r.secs / 1e9;
+        let (tt, sp) = match torch.get(&r.name) {
+            Some(&ts) => (format!("{:.1}", ts * 1e6), format!("{:.2}x", ts / r.secs)),
+            None => ("-".into(), "-".into()),
+        };
+        println!(
+            "{:<44} {:>10.1} {:>9.0} {:>6.0}% {:>11} {:>8}",
+            r.name,
+            r.secs * 1e6,
+            gbs,
+            100.0 * gbs / copy_gbs,
+            tt,
+            sp
+        );
+    }
+    Ok(())
+}
