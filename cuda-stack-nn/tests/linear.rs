@@ -28,6 +28,10 @@ fn main() {
             fused_vs_two_ops::<bf16>(1e-2)
         }),
         gpu("gradcheck_with_and_without_bias", grads),
+        gpu(
+            "strided_inputs_expanded_gradients_and_empty_rows",
+            views_and_empty,
+        ),
         gpu("shape_errors_are_typed", errors),
     ]);
 }
@@ -106,6 +110,41 @@ fn fused_vs_two_ops<T: GradElement>(tol: f64) -> TestResult {
             close(&format!("{what} grad {i}"), &grads1[i], &g2, tol)?;
         }
     }
+    Ok(())
+}
+
+/// A transposed (non-contiguous) input, a backward from `sum_all` (whose gradient reaches the
+/// op as an expanded, stride-0 view) and `in_features = 0` (the result is the bias, broadcast),
+/// each against the two-op path.
+fn views_and_empty() -> TestResult {
+    let xt = values::<f32>(&[7, 5], 1)?; // x = xtᵀ: [5, 7], strides [1, 5]
+    let x = Var::parameter(xt.t()?);
+    let w = Var::parameter(values::<f32>(&[3, 7], 2)?);
+    let b = Var::parameter(values::<f32>(&[3], 3)?);
+    let y = x.linear(&w, Some(&b))?;
+    y.sum_all()?.backward()?;
+    let g1: Vec<Vec<f64>> = [&x, &w, &b]
+        .iter()
+        .map(|v| host(&v.grad()?.ok_or("no gradient")?))
+        .collect::<Res<_>>()?;
+    for v in [&x, &w, &b] {
+        v.zero_grad();
+    }
+    let y2 = x.matmul(&w.t()?)?.add(&b)?;
+    y2.sum_all()?.backward()?;
+    close("strided y", &host(&y.value())?, &host(&y2.value())?, 2e-6)?;
+    for (i, v) in [&x, &w, &b].iter().enumerate() {
+        let g2 = host(&v.grad()?.ok_or("no gradient")?)?;
+        close(&format!("strided grad {i}"), &g1[i], &g2, 2e-6)?;
+    }
+    // in_features = 0: an empty sum, so every row is the bias.
+    let x0 = Var::constant(Tensor::<f32>::zeros(&[5, 0])?);
+    let w0 = Var::constant(Tensor::<f32>::zeros(&[3, 0])?);
+    let y0 = x0.linear(&w0, Some(&b))?;
+    ensure!(y0.shape() == [5, 3], "shape {:?}", y0.shape());
+    let bias = host(&b.value())?;
+    let want: Vec<f64> = (0..5).flat_map(|_| bias.clone()).collect();
+    close("in_features = 0", &host(&y0.value())?, &want, 0.0)?;
     Ok(())
 }
 

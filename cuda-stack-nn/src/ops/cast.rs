@@ -28,11 +28,16 @@ impl<T: GradElement> Var<T> {
     /// Typical use: `f32` parameters cast to `bf16` for a layer's forward (mixed precision).
     ///
     /// `self` must be a leaf or not require grad; a computed value that requires grad is
-    /// [`NnError::Invalid`]. A cast of a variable that does not require grad is a constant.
-    /// Casting to the same dtype is a cast all the same (a copy with the bridge).
+    /// [`NnError::Invalid`]. A cast of a variable that does not require grad, or made under
+    /// [`crate::no_grad`], is a constant. Casting to the same dtype is a cast all the same.
+    ///
+    /// Cast each parameter **once per forward** and reuse the result: every cast leaf passes
+    /// its gradient on separately, so two casts of one parameter in one graph run the
+    /// parameter's grad-ready hooks twice per backward (a data-parallel wrapper would then see
+    /// a second, late gradient). The sum reaching `self.grad` is right either way.
     pub fn cast<U: GradElement>(&self) -> Result<Var<U>> {
         let value = self.value().to_dtype::<U>()?;
-        if !self.requires_grad() {
+        if !self.requires_grad() || !crate::is_grad_enabled() {
             return Ok(Var::constant(value));
         }
         if !self.is_leaf() {
@@ -50,12 +55,13 @@ impl<T: GradElement> Var<T> {
         let source = Arc::clone(&self.inner.meta);
         let me = Arc::downgrade(&leaf.inner.meta);
         let hook = move |g: &cuda_stack_runtime::Tensor<U>| -> Result<()> {
-            source.accumulate_grad(g.to_dtype::<T>()?)?;
-            source.run_grad_hooks()?;
+            // The leaf keeps nothing, even when what follows fails (a stale gradient would
+            // otherwise be added again by the next backward).
             if let Some(m) = me.upgrade() {
                 *lock(&m.grad) = None;
             }
-            Ok(())
+            source.accumulate_grad(g.to_dtype::<T>()?)?;
+            source.run_grad_hooks()
         };
         let id = NEXT_CAST_HOOK.fetch_add(1, Ordering::Relaxed);
         lock(&leaf.inner.meta.hooks).push((id, Arc::new(hook)));

@@ -24,15 +24,16 @@ impl<T: GradElement> Var<T> {
         let has_bias = bias.is_some();
         Ok(Var::from_op(value, "linear", &inputs, move |g| {
             let (out_f, in_f) = (w.shape()[0], w.shape()[1]);
-            let rows = x.numel() / in_f.max(1);
-            let g2 = g.reshape(&[rows, out_f])?;
+            let rows: usize = x.shape()[..x.rank() - 1].iter().product();
+            // The incoming gradient may be any view (an expanded scalar from sum_all, say).
+            let g2 = g.contiguous()?.reshape(&[rows, out_f])?;
             let gx = if nx {
                 Some(g2.matmul(&w)?.reshape(x.shape())?)
             } else {
                 None
             };
             let gw = if nw {
-                Some(g2.t()?.matmul(&x.reshape(&[rows, in_f])?)?)
+                Some(g2.t()?.matmul(&x.contiguous()?.reshape(&[rows, in_f])?)?)
             } else {
                 None
             };

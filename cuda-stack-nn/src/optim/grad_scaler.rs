@@ -4,10 +4,13 @@
 //! hold an inf or a NaN (the scale made something overflow) is skipped and the scale backed
 //! off; after `growth_interval` good steps in a row the scale grows.
 //!
-//! PyTorch's behaviour, step for step: initial scale 2¹⁶, growth ×2 every 2000 good steps,
-//! back-off ×0.5 on an overflow, the step skipped (the gradients are left unscaled in place for
-//! the caller to zero, as `scaler.step` leaves them). One host read per step (whether any
-//! gradient was non-finite), as `scaler.step` does.
+//! PyTorch's behaviour, step for step — growth ×2 every 2000 good steps, back-off ×0.5 on an
+//! overflow, the step skipped (the gradients are left unscaled in place for the caller to zero,
+//! as `scaler.step` leaves them), one host read per step (whether any gradient was non-finite)
+//! — with one difference: the scale starts at, and never grows past, 2¹⁵ (`max_scale`), not
+//! PyTorch's 2¹⁶. Here an f16 graph is f16 down to its loss, so the backward pass starts from
+//! the scale itself as an f16 value, and 2¹⁶ is past f16's largest finite value (65504): every
+//! step would overflow. (PyTorch's autocast keeps the loss in f32, where 2¹⁶ fits.)
 
 use super::Optimizer;
 use crate::error::{NnError, Result};
@@ -17,8 +20,10 @@ use cuda_stack_runtime::{GradElement, Tensor};
 /// [`GradScaler`]'s settings (PyTorch's defaults).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct GradScalerConfig {
-    /// The first scale (2¹⁶).
+    /// The first scale (2¹⁵).
     pub init_scale: f64,
+    /// The largest scale growth reaches (2¹⁵: the largest power of two an f16 gradient holds).
+    pub max_scale: f64,
     /// The factor the scale grows by after `growth_interval` good steps (2).
     pub growth_factor: f64,
     /// The factor the scale shrinks by after an overflow (0.5).
@@ -30,7 +35,8 @@ pub struct GradScalerConfig {
 impl Default for GradScalerConfig {
     fn default() -> Self {
         GradScalerConfig {
-            init_scale: 65536.0,
+            init_scale: 32768.0,
+            max_scale: 32768.0,
             growth_factor: 2.0,
             backoff_factor: 0.5,
             growth_interval: 2000,
@@ -54,6 +60,8 @@ impl GradScaler {
         let c = config;
         let ok = c.init_scale.is_finite()
             && c.init_scale > 0.0
+            && c.max_scale.is_finite()
+            && c.init_scale <= c.max_scale
             && c.growth_factor.is_finite()
             && c.growth_factor > 1.0
             && c.backoff_factor > 0.0
@@ -63,8 +71,9 @@ impl GradScaler {
             return Err(NnError::Invalid {
                 what: "GradScaler",
                 problem: format!(
-                    "{c:?}: the initial scale must be finite and > 0, the growth factor > 1, \
-                     the back-off factor in (0, 1) and the growth interval at least 1"
+                    "{c:?}: the initial scale must be finite, > 0 and at most max_scale (itself \
+                     finite), the growth factor > 1, the back-off factor in (0, 1) and the \
+                     growth interval at least 1"
                 ),
             });
         }
@@ -121,7 +130,7 @@ impl GradScaler {
             optimizer.step()?;
             self.good_steps += 1;
             if self.good_steps >= self.config.growth_interval {
-                self.scale *= self.config.growth_factor;
+                self.scale = (self.scale * self.config.growth_factor).min(self.config.max_scale);
                 self.good_steps = 0;
             }
         } else {
@@ -159,6 +168,10 @@ mod tests {
             },
             GradScalerConfig {
                 init_scale: f64::INFINITY,
+                ..Default::default()
+            },
+            GradScalerConfig {
+                init_scale: 65536.0,
                 ..Default::default()
             },
         ] {

@@ -51,13 +51,13 @@ impl<T: TensorElement> Tensor<T> {
         if let Some(last) = out_shape.last_mut() {
             *last = out_f;
         }
-        let rows = self.numel() / in_f.max(1);
+        let rows: usize = self.shape()[..self.rank() - 1].iter().product();
         if let Some(b) = bias {
             if let Some(y) = self.linear_fused(weight, b, rows, in_f, out_f)? {
                 return y.reshape(&out_shape);
             }
         }
-        let x2 = self.reshape(&[rows, in_f])?;
+        let x2 = self.contiguous()?.reshape(&[rows, in_f])?;
         let y = x2.matmul(&weight.t()?)?;
         let y = match bias {
             Some(b) => y.add(b)?,
@@ -86,7 +86,7 @@ impl<T: TensorElement> Tensor<T> {
             return Ok(None);
         };
         let (x, w, b) = (
-            self.reshape(&[rows, in_f])?.contiguous()?,
+            self.contiguous()?.reshape(&[rows, in_f])?,
             weight.contiguous()?,
             bias.contiguous()?,
         );
