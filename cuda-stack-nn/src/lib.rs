@@ -6,12 +6,14 @@
 //! | PyTorch | here |
 //! |---|---|
 //! | a tensor with `requires_grad=True`, `nn.Parameter` | [`Var::parameter`] |
-//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `reshape`/`transpose`/`narrow`, `cross_entropy` |
+//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `linear`, `layer_norm`, `gelu`, `embedding`, `dropout`, `scaled_dot_product_attention`, `reshape`/`transpose`/`narrow`, `cross_entropy`, `fused_cross_entropy` |
 //! | `torch.autograd.Function` (seed 004's custom kernels with autograd) | [`Var::custom_op`] |
 //! | `loss.backward()`, `x.grad` | [`Var::backward`], [`Var::grad`] |
 //! | `with torch.no_grad():` | [`no_grad`] |
 //! | `torch.autograd.gradcheck` | [`gradcheck()`] |
 //! | `nn.Module`, `nn.Linear`, `nn.ReLU`, `nn.Sequential` | [`Module`], [`Linear`], [`Relu`], [`Sequential`] |
+//! | `nn.LayerNorm`, `nn.Embedding`, `nn.GELU(approximate='tanh')`, `nn.Dropout`, `nn.MultiheadAttention` (fused QKV, causal) | [`LayerNorm`], [`Embedding`], [`Gelu`], [`Dropout`], [`MultiHeadAttention`] |
+//! | `torch.nn.utils.clip_grad_norm_` | [`clip_grad_norm`] |
 //! | seed 004's `FusedOpLayer` | [`FusedOpLayer`] |
 //! | `optim.SGD`, `optim.Adam` / `AdamW`, `zero_grad(set_to_none=True)` | [`Sgd`], [`Adam`], [`Optimizer::zero_grad`] |
 //! | `nn.CrossEntropyLoss()(logits, y)` | [`Var::cross_entropy`] with [`class_targets`] |
