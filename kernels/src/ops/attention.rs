@@ -465,8 +465,8 @@ pub fn attention_fwd_with<T: AttentionElement>(
 /// The gradients of [`attention_fwd`] (`dq`, dense `[B, H, Nq, D]`; `dk`, `dv`, dense
 /// `[B, H, Nk, D]`) from its inputs, its outputs `out` and `lse`, and the output gradient `dout`
 /// (dense `[B, H, Nq, D]`). `delta` is a workspace of `B·H·Nq` compute-type elements (it receives
-/// `rowsum(dout ∘ out)`). Three kernels: delta, dq (a warp per query row), dk and dv (a warp per
-/// key row); deterministic.
+/// `rowsum(dout ∘ out)`). Three kernels: delta, dq, and dk with dv (SIMT: a warp per query row,
+/// a warp per key row; tensor cores: a 64-row tile per block); no atomics, deterministic.
 ///
 /// Runs dq and dk/dv on the tensor cores where [`attention_bwd_tc_fits`] allows (f16/bf16,
 /// D = 64, sm_80+, aligned buffers), on the SIMT kernels otherwise; [`attention_bwd_with`]
