@@ -16,9 +16,12 @@
 // thread that then writes it, and x[t] is read in pass 1, before any write of its row).
 //
 // Launch: block 512 EXACTLY (16 warps), any grid (rows blockIdx.x, + gridDim.x). 16-byte
-// packets when the logits row (and the dlogits row, which must then share its offset modulo
-// 16 bytes) can be aligned by a scalar head: rows of odd V (50257) take a head of up to 3 f32
-// (7 f16) elements, the aligned packets, then a scalar tail.
+// packets when the logits row can be aligned by a scalar head: rows of odd V (50257) take a
+// head of up to 3 f32 (7 f16) elements, the aligned packets, then a scalar tail. Pass 1 splits
+// the row by the logits' address alone, so the losses never depend on where dlogits is:
+// classifier_loss_<dt> sums in the fused kernels' order (the same losses, up to how the compiler
+// contracts the separately compiled instantiations). Pass 2 uses packets only
+// when the dlogits row shares the logits row's offset modulo 16 bytes (else it is all scalar).
 #include "dtype.cuh"
 
 #define FULL_MASK 0xffffffffu
@@ -142,13 +145,16 @@ __device__ __forceinline__ void classifier(const typename DType<Tag>::Storage* x
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const S* xr = x + (u64)r * (u64)V;
         S* dr = GRAD ? dx + (u64)r * (u64)V : (S*)0;
-        const RowSplit rs = row_split(xr, GRAD ? (const S*)dr : xr, V, true);
+        // Pass 1 (the loss) splits on x alone; pass 2 on both rows (all scalar when their
+        // 16-byte phases differ). Same split, same sums: the loss never depends on dr.
+        const RowSplit rs1 = row_split(xr, xr, V, true);
+        const RowSplit rs = GRAD ? row_split(xr, (const S*)dr, V, true) : rs1;
         const int t = targets[r];
         const bool ok = t >= 0 && t < V;
         // x[t] is read before pass 1's barriers, so an in-place pass 2 cannot have changed it.
         const F xt = ok ? D::load(xr[t]) : (F)0;
         F m, s;
-        row_pass1<Tag>(xr, rs, V, m, s);
+        row_pass1<Tag>(xr, rs1, V, m, s);
         if (threadIdx.x == 0) loss[r] = ok ? m + lg(s) - xt : nan_of((F)0);
         if (!GRAD) continue;
         const F inv = (F)1 / s;

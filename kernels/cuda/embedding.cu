@@ -20,7 +20,8 @@
 //   3. embedding_bwd_offsets (block 1024 EXACTLY, grid 1): offsets[0..V] = exclusive scan of
 //      totals (offsets[V] = number of valid tokens).
 //   4. embedding_bwd_place (block 256, any grid): order[offsets[id] + counts[k][id] + rank[n]] = n
-//      (a stable sort of the tokens by id).
+//      (a stable sort of the tokens by id; a position >= N, impossible for a workspace the
+//      earlier steps wrote, is skipped rather than written out of bounds).
 //   5. embedding_bwd_sum_<dt> (block 256 EXACTLY, grid (ceil(C / col_tile), G), G <= 65535, ids
 //      blockIdx.y + G * i): block (x, id) writes dweight[id][c] for its column tile.
 // embedding_fwd_<dt>: block 256 (one warp per row, 8 rows per block), any grid.
@@ -141,7 +142,8 @@ extern "C" __global__ void embedding_bwd_place(const int* idx, const int* rank, 
         const int id = idx[n];
         if (id < 0 || id >= V) continue;
         const u64 k = n / CHUNK;
-        order[offsets[id] + counts[k * (u64)V + id] + rank[n]] = (int)n;
+        const u64 pos = (u64)offsets[id] + (u64)counts[k * (u64)V + id] + (u64)rank[n];
+        if (pos < (u64)N) order[pos] = (int)n;  // always true for a consistent workspace
     }
 }
 

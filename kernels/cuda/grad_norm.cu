@@ -5,8 +5,9 @@
 //   3. scale_by_device_<dt> per tensor: x *= scale[0], in place.
 // Every sum has a fixed order for a fixed grid (lane-strided partial sums, then a butterfly and
 // the 8 warp sums in warp order), so the norm is bit-identical run to run; the op picks the grids
-// from the tensor sizes alone. A NaN or inf gradient gives a NaN/inf norm and scale (the caller
-// sees it in the returned norm, as with torch's clip_grad_norm_).
+// from the tensor sizes alone. A NaN gradient gives a NaN norm and a NaN scale; an inf gradient
+// gives an inf norm and the scale max_norm / inf = 0, so finite elements become 0 and inf ones
+// NaN (as torch's clip_grad_norm_; the caller sees it in the returned norm).
 //
 // Launch: sumsq_partial: block 256 EXACTLY, grid G (block b writes partial[b]);
 // clip_coef: block 256 EXACTLY, grid 1; scale_by_device: block 256, any grid.

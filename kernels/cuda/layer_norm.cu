@@ -11,7 +11,9 @@
 //   dw[c] = sum_r dy * xhat,  db[c] = sum_r dy — reduced deterministically in two kernels:
 //   layer_norm_bwd_params writes partial[p][c] for row chunk p (chunk = ceil(rows / P) rows),
 //   layer_norm_bwd_params_reduce sums the P partials in increasing p. Bit-identical run to run
-//   for a given (rows, C, P); P is chosen from rows alone (see the Rust op).
+//   for a given (rows, C, P) and the same buffers (the 16-byte path and the scalar path, chosen
+//   from the buffers' alignment, sum in different orders); P is chosen from rows alone (see the
+//   Rust op).
 //
 // Launch:
 //   layer_norm_fwd_<dt>, layer_norm_bwd_dx_<dt>: block 256 EXACTLY (8 warps, one row each), any

@@ -15,9 +15,10 @@
 //!   + `2e-6`, f64 8 ulp + `1e-14`, f16/bf16 1 ulp + `2e-6`; backward (dy in [-2, 2)) f32 16 ulp
 //!   + `2e-5`, f64 16 ulp + `1e-13`, f16/bf16 1 ulp + `2e-5`.
 //! - Classifier: loss f32 `2e-5·(1 + |loss|)` (f64 `1e-12`); `dlogits` f32 `1e-5·|d| +
-//!   1e-7·|gs|` (f64 `1e-12`), f16/bf16 1 ulp + `1e-5·|d|`; in-place vs out-of-place and the
-//!   loss-only kernel vs the fused loss (the same code, separately compiled): losses `1e-6`
-//!   relative (f64 `1e-14`), gradients 2 ulp (in practice identical).
+//!   1e-7·|gs|` (f64 `1e-12`), f16/bf16 1 ulp + `1e-5·|d|`; the loss-only kernel vs the fused
+//!   loss (dlogits at the other 16-byte phase than the logits) and in-place vs out-of-place
+//!   (the same code, separately compiled): losses `1e-6` relative (f64 `1e-14`), gradients
+//!   2 ulp (in practice identical).
 //! - Embedding forward and backward, dropout: **exact** (the references follow the kernels'
 //!   order); embedding backward also bit-identical across two runs.
 //! - Clipping: norm `1e-5` relative (f64 `1e-12`), the scaled tensors exactly `x · scale` of the
@@ -373,7 +374,10 @@ fn classifier_all<T: Element>() -> TestResult {
                 let bt = upload(&s, &targets, off)?;
                 let bg = s.clone_htod(&[<T::Scalar as Compute>::of_f64(g)])?;
                 let mut loss = poisoned::<T::Scalar>(&s, rows, off)?;
-                let mut dl = poisoned::<T>(&s, n, off)?;
+                // dlogits at the other 16-byte phase than the logits: the gradient pass cannot
+                // use the logits' packet split, and the losses must not depend on it.
+                let doff = 1 - off;
+                let mut dl = poisoned::<T>(&s, n, doff)?;
                 ops::fused_classifier::<T>(
                     &k,
                     &s,
@@ -381,13 +385,13 @@ fn classifier_all<T: Element>() -> TestResult {
                     &bt.slice(off..)?,
                     &bg,
                     &mut loss.slice_mut(off..)?,
-                    &mut dl.slice_mut(off..)?,
+                    &mut dl.slice_mut(doff..)?,
                     rows,
                     classes,
                     <T::Scalar as Compute>::of_f64(scale),
                 )?;
                 let got_loss = download(&s, &loss, off)?;
-                let got_dl = download(&s, &dl, off)?;
+                let got_dl = download(&s, &dl, doff)?;
                 let (want_loss, want_dl) =
                     reference::fused_classifier(&logits, &targets, rows, classes, gs);
                 check(
@@ -412,7 +416,9 @@ fn classifier_all<T: Element>() -> TestResult {
                         _ => ulp(dt, w) + 1e-5 * w.abs(),
                     },
                 )?;
-                // The loss-only kernel gives the same losses, bit for bit.
+                // The loss-only kernel gives the same losses (its pass splits the row by the
+                // logits' address alone, as the fused kernel's loss pass does, even with dlogits
+                // at another 16-byte phase; the two are separately compiled, so within 1e-6).
                 let mut loss2 = poisoned::<T::Scalar>(&s, rows, off)?;
                 ops::classifier_loss::<T>(
                     &k,
@@ -431,7 +437,7 @@ fn classifier_all<T: Element>() -> TestResult {
                     }
                 };
                 check(
-                    &format!("{what}: classifier_loss"),
+                    &format!("{what}: classifier_loss vs fused (dlogits at offset {doff})"),
                     &scalars_f64(&download(&s, &loss2, off)?),
                     &scalars_f64(&got_loss),
                     same_loss,
@@ -596,6 +602,36 @@ fn dropout_all<T: Element>() -> TestResult {
         ops::dropout::<T>(&k, &s, &x, &mut out, 1.5, 0, 0).is_err(),
         "dropout with p = 1.5 must fail"
     );
+    // Positions past the end of the Philox stream (offset + n > u64::MAX) are refused ...
+    for offset in [u64::MAX, u64::MAX - 2] {
+        ensure!(
+            matches!(
+                ops::dropout::<T>(&k, &s, &x, &mut out, 0.5, 0, offset),
+                Err(cuda_stack_kernels::Error::Invalid { .. })
+            ),
+            "dropout at offset {offset} of 4 elements must fail with Error::Invalid"
+        );
+    }
+    let mut u = s.alloc_zeros::<f32>(4)?;
+    ensure!(
+        matches!(
+            ops::fill_uniform(&k, &s, &mut u, 0, u64::MAX - 2),
+            Err(cuda_stack_kernels::Error::Invalid { .. })
+        ),
+        "fill_uniform at offset 2^64 - 3 of 4 elements must fail with Error::Invalid"
+    );
+    // ... and the last positions before it work (p = 0: the identity, every element written).
+    for (offset, n) in [(u64::MAX - 7, 4usize), (u64::MAX - 3, 3)] {
+        let xs: Vec<T> = data(42, n, 3.0);
+        let bx = upload(&s, &xs, 0)?;
+        let mut o = poisoned::<T>(&s, n, 0)?;
+        ops::dropout::<T>(&k, &s, &bx, &mut o, 0.0, 7, offset)?;
+        check_bits(
+            &format!("dropout {} at offset {offset}", T::DTYPE),
+            &s.clone_dtoh(&o)?,
+            &xs,
+        )?;
+    }
     Ok(())
 }
 

@@ -15,6 +15,25 @@ fn config(rows: usize) -> LaunchConfig {
     LaunchConfig::new(rows.clamp(1, 65535) as u32, CLASSIFIER_THREADS)
 }
 
+/// The most rows and the most classes the kernels take: their `int` counters step by
+/// `gridDim.x <= 65535` (rows) or 512 (columns, packets) from a value below this bound, so
+/// they stay below 2^31 and never wrap.
+const MAX_DIM: usize = 1 << 30;
+
+/// `v` as the kernels' `int`, or [`Error::TooLarge`] above [`MAX_DIM`].
+fn dim(op: &'static str, what: &'static str, v: usize) -> Result<i32> {
+    if v > MAX_DIM {
+        return Err(Error::TooLarge {
+            op,
+            what,
+            value: v as u128,
+            max: MAX_DIM as u128,
+        });
+    }
+    to_i32(op, what, v)
+}
+
+/// Checks the shared operands; `(rows, classes)` as the kernels' `int`s, each at most 2^30.
 fn check(
     op: &'static str,
     logits: usize,
@@ -32,11 +51,14 @@ fn check(
             problem: format!("{rows} rows of 0 classes: every target is out of range"),
         });
     }
-    Ok((to_i32(op, "rows", rows)?, to_i32(op, "classes", classes)?))
+    Ok((dim(op, "rows", rows)?, dim(op, "classes", classes)?))
 }
 
 /// `loss[r] = logsumexp(logits[r]) − logits[r][targets[r]]` for the row-major
 /// `[rows, classes]` logits (one pass over them; a target outside `0..classes` gives NaN).
+/// The losses are bit-identical to [`fused_classifier`]'s for the same logits, wherever the
+/// gradient buffer is (the loss pass splits a row by the logits' address alone). `rows` and
+/// `classes` are at most 2^30 each ([`Error::TooLarge`] otherwise).
 pub fn classifier_loss<T: Element>(
     k: &Kernels,
     s: &Stream,
@@ -53,7 +75,9 @@ pub fn classifier_loss<T: Element>(
         return Ok(());
     }
     // SAFETY: block 512 as required; row r < rows of the checked [rows, classes] logits,
-    // targets[r] (used as a column only when 0 <= t < classes) and loss[r].
+    // targets[r] (used as a column only when 0 <= t < classes) and loss[r]. rows, classes
+    // <= 2^30 (checked in `check`): the row counter steps by gridDim.x <= 65535 and the column
+    // and packet counters by 512 from below those bounds, so no `int` counter passes 2^31 − 1.
     unsafe { kernel.launch(s, &config(rows), logits, targets, loss, r, c) }?;
     Ok(())
 }
@@ -83,7 +107,8 @@ pub fn fused_classifier<T: Element>(
     if rows == 0 {
         return Ok(());
     }
-    // SAFETY: as classifier_loss, plus one element of g and row r of the checked dlogits.
+    // SAFETY: as classifier_loss (the same `int` counter bounds), plus one element of g and
+    // row r of the checked dlogits.
     unsafe {
         kernel.launch(
             s,

@@ -10,7 +10,8 @@ use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 /// `offset + i` under `seed` (exactly [`crate::ops::fill_uniform`]'s value). `p = 0` is the
 /// identity, `p = 1` gives zeros; `p` must be in `[0, 1]`. The backward pass of a dropout is
 /// this op on the output's gradient with the same `p`, `seed` and `offset` (the mask is
-/// regenerated, never stored). `p` is compared in f32.
+/// regenerated, never stored). `p` is compared in f32. `offset + n` must fit in a `u64`
+/// ([`Error::Invalid`] otherwise: the positions would pass the end of the Philox stream).
 #[allow(clippy::too_many_arguments)]
 pub fn dropout<T: Element>(
     k: &Kernels,
@@ -34,11 +35,24 @@ pub fn dropout<T: Element>(
     if n == 0 {
         return Ok(());
     }
+    // The kernel's last stream position is offset + n − 1, computed in wrapping u64: it must
+    // not pass the end of the stream, or its block range [offset / 4, (offset + n − 1) / 4]
+    // would wrap and elements would stay unwritten.
+    let Some(end) = offset.checked_add(n as u64) else {
+        return Err(Error::Invalid {
+            op: OP,
+            problem: format!(
+                "offset {offset} + {n} elements passes the end of the Philox stream (2^64 \
+                 values); use a smaller offset"
+            ),
+        });
+    };
     let scale = <T::Scalar as Compute>::of_f64(1.0 / (1.0 - p));
-    let first = offset / 4;
-    let last = offset.saturating_add(n as u64 - 1) / 4;
+    let (first, last) = (offset / 4, (end - 1) / 4);
     let cfg = LaunchConfig::new(grid(last - first + 1, BLOCK as u64, 32 * sms(s)), BLOCK);
     // SAFETY: the kernel writes out[i] and reads x[i] for i < n only; both hold n elements.
+    // offset + n <= 2^64 (checked above), so the kernel's (offset + n − 1) / 4 does not wrap
+    // and its grid-stride loop over the Philox blocks covers every element exactly once.
     unsafe { kernel.launch(s, &cfg, x, out, n as u64, p as f32, scale, seed, offset) }?;
     Ok(())
 }

@@ -36,8 +36,15 @@ pub fn sumsq_partials<T: Element>(
     Ok(())
 }
 
+/// The most partial sums [`clip_coef`] adds: its `unsigned` counter `i < num` steps by 256,
+/// so with `num <= 2^31` it stays below 2^31 + 256 and never wraps.
+const MAX_PARTIALS: usize = 1 << 31;
+
 /// `norm[0] = sqrt(Σ partials)` (in index order) and
-/// `scale[0] = min(1, max_norm / (norm + 1e-6))` (NaN when the norm is NaN), on the device.
+/// `scale[0] = min(1, max_norm / (norm + 1e-6))`, on the device. A NaN norm gives a NaN scale;
+/// an infinite norm (an inf gradient, or squares overflowing) gives `max_norm / inf = 0`, so
+/// finite elements are scaled to 0 and inf ones to NaN (as torch). At most 2^31 partials
+/// ([`crate::Error::TooLarge`] otherwise).
 pub fn clip_coef<T: Element>(
     k: &Kernels,
     s: &Stream,
@@ -50,14 +57,25 @@ pub fn clip_coef<T: Element>(
     let kernel = dispatch::clip_coef::<T>(k)?;
     check_len(OP, "norm", norm.len(), 1)?;
     check_len(OP, "scale", scale.len(), 1)?;
-    let num = u32::try_from(partials.len()).map_err(|_| crate::Error::TooLarge {
+    let len = partials.len();
+    if len > MAX_PARTIALS {
+        return Err(crate::Error::TooLarge {
+            op: OP,
+            what: "partials",
+            value: len as u128,
+            max: MAX_PARTIALS as u128,
+        });
+    }
+    let num = u32::try_from(len).map_err(|_| crate::Error::TooLarge {
         op: OP,
         what: "partials",
-        value: partials.len() as u128,
-        max: u32::MAX as u128,
+        value: len as u128,
+        max: MAX_PARTIALS as u128,
     })?;
     let m = <T::Scalar as Compute>::of_f64(max_norm);
     // SAFETY: one block of 256 as required; reads partials[0..num), writes norm[0], scale[0].
+    // num <= 2^31 (checked): the kernel's `unsigned` counter i < num steps by 256, so it stays
+    // below 2^31 + 256 < 2^32 and the loop ends.
     unsafe {
         kernel.launch(
             s,

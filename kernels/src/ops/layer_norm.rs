@@ -52,6 +52,25 @@ pub fn layer_norm_workspace_len(rows: usize, cols: usize) -> Result<usize> {
     elems("layer_norm_backward", layer_norm_parts(rows).0, cols)
 }
 
+/// The most rows and the most columns the kernels take: their `int` row and column counters
+/// step by less than 2^30 (rows: `gridDim.x · 8 <= 65535 · 8`; columns: 256, or `gridDim.x · 32
+/// = 32 · ceil(cols / 32) <= 2^30` in the parameter-gradient kernel) from a value below this
+/// bound, so they stay below 2^31 and never wrap.
+const MAX_DIM: usize = 1 << 30;
+
+/// `v` as the kernels' `int`, or [`Error::TooLarge`] above [`MAX_DIM`].
+fn dim(op: &'static str, what: &'static str, v: usize) -> Result<i32> {
+    if v > MAX_DIM {
+        return Err(Error::TooLarge {
+            op,
+            what,
+            value: v as u128,
+            max: MAX_DIM as u128,
+        });
+    }
+    to_i32(op, what, v)
+}
+
 fn check_cols(op: &'static str, rows: usize, cols: usize) -> Result<()> {
     if rows > 0 && cols == 0 {
         return Err(Error::Invalid {
@@ -66,7 +85,8 @@ fn check_cols(op: &'static str, rows: usize, cols: usize) -> Result<()> {
 /// with `mean` and `rstd = 1 / sqrt(var + eps)` (biased variance, as torch) saved per row.
 /// `weight` and `bias` have `cols` elements (pass ones and zeros for no affine transform).
 /// One warp per row, the row in registers, up to 1024 columns (512 for f64); wider rows one
-/// block of 256 per row, in registers up to 4096 columns (2048 for f64).
+/// block of 256 per row, in registers up to 4096 columns (2048 for f64). `rows` and `cols` are
+/// at most 2^30 each ([`Error::TooLarge`] otherwise).
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_fwd<T: Element>(
     k: &Kernels,
@@ -100,13 +120,15 @@ pub fn layer_norm_fwd<T: Element>(
     check_len(OP, "mean", mean.len(), rows)?;
     check_len(OP, "rstd", rstd.len(), rows)?;
     check_cols(OP, rows, cols)?;
-    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    let (r, c) = (dim(OP, "rows", rows)?, dim(OP, "cols", cols)?);
     if rows == 0 {
         return Ok(());
     }
     // SAFETY: the kernel reads rows · cols elements of x, cols of weight and bias, writes
     // rows · cols of y and rows of mean and rstd (row r < rows, column c < cols only); every
-    // length was checked above.
+    // length was checked above. rows, cols <= 2^30 (checked): the row counter steps by
+    // gridDim.x · 8 <= 65535 · 8 < 2^20 from below rows and the column counters by at most 256
+    // from below cols, so no `int` counter passes 2^31 − 1 (the grid-stride loops end).
     unsafe { kernel.launch(s, &cfg, x, weight, bias, y, mean, rstd, r, c, eps) }?;
     Ok(())
 }
@@ -115,7 +137,8 @@ pub fn layer_norm_fwd<T: Element>(
 /// `x`, `weight` and the saved `mean`, `rstd`. `dx` per row (one warp per row, two row sums);
 /// `dweight = Σ_rows dy · xhat` and `dbias = Σ_rows dy` in two deterministic kernels: per-chunk
 /// partial sums into `partial_w`, `partial_b` (each [`layer_norm_workspace_len`] elements),
-/// then a sum over the chunks in order — bit-identical on every run.
+/// then a sum over the chunks in order — bit-identical on every run. `rows` and `cols` are at
+/// most 2^30 each ([`Error::TooLarge`] otherwise).
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_bwd<T: Element>(
     k: &Kernels,
@@ -159,20 +182,24 @@ pub fn layer_norm_bwd<T: Element>(
     check_len(OP, "partial_w", partial_w.len(), ws)?;
     check_len(OP, "partial_b", partial_b.len(), ws)?;
     check_cols(OP, rows, cols)?;
-    let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
+    let (r, c) = (dim(OP, "rows", rows)?, dim(OP, "cols", cols)?);
     if cols == 0 {
         return Ok(());
     }
     let (parts, chunk) = layer_norm_parts(rows);
     if rows > 0 {
         // SAFETY: rows · cols elements of x, dy, dx, cols of weight, rows of mean and rstd,
-        // all checked above; the kernel touches row r < rows, column c < cols only.
+        // all checked above; the kernel touches row r < rows, column c < cols only. rows, cols
+        // <= 2^30 (checked), so its `int` counters (steps < 2^20) stay below 2^31, as forward.
         unsafe { kdx.launch(s, &dx_cfg, x, weight, mean, rstd, dy, dx, r, c) }?;
         let grid = (cols.div_ceil(32) as u32, parts as u32, 1);
         let cfg = LaunchConfig::new(grid, (32, 8, 1));
         // SAFETY: block (32, 8) as the kernel requires; chunk p covers rows
         // [p · chunk, min((p + 1) · chunk, rows)), and parts · chunk >= rows, so every written
-        // partial index p · cols + c < parts · cols = ws, the checked workspace length.
+        // partial index p · cols + c < parts · cols = ws, the checked workspace length. The
+        // `int` counters stay below 2^31: the column tile ct < cols <= 2^30 steps by
+        // gridDim.x · 32 = 32 · ceil(cols / 32) <= 2^30, the row r < rows <= 2^30 by 8 and the
+        // chunk p < parts <= 256 by gridDim.y = parts.
         unsafe {
             kparams.launch(
                 s,

@@ -10,9 +10,10 @@ use cuda_stack_kernels::ops;
 /// (fixed order: tensor by tensor, fixed per-tensor grids chosen from the sizes), `norm =
 /// sqrt(sum)` and `scale = min(1, max_norm / (norm + 1e-6))` computed **on the device**, then
 /// every tensor multiplied by `scale` in place — nothing is read back, so a training step with
-/// clipping can be one CUDA graph. Returns the norm before clipping as a 0-d device tensor
-/// (NaN or inf if a gradient holds one; the tensors are then scaled by NaN, as torch does
-/// without `error_if_nonfinite`). Every tensor must be on one device; an empty list gives a
+/// clipping can be one CUDA graph. Returns the norm before clipping as a 0-d device tensor.
+/// A NaN gradient gives a NaN norm and scales every tensor by NaN; an inf gradient gives an
+/// inf norm and the scale `max_norm / inf = 0`, so finite elements become 0 and inf ones NaN
+/// (as torch does without `error_if_nonfinite`). Every tensor must be on one device; an empty list gives a
 /// zero norm on the current device. Bit-identical norms on every run.
 pub fn clip_grad_norm_<T: GradElement>(
     grads: &mut [&mut Tensor<T>],
