@@ -14,6 +14,7 @@
 //! | `nn.Module`, `nn.Linear`, `nn.ReLU`, `nn.Sequential` | [`Module`], [`Linear`], [`Relu`], [`Sequential`] |
 //! | `nn.LayerNorm`, `nn.Embedding`, `nn.GELU(approximate='tanh')`, `nn.Dropout`, `nn.MultiheadAttention` (fused QKV, causal) | [`LayerNorm`], [`Embedding`], [`Gelu`], [`Dropout`], [`MultiHeadAttention`] |
 //! | `torch.nn.utils.clip_grad_norm_` | [`clip_grad_norm`] |
+//! | `safetensors.torch.save_file(model.state_dict())`, `model.load_state_dict(load_file(f))` | [`checkpoint::save`], [`checkpoint::Checkpoint::load_into`] |
 //! | seed 004's `FusedOpLayer` | [`FusedOpLayer`] |
 //! | `optim.SGD`, `optim.Adam` / `AdamW`, `zero_grad(set_to_none=True)` | [`Sgd`], [`Adam`], [`Optimizer::zero_grad`] |
 //! | `nn.CrossEntropyLoss()(logits, y)` | [`Var::cross_entropy`] with [`class_targets`] |
@@ -80,13 +81,14 @@
 //! record  init                            the autograd record; weight init  -> error, lock
 //! var                                     Var                               -> record, grad_mode
 //! graph  hook  ops  layers  optim         backward, hooks, ops, modules     -> var, record
-//!   gradcheck  capture_targets
+//!   gradcheck  capture_targets  checkpoint
 //! capture  parallel                       CapturedStep, DataParallel        -> optim, hook, var
 //! zero                                    ShardedOptimizer (ZeRO-1)         -> parallel, optim
 //! ```
 
 mod capture;
 mod capture_targets;
+pub mod checkpoint;
 mod error;
 mod grad_mode;
 pub mod gradcheck;
