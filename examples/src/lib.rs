@@ -9,6 +9,7 @@ pub mod cpu_baseline;
 pub mod cpu_mlp;
 pub mod cpu_pin;
 pub mod exit;
+pub mod gpt;
 pub mod jit;
 pub mod output;
 pub mod timing;
