@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""torch_gpt.py: PyTorch's side of `train_gpt --check` (llm.c's test_gpt2 idea).
+
+Builds nanoGPT's GPT (the same architecture, names and initialisation as
+`cuda_examples::gpt`), writes its initial weights and a batch, runs `--steps` AdamW steps in
+f32 and writes what each step computed, so the Rust model can be compared step for step:
+
+    python3 tools/torch_gpt.py --out DIR [--config tiny|shakespeare|gpt2] [--batch 4]
+                               [--seq 64] [--steps 20] [--lr 1e-3] [--seed 1337]
+    train_gpt --check DIR
+
+DIR receives:
+  model.safetensors   the initial state_dict in nanoGPT's names (lm_head.weight left out: it
+                      is transformer.wte.weight), f32;
+  batch.safetensors   "x" and "y": int32 [batch, seq] token ids and next-token targets;
+  grads.safetensors   the step-0 gradient of every parameter, same names, f32;
+  expected.json       {"config": {...}, "lr", "betas", "eps", "weight_decay", "steps",
+                       "losses": [loss before each step]}.
+Dropout is 0 (the check is deterministic); TF32 is off; AdamW(betas=(0.9, 0.95), eps=1e-8,
+weight_decay=0.0) on every parameter, so the update rule is plain Adam with nanoGPT's betas.
+"""
+import argparse
+import json
+import math
+import os
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+CONFIGS = {
+    "tiny": dict(vocab=37, block_size=64, n_layer=2, n_head=2, n_embd=64),
+    "shakespeare": dict(vocab=65, block_size=256, n_layer=6, n_head=6, n_embd=384),
+    "gpt2": dict(vocab=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768),
+}
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        e = c["n_embd"]
+        self.n_head = c["n_head"]
+        self.ln_1 = nn.LayerNorm(e)
+        self.attn = nn.Module()
+        self.attn.c_attn = nn.Linear(e, 3 * e)
+        self.attn.c_proj = nn.Linear(e, e)
+        self.ln_2 = nn.LayerNorm(e)
+        self.mlp = nn.Module()
+        self.mlp.c_fc = nn.Linear(e, 4 * e)
+        self.mlp.c_proj = nn.Linear(4 * e, e)
+
+    def attention(self, x):
+        b, t, e = x.shape
+        q, k, v = self.attn.c_attn(x).split(e, dim=2)
+        q, k, v = (z.view(b, t, self.n_head, e // self.n_head).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.attn.c_proj(y.transpose(1, 2).contiguous().view(b, t, e))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln_1(x))
+        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
+
+
+class GPT(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(c["vocab"], c["n_embd"]),
+            wpe=nn.Embedding(c["block_size"], c["n_embd"]),
+            h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
+            ln_f=nn.LayerNorm(c["n_embd"]),
+        ))
+        self.apply(self._init_weights)
+        for name, p in self.named_parameters():
+            if name.endswith("c_proj.weight"):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c["n_layer"]))
+
+    @staticmethod
+    def _init_weights(m):
+        if isinstance(m, nn.Linear):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+            nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.Embedding):
+            nn.init.normal_(m.weight, mean=0.0, std=0.02)
+
+    def forward(self, idx, targets):
+        t = idx.shape[1]
+        pos = torch.arange(t, device=idx.device)
+        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
+        for block in self.transformer.h:
+            x = block(x)
+        logits = self.transformer.ln_f(x) @ self.transformer.wte.weight.t()
+        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long())
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--config", default="tiny", choices=sorted(CONFIGS))
+    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--steps", type=int, default=20)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--seed", type=int, default=1337)
+    a = ap.parse_args()
+    from safetensors.torch import save_file
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.manual_seed(a.seed)
+    c = CONFIGS[a.config]
+    if a.seq > c["block_size"]:
+        raise SystemExit(f"--seq {a.seq} exceeds the config's block_size {c['block_size']}")
+    dev = "cuda"
+    model = GPT(c).to(dev)
+    os.makedirs(a.out, exist_ok=True)
+    save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()},
+              os.path.join(a.out, "model.safetensors"))
+    g = torch.Generator().manual_seed(a.seed + 1)
+    data = torch.randint(0, c["vocab"], (a.batch, a.seq + 1), generator=g, dtype=torch.int32)
+    x, y = data[:, :-1].contiguous(), data[:, 1:].contiguous()
+    save_file({"x": x, "y": y}, os.path.join(a.out, "batch.safetensors"))
+    x, y = x.to(dev), y.to(dev)
+    betas, eps = (0.9, 0.95), 1e-8
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=betas, eps=eps, weight_decay=0.0)
+    losses = []
+    for step in range(a.steps):
+        opt.zero_grad(set_to_none=True)
+        loss = model(x, y)
+        loss.backward()
+        if step == 0:
+            save_file({n: p.grad.detach().contiguous() for n, p in model.named_parameters()},
+                      os.path.join(a.out, "grads.safetensors"))
+        losses.append(loss.item())
+        opt.step()
+    with open(os.path.join(a.out, "expected.json"), "w") as f:
+        json.dump(dict(config=c, batch=a.batch, seq=a.seq, lr=a.lr, betas=betas, eps=eps,
+                       weight_decay=0.0, steps=a.steps, losses=losses,
+                       torch=torch.__version__, device=torch.cuda.get_device_name()), f, indent=1)
+    print(f"torch_gpt: {a.config}, {a.steps} steps, losses {losses[0]:.6f} -> {losses[-1]:.6f}")
+
+
+if __name__ == "__main__":
+    main()
