@@ -1,5 +1,7 @@
 //! The algorithms cuBLASLt's heuristic chose, per handle: keyed by everything the choice depends
-//! on, and counted, so a training loop asks the heuristic once per distinct problem.
+//! on, and counted, so a training loop asks the heuristic once per distinct problem — also when
+//! the answer was "no algorithm" (a caller that then takes another path, as
+//! `Tensor::linear` does, must not pay the question on every call).
 
 use crate::element::DataType;
 use crate::epilogue::Epilogue;
@@ -55,22 +57,23 @@ impl AlgoKey {
 /// An algorithm the heuristic chose, with the workspace bytes it needs.
 pub(crate) type Chosen = (cublasLtMatmulAlgo_t, usize);
 
-/// The algorithms chosen so far for one handle, and how many times the heuristic was asked.
+/// The heuristic's answers so far for one handle (`None`: it had no algorithm), and how many
+/// times it was asked.
 #[derive(Default)]
 pub(crate) struct AlgoCache {
-    map: Mutex<HashMap<AlgoKey, Chosen>>,
+    map: Mutex<HashMap<AlgoKey, Option<Chosen>>>,
     queries: AtomicU64,
 }
 
 impl AlgoCache {
     /// The map, locked (a poisoned lock holds a consistent map: every change is one insert or
     /// one clear).
-    fn lock(&self) -> MutexGuard<'_, HashMap<AlgoKey, Chosen>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<AlgoKey, Option<Chosen>>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The algorithm chosen for `key`, if the heuristic was asked before.
-    pub(crate) fn get(&self, key: &AlgoKey) -> Option<Chosen> {
+    /// The heuristic's answer for `key` (`Some(None)`: no algorithm), if it was asked before.
+    pub(crate) fn get(&self, key: &AlgoKey) -> Option<Option<Chosen>> {
         self.lock().get(key).copied()
     }
 
@@ -79,8 +82,8 @@ impl AlgoCache {
         self.queries.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Remembers the heuristic's answer for `key`.
-    pub(crate) fn insert(&self, key: AlgoKey, chosen: Chosen) {
+    /// Remembers the heuristic's answer for `key` (`None`: no algorithm).
+    pub(crate) fn insert(&self, key: AlgoKey, chosen: Option<Chosen>) {
         let mut map = self.lock();
         if map.len() >= CACHE_CAPACITY {
             map.clear();
@@ -95,7 +98,7 @@ impl AlgoCache {
 
     /// How many problems have an algorithm cached.
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().values().filter(|c| c.is_some()).count()
     }
 }
 
@@ -134,16 +137,30 @@ mod tests {
             let key = AlgoKey::new(&p, Epilogue::None, [256; 3], w);
             assert!(cache.get(&key).is_none());
             cache.count_query();
-            cache.insert(key, chosen);
+            cache.insert(key, Some(chosen));
         }
         assert_eq!(
             (cache.len(), cache.queries()),
             (CACHE_CAPACITY, CACHE_CAPACITY as u64)
         );
         let first = AlgoKey::new(&p, Epilogue::None, [256; 3], 0);
-        assert_eq!(cache.get(&first).map(|c| c.1), Some(128));
-        cache.insert(AlgoKey::new(&p, Epilogue::Relu, [256; 3], 0), chosen);
+        assert_eq!(cache.get(&first).flatten().map(|c| c.1), Some(128));
+        cache.insert(AlgoKey::new(&p, Epilogue::Relu, [256; 3], 0), Some(chosen));
         assert_eq!(cache.len(), 1);
         assert!(cache.get(&first).is_none());
+    }
+
+    #[test]
+    fn a_no_algorithm_answer_is_remembered_too() {
+        let cache = AlgoCache::default();
+        let p = Gemm::new(8, 8, 8)
+            .plan("t", DataType::F32, DataType::F32, 64, 64, 64)
+            .unwrap();
+        let key = AlgoKey::new(&p, Epilogue::Bias, [4; 3], 0);
+        assert_eq!(cache.get(&key), None);
+        cache.insert(key, None);
+        // Asked once: the answer "none" is known, and it counts as no cached algorithm.
+        assert_eq!(cache.get(&key), Some(None));
+        assert_eq!(cache.len(), 0);
     }
 }

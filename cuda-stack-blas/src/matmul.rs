@@ -89,8 +89,15 @@ impl Blas {
             workspace: ws,
             ..
         } = st.workspace_for(stream, bytes)?;
+        let no_algorithm = || BlasError::NoAlgorithm {
+            op: OP,
+            problem: describe(g, &p, epilogue, align),
+            workspace: bytes,
+        };
         let (algo, needed) = match inner.algos.get(&key) {
-            Some(hit) => hit,
+            Some(Some(hit)) => hit,
+            // Asked before, and it had none: the same answer, without asking again.
+            Some(None) => return Err(no_algorithm()),
             None => {
                 inner.algos.count_query();
                 let pref = Preference::new(lt, bytes, [align[0], align[1], align[2], align[2]])?;
@@ -118,14 +125,11 @@ impl Blas {
                     Err(e) => return Err(e.into()),
                 };
                 if none {
-                    return Err(BlasError::NoAlgorithm {
-                        op: OP,
-                        problem: describe(g, &p, epilogue, align),
-                        workspace: bytes,
-                    });
+                    inner.algos.insert(key, None);
+                    return Err(no_algorithm());
                 }
                 let chosen = (result.algo, result.workspaceSize);
-                inner.algos.insert(key, chosen);
+                inner.algos.insert(key, Some(chosen));
                 chosen
             }
         };
