@@ -67,17 +67,7 @@ impl Bench {
         let reps = ((self.target_s / one.max(1e-7)) as usize).clamp(1, self.max_reps);
         // Slow cases (a call of 0.1 s or more) take 3 trials, so a sweep stays minutes long.
         let trials = if one >= 0.1 { 3 } else { self.trials };
-        let mut v = Vec::with_capacity(trials);
-        for _ in 0..trials {
-            let d = self.timer.time(&s, |_| -> Res<()> {
-                for _ in 0..reps {
-                    f()?;
-                }
-                Ok(())
-            })?;
-            v.push(d.as_secs_f64() / reps as f64);
-        }
-        Ok(cuda_examples::bench::median(&v))
+        self.timer.median_per_call(&s, trials, reps, |_| f())
     }
 
     /// Seconds per call of `case`.

@@ -1,25 +1,18 @@
 //! `transformer_ops_bench`: the transformer's non-attention kernels (LayerNorm, GELU, the fused
-//! classifier, embedding, dropout) at GPT-2 sizes, in µs and effective GB/s, beside the
-//! driver's device-to-device copy measured in the same run and, with `--torch FILE`, beside
-//! PyTorch's figures for the same ops and shapes from `tools/torch_transformer_ops.py`:
-//!
-//! ```text
-//! python3 tools/torch_transformer_ops.py > torch_ops.txt
-//! .gpu/bin/transformer_ops_bench --torch torch_ops.txt
-//! ```
+//! classifier, embedding, dropout) at GPT-2 sizes, in µs and effective GB/s, against the
+//! physical limit: the driver's device-to-device copy measured in the same run. PyTorch's side
+//! of the same ops (through `Tensor`, in the same run) is `attention_bench`'s.
 //!
 //! Effective bytes count each tensor the op must touch once (e.g. LayerNorm forward: read x,
-//! write y; the classifier: read the logits, write dlogits), the same definition for both
-//! sides, so the ratio is a ratio of times. Medians of 20 timed calls after a warm-up.
+//! write y; the classifier: read the logits, write dlogits). Medians of 20 timed calls after a
+//! warm-up.
 
 use clap::Parser;
 use cuda_examples::timing::gpu_time;
 use cuda_stack_driver::half::bf16;
 use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, Stream};
 use cuda_stack_kernels::{ops, Element, Kernels};
-use std::collections::HashMap;
 use std::error::Error;
-use std::path::PathBuf;
 
 /// Time the transformer kernels against the D2D copy (and PyTorch).
 #[derive(Debug, Parser)]
@@ -27,9 +20,6 @@ use std::path::PathBuf;
 struct Args {
     #[command(flatten)]
     common: cuda_examples::cli::Common,
-    /// `tools/torch_transformer_ops.py`'s output from the same machine: `name seconds` lines.
-    #[arg(long, value_name = "FILE")]
-    torch: Option<PathBuf>,
 }
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -257,23 +247,12 @@ fn main() -> Res<()> {
         &mut rows,
     )?;
 
-    let torch: HashMap<String, f64> = match &a.torch {
-        Some(p) => std::fs::read_to_string(p)?
-            .lines()
-            .filter_map(|l| {
-                let mut it = l.split_whitespace();
-                Some((it.next()?.to_string(), it.next()?.parse().ok()?))
-            })
-            .collect(),
-        None => HashMap::new(),
-    };
     if a.common.json {
         let v: Vec<serde_json::Value> = rows
             .iter()
             .map(|r| {
                 serde_json::json!({
                     "op": r.name, "seconds": r.secs, "gbs": r.bytes / r.secs / 1e9,
-                    "torch_seconds": torch.get(&r.name),
                 })
             })
             .collect();
@@ -281,24 +260,15 @@ fn main() -> Res<()> {
         return Ok(());
     }
     println!("device-to-device copy: {copy_gbs:.0} GB/s");
-    println!(
-        "{:<44} {:>10} {:>9} {:>7} {:>11} {:>8}",
-        "op", "µs", "GB/s", "% copy", "torch µs", "speedup"
-    );
+    println!("{:<44} {:>10} {:>9} {:>7}", "op", "µs", "GB/s", "% copy");
     for r in &rows {
         let gbs = r.bytes / r.secs / 1e9;
-        let (tt, sp) = match torch.get(&r.name) {
-            Some(&ts) => (format!("{:.1}", ts * 1e6), format!("{:.2}x", ts / r.secs)),
-            None => ("-".into(), "-".into()),
-        };
         println!(
-            "{:<44} {:>10.1} {:>9.0} {:>6.0}% {:>11} {:>8}",
+            "{:<44} {:>10.1} {:>9.0} {:>6.0}%",
             r.name,
             r.secs * 1e6,
             gbs,
-            100.0 * gbs / copy_gbs,
-            tt,
-            sp
+            100.0 * gbs / copy_gbs
         );
     }
     Ok(())
