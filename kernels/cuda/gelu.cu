@@ -1,10 +1,16 @@
 // gelu.cu — GELU in the tanh form GPT-2 uses, forward and backward, in f32, f64, f16 and bf16
 // (f16/bf16 computed in f32 and rounded once).
 //
-// Exact semantics (k = sqrt(2/pi), a = 0.044715; tanh is CUDA's tanhf / tanh, within 2 ulp):
+// Exact semantics (k = sqrt(2/pi), a = 0.044715):
 //   u = k * (x + a * x^3),  t = tanh(u)
 //   gelu_fwd:  y  = 0.5 * x * (1 + t)
 //   gelu_bwd:  dx = dy * (0.5 * (1 + t) + 0.5 * x * (1 - t^2) * k * (1 + 3a * x^2))
+// f64 computes exactly that with CUDA's tanh. f32 (and f16/bf16, computed in f32) use the same
+// function through s = 0.5 (1 + t) = sigmoid(2u) = 1 / (1 + e), e = exp(-2u):
+//   y = x * s,  dx = dy * (s + 2 x s (1 - s) k (1 + 3a x^2)),  1 - s = e s
+// one fast exponential (__expf) and one reciprocal instead of tanhf, which makes the half-precision
+// kernels memory-bound; and no cancellation in 1 + t where t -> -1, so the f32 results are within
+// a few ulp of the exact function plus __expf's error (relative 2^-21 * |2u|) where s is small.
 // In-place use (y == x, dx == dy) is allowed: each element is read, then written, by one thread.
 //
 // Launch: block 256, any grid (one 16-byte packet per thread covers the array in one step:
@@ -12,7 +18,6 @@
 // scalar otherwise and for the tail; 64-bit indices.
 #include "dtype.cuh"
 
-__device__ __forceinline__ float th(float v) { return tanhf(v); }
 __device__ __forceinline__ double th(double v) { return tanh(v); }
 
 template <typename F> __device__ __forceinline__ F gelu_k() { return (F)0.7978845608028654; }
@@ -28,6 +33,22 @@ template <typename F> __device__ __forceinline__ F gelu_dx(F x, F dy) {
     const F t = th(u);
     const F du = gelu_k<F>() * ((F)1 + (F)3 * gelu_a<F>() * x2);
     return dy * ((F)0.5 * ((F)1 + t) + (F)0.5 * x * ((F)1 - t * t) * du);
+}
+
+// The f32 forms (see the header): s = sigmoid(2u) from one __expf; 1 - s as e * s where that
+// avoids cancellation (e < 1), and 1 - s where it cannot cancel (s <= 1/2; also e = inf, s = 0).
+template <> __device__ __forceinline__ float gelu_y<float>(float x) {
+    const float u = gelu_k<float>() * (x + gelu_a<float>() * x * x * x);
+    return x * __frcp_rn(1.0f + __expf(-2.0f * u));
+}
+template <> __device__ __forceinline__ float gelu_dx<float>(float x, float dy) {
+    const float x2 = x * x;
+    const float u = gelu_k<float>() * (x + gelu_a<float>() * x2 * x);
+    const float e = __expf(-2.0f * u);
+    const float s = __frcp_rn(1.0f + e);
+    const float one_minus_s = e < 1.0f ? e * s : 1.0f - s;
+    const float du = gelu_k<float>() * (1.0f + 3.0f * gelu_a<float>() * x2);
+    return dy * (s + 2.0f * x * s * one_minus_s * du);
 }
 
 template <typename Tag>
