@@ -11,7 +11,8 @@
 //!   curves), `losses.csv`, `losses.json`, `ckpt.safetensors` (nanoGPT's names, written to a
 //!   temporary name and renamed) and `sample.txt` (`--sample-tokens` characters, top-k
 //!   `--top-k`, `--temperature`, from `--start`, with a KV cache) in `--out`
-//!   (`target/train_gpt`). `--resume FILE` starts from a checkpoint's weights and iteration.
+//!   (`target/train_gpt`). `--resume FILE` starts from a checkpoint's weights and iteration
+//!   (AdamW's moments start at zero; `--lr-decay-iters` keeps a split run's schedule whole).
 //! - `--config gpt2-124m`: GPT-2 124M (vocabulary 50304) on synthetic random tokens, batch
 //!   `--batch` (16) × 1024 in bf16 with f32 master weights and AdamW state: the memory the step
 //!   needs is estimated first (refused, with the figure, if the GPU has less free); then the

@@ -129,6 +129,9 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
         // nanoGPT's configs set lr_decay_iters = max_iters: the decay follows --iters.
         tc.schedule.lr_decay_iters = iters;
     }
+    if let Some(n) = a.lr_decay_iters {
+        tc.schedule.lr_decay_iters = n;
+    }
     std::fs::create_dir_all(&a.out)
         .map_err(|e| format!("creating --out {}: {e}", a.out.display()))?;
 

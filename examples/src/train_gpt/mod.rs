@@ -66,6 +66,10 @@ pub struct Args {
     /// Training iterations (shakespeare-char: 5000, the learning rate's decay ending there).
     #[arg(long)]
     pub iters: Option<usize>,
+    /// The iteration the learning rate's cosine decay ends at (default: --iters when given,
+    /// else 5000). Set it to the whole run's length when a run is split with --resume.
+    #[arg(long)]
+    pub lr_decay_iters: Option<usize>,
     /// Evaluate every this many iterations (and at the end).
     #[arg(long, default_value_t = 250)]
     pub eval_interval: usize,
