@@ -174,6 +174,9 @@ pub fn decode(bytes: &[u8]) -> Result<(BTreeMap<String, HostTensor>, BTreeMap<St
 
 /// Writes `named` (e.g. a module's [`crate::Module::named_parameters`]) to `path` in the
 /// safetensors format, with `metadata` in the header. Each value is copied to the host once.
+/// The file is written under a temporary name in the same folder, flushed, and renamed to
+/// `path`: a reader (or a crash) sees the old file or the whole new one, never a part, and an
+/// error leaves nothing behind.
 pub fn save<T: GradElement>(
     path: impl AsRef<Path>,
     named: &[(String, Var<T>)],
@@ -185,7 +188,41 @@ pub fn save<T: GradElement>(
         .map(|(n, v)| Ok((n.clone(), HostTensor::from_tensor(&v.value())?)))
         .collect::<Result<_>>()?;
     let bytes = encode(&host, metadata)?;
-    std::fs::write(path, bytes).map_err(|e| file_problem(path, format!("writing: {e}")))
+    write_atomically(path, &bytes)
+}
+
+/// Writes `bytes` to `path` through a temporary file beside it (a hidden name with the process
+/// id and a counter), flushed to the disk and then renamed over `path`; the temporary file is
+/// removed after an error.
+fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .ok_or_else(|| file_problem(path, "has no file name to write"))?;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}-{}",
+        name.to_string_lossy(),
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = (|| -> std::io::Result<()> {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    written.map_err(|e| {
+        // Best effort: the temporary file may not exist (the create failed).
+        let _ = std::fs::remove_file(&tmp);
+        file_problem(path, format!("writing: {e}"))
+    })
 }
 
 /// A checkpoint read from a file: its tensors on the host, by name.
@@ -346,6 +383,37 @@ mod tests {
         file.extend([1u8, 0]);
         let e = decode(&file).unwrap_err().to_string();
         assert!(e.contains("`b`") && e.contains("BOOL"), "{e}");
+    }
+
+    /// The files in `dir`, sorted.
+    fn listing(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn files_are_written_whole_through_a_temporary_name() {
+        let dir = std::env::temp_dir().join(format!("ckpt-atomic-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("model.safetensors");
+        write_atomically(&file, b"first").unwrap();
+        write_atomically(&file, b"second, longer").unwrap();
+        assert_eq!(std::fs::read(&file).unwrap(), b"second, longer");
+        assert_eq!(listing(&dir), ["model.safetensors"]);
+        // A folder in the way: an error naming the path, the old state kept, no stray file.
+        std::fs::create_dir(dir.join("taken")).unwrap();
+        let e = write_atomically(&dir.join("taken"), b"x").unwrap_err();
+        assert!(e.to_string().contains("taken"), "{e}");
+        assert_eq!(listing(&dir), ["model.safetensors", "taken"]);
+        // A missing folder: an error, nothing made.
+        assert!(write_atomically(&dir.join("no/such/dir/f"), b"x").is_err());
+        assert_eq!(listing(&dir), ["model.safetensors", "taken"]);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -17,6 +17,7 @@
 //! | `safetensors.torch.save_file(model.state_dict())`, `model.load_state_dict(load_file(f))` | [`checkpoint::save`], [`checkpoint::Checkpoint::load_into`] |
 //! | seed 004's `FusedOpLayer` | [`FusedOpLayer`] |
 //! | `optim.SGD`, `optim.Adam` / `AdamW`, `zero_grad(set_to_none=True)` | [`Sgd`], [`Adam`], [`Optimizer::zero_grad`] |
+//! | `param_groups` with their own `weight_decay`; `param_group["lr"] = lr` | [`Adam::with_groups`] with [`ParamGroup`]s; [`Adam::set_lr`] |
 //! | `nn.CrossEntropyLoss()(logits, y)` | [`Var::cross_entropy`] with [`class_targets`] |
 //! | `torch.cuda.graph` over a whole training step | [`CapturedStep`] |
 //! | `Tensor.register_post_accumulate_grad_hook` | [`Var::register_grad_ready_hook`] |
@@ -116,7 +117,8 @@ pub use layers::{
 };
 pub use ops::{class_targets, token_ids};
 pub use optim::{
-    clip_grad_norm, Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer, Sgd, SgdConfig,
+    clip_grad_norm, Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer, ParamGroup, Sgd,
+    SgdConfig,
 };
 pub use parallel::{DataParallel, DataParallelConfig};
 pub use var::Var;

@@ -234,24 +234,33 @@ impl<T: GradElement + NcclType> ShardedOptimizer<T> {
     /// ranks of `comm`, and moves the parameters into flat buffers (their values become views of
     /// them). `config` is [`crate::DataParallel`]'s: bucket size, averaging, and whether rank
     /// 0's parameter values are broadcast first. A collective: every rank must call it. An
-    /// error on one rank (an optimizer that has stepped, a parameter on another GPU, a
-    /// different parameter list) fails every rank at once.
+    /// error on one rank (an optimizer that has stepped, an Adam whose parameter groups have
+    /// different weight decays, a parameter on another GPU, a different parameter list) fails
+    /// every rank at once.
     pub fn new(
         optimizer: impl Into<ShardableOptimizer<T>>,
         comm: Communicator,
         config: DataParallelConfig,
     ) -> Result<ShardedOptimizer<T>> {
-        let (params, rule, name, steps) = match optimizer.into() {
+        let (params, rule, name, steps, mixed_decay) = match optimizer.into() {
             ShardableOptimizer::Sgd(o) => {
                 let (p, c, s) = o.into_parts();
-                (p, Rule::Sgd(c), "SGD", s)
+                (p, Rule::Sgd(c), "SGD", s, false)
             }
             ShardableOptimizer::Adam(o) => {
-                let (p, c, s) = o.into_parts();
-                (p, Rule::Adam(c), "Adam", s)
+                let (p, c, s, mixed) = o.into_parts();
+                (p, Rule::Adam(c), "Adam", s, mixed)
             }
         };
-        let precheck = if steps == 0 {
+        let precheck = if mixed_decay {
+            Err(NnError::Invalid {
+                what: "ShardedOptimizer",
+                problem: "the Adam's parameter groups have different weight decays, which one \
+                          update per bucket cannot apply; shard an Adam whose parameters share \
+                          one weight decay"
+                    .into(),
+            })
+        } else if steps == 0 {
             Ok(())
         } else {
             Err(NnError::from(ShardingError::OptimizerHasState {

@@ -2,7 +2,9 @@
 //! finite differences ([`cuda_stack_nn::gradcheck`], PyTorch's tolerances: atol 1e-5, rtol
 //! 1e-3) at small odd shapes, causal and full, Nq ≠ Nk both ways; and [`MultiHeadAttention`]
 //! against the same computation composed from explicit matmul/softmax `Var`s (values and
-//! gradients within 1e-10 in f64), plus a gradcheck of the whole layer.
+//! gradients within 1e-10 in f64), plus a gradcheck of the whole layer; and
+//! `Var::packed_qkv_attention` between the layer's own projections giving the layer's result
+//! and gradients bit for bit.
 
 use cuda_stack_nn::{gradcheck, GradcheckOptions, Module, MultiHeadAttention, NnError, Var};
 use cuda_stack_runtime::Tensor;
@@ -14,6 +16,10 @@ fn main() {
         gpu("mha_matches_composed_reference", mha_vs_composed),
         gpu("gradcheck_mha_layer", gradcheck_mha),
         gpu("mha_bad_configuration_is_an_error", mha_errors),
+        gpu(
+            "packed_qkv_attention_is_the_layer_between_its_projections",
+            packed_public,
+        ),
     ]);
 }
 
@@ -171,5 +177,57 @@ fn mha_errors() -> TestResult {
         matches!(layer.forward(&x), Err(NnError::Invalid { .. })),
         "wrong width must be an error"
     );
+    Ok(())
+}
+
+/// `linear(qkv) → Var::packed_qkv_attention → linear(proj)` on the layer's own weights is the
+/// layer, bit for bit (values and every gradient); a strided input is made contiguous; a
+/// projection of the wrong shape is an error.
+fn packed_public() -> TestResult {
+    let (b, n, c, h) = (2, 5, 12, 3);
+    for causal in [false, true] {
+        let layer = MultiHeadAttention::<f64>::new(c, h, causal, 8)?;
+        let x = Var::parameter(t64(&[b, n, c], 11)?);
+        let w = Var::constant(t64(&[b, n, c], 12)?);
+        let by_hand = |x: &Var<f64>| -> Result<Var<f64>, NnError> {
+            let (q, p) = (layer.qkv(), layer.proj());
+            x.linear(q.weight(), q.bias())?
+                .packed_qkv_attention(h, causal)?
+                .linear(p.weight(), p.bias())
+        };
+        let run = |y: &Var<f64>| -> Result<Vec<Vec<f64>>, Box<dyn std::error::Error>> {
+            layer.zero_grad();
+            x.zero_grad();
+            y.mul(&w)?.sum_all()?.backward()?;
+            let mut out = vec![y.value().to_vec()?, x.grad()?.ok_or("no grad")?.to_vec()?];
+            for p in layer.parameters() {
+                out.push(p.grad()?.ok_or("no grad for a parameter")?.to_vec()?);
+            }
+            Ok(out)
+        };
+        let (a, r) = (run(&by_hand(&x)?)?, run(&layer.forward(&x)?)?);
+        ensure!(a == r, "causal {causal}: by hand differs from the layer");
+    }
+    // A transposed (strided) projection is taken through a contiguous copy.
+    let qkv = Var::constant(t64(&[b, 3 * c, n], 13)?).transpose(1, 2)?;
+    let strided = qkv.packed_qkv_attention(h, true)?.value().to_vec()?;
+    let dense = Var::constant(qkv.value().contiguous()?)
+        .packed_qkv_attention(h, true)?
+        .value()
+        .to_vec()?;
+    ensure!(
+        strided == dense,
+        "a strided projection gives another result"
+    );
+    for (shape, heads) in [(vec![2, 5, 13], 3), (vec![10, 36], 3), (vec![2, 5, 36], 0)] {
+        let v = Var::constant(Tensor::<f32>::zeros(&shape)?);
+        ensure!(
+            matches!(
+                v.packed_qkv_attention(heads, false),
+                Err(NnError::Invalid { .. })
+            ),
+            "{shape:?} with {heads} heads must be an error"
+        );
+    }
     Ok(())
 }

@@ -13,7 +13,7 @@
 
 use cuda_stack_nn::{
     class_targets, Adam, AdamConfig, DataParallel, DataParallelConfig, Linear, Module, NnError,
-    Optimizer, Relu, Sequential, Sgd, SgdConfig, ShardableOptimizer, ShardedOptimizer,
+    Optimizer, ParamGroup, Relu, Sequential, Sgd, SgdConfig, ShardableOptimizer, ShardedOptimizer,
     ShardingError, Var,
 };
 use cuda_stack_runtime::cuda_stack_nccl::{CommConfig, CommGroup, Communicator, UniqueId};
@@ -795,6 +795,24 @@ fn zero_errors() -> TestResult {
                 steps: 1
             }))
         ),
+        "{:?}",
+        r.err()
+    );
+
+    // An Adam whose groups have different weight decays (one update per bucket applies one).
+    let m = model(3)?;
+    let ps = m.parameters();
+    let (decay, rest) = ps.split_at(1);
+    let grouped = Adam::with_groups(
+        vec![
+            ParamGroup::new(decay.to_vec(), 0.1),
+            ParamGroup::new(rest.to_vec(), 0.0),
+        ],
+        AdamConfig::new(1e-3),
+    )?;
+    let r = ShardedOptimizer::new(grouped, single_comm()?, DataParallelConfig::default());
+    ensure!(
+        matches!(&r, Err(NnError::Invalid { problem, .. }) if problem.contains("weight decay")),
         "{:?}",
         r.err()
     );

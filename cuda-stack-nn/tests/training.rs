@@ -4,7 +4,7 @@
 
 use cuda_stack_nn::{
     class_targets, Adam, AdamConfig, CapturedStep, FusedOpLayer, Linear, Module, NnError,
-    Optimizer, Relu, Sequential, Sgd, SgdConfig, Var,
+    Optimizer, ParamGroup, Relu, Sequential, Sgd, SgdConfig, Var,
 };
 use cuda_stack_runtime::Tensor;
 use cuda_tests::{ensure, gpu, TestResult};
@@ -13,6 +13,10 @@ fn main() {
     cuda_tests::run(vec![
         gpu("sgd_steps_match_the_cpu_rule", sgd),
         gpu("adam_and_adamw_steps_match_the_cpu_rule", adam),
+        gpu(
+            "adamw_param_groups_and_set_lr_match_the_cpu_rule",
+            adam_groups,
+        ),
         gpu("seed_models_count_and_name_parameters", model_shapes),
         gpu("parameters_without_grad_are_skipped", skipped),
         gpu("an_mlp_learns_a_separable_problem", learns),
@@ -201,6 +205,99 @@ fn adam() -> TestResult {
         .err()
         .ok_or("duplicate")?;
     ensure!(e.to_string().contains("same variable"), "{e}");
+    Ok(())
+}
+
+/// AdamW over two parameter groups (3 parameters decayed by 0.1, then 5 not decayed: the
+/// multi-tensor groups of four must not span the two) with the learning rate changed before
+/// each step, against PyTorch's rule on the CPU; and the groups' errors.
+fn adam_groups() -> TestResult {
+    let p0 = [0.5, -1.0, 2.0, 0.0, 3.0];
+    let grads = [
+        [0.1, 0.2, -0.3, 0.4, 0.0],
+        [-0.2, 0.1, 0.0, 0.5, 1.0],
+        [0.3, -0.1, 0.2, -0.4, 0.0],
+    ];
+    let lrs = [0.01, 0.005, 0.02];
+    let count = 8;
+    let wd = |k: usize| if k < 3 { 0.1 } else { 0.0 };
+    let ps = (0..count)
+        .map(|k| param_with_grad(&shifted(&p0, k, false), &shifted(&grads[0], k, true)))
+        .collect::<Result<Vec<_>, _>>()?;
+    let cfg = AdamConfig {
+        lr: 1.0, // replaced by set_lr before every step
+        betas: (0.9, 0.95),
+        eps: 1e-8,
+        weight_decay: 0.5, // not used: each group has its own
+        decoupled_weight_decay: true,
+    };
+    let mut opt = Adam::with_groups(
+        vec![
+            ParamGroup::new(ps[..3].to_vec(), 0.1),
+            ParamGroup::new(ps[3..].to_vec(), 0.0),
+        ],
+        cfg,
+    )?;
+    let decays: Vec<f64> = (0..count).map(wd).collect();
+    ensure!(opt.weight_decays() == decays, "{:?}", opt.weight_decays());
+    let mut cps: Vec<Vec<f64>> = (0..count).map(|k| shifted(&p0, k, false)).collect();
+    let (mut ms, mut vs) = (vec![vec![0.0; 5]; count], vec![vec![0.0; 5]; count]);
+    for (step, (g0, &lr)) in grads.iter().zip(&lrs).enumerate() {
+        for (k, p) in ps.iter().enumerate() {
+            if step > 0 {
+                set_grad(p, &shifted(g0, k, true))?;
+            }
+        }
+        opt.set_lr(lr)?;
+        ensure!(opt.config().lr == lr, "set_lr");
+        opt.step()?;
+        let t = (step + 1) as i32;
+        let (b1, b2) = cfg.betas;
+        let (bc1, bc2) = (1.0 - b1.powi(t), 1.0 - b2.powi(t));
+        for k in 0..count {
+            let g = shifted(g0, k, true);
+            let (cp, m, v) = (&mut cps[k], &mut ms[k], &mut vs[k]);
+            for i in 0..5 {
+                cp[i] *= 1.0 - lr * wd(k);
+                m[i] = b1 * m[i] + (1.0 - b1) * g[i];
+                v[i] = b2 * v[i] + (1.0 - b2) * g[i] * g[i];
+                cp[i] -= (lr / bc1) * m[i] / (v[i].sqrt() / bc2.sqrt() + cfg.eps);
+            }
+            close(
+                &ps[k].value().to_vec()?,
+                cp,
+                &format!("adamw groups step {step} param {k} (wd {})", wd(k)),
+            )?;
+        }
+    }
+    for bad in [-1.0, f64::NAN] {
+        ensure!(opt.set_lr(bad).is_err(), "set_lr({bad}) must be an error");
+    }
+    let e = Adam::with_groups(
+        vec![ParamGroup::new(ps[..2].to_vec(), -0.1)],
+        AdamConfig::new(0.1),
+    )
+    .err()
+    .ok_or("a negative weight decay")?;
+    ensure!(e.to_string().contains("group 0"), "{e}");
+    let e = Adam::with_groups(
+        vec![
+            ParamGroup::new(ps[..2].to_vec(), 0.1),
+            ParamGroup::new(ps[1..3].to_vec(), 0.0),
+        ],
+        AdamConfig::new(0.1),
+    )
+    .err()
+    .ok_or("a parameter in two groups")?;
+    ensure!(e.to_string().contains("same variable"), "{e}");
+    let empty = Adam::<f64>::with_groups(
+        vec![ParamGroup::new(vec![], 0.1), ParamGroup::new(vec![], 0.0)],
+        AdamConfig::new(0.1),
+    );
+    ensure!(
+        matches!(empty, Err(NnError::NoParameters { .. })),
+        "no parameters at all must be an error"
+    );
     Ok(())
 }
 

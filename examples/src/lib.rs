@@ -11,6 +11,7 @@ pub mod cpu_pin;
 pub mod exit;
 pub mod gpt;
 pub mod jit;
+pub mod loss_curves;
 pub mod output;
 pub mod timing;
 pub mod torch;

@@ -51,6 +51,7 @@ const PROGRAMS: &[(&str, &str)] = programs![
     fused_layer_training,
     train_digits,
     train_bench,
+    train_gpt,
     peer_bandwidth,
     nccl_bench,
     dp_train,
@@ -90,9 +91,9 @@ fn main() {
                 if sweep {
                     cmd.arg("--sweep");
                 }
-                if name == "kernels_bench" {
-                    // Keep its report and chart out of the working tree.
-                    cmd.arg("--out").arg(std::env::temp_dir());
+                if name == "kernels_bench" || name == "train_gpt" {
+                    // Keep their reports, charts and checkpoints out of the working tree.
+                    cmd.arg("--out").arg(std::env::temp_dir().join(name));
                 }
                 let out = cmd
                     .output()

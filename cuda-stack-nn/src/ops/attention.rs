@@ -1,7 +1,7 @@
 //! Fused scaled-dot-product attention on [`Var`]s, and its packed-QKV form for
 //! [`MultiHeadAttention`](crate::MultiHeadAttention).
 
-use crate::error::Result;
+use crate::error::{NnError, Result};
 use crate::Var;
 use cuda_stack_runtime::{AttentionElement, GradElement, Tensor};
 
@@ -38,6 +38,40 @@ impl<T: GradElement + AttentionElement> Var<T> {
                 ])
             },
         ))
+    }
+}
+
+impl<T: GradElement + AttentionElement> Var<T> {
+    /// Multi-head self-attention over a packed projection: `self` is `[B, N, 3·C]` (q, k and v
+    /// side by side, each `C = heads·D` wide with the heads contiguous inside, as
+    /// [`MultiHeadAttention`](crate::MultiHeadAttention)'s `qkv` layer and nanoGPT's `c_attn`
+    /// produce); q, k and v are read in place as strided views (no copy), and the result is
+    /// `[B, N, C]` with the heads side by side (before the output projection). Scale `1/√D`,
+    /// causal or not. What [`MultiHeadAttention`](crate::MultiHeadAttention) computes between
+    /// its two projections, for a model that holds its projection weights itself (for example
+    /// f32 master weights cast to bf16 for each forward). `D` must be at most 256.
+    pub fn packed_qkv_attention(&self, heads: usize, causal: bool) -> Result<Var<T>> {
+        let shape = self.shape();
+        let ok = shape.len() == 3
+            && heads > 0
+            && shape[2] > 0
+            && shape[2] % (3 * heads) == 0
+            && shape[2] / (3 * heads) <= 256;
+        if !ok {
+            return Err(NnError::Invalid {
+                what: "Var::packed_qkv_attention",
+                problem: format!(
+                    "a projection of shape {shape:?} with {heads} heads: it must be \
+                     [batch, tokens, 3·heads·D] with 1 <= D <= 256"
+                ),
+            });
+        }
+        let packed = if self.value().is_contiguous() {
+            self.clone()
+        } else {
+            self.reshape(&shape)?
+        };
+        packed_qkv_attention(&packed, heads, causal)
     }
 }
 

@@ -1,6 +1,6 @@
 //! `torch.optim.Adam` / `AdamW`.
 
-use super::{check_hyper, check_params, four_grads, four_mut, groups, Group, Optimizer};
+use super::{check_hyper, check_params, four_grads, four_mut, groups_within, Group, Optimizer};
 use crate::error::{NnError, Result};
 use crate::Var;
 use cuda_stack_runtime::{adam4_, AdamParams, GradElement, Tensor};
@@ -34,13 +34,40 @@ impl AdamConfig {
     }
 }
 
+/// Parameters that share a weight decay: one of PyTorch's `param_groups` with its own
+/// `weight_decay` (nanoGPT's AdamW decays the matrices and embeddings, not the biases and
+/// LayerNorm parameters). See [`Adam::with_groups`].
+#[derive(Clone)]
+pub struct ParamGroup<T: GradElement> {
+    /// The group's parameters.
+    pub params: Vec<Var<T>>,
+    /// Their weight decay (in place of [`AdamConfig::weight_decay`]).
+    pub weight_decay: f64,
+}
+
+impl<T: GradElement> ParamGroup<T> {
+    /// A group of `params` with weight decay `weight_decay`.
+    pub fn new(params: Vec<Var<T>>, weight_decay: f64) -> ParamGroup<T> {
+        ParamGroup {
+            params,
+            weight_decay,
+        }
+    }
+}
+
 /// Adam (`torch.optim.Adam`, or `AdamW` with `decoupled_weight_decay`): one kernel updates
 /// four parameters and their moment estimates in place (the multi-tensor launch; a leftover
 /// parameter gets its own); the step counts live on the device (PyTorch's `capturable=True`),
-/// advanced by one launch per step for all parameters.
+/// advanced by one launch per step for all parameters. Parameters may come in groups with
+/// weight decays of their own ([`Adam::with_groups`]); the learning rate can change between
+/// steps ([`Adam::set_lr`], a schedule's `param_group["lr"] = lr`).
 pub struct Adam<T: GradElement> {
     params: Vec<Var<T>>,
     config: AdamConfig,
+    /// Per parameter: the weight decay of its group.
+    decay: Vec<f64>,
+    /// Per parameter: the index of its group (a multi-tensor launch stays inside one group).
+    group_of: Vec<usize>,
     /// Per parameter (m, v); `None` until its first step.
     state: Vec<Option<(Tensor<T>, Tensor<T>)>>,
     /// Steps taken by each parameter, on the device; made at the first step.
@@ -51,11 +78,33 @@ pub struct Adam<T: GradElement> {
 impl<T: GradElement> Adam<T> {
     /// An optimizer over `params`.
     pub fn new(params: Vec<Var<T>>, config: AdamConfig) -> Result<Adam<T>> {
+        let weight_decay = config.weight_decay;
+        Adam::with_groups(vec![ParamGroup::new(params, weight_decay)], config)
+    }
+
+    /// An optimizer over the parameters of `groups` (in order: the first group's, then the
+    /// next group's, …), each group with its own weight decay, every other setting from
+    /// `config` (whose `weight_decay` is not used): PyTorch's
+    /// `AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}])`.
+    /// A parameter may be in one group only; a group may be empty, not all of them.
+    pub fn with_groups(groups: Vec<ParamGroup<T>>, config: AdamConfig) -> Result<Adam<T>> {
         const NAME: &str = "Adam";
+        let mut params = Vec::new();
+        let (mut decay, mut group_of) = (Vec::new(), Vec::new());
+        for (i, g) in groups.into_iter().enumerate() {
+            check_hyper(
+                NAME,
+                &format!("weight_decay of group {i}"),
+                g.weight_decay,
+                0.0,
+            )?;
+            decay.extend(std::iter::repeat_n(g.weight_decay, g.params.len()));
+            group_of.extend(std::iter::repeat_n(i, g.params.len()));
+            params.extend(g.params);
+        }
         check_params(NAME, &params)?;
         check_hyper(NAME, "lr", config.lr, 0.0)?;
         check_hyper(NAME, "eps", config.eps, 0.0)?;
-        check_hyper(NAME, "weight_decay", config.weight_decay, 0.0)?;
         let (b1, b2) = config.betas;
         if !(0.0..1.0).contains(&b1) || !(0.0..1.0).contains(&b2) {
             return Err(NnError::Invalid {
@@ -67,6 +116,8 @@ impl<T: GradElement> Adam<T> {
         Ok(Adam {
             params,
             config,
+            decay,
+            group_of,
             state: (0..n).map(|_| None).collect(),
             steps: None,
             steps_taken: 0,
@@ -90,9 +141,36 @@ impl<T: GradElement> Adam<T> {
                 .map_or(0, |s| s.numel() * std::mem::size_of::<i32>())
     }
 
-    /// The parameters, the settings and the steps taken (a sharded optimizer takes them over).
-    pub(crate) fn into_parts(self) -> (Vec<Var<T>>, AdamConfig, u64) {
-        (self.params, self.config, self.steps_taken)
+    /// The settings (`weight_decay` as given to [`Adam::new`]; see [`Adam::weight_decays`]).
+    pub fn config(&self) -> AdamConfig {
+        self.config
+    }
+
+    /// Each parameter's weight decay, in the order of [`Optimizer::parameters`].
+    pub fn weight_decays(&self) -> &[f64] {
+        &self.decay
+    }
+
+    /// Sets the learning rate of the steps that follow (a schedule's
+    /// `param_group["lr"] = lr` for every group): finite and non-negative. The rate is an
+    /// argument of the update kernels, read when a step is queued: a step captured into a CUDA
+    /// graph ([`crate::CapturedStep`]) keeps the rate it was captured with.
+    pub fn set_lr(&mut self, lr: f64) -> Result<()> {
+        check_hyper("Adam", "lr", lr, 0.0)?;
+        self.config.lr = lr;
+        Ok(())
+    }
+
+    /// The parameters, the settings (with the groups' weight decay, when they all have the
+    /// same one), the steps taken (a sharded optimizer takes them over), and whether the groups
+    /// have different weight decays (which a sharded optimizer's one launch per bucket cannot
+    /// apply).
+    pub(crate) fn into_parts(self) -> (Vec<Var<T>>, AdamConfig, u64, bool) {
+        let mut config = self.config;
+        let first = self.decay.first().copied().unwrap_or(config.weight_decay);
+        let mixed = self.decay.iter().any(|&d| d != first);
+        config.weight_decay = first;
+        (self.params, config, self.steps_taken, mixed)
     }
 }
 
@@ -113,7 +191,7 @@ impl AdamConfig {
 impl<T: GradElement> Optimizer<T> for Adam<T> {
     fn step(&mut self) -> Result<()> {
         self.steps_taken += 1;
-        let params = self.config.kernel_params();
+        let hyper = self.config.kernel_params();
         let grads = self
             .params
             .iter()
@@ -143,10 +221,14 @@ impl<T: GradElement> Optimizer<T> for Adam<T> {
         }
         let steps: &Tensor<i32> = steps;
         let has: Vec<bool> = grads.iter().map(Option::is_some).collect();
-        for group in groups(&has) {
+        for group in groups_within(&has, &self.group_of) {
             let (first, count) = match group {
                 Group::Four(i) => (i, 4),
                 Group::One(i) => (i, 1),
+            };
+            let params = AdamParams {
+                weight_decay: self.decay[first],
+                ..hyper
             };
             // Moments start at zero, made on the parameter's device.
             for j in first..first + count {

@@ -12,7 +12,7 @@ mod clip;
 mod grad_scaler;
 mod sgd;
 
-pub use adam::{Adam, AdamConfig};
+pub use adam::{Adam, AdamConfig, ParamGroup};
 pub use clip::clip_grad_norm;
 pub use grad_scaler::{GradScaler, GradScalerConfig};
 pub use sgd::{Sgd, SgdConfig};
@@ -75,10 +75,19 @@ fn check_params<T: GradElement>(optimizer: &'static str, params: &[Var<T>]) -> R
 /// consecutive parameters that all have a gradient is one group of four (one launch), the rest
 /// go one by one.
 pub(crate) fn groups(has_grad: &[bool]) -> Vec<Group> {
+    groups_within(has_grad, &vec![0; has_grad.len()])
+}
+
+/// [`groups`] where a group of four never spans two parameter groups: `group_of[i]` is
+/// parameter `i`'s group (its weight decay, one kernel argument per launch).
+pub(crate) fn groups_within(has_grad: &[bool], group_of: &[usize]) -> Vec<Group> {
     let mut out = Vec::new();
     let mut i = 0;
     while i < has_grad.len() {
-        if i + 4 <= has_grad.len() && has_grad[i..i + 4].iter().all(|&g| g) {
+        let four = i + 4 <= has_grad.len().min(group_of.len())
+            && has_grad[i..i + 4].iter().all(|&g| g)
+            && group_of[i..i + 4].iter().all(|&g| g == group_of[i]);
+        if four {
             out.push(Group::Four(i));
             i += 4;
         } else {
@@ -137,5 +146,31 @@ fn check_hyper(optimizer: &'static str, name: &str, value: f64, min: f64) -> Res
             what: optimizer,
             problem: format!("{name} = {value}: must be finite and at least {min}"),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fours_form_inside_runs_with_gradients_and_inside_parameter_groups() {
+        use Group::{Four, One};
+        let all = [true; 9];
+        assert_eq!(groups(&all), [Four(0), Four(4), One(8)]);
+        assert_eq!(
+            groups(&[true, false, true, true, true, true, true]),
+            [One(0), Four(2), One(6)]
+        );
+        // Groups 0 0 0 | 1 1 1 1 1: the first three go one by one, then a four, then one.
+        let g = [0, 0, 0, 1, 1, 1, 1, 1];
+        assert_eq!(
+            groups_within(&all[..8], &g),
+            [One(0), One(1), One(2), Four(3), One(7)]
+        );
+        // A parameter without a gradient is skipped within a group too.
+        let has = [true, true, true, true, false, true, true, true, true];
+        let g = [0, 0, 0, 0, 0, 1, 1, 1, 1];
+        assert_eq!(groups_within(&has, &g), [Four(0), Four(5)]);
     }
 }

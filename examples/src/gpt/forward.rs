@@ -1,0 +1,217 @@
+//! The forward pass, in the parameters' dtype or another one (mixed precision): the
+//! parameters are taken once per pass as [`GptWeights`] in the compute dtype `U` (for `U` =
+//! the parameters' dtype, the parameters themselves; otherwise [`Var::cast`] of each, whose
+//! gradients come back to the f32 parameters), and every op of the pass computes in `U`.
+
+use super::config::LN_EPS;
+use super::model::Gpt;
+use cuda_stack_nn::{GradElement, Module, NnError, Result, Var};
+use cuda_stack_runtime::{AttentionElement, Tensor};
+use std::any::Any;
+
+/// A linear layer's (or a LayerNorm's) weight and bias.
+#[derive(Clone)]
+pub(crate) struct Affine<U: GradElement> {
+    pub(crate) weight: Var<U>,
+    pub(crate) bias: Var<U>,
+}
+
+/// One block's weights in the compute dtype.
+#[derive(Clone)]
+pub(crate) struct BlockWeights<U: GradElement> {
+    pub(crate) ln_1: Affine<U>,
+    pub(crate) c_attn: Affine<U>,
+    pub(crate) attn_proj: Affine<U>,
+    pub(crate) ln_2: Affine<U>,
+    pub(crate) c_fc: Affine<U>,
+    pub(crate) c_proj: Affine<U>,
+}
+
+/// Every parameter of a [`Gpt`] in the compute dtype `U`, for one or more forward passes:
+/// made by [`Gpt::weights_as`]. Cast leaves pass their gradients to the parameters, so make
+/// new weights for each training forward (after an optimizer step the parameters have moved);
+/// weights made under [`cuda_stack_nn::no_grad`] are constants, for evaluation and sampling.
+#[derive(Clone)]
+pub struct GptWeights<U: GradElement> {
+    pub(crate) wte: Var<U>,
+    pub(crate) wpe: Var<U>,
+    pub(crate) blocks: Vec<BlockWeights<U>>,
+    pub(crate) ln_f: Affine<U>,
+}
+
+/// `p` in the compute dtype: itself when `U` is `T`, else its [`Var::cast`].
+fn in_dtype<T: GradElement + 'static, U: GradElement + 'static>(p: &Var<T>) -> Result<Var<U>> {
+    match (p as &dyn Any).downcast_ref::<Var<U>>() {
+        Some(same) => Ok(same.clone()),
+        None => p.cast::<U>(),
+    }
+}
+
+fn no_bias(what: &str) -> NnError {
+    NnError::Invalid {
+        what: "Gpt",
+        problem: format!("internal error: the {what} layer has no bias"),
+    }
+}
+
+impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
+    /// The parameters in the compute dtype `U`: the parameters themselves when `U` is `T`,
+    /// otherwise each cast once ([`Var::cast`]: a `U` leaf whose gradient is converted back
+    /// and added to the parameter's). Autocast's rule: f32 master weights, bf16 compute.
+    pub fn weights_as<U: GradElement + 'static>(&self) -> Result<GptWeights<U>> {
+        let linear = |l: &cuda_stack_nn::Linear<T>, what: &str| -> Result<Affine<U>> {
+            Ok(Affine {
+                weight: in_dtype(l.weight())?,
+                bias: in_dtype(l.bias().ok_or_else(|| no_bias(what))?)?,
+            })
+        };
+        let norm = |l: &cuda_stack_nn::LayerNorm<T>| -> Result<Affine<U>> {
+            Ok(Affine {
+                weight: in_dtype(l.weight())?,
+                bias: in_dtype(l.bias())?,
+            })
+        };
+        let blocks = self
+            .blocks
+            .iter()
+            .map(|b| {
+                Ok(BlockWeights {
+                    ln_1: norm(&b.ln_1)?,
+                    c_attn: linear(&b.c_attn, "c_attn")?,
+                    attn_proj: linear(&b.attn_proj, "attn.c_proj")?,
+                    ln_2: norm(&b.ln_2)?,
+                    c_fc: linear(&b.c_fc, "c_fc")?,
+                    c_proj: linear(&b.c_proj, "mlp.c_proj")?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(GptWeights {
+            wte: in_dtype(self.wte.weight())?,
+            wpe: in_dtype(self.wpe.weight())?,
+            blocks,
+            ln_f: norm(&self.ln_f)?,
+        })
+    }
+
+    /// Checks `idx` is `[B, T]` with `1 <= T <= block_size` and returns `(B, T)`.
+    pub(crate) fn check_ids(
+        &self,
+        what: &'static str,
+        idx: &Tensor<i32>,
+    ) -> Result<(usize, usize)> {
+        let &[b, t] = idx.shape() else {
+            return Err(NnError::Invalid {
+                what,
+                problem: format!("token ids of shape {:?}: they must be [B, T]", idx.shape()),
+            });
+        };
+        if b == 0 || t == 0 || t > self.config.block_size {
+            return Err(NnError::Invalid {
+                what,
+                problem: format!(
+                    "ids of shape [{b}, {t}]: B must be at least 1 and T between 1 and \
+                     block_size = {}",
+                    self.config.block_size
+                ),
+            });
+        }
+        Ok((b, t))
+    }
+
+    /// The logits `[B, T, vocab]` for token ids `idx` (`[B, T]`, `T ≤ block_size`), computed
+    /// in `T`.
+    pub fn forward(&self, idx: &Tensor<i32>) -> Result<Var<T>> {
+        self.forward_as::<T>(idx)
+    }
+
+    /// The logits `[B, T, vocab]`, computed in `U` from the parameters cast once.
+    pub fn forward_as<U: GradElement + AttentionElement + 'static>(
+        &self,
+        idx: &Tensor<i32>,
+    ) -> Result<Var<U>> {
+        self.forward_with(&self.weights_as::<U>()?, idx)
+    }
+
+    /// The logits `[B, T, vocab]` from `w` (this model's [`Gpt::weights_as`]), with this
+    /// model's dropout layers (active in training mode).
+    pub fn forward_with<U: GradElement + AttentionElement>(
+        &self,
+        w: &GptWeights<U>,
+        idx: &Tensor<i32>,
+    ) -> Result<Var<U>> {
+        let (_, t) = self.check_ids("Gpt::forward", idx)?;
+        let positions: Vec<i32> = (0..t as i32).collect();
+        let pos = Tensor::from_slice_on(idx.device(), &positions, &[t])?;
+        let x = w.wte.embedding(idx)?.add(&w.wpe.embedding(&pos)?)?;
+        let mut x = self.drop.forward(&x)?;
+        let heads = self.config.n_head;
+        for (b, bw) in self.blocks.iter().zip(&w.blocks) {
+            let h = x.layer_norm(&bw.ln_1.weight, &bw.ln_1.bias, LN_EPS)?;
+            let qkv = h.linear(&bw.c_attn.weight, Some(&bw.c_attn.bias))?;
+            let a = qkv
+                .packed_qkv_attention(heads, true)?
+                .linear(&bw.attn_proj.weight, Some(&bw.attn_proj.bias))?;
+            x = x.add(&b.drop.forward(&a)?)?;
+            let h = x.layer_norm(&bw.ln_2.weight, &bw.ln_2.bias, LN_EPS)?;
+            let m = h
+                .linear(&bw.c_fc.weight, Some(&bw.c_fc.bias))?
+                .gelu()?
+                .linear(&bw.c_proj.weight, Some(&bw.c_proj.bias))?;
+            x = x.add(&b.drop.forward(&m)?)?;
+        }
+        let x = x.layer_norm(&w.ln_f.weight, &w.ln_f.bias, LN_EPS)?;
+        x.linear(&w.wte, None)
+    }
+
+    /// The mean cross-entropy of the next-token predictions: `forward(idx)` against `targets`
+    /// (`[B, T]`), through the fused classifier, computed in `T`.
+    pub fn loss(&self, idx: &Tensor<i32>, targets: &Tensor<i32>) -> Result<Var<T>> {
+        self.loss_with(&self.weights_as::<T>()?, idx, targets)
+    }
+
+    /// [`Gpt::loss`] from `w`, computed in `U` (the loss value rounded once to `U`; the rows
+    /// are summed in f32 for bf16/f16).
+    pub fn loss_with<U: GradElement + AttentionElement>(
+        &self,
+        w: &GptWeights<U>,
+        idx: &Tensor<i32>,
+        targets: &Tensor<i32>,
+    ) -> Result<Var<U>> {
+        let (b, t) = self.check_targets(idx, targets)?;
+        let logits = self.forward_with(w, idx)?;
+        logits
+            .reshape(&[b * t, self.config.vocab])?
+            .fused_cross_entropy(&targets.reshape(&[b * t])?)
+    }
+
+    /// The mean loss as a 0-d f32 tensor on the device, not rounded to `U` (the rows' mean
+    /// taken in the classifier's statistics dtype): for evaluation, under
+    /// [`cuda_stack_nn::no_grad`] with weights made there.
+    pub fn eval_loss_with<U: GradElement + AttentionElement>(
+        &self,
+        w: &GptWeights<U>,
+        idx: &Tensor<i32>,
+        targets: &Tensor<i32>,
+    ) -> Result<Tensor<f32>> {
+        let (b, t) = self.check_targets(idx, targets)?;
+        let logits = self.forward_with(w, idx)?.value();
+        let rows = logits
+            .reshape(&[b * t, self.config.vocab])?
+            .classifier_loss(&targets.reshape(&[b * t])?)?;
+        Ok(rows.mean_all()?.to_dtype::<f32>()?)
+    }
+
+    fn check_targets(&self, idx: &Tensor<i32>, targets: &Tensor<i32>) -> Result<(usize, usize)> {
+        let (b, t) = self.check_ids("Gpt::loss", idx)?;
+        if targets.shape() != [b, t] {
+            return Err(NnError::Invalid {
+                what: "Gpt::loss",
+                problem: format!(
+                    "targets of shape {:?} for ids of shape [{b}, {t}]",
+                    targets.shape()
+                ),
+            });
+        }
+        Ok((b, t))
+    }
+}

@@ -1,0 +1,54 @@
+//! A GPT-2 model on the crates' layers, and what issue 33's `train_gpt` needs to train it:
+//! nanoGPT's architecture, parameter names and initialisation, so a checkpoint moves between
+//! this model and nanoGPT's `GPT` in both directions ([`cuda_stack_nn::checkpoint`]).
+//!
+//! ```text
+//! idx [B, T] ─ wte ─┐
+//!        arange(T) ─ wpe ─ + ─ dropout ─ n_layer × block ─ ln_f ─ · wteᵀ (tied) ─ logits [B, T, V]
+//! block:  x + c_proj(attn(ln_1(x)))  then  x + c_proj(gelu(c_fc(ln_2(x))))   (pre-LayerNorm)
+//! ```
+//!
+//! Names (`named_parameters`) are nanoGPT's `state_dict` keys: `transformer.wte.weight`,
+//! `transformer.wpe.weight`, `transformer.h.{i}.ln_1.{weight,bias}`,
+//! `transformer.h.{i}.attn.c_attn.{weight,bias}` (the fused q|k|v projection, nanoGPT's column
+//! order), `…attn.c_proj`, `…ln_2`, `…mlp.c_fc`, `…mlp.c_proj`, `transformer.ln_f.{weight,bias}`.
+//! The classifier is tied to `wte` (nanoGPT's `lm_head.weight` is the same tensor, so it is not
+//! listed twice). Initialisation as nanoGPT's `_init_weights`: every Linear and embedding weight
+//! N(0, 0.02²), biases 0, LayerNorms 1 and 0, and each residual projection (`c_proj`)
+//! N(0, (0.02/√(2·n_layer))²). The layers have biases (nanoGPT's `bias=True`, GPT-2's layout).
+//!
+//! Mixed precision: the parameters are f32 (`Gpt<f32>`); [`Gpt::weights_as`] gives them in a
+//! compute dtype (bf16: each cast once, its gradient returned to the f32 parameter), and
+//! [`Gpt::forward_with`] / [`Gpt::loss_with`] run every op in that dtype.
+//!
+//! | module | what |
+//! |---|---|
+//! | `config` | [`GptConfig`]: shapes, parameter names and shapes |
+//! | `model` | [`Gpt`]: the parameters and dropout layers, initialisation, names |
+//! | `forward` | [`GptWeights`], the forward pass and losses, in any compute dtype |
+//! | `kv_cache` | [`KvCache`], [`Gpt::forward_cached`]: prefill and one-position decode |
+//! | `sample` | top-k sampling, [`Gpt::generate`] |
+//! | `corpus` | [`Corpus`]: character vocabulary, 90/10 split, [`Batcher`]'s random windows |
+//! | `schedule` | [`CosineSchedule`]: nanoGPT's `get_lr` |
+//! | `train` | [`TrainConfig`], [`decays`], [`adamw`], [`Trainer`]: an iteration, evaluation |
+//! | `budget` | [`MemoryEstimate`], [`flops_per_token`], [`bf16_dense_peak`] |
+
+mod budget;
+mod config;
+mod corpus;
+mod forward;
+mod kv_cache;
+mod model;
+mod sample;
+mod schedule;
+mod train;
+
+pub use budget::{bf16_dense_peak, flops_per_token, MemoryEstimate};
+pub use config::{GptConfig, LN_EPS};
+pub use corpus::{Batcher, CharVocab, Corpus};
+pub use forward::GptWeights;
+pub use kv_cache::KvCache;
+pub use model::Gpt;
+pub use sample::{check_sample_config, sample_top_k, SampleConfig};
+pub use schedule::CosineSchedule;
+pub use train::{adamw, decays, StepStats, TrainConfig, Trainer};

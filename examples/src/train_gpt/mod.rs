@@ -1,0 +1,133 @@
+//! `train_gpt`'s parts: the flags, and one file per run — the step-for-step check against
+//! PyTorch (`check`), nanoGPT's `shakespeare-char` training (`char_run`), the GPT-2 124M
+//! throughput and memory run (`throughput`).
+
+pub mod char_run;
+pub mod check;
+pub mod throughput;
+
+use cuda_examples::cli::Common;
+use cuda_examples::exit::ProgramResult;
+use cuda_stack_runtime::cuda_stack_driver::half::bf16;
+use std::path::PathBuf;
+
+/// The committed corpus: tiny-shakespeare (see `examples/data/README.md`).
+pub const TINY_SHAKESPEARE: &str = include_str!("../../data/tinyshakespeare.txt");
+
+/// Which run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConfigName {
+    /// nanoGPT's character-level Shakespeare model, trained to convergence.
+    ShakespeareChar,
+    /// GPT-2 124M on synthetic tokens: throughput, MFU and peak memory.
+    #[value(name = "gpt2-124m")]
+    Gpt2124m,
+}
+
+/// The compute dtype.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Dtype {
+    /// Everything in f32.
+    F32,
+    /// bf16 activations and matmuls, f32 master weights and optimizer state.
+    Bf16,
+}
+
+/// The flags.
+#[derive(clap::Parser)]
+#[command(
+    about = "nanoGPT's GPT on the crates: shakespeare-char training, GPT-2 124M \
+                   throughput, and a step-for-step check against PyTorch"
+)]
+pub struct Args {
+    #[command(flatten)]
+    pub common: Common,
+    /// The run: nanoGPT's `shakespeare-char` training or the `gpt2-124m` throughput run.
+    #[arg(long, value_enum, default_value_t = ConfigName::ShakespeareChar)]
+    pub config: ConfigName,
+    /// Instead of training, compare with PyTorch: the folder `tools/torch_gpt.py --out` wrote.
+    #[arg(long)]
+    pub check: Option<PathBuf>,
+    /// --check: relative tolerance of the step-0 loss.
+    #[arg(long, default_value_t = 1e-5)]
+    pub loss_tol: f64,
+    /// --check: tolerance of each gradient, relative to the parameter's largest |gradient|.
+    #[arg(long, default_value_t = 1e-3)]
+    pub grad_tol: f64,
+    /// --check: relative tolerance of the later steps' losses.
+    #[arg(long, default_value_t = 1e-4)]
+    pub steps_tol: f64,
+    /// The corpus, a UTF-8 text file (default: the committed tiny-shakespeare).
+    #[arg(long)]
+    pub data: Option<PathBuf>,
+    /// Where the loss curves (SVG, CSV, JSON), the checkpoint and the sample go.
+    #[arg(long, default_value = "target/train_gpt")]
+    pub out: PathBuf,
+    /// Training iterations (shakespeare-char: 5000, the learning rate's decay ending there).
+    #[arg(long)]
+    pub iters: Option<usize>,
+    /// The iteration the learning rate's cosine decay ends at (default: --iters when given,
+    /// else 5000). Set it to the whole run's length when a run is split with --resume.
+    #[arg(long)]
+    pub lr_decay_iters: Option<usize>,
+    /// Evaluate every this many iterations (and at the end).
+    #[arg(long, default_value_t = 250)]
+    pub eval_interval: usize,
+    /// Batches of each split per evaluation.
+    #[arg(long, default_value_t = 200)]
+    pub eval_iters: usize,
+    /// Read the training loss back (and update the progress bar) every this many iterations.
+    #[arg(long, default_value_t = 10)]
+    pub log_interval: usize,
+    /// Sequences per micro-batch (shakespeare-char: 64; gpt2-124m: 16).
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Micro-batches per optimizer step (gradient accumulation).
+    #[arg(long, default_value_t = 1)]
+    pub grad_accum: usize,
+    /// Compute dtype (shakespeare-char: f32; gpt2-124m: bf16). Parameters and AdamW's state
+    /// are f32 either way.
+    #[arg(long, value_enum)]
+    pub dtype: Option<Dtype>,
+    /// Seed of the initial weights, the batches, dropout and sampling.
+    #[arg(long, default_value_t = 1337)]
+    pub seed: u64,
+    /// Characters to sample at the end (0: none).
+    #[arg(long, default_value_t = 500)]
+    pub sample_tokens: usize,
+    /// Sampling keeps the top-k logits.
+    #[arg(long, default_value_t = 200)]
+    pub top_k: usize,
+    /// Sampling temperature (0: greedy).
+    #[arg(long, default_value_t = 0.8)]
+    pub temperature: f64,
+    /// The text the sample starts from.
+    #[arg(long, default_value = "\n")]
+    pub start: String,
+    /// Start from this checkpoint (weights and iteration; AdamW's moments start at zero).
+    #[arg(long)]
+    pub resume: Option<PathBuf>,
+    /// gpt2-124m: timed steps.
+    #[arg(long, default_value_t = 20)]
+    pub steps: usize,
+    /// gpt2-124m: untimed steps before them (after the first).
+    #[arg(long, default_value_t = 3)]
+    pub warmup_steps: usize,
+    /// gpt2-124m: the GPU's dense bf16 peak in TFLOP/s for MFU (default: from the device,
+    /// H100 SXM / H200 989.4).
+    #[arg(long)]
+    pub peak_tflops: Option<f64>,
+}
+
+/// Runs what the flags ask for.
+pub fn run(a: Args) -> ProgramResult {
+    if let Some(dir) = &a.check {
+        return check::run(&a, dir);
+    }
+    match (a.config, a.dtype) {
+        (ConfigName::ShakespeareChar, None | Some(Dtype::F32)) => char_run::run::<f32>(&a),
+        (ConfigName::ShakespeareChar, Some(Dtype::Bf16)) => char_run::run::<bf16>(&a),
+        (ConfigName::Gpt2124m, None | Some(Dtype::Bf16)) => throughput::run::<bf16>(&a),
+        (ConfigName::Gpt2124m, Some(Dtype::F32)) => throughput::run::<f32>(&a),
+    }
+}
