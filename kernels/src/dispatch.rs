@@ -402,6 +402,12 @@ family!(attn_bwd_dq_mma_d64 -> AttnDq<T>; "scaled_dot_product_attention_backward
 family!(attn_bwd_dkdv_mma_d64 -> AttnDkDv<T>; "scaled_dot_product_attention_backward (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dkdv_mma_d64_f16, BF16 => attn_bwd_dkdv_mma_d64_bf16);
+family!(attn_bwd_dq_mma_d128 -> AttnDq<T>; "scaled_dot_product_attention_backward (tensor cores)",
+    "the tensor-core attention kernels exist for f16 and bf16";
+    F16 => attn_bwd_dq_mma_d128_f16, BF16 => attn_bwd_dq_mma_d128_bf16);
+family!(attn_bwd_dkdv_mma_d128 -> AttnDkDv<T>; "scaled_dot_product_attention_backward (tensor cores)",
+    "the tensor-core attention kernels exist for f16 and bf16";
+    F16 => attn_bwd_dkdv_mma_d128_f16, BF16 => attn_bwd_dkdv_mma_d128_bf16);
 /// `attn_bwd_delta(out, dout, delta, rows, D)`.
 pub(crate) type AttnDelta<T> = Kernel<(In<T>, In<T>, Out<Scalar<T>>, i64, i32)>;
 /// `attn_bwd_dq(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, strides…, scale, causal)`.

@@ -4,9 +4,10 @@
 //! and full, Nq ≠ Nk (both ways, and Nk = 0), strided views (padded rows, an offset start, NaN in
 //! the padding the kernels must not read), q/k/v as views of one packed `[B, N, 3, H, D]`
 //! projection, a large case, and poisoned (NaN) outputs that must all be overwritten. The f16/bf16
-//! forward runs on both kernel families (`AttentionAlgo::Simt` and, on sm_80+,
-//! `AttentionAlgo::TensorCore` at D = 64 and 128; `Auto` picks the latter where it fits), and so
-//! does the backward at D = 64.
+//! forward and backward run on both kernel families (`AttentionAlgo::Simt` and, on sm_80+,
+//! `AttentionAlgo::TensorCore` at D = 64 and 128; `Auto` picks the latter where it fits); the
+//! tensor-core backward at D = 128 (its own tiling) has a sweep of its own (`tc_bwd_d128_*`).
+//! The shared machinery is in `attention_support/`.
 //!
 //! Tolerances, `max |got − ref| <= tol · max |ref| + atol` per output (relative to the largest
 //! magnitude; atol 1e-12 for f64, 1e-5 otherwise, for outputs whose exact value is 0, such as dq
@@ -17,353 +18,17 @@
 //!   lse: `|got − ref| <= tol · (1 + |ref|)` with tol 1e-12 (f64) or 1e-5 (others); −inf exactly.
 
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{DeviceBuffer, Stream};
-use cuda_stack_kernels::ops::{
-    self, AttentionAlgo, AttentionElement, AttentionInput, AttentionShape, HeadStrides,
-};
-use cuda_stack_kernels::reference::{self, AttentionDims};
-use cuda_stack_kernels::{Compute, DType, Element, Error, Kernels};
+use cuda_stack_driver::ComputeCapability;
+use cuda_stack_kernels::ops::{self, AttentionAlgo, AttentionElement, AttentionInput, HeadStrides};
+use cuda_stack_kernels::Error;
 use cuda_tests::{ensure, gpu, TestResult};
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+mod attention_support;
+
+use attention_support::*;
 
 const DS: &[usize] = &[1, 16, 32, 40, 64, 80, 96, 128, 160, 256];
 const NS: &[usize] = &[1, 17, 64, 65, 257];
-
-struct Rng(u64);
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
-
-fn data<T: Element>(seed: u64, n: usize, amp: f64) -> Vec<T> {
-    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    (0..n).map(|_| T::from_f64(amp * r.unit())).collect()
-}
-
-/// How q, k and v are laid out on the device.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Layout {
-    /// Dense `[B, H, N, D]` buffers.
-    Dense,
-    /// Rows padded by 5 elements, heads by 3, batches by 7, and the view starting 2 elements into
-    /// its buffer; the padding is NaN.
-    Padded,
-    /// Views of one packed `[B, N, 3, H, D]` buffer (needs Nq == Nk).
-    Packed,
-}
-
-struct Tol {
-    out: f64,
-    grad: f64,
-    lse: f64,
-}
-
-fn tol<T: Element>() -> Tol {
-    match T::DTYPE {
-        DType::F64 => Tol {
-            out: 1e-12,
-            grad: 1e-10,
-            lse: 1e-12,
-        },
-        DType::F32 => Tol {
-            out: 1e-5,
-            grad: 1e-4,
-            lse: 1e-5,
-        },
-        DType::F16 => Tol {
-            out: 2e-3,
-            grad: 1e-2,
-            lse: 1e-5,
-        },
-        _ => Tol {
-            out: 1e-2,
-            grad: 6e-2,
-            lse: 1e-5,
-        },
-    }
-}
-
-/// The absolute floor of the comparisons.
-fn atol<T: Element>() -> f64 {
-    if T::DTYPE == DType::F64 {
-        1e-12
-    } else {
-        1e-5
-    }
-}
-
-fn compare<T: Element>(what: &str, got: &[T], want: &[f64], tol: f64) -> TestResult {
-    ensure!(
-        got.len() == want.len(),
-        "{what}: {} values, want {}",
-        got.len(),
-        want.len()
-    );
-    let max = want
-        .iter()
-        .fold(0.0f64, |m, w| m.max(w.abs()))
-        .max(f64::MIN_POSITIVE);
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let g = g.to_f64();
-        ensure!(
-            (g - w).abs() <= tol * max + atol::<T>(),
-            "{what}[{i}]: got {g}, want {w} (max |ref| {max}, tolerance {tol} relative)"
-        );
-    }
-    Ok(())
-}
-
-fn compare_lse(what: &str, got: &[f64], want: &[f64], tol: f64) -> TestResult {
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = if *w == f64::NEG_INFINITY {
-            *g == f64::NEG_INFINITY
-        } else {
-            (g - w).abs() <= tol * (1.0 + w.abs())
-        };
-        ensure!(ok, "{what}[{i}]: got {g}, want {w}");
-    }
-    Ok(())
-}
-
-/// Device copies of q, k, v in `layout`, with the (offset, strides) of each view.
-struct Placed<T: cuda_stack_driver::DeviceRepr> {
-    bufs: Vec<DeviceBuffer<T>>,
-    views: [(usize, usize, HeadStrides); 3], // (buffer index, offset, strides)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn place_into<T: Element>(
-    dst: &mut [T],
-    src: &[T],
-    off: usize,
-    st: HeadStrides,
-    b: usize,
-    h: usize,
-    n: usize,
-    d: usize,
-) {
-    for bi in 0..b {
-        for hi in 0..h {
-            for ni in 0..n {
-                let from = ((bi * h + hi) * n + ni) * d;
-                let to = off + bi * st.batch + hi * st.head + ni * st.row;
-                dst[to..to + d].copy_from_slice(&src[from..from + d]);
-            }
-        }
-    }
-}
-
-fn place<T: Element>(
-    s: &Stream,
-    sh: &AttentionShape,
-    layout: Layout,
-    qkv: [&[T]; 3],
-) -> Res<Placed<T>> {
-    let (b, h, d) = (sh.batch, sh.heads, sh.head_dim);
-    let nan = T::from_f64(f64::NAN);
-    match layout {
-        Layout::Dense | Layout::Padded => {
-            let mut bufs = Vec::new();
-            let mut views = [(0, 0, HeadStrides::dense(h, 1, d)); 3];
-            for (t, src) in qkv.iter().enumerate() {
-                let n = if t == 0 { sh.q_len } else { sh.kv_len };
-                let (off, st) = if layout == Layout::Dense {
-                    (0, HeadStrides::dense(h, n, d))
-                } else {
-                    let row = d + 5;
-                    let head = n * row + 3;
-                    (
-                        2,
-                        HeadStrides {
-                            batch: h * head + 7,
-                            head,
-                            row,
-                        },
-                    )
-                };
-                let mut host = vec![nan; off + b * st.batch + 1];
-                place_into(&mut host, src, off, st, b, h, n, d);
-                bufs.push(s.clone_htod(&host)?);
-                views[t] = (t, off, st);
-            }
-            Ok(Placed { bufs, views })
-        }
-        Layout::Packed => {
-            let n = sh.q_len;
-            let st = HeadStrides {
-                batch: n * 3 * h * d,
-                head: d,
-                row: 3 * h * d,
-            };
-            let mut host = vec![nan; b * st.batch];
-            let mut views = [(0, 0, st); 3];
-            for (t, src) in qkv.iter().enumerate() {
-                place_into(&mut host, src, t * h * d, st, b, h, n, d);
-                views[t] = (0, t * h * d, st);
-            }
-            Ok(Placed {
-                bufs: vec![s.clone_htod(&host)?],
-                views,
-            })
-        }
-    }
-}
-
-/// Runs forward and backward for one shape and layout and compares with the reference.
-fn case<T: AttentionElement>(
-    k: &Kernels,
-    s: &Stream,
-    sh: AttentionShape,
-    layout: Layout,
-    seed: u64,
-) -> TestResult {
-    case_with::<T>(k, s, sh, layout, seed, AttentionAlgo::Auto)
-}
-
-/// [`case`] with the forward pass on the kernels `algo` names.
-fn case_with<T: AttentionElement>(
-    k: &Kernels,
-    s: &Stream,
-    sh: AttentionShape,
-    layout: Layout,
-    seed: u64,
-    algo: AttentionAlgo,
-) -> TestResult {
-    let (b, h, nq, nk, d) = (sh.batch, sh.heads, sh.q_len, sh.kv_len, sh.head_dim);
-    let label = format!("{:?} {sh:?} {layout:?} {algo:?}", T::DTYPE);
-    let q: Vec<T> = data(seed, b * h * nq * d, 1.0);
-    let kk: Vec<T> = data(seed + 1, b * h * nk * d, 1.0);
-    let v: Vec<T> = data(seed + 2, b * h * nk * d, 1.0);
-    let dout: Vec<T> = data(seed + 3, b * h * nq * d, 1.0);
-    // The scale the kernel uses (rounded to the compute type), so the reference uses it too.
-    let scale = T::scale_scalar(1.0 / (d as f64).sqrt()).to_f64();
-    let f = |x: &[T]| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
-    let dims = AttentionDims {
-        batch: b,
-        heads: h,
-        q_len: nq,
-        kv_len: nk,
-        head_dim: d,
-        causal: sh.causal,
-    };
-    let (want_out, want_lse) = reference::attention_fwd(&dims, &f(&q), &f(&kk), &f(&v), scale);
-    let (want_dq, want_dk, want_dv) =
-        reference::attention_bwd(&dims, &f(&q), &f(&kk), &f(&v), &f(&dout), scale);
-
-    let p = place(s, &sh, layout, [&q, &kk, &v])?;
-    let view = |t: usize| -> Res<_> {
-        let (bi, off, st) = p.views[t];
-        Ok((p.bufs[bi].slice(off..)?, st))
-    };
-    let (qv, qs) = view(0)?;
-    let (kv, ks) = view(1)?;
-    let (vv, vs) = view(2)?;
-    let inp = input::<T>;
-    let nan = T::from_f64(f64::NAN);
-    let snan = T::scale_scalar(f64::NAN);
-    let mut out = s.clone_htod(&vec![nan; b * h * nq * d])?;
-    let mut lse = s.clone_htod(&vec![snan; b * h * nq])?;
-    ops::attention_fwd_with(
-        k,
-        s,
-        algo,
-        &sh,
-        inp(&qv, qs),
-        inp(&kv, ks),
-        inp(&vv, vs),
-        &mut out,
-        &mut lse,
-        scale,
-    )?;
-    let got_out = s.clone_dtoh(&out)?;
-    let got_lse: Vec<f64> = s
-        .clone_dtoh(&lse)?
-        .iter()
-        .map(|x| Compute::to_f64(*x))
-        .collect();
-    let t = tol::<T>();
-    compare(&format!("{label}: out"), &got_out, &want_out, t.out)?;
-    compare_lse(&format!("{label}: lse"), &got_lse, &want_lse, t.lse)?;
-
-    let dout_d = s.clone_htod(&dout)?;
-    let mut delta = s.clone_htod(&vec![snan; b * h * nq])?;
-    let mut dq = s.clone_htod(&vec![nan; b * h * nq * d])?;
-    let mut dk = s.clone_htod(&vec![nan; b * h * nk * d])?;
-    let mut dv = s.clone_htod(&vec![nan; b * h * nk * d])?;
-    // The tensor-core backward takes D = 64 only; elsewhere a forced tensor-core case checks
-    // the forward and leaves the backward to `Auto`.
-    let bwd_algo = if algo == AttentionAlgo::TensorCore && d != 64 {
-        AttentionAlgo::Auto
-    } else {
-        algo
-    };
-    ops::attention_bwd_with(
-        k,
-        s,
-        bwd_algo,
-        &sh,
-        inp(&qv, qs),
-        inp(&kv, ks),
-        inp(&vv, vs),
-        &out,
-        &lse,
-        &dout_d,
-        &mut delta,
-        &mut dq,
-        &mut dk,
-        &mut dv,
-        scale,
-    )?;
-    compare(
-        &format!("{label}: dq"),
-        &s.clone_dtoh(&dq)?,
-        &want_dq,
-        t.grad,
-    )?;
-    compare(
-        &format!("{label}: dk"),
-        &s.clone_dtoh(&dk)?,
-        &want_dk,
-        t.grad,
-    )?;
-    compare(
-        &format!("{label}: dv"),
-        &s.clone_dtoh(&dv)?,
-        &want_dv,
-        t.grad,
-    )?;
-    Ok(())
-}
-
-fn input<T: Element>(
-    data: &cuda_stack_driver::DeviceSlice<T>,
-    strides: HeadStrides,
-) -> AttentionInput<'_, T> {
-    AttentionInput { data, strides }
-}
-
-fn shape(b: usize, h: usize, nq: usize, nk: usize, d: usize, causal: bool) -> AttentionShape {
-    AttentionShape {
-        batch: b,
-        heads: h,
-        q_len: nq,
-        kv_len: nk,
-        head_dim: d,
-        causal,
-    }
-}
-
-fn setup() -> Res<(cuda_stack_driver::Context, Stream, std::sync::Arc<Kernels>)> {
-    let ctx = cuda_tests::context()?;
-    let s = ctx.new_stream()?;
-    let k = Kernels::get(&ctx)?;
-    Ok((ctx, s, k))
-}
 
 /// Every D × N (Nq == Nk), causal and full, B = 1, H = 2.
 fn sweep<T: AttentionElement>() -> TestResult {
@@ -565,9 +230,9 @@ fn bounds_checks() -> TestResult {
 }
 
 /// The two kernel families side by side for f16/bf16 at D = 64 and 128 (dense and packed views,
-/// which the tensor cores take): the forced SIMT kernel and the forced tensor-core kernel (on
-/// compute capability 8.0+) both against the reference. Below 8.0, forcing the tensor cores is
-/// `Unsupported`.
+/// which the tensor cores take): the forced SIMT kernels and the forced tensor-core kernels (on
+/// compute capability 8.0+), forward and backward, both against the reference. Below 8.0,
+/// forcing the tensor cores is `Unsupported`.
 fn both_families<T: AttentionElement>() -> TestResult {
     let (ctx, s, k) = setup()?;
     let tc = ctx.limits().compute_capability
@@ -613,6 +278,57 @@ fn both_families<T: AttentionElement>() -> TestResult {
         )?;
     }
     Ok(())
+}
+
+/// The tensor-core backward at D = 128 (`attn_bwd_{dq,dkdv}_mma_d128_*`: 32-row tiles, K/V of
+/// dk/dv in dynamic shared memory), forced with `AttentionAlgo::TensorCore` (the forward too)
+/// against the reference: Nq = Nk ∈ {1, 17, 64, 65, 130, 257}, dense and as views of a packed
+/// `[B, N, 3, H, D]` projection; Nq ≠ Nk both ways (the edges of the 32-row tiles and 64-row
+/// CTAs, rows that see no key under the causal mask, a key tile no query sees), Nk = 0 and
+/// Nq = 0; causal and full; a larger cross-length case. Below compute capability 8.0 there is
+/// nothing to run (`tensor_core_misfits` checks the refusal).
+fn tc_bwd_d128<T: AttentionElement>() -> TestResult {
+    let (ctx, s, k) = setup()?;
+    if ctx.limits().compute_capability < (ComputeCapability { major: 8, minor: 0 }) {
+        return Ok(());
+    }
+    let tc = AttentionAlgo::TensorCore;
+    for &n in &[1, 17, 64, 65, 130, 257] {
+        for causal in [false, true] {
+            for layout in [Layout::Dense, Layout::Packed] {
+                let sh = shape(2, 3, n, n, 128, causal);
+                case_with::<T>(&k, &s, sh, layout, (n * 5 + 1) as u64, tc)?;
+            }
+        }
+    }
+    let pairs = [
+        (1, 17),
+        (17, 1),
+        (5, 64),
+        (64, 5),
+        (31, 130),
+        (130, 31),
+        (96, 33),
+        (33, 96),
+        (65, 257),
+        (257, 65),
+        (3, 0),
+        (0, 3),
+    ];
+    for &(nq, nk) in &pairs {
+        for causal in [false, true] {
+            let sh = shape(2, 3, nq, nk, 128, causal);
+            case_with::<T>(&k, &s, sh, Layout::Dense, (nq * 7 + nk) as u64, tc)?;
+        }
+    }
+    case_with::<T>(
+        &k,
+        &s,
+        shape(1, 2, 300, 700, 128, true),
+        Layout::Dense,
+        9,
+        tc,
+    )
 }
 
 /// Forcing the tensor cores where they cannot run is `Unsupported`, nothing launched: f32,
@@ -695,38 +411,45 @@ fn tensor_core_misfits() -> TestResult {
         r.is_ok() == tc,
         "aligned bf16 D = 64 on the tensor cores (cc >= 8.0: {tc}): {r:?}"
     );
-    // The tensor-core backward takes D = 64 only: D = 128 forced onto it is `Unsupported`.
-    let d = 128;
-    let x128 = s.alloc_zeros::<bf16>(2 * 4 * d)?;
-    let mut g = [
-        s.alloc_zeros::<bf16>(2 * 4 * d)?,
-        s.alloc_zeros::<bf16>(2 * 4 * d)?,
-        s.alloc_zeros::<bf16>(2 * 4 * d)?,
-    ];
-    let mut delta = s.alloc_zeros::<f32>(2 * 4)?;
-    let x = AttentionInput::dense(&*x128, 2, 4, d);
-    let [dq, dk, dv] = &mut g;
-    let r = ops::attention_bwd_with(
-        &k,
-        &s,
-        AttentionAlgo::TensorCore,
-        &shape(1, 2, 4, 4, d, false),
-        x,
-        x,
-        x,
-        &x128,
-        &lse,
-        &x128,
-        &mut delta,
-        dq,
-        dk,
-        dv,
-        0.5,
-    );
-    ensure!(
-        matches!(r, Err(Error::Unsupported { .. })),
-        "backward D = 128 on the tensor cores: {r:?}"
-    );
+    // The backward: D = 128 runs on the tensor cores (sm_80+), D = 80 is `Unsupported`.
+    for (d, fits) in [(128, tc), (80, false)] {
+        let x = s.alloc_zeros::<bf16>(2 * 4 * d)?;
+        let mut g = [
+            s.alloc_zeros::<bf16>(2 * 4 * d)?,
+            s.alloc_zeros::<bf16>(2 * 4 * d)?,
+            s.alloc_zeros::<bf16>(2 * 4 * d)?,
+        ];
+        let mut delta = s.alloc_zeros::<f32>(2 * 4)?;
+        let xi = AttentionInput::dense(&*x, 2, 4, d);
+        let sh = shape(1, 2, 4, 4, d, false);
+        let [dq, dk, dv] = &mut g;
+        let cc = ctx.limits().compute_capability;
+        ensure!(
+            ops::attention_bwd_tc_fits(cc, &sh, &xi, &xi, &xi, &x, dq, dk, dv) == fits,
+            "attention_bwd_tc_fits at D = {d} (cc >= 8.0: {tc})"
+        );
+        let r = ops::attention_bwd_with(
+            &k,
+            &s,
+            AttentionAlgo::TensorCore,
+            &sh,
+            xi,
+            xi,
+            xi,
+            &x,
+            &lse,
+            &x,
+            &mut delta,
+            dq,
+            dk,
+            dv,
+            0.5,
+        );
+        ensure!(
+            r.is_ok() == fits && (fits || matches!(r, Err(Error::Unsupported { .. }))),
+            "backward D = {d} forced onto the tensor cores (cc >= 8.0: {tc}): {r:?}"
+        );
+    }
     s.synchronize()?;
     Ok(())
 }
@@ -750,6 +473,8 @@ fn main() {
         gpu("large_f16", large::<f16>),
         gpu("both_families_f16", both_families::<f16>),
         gpu("both_families_bf16", both_families::<bf16>),
+        gpu("tc_bwd_d128_f16", tc_bwd_d128::<f16>),
+        gpu("tc_bwd_d128_bf16", tc_bwd_d128::<bf16>),
         gpu("tensor_core_misfits", tensor_core_misfits),
         gpu("bounds_checks", bounds_checks),
     ]);

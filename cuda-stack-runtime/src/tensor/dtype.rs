@@ -18,7 +18,7 @@
 //! | `mean_all` → | f32 | f64 | — | f16 / bf16 (f32 accumulation, one rounding) | — |
 //! | `sum`/`mean`/`max` over a dim → | f32 | f64 | — | f16 / bf16 (as above) | — |
 //! | `softmax`, `bias_relu` (+ backward) | ✓ | ✓ (one warp per row / one thread per element: for gradient checks) | — | — | — |
-//! | `scaled_dot_product_attention` (+ `_forward`, `_backward`; [`AttentionElement`](super::AttentionElement)) | ✓ | ✓ | — | ✓ (f32 math; tensor cores on sm_80+: forward at D = 64, 128, backward at D = 64) | — |
+//! | `scaled_dot_product_attention` (+ `_forward`, `_backward`; [`AttentionElement`](super::AttentionElement)) | ✓ | ✓ | — | ✓ (f32 math; tensor cores on sm_80+: forward and backward at D = 64, 128) | — |
 //! | `rand`, `randn` | ✓ | — | — | — | — |
 //! | backward passes, `log_softmax`, `cross_entropy`, optimizer steps, `clip_grad_norm_` ([`super::GradElement`], `grad_dtype.rs`) | ✓ | ✓ | — | — | — |
 //! | `layer_norm`, `gelu`, `classifier_loss`/`fused_classifier`, `embedding`, `dropout` (+ backward; [`super::FloatElement`], `float_dtype.rs`) | ✓ | ✓ | — | ✓ (f32 math; stats and losses f32) | — |

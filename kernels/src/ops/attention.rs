@@ -57,21 +57,31 @@ impl AttentionElement for bf16 {
     }
 }
 
-/// Which kernels run the forward pass.
+/// Which kernels run the forward pass ([`attention_fwd_with`]) or the backward pass's dq and
+/// dk/dv ([`attention_bwd_with`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttentionAlgo {
-    /// The tensor cores where [`attention_tc_fits`] says they can, else the SIMT kernels.
+    /// The tensor cores where [`attention_tc_fits`] (forward) or [`attention_bwd_tc_fits`]
+    /// (backward) says they can, else the SIMT kernels.
     Auto,
-    /// `attn_fwd_<dt>` (`cuda/attention.cu`): every dtype and head dimension.
+    /// `attn_fwd_<dt>`, `attn_bwd_{dq,dkdv}_<dt>` (`cuda/attention.cu`): every dtype and head
+    /// dimension.
     Simt,
-    /// `attn_fwd_mma_d{64,128}_<dt>` (`cuda/attention_mma.cu`, mma.sync, compute capability 8.0
-    /// and newer): f16 / bf16, D = 64 or 128, 16-byte aligned q, k, v, out and strides that are
-    /// multiples of 8 elements.
+    /// `attn_fwd_mma_d{64,128}_<dt>` (`cuda/attention_mma.cu`) and
+    /// `attn_bwd_{dq,dkdv}_mma_d{64,128}_<dt>` (`cuda/attention_mma_bwd.cu`); mma.sync, compute
+    /// capability 8.0 and newer: f16 / bf16, D = 64 or 128, 16-byte aligned q, k, v, out (and
+    /// dout, dq, dk, dv) and strides that are multiples of 8 elements.
     TensorCore,
 }
 
-/// Query rows per CTA of the tensor-core forward.
+/// Query rows per CTA of the tensor-core forward (and query or key rows per CTA of the backward).
 const MMA_ROWS: usize = 64;
+
+/// The dynamic shared memory `attn_bwd_dkdv_mma_d128_*` is launched with (`AB_DKDV128_DYN_SMEM`
+/// in `cuda/attention_mma_bwd.cu`): the CTA's 64 K rows and 64 V rows of 128 elements, each row
+/// padded by 8 elements. With the kernel's static shared memory it is above the 48 KiB default,
+/// so the op raises the kernel's limit before the first launch.
+const MMA_BWD_D128_DKDV_SMEM: u32 = 2 * 64 * (128 + 8) * 2;
 
 /// Why the tensor-core forward cannot run this problem, or `None` when it can.
 fn tc_misfit<T: AttentionElement>(
@@ -469,8 +479,8 @@ pub fn attention_fwd_with<T: AttentionElement>(
 /// a warp per key row; tensor cores: a 64-row tile per block); no atomics, deterministic.
 ///
 /// Runs dq and dk/dv on the tensor cores where [`attention_bwd_tc_fits`] allows (f16/bf16,
-/// D = 64, sm_80+, aligned buffers), on the SIMT kernels otherwise; [`attention_bwd_with`]
-/// picks explicitly.
+/// D = 64 or 128, sm_80+, aligned buffers), on the SIMT kernels otherwise;
+/// [`attention_bwd_with`] picks explicitly.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd<T: AttentionElement>(
     kern: &Kernels,
@@ -508,7 +518,8 @@ pub fn attention_bwd<T: AttentionElement>(
 }
 
 /// Why the tensor-core backward cannot run this problem, or `None` when it can (the forward's
-/// rules with D = 64 only, and dout, dq, dk, dv 16-byte aligned too).
+/// rules — f16/bf16, D = 64 or 128, sm_80+, aligned views — and dout, dq, dk, dv 16-byte aligned
+/// too).
 fn tc_bwd_misfit<T: AttentionElement>(
     cc: ComputeCapability,
     shape: &AttentionShape,
@@ -518,9 +529,6 @@ fn tc_bwd_misfit<T: AttentionElement>(
     if let Some(why) = tc_misfit(cc, shape, inputs, dense[0]) {
         return Some(why);
     }
-    if shape.head_dim != 64 {
-        return Some("the tensor-core backward takes head dimension 64 only");
-    }
     if dense.iter().any(|x| x.as_raw_ptr() % 16 != 0) {
         return Some("the tensor-core backward needs 16-byte aligned dout, dq, dk and dv");
     }
@@ -528,7 +536,7 @@ fn tc_bwd_misfit<T: AttentionElement>(
 }
 
 /// Whether [`AttentionAlgo::Auto`] runs this backward problem on the tensor cores (f16/bf16,
-/// D = 64, sm_80+, aligned views and buffers): the one place the choice is made.
+/// D = 64 or 128, sm_80+, aligned views and buffers): the one place the choice is made.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd_tc_fits<T: AttentionElement>(
     cc: ComputeCapability,
@@ -586,16 +594,27 @@ pub fn attention_bwd_with<T: AttentionElement>(
         }
     };
     let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
-    let (k_dq, k_dkdv) = if tensor_cores {
+    let (k_dq, k_dkdv) = if tensor_cores && shape.head_dim == 64 {
         (
             dispatch::attn_bwd_dq_mma_d64::<T>(kern)?,
             dispatch::attn_bwd_dkdv_mma_d64::<T>(kern)?,
+        )
+    } else if tensor_cores {
+        (
+            dispatch::attn_bwd_dq_mma_d128::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_mma_d128::<T>(kern)?,
         )
     } else {
         (
             dispatch::attn_bwd_dq::<T>(kern)?,
             dispatch::attn_bwd_dkdv::<T>(kern)?,
         )
+    };
+    // The dynamic shared memory of the dk/dv launch (only the D = 128 tensor-core kernel has any).
+    let dkdv_smem = if tensor_cores && shape.head_dim == 128 {
+        MMA_BWD_D128_DKDV_SMEM
+    } else {
+        0
     };
     // The tensor-core kernels: one CTA of 128 threads per 64 rows of one (b, h).
     let tc_cfg = |rows: usize| {
@@ -604,7 +623,10 @@ pub fn attention_bwd_with<T: AttentionElement>(
         LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS)
     };
     let (dq_cfg, dkdv_cfg) = if tensor_cores {
-        (tc_cfg(shape.q_len), tc_cfg(shape.kv_len))
+        (
+            tc_cfg(shape.q_len),
+            tc_cfg(shape.kv_len).with_shared_mem(dkdv_smem),
+        )
     } else {
         (config(s, q_rows_of(shape)), config(s, k_rows_of(shape)))
     };
@@ -673,10 +695,16 @@ pub fn attention_bwd_with<T: AttentionElement>(
         }?;
     }
     if k_rows > 0 {
+        let f = k_dkdv.function();
+        if f.limits().max_dynamic_shared_bytes < dkdv_smem {
+            f.set_max_dynamic_shared_mem(dkdv_smem)?;
+        }
         // SAFETY: q, k, v as above; dout, lse, delta read at query rows of the same (b, h)
         // (< B·H·Nq, lengths checked; none when Nq == 0); dk, dv written at key rows
         // r < B·H·Nk (dense, lengths checked). The tensor-core kernel accesses the same
-        // elements (its zero-filled copies of query rows past Nq read nothing).
+        // elements (its zero-filled copies of query and key rows past Nq and Nk read nothing);
+        // at D = 128 it is launched with the dynamic shared memory it is written for, its
+        // limit raised above.
         unsafe {
             k_dkdv.launch(
                 s,
