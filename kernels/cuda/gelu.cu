@@ -8,9 +8,10 @@
 // f64 computes exactly that with CUDA's tanh. f32 (and f16/bf16, computed in f32) use the same
 // function through s = 0.5 (1 + t) = sigmoid(2u) = 1 / (1 + e), e = exp(-2u):
 //   y = x * s,  dx = dy * (s + 2 x s (1 - s) k (1 + 3a x^2)),  1 - s = e s
-// one fast exponential (__expf) and one reciprocal instead of tanhf, which makes the half-precision
-// kernels memory-bound; and no cancellation in 1 + t where t -> -1, so the f32 results are within
-// a few ulp of the exact function plus __expf's error (relative 2^-21 * |2u|) where s is small.
+// one ex2.approx and one rcp.approx instead of tanhf (the half-precision kernels are
+// instruction-bound); and no cancellation in 1 + t where t -> -1, so the f32 results are within
+// a few ulp of the exact function, plus the exponent's rounding (relative 2^-24 * |2u|) where s
+// is small.
 // In-place use (y == x, dx == dy) is allowed: each element is read, then written, by one thread.
 //
 // Launch: block 256, any grid (one 16-byte packet per thread covers the array in one step:
@@ -35,17 +36,31 @@ template <typename F> __device__ __forceinline__ F gelu_dx(F x, F dy) {
     return dy * ((F)0.5 * ((F)1 + t) + (F)0.5 * x * ((F)1 - t * t) * du);
 }
 
-// The f32 forms (see the header): s = sigmoid(2u) from one __expf; 1 - s as e * s where that
-// avoids cancellation (e < 1), and 1 - s where it cannot cancel (s <= 1/2; also e = inf, s = 0).
+// The f32 forms (see the header). e = exp(-2u) = 2^(-c (x + a x^3)) with c = 2 k log2(e) folded
+// into one constant, through ex2.approx (2 ulp); 1 / (1 + e) through rcp.approx (1 ulp; 0 for
+// e = inf). 1 - s as e * s where that avoids cancellation (e < 1), else 1 - s (s <= 1/2 there:
+// no cancellation; also e = inf, s = 0). Half-precision GELU is instruction-bound, so every
+// instruction here counts.
+__device__ __forceinline__ float gelu_ex2(float v) {
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+__device__ __forceinline__ float gelu_rcp(float v) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
+    return r;
+}
+#define GELU_C2 2.3022082f  // 2 * sqrt(2 / pi) * log2(e)
 template <> __device__ __forceinline__ float gelu_y<float>(float x) {
-    const float u = gelu_k<float>() * (x + gelu_a<float>() * x * x * x);
-    return x * __frcp_rn(1.0f + __expf(-2.0f * u));
+    const float x2 = x * x;
+    const float e = gelu_ex2(-GELU_C2 * (x + gelu_a<float>() * x2 * x));
+    return x * gelu_rcp(1.0f + e);
 }
 template <> __device__ __forceinline__ float gelu_dx<float>(float x, float dy) {
     const float x2 = x * x;
-    const float u = gelu_k<float>() * (x + gelu_a<float>() * x2 * x);
-    const float e = __expf(-2.0f * u);
-    const float s = __frcp_rn(1.0f + e);
+    const float e = gelu_ex2(-GELU_C2 * (x + gelu_a<float>() * x2 * x));
+    const float s = gelu_rcp(1.0f + e);
     const float one_minus_s = e < 1.0f ? e * s : 1.0f - s;
     const float du = gelu_k<float>() * (1.0f + 3.0f * gelu_a<float>() * x2);
     return dy * (s + 2.0f * x * s * one_minus_s * du);

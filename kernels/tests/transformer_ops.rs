@@ -11,7 +11,7 @@
 //!   `mean`/`rstd` `1e-5` relative (f64 `1e-12`); `dx`: f32 `1e-4·(1 + |dx|)`, f64 `1e-10`,
 //!   f16/bf16 2 ulp + `1e-3`; `dweight`/`dbias`: `2e-5·Σ|terms|` (f64 `1e-12`) + 1 ulp of the
 //!   dtype; **bit-identical** across two runs.
-//! - GELU (x in [-5, 5); f32 through `sigmoid(2u)` with `__expf`, f64 `tanh` within 2 ulp): f32 8 ulp
+//! - GELU (x in [-5, 5); f32 through `sigmoid(2u)` (ex2/rcp.approx), f64 `tanh` within 2 ulp): f32 8 ulp
 //!   + `2e-6`, f64 8 ulp + `1e-14`, f16/bf16 1 ulp + `2e-6`; backward (dy in [-2, 2)) f32 16 ulp
 //!   + `2e-5`, f64 16 ulp + `1e-13`, f16/bf16 1 ulp + `2e-5`.
 //! - Classifier: loss f32 `2e-5·(1 + |loss|)` (f64 `1e-12`); `dlogits` f32 `1e-5·|d| +

@@ -1,5 +1,5 @@
 //! GELU (tanh form) forward and backward in f64, rounded to the element type (the GPU uses
-//! `sigmoid(2u)` with `__expf` in f32: compare within the tests' tolerances).
+//! `sigmoid(2u)` with ex2.approx and rcp.approx in f32: compare within the tests' tolerances).
 
 use crate::Element;
 
