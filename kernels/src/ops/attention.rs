@@ -74,7 +74,7 @@ pub enum AttentionAlgo {
     TensorCore,
 }
 
-/// Query rows per CTA of the tensor-core forward (and query or key rows per CTA of the backward).
+/// Query rows per CTA of the tensor-core backward (query or key rows per CTA).
 const MMA_ROWS: usize = 64;
 
 /// The dynamic shared memory `attn_bwd_dkdv_mma_d128_*` is launched with (`AB_DKDV128_DYN_SMEM`
@@ -82,6 +82,17 @@ const MMA_ROWS: usize = 64;
 /// padded by 8 elements. With the kernel's static shared memory it is above the 48 KiB default,
 /// so the op raises the kernel's limit before the first launch.
 const MMA_BWD_D128_DKDV_SMEM: u32 = 2 * 64 * (128 + 8) * 2;
+
+/// Query rows per CTA of the tensor-core forward (4 warps of 32 rows).
+const FWD_MMA_ROWS: usize = 128;
+
+/// The dynamic shared memory of `attn_fwd_mma_d{64,128}_*` (`AM_SMEM_BYTES` in
+/// `cuda/attention_mma.cu`): the Q tile (128 rows) and two stages of K and V tiles (64 keys at
+/// D = 64, 32 at D = 128), rows of D + 8 16-bit elements: 54 KiB at D = 64, 68 KiB at D = 128.
+fn fwd_mma_smem(head_dim: usize) -> u32 {
+    let keys = if head_dim == 64 { 64 } else { 32 };
+    ((FWD_MMA_ROWS + 4 * keys) * (head_dim + 8) * 2) as u32
+}
 
 /// Why the tensor-core forward cannot run this problem, or `None` when it can.
 fn tc_misfit<T: AttentionElement>(
@@ -389,12 +400,12 @@ pub fn attention_fwd_with<T: AttentionElement>(
 ) -> Result<()> {
     const OP: &str = "scaled_dot_product_attention";
     let scale = T::scale_scalar(scale);
-    let misfit = tc_misfit(
-        s.context().limits().compute_capability,
-        shape,
-        [&q, &k, &v],
-        out,
-    );
+    let limits = s.context().limits();
+    let misfit = tc_misfit(limits.compute_capability, shape, [&q, &k, &v], out).or_else(|| {
+        // Every sm_80+ device allows at least 99 KiB per block (opt-in); checked all the same.
+        (fwd_mma_smem(shape.head_dim) > limits.max_shared_per_block_optin)
+            .then_some("the tensor-core kernels need more shared memory than this device allows")
+    });
     let tensor_cores = match (algo, misfit) {
         (AttentionAlgo::Simt, _) => false,
         (AttentionAlgo::Auto, m) => m.is_none(),
@@ -433,9 +444,15 @@ pub fn attention_fwd_with<T: AttentionElement>(
     // lengths checked above. Every size is an `int` (checked) and the grid-stride loop serves
     // any grid.
     let cfg = if tensor_cores {
-        // One CTA of 128 threads per 64 query rows of one (b, h) (a grid-stride loop beyond).
-        let tiles = (sh.batch * sh.heads) as u64 * sh.q_len.div_ceil(MMA_ROWS) as u64;
-        LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS)
+        // One CTA of 128 threads per 128 query rows of one (b, h) (a grid-stride loop beyond),
+        // with the dynamic shared memory the kernel is written for (above the 48 KiB default).
+        let smem = fwd_mma_smem(sh.head_dim);
+        let f = kernel.function();
+        if f.limits().max_dynamic_shared_bytes < smem {
+            f.set_max_dynamic_shared_mem(smem)?;
+        }
+        let tiles = (sh.batch * sh.heads) as u64 * sh.q_len.div_ceil(FWD_MMA_ROWS) as u64;
+        LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS).with_shared_mem(smem)
     } else {
         config(s, q_rows)
     };
