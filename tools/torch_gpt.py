@@ -21,76 +21,13 @@ weight_decay=0.0) on every parameter, so the update rule is plain Adam with nano
 """
 import argparse
 import json
-import math
 import os
+import sys
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
 
-CONFIGS = {
-    "tiny": dict(vocab=37, block_size=64, n_layer=2, n_head=2, n_embd=64),
-    "shakespeare": dict(vocab=65, block_size=256, n_layer=6, n_head=6, n_embd=384),
-    "gpt2": dict(vocab=50304, block_size=1024, n_layer=12, n_head=12, n_embd=768),
-}
-
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        e = c["n_embd"]
-        self.n_head = c["n_head"]
-        self.ln_1 = nn.LayerNorm(e)
-        self.attn = nn.Module()
-        self.attn.c_attn = nn.Linear(e, 3 * e)
-        self.attn.c_proj = nn.Linear(e, e)
-        self.ln_2 = nn.LayerNorm(e)
-        self.mlp = nn.Module()
-        self.mlp.c_fc = nn.Linear(e, 4 * e)
-        self.mlp.c_proj = nn.Linear(4 * e, e)
-
-    def attention(self, x):
-        b, t, e = x.shape
-        q, k, v = self.attn.c_attn(x).split(e, dim=2)
-        q, k, v = (z.view(b, t, self.n_head, e // self.n_head).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.attn.c_proj(y.transpose(1, 2).contiguous().view(b, t, e))
-
-    def forward(self, x):
-        x = x + self.attention(self.ln_1(x))
-        return x + self.mlp.c_proj(F.gelu(self.mlp.c_fc(self.ln_2(x)), approximate="tanh"))
-
-
-class GPT(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.transformer = nn.ModuleDict(dict(
-            wte=nn.Embedding(c["vocab"], c["n_embd"]),
-            wpe=nn.Embedding(c["block_size"], c["n_embd"]),
-            h=nn.ModuleList([Block(c) for _ in range(c["n_layer"])]),
-            ln_f=nn.LayerNorm(c["n_embd"]),
-        ))
-        self.apply(self._init_weights)
-        for name, p in self.named_parameters():
-            if name.endswith("c_proj.weight"):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * c["n_layer"]))
-
-    @staticmethod
-    def _init_weights(m):
-        if isinstance(m, nn.Linear):
-            nn.init.normal_(m.weight, mean=0.0, std=0.02)
-            nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.Embedding):
-            nn.init.normal_(m.weight, mean=0.0, std=0.02)
-
-    def forward(self, idx, targets):
-        t = idx.shape[1]
-        pos = torch.arange(t, device=idx.device)
-        x = self.transformer.wte(idx) + self.transformer.wpe(pos)
-        for block in self.transformer.h:
-            x = block(x)
-        logits = self.transformer.ln_f(x) @ self.transformer.wte.weight.t()
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.reshape(-1).long())
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_gpt_model import CONFIGS, GPT  # noqa: E402  (the model, shared with torch_gpt_bench.py)
 
 
 def main():

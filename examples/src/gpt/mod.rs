@@ -32,6 +32,7 @@
 //! | `schedule` | [`CosineSchedule`]: nanoGPT's `get_lr` |
 //! | `train` | [`TrainConfig`], [`decays`], [`adamw`], [`Trainer`]: an iteration, evaluation |
 //! | `budget` | [`MemoryEstimate`], [`flops_per_token`], [`bf16_dense_peak`] |
+//! | [`torch_bench`] | PyTorch's figures (`tools/torch_gpt_bench.py`) beside ours, the targets |
 
 mod budget;
 mod config;
@@ -41,6 +42,7 @@ mod kv_cache;
 mod model;
 mod sample;
 mod schedule;
+pub mod torch_bench;
 mod train;
 
 pub use budget::{bf16_dense_peak, flops_per_token, MemoryEstimate};

@@ -1,8 +1,9 @@
 //! `train_gpt --config shakespeare-char`: nanoGPT's character-level model trained on a text,
 //! evaluated as it goes, its curves, checkpoint and a sample written at the end.
 
-use super::{Args, TINY_SHAKESPEARE};
+use super::{Args, TorchPlan, TINY_SHAKESPEARE};
 use cuda_examples::exit::ProgramResult;
+use cuda_examples::gpt::torch_bench::{char_table, describe, OursChar, TorchRequest, CHAR_ITERS};
 use cuda_examples::gpt::{
     check_sample_config, Batcher, Corpus, Gpt, GptConfig, SampleConfig, TrainConfig, Trainer,
 };
@@ -19,6 +20,11 @@ use std::path::Path;
 use std::time::Instant;
 
 type BoxResult<T> = Result<T, Box<dyn Error>>;
+
+/// `--torch-run`: PyTorch's timed iterations (after its warm-up ones) per mode.
+const TORCH_STEPS: usize = 100;
+/// `--torch-run`: PyTorch's untimed iterations after its first.
+const TORCH_WARMUP: usize = 10;
 
 /// One batch of `rows` windows from `data` on the device.
 fn batch(
@@ -132,6 +138,7 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     if let Some(n) = a.lr_decay_iters {
         tc.schedule.lr_decay_iters = n;
     }
+    let torch_plan = TorchPlan::new(a, "shakespeare")?;
     std::fs::create_dir_all(&a.out)
         .map_err(|e| format!("creating --out {}: {e}", a.out.display()))?;
 
@@ -303,6 +310,65 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
             path.display()
         ));
         out.put("sample", json!(text));
+    }
+    let peak_alloc = cuda_stack_runtime::max_memory_allocated()?;
+
+    // PyTorch on the same GPU, after ours: our memory goes back to the driver first.
+    drop(trainer);
+    cuda_stack_runtime::synchronize()?;
+    cuda_stack_runtime::empty_cache()?;
+    let torch = torch_plan.figures(
+        || TorchRequest {
+            script: a.torch_script.clone(),
+            config: "shakespeare",
+            batch: tc.batch,
+            grad_accum: tc.grad_accum,
+            steps: q.pick(20, TORCH_STEPS),
+            warmup: q.pick(3, TORCH_WARMUP),
+            dtype,
+            tf32: dtype == "bf16" || cuda_stack_runtime::tensor::allow_tf32(),
+            modes: a.torch_modes.clone(),
+            device: q.device,
+        },
+        &mut out,
+    );
+    if let Some(t) = &torch {
+        let ours = OursChar {
+            iter_ms: train_seconds * 1e3 / done.max(1) as f64,
+            tokens_per_s,
+            peak_allocated: peak_alloc as u64,
+        };
+        out.say("");
+        for line in describe(t) {
+            out.say(line);
+        }
+        for line in t.differences(tc.batch, tc.grad_accum, dtype) {
+            out.say(format!("note: {line}"));
+        }
+        let attn_drop = t.doc["attn_dropout"].as_f64().unwrap_or(0.0);
+        out.say(format!(
+            "ours: {done} iterations timed (evaluation left out); PyTorch: the mean of its timed \
+             iterations on random tokens{}. Each projected to {CHAR_ITERS} iterations.",
+            if attn_drop > 0.0 {
+                format!(
+                    " (dropout {attn_drop} also on the attention probabilities, as nanoGPT; ours \
+                     does not drop those)"
+                )
+            } else {
+                String::new()
+            }
+        ));
+        if dtype == "f32" && t.dtype == "f32" {
+            out.say(
+                "note: both computed in f32 (no autocast); nanoGPT's own runs use bf16 \
+                 autocast: --dtype bf16 compares with that",
+            );
+        }
+        if !q.json {
+            char_table(&ours, t).print();
+        }
+        out.put("torch", t.doc.clone());
+        out.put("peak_allocated_bytes", json!(peak_alloc));
     }
     out.put("config", json!("shakespeare-char"));
     out.put("dtype", json!(dtype));

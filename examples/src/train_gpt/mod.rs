@@ -1,6 +1,7 @@
 //! `train_gpt`'s parts: the flags, and one file per run — the step-for-step check against
 //! PyTorch (`check`), nanoGPT's `shakespeare-char` training (`char_run`), the GPT-2 124M
-//! throughput and memory run (`throughput`).
+//! throughput and memory run (`throughput`); PyTorch's speed beside ours (`--torch FILE`,
+//! `--torch-run`: [`TorchPlan`], `cuda_examples::gpt::torch_bench`).
 
 pub mod char_run;
 pub mod check;
@@ -8,6 +9,8 @@ pub mod throughput;
 
 use cuda_examples::cli::Common;
 use cuda_examples::exit::ProgramResult;
+use cuda_examples::gpt::torch_bench::{TorchGpt, TorchRequest};
+use cuda_examples::output::Out;
 use cuda_stack_runtime::cuda_stack_driver::half::bf16;
 use std::path::PathBuf;
 
@@ -117,6 +120,71 @@ pub struct Args {
     /// H100 SXM / H200 989.4).
     #[arg(long)]
     pub peak_tflops: Option<f64>,
+    /// PyTorch's figures for the same configuration, to print beside ours: the JSON of
+    /// `python3 tools/torch_gpt_bench.py --json --config gpt2` (for gpt2-124m) or
+    /// `--config shakespeare` (for shakespeare-char), from the same GPU.
+    #[arg(long, conflicts_with = "torch_run")]
+    pub torch: Option<PathBuf>,
+    /// After our own run, run `--torch-script` (PyTorch eager and torch.compile) on the same
+    /// GPU with the same configuration and batch, and print its figures beside ours. Without
+    /// python3, torch or a working torch.compile our figures still stand (the reason is printed).
+    #[arg(long)]
+    pub torch_run: bool,
+    /// The script `--torch-run` runs.
+    #[arg(long, default_value = "tools/torch_gpt_bench.py")]
+    pub torch_script: PathBuf,
+    /// `--torch-run`: PyTorch's modes, comma-separated (eager, compile).
+    #[arg(long, default_value = "eager,compile")]
+    pub torch_modes: String,
+}
+
+/// PyTorch's side as the flags ask for it.
+pub enum TorchPlan {
+    /// Neither `--torch` nor `--torch-run`.
+    None,
+    /// `--torch FILE`, read (and checked) before our run.
+    File(TorchGpt),
+    /// `--torch-run`: the script runs after ours.
+    Run,
+}
+
+impl TorchPlan {
+    /// Reads `--torch FILE` for `config` (`gpt2` or `shakespeare`) now, so a wrong file is an
+    /// error before the GPU work, not after it.
+    pub fn new(a: &Args, config: &str) -> Result<TorchPlan, String> {
+        Ok(match (&a.torch, a.torch_run) {
+            (Some(p), _) => TorchPlan::File(TorchGpt::load(p, config)?),
+            (None, true) => TorchPlan::Run,
+            (None, false) => TorchPlan::None,
+        })
+    }
+
+    /// PyTorch's figures: the file's, or the script's run with `req` (our GPU memory must be
+    /// given back first). A failed run is not an error: why is printed (and put in the JSON as
+    /// `torch_error`) and there are no figures.
+    pub fn figures(self, req: impl FnOnce() -> TorchRequest, out: &mut Out) -> Option<TorchGpt> {
+        match self {
+            TorchPlan::None => None,
+            TorchPlan::File(t) => Some(t),
+            TorchPlan::Run => {
+                let req = req();
+                out.say(format!(
+                    "\nPyTorch: python3 {} (eager and torch.compile: a minute or so) ...",
+                    req.args().join(" ")
+                ));
+                match req.run() {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        out.say(format!(
+                            "PyTorch not measured: {e}. Our figures above stand alone."
+                        ));
+                        out.put("torch_error", serde_json::json!(e));
+                        None
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Runs what the flags ask for.

@@ -2,9 +2,12 @@
 //! the step needs (estimated before anything is allocated), the time to the first step,
 //! tokens/s, model FLOPs utilisation and the caching allocator's peak.
 
-use super::Args;
+use super::{Args, TorchPlan};
 use cuda_examples::bench::Table;
 use cuda_examples::exit::ProgramResult;
+use cuda_examples::gpt::torch_bench::{
+    describe, gpt2_table, gpt2_targets, OursGpt2, Target, TorchRequest,
+};
 use cuda_examples::gpt::{
     bf16_dense_peak, flops_per_token, Gpt, GptConfig, MemoryEstimate, TrainConfig, Trainer,
 };
@@ -74,6 +77,7 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     if batch == 0 || steps == 0 || a.grad_accum == 0 {
         return Err("--batch, --steps and --grad-accum must be at least 1".into());
     }
+    let torch_plan = TorchPlan::new(a, "gpt2")?;
     let t0 = Instant::now();
     let ctx = Context::new(q.device)?;
     rt::set_device(q.device)?;
@@ -189,6 +193,58 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     if !(first.is_finite() && last.is_finite()) {
         return Err(format!("the loss is not finite (first {first}, last {last})").into());
     }
+
+    // PyTorch on the same GPU, after ours: our memory goes back to the driver first.
+    drop(data);
+    drop(trainer);
+    rt::synchronize()?;
+    rt::empty_cache()?;
+    let torch = torch_plan.figures(
+        || TorchRequest {
+            script: a.torch_script.clone(),
+            config: "gpt2",
+            batch,
+            grad_accum: a.grad_accum,
+            steps,
+            warmup,
+            dtype,
+            tf32: bytes == 2 || rt::tensor::allow_tf32(),
+            modes: a.torch_modes.clone(),
+            device: q.device,
+        },
+        &mut out,
+    );
+    let ours = OursGpt2 {
+        step_ms: secs * 1e3 / steps as f64,
+        tokens_per_s,
+        peak_allocated: peak_alloc as u64,
+        first_step_s: first_step,
+        loss_last: last as f64,
+    };
+    if let Some(t) = &torch {
+        out.say("");
+        for line in describe(t) {
+            out.say(line);
+        }
+        for line in t.differences(batch, a.grad_accum, dtype) {
+            out.say(format!("note: {line}"));
+        }
+        if !q.json {
+            gpt2_table(&ours, t).print();
+        }
+        out.put("torch", t.doc.clone());
+    }
+    let targets = gpt2_targets(&ours, torch.as_ref());
+    out.say(format!(
+        "targets (issue 33; PyTorch at the same batch on the same GPU, {dtype}):"
+    ));
+    for t in &targets {
+        out.say(format!("  {}", t.line()));
+    }
+    out.put(
+        "targets",
+        json!(targets.iter().map(Target::json).collect::<Vec<_>>()),
+    );
     out.put("config", json!("gpt2-124m"));
     out.put("device", json!(name));
     out.put("dtype", json!(dtype));
