@@ -6,7 +6,8 @@
 //     dst[i] = src[offset + sum_d idx_d(i) * strides[d]],   i = 0 .. n-1,  n = prod(shape)
 // where idx(i) is i unravelled over `shape` (last dimension fastest). Strides may be 0 or negative.
 // It only moves bytes, so there is one entry per element size: b2 (f16, bf16), b4 (f32, i32),
-// b8 (f64, i64). Reads are as coalesced as the view's innermost stride allows; writes always are.
+// b8 (f64, i64), and b16 for views the op has widened to 16-byte units. Reads are as coalesced
+// as the view's innermost stride allows; writes always are.
 //
 // StridedLayout is passed BY VALUE (144 bytes, 8-byte aligned), C layout:
 //     offset  0: int       rank          (0 ..= 8; dimensions >= rank are ignored)
@@ -81,3 +82,12 @@ __device__ __forceinline__ void strided_copy(const T* __restrict__ src, T* __res
 extern "C" __global__ void strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n) { strided_copy(src, dst, layout, n); }
 extern "C" __global__ void strided_copy_b4(const unsigned int* src, unsigned int* dst, StridedLayout layout, unsigned long long n) { strided_copy(src, dst, layout, n); }
 extern "C" __global__ void strided_copy_b8(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n) { strided_copy(src, dst, layout, n); }
+// 16-byte units: the op widens a view whose last dimension is contiguous (rows of a multiple of
+// 16 bytes, 16-byte aligned row starts) to units of 16 bytes, so a permute such as
+// [B, H, N, D] -> [B, N, H, D] moves whole 16-byte vectors instead of 2-byte elements.
+struct alignas(16) U16B { unsigned int x, y, z, w; };
+// The pointers are declared as u64 (for the typed handles) and hold 16-byte units; they must be
+// 16-byte aligned (the op checks), and layout and n count 16-byte units.
+extern "C" __global__ void strided_copy_b16(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n) {
+    strided_copy(reinterpret_cast<const U16B*>(src), reinterpret_cast<U16B*>(dst), layout, n);
+}

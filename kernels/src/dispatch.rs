@@ -219,6 +219,12 @@ family!(cols_sum -> Part<T, SumAcc<T>>; "sum over a dimension", "reductions alon
 family!(cols_max -> Part<T, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
     F32 => reduce_cols_max_f32, F64 => reduce_cols_max_f64,
     F16 => reduce_cols_max_f16, BF16 => reduce_cols_max_bf16);
+family!(cols16_sum -> Part<T, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols16_sum_f32, F64 => reduce_cols16_sum_f64,
+    F16 => reduce_cols16_sum_f16, BF16 => reduce_cols16_sum_bf16);
+family!(cols16_max -> Part<T, Scalar<T>>; "max over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
+    F32 => reduce_cols16_max_f32, F64 => reduce_cols16_max_f64,
+    F16 => reduce_cols16_max_f16, BF16 => reduce_cols16_max_bf16);
 family!(cols_thin_sum -> Rows<T, SumAcc<T>>; "sum over a dimension", "reductions along a dimension exist for f32, f64, f16 and bf16";
     F32 => reduce_cols_thin_sum_f32, F64 => reduce_cols_thin_sum_f64,
     F16 => reduce_cols_thin_sum_f16, BF16 => reduce_cols_thin_sum_bf16);
@@ -263,6 +269,22 @@ pub(crate) fn strided_copy<T: cuda_stack_driver::DeviceRepr>(
     // `from_function` re-checks the parameter sizes. Device addresses of `T` slices are
     // N-aligned (allocations are 256-byte aligned, views start at whole elements). The op checks
     // that every index the layout reaches lies in `src` and that `dst` holds `n` elements.
+    Ok(unsafe { Kernel::from_function(f.clone())? })
+}
+
+/// `strided_copy_b16` for any `T` of 2, 4 or 8 bytes, moving 16-byte units: the caller launches
+/// it with a layout and a count in 16-byte units ([`crate::ops::strided_copy`] widens a view
+/// whose rows are whole, 16-byte aligned vectors) and 16-byte aligned `src` and `dst`.
+pub(crate) fn strided_copy_units16<T: cuda_stack_driver::DeviceRepr>(
+    k: &Kernels,
+) -> Result<StridedCopy<T>> {
+    let f = k.strided_copy_b16()?.function();
+    // SAFETY: strided_copy_b16(const u64* src, u64* dst, StridedLayout layout, unsigned long
+    // long n) only moves 16-byte units through pointers to device memory; `&DeviceSlice<T>` /
+    // `&mut DeviceSlice<T>` pass the same device addresses (`T` is Pod), and `from_function`
+    // re-checks the parameter sizes. What the launch needs beyond the element kernels (16-byte
+    // aligned pointers, a layout and count in 16-byte units inside both buffers) is checked by
+    // the op that launches it.
     Ok(unsafe { Kernel::from_function(f.clone())? })
 }
 

@@ -1289,6 +1289,10 @@ const SHAPES_3D: &[(usize, usize, usize)] = &[
     (3, 700, 65),
     (1, 31, 70_001),
     (2, 64, 4099),
+    // Rows of whole 16-byte packs (reduce_cols16 when aligned): a bias gradient's shape, and
+    // a split one.
+    (1, 16_384, 768),
+    (2, 300, 2304),
 ];
 
 fn reduce_dims<T: Gen>() -> TestResult {
@@ -1315,6 +1319,21 @@ fn reduce_dims<T: Gen>() -> TestResult {
         check_close(&format!("sum_dim{tag}"), &got, &want_sum, |i| {
             sum_rel_tol::<T>() * abs_sum[i]
         })?;
+        // The same input one element off 16-byte alignment takes the scalar column kernel
+        // where the aligned one took reduce_cols16: the sums must agree bit for bit.
+        let dx1 = upload(&s, &x, 1)?;
+        let mut o1 = poisoned::<T::SumAcc>(&s, outer * inner, 0)?;
+        ops::sum_dim(&k, &s, &dx1.slice(1..)?, &mut o1, (outer, size, inner))?;
+        let (a, b) = (download(&s, &o, 0)?, download(&s, &o1, 0)?);
+        ensure!(
+            a.iter()
+                .zip(&b)
+                .all(|(p, q)| T::acc_f64(*p).to_bits() == T::acc_f64(*q).to_bits()),
+            "sum_dim{tag}: aligned and unaligned inputs differ (first: {:?})",
+            a.iter()
+                .zip(&b)
+                .position(|(p, q)| T::acc_f64(*p).to_bits() != T::acc_f64(*q).to_bits())
+        );
         let mut o = poisoned::<T::Scalar>(&s, outer * inner, 0)?;
         ops::max_dim(&k, &s, &dx, &mut o, (outer, size, inner))?;
         let got = download(&s, &o, 0)?;
@@ -1469,6 +1488,14 @@ fn strided_copy_all<T: Gen>() -> TestResult {
             .ok_or("rank 8")?,
         StridedLayout::new(&[3, 0, 4], &[4, 4, 1], 0).ok_or("empty")?,
         StridedLayout::new(&[1000], &[5], 2).ok_or("strided 1-d")?,
+        // Views whose rows are whole 16-byte vectors (strided_copy_b16 when the output is
+        // 16-byte aligned too): a [B, H, N, D] -> [B, N, H, D] head permute, at offset 0 and
+        // 16, a slice of rows, a contiguous run; and one whose offset breaks the alignment.
+        StridedLayout::new(&[2, 5, 3, 16], &[240, 16, 80, 1], 0).ok_or("head permute")?,
+        StridedLayout::new(&[2, 5, 3, 16], &[240, 16, 80, 1], 16).ok_or("permute + 16")?,
+        StridedLayout::new(&[4, 24], &[40, 1], 8).ok_or("row slice")?,
+        StridedLayout::contiguous(&[4096]).ok_or("contiguous 4096")?,
+        StridedLayout::new(&[2, 5, 3, 16], &[240, 16, 80, 1], 3).ok_or("permute + 3")?,
     ];
     for l in &layouts {
         for &off in OFFSETS {

@@ -773,7 +773,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 336 kernels, in manifest order.
+/// The names of all 345 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1027,6 +1027,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "fill_normal_f32",
     "fill_uniform_f32",
     "philox_u32",
+    "reduce_cols16_max_bf16",
+    "reduce_cols16_max_f16",
+    "reduce_cols16_max_f32",
+    "reduce_cols16_max_f64",
+    "reduce_cols16_sum_bf16",
+    "reduce_cols16_sum_f16",
+    "reduce_cols16_sum_f32",
+    "reduce_cols16_sum_f64",
     "reduce_cols_max_bf16",
     "reduce_cols_max_f16",
     "reduce_cols_max_f32",
@@ -1106,6 +1114,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "softmax_small_g8_p4_f32",
     "softmax_smem_f32",
     "softmax_warp_f32",
+    "strided_copy_b16",
     "strided_copy_b2",
     "strided_copy_b4",
     "strided_copy_b8",
@@ -1379,6 +1388,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `fill_normal_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `fill_uniform_f32` | `float* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
 /// | `philox_u32` | `unsigned int* out`, `unsigned long long n`, `unsigned long long seed`, `unsigned long long offset` | `cuda/random.cu` |
+/// | `reduce_cols16_max_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols16_max_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols16_max_f32` | `const float* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols16_max_f64` | `const double* in`, `double* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols16_sum_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols16_sum_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols16_sum_f32` | `const float* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
+/// | `reduce_cols16_sum_f64` | `const double* in`, `double* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
 /// | `reduce_cols_max_bf16` | `const bf16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
 /// | `reduce_cols_max_f16` | `const f16_t* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
 /// | `reduce_cols_max_f32` | `const float* in`, `float* out`, `int rows`, `int cols`, `int chunk` | `cuda/reduce.cu` |
@@ -1458,6 +1475,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `softmax_small_g8_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_smem_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_warp_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `strided_copy_b16` | `const unsigned long long* src`, `unsigned long long* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b2` | `const unsigned short* src`, `unsigned short* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b4` | `const unsigned int* src`, `unsigned int* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b8` | `const unsigned long long* src`, `unsigned long long* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
@@ -3772,6 +3790,22 @@ fn load_random(m: &cuda_stack_driver::Module) -> crate::Result<RandomKernels> {
 /// The kernels of `cuda/reduce.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::reduce_kernels`].
 #[derive(Clone, Debug)]
 pub struct ReduceKernels {
+    /// `reduce_cols16_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols16_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_max_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols16_max_f32(const float* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_max_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols16_max_f64(const double* in, double* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_max_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
+    /// `reduce_cols16_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_sum_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols16_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_sum_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols16_sum_f32(const float* in, float* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_sum_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `reduce_cols16_sum_f64(const double* in, double* out, int rows, int cols, int chunk)`.
+    pub reduce_cols16_sum_f64: Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)`.
     pub reduce_cols_max_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk)`.
@@ -3880,6 +3914,54 @@ pub struct ReduceKernels {
 
 fn load_reduce(m: &cuda_stack_driver::Module) -> crate::Result<ReduceKernels> {
     Ok(ReduceKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_max_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols16_max_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_max_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols16_max_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_max_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols16_max_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_max_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols16_max_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_sum_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols16_sum_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_sum_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols16_sum_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_sum_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("reduce_cols16_sum_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        reduce_cols16_sum_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("reduce_cols16_sum_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -4434,6 +4516,8 @@ fn load_softmax(m: &cuda_stack_driver::Module) -> crate::Result<SoftmaxKernels> 
 /// The kernels of `cuda/strided_copy.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::strided_copy_kernels`].
 #[derive(Clone, Debug)]
 pub struct StridedCopyKernels {
+    /// `strided_copy_b16(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)`.
+    pub strided_copy_b16: Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>,
     /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)`.
     pub strided_copy_b2: Kernel<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>,
     /// `strided_copy_b4(const unsigned int* src, unsigned int* dst, StridedLayout layout, unsigned long long n)`.
@@ -4444,6 +4528,12 @@ pub struct StridedCopyKernels {
 
 fn load_strided_copy(m: &cuda_stack_driver::Module) -> crate::Result<StridedCopyKernels> {
     Ok(StridedCopyKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        strided_copy_b16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>("strided_copy_b16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -5955,6 +6045,46 @@ impl Kernels {
         Ok(&self.random_kernels()?.philox_u32)
     }
 
+    /// `reduce_cols16_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_max_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_max_bf16)
+    }
+
+    /// `reduce_cols16_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_max_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_max_f16)
+    }
+
+    /// `reduce_cols16_max_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_max_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_max_f32)
+    }
+
+    /// `reduce_cols16_max_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_max_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_max_f64)
+    }
+
+    /// `reduce_cols16_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_sum_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_sum_bf16)
+    }
+
+    /// `reduce_cols16_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_sum_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_sum_f16)
+    }
+
+    /// `reduce_cols16_sum_f32(const float* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_sum_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_sum_f32)
+    }
+
+    /// `reduce_cols16_sum_f64(const double* in, double* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
+    pub fn reduce_cols16_sum_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.reduce_kernels()?.reduce_cols16_sum_f64)
+    }
+
     /// `reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk)` from `cuda/reduce.cu` (the first call of any of that file's kernels loads it).
     pub fn reduce_cols_max_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
         Ok(&self.reduce_kernels()?.reduce_cols_max_bf16)
@@ -6348,6 +6478,11 @@ impl Kernels {
     /// `softmax_warp_f32(const float* in, float* out, int rows, int cols)` from `cuda/softmax.cu` (the first call of any of that file's kernels loads it).
     pub fn softmax_warp_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
         Ok(&self.softmax_kernels()?.softmax_warp_f32)
+    }
+
+    /// `strided_copy_b16(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
+    pub fn strided_copy_b16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>> {
+        Ok(&self.strided_copy_kernels()?.strided_copy_b16)
     }
 
     /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
@@ -7366,6 +7501,30 @@ impl Kernels {
         if let Some(f) = self.reduce.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols16_max_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols16_max_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols16_max_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.reduce_cols16_max_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols16_sum_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols16_sum_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols16_sum_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.reduce_cols16_sum_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.reduce_cols_max_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -7520,7 +7679,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, u64)>::from_function(f.reduce_sum_tree_f64.function().clone())? };
-            n += 52;
+            n += 60;
         }
         if let Some(f) = self.sgemm.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -7612,6 +7771,9 @@ impl Kernels {
         if let Some(f) = self.strided_copy.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>::from_function(f.strided_copy_b16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<u16>, &'static mut DeviceSlice<u16>, StridedLayout, u64)>::from_function(f.strided_copy_b2.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -7619,7 +7781,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>::from_function(f.strided_copy_b8.function().clone())? };
-            n += 3;
+            n += 4;
         }
         if let Some(f) = self.vector_add.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -7891,6 +8053,14 @@ impl Kernels {
             "fill_normal_f32" => self.fill_normal_f32().ok().map(|k| k.function()),
             "fill_uniform_f32" => self.fill_uniform_f32().ok().map(|k| k.function()),
             "philox_u32" => self.philox_u32().ok().map(|k| k.function()),
+            "reduce_cols16_max_bf16" => self.reduce_cols16_max_bf16().ok().map(|k| k.function()),
+            "reduce_cols16_max_f16" => self.reduce_cols16_max_f16().ok().map(|k| k.function()),
+            "reduce_cols16_max_f32" => self.reduce_cols16_max_f32().ok().map(|k| k.function()),
+            "reduce_cols16_max_f64" => self.reduce_cols16_max_f64().ok().map(|k| k.function()),
+            "reduce_cols16_sum_bf16" => self.reduce_cols16_sum_bf16().ok().map(|k| k.function()),
+            "reduce_cols16_sum_f16" => self.reduce_cols16_sum_f16().ok().map(|k| k.function()),
+            "reduce_cols16_sum_f32" => self.reduce_cols16_sum_f32().ok().map(|k| k.function()),
+            "reduce_cols16_sum_f64" => self.reduce_cols16_sum_f64().ok().map(|k| k.function()),
             "reduce_cols_max_bf16" => self.reduce_cols_max_bf16().ok().map(|k| k.function()),
             "reduce_cols_max_f16" => self.reduce_cols_max_f16().ok().map(|k| k.function()),
             "reduce_cols_max_f32" => self.reduce_cols_max_f32().ok().map(|k| k.function()),
@@ -7970,6 +8140,7 @@ impl Kernels {
             "softmax_small_g8_p4_f32" => self.softmax_small_g8_p4_f32().ok().map(|k| k.function()),
             "softmax_smem_f32" => self.softmax_smem_f32().ok().map(|k| k.function()),
             "softmax_warp_f32" => self.softmax_warp_f32().ok().map(|k| k.function()),
+            "strided_copy_b16" => self.strided_copy_b16().ok().map(|k| k.function()),
             "strided_copy_b2" => self.strided_copy_b2().ok().map(|k| k.function()),
             "strided_copy_b4" => self.strided_copy_b4().ok().map(|k| k.function()),
             "strided_copy_b8" => self.strided_copy_b8().ok().map(|k| k.function()),

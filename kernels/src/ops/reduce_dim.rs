@@ -10,7 +10,9 @@
 //!   fill every SM; a second launch reduces the `[rows, P]` partials with the warp kernel;
 //! - `inner > 1`: columns (`reduce_cols_*`): 32 adjacent columns per block, 8 thread rows, the
 //!   reduced dimension split into `P` parts when `outer · ceil(inner / 32)` blocks cannot fill
-//!   the GPU, then one more launch over the `[outer, P, inner]` partials; a reduced dimension of
+//!   the GPU, then one more launch over the `[outer, P, inner]` partials (`reduce_cols16_*`, a
+//!   16-byte load of adjacent columns per lane and the same sums bit for bit, when `inner` is a
+//!   multiple of 16 bytes and `x` is 16-byte aligned); a reduced dimension of
 //!   at most [`THIN_MAX_SIZE`] uses `reduce_cols_thin_*` instead (4 columns per thread, all their
 //!   rows' loads in flight).
 //!
@@ -65,6 +67,7 @@ struct Plan<'k, T: DeviceRepr, A: DeviceRepr> {
     rows: &'k Rows<T, A>,
     rows_part: &'k Part<T, A>,
     cols: &'k Part<T, A>,
+    cols16: &'k Part<T, A>,
     cols_thin: &'k Rows<T, A>,
     rows_acc: &'k Rows<A, A>,
     cols_acc: &'k Part<A, A>,
@@ -84,6 +87,7 @@ pub fn sum_dim<T: Element>(
         rows: dispatch::rows_sum::<T>(k)?,
         rows_part: dispatch::rows_part_sum::<T>(k)?,
         cols: dispatch::cols_sum::<T>(k)?,
+        cols16: dispatch::cols16_sum::<T>(k)?,
         cols_thin: dispatch::cols_thin_sum::<T>(k)?,
         rows_acc: dispatch::acc_rows_sum::<T>(k)?,
         cols_acc: dispatch::acc_cols_sum::<T>(k)?,
@@ -112,6 +116,7 @@ pub fn max_dim<T: Element>(
         rows: dispatch::rows_max::<T>(k)?,
         rows_part: dispatch::rows_part_max::<T>(k)?,
         cols: dispatch::cols_max::<T>(k)?,
+        cols16: dispatch::cols16_max::<T>(k)?,
         cols_thin: dispatch::cols_thin_max::<T>(k)?,
         rows_acc: dispatch::acc_rows_max::<T>(k)?,
         cols_acc: dispatch::acc_cols_max::<T>(k)?,
@@ -271,6 +276,15 @@ fn cols<T: DeviceRepr, A: DeviceRepr>(
         return Ok(());
     }
     let gx = blocks(inner, 32);
+    // 16-byte rows: one 16-byte load of V adjacent columns per lane (every slab starts at a
+    // multiple of size·inner elements, so a 16-byte aligned x keeps every row aligned).
+    let v = 16 / std::mem::size_of::<T>();
+    let wide = inner % v == 0 && x.as_raw_ptr() % 16 == 0;
+    let (first, gx_first) = if wide {
+        (plan.cols16, blocks(inner, 32 * v))
+    } else {
+        (plan.cols, gx)
+    };
     let parts = col_parts(outer, size, inner, sm_count);
     let chunk = size.div_ceil(parts).max(1);
     let parts = size.div_ceil(chunk).max(1);
@@ -295,19 +309,20 @@ fn cols<T: DeviceRepr, A: DeviceRepr>(
     while o < outer {
         let slab = (outer - o).min(GRID_YZ_MAX);
         let xs = x.slice(o * size * inner..(o + slab) * size * inner)?;
-        let cfg = LaunchConfig::new((gx, parts as u32, slab as u32), (32, 8));
+        let cfg = LaunchConfig::new((gx_first, parts as u32, slab as u32), (32, 8));
         match partial.as_mut() {
             None => {
                 let mut os = out.slice_mut(o * inner..(o + slab) * inner)?;
                 // SAFETY: block (bx, p = 0, z) reads xs[z·size·inner + r·inner + c] for
                 // r < size, c < inner (xs holds slab·size·inner) and writes os[z·inner + c]
-                // (os holds slab·inner).
-                unsafe { plan.cols.launch(s, &cfg, &xs, &mut os, sz, inn, ch) }?;
+                // (os holds slab·inner); reduce_cols16 reads 16-byte packs of V whole columns
+                // (inner % V == 0) from 16-byte aligned rows (checked in `wide`).
+                unsafe { first.launch(s, &cfg, &xs, &mut os, sz, inn, ch) }?;
             }
             Some(partial) => {
                 let mut ps = partial.slice_mut(o * parts * inner..(o + slab) * parts * inner)?;
                 // SAFETY: as above, writing ps[(z·P + p)·inner + c] < slab·P·inner = ps.len().
-                unsafe { plan.cols.launch(s, &cfg, &xs, &mut ps, sz, inn, ch) }?;
+                unsafe { first.launch(s, &cfg, &xs, &mut ps, sz, inn, ch) }?;
                 let mut os = out.slice_mut(o * inner..(o + slab) * inner)?;
                 let p = to_i32(op, "parts", parts)?;
                 let fin = LaunchConfig::new((gx, 1, slab as u32), (32, 8));
