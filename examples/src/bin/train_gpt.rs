@@ -8,9 +8,12 @@
 //!   `--grad-accum` micro-batches per step, 5,000 iterations (`--iters`). A progress bar shows
 //!   the loss and tokens/s; every `--eval-interval` iterations both splits are evaluated over
 //!   `--eval-iters` batches with dropout off. At the end: `loss.svg` (train and validation
-//!   curves), `losses.csv`, `losses.json`, `ckpt.safetensors` (nanoGPT's names, written to a
-//!   temporary name and renamed) and `sample.txt` (`--sample-tokens` characters, top-k
-//!   `--top-k`, `--temperature`, from `--start`, with a KV cache) in `--out`
+//!   curves), `losses.csv`, `losses.json`, `ckpt.safetensors` (the last iteration's weights,
+//!   nanoGPT's names, written to a temporary name and renamed), `best.safetensors` (written at
+//!   each evaluation that improves the validation loss, as nanoGPT's shakespeare_char does:
+//!   the model overfits this small corpus) and `sample.txt` (from the best weights;
+//!   `--sample-tokens` characters, top-k `--top-k`, `--temperature`, from `--start`, with a KV
+//!   cache) in `--out`
 //!   (`target/train_gpt`). `--resume FILE` starts from a checkpoint's weights and iteration
 //!   (AdamW's moments start at zero; `--lr-decay-iters` keeps a split run's schedule whole).
 //! - `--config gpt2-124m`: GPT-2 124M (vocabulary 50304) on synthetic random tokens, batch

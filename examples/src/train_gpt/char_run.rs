@@ -209,6 +209,29 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
             .map_err(|e| e.to_string())?,
     );
     let tokens_per_iter = tc.batch * tc.grad_accum * block;
+    // nanoGPT's shakespeare_char (`always_save_checkpoint = False`: "we expect to overfit on this
+    // small dataset, so only save when val improves"): `best.safetensors` holds the weights of
+    // the best validation loss so far, written when an evaluation improves on it; the sample at
+    // the end comes from them. `ckpt.safetensors` is the last iteration's (for --resume).
+    let mut meta = BTreeMap::new();
+    meta.insert("format".to_string(), "pt".to_string());
+    meta.insert("config".to_string(), format!("{cfg:?}"));
+    meta.insert("vocab".to_string(), corpus.vocab.chars().iter().collect());
+    let save = |trainer: &Trainer<U>, path: &std::path::Path, it: usize| -> BoxResult<()> {
+        let mut m = meta.clone();
+        m.insert("iter".to_string(), it.to_string());
+        checkpoint::save(path, &trainer.model().named_parameters(), Some(&m))?;
+        Ok(())
+    };
+    let best_path = a.out.join("best.safetensors");
+    let mut best: Option<EvalPoint> = None;
+    let mut keep_best = |trainer: &Trainer<U>, e: EvalPoint| -> BoxResult<()> {
+        if best.is_none_or(|b| e.val < b.val) {
+            save(trainer, &best_path, e.iter)?;
+            best = Some(e);
+        }
+        Ok(())
+    };
     let t_run = Instant::now();
     let mut eval_seconds = 0.0;
     let mut pending: Vec<(usize, Tensor<f32>)> = Vec::new();
@@ -217,8 +240,9 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
         if it % eval_interval == 0 {
             let t = Instant::now();
             evaluate(&trainer, &mut curves, it)?;
-            eval_seconds += t.elapsed().as_secs_f64();
             let e = curves.evals[curves.evals.len() - 1];
+            keep_best(&trainer, e)?;
+            eval_seconds += t.elapsed().as_secs_f64();
             pb.println(format!(
                 "iter {it}: train loss {:.4}, val loss {:.4}",
                 e.train, e.val
@@ -254,8 +278,10 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     }
     let t = Instant::now();
     evaluate(&trainer, &mut curves, iters.max(start))?;
+    keep_best(&trainer, curves.evals[curves.evals.len() - 1])?;
     eval_seconds += t.elapsed().as_secs_f64();
     pb.finish_and_clear();
+    let best = best.ok_or("no evaluation ran")?;
     let run_seconds = t_run.elapsed().as_secs_f64();
     let train_seconds = run_seconds - eval_seconds;
     let done = iters.saturating_sub(start);
@@ -274,6 +300,12 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
         train_seconds * 1e3 / done.max(1) as f64,
         last.val
     ));
+    out.say(format!(
+        "best val loss {:.4} at iteration {} (nanoGPT's shakespeare_char: 1.4697)",
+        best.val, best.iter
+    ));
+    out.put("best_val_loss", json!(best.val));
+    out.put("best_val_iter", json!(best.iter));
 
     // Files: curves, checkpoint, sample.
     let title = format!(
@@ -282,18 +314,18 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     );
     curves.write(&a.out, &title)?;
     let ckpt = a.out.join("ckpt.safetensors");
-    let mut meta = BTreeMap::new();
-    meta.insert("format".to_string(), "pt".to_string());
-    meta.insert("iter".to_string(), iters.max(start).to_string());
-    meta.insert("config".to_string(), format!("{cfg:?}"));
-    meta.insert("vocab".to_string(), corpus.vocab.chars().iter().collect());
-    checkpoint::save(&ckpt, &trainer.model().named_parameters(), Some(&meta))?;
+    save(&trainer, &ckpt, iters.max(start))?;
     out.say(format!(
-        "wrote {0}/loss.svg, {0}/losses.csv, {0}/losses.json, {1}",
+        "wrote {0}/loss.svg, {0}/losses.csv, {0}/losses.json, {1} (the last iteration) and {2} \
+         (iteration {3}, the best validation loss)",
         a.out.display(),
-        ckpt.display()
+        ckpt.display(),
+        best_path.display(),
+        best.iter
     ));
     if sample_tokens > 0 {
+        // The sample comes from the best weights, as nanoGPT samples from its saved checkpoint.
+        Checkpoint::open(&best_path)?.load_into(&trainer.model().named_parameters())?;
         let t = Instant::now();
         let ids = trainer.model().generate::<U>(&prompt, &sample, true)?;
         let secs = t.elapsed().as_secs_f64();
