@@ -43,6 +43,24 @@ pub(crate) fn to_i32(op: &'static str, what: &'static str, v: usize) -> Result<i
     })
 }
 
+/// The largest extent the kernels whose `int` loop counters step by less than 2^30 take (the
+/// transformer ops: LayerNorm, the classifier, embeddings): started below this bound, such a
+/// counter stays below 2^31 and never wraps. Each op's docs say why its steps are that small.
+pub(crate) const MAX_INT_DIM: usize = 1 << 30;
+
+/// `v` as the `int` such a kernel takes, or [`Error::TooLarge`] above [`MAX_INT_DIM`].
+pub(crate) fn to_int_dim(op: &'static str, what: &'static str, v: usize) -> Result<i32> {
+    if v > MAX_INT_DIM {
+        return Err(Error::TooLarge {
+            op,
+            what,
+            value: v as u128,
+            max: MAX_INT_DIM as u128,
+        });
+    }
+    to_i32(op, what, v)
+}
+
 /// `len == expected`, else [`Error::Length`].
 pub(crate) fn check_len(
     op: &'static str,

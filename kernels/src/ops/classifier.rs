@@ -4,7 +4,7 @@
 //! upstream gradient and the scale in [`Element::Scalar`].
 
 use crate::dispatch;
-use crate::launch::{check_len, check_matrix, to_i32};
+use crate::launch::{check_len, check_matrix, to_int_dim};
 use crate::{Element, Error, Kernels, Result};
 use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
@@ -15,23 +15,10 @@ fn config(rows: usize) -> LaunchConfig {
     LaunchConfig::new(rows.clamp(1, 65535) as u32, CLASSIFIER_THREADS)
 }
 
-/// The most rows and the most classes the kernels take: their `int` counters step by
-/// `gridDim.x <= 65535` (rows) or 512 (columns, packets) from a value below this bound, so
-/// they stay below 2^31 and never wrap.
-const MAX_DIM: usize = 1 << 30;
-
-/// `v` as the kernels' `int`, or [`Error::TooLarge`] above [`MAX_DIM`].
-fn dim(op: &'static str, what: &'static str, v: usize) -> Result<i32> {
-    if v > MAX_DIM {
-        return Err(Error::TooLarge {
-            op,
-            what,
-            value: v as u128,
-            max: MAX_DIM as u128,
-        });
-    }
-    to_i32(op, what, v)
-}
+// Extents are capped at 2^30 (`to_int_dim`, `launch::MAX_INT_DIM`), because of the steps below.
+// The most rows and the most classes the kernels take: their `int` counters step by
+// `gridDim.x <= 65535` (rows) or 512 (columns, packets) from a value below this bound, so
+// they stay below 2^31 and never wrap.
 
 /// Checks the shared operands; `(rows, classes)` as the kernels' `int`s, each at most 2^30.
 fn check(
@@ -51,7 +38,10 @@ fn check(
             problem: format!("{rows} rows of 0 classes: every target is out of range"),
         });
     }
-    Ok((dim(op, "rows", rows)?, dim(op, "classes", classes)?))
+    Ok((
+        to_int_dim(op, "rows", rows)?,
+        to_int_dim(op, "classes", classes)?,
+    ))
 }
 
 /// `loss[r] = logsumexp(logits[r]) − logits[r][targets[r]]` for the row-major

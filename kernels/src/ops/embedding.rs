@@ -2,31 +2,18 @@
 //! and bf16 tables, i32 ids.
 
 use crate::dispatch;
-use crate::launch::{check_len, check_matrix, elems, to_i32};
+use crate::launch::{check_len, check_matrix, elems, to_i32, to_int_dim};
 use crate::{Element, Error, Kernels, Result};
 use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// Tokens per chunk of the backward's stable sort (the rank kernel's block size).
 const CHUNK: usize = 256;
 
-/// The most tokens, vocabulary rows and columns the kernels take. Their `int` loop counters
-/// step by less than 2^30 (tokens: `gridDim.x · 8 <= 65535 · 8`; ids: `gridDim.y <= 65535` or
-/// 256; columns: 32 or 256) from a value below this bound, so they stay below 2^31, as do the
-/// sort's positions (at most n) and `(vocab + 1023) / 1024`.
-const MAX_DIM: usize = 1 << 30;
-
-/// `v` as the kernels' `int`, or [`Error::TooLarge`] above [`MAX_DIM`].
-fn dim(op: &'static str, what: &'static str, v: usize) -> Result<i32> {
-    if v > MAX_DIM {
-        return Err(Error::TooLarge {
-            op,
-            what,
-            value: v as u128,
-            max: MAX_DIM as u128,
-        });
-    }
-    to_i32(op, what, v)
-}
+// Extents are capped at 2^30 (`to_int_dim`, `launch::MAX_INT_DIM`), because of the steps below.
+// The most tokens, vocabulary rows and columns the kernels take. Their `int` loop counters
+// step by less than 2^30 (tokens: `gridDim.x · 8 <= 65535 · 8`; ids: `gridDim.y <= 65535` or
+// 256; columns: 32 or 256) from a value below this bound, so they stay below 2^31, as do the
+// sort's positions (at most n) and `(vocab + 1023) / 1024`.
 
 /// The i32 workspace [`embedding_bwd`] needs for `n` tokens and a `[vocab, C]` table:
 /// `ceil(n / 256) · vocab` per-chunk counts, plus `2n + 2·vocab + 1` (ranks, order, totals,
@@ -64,9 +51,9 @@ pub fn embedding_fwd<T: Element>(
     check_len(OP, "ids", ids.len(), n)?;
     check_matrix(OP, "out", out.len(), n, cols)?;
     let (nn, v, c) = (
-        dim(OP, "n", n)?,
-        dim(OP, "vocab", vocab)?,
-        dim(OP, "cols", cols)?,
+        to_int_dim(OP, "n", n)?,
+        to_int_dim(OP, "vocab", vocab)?,
+        to_int_dim(OP, "cols", cols)?,
     );
     if n == 0 || cols == 0 {
         return Ok(());
@@ -111,11 +98,11 @@ pub fn embedding_bwd<T: Element>(
         embedding_workspace_len(n, vocab)?,
     )?;
     // Offsets and positions are i32 (at most n and vocab + 1), and every `int` loop counter
-    // stays below 2^31 (see MAX_DIM): n, vocab, cols <= 2^30.
+    // stays below 2^31 (see to_int_dim's cap above): n, vocab, cols <= 2^30.
     let (nn, v, c) = (
-        dim(OP, "n", n)?,
-        dim(OP, "vocab", vocab)?,
-        dim(OP, "cols", cols)?,
+        to_int_dim(OP, "n", n)?,
+        to_int_dim(OP, "vocab", vocab)?,
+        to_int_dim(OP, "cols", cols)?,
     );
     if vocab == 0 || cols == 0 {
         return Ok(());

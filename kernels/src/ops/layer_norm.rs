@@ -2,7 +2,7 @@
 //! f16 and bf16, statistics in [`Element::Scalar`] (f32, or f64 for f64).
 
 use crate::dispatch;
-use crate::launch::{check_len, check_matrix, elems, to_i32};
+use crate::launch::{check_len, check_matrix, elems, to_i32, to_int_dim};
 use crate::{Element, Error, Kernels, Result};
 use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
@@ -52,24 +52,11 @@ pub fn layer_norm_workspace_len(rows: usize, cols: usize) -> Result<usize> {
     elems("layer_norm_backward", layer_norm_parts(rows).0, cols)
 }
 
-/// The most rows and the most columns the kernels take: their `int` row and column counters
-/// step by less than 2^30 (rows: `gridDim.x · 8 <= 65535 · 8`; columns: 256, or `gridDim.x · 32
-/// = 32 · ceil(cols / 32) <= 2^30` in the parameter-gradient kernel) from a value below this
-/// bound, so they stay below 2^31 and never wrap.
-const MAX_DIM: usize = 1 << 30;
-
-/// `v` as the kernels' `int`, or [`Error::TooLarge`] above [`MAX_DIM`].
-fn dim(op: &'static str, what: &'static str, v: usize) -> Result<i32> {
-    if v > MAX_DIM {
-        return Err(Error::TooLarge {
-            op,
-            what,
-            value: v as u128,
-            max: MAX_DIM as u128,
-        });
-    }
-    to_i32(op, what, v)
-}
+// Extents are capped at 2^30 (`to_int_dim`, `launch::MAX_INT_DIM`), because of the steps below.
+// The most rows and the most columns the kernels take: their `int` row and column counters
+// step by less than 2^30 (rows: `gridDim.x · 8 <= 65535 · 8`; columns: 256, or `gridDim.x · 32
+// = 32 · ceil(cols / 32) <= 2^30` in the parameter-gradient kernel) from a value below this
+// bound, so they stay below 2^31 and never wrap.
 
 fn check_cols(op: &'static str, rows: usize, cols: usize) -> Result<()> {
     if rows > 0 && cols == 0 {
@@ -120,7 +107,7 @@ pub fn layer_norm_fwd<T: Element>(
     check_len(OP, "mean", mean.len(), rows)?;
     check_len(OP, "rstd", rstd.len(), rows)?;
     check_cols(OP, rows, cols)?;
-    let (r, c) = (dim(OP, "rows", rows)?, dim(OP, "cols", cols)?);
+    let (r, c) = (to_int_dim(OP, "rows", rows)?, to_int_dim(OP, "cols", cols)?);
     if rows == 0 {
         return Ok(());
     }
@@ -182,7 +169,7 @@ pub fn layer_norm_bwd<T: Element>(
     check_len(OP, "partial_w", partial_w.len(), ws)?;
     check_len(OP, "partial_b", partial_b.len(), ws)?;
     check_cols(OP, rows, cols)?;
-    let (r, c) = (dim(OP, "rows", rows)?, dim(OP, "cols", cols)?);
+    let (r, c) = (to_int_dim(OP, "rows", rows)?, to_int_dim(OP, "cols", cols)?);
     if cols == 0 {
         return Ok(());
     }
