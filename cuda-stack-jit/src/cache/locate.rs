@@ -11,14 +11,15 @@
 //! - a bare soname is looked up the way glibc's loader looks it up, where that is certain:
 //!   neither the executable nor the object that calls the loader names folders of its own
 //!   (`DT_RPATH`, `DT_RUNPATH`: then the answer is `None`, the caller loads NVRTC) and no library
-//!   of that stem is mapped in this process yet; then the first folder of `$LD_LIBRARY_PATH` (as
+//!   of that stem is on the loader's list of loaded objects yet (read from the loader,
+//!   [`super::dynamic_loader`]); then the first folder of `$LD_LIBRARY_PATH` (as
 //!   the process started; as it is now, if that differs, the answer is `None`) that holds the
 //!   file names it; else `/etc/ld.so.cache`'s entry for this machine's architecture (one
 //!   existing file, or `None` when there are several); else the default system folders
 //!   (`/lib`, `/usr/lib`, `/lib64`, `/usr/lib64`, the multiarch ones) when exactly one holds
-//!   it. A copy in a hardware-capability subfolder (`glibc-hwcaps/…`, `tls`, …) of a folder
-//!   searched, which the loader would prefer by rules this module does not emulate, makes the
-//!   answer `None`; so does anything it cannot check (another OS or C library, an unreadable
+//!   it. A copy in a hardware-capability subfolder (`glibc-hwcaps/…`; before glibc 2.37 also
+//!   the legacy `tls`, `haswell`, …) of a folder searched, which the loader would prefer by
+//!   rules this module does not emulate, makes the answer `None`; so does anything it cannot check (another OS or C library, an unreadable
 //!   file, a `$` token in `$LD_LIBRARY_PATH`, an unknown cache layout that names the soname).
 //!   A soname found nowhere is skipped (the loader fails on it too).
 //!
@@ -26,6 +27,8 @@
 //! load; the compiler module checks the answer whenever the process does load NVRTC, and writes
 //! nothing to disk under a name it could not confirm.
 
+use super::dynamic_loader;
+use std::cell::OnceCell;
 use std::ffi::OsString;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -112,17 +115,21 @@ pub(crate) fn predict(
 
 /// What the system loader would search for a soname, gathered once.
 struct SystemLoader {
-    /// File names of the objects mapped into this process.
+    /// File names of the objects the loader has loaded into this process.
     mapped: Vec<String>,
     /// `$LD_LIBRARY_PATH`'s folders, in order (as the process started).
     ld_path: Vec<PathBuf>,
     /// The default system folders.
     defaults: Vec<PathBuf>,
-    /// `/etc/ld.so.cache` (empty when there is none).
-    ld_cache: Vec<u8>,
+    /// `/etc/ld.so.cache`, read when a soname first gets that far (empty when there is none;
+    /// `None` when it could not be read).
+    ld_cache: OnceCell<Option<Vec<u8>>>,
     /// The `flags` of this machine's architecture in the cache's entries (`0x0300` for
     /// x86-64, `0x0a00` for AArch64; the low byte says the C library).
     arch_flags: u32,
+    /// Whether the loader also searches the legacy hardware-capability subfolders (glibc
+    /// before 2.37).
+    legacy_hwcaps: bool,
 }
 
 /// Legacy hardware-capability subfolders (glibc before 2.37 searched them below each folder).
@@ -141,17 +148,22 @@ impl SystemLoader {
             "aarch64" => ("aarch64-linux-gnu", 0x0a00),
             _ => return None,
         };
-        let maps = fs::read_to_string("/proc/self/maps").ok()?;
-        let mapped: Vec<String> = map_entries(&maps)
-            .filter_map(|e| Path::new(e.path).file_name()?.to_str().map(String::from))
+        let objects = dynamic_loader::loaded_objects()?;
+        let mapped: Vec<String> = objects
+            .iter()
+            .filter_map(|o| o.file_name().map(String::from))
             .collect();
         // Folders of the executable and of the object calling dlopen (libloading, linked where
-        // cuda-stack-sys is) come first for a soname: refuse to guess when either has any.
-        let exe = fs::canonicalize("/proc/self/exe").ok()?;
+        // cuda-stack-sys is: usually the executable itself) come first for a soname: refuse
+        // to guess when either has any. The executable is read through `/proc/self/exe`.
+        if has_own_search_path(Path::new("/proc/self/exe"))? {
+            return None;
+        }
         let load = cuda_stack_driver::cuda_stack_sys::Nvrtc::load as *const ();
-        let caller = object_at(&maps, load as usize)?;
-        for object in [exe.as_path(), caller.as_path()] {
-            if has_own_search_path(object)? {
+        let caller = objects.iter().find(|o| o.contains(load as usize))?;
+        if let Some(path) = &caller.path {
+            // A relative name would be read against the working folder: refuse to guess.
+            if !path.is_absolute() || has_own_search_path(path)? {
                 return None;
             }
         }
@@ -180,18 +192,25 @@ impl SystemLoader {
             .collect();
         defaults.push(Path::new("/lib").join(multiarch));
         defaults.push(Path::new("/usr/lib").join(multiarch));
-        let ld_cache = match fs::read("/etc/ld.so.cache") {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(_) => return None,
-        };
         Some(SystemLoader {
             mapped,
             ld_path,
             defaults,
-            ld_cache,
+            ld_cache: OnceCell::new(),
             arch_flags,
+            legacy_hwcaps: dynamic_loader::searches_legacy_hwcap_dirs(),
         })
+    }
+
+    /// The loader's cache, read on first use (see [`SystemLoader::ld_cache`]).
+    fn ld_cache(&self) -> Option<&[u8]> {
+        self.ld_cache
+            .get_or_init(|| match fs::read("/etc/ld.so.cache") {
+                Ok(b) => Some(b),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Some(Vec::new()),
+                Err(_) => None,
+            })
+            .as_deref()
     }
 
     /// Where the loader would find `soname` (see the module docs for the order).
@@ -201,9 +220,10 @@ impl SystemLoader {
             return Resolved::Unknown;
         }
         // A copy in a hardware-capability subfolder would be preferred by rules not emulated.
+        let depth = if self.legacy_hwcaps { 3 } else { 0 };
         let in_subfolder = |d: &Path| {
             let mut dirs = Vec::new();
-            with_hwcap_dirs(d, 3, &mut dirs);
+            with_hwcap_dirs(d, depth, &mut dirs);
             dirs.iter().skip(1).any(|s| s.join(soname).exists())
         };
         for d in &self.ld_path {
@@ -214,7 +234,10 @@ impl SystemLoader {
                 return Resolved::At(d.join(soname));
             }
         }
-        match ld_cache_lookup(&self.ld_cache, soname.as_bytes(), self.arch_flags) {
+        let Some(ld_cache) = self.ld_cache() else {
+            return Resolved::Unknown;
+        };
+        match ld_cache_lookup(ld_cache, soname.as_bytes(), self.arch_flags) {
             CacheLookup::Unknown => return Resolved::Unknown,
             CacheLookup::Paths(paths) => {
                 let mut files: Vec<PathBuf> = paths
@@ -336,7 +359,12 @@ fn ld_cache_lookup(cache: &[u8], soname: &[u8], arch_flags: u32) -> CacheLookup 
 #[cfg(unix)]
 fn startup_env(name: &str) -> Option<OsString> {
     use std::os::unix::ffi::OsStringExt;
-    let env = fs::read("/proc/self/environ").ok()?;
+    // One read into a buffer of the usual size (`fs::read` of a /proc file, which reports no
+    // size, grows its buffer from 32 bytes, one read per doubling).
+    let mut env = Vec::with_capacity(64 << 10);
+    fs::File::open("/proc/self/environ")
+        .and_then(|mut f| f.read_to_end(&mut env))
+        .ok()?;
     let prefix = format!("{name}=");
     env.split(|&b| b == 0)
         .find_map(|kv| kv.strip_prefix(prefix.as_bytes()))
@@ -350,10 +378,6 @@ fn startup_env(_name: &str) -> Option<OsString> {
 
 /// One line of `/proc/self/maps`.
 pub(crate) struct MapEntry<'a> {
-    /// First address.
-    pub(crate) start: usize,
-    /// One past the last address.
-    pub(crate) end: usize,
     /// The file's inode (0 for anonymous memory).
     pub(crate) inode: u64,
     /// The file's path (may end in ` (deleted)`); empty for anonymous memory.
@@ -372,22 +396,13 @@ pub(crate) fn map_entries(maps: &str) -> impl Iterator<Item = MapEntry<'_>> {
             rest = &rest[end..];
         }
         let path = rest.trim();
-        let (start, end) = fields[0].split_once('-')?;
+        fields[0].split_once('-')?; // an address range: a mapping line
         Some(MapEntry {
-            start: usize::from_str_radix(start, 16).ok()?,
-            end: usize::from_str_radix(end, 16).ok()?,
             inode: fields[4].parse().ok()?,
             path,
         })
         .filter(|e| e.path.starts_with('/'))
     })
-}
-
-/// The file mapped at `addr`.
-fn object_at(maps: &str, addr: usize) -> Option<PathBuf> {
-    map_entries(maps)
-        .find(|e| e.start <= addr && addr < e.end)
-        .map(|e| PathBuf::from(e.path))
 }
 
 fn le(b: &[u8], at: usize, n: usize) -> Option<u64> {
@@ -528,16 +543,8 @@ mod tests {
                     7f00-7f10 r--p 00000000 00:00 0 \n";
         let e: Vec<_> = map_entries(maps).collect();
         assert_eq!(e.len(), 1);
-        assert_eq!(
-            (e[0].start, e[0].end, e[0].inode),
-            (0x400000, 0x452000, 173521)
-        );
+        assert_eq!(e[0].inode, 173521);
         assert_eq!(e[0].path, "/usr/bin/a b");
-        assert_eq!(
-            object_at(maps, 0x400100),
-            Some(PathBuf::from("/usr/bin/a b"))
-        );
-        assert_eq!(object_at(maps, 0x452000), None);
     }
 
     #[test]
@@ -629,8 +636,11 @@ mod tests {
             mapped: vec!["libc.so.6".into()],
             ld_path: vec![d.join("empty"), d.clone()],
             defaults: vec![],
-            ld_cache: b"ld.so-1.7.0\0libfoo.so.1\0/usr/lib/libfoo.so.1\0".to_vec(),
+            ld_cache: OnceCell::from(Some(
+                b"ld.so-1.7.0\0libfoo.so.1\0/usr/lib/libfoo.so.1\0".to_vec(),
+            )),
             arch_flags: 0x0300,
+            legacy_hwcaps: true,
         };
         assert_eq!(l.resolve("libnvrtc.so.13"), Resolved::Absent);
         assert_eq!(
@@ -650,6 +660,22 @@ mod tests {
             l.resolve("libnvrtc.so.13"),
             Resolved::Unknown,
             "in a legacy hwcap folder"
+        );
+        // glibc 2.37 and later no longer search the legacy folders: the copy there is moot.
+        let l = SystemLoader {
+            legacy_hwcaps: false,
+            ..l
+        };
+        assert_eq!(
+            l.resolve("libnvrtc.so.13"),
+            Resolved::At(d.join("libnvrtc.so.13")),
+            "legacy folders unsearched"
+        );
+        fs::write(d.join("glibc-hwcaps/x86-64-v3/libnvrtc.so.13"), b"").unwrap();
+        assert_eq!(
+            l.resolve("libnvrtc.so.13"),
+            Resolved::Unknown,
+            "in a glibc-hwcaps folder"
         );
     }
 }

@@ -50,6 +50,7 @@
 
 mod compiler;
 mod disk;
+mod dynamic_loader;
 mod entry;
 mod locate;
 
