@@ -80,8 +80,18 @@ impl<T: GradElement> Var<T> {
 }
 
 impl<T: GradElement> Meta<T> {
-    /// Calls the grad-ready hooks with the accumulated gradient (none registered: nothing).
+    /// Runs the gradient sink, if one is set, then calls the grad-ready hooks with the
+    /// accumulated gradient (none registered: nothing).
     pub(crate) fn run_grad_hooks(&self) -> Result<()> {
+        let sink = lock(&self.sink).as_ref().map(|(_, s)| s.clone());
+        if let Some(sink) = sink {
+            let taken = lock(&self.grad).take();
+            if let Some(mut grad) = taken {
+                let result = sink(&mut grad);
+                *lock(&self.grad) = Some(grad);
+                result?;
+            }
+        }
         let hooks: Vec<GradHookFn<T>> = lock(&self.hooks).iter().map(|(_, h)| h.clone()).collect();
         if hooks.is_empty() {
             return Ok(());
@@ -93,5 +103,55 @@ impl<T: GradElement> Meta<T> {
             h(&grad)?;
         }
         Ok(())
+    }
+}
+
+/// Removes a gradient sink ([`Var::set_grad_sink`]) when dropped.
+pub(crate) struct GradSinkHandle<T: GradElement> {
+    meta: Weak<Meta<T>>,
+    id: u64,
+}
+
+impl<T: GradElement> Drop for GradSinkHandle<T> {
+    fn drop(&mut self) {
+        if let Some(meta) = self.meta.upgrade() {
+            let mut sink = lock(&meta.sink);
+            if sink.as_ref().is_some_and(|(id, _)| *id == self.id) {
+                *sink = None;
+            }
+        }
+    }
+}
+
+impl<T: GradElement> Var<T> {
+    /// Sets this leaf's gradient sink (see `Meta::sink`): `sink` gets the accumulated gradient
+    /// by `&mut` after each backward pass, before the grad-ready hooks, and may rewrite it in
+    /// place. One sink per leaf: a second is refused while the first's handle lives.
+    pub(crate) fn set_grad_sink(
+        &self,
+        sink: impl Fn(&mut Tensor<T>) -> Result<()> + Send + Sync + 'static,
+    ) -> Result<GradSinkHandle<T>> {
+        if !self.requires_grad() || !self.is_leaf() {
+            return Err(NnError::Invalid {
+                what: "Var::set_grad_sink",
+                problem: "only leaves that require grad accumulate gradients".into(),
+            });
+        }
+        let meta = &self.inner.meta;
+        let mut slot = lock(&meta.sink);
+        if slot.is_some() {
+            return Err(NnError::Invalid {
+                what: "Var::set_grad_sink",
+                problem: "this parameter already has a gradient sink (is it wrapped by two \
+                          data-parallel wrappers?)"
+                    .into(),
+            });
+        }
+        let id = NEXT_HOOK.fetch_add(1, Ordering::Relaxed);
+        *slot = Some((id, Arc::new(sink)));
+        Ok(GradSinkHandle {
+            meta: Arc::downgrade(meta),
+            id,
+        })
     }
 }

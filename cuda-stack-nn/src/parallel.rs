@@ -1,7 +1,7 @@
 //! Data-parallel training: [`DataParallel`], PyTorch's `DistributedDataParallel` on NCCL.
 
 use crate::error::{NnError, Result, ShardingError};
-use crate::hook::GradHookHandle;
+use crate::hook::{GradHookHandle, GradSinkHandle};
 use crate::lock::lock;
 use crate::var::Var;
 use cuda_stack_runtime::cuda_stack_driver::Stream;
@@ -154,6 +154,10 @@ struct Bucket<T: GradElement> {
     flat: Tensor<T>,
     members: usize,
     ready: usize,
+    /// This pass's reduction ran on its one member's own gradient, in place (see
+    /// [`State::on_grad_sink`]): the parameter's gradient is already the result and `flat`
+    /// was not used.
+    in_place: bool,
     /// With [`Exchange::ReduceScatter`]: this rank's part of the reduced bucket, once queued.
     shard: Option<Tensor<T>>,
 }
@@ -182,12 +186,43 @@ impl<T: GradElement + NcclType> State<T> {
         self.buckets.iter_mut().for_each(|b| {
             b.ready = 0;
             b.shard = None;
+            b.in_place = false;
         });
         self.launched = 0;
     }
 
     fn on_grad_ready(&mut self, i: usize, grad: &Tensor<T>) -> Result<()> {
         let r = self.take_grad(i, grad);
+        if r.is_err() {
+            self.reset();
+        }
+        r
+    }
+
+    /// The gradient sink of a parameter that fills a bucket alone (all-reduced buckets, more
+    /// than one rank): when its bucket is the next to reduce, the reduction runs on the
+    /// gradient itself, in place: no copy into the bucket's buffer and none back (the backward
+    /// pass's fresh gradient is usually the only handle of its storage; when it is not, the
+    /// in-place op makes a private copy first, and the values are the same). Otherwise (its
+    /// bucket's turn has not come: the buckets are reduced in the same order on every rank)
+    /// it goes the copying way of [`State::take_grad`].
+    fn on_grad_sink(&mut self, i: usize, grad: &mut Tensor<T>) -> Result<()> {
+        let b = self.slots[i].bucket;
+        let r = if b == self.launched && !self.seen[i] && self.buckets[b].members == 1 {
+            self.seen[i] = true;
+            self.buckets[b].ready += 1;
+            let reduced = {
+                let _on_comm_stream = use_stream(&self.stream);
+                grad.all_reduce_(&self.comm, self.op)
+            };
+            reduced.map_err(NnError::from).and_then(|()| {
+                self.buckets[b].in_place = true;
+                self.launched += 1;
+                self.launch_complete()
+            })
+        } else {
+            self.take_grad(i, grad)
+        };
         if r.is_err() {
             self.reset();
         }
@@ -206,6 +241,11 @@ impl<T: GradElement + NcclType> State<T> {
             self.seen[i] = true;
             self.buckets[b].ready += 1;
         }
+        self.launch_complete()
+    }
+
+    /// Queues the exchange of every complete bucket whose turn has come, in bucket order.
+    fn launch_complete(&mut self) -> Result<()> {
         while self.launched < self.buckets.len()
             && self.buckets[self.launched].ready == self.buckets[self.launched].members
         {
@@ -246,6 +286,14 @@ impl<T: GradElement + NcclType> State<T> {
 /// order on every rank, whatever order their gradients finish in, because NCCL needs every rank
 /// to issue its collectives in the same order.
 ///
+/// A parameter larger than a bucket fills one alone; its gradient is not copied at all: when its
+/// bucket's turn has come as the gradient arrives (the usual case), the all-reduce runs on the
+/// gradient itself, in place, before any other grad-ready hook sees it. (PyTorch's DDP copies
+/// such a gradient into its bucket and back unless `gradient_as_bucket_view` is set.)
+/// Optimizers step the last parameters first ([`Optimizer::step`](crate::Optimizer)), so the
+/// updates of the parameters reduced early run while the first layer's bucket, whose gradient
+/// comes last, is still being reduced.
+///
 /// [`DataParallel::finish_gradients`] (after `backward`, before the optimizer's `step`) makes
 /// each parameter's gradient a view of its place in the reduced bucket (no copy back, as
 /// PyTorch's `gradient_as_bucket_view`); the optimizer's kernels on the computing stream wait
@@ -280,6 +328,8 @@ pub struct DataParallel<T: GradElement + NcclType> {
     comm: Communicator,
     state: Arc<Mutex<State<T>>>,
     _hooks: Vec<GradHookHandle<T>>,
+    /// The gradient sinks of the parameters reduced in place, removed on drop.
+    _sinks: Vec<GradSinkHandle<T>>,
 }
 
 impl<T: GradElement + NcclType> DataParallel<T> {
@@ -338,6 +388,7 @@ impl<T: GradElement + NcclType> DataParallel<T> {
                     flat: first.full_like(&[padded], T::from_f64(0.0))?,
                     members: count,
                     ready: 0,
+                    in_place: false,
                     shard: None,
                 })
             })
@@ -361,19 +412,29 @@ impl<T: GradElement + NcclType> DataParallel<T> {
             exchange,
             single: exchange == Exchange::AllReduce && comm.size() == 1,
         }));
-        let hooks = params
-            .iter()
-            .enumerate()
-            .map(|(i, p)| {
+        // A parameter that fills an all-reduced bucket alone is reduced in its own gradient
+        // (a sink: no copies); the others are copied into their buckets (a hook).
+        let (mut hooks, mut sinks) = (Vec::new(), Vec::new());
+        {
+            let st = lock(&state);
+            for (i, p) in params.iter().enumerate() {
                 let state = Arc::clone(&state);
-                p.register_grad_ready_hook(move |g| lock(&state).on_grad_ready(i, g))
-            })
-            .collect::<Result<Vec<_>>>()?;
+                let alone = st.buckets[st.slots[i].bucket].members == 1;
+                if exchange == Exchange::AllReduce && !st.single && alone {
+                    sinks.push(p.set_grad_sink(move |g| lock(&state).on_grad_sink(i, g))?);
+                } else {
+                    hooks.push(
+                        p.register_grad_ready_hook(move |g| lock(&state).on_grad_ready(i, g))?,
+                    );
+                }
+            }
+        }
         Ok(DataParallel {
             params,
             comm,
             state,
             _hooks: hooks,
+            _sinks: sinks,
         })
     }
 
@@ -423,6 +484,9 @@ impl<T: GradElement + NcclType> DataParallel<T> {
             return Ok(()); // each gradient is already its own mean over the one rank
         }
         for (p, s) in self.params.iter().zip(&st.slots) {
+            if st.buckets[s.bucket].in_place {
+                continue; // the gradient itself was reduced
+            }
             let view = st.buckets[s.bucket]
                 .flat
                 .narrow(0, s.offset, s.numel)?

@@ -22,6 +22,12 @@ pub(crate) struct Meta<T: GradElement> {
     /// The grad-ready hooks, by id: called after a backward pass has accumulated this leaf's
     /// gradient.
     pub(crate) hooks: Mutex<Vec<(u64, GradHookFn<T>)>>,
+    /// A crate-internal hook that runs before the grad-ready hooks and may rewrite the
+    /// accumulated gradient in place: it gets the gradient out of [`Meta::grad`] (so that,
+    /// when nothing else holds it, its handle is the only one and an in-place op writes its
+    /// storage instead of a copy), and the gradient goes back afterwards, error or not.
+    /// [`crate::DataParallel`] all-reduces a parameter that fills a bucket alone this way.
+    pub(crate) sink: Mutex<Option<(u64, GradSinkFn<T>)>>,
 }
 
 impl<T: GradElement> Meta<T> {
@@ -65,3 +71,6 @@ impl<T: GradElement> Node<T> {
 
 /// A grad-ready hook: called with the leaf's accumulated gradient.
 pub(crate) type GradHookFn<T> = Arc<dyn Fn(&Tensor<T>) -> Result<()> + Send + Sync>;
+
+/// A gradient sink (see [`Meta::sink`]).
+pub(crate) type GradSinkFn<T> = Arc<dyn Fn(&mut Tensor<T>) -> Result<()> + Send + Sync>;

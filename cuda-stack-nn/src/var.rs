@@ -62,6 +62,7 @@ impl<T: GradElement> Var<T> {
             grad: Mutex::new(None),
             node,
             hooks: Mutex::new(Vec::new()),
+            sink: Mutex::new(None),
         });
         Var {
             inner: Arc::new(Inner {

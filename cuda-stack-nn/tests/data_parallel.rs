@@ -344,34 +344,48 @@ fn n_ranks() -> TestResult {
     let rows = 64 * n;
     set_device(0)?;
     let (want_loss, want_params) = plain(rows)?;
-    let handles: Vec<_> = comms
-        .into_iter()
-        .map(|c| {
-            std::thread::spawn(move || data_parallel(c, rows, 4096).map_err(|e| e.to_string()))
-        })
-        .collect();
-    let mut results = Vec::new();
-    for h in handles {
-        results.push(h.join().map_err(|_| "a rank panicked")??);
-    }
-    for (r, (loss, params)) in results.iter().enumerate() {
-        close(
-            &format!("rank {r} global loss curve"),
-            loss,
-            &want_loss,
-            1e-4,
-        )?;
-        for (i, (p, w)) in params.iter().zip(&want_params).enumerate() {
-            close(&format!("rank {r} parameter {i}"), p, w, 1e-4)?;
+    // 4096 B: the first layer's weight fills a bucket alone (reduced in its own gradient), the
+    // rest share one; 16 B: every parameter alone; 25 MiB: one bucket of all, copied into it.
+    let mut comms = comms;
+    for bucket_bytes in [4096, 16, 25 << 20] {
+        let handles: Vec<_> = comms
+            .iter()
+            .map(|c| {
+                let c = c.clone();
+                std::thread::spawn(move || {
+                    data_parallel(c, rows, bucket_bytes).map_err(|e| e.to_string())
+                })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for h in handles {
+            results.push(h.join().map_err(|_| "a rank panicked")??);
         }
+        for (r, (loss, params)) in results.iter().enumerate() {
+            close(
+                &format!("buckets of {bucket_bytes} B: rank {r} global loss curve"),
+                loss,
+                &want_loss,
+                1e-4,
+            )?;
+            for (i, (p, w)) in params.iter().zip(&want_params).enumerate() {
+                close(
+                    &format!("buckets of {bucket_bytes} B: rank {r} parameter {i}"),
+                    p,
+                    w,
+                    1e-4,
+                )?;
+            }
+        }
+        eprintln!(
+            "{n} GPUs, buckets of {bucket_bytes} B: loss {:.5} -> {:.5} (one GPU: {:.5} -> {:.5})",
+            results[0].0[0],
+            results[0].0[STEPS - 1],
+            want_loss[0],
+            want_loss[STEPS - 1]
+        );
     }
-    eprintln!(
-        "{n} GPUs: loss {:.5} -> {:.5} (one GPU: {:.5} -> {:.5})",
-        results[0].0[0],
-        results[0].0[STEPS - 1],
-        want_loss[0],
-        want_loss[STEPS - 1]
-    );
+    comms.clear();
     Ok(())
 }
 

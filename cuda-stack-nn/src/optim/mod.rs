@@ -24,7 +24,8 @@ use cuda_stack_runtime::GradElement;
 /// An optimizer over a fixed list of parameters.
 pub trait Optimizer<T: GradElement> {
     /// One update of every parameter that has a gradient (`optimizer.step()`); parameters
-    /// without one are skipped, as in PyTorch.
+    /// without one are skipped, as in PyTorch. [`Sgd`] and [`Adam`] queue the updates last
+    /// parameter first, the order in which a backward pass finishes the gradients.
     fn step(&mut self) -> Result<()>;
 
     /// The parameters.
@@ -71,9 +72,18 @@ fn check_params<T: GradElement>(optimizer: &'static str, params: &[Var<T>]) -> R
     Ok(())
 }
 
-/// The parameters to update, in order, grouped for the multi-tensor kernels: each run of four
-/// consecutive parameters that all have a gradient is one group of four (one launch), the rest
-/// go one by one.
+/// The parameters to update, grouped for the multi-tensor kernels, **last parameter first**:
+/// each run of four consecutive parameters that all have a gradient is one group of four (one
+/// launch), the rest go one by one.
+///
+/// Why backwards: a backward pass finishes the last layers' gradients first, and with
+/// data-parallel training ([`crate::DataParallel`]) each gradient becomes final when its bucket's
+/// all-reduce, on the communication stream, does. Each update waits on the GPU for its own
+/// gradients only, but on the computing stream every update queued after a waiting one waits
+/// too. Stepping in the order the gradients are finished lets the updates of the early-reduced
+/// parameters run while the last bucket (the first layer's, whose gradient comes last) is still
+/// being reduced, instead of all of them queueing behind it. Each parameter's update depends on
+/// nothing but its own state, so the order changes no value.
 pub(crate) fn groups(has_grad: &[bool]) -> Vec<Group> {
     groups_within(has_grad, &vec![0; has_grad.len()])
 }
@@ -82,19 +92,20 @@ pub(crate) fn groups(has_grad: &[bool]) -> Vec<Group> {
 /// parameter `i`'s group (its weight decay, one kernel argument per launch).
 pub(crate) fn groups_within(has_grad: &[bool], group_of: &[usize]) -> Vec<Group> {
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < has_grad.len() {
-        let four = i + 4 <= has_grad.len().min(group_of.len())
-            && has_grad[i..i + 4].iter().all(|&g| g)
-            && group_of[i..i + 4].iter().all(|&g| g == group_of[i]);
+    let mut end = has_grad.len().min(group_of.len());
+    while end > 0 {
+        let start = end.saturating_sub(4);
+        let four = end - start == 4
+            && has_grad[start..end].iter().all(|&g| g)
+            && group_of[start..end].iter().all(|&g| g == group_of[start]);
         if four {
-            out.push(Group::Four(i));
-            i += 4;
+            out.push(Group::Four(start));
+            end = start;
         } else {
-            if has_grad[i] {
-                out.push(Group::One(i));
+            if has_grad[end - 1] {
+                out.push(Group::One(end - 1));
             }
-            i += 1;
+            end -= 1;
         }
     }
     out
@@ -157,20 +168,38 @@ mod tests {
     fn fours_form_inside_runs_with_gradients_and_inside_parameter_groups() {
         use Group::{Four, One};
         let all = [true; 9];
-        assert_eq!(groups(&all), [Four(0), Four(4), One(8)]);
+        // Last parameter first: 5..9, 1..5, then 0.
+        assert_eq!(groups(&all), [Four(5), Four(1), One(0)]);
         assert_eq!(
             groups(&[true, false, true, true, true, true, true]),
-            [One(0), Four(2), One(6)]
+            [Four(3), One(2), One(0)]
         );
-        // Groups 0 0 0 | 1 1 1 1 1: the first three go one by one, then a four, then one.
+        // Groups 0 0 0 | 1 1 1 1 1: a four of the last group, its first one alone, then the
+        // first group's three one by one.
         let g = [0, 0, 0, 1, 1, 1, 1, 1];
         assert_eq!(
             groups_within(&all[..8], &g),
-            [One(0), One(1), One(2), Four(3), One(7)]
+            [Four(4), One(3), One(2), One(1), One(0)]
         );
         // A parameter without a gradient is skipped within a group too.
         let has = [true, true, true, true, false, true, true, true, true];
         let g = [0, 0, 0, 0, 0, 1, 1, 1, 1];
-        assert_eq!(groups_within(&has, &g), [Four(0), Four(5)]);
+        assert_eq!(groups_within(&has, &g), [Four(5), Four(0)]);
+        // Every parameter is stepped exactly once, whatever the pattern.
+        for mask in 0u32..1 << 10 {
+            let has: Vec<bool> = (0..10).map(|i| mask >> i & 1 == 1).collect();
+            let g: Vec<usize> = (0..10).map(|i| i / 3).collect();
+            let mut seen = vec![0; 10];
+            for group in groups_within(&has, &g) {
+                let range = match group {
+                    Four(i) => i..i + 4,
+                    One(i) => i..i + 1,
+                };
+                assert!(range.end <= 10 && g[range.start] == g[range.end - 1]);
+                range.for_each(|i| seen[i] += 1);
+            }
+            let want: Vec<i32> = has.iter().map(|&h| i32::from(h)).collect();
+            assert_eq!(seen, want, "{has:?}");
+        }
     }
 }
