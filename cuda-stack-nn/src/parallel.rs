@@ -4,7 +4,7 @@ use crate::error::{NnError, Result, ShardingError};
 use crate::hook::{GradHookHandle, GradSinkHandle};
 use crate::lock::lock;
 use crate::var::Var;
-use cuda_stack_runtime::cuda_stack_driver::Stream;
+use cuda_stack_runtime::cuda_stack_driver::{Stream, StreamKind};
 use cuda_stack_runtime::cuda_stack_nccl::{Communicator, NcclType, ReduceOp};
 use cuda_stack_runtime::{use_stream, GradElement, Tensor};
 use std::sync::{Arc, Mutex};
@@ -20,6 +20,14 @@ pub struct DataParallelConfig {
     /// Copy rank 0's parameter values to every rank when the wrapper is made (as DDP does), so
     /// replicas start identical whatever their initialisation.
     pub broadcast_parameters: bool,
+    /// Run the buckets' collectives on a stream of the device's highest priority (PyTorch's
+    /// `ProcessGroupNCCL.Options.is_high_priority_stream`, off there by default; on here).
+    /// While the backward pass fills the GPU with its GEMMs, the block scheduler hands each
+    /// SM that frees up to a waiting block of the higher-priority stream first, so a bucket's
+    /// reduction starts as soon as its gradient is ready instead of after the computing
+    /// stream's queued blocks; the last bucket's reduction, which nothing overlaps, ends
+    /// sooner.
+    pub high_priority_stream: bool,
 }
 
 impl Default for DataParallelConfig {
@@ -28,6 +36,7 @@ impl Default for DataParallelConfig {
             bucket_bytes: 25 << 20,
             average: true,
             broadcast_parameters: true,
+            high_priority_stream: true,
         }
     }
 }
@@ -393,7 +402,14 @@ impl<T: GradElement + NcclType> DataParallel<T> {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        let stream = comm.context().new_stream().map_err(|e| NnError::Invalid {
+        let ctx = comm.context();
+        let stream = if config.high_priority_stream {
+            Stream::priority_range(ctx)
+                .and_then(|(_, highest)| Stream::new(ctx, StreamKind::NonBlocking, highest))
+        } else {
+            ctx.new_stream()
+        }
+        .map_err(|e| NnError::Invalid {
             what: NAME,
             problem: format!("creating the communication stream: {e}"),
         })?;

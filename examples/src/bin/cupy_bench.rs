@@ -80,6 +80,9 @@ struct Args {
     /// Internal, with `--child-first-call`: load NVRTC before the timer starts.
     #[arg(long, hide = true)]
     preload_nvrtc: bool,
+    /// Internal, with `--child-first-call`: record the driver calls the first call makes.
+    #[arg(long, hide = true)]
+    trace_first_call: bool,
 }
 
 fn main() -> ExitCode {
@@ -92,7 +95,7 @@ fn define() -> cuda_stack_jit::Result<ElementwiseKernel> {
 }
 
 /// In a new process: the device is initialised first, then the first call is timed.
-fn child_first_call(device: usize, preload_nvrtc: bool) -> ProgramResult {
+fn child_first_call(device: usize, preload_nvrtc: bool, trace: bool) -> ProgramResult {
     cuda_stack_runtime::set_device(device)?;
     let x = Tensor::<f32>::ones(&[1024])?;
     x.synchronize()?;
@@ -101,11 +104,25 @@ fn child_first_call(device: usize, preload_nvrtc: bool) -> ProgramResult {
         cuda_stack_driver::nvrtc::version()?;
     }
     let nvrtc_ms = t.elapsed().as_secs_f64() * 1e3;
+    let rec = trace.then(cuda_examples::trace_log::CallRecorder::start);
     let t = Instant::now();
     let k = define()?;
     let y = k.call1::<f32>(&[(&x).into()])?;
     y.synchronize()?;
     let ms = t.elapsed().as_secs_f64() * 1e3;
+    // The driver calls of the first call, summed by entry point (most time first).
+    let mut driver: Vec<(&str, usize, f64)> = Vec::new();
+    for c in rec.map(|r| r.take()).unwrap_or_default() {
+        let us = c.elapsed.as_secs_f64() * 1e6;
+        match driver.iter_mut().find(|d| d.0 == c.call) {
+            Some(d) => {
+                d.1 += 1;
+                d.2 += us;
+            }
+            None => driver.push((c.call, 1, us)),
+        }
+    }
+    driver.sort_by(|a, b| b.2.total_cmp(&a.2));
     let info = k.launch_info(&[(&x).into()])?;
     let v = y.to_vec()?;
     let want = 1.0f32.tanh() * 2.0 + 1.0;
@@ -123,6 +140,7 @@ fn child_first_call(device: usize, preload_nvrtc: bool) -> ProgramResult {
                "origin": format!("{:?}", info.origin),
                "compiles": stats.compiles, "disk_hits": stats.disk_hits,
                "nvrtc_loaded": stats.nvrtc_loaded, "locate_ms": locate_ms,
+               "driver_calls": driver,
                "nvrtc_file": located.map(|p| p.display().to_string())})
     );
     Ok(())
@@ -133,11 +151,15 @@ fn first_call_in_new_process(
     dir: &std::path::Path,
     device: usize,
     preload_nvrtc: bool,
+    trace: bool,
 ) -> Result<Value, Box<dyn std::error::Error>> {
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["--child-first-call", "--device", &device.to_string()]);
     if preload_nvrtc {
         cmd.arg("--preload-nvrtc");
+    }
+    if trace {
+        cmd.arg("--trace-first-call");
     }
     let out = cmd.env(cuda_stack_jit::cache::DIR_ENV, dir).output()?;
     if !out.status.success() {
@@ -160,7 +182,7 @@ fn num(v: &Value, k: &str) -> Option<f64> {
 fn body(args: Args) -> ProgramResult {
     let dev = args.common.device;
     if args.child_first_call {
-        return child_first_call(dev, args.preload_nvrtc);
+        return child_first_call(dev, args.preload_nvrtc, args.trace_first_call);
     }
     // Before anything starts a thread or a process, so that all of them inherit it.
     let pinned = if args.no_pin {
@@ -209,12 +231,15 @@ fn body(args: Args) -> ProgramResult {
     // 1 and 2: first calls in new processes, cold then warm, on an empty folder.
     let dir = std::env::temp_dir().join(format!("cuda-stack-jit-bench-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let cold = first_call_in_new_process(&dir, dev, false)?;
-    let warm = first_call_in_new_process(&dir, dev, false)?;
+    let cold = first_call_in_new_process(&dir, dev, false, false)?;
+    let warm = first_call_in_new_process(&dir, dev, false, false)?;
+    // Where a warm first call's time goes: its driver calls, recorded in another new process
+    // (the recording adds a little; the `warm` row is measured without it).
+    let warm_traced = first_call_in_new_process(&dir, dev, false, true)?;
     // The same again with NVRTC loaded before the timer: what a warm first call would cost if
     // it had to load NVRTC (a warm hit loads none where the library file can be found without
     // loading it; the `warm` row says whether it did).
-    let warm_loaded = first_call_in_new_process(&dir, dev, true)?;
+    let warm_loaded = first_call_in_new_process(&dir, dev, true, false)?;
     let _ = std::fs::remove_dir_all(&dir);
     if cold["origin"] != "Compiled"
         || warm["origin"] != "Disk"
@@ -466,6 +491,37 @@ fn body(args: Args) -> ProgramResult {
                 .unwrap_or("not found: NVRTC is loaded instead")
         ),
         format!("{:.2} ms", warm["locate_ms"].as_f64().unwrap_or(f64::NAN)),
+        "-".into(),
+        "-".into(),
+        "-".into(),
+    ]);
+    let traced_ms = num(&warm_traced, "first_call_ms").unwrap_or(f64::NAN);
+    let traced_calls: Vec<(String, u64, f64)> = warm_traced["driver_calls"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|c| {
+                    Some((
+                        c.get(0)?.as_str()?.to_string(),
+                        c.get(1)?.as_u64()?,
+                        c.get(2)?.as_f64()?,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let driver_ms: f64 = traced_calls.iter().map(|c| c.2).sum::<f64>() / 1e3;
+    let top: Vec<String> = traced_calls
+        .iter()
+        .take(4)
+        .map(|(name, n, us)| format!("{name} x{n} {us:.0} us"))
+        .collect();
+    t.row(&[
+        format!(
+            "  traced in another process ({traced_ms:.2} ms): driver calls {driver_ms:.2} ms ({})",
+            top.join(", ")
+        ),
+        format!("{:.2} ms outside", traced_ms - driver_ms),
         "-".into(),
         "-".into(),
         "-".into(),

@@ -57,6 +57,14 @@ type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 struct Args {
     #[command(flatten)]
     common: Common,
+    /// The priority of `DataParallel`'s communication stream (`DataParallelConfig::
+    /// high_priority_stream`): `high` (the default) or `normal` (PyTorch DDP's default).
+    #[arg(long, value_enum, default_value_t = CommPriority::High)]
+    comm_priority: CommPriority,
+    /// `DataParallel`'s bucket size in MiB (`DataParallelConfig::bucket_bytes`; PyTorch's
+    /// `bucket_cap_mb`, 25 by default there and here; the PyTorch run keeps its default).
+    #[arg(long, default_value_t = 25)]
+    bucket_mb: usize,
     /// Which layouts to run: `threads`, `processes` or `both`.
     #[arg(long, default_value = "both")]
     layout: String,
@@ -108,6 +116,14 @@ fn main() -> ExitCode {
     // SAFETY: the first statement of main: no other thread exists yet.
     unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     let args = Args::parse();
+    COMM_PRIORITY_HIGH.store(
+        args.comm_priority == CommPriority::High,
+        std::sync::atomic::Ordering::Relaxed,
+    );
+    BUCKET_BYTES.store(
+        args.bucket_mb.saturating_mul(1 << 20).max(1),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     if let (Some(rank), Some(world), Some(addr)) = (args.worker, args.world, args.addr.clone()) {
         return run("dp_train worker", || {
             worker(&args, rank, world, &addr).map_err(|e| -> Box<dyn Error> { e })
@@ -236,6 +252,21 @@ impl Opt {
     }
 }
 
+/// The priority of the data-parallel communication stream (`--comm-priority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum CommPriority {
+    /// The device's highest stream priority.
+    High,
+    /// The default priority.
+    Normal,
+}
+
+/// `--comm-priority` of this process (set once in `main`, read by every rank's trainer).
+static COMM_PRIORITY_HIGH: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// `--bucket-mb` of this process, in bytes (set once in `main`).
+static BUCKET_BYTES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(25 << 20);
+
 /// How one training run steps: its optimizer, and whether it is ZeRO-1.
 #[derive(Debug, Clone, Copy)]
 struct Job {
@@ -268,7 +299,11 @@ impl Trainer {
         lr: f64,
     ) -> cuda_stack_nn::Result<Trainer> {
         let opt = job.opt.make(params.clone(), lr)?;
-        let config = DataParallelConfig::default();
+        let config = DataParallelConfig {
+            high_priority_stream: COMM_PRIORITY_HIGH.load(std::sync::atomic::Ordering::Relaxed),
+            bucket_bytes: BUCKET_BYTES.load(std::sync::atomic::Ordering::Relaxed),
+            ..DataParallelConfig::default()
+        };
         Ok(match comm {
             None => Trainer::Single(opt),
             Some(c) if job.sharded => {
@@ -486,6 +521,14 @@ fn on_processes(args: &Args, n: usize, task: &str, job: Job) -> Res<Vec<Value>> 
                 &p.steps.to_string(),
             ])
             .args(["--opt", job.opt.torch_name()])
+            .args(["--bucket-mb", &args.bucket_mb.to_string()])
+            .args([
+                "--comm-priority",
+                match args.comm_priority {
+                    CommPriority::High => "high",
+                    CommPriority::Normal => "normal",
+                },
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if args.common.quick {
@@ -632,10 +675,13 @@ fn body(args: &Args) -> Res<()> {
 
     // 2. Throughput.
     out.say(format!(
-        "throughput: {} x Linear({w}, {w}) + ReLU, Linear({w}, 16), batch {} per GPU, {} timed steps",
+        "throughput: {} x Linear({w}, {w}) + ReLU, Linear({w}, 16), batch {} per GPU, {} timed \
+         steps; communication stream priority {:?}, buckets of {} MiB",
         p.layers,
         p.batch,
         p.steps,
+        args.comm_priority,
+        args.bucket_mb,
         w = p.width
     ));
     let sgd = Job::plain(Opt::Sgd);
