@@ -74,10 +74,10 @@ pub(crate) enum Kind {
 /// dtypes, devices, shapes and strides as the last one reuses its whole binding (a loop over
 /// same-shaped tensors binds once).
 ///
-/// **Launch**: a grid-stride loop, 256 threads per block, one thread per element (per 16-byte
-/// packet when every operand is contiguous: vector loads and stores where the pointers are
-/// aligned, a scalar tail), at most 4 waves of the device's resident blocks
-/// ([`ElementwiseKernel::launch_info`] shows what a call gets).
+/// **Launch**: a grid-stride loop, 256 threads per block. When every operand is contiguous:
+/// one thread per 16-byte packet over the whole array (vector loads and stores where the
+/// pointers are aligned, a scalar tail); otherwise one thread per element, at most 4 waves of
+/// the device's resident blocks ([`ElementwiseKernel::launch_info`] shows what a call gets).
 #[derive(Clone)]
 pub struct ElementwiseKernel {
     def: Arc<Def>,
@@ -348,10 +348,7 @@ impl ElementwiseKernel {
     pub fn launch_info(&self, args: &[Arg<'_>]) -> Result<LaunchInfo> {
         let b = self.bind(args, None, None)?;
         let l = self.loaded(&b)?;
-        let grid = grid_for(
-            &l,
-            b.n.div_ceil(codegen::packet_elements(&b.kinds, &b.dtypes)),
-        );
+        let grid = grid_for(&l, b.n, codegen::packet_elements(&b.kinds, &b.dtypes));
         let arguments = self
             .def
             .all
@@ -716,8 +713,8 @@ impl ElementwiseKernel {
                 list.bytes(bytemuck::cast_slice(s));
             }
         }
-        let per_thread = codegen::packet_elements(&b.kinds, &b.dtypes);
-        let cfg = LaunchConfig::new(grid_for(l, b.n.div_ceil(per_thread)), BLOCK);
+        let packet = codegen::packet_elements(&b.kinds, &b.dtypes);
+        let cfg = LaunchConfig::new(grid_for(l, b.n, packet), BLOCK);
         // SAFETY: the arguments follow the generated signature (`param_sizes`, checked against
         // the compiled kernel when it was loaded). The generated loop visits indices
         // `_j < _n = n` only: flat inputs and outputs hold exactly `n` elements from the
@@ -738,9 +735,17 @@ fn collect_outputs(bufs: NewOutputs, shape: &[usize]) -> Result<Vec<AnyTensor>> 
     bufs.into_iter().map(|o| o.into_tensor(shape)).collect()
 }
 
-/// Blocks for `n` work items (elements, or packets of a contiguous-only kernel): one thread per
-/// item, capped at 4 waves of resident blocks (the loop strides over the rest).
-fn grid_for(l: &Loaded, n: usize) -> u32 {
-    let waves = (l.sm_count as usize) * (l.blocks_per_sm as usize) * 4;
-    n.div_ceil(BLOCK as usize).clamp(1, waves.max(1)) as u32
+/// Blocks for `n` elements. A contiguous-only kernel (`packet` > 1 elements per packet): one
+/// thread per packet, the whole array in one step of its loop (kernels/TUNING.md, round 1: one
+/// 16-byte packet per thread over a full grid moved 5% more bytes per second than a grid-stride
+/// loop over a capped grid). Others: one thread per element, capped at 4 waves of resident
+/// blocks (the loop strides over the rest).
+fn grid_for(l: &Loaded, n: usize, packet: usize) -> u32 {
+    let blocks = n.div_ceil(packet.max(1)).div_ceil(BLOCK as usize);
+    let cap = if packet > 1 {
+        i32::MAX as usize
+    } else {
+        (l.sm_count as usize) * (l.blocks_per_sm as usize) * 4
+    };
+    blocks.clamp(1, cap.max(1)) as u32
 }
