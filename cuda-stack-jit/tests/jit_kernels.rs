@@ -699,89 +699,6 @@ fn disk_cache_seen_from_kernels() -> TestResult {
     Ok(())
 }
 
-/// The packet loop of contiguous-only kernels: lengths around every packet size (tails of 0 to
-/// 7 elements), views one element in (misaligned: the scalar loop), mixed element sizes, `i`
-/// inside the packet loop, and `call_into` reading its output (the packets load it first).
-fn packets_tails_and_misaligned_views<T: El>() -> TestResult
-where
-    for<'a> Arg<'a>: From<&'a Tensor<T>>,
-    for<'a> OutArg<'a>: From<&'a mut Tensor<T>>,
-    Tensor<T>: TryFrom<AnyTensor, Error = JitError>,
-{
-    // SAFETY: each body reads its own elements and writes its own output.
-    let k = unsafe { ElementwiseKernel::new("T x, T y", "T z", "z = x * y + x;", "pk_mul_add")? };
-    let idx = unsafe { ElementwiseKernel::new("T x", "T z", "z = x + (T)(i % 5);", "pk_index")? };
-    let acc = unsafe { ElementwiseKernel::new("T x", "T y", "y += x;", "pk_acc")? };
-    let lens = [
-        0usize,
-        1,
-        2,
-        3,
-        4,
-        5,
-        7,
-        8,
-        9,
-        15,
-        16,
-        17,
-        1023,
-        1025,
-        (1 << 20) + 7,
-    ];
-    for &n in &lens {
-        for off in [0usize, 1] {
-            let (vx, vy) = (small(n + off, 1), small(n + off, 2));
-            let x = tensor::<T>(&vx, &[n + off])?.narrow(0, off, n)?;
-            let y = tensor::<T>(&vy, &[n + off])?.narrow(0, off, n)?;
-            let tag = format!("{:?} n={n} off={off}", T::DTYPE);
-            let got = values(&k.call1::<T>(&[(&x).into(), (&y).into()])?)?;
-            let want: Vec<f64> = (off..n + off).map(|i| vx[i] * vy[i] + vx[i]).collect();
-            ensure!(got == want, "{tag}: x*y+x");
-            let got = values(&idx.call1::<T>(&[(&x).into()])?)?;
-            let want: Vec<f64> = (0..n).map(|i| vx[i + off] + (i % 5) as f64).collect();
-            ensure!(got == want, "{tag}: x + i % 5");
-            // In place: y (an exclusive contiguous tensor of its own) += x.
-            let mut out = tensor::<T>(&vy[off..], &[n])?;
-            acc.call_into(&[(&x).into()], &mut [(&mut out).into()])?;
-            let want: Vec<f64> = (off..n + off).map(|i| vy[i] + vx[i]).collect();
-            ensure!(values(&out)? == want, "{tag}: y += x");
-        }
-    }
-    Ok(())
-}
-
-fn packets_every_dtype() -> TestResult {
-    packets_tails_and_misaligned_views::<f32>()?;
-    packets_tails_and_misaligned_views::<f64>()?;
-    packets_tails_and_misaligned_views::<i32>()?;
-    packets_tails_and_misaligned_views::<i64>()?;
-    packets_tails_and_misaligned_views::<half::f16>()?;
-    packets_tails_and_misaligned_views::<half::bf16>()?;
-    // Mixed element sizes: 2 elements per packet (f16 packets of 4 bytes, f64 of 16).
-    // SAFETY: as above.
-    let mix = unsafe {
-        ElementwiseKernel::new(
-            "float16 h, float64 d",
-            "float32 z",
-            "z = (float)h * d;",
-            "pk_mix",
-        )?
-    };
-    for n in [0usize, 1, 2, 3, 1025] {
-        let h = tensor::<half::f16>(&small(n, 3), &[n])?;
-        let d = tensor::<f64>(&small(n, 4), &[n])?;
-        let got = values(&mix.call1::<f32>(&[(&h).into(), (&d).into()])?)?;
-        let want: Vec<f64> = small(n, 3)
-            .iter()
-            .zip(small(n, 4))
-            .map(|(a, b)| a * b)
-            .collect();
-        ensure!(got == want, "mixed sizes n={n}");
-    }
-    Ok(())
-}
-
 fn main() {
     if std::env::var_os(TRAP_CHILD).is_some() {
         trap_child();
@@ -809,10 +726,6 @@ fn main() {
             in_place_and_copy_on_write,
         ),
         gpu("elementwise: call errors are typed", call_errors_are_typed),
-        gpu(
-            "elementwise: packets, tails, misaligned views, call_into",
-            packets_every_dtype,
-        ),
         gpu(
             "reduction: every axis pattern, keepdims, chunked and thread-per-row",
             reductions_over_axes,
