@@ -114,6 +114,24 @@ def case_fn(c, dev):
             gx = torch.where(x * 2.0 + bias > 0, g, 0.0)
             return gx * 2.0, gx.sum(0)
         return bwd
+    if op == "bcast":
+        # Tensor's broadcasting ops: a new output each call, as on our side.
+        dt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
+        a = r(*c["a"]).to(dt)
+        if c["bt"]:
+            stored = list(c["b"])
+            stored[-1], stored[-2] = stored[-2], stored[-1]
+            b = r(*stored).to(dt).transpose(-2, -1)
+        else:
+            b = r(*c["b"]).to(dt)
+        f = torch.add if c["fn"] == "add" else torch.mul
+        return lambda: f(a, b)
+    if op == "jit_addcmul":
+        # cuda-jit's `z = x * y + x`: PyTorch's equivalent op, a new output each call.
+        n, off = c["n"], c["off"]
+        x, y = r(n + off), r(n + off)
+        xv, yv = x[off:off + n], y[off:off + n]
+        return lambda: torch.addcmul(xv, xv, yv)
     if op == "contiguous":
         base = r(*c["base"]).permute(*c["perm"])
         view = base[..., ::c["step"]]

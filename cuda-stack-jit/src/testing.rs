@@ -12,7 +12,13 @@ pub fn elementwise_source(
     strided: &[bool],
     ndim: usize,
 ) -> Result<String> {
-    k.source_for_layout(dtypes, strided, ndim)
+    k.source_for_layout(dtypes, strided, ndim, false)
+}
+
+/// The source of `k`'s specialization for contiguous inputs of `dtypes` as `call_into`
+/// compiles it (outputs loaded before the operation may read them).
+pub fn elementwise_source_into(k: &ElementwiseKernel, dtypes: &[DType]) -> Result<String> {
+    k.source_for_layout(dtypes, &[], 0, true)
 }
 
 /// The source of `k`'s specialization for inputs of `dtypes` (`scalar[j]`: input `j` is a

@@ -412,7 +412,8 @@ fn elementwise_sources_compile_for_every_dtype_and_layout() -> TestResult {
         &square().source_for_dtypes(&[DType::F32])?,
         90,
     )?;
-    // In-place with compound assignment on half types.
+    // In-place with compound assignment on half types, as `call` and as `call_into` (which
+    // loads the output packets first).
     // SAFETY: as above.
     let axpy = unsafe { ElementwiseKernel::new("T x, T a", "T y", "y += a * x;", "axpy")? };
     for d in ALL {
@@ -421,7 +422,26 @@ fn elementwise_sources_compile_for_every_dtype_and_layout() -> TestResult {
             &cuda_stack_jit::testing::elementwise_source(&axpy, &[d, d], &[], 0)?,
             80,
         )?;
+        let into = cuda_stack_jit::testing::elementwise_source_into(&axpy, &[d, d])?;
+        ensure!(
+            into.contains("_vload"),
+            "call_into's packets load the output"
+        );
+        compile_check("axpy_into.cu", &into, 80)?;
     }
+    // Mixed element sizes in one packet loop (2 elements: 4-byte f16 packets, 16-byte f64 ones).
+    // SAFETY: as above.
+    let mixed = unsafe {
+        ElementwiseKernel::new(
+            "float16 h, float64 d",
+            "float32 z",
+            "z = (float)h * d;",
+            "mix",
+        )?
+    };
+    let src = mixed.source_for_dtypes(&[DType::F16, DType::F64])?;
+    ensure!(src.contains("_Vec<float16, 2>"), "mixed packets:\n{src}");
+    compile_check("mix.cu", &src, 80)?;
     Ok(())
 }
 

@@ -36,30 +36,10 @@
 //   bias_relu_bwd_reduce_f32: block 256, grid ceil(cols / 256): grad_bias[c] = sum_p partial[p][c]
 //     (in p order). With P == 1 the partial already is grad_bias and the reduce can be skipped.
 #include "dtype.cuh"
+#include "binary_ops.cuh"  // OpAdd, OpSub, OpMul, OpDiv
 
 // ---------------------------------------------------------------------------------------------
-// Operations, written once for the compute type. i32 arithmetic goes through unsigned so that
-// overflow wraps (signed overflow is undefined behaviour in C++).
-struct OpAdd {
-    template <typename C> __device__ C operator()(C a, C b) const { return a + b; }
-    __device__ int operator()(int a, int b) const { return (int)((unsigned)a + (unsigned)b); }
-};
-struct OpSub {
-    template <typename C> __device__ C operator()(C a, C b) const { return a - b; }
-    __device__ int operator()(int a, int b) const { return (int)((unsigned)a - (unsigned)b); }
-};
-struct OpMul {
-    template <typename C> __device__ C operator()(C a, C b) const { return a * b; }
-    __device__ int operator()(int a, int b) const { return (int)((unsigned)a * (unsigned)b); }
-};
-struct OpDiv {
-    template <typename C> __device__ C operator()(C a, C b) const { return a / b; }
-    __device__ int operator()(int a, int b) const {
-        if (b == 0) return 0;
-        if (b == -1) return (int)(0u - (unsigned)a);  // INT_MIN / -1 wraps to INT_MIN
-        return a / b;
-    }
-};
+// The other operations, written once for the compute type (i32 wraps, as in binary_ops.cuh).
 template <typename C> struct OpScale {
     C alpha;
     __device__ C operator()(C x) const { return x * alpha; }

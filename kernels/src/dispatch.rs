@@ -8,7 +8,7 @@
 //! `unsafe`), and fails with an error instead of panicking if a match arm were ever wrong.
 
 use crate::ops::BinaryOp;
-use crate::{DType, Element, Error, Kernels, Result, StridedLayout};
+use crate::{BinaryStrides, DType, Element, Error, Kernels, Result, StridedLayout};
 use cuda_stack_driver::{DeviceSlice, Kernel};
 use std::any::Any;
 
@@ -21,6 +21,8 @@ type SumAcc<T> = <T as Element>::SumAcc;
 pub(crate) type Map2<T> = Kernel<(In<T>, In<T>, Out<T>, u64)>;
 /// `op_bcast(a, b, out, outer, inner, a_so, a_si, b_so, b_si)`.
 pub(crate) type Bcast<T> = Kernel<(In<T>, In<T>, Out<T>, u64, u64, u64, u64, u64, u64)>;
+/// `op_strided(a, b, out, layout)`.
+pub(crate) type Strided2<T> = Kernel<(In<T>, In<T>, Out<T>, BinaryStrides)>;
 /// `op(x, out, n)`.
 pub(crate) type Map1<T> = Kernel<(In<T>, Out<T>, u64)>;
 /// `scale(x, out, alpha, n)`.
@@ -142,6 +144,27 @@ pub(crate) fn binary_broadcast<T: Element>(k: &Kernels, op: BinaryOp) -> Result<
     }
 }
 
+pub(crate) fn binary_strided<T: Element>(k: &Kernels, op: BinaryOp) -> Result<&Strided2<T>> {
+    match op {
+        BinaryOp::Add => add_strided::<T>(k),
+        BinaryOp::Sub => sub_strided::<T>(k),
+        BinaryOp::Mul => mul_strided::<T>(k),
+        BinaryOp::Div => div_strided::<T>(k),
+    }
+}
+
+family!(add_strided -> Strided2<T>; "add", "";
+    F32 => add_strided_f32, F64 => add_strided_f64, I32 => add_strided_i32,
+    F16 => add_strided_f16, BF16 => add_strided_bf16);
+family!(sub_strided -> Strided2<T>; "sub", "";
+    F32 => sub_strided_f32, F64 => sub_strided_f64, I32 => sub_strided_i32,
+    F16 => sub_strided_f16, BF16 => sub_strided_bf16);
+family!(mul_strided -> Strided2<T>; "mul", "";
+    F32 => mul_strided_f32, F64 => mul_strided_f64, I32 => mul_strided_i32,
+    F16 => mul_strided_f16, BF16 => mul_strided_bf16);
+family!(div_strided -> Strided2<T>; "div", "";
+    F32 => div_strided_f32, F64 => div_strided_f64, I32 => div_strided_i32,
+    F16 => div_strided_f16, BF16 => div_strided_bf16);
 family!(add_bcast -> Bcast<T>; "add", "";
     F32 => add_bcast_f32, F64 => add_bcast_f64, I32 => add_bcast_i32, F16 => add_bcast_f16,
     BF16 => add_bcast_bf16);

@@ -41,6 +41,7 @@
 //!
 //! ```text
 //! dtype  layout  resources              leaves
+//! binary_strides                        the strided binary ops' walk -> layout
 //! error                                 -> dtype
 //! launch  ptx                           -> error
 //! image                                 SASS or PTX: which image a file loads -> ptx, error
@@ -54,6 +55,7 @@
 
 #![warn(missing_docs)]
 
+mod binary_strides;
 mod cache;
 mod dispatch;
 mod dtype;
@@ -73,6 +75,9 @@ mod generated {
     pub(crate) mod handles;
 }
 
+pub use binary_strides::{
+    collapse as collapse_binary, BinaryStrides, PlannedOperand, MAX_BINARY_DIMS,
+};
 pub use dtype::{Compute, DType, Element, Float};
 pub use error::{Error, Result};
 pub use generated::handles::{Kernels, KERNEL_NAMES, PTX_FILES};

@@ -10,8 +10,11 @@
 //!     grid-stride loop over _j < _n (32-bit indices when they fit, 64-bit otherwise):
 //!         NAME_op(_j, _ind, _in_x[_j], _out_y[_j]);            contiguous operands
 //!         NAME_op(_j, _ind, _in_x[offset_x(_j)], _out_y[_j]);  strided/broadcast ones
-//!     (contiguous-only kernels: each trip loads 4 elements a grid stride apart into registers
-//!      first, then runs the operation on each: 4 independent loads in flight per thread)
+//!     (contiguous-only kernels: when every pointer is aligned to its packet, each trip moves
+//!      one packet of V = 16 / (largest element size) elements per parameter, one vector
+//!      access each (16 bytes for the largest type), then a scalar tail of n % V; otherwise
+//!      each trip loads 4 elements a grid stride apart into registers first, then runs the
+//!      operation on each: 4 independent loads in flight per thread)
 //! }
 //! ```
 //! The operation appears once (in `NAME_op`), so a compile error in it is reported once, at
@@ -35,8 +38,27 @@ pub(crate) struct Spec<'a> {
     pub(crate) dtypes: &'a [DType],
     pub(crate) kinds: &'a [Kind],
     pub(crate) ndim: usize,
+    /// Whether the outputs hold values the operation may read (`call_into`): the packet loop
+    /// then loads them first; new outputs (`call`) are only written.
+    pub(crate) outputs_read: bool,
     pub(crate) preamble: &'a str,
     pub(crate) operation: &'a str,
+}
+
+/// Elements per packet of a contiguous-only kernel (`16 / the largest element size` among its
+/// tensor parameters), or 1 for a kernel with strided or raw parameters (no packet loop).
+pub(crate) fn packet_elements(kinds: &[Kind], dtypes: &[DType]) -> usize {
+    if kinds.iter().any(|k| matches!(k, Kind::Strided | Kind::Raw)) {
+        return 1;
+    }
+    let widest = kinds
+        .iter()
+        .zip(dtypes)
+        .filter(|(k, _)| **k == Kind::Flat)
+        .map(|(_, d)| d.size())
+        .max()
+        .unwrap_or(16);
+    (16 / widest.clamp(1, 16)).max(1)
 }
 
 impl Kind {
@@ -161,6 +183,14 @@ pub(crate) fn generate(spec: &Spec<'_>) -> (String, SourceMap) {
         }
     }
     let mut k = String::new();
+    if strided.is_empty()
+        && !spec.kinds.contains(&Kind::Raw)
+        && packet_elements(spec.kinds, spec.dtypes) > 1
+    {
+        k.push_str("// ---- packets ----\n");
+        k.push_str(PACKETS);
+        k.push('\n');
+    }
     k.push_str("// ---- kernel ----\n");
     k.push_str(&format!(
         "extern \"C\" __global__ void {name}({}) {{\n",
@@ -230,7 +260,13 @@ pub(crate) fn generate(spec: &Spec<'_>) -> (String, SourceMap) {
         // Contiguous operands only: element j depends on element j of each operand alone, so
         // each thread loads UNROLL elements (a grid stride apart) before computing any: that
         // many independent loads in flight per thread (a plain grid-stride loop issues them
-        // one at a time, and memory-bound kernels then miss the bandwidth).
+        // one at a time, and memory-bound kernels then miss the bandwidth). First, when every
+        // pointer is aligned to its packet, the packet loop (one vector access per parameter
+        // per trip) and its scalar tail.
+        let v = packet_elements(spec.kinds, spec.dtypes);
+        if v > 1 {
+            k.push_str(&packet_loop(spec, name, v));
+        }
         k.push_str(&unrolled_loops(spec, name));
         k.push_str("}\n");
         b.push(&k);
@@ -249,6 +285,150 @@ pub(crate) fn generate(spec: &Spec<'_>) -> (String, SourceMap) {
     b.push(&k);
     b.finish()
 }
+
+/// The packet loop of a contiguous-only kernel, taken when every tensor pointer is aligned to
+/// its packet (`v` elements): per trip, one vector load of each input's packet (and of each
+/// output's, when `outputs_read`), the operation on each of the `v` elements in registers,
+/// one vector store of each output's packet; then the last `n % v` elements, one per thread,
+/// and the kernel returns. 32-bit indices when every index fits, 64-bit otherwise.
+fn packet_loop(spec: &Spec<'_>, name: &str, v: usize) -> String {
+    let flat: Vec<(&str, &str, bool)> = spec
+        .params
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| spec.kinds[*k] == Kind::Flat)
+        .map(|(k, p)| (p.name.as_str(), c_name(spec.dtypes[k]), p.output))
+        .collect();
+    let ptr = |n: &str, out: bool| format!("_{}_{n}", if out { "out" } else { "in" });
+    let mut k = String::new();
+    k.push_str(&format!(
+        "    // Packets of {v} elements (one vector access per parameter) when every pointer is
+    // aligned to its packet.
+    if ((0"
+    ));
+    for (n, ct, out) in &flat {
+        k.push_str(&format!(
+            " | ((unsigned long long){} & ({v} * sizeof({ct}) - 1))",
+            ptr(n, *out)
+        ));
+    }
+    k.push_str(
+        ") == 0) {
+",
+    );
+    k.push_str(&format!(
+        "        const unsigned long long _packs = (unsigned long long)_n / {v};
+"
+    ));
+    let mut args = vec!["(long long)_j".to_string(), "_ind".to_string()];
+    for (j, p) in spec.params.iter().enumerate() {
+        args.push(match (spec.kinds[j], p.output) {
+            (Kind::Flat, _) => format!("_p_{}.v[_u]", p.name),
+            _ => p.name.clone(),
+        });
+    }
+    let body = |ity: &str| {
+        let mut s = format!(
+            "            for ({ity} _p = ({ity})_first; _p < ({ity})_packs; _p += ({ity})_stride) {{
+"
+        );
+        for (n, ct, out) in &flat {
+            let p = ptr(n, *out);
+            s.push_str(&if *out && !spec.outputs_read {
+                format!(
+                    "                _Vec<{ct}, {v}> _p_{n} = {{}};
+"
+                )
+            } else {
+                format!(
+                    "                _Vec<{ct}, {v}> _p_{n} = _vload<{ct}, {v}>({p}, _p);
+"
+                )
+            });
+        }
+        s.push_str(&format!(
+            "#pragma unroll
+                for (int _u = 0; _u < {v}; ++_u) {{
+                    const {ity} _j = _p * {v} + ({ity})_u;
+                    {name}_op({});
+                }}
+",
+            args.join(", ")
+        ));
+        for (n, ct, out) in &flat {
+            if *out {
+                s.push_str(&format!(
+                    "                _vstore<{ct}, {v}>({}, _p, _p_{n});
+",
+                    ptr(n, true)
+                ));
+            }
+        }
+        s.push_str(
+            "            }
+",
+        );
+        s
+    };
+    k.push_str(
+        "        if ((unsigned long long)_n + _stride <= 0xffffffffull) {
+",
+    );
+    k.push_str(&body("unsigned int"));
+    k.push_str(
+        "        } else {
+",
+    );
+    k.push_str(&body("unsigned long long"));
+    k.push_str(
+        "        }
+",
+    );
+    // The tail: fewer than v elements, one per thread of the first few.
+    let mut targs = vec!["(long long)_j".to_string(), "_ind".to_string()];
+    for (j, p) in spec.params.iter().enumerate() {
+        let n = &p.name;
+        targs.push(match (spec.kinds[j], p.output) {
+            (Kind::Flat, false) => format!("_in_{n}[_j]"),
+            (_, true) => format!("_out_{n}[_j]"),
+            _ => n.clone(),
+        });
+    }
+    k.push_str(&format!(
+        "        const unsigned long long _j = _packs * {v} + _first;
+        if (_j < (unsigned long long)_n) {name}_op({});
+        return;
+    }}
+",
+        targs.join(", ")
+    ));
+    k
+}
+
+/// The packet type and its vector load/store: `V` elements of `T` moved as one access of
+/// `sizeof(T) · V` bytes (2 to 16), through a union with the matching unsigned type.
+const PACKETS: &str = r#"template <typename T, int V> struct _Vec { T v[V]; };
+template <int B> struct _Bits;
+template <> struct _Bits<16> { typedef uint4 t; };
+template <> struct _Bits<8> { typedef uint2 t; };
+template <> struct _Bits<4> { typedef unsigned int t; };
+template <> struct _Bits<2> { typedef unsigned short t; };
+template <typename T, int V> union _VecBits {
+    typename _Bits<sizeof(T) * V>::t b;
+    _Vec<T, V> v;
+};
+template <typename T, int V, typename I>
+__device__ __forceinline__ _Vec<T, V> _vload(const T* p, I k) {
+    _VecBits<T, V> u;
+    u.b = reinterpret_cast<const typename _Bits<sizeof(T) * V>::t*>(p)[k];
+    return u.v;
+}
+template <typename T, int V, typename I>
+__device__ __forceinline__ void _vstore(T* p, I k, const _Vec<T, V>& x) {
+    _VecBits<T, V> u;
+    u.v = x;
+    reinterpret_cast<typename _Bits<sizeof(T) * V>::t*>(p)[k] = u.b;
+}"#;
 
 /// Elements each thread of a contiguous-only kernel loads before it computes.
 const UNROLL: usize = 4;

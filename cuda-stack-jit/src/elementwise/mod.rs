@@ -3,6 +3,7 @@
 //! tensors (broadcasting, strided views, output allocation, in-place outputs, dtype dispatch).
 
 mod codegen;
+mod errors;
 mod plan_memo;
 
 use crate::args::{with_tensor, AnyTensor, Arg, OutArg, TensorRef};
@@ -73,8 +74,10 @@ pub(crate) enum Kind {
 /// dtypes, devices, shapes and strides as the last one reuses its whole binding (a loop over
 /// same-shaped tensors binds once).
 ///
-/// **Launch**: a grid-stride loop, 256 threads per block, at most 4 waves of the device's
-/// resident blocks ([`ElementwiseKernel::launch_info`] shows what a call gets).
+/// **Launch**: a grid-stride loop, 256 threads per block. When every operand is contiguous:
+/// one thread per 16-byte packet over the whole array (vector loads and stores where the
+/// pointers are aligned, a scalar tail); otherwise one thread per element, at most 4 waves of
+/// the device's resident blocks ([`ElementwiseKernel::launch_info`] shows what a call gets).
 #[derive(Clone)]
 pub struct ElementwiseKernel {
     def: Arc<Def>,
@@ -145,6 +148,8 @@ struct Bound {
     strides: Vec<Vec<i64>>,
     /// Inputs replaced by a contiguous copy (raw views, or too many dimensions).
     copies: Vec<(usize, AnyTensor)>,
+    /// The outputs were given (`call_into`): the operation may read them.
+    outputs_read: bool,
     key: SpecKey,
 }
 
@@ -287,16 +292,17 @@ impl ElementwiseKernel {
     /// The generated source for contiguous tensors of `dtypes` (one per input parameter);
     /// needs no GPU.
     pub fn source_for_dtypes(&self, dtypes: &[DType]) -> Result<String> {
-        self.source_for_layout(dtypes, &[], 0)
+        self.source_for_layout(dtypes, &[], 0, false)
     }
 
     /// [`ElementwiseKernel::source_for_dtypes`] with the inputs flagged in `strided` read as
-    /// strided views over `ndim` merged dimensions.
+    /// strided views over `ndim` merged dimensions; `outputs_read`: as for `call_into`.
     pub(crate) fn source_for_layout(
         &self,
         dtypes: &[DType],
         strided: &[bool],
         ndim: usize,
+        outputs_read: bool,
     ) -> Result<String> {
         let def = &self.def;
         self.check_count("inputs", def.inputs.len(), dtypes.len())?;
@@ -330,6 +336,7 @@ impl ElementwiseKernel {
             dtypes: &typed.params,
             kinds: &kinds,
             ndim,
+            outputs_read,
             preamble: &def.preamble,
             operation: &def.operation,
         })
@@ -341,7 +348,7 @@ impl ElementwiseKernel {
     pub fn launch_info(&self, args: &[Arg<'_>]) -> Result<LaunchInfo> {
         let b = self.bind(args, None, None)?;
         let l = self.loaded(&b)?;
-        let grid = grid_for(&l, b.n);
+        let grid = grid_for(&l, b.n, codegen::packet_elements(&b.kinds, &b.dtypes));
         let arguments = self
             .def
             .all
@@ -367,46 +374,10 @@ impl ElementwiseKernel {
         })
     }
 
-    fn named(&self, e: JitError) -> JitError {
-        match e {
-            JitError::DTypeMismatch {
-                param,
-                expected,
-                found,
-                why,
-                ..
-            } => JitError::DTypeMismatch {
-                kernel: self.def.name.clone(),
-                param,
-                expected,
-                found,
-                why,
-            },
-            e => e,
-        }
-    }
-
-    fn check_count(&self, what: &'static str, expected: usize, found: usize) -> Result<()> {
-        if expected == found {
-            return Ok(());
-        }
-        let list = if what == "inputs" {
-            &self.def.inputs
-        } else {
-            &self.def.outputs
-        };
-        Err(JitError::ArgCount {
-            kernel: self.def.name.clone(),
-            what,
-            expected,
-            found,
-            params: params::list(list),
-        })
-    }
-
-    fn generate(&self, b: &Bound) -> (String, crate::source_map::SourceMap) {
+    /// What `b` compiles: the specialization's description.
+    fn spec<'a>(&'a self, b: &'a Bound) -> codegen::Spec<'a> {
         let def = &self.def;
-        codegen::generate(&codegen::Spec {
+        codegen::Spec {
             name: &def.name,
             params: &def.all,
             placeholders: &def.placeholders,
@@ -414,9 +385,14 @@ impl ElementwiseKernel {
             dtypes: &b.dtypes,
             kinds: &b.kinds,
             ndim: b.dims.len(),
+            outputs_read: b.outputs_read,
             preamble: &def.preamble,
             operation: &def.operation,
-        })
+        }
+    }
+
+    fn generate(&self, b: &Bound) -> (String, crate::source_map::SourceMap) {
+        codegen::generate(&self.spec(b))
     }
 
     /// The loaded specialization for `b`, compiled on first use.
@@ -425,17 +401,7 @@ impl ElementwiseKernel {
             return Ok(l);
         }
         let (source, map) = self.generate(b);
-        let sizes = codegen::param_sizes(&codegen::Spec {
-            name: &self.def.name,
-            params: &self.def.all,
-            placeholders: &self.def.placeholders,
-            placeholder_types: &b.placeholder_types,
-            dtypes: &b.dtypes,
-            kinds: &b.kinds,
-            ndim: b.dims.len(),
-            preamble: "",
-            operation: "",
-        });
+        let sizes = codegen::param_sizes(&self.spec(b));
         let l = loaded::load(
             &self.def.cache,
             b.device,
@@ -624,7 +590,7 @@ impl ElementwiseKernel {
         if strided_idx.is_empty() {
             dims.clear();
         }
-        let mut key = SpecKey::new(device, [dims.len() as u8, 0]);
+        let mut key = SpecKey::new(device, [dims.len() as u8, u8::from(outs.is_some())]);
         for (k, (&kind, &d)) in kinds.iter().zip(&typed.params).enumerate() {
             key.set(k, (kind as u8) << 3 | types::code(d));
         }
@@ -638,34 +604,9 @@ impl ElementwiseKernel {
             dims,
             strides,
             copies,
+            outputs_read: outs.is_some(),
             key,
         })
-    }
-
-    fn describe_shapes(&self, args: &[Arg<'_>], outs: Option<&[OutArg<'_>]>) -> String {
-        let mut v: Vec<(&str, &[usize])> = Vec::new();
-        for (p, a) in self.def.inputs.iter().zip(args) {
-            if let Arg::Tensor(t) = a {
-                v.push((&p.name, t.shape()));
-            }
-        }
-        for (p, o) in self.def.outputs.iter().zip(outs.into_iter().flatten()) {
-            v.push((&p.name, o.shape()));
-        }
-        broadcast::describe(v.into_iter())
-    }
-
-    fn shape_error(
-        &self,
-        problem: String,
-        args: &[Arg<'_>],
-        outs: Option<&[OutArg<'_>]>,
-    ) -> JitError {
-        JitError::Shape {
-            kernel: self.def.name.clone(),
-            problem: format!("the arguments do not broadcast: {problem}"),
-            shapes: self.describe_shapes(args, outs),
-        }
     }
 
     /// Binds, looks up and launches the call, then hands the new output buffers and their shape
@@ -772,7 +713,8 @@ impl ElementwiseKernel {
                 list.bytes(bytemuck::cast_slice(s));
             }
         }
-        let cfg = LaunchConfig::new(grid_for(l, b.n), BLOCK);
+        let packet = codegen::packet_elements(&b.kinds, &b.dtypes);
+        let cfg = LaunchConfig::new(grid_for(l, b.n, packet), BLOCK);
         // SAFETY: the arguments follow the generated signature (`param_sizes`, checked against
         // the compiled kernel when it was loaded). The generated loop visits indices
         // `_j < _n = n` only: flat inputs and outputs hold exactly `n` elements from the
@@ -793,9 +735,17 @@ fn collect_outputs(bufs: NewOutputs, shape: &[usize]) -> Result<Vec<AnyTensor>> 
     bufs.into_iter().map(|o| o.into_tensor(shape)).collect()
 }
 
-/// Blocks for `n` elements: one thread per element, capped at 4 waves of resident blocks (the
-/// loop strides over the rest).
-fn grid_for(l: &Loaded, n: usize) -> u32 {
-    let waves = (l.sm_count as usize) * (l.blocks_per_sm as usize) * 4;
-    n.div_ceil(BLOCK as usize).clamp(1, waves.max(1)) as u32
+/// Blocks for `n` elements. A contiguous-only kernel (`packet` > 1 elements per packet): one
+/// thread per packet, the whole array in one step of its loop (kernels/TUNING.md, round 1: one
+/// 16-byte packet per thread over a full grid moved 5% more bytes per second than a grid-stride
+/// loop over a capped grid). Others: one thread per element, capped at 4 waves of resident
+/// blocks (the loop strides over the rest).
+fn grid_for(l: &Loaded, n: usize, packet: usize) -> u32 {
+    let blocks = n.div_ceil(packet.max(1)).div_ceil(BLOCK as usize);
+    let cap = if packet > 1 {
+        i32::MAX as usize
+    } else {
+        (l.sm_count as usize) * (l.blocks_per_sm as usize) * 4
+    };
+    blocks.clamp(1, cap.max(1)) as u32
 }

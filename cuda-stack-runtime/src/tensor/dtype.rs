@@ -262,6 +262,21 @@ pub trait TensorElement:
         Err(unsupported::<Self>("binary op", WHY_I64))
     }
 
+    /// `out[i] = a[a_view(i)] op b[b_view(i)]`: strided/broadcast views of the result's shape
+    /// read in place (`ops::binary_strided`).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn binary_strided(
+        _k: &Kernels,
+        _s: &Stream,
+        _op: BinaryOp,
+        _a: (&DeviceSlice<Self>, &StridedLayout),
+        _b: (&DeviceSlice<Self>, &StridedLayout),
+        _out: &mut DeviceSlice<Self>,
+    ) -> Result<()> {
+        Err(unsupported::<Self>("binary op", WHY_I64))
+    }
+
     /// `out = x * alpha`.
     #[doc(hidden)]
     fn scale(
@@ -514,6 +529,19 @@ macro_rules! forward_common {
         ) -> Result<()> {
             Ok(ops::binary_broadcast::<$t>(
                 k, s, op, a.0, a.1, b.0, b.1, out, outer, inner,
+            )?)
+        }
+
+        fn binary_strided(
+            k: &Kernels,
+            s: &Stream,
+            op: BinaryOp,
+            a: (&DeviceSlice<$t>, &StridedLayout),
+            b: (&DeviceSlice<$t>, &StridedLayout),
+            out: &mut DeviceSlice<$t>,
+        ) -> Result<()> {
+            Ok(ops::binary_strided::<$t>(
+                k, s, op, a.0, a.1, b.0, b.1, out,
             )?)
         }
 

@@ -72,7 +72,8 @@ struct Args {
     /// `tools/torch_sweep.py`'s output from the same session (PyTorch's side of the sweep).
     #[arg(long, value_name = "FILE")]
     torch_sweep: Option<PathBuf>,
-    /// With --sweep: only the cases whose id contains this text.
+    /// With --sweep or --sweep-cases: only the cases whose id contains this text (e.g.
+    /// `bcast` for the broadcast family, `jit` for cuda-jit's).
     #[arg(long, value_name = "TEXT")]
     filter: Option<String>,
 }
@@ -81,7 +82,10 @@ fn main() -> ExitCode {
     let a = Args::parse();
     if a.sweep_cases {
         return cuda_examples::exit::run("kernels_bench", || {
-            println!("{}", kb::sweep::cases_json(a.common.quick)?);
+            println!(
+                "{}",
+                kb::sweep::cases_json(a.common.quick, a.filter.as_deref())?
+            );
             Ok(())
         });
     }

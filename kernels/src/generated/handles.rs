@@ -115,6 +115,34 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "binary_strided",
+        source: "cuda/binary_strided.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/binary_strided.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/binary_strided.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/binary_strided.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/binary_strided.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "cast",
         source: "cuda/cast.cu",
         targets: &[
@@ -773,7 +801,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 345 kernels, in manifest order.
+/// The names of all 365 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -813,6 +841,26 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_bwd_dq_mma_d128_f16",
     "attn_bwd_dq_mma_d64_bf16",
     "attn_bwd_dq_mma_d64_f16",
+    "add_strided_bf16",
+    "add_strided_f16",
+    "add_strided_f32",
+    "add_strided_f64",
+    "add_strided_i32",
+    "div_strided_bf16",
+    "div_strided_f16",
+    "div_strided_f32",
+    "div_strided_f64",
+    "div_strided_i32",
+    "mul_strided_bf16",
+    "mul_strided_f16",
+    "mul_strided_f32",
+    "mul_strided_f64",
+    "mul_strided_i32",
+    "sub_strided_bf16",
+    "sub_strided_f16",
+    "sub_strided_f32",
+    "sub_strided_f64",
+    "sub_strided_i32",
     "cast_bf16_f16",
     "cast_bf16_f32",
     "cast_f16_bf16",
@@ -1174,6 +1222,26 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_bwd_dq_mma_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dq_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dq_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `add_strided_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `add_strided_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `add_strided_f32` | `const float* a`, `const float* b`, `float* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `add_strided_f64` | `const double* a`, `const double* b`, `double* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `add_strided_i32` | `const int* a`, `const int* b`, `int* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `div_strided_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `div_strided_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `div_strided_f32` | `const float* a`, `const float* b`, `float* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `div_strided_f64` | `const double* a`, `const double* b`, `double* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `div_strided_i32` | `const int* a`, `const int* b`, `int* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `mul_strided_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `mul_strided_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `mul_strided_f32` | `const float* a`, `const float* b`, `float* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `mul_strided_f64` | `const double* a`, `const double* b`, `double* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `mul_strided_i32` | `const int* a`, `const int* b`, `int* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `sub_strided_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `sub_strided_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `sub_strided_f32` | `const float* a`, `const float* b`, `float* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `sub_strided_f64` | `const double* a`, `const double* b`, `double* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
+/// | `sub_strided_i32` | `const int* a`, `const int* b`, `int* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
 /// | `cast_bf16_f16` | `const bf16_t* x`, `f16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_bf16_f32` | `const bf16_t* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_f16_bf16` | `const f16_t* x`, `bf16_t* out`, `unsigned long long n` | `cuda/cast.cu` |
@@ -1491,6 +1559,8 @@ pub struct Kernels {
     attention_mma: crate::family::LazyModule<AttentionMmaKernels>,
     /// `cuda/attention_mma_bwd.cu`, loaded on the first call of [`Kernels::attention_mma_bwd_kernels`] or of one of its kernels.
     attention_mma_bwd: crate::family::LazyModule<AttentionMmaBwdKernels>,
+    /// `cuda/binary_strided.cu`, loaded on the first call of [`Kernels::binary_strided_kernels`] or of one of its kernels.
+    binary_strided: crate::family::LazyModule<BinaryStridedKernels>,
     /// `cuda/cast.cu`, loaded on the first call of [`Kernels::cast_kernels`] or of one of its kernels.
     cast: crate::family::LazyModule<CastKernels>,
     /// `cuda/classifier.cu`, loaded on the first call of [`Kernels::classifier_kernels`] or of one of its kernels.
@@ -1882,6 +1952,176 @@ fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<Attent
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_bwd_dq_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_mma_d64_f16")? },
+    })
+}
+
+/// The kernels of `cuda/binary_strided.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::binary_strided_kernels`].
+#[derive(Clone, Debug)]
+pub struct BinaryStridedKernels {
+    /// `add_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)`.
+    pub add_strided_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>,
+    /// `add_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)`.
+    pub add_strided_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>,
+    /// `add_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)`.
+    pub add_strided_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>,
+    /// `add_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)`.
+    pub add_strided_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>,
+    /// `add_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)`.
+    pub add_strided_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>,
+    /// `div_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)`.
+    pub div_strided_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>,
+    /// `div_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)`.
+    pub div_strided_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>,
+    /// `div_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)`.
+    pub div_strided_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>,
+    /// `div_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)`.
+    pub div_strided_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>,
+    /// `div_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)`.
+    pub div_strided_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>,
+    /// `mul_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)`.
+    pub mul_strided_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>,
+    /// `mul_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)`.
+    pub mul_strided_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>,
+    /// `mul_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)`.
+    pub mul_strided_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>,
+    /// `mul_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)`.
+    pub mul_strided_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>,
+    /// `mul_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)`.
+    pub mul_strided_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>,
+    /// `sub_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)`.
+    pub sub_strided_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>,
+    /// `sub_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)`.
+    pub sub_strided_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>,
+    /// `sub_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)`.
+    pub sub_strided_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>,
+    /// `sub_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)`.
+    pub sub_strided_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>,
+    /// `sub_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)`.
+    pub sub_strided_i32: Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>,
+}
+
+fn load_binary_strided(m: &cuda_stack_driver::Module) -> crate::Result<BinaryStridedKernels> {
+    Ok(BinaryStridedKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_strided_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>("add_strided_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_strided_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>("add_strided_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_strided_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>("add_strided_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_strided_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>("add_strided_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        add_strided_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>("add_strided_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_strided_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>("div_strided_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_strided_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>("div_strided_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_strided_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>("div_strided_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_strided_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>("div_strided_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        div_strided_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>("div_strided_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_strided_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>("mul_strided_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_strided_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>("mul_strided_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_strided_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>("mul_strided_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_strided_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>("mul_strided_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mul_strided_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>("mul_strided_i32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_strided_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>("sub_strided_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_strided_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>("sub_strided_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_strided_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>("sub_strided_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_strided_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>("sub_strided_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        sub_strided_i32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>("sub_strided_i32")? },
     })
 }
 
@@ -4590,30 +4830,31 @@ impl Kernels {
             attention: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
             attention_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
             attention_mma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
-            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
-            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
-            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
-            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
-            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
-            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
-            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            binary_strided: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
+            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
+            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
         }
     }
 
@@ -4639,6 +4880,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn attention_mma_bwd_kernels(&self) -> crate::Result<&AttentionMmaBwdKernels> {
         self.attention_mma_bwd.get(load_attention_mma_bwd)
+    }
+
+    /// The kernels of `cuda/binary_strided.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn binary_strided_kernels(&self) -> crate::Result<&BinaryStridedKernels> {
+        self.binary_strided.get(load_binary_strided)
     }
 
     /// The kernels of `cuda/cast.cu`, loaded on the first call and kept. Fails with
@@ -4973,6 +5220,106 @@ impl Kernels {
     /// `attn_bwd_dq_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_bwd_dq_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_mma_d64_f16)
+    }
+
+    /// `add_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_strided_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.add_strided_bf16)
+    }
+
+    /// `add_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_strided_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.add_strided_f16)
+    }
+
+    /// `add_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_strided_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.add_strided_f32)
+    }
+
+    /// `add_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_strided_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.add_strided_f64)
+    }
+
+    /// `add_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn add_strided_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.add_strided_i32)
+    }
+
+    /// `div_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_strided_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.div_strided_bf16)
+    }
+
+    /// `div_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_strided_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.div_strided_f16)
+    }
+
+    /// `div_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_strided_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.div_strided_f32)
+    }
+
+    /// `div_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_strided_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.div_strided_f64)
+    }
+
+    /// `div_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn div_strided_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.div_strided_i32)
+    }
+
+    /// `mul_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_strided_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.mul_strided_bf16)
+    }
+
+    /// `mul_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_strided_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.mul_strided_f16)
+    }
+
+    /// `mul_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_strided_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.mul_strided_f32)
+    }
+
+    /// `mul_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_strided_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.mul_strided_f64)
+    }
+
+    /// `mul_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn mul_strided_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.mul_strided_i32)
+    }
+
+    /// `sub_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_strided_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.sub_strided_bf16)
+    }
+
+    /// `sub_strided_f16(const f16_t* a, const f16_t* b, f16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_strided_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.sub_strided_f16)
+    }
+
+    /// `sub_strided_f32(const float* a, const float* b, float* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_strided_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.sub_strided_f32)
+    }
+
+    /// `sub_strided_f64(const double* a, const double* b, double* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_strided_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.sub_strided_f64)
+    }
+
+    /// `sub_strided_i32(const int* a, const int* b, int* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
+    pub fn sub_strided_i32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>> {
+        Ok(&self.binary_strided_kernels()?.sub_strided_i32)
     }
 
     /// `cast_bf16_f16(const bf16_t* x, f16_t* out, unsigned long long n)` from `cuda/cast.cu` (the first call of any of that file's kernels loads it).
@@ -6518,6 +6865,7 @@ impl Kernels {
             self.attention.loaded(),
             self.attention_mma.loaded(),
             self.attention_mma_bwd.loaded(),
+            self.binary_strided.loaded(),
             self.cast.loaded(),
             self.classifier.loaded(),
             self.coalescing.loaded(),
@@ -6564,6 +6912,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.attention_mma_bwd_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.binary_strided_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -6798,6 +7150,69 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_mma_d64_f16.function().clone())? };
             n += 8;
+        }
+        if let Some(f) = self.binary_strided.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>::from_function(f.add_strided_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>::from_function(f.add_strided_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>::from_function(f.add_strided_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>::from_function(f.add_strided_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>::from_function(f.add_strided_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>::from_function(f.div_strided_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>::from_function(f.div_strided_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>::from_function(f.div_strided_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>::from_function(f.div_strided_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>::from_function(f.div_strided_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>::from_function(f.mul_strided_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>::from_function(f.mul_strided_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>::from_function(f.mul_strided_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>::from_function(f.mul_strided_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>::from_function(f.mul_strided_i32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, crate::BinaryStrides)>::from_function(f.sub_strided_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, crate::BinaryStrides)>::from_function(f.sub_strided_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, crate::BinaryStrides)>::from_function(f.sub_strided_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, crate::BinaryStrides)>::from_function(f.sub_strided_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, crate::BinaryStrides)>::from_function(f.sub_strided_i32.function().clone())? };
+            n += 20;
         }
         if let Some(f) = self.cast.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -7839,6 +8254,26 @@ impl Kernels {
             "attn_bwd_dq_mma_d128_f16" => self.attn_bwd_dq_mma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_dq_mma_d64_bf16" => self.attn_bwd_dq_mma_d64_bf16().ok().map(|k| k.function()),
             "attn_bwd_dq_mma_d64_f16" => self.attn_bwd_dq_mma_d64_f16().ok().map(|k| k.function()),
+            "add_strided_bf16" => self.add_strided_bf16().ok().map(|k| k.function()),
+            "add_strided_f16" => self.add_strided_f16().ok().map(|k| k.function()),
+            "add_strided_f32" => self.add_strided_f32().ok().map(|k| k.function()),
+            "add_strided_f64" => self.add_strided_f64().ok().map(|k| k.function()),
+            "add_strided_i32" => self.add_strided_i32().ok().map(|k| k.function()),
+            "div_strided_bf16" => self.div_strided_bf16().ok().map(|k| k.function()),
+            "div_strided_f16" => self.div_strided_f16().ok().map(|k| k.function()),
+            "div_strided_f32" => self.div_strided_f32().ok().map(|k| k.function()),
+            "div_strided_f64" => self.div_strided_f64().ok().map(|k| k.function()),
+            "div_strided_i32" => self.div_strided_i32().ok().map(|k| k.function()),
+            "mul_strided_bf16" => self.mul_strided_bf16().ok().map(|k| k.function()),
+            "mul_strided_f16" => self.mul_strided_f16().ok().map(|k| k.function()),
+            "mul_strided_f32" => self.mul_strided_f32().ok().map(|k| k.function()),
+            "mul_strided_f64" => self.mul_strided_f64().ok().map(|k| k.function()),
+            "mul_strided_i32" => self.mul_strided_i32().ok().map(|k| k.function()),
+            "sub_strided_bf16" => self.sub_strided_bf16().ok().map(|k| k.function()),
+            "sub_strided_f16" => self.sub_strided_f16().ok().map(|k| k.function()),
+            "sub_strided_f32" => self.sub_strided_f32().ok().map(|k| k.function()),
+            "sub_strided_f64" => self.sub_strided_f64().ok().map(|k| k.function()),
+            "sub_strided_i32" => self.sub_strided_i32().ok().map(|k| k.function()),
             "cast_bf16_f16" => self.cast_bf16_f16().ok().map(|k| k.function()),
             "cast_bf16_f32" => self.cast_bf16_f32().ok().map(|k| k.function()),
             "cast_f16_bf16" => self.cast_f16_bf16().ok().map(|k| k.function()),

@@ -15,6 +15,7 @@
 mod activation_grad;
 mod attention;
 mod bias_relu;
+mod binary_strided;
 mod cast;
 mod classifier;
 mod coalescing;
@@ -46,6 +47,7 @@ pub use attention::{
 pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,
 };
+pub use binary_strided::{binary_strided, binary_strided_fits};
 pub use cast::cast;
 pub use classifier::{
     classifier_loss, fused_classifier, fused_classifier_inplace, CLASSIFIER_THREADS,

@@ -78,3 +78,22 @@ pub fn binary_broadcast<T: Element>(
         .map(|(r, c)| binary_one(op, at(a, a_read, r, c), at(b, b_read, r, c)))
         .collect()
 }
+
+/// [`crate::ops::binary_strided`]: `a[a_view(i)] op b[b_view(i)]` for every element `i` of the
+/// views' common shape, row-major; `None` when a view is invalid or reaches outside its slice.
+pub fn binary_strided<T: Element>(
+    op: BinaryOp,
+    a: &[T],
+    a_view: &crate::StridedLayout,
+    b: &[T],
+    b_view: &crate::StridedLayout,
+) -> Option<Vec<T>> {
+    if a_view.dims()? != b_view.dims()? {
+        return None;
+    }
+    let (x, y) = (
+        super::strided_copy(a, a_view)?,
+        super::strided_copy(b, b_view)?,
+    );
+    Some(binary(op, &x, &y))
+}

@@ -29,7 +29,7 @@ pub use classifier::fused_classifier;
 pub use copy::{copy_strided, strided_copy, transpose};
 pub use dropout::dropout;
 pub use elementwise::{
-    axpy, binary, binary_broadcast, binary_one, fill, relu, scale, tanh, vector_add,
+    axpy, binary, binary_broadcast, binary_one, binary_strided, fill, relu, scale, tanh, vector_add,
 };
 pub use embedding::{embedding, embedding_bwd};
 pub use gelu::{gelu, gelu_bwd, gelu_grad_one, gelu_one};

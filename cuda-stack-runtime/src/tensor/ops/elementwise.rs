@@ -2,30 +2,40 @@
 
 use crate::tensor::error::Result;
 use crate::tensor::layout::broadcast_shapes;
+use crate::tensor::storage::Exec;
 use crate::tensor::{Tensor, TensorElement};
 use cuda_stack_driver::{DeviceSlice, Stream};
-use cuda_stack_kernels::ops::{BinaryOp, BroadcastOperand};
-use cuda_stack_kernels::Kernels;
+use cuda_stack_kernels::ops::{self, BinaryOp, BroadcastOperand};
+use cuda_stack_kernels::{Kernels, StridedLayout};
 
 /// A dispatch entry for a one-input, same-shape op.
 type Unary<T> = fn(&Kernels, &Stream, &DeviceSlice<T>, &mut DeviceSlice<T>) -> Result<()>;
 
 impl<T: TensorElement> Tensor<T> {
-    /// `self op rhs` elementwise with NumPy/PyTorch broadcasting. Same-shape operands go to the
-    /// contiguous kernel; an operand repeated along leading dimensions (a bias `[C]` against
-    /// `[N, C]`), constant along trailing ones (`[N, 1]` against `[N, C]`) or a scalar is read
-    /// in place by the broadcasting kernel ([`broadcast_split`]); any other broadcast is
-    /// expanded (a stride-0 view) and materialised with `strided_copy` first.
+    /// `self op rhs` elementwise with NumPy/PyTorch broadcasting, never materialising an
+    /// expanded or strided operand. Which kernel runs, in one place:
+    /// 1. both contiguous, same shape: the contiguous kernel (`ops::binary`);
+    /// 2. both contiguous, and the broadcast splits the result as `[outer, inner]` with each
+    ///    operand a bias row, a per-row column, a scalar or full ([`broadcast_split`]): the
+    ///    `[outer, inner]` kernel (`ops::binary_broadcast`);
+    /// 3. otherwise (any other broadcast, transposed, sliced or other strided views): the
+    ///    strided kernel (`ops::binary_strided`) reads both views where they lie (stride 0 where
+    ///    broadcast), after collapsing their dimensions;
+    /// 4. only when more than `MAX_BINARY_DIMS` (6) dimensions remain after collapsing, or the
+    ///    rank exceeds 8: each operand is expanded and copied (`strided_copy`) first.
     fn binary(&self, name: &'static str, op: BinaryOp, rhs: &Tensor<T>) -> Result<Tensor<T>> {
         self.same_device(name, rhs)?;
         let shape = broadcast_shapes(name, self.shape(), rhs.shape())?;
         let exec = self.exec()?;
-        if self.shape() != rhs.shape() {
+        let contiguous = self.is_contiguous() && rhs.is_contiguous();
+        if contiguous && self.shape() == rhs.shape() {
+            return self.binary_dense(name, op, rhs, &exec);
+        }
+        if contiguous {
             if let Some((outer, inner, ra, rb)) = broadcast_split(self.shape(), rhs.shape(), &shape)
             {
-                let (a, b) = (self.contiguous()?, rhs.contiguous()?);
                 let k = exec.kernels()?;
-                let (av, bv) = (a.dense()?, b.dense()?);
+                let (av, bv) = (self.dense()?, rhs.dense()?);
                 // SAFETY: the broadcasting kernel writes every element of the `[outer, inner]`
                 // result (outer · inner = the result's element count), or fails.
                 let storage = unsafe {
@@ -46,19 +56,52 @@ impl<T: TensorElement> Tensor<T> {
                 return Tensor::from_storage(storage, &shape);
             }
         }
-        let a = self.expand(&shape)?.contiguous()?;
-        let b = rhs.expand(&shape)?.contiguous()?;
+        let (a, b) = (self.expand(&shape)?, rhs.expand(&shape)?);
+        if let (Some(av), Some(bv)) = (strided_view(&a), strided_view(&b)) {
+            if ops::binary_strided_fits(&av, &bv) {
+                let k = exec.kernels()?;
+                let n = a.numel();
+                // SAFETY: the strided kernel writes every element of `out` (`n`, the views'
+                // common element count), or fails (it checks both views against their storage).
+                let storage = unsafe {
+                    exec.storage_with(n, |out| {
+                        T::binary_strided(
+                            &k,
+                            exec.stream(),
+                            op,
+                            (a.storage.readable()?, &av),
+                            (b.storage.readable()?, &bv),
+                            out,
+                        )
+                    })
+                }
+                .map_err(|e| super::renamed(e.with_shape(self.shape()), name))?;
+                return Tensor::from_storage(storage, &shape);
+            }
+        }
+        a.contiguous()?
+            .binary_dense(name, op, &b.contiguous()?, &exec)
+    }
+
+    /// `self op rhs` for contiguous operands of the same shape (the contiguous kernel).
+    fn binary_dense(
+        &self,
+        name: &'static str,
+        op: BinaryOp,
+        rhs: &Tensor<T>,
+        exec: &Exec,
+    ) -> Result<Tensor<T>> {
         let k = exec.kernels()?;
-        let (av, bv) = (a.dense()?, b.dense()?);
+        let (av, bv) = (self.dense()?, rhs.dense()?);
         // SAFETY: the binary kernels write every element of `out` (all three have `numel`
         // elements), or fail.
         let storage = unsafe {
-            exec.storage_with(a.numel(), |out| {
+            exec.storage_with(self.numel(), |out| {
                 T::binary(&k, exec.stream(), op, &av, &bv, out)
             })
         }
         .map_err(|e| super::renamed(e.with_shape(self.shape()), name))?;
-        Tensor::from_storage(storage, &shape)
+        Tensor::from_storage(storage, self.shape())
     }
 
     /// `self + rhs`, broadcasting (i32 wraps; f16/bf16 computed in f32 and rounded once).
@@ -120,6 +163,11 @@ impl<T: TensorElement> Tensor<T> {
     }
 }
 
+/// A tensor's view as the strided kernels take it (`None` above 8 dimensions).
+fn strided_view<T: TensorElement>(t: &Tensor<T>) -> Option<StridedLayout> {
+    StridedLayout::new(t.shape(), t.strides(), t.offset())
+}
+
 /// How a contiguous operand of shape `operand` reads at the split `[outer, inner]` of the
 /// broadcast result `shape` at dimension `p`, if it reads as a [`BroadcastOperand`] there: its
 /// dimensions after `p` are all the result's (one element per column) or all 1 (one per row),
@@ -158,7 +206,7 @@ fn operand_read(operand: &[usize], shape: &[usize], p: usize) -> Option<Broadcas
 
 /// The first split `[outer, inner]` of the broadcast result `shape` at which both operands read
 /// in place ([`operand_read`]), with how each reads; `None` when there is none (e.g. `[B, 1, C]`
-/// against `[B, T, C]`), and the operands are then materialised.
+/// against `[B, T, C]`), and the strided kernel reads them instead.
 fn broadcast_split(
     a: &[usize],
     b: &[usize],

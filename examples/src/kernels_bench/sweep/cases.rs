@@ -84,6 +84,28 @@ pub enum Op {
         /// Columns (bias length).
         cols: usize,
     },
+    /// `Tensor`'s broadcasting `a op b` (a new output of the broadcast shape), with `b` read
+    /// transposed (its last two dimensions swapped: a strided view) when `bt`.
+    Bcast {
+        /// `"add"` or `"mul"`.
+        op: &'static str,
+        /// `"f32"`, `"f16"` or `"bf16"`.
+        dtype: &'static str,
+        /// `a`'s shape.
+        a: Vec<usize>,
+        /// `b`'s shape (as the op sees it).
+        b: Vec<usize>,
+        /// `b` is the transpose of a contiguous tensor (last two dimensions).
+        bt: bool,
+    },
+    /// `cuda-stack-jit`'s `ElementwiseKernel` `z = x * y + x` (f32; `torch.addcmul(x, x, y)`
+    /// on PyTorch's side), a new output; `x` and `y` views starting `off` elements in.
+    Jit {
+        /// Elements.
+        n: usize,
+        /// Offset of the input views (elements).
+        off: usize,
+    },
     /// `.contiguous()` of `base.permute(perm)[..., ::step]` (a strided copy).
     Contiguous {
         /// The contiguous tensor the view is taken of.
@@ -114,12 +136,18 @@ pub enum Family {
     BiasRelu,
     /// Strided copies (`contiguous()`).
     StridedCopy,
+    /// `Tensor`'s broadcasting binary ops (bias rows, columns, scalars, attention shapes).
+    Broadcast,
+    /// `cuda-stack-jit` elementwise kernels.
+    Jit,
 }
 
 impl Family {
     /// Every family, in report order.
-    pub const ALL: [Family; 8] = [
+    pub const ALL: [Family; 10] = [
         Family::Elementwise,
+        Family::Broadcast,
+        Family::Jit,
         Family::Reduction,
         Family::StridedCopy,
         Family::BiasRelu,
@@ -140,6 +168,8 @@ impl Family {
             Family::SgemmSmall => "sgemm 256-512",
             Family::BiasRelu => "bias-relu fwd/bwd",
             Family::StridedCopy => "strided copy",
+            Family::Broadcast => "broadcast (Tensor)",
+            Family::Jit => "cuda-jit elementwise",
         }
     }
 
@@ -187,6 +217,8 @@ impl Case {
             }
             Op::BiasReluFwd { .. } | Op::BiasReluBwd { .. } => Family::BiasRelu,
             Op::Contiguous { .. } => Family::StridedCopy,
+            Op::Bcast { .. } => Family::Broadcast,
+            Op::Jit { .. } => Family::Jit,
         }
     }
 
@@ -210,6 +242,17 @@ impl Case {
             Op::Contiguous { base, perm, step } => {
                 format!("contiguous {base:?} perm {perm:?} step {step}")
             }
+            Op::Bcast {
+                op,
+                dtype,
+                a,
+                b,
+                bt,
+            } => format!(
+                "bcast {op} {dtype} {a:?} {b:?}{}",
+                if *bt { " (b transposed)" } else { "" }
+            ),
+            Op::Jit { n, off } => format!("jit x*y+x n={n} off={off}"),
         }
     }
 
@@ -227,6 +270,12 @@ impl Case {
             Op::BiasReluFwd { rows, cols } => 8.0 * f(rows * cols) + 4.0 * f(*cols),
             Op::BiasReluBwd { rows, cols } => 12.0 * f(rows * cols) + 8.0 * f(*cols),
             Op::Contiguous { .. } => 8.0 * f(self.view().0.iter().product()),
+            Op::Bcast { dtype, a, b, .. } => {
+                let elem = if *dtype == "f32" { 4.0 } else { 2.0 };
+                let n = |s: &[usize]| f(s.iter().product());
+                elem * (n(&self.broadcast_shape()) + n(a) + n(b))
+            }
+            Op::Jit { n, .. } => 12.0 * f(*n),
         }
     }
 
@@ -253,6 +302,16 @@ impl Case {
         (shape, strides)
     }
 
+    /// For [`Op::Bcast`]: the shape `a` and `b` broadcast to (NumPy's rules; empty otherwise).
+    pub fn broadcast_shape(&self) -> Vec<usize> {
+        let Op::Bcast { a, b, .. } = &self.op else {
+            return Vec::new();
+        };
+        let r = a.len().max(b.len());
+        let at = |s: &[usize], i: usize| (i + s.len()).checked_sub(r).map_or(1, |j| s[j]);
+        (0..r).map(|i| at(a, i).max(at(b, i))).collect()
+    }
+
     /// The case as JSON for `tools/torch_sweep.py`.
     pub fn to_json(&self) -> Value {
         let mut v = match &self.op {
@@ -277,6 +336,14 @@ impl Case {
             Op::Contiguous { base, perm, step } => {
                 json!({"op": "contiguous", "base": base, "perm": perm, "step": step})
             }
+            Op::Bcast {
+                op,
+                dtype,
+                a,
+                b,
+                bt,
+            } => json!({"op": "bcast", "fn": op, "dtype": dtype, "a": a, "b": b, "bt": bt}),
+            Op::Jit { n, off } => json!({"op": "jit_addcmul", "n": n, "off": off}),
         };
         v["id"] = json!(self.id());
         v
@@ -471,7 +538,80 @@ pub fn sweep(quick: bool) -> Vec<Case> {
     for (base, perm, step) in views {
         v.push(case(Op::Contiguous { base, perm, step }));
     }
+    broadcast_cases(quick, &mut v);
+    let jit: &[(usize, usize)] = if quick {
+        &[(1 << 20, 0), ((1 << 20) + 7, 1)]
+    } else {
+        &[
+            (1 << 20, 0),
+            ((1 << 20) + 1, 0),
+            (1_000_003, 0),
+            ((1 << 24) + 7, 0),
+            (1 << 26, 0),
+            (1 << 28, 0),
+            ((1 << 24) + 7, 1),
+        ]
+    };
+    for &(n, off) in jit {
+        v.push(case(Op::Jit { n, off }));
+    }
     v
+}
+
+/// The broadcast family: bias rows, per-row columns, scalars, outer products, `[B, 1, C]`
+/// against `[B, T, C]`, attention shapes (`[B, H, N, N] + [B, 1, 1, N]`,
+/// `[B, H, N, D] * [1, H, 1, 1]`), a transposed operand; odd extents; f32, plus f16/bf16 at the
+/// attention shapes.
+fn broadcast_cases(quick: bool, v: &mut Vec<Case>) {
+    let bc = |op, dtype, a: &[usize], b: &[usize], bt| {
+        case(Op::Bcast {
+            op,
+            dtype,
+            a: a.to_vec(),
+            b: b.to_vec(),
+            bt,
+        })
+    };
+    if quick {
+        v.push(bc("add", "f32", &[1024, 768], &[768], false));
+        v.push(bc("mul", "f32", &[1023, 257], &[1023, 1], false));
+        v.push(bc("add", "f32", &[2, 4, 129, 129], &[2, 1, 1, 129], false));
+        v.push(bc("mul", "bf16", &[2, 4, 128, 64], &[1, 4, 1, 1], false));
+        v.push(bc("add", "f32", &[512, 512], &[512, 512], true));
+        return;
+    }
+    let f32_cases: &[(&str, &[usize], &[usize], bool)] = &[
+        // Bias rows.
+        ("add", &[33, 1000], &[1000], false),
+        ("add", &[1024, 768], &[768], false),
+        ("add", &[4096, 4099], &[4099], false),
+        ("add", &[8192, 4096], &[4096], false),
+        // Per-row columns.
+        ("mul", &[4097, 1023], &[4097, 1], false),
+        ("mul", &[8192, 4096], &[8192, 1], false),
+        // Scalars.
+        ("mul", &[1_000_003], &[1], false),
+        ("mul", &[8192, 4096], &[1], false),
+        // An outer product and [B, 1, C] against [B, T, C].
+        ("add", &[4096, 1], &[1, 4096], false),
+        ("add", &[32, 1024, 768], &[32, 1, 768], false),
+        // Attention shapes.
+        ("add", &[8, 16, 512, 512], &[8, 1, 1, 512], false),
+        ("add", &[4, 12, 1023, 1023], &[4, 1, 1, 1023], false),
+        ("mul", &[8, 16, 1024, 64], &[1, 16, 1, 1], false),
+        ("mul", &[4, 12, 1000, 63], &[1, 12, 1, 1], false),
+        // A transposed operand (a strided view, no broadcast).
+        ("add", &[4096, 4096], &[4096, 4096], true),
+        ("add", &[4097, 1023], &[4097, 1023], true),
+    ];
+    for &(op, a, b, bt) in f32_cases {
+        v.push(bc(op, "f32", a, b, bt));
+    }
+    for dtype in ["bf16", "f16"] {
+        v.push(bc("add", dtype, &[8, 16, 512, 512], &[8, 1, 1, 512], false));
+        v.push(bc("mul", dtype, &[8, 16, 1024, 64], &[1, 16, 1, 1], false));
+        v.push(bc("add", dtype, &[8192, 4096], &[4096], false));
+    }
 }
 
 #[cfg(test)]
@@ -507,5 +647,26 @@ mod tests {
         });
         assert_eq!(c.view(), (vec![6, 4, 3], vec![1, 30, 12]));
         assert_eq!(c.work(), 8.0 * 72.0);
+    }
+
+    #[test]
+    fn broadcast_shapes_follow_numpy() {
+        let c = case(Op::Bcast {
+            op: "add",
+            dtype: "f32",
+            a: vec![8, 16, 4, 4],
+            b: vec![8, 1, 1, 4],
+            bt: false,
+        });
+        assert_eq!(c.broadcast_shape(), vec![8, 16, 4, 4]);
+        assert_eq!(c.work(), 4.0 * (2.0 * 2048.0 + 32.0));
+        let c = case(Op::Bcast {
+            op: "mul",
+            dtype: "bf16",
+            a: vec![4096, 1],
+            b: vec![4096],
+            bt: false,
+        });
+        assert_eq!(c.broadcast_shape(), vec![4096, 4096]);
     }
 }

@@ -9,9 +9,13 @@
 //! python3 tools/torch_sweep.py cases.json > torch_sweep.json
 //! kernels_bench --sweep --torch-sweep torch_sweep.json --out bench/
 //! ```
+//!
+//! One family only: the same three commands with `--filter TEXT` on both `kernels_bench`
+//! calls (`bcast`: `Tensor`'s broadcasting ops; `jit`: cuda-jit's elementwise kernels).
 
 pub mod cases;
 pub mod ours;
+pub mod ours_tensor;
 pub mod report;
 
 use cases::Case;
@@ -39,9 +43,14 @@ pub struct Options {
     pub filter: Option<String>,
 }
 
-/// The case list as JSON (for `tools/torch_sweep.py`).
-pub fn cases_json(quick: bool) -> BenchResult<String> {
-    let v: Vec<_> = cases::sweep(quick).iter().map(Case::to_json).collect();
+/// The case list as JSON (for `tools/torch_sweep.py`): every case, or those whose id contains
+/// `filter`.
+pub fn cases_json(quick: bool, filter: Option<&str>) -> BenchResult<String> {
+    let v: Vec<_> = cases::sweep(quick)
+        .iter()
+        .filter(|c| filter.is_none_or(|f| c.id().contains(f)))
+        .map(Case::to_json)
+        .collect();
     Ok(serde_json::to_string_pretty(&v)?)
 }
 

@@ -74,10 +74,12 @@ impl Measured {
         }
     }
 
-    /// Whether the case counts toward its family's target (transposes: from 1 MiB).
+    /// Whether the case counts toward its family's target (transposes and broadcasts: from
+    /// 1 MiB; the jit target is for 2^20 elements and up, which every jit case has).
     pub fn counts(&self) -> bool {
         match self.case.op {
             Op::Transpose { rows, cols } => rows * cols * 4 >= 1 << 20,
+            Op::Bcast { .. } => self.case.work() >= f64::from(1 << 20),
             _ => true,
         }
     }

@@ -68,12 +68,14 @@ fn sources(kernels_dir: &Path) -> Res<Vec<PathBuf>> {
     Ok(v)
 }
 
-/// The kernels' own types: f16/bf16 bit patterns and the strided-copy layout.
+/// The kernels' own types: f16/bf16 bit patterns, the strided-copy layout and the strided
+/// binary ops' layout.
 fn configure(b: &mut Build) {
     b.pointee("f16_t", RustType::F16)
         .pointee("bf16_t", RustType::Bf16)
         .pointee("unsigned short", RustType::Prim("u16"))
         .struct_param("StridedLayout", "StridedLayout", 144, 8)
+        .struct_param("BinaryStrides", "crate::BinaryStrides", 232, 8)
         .struct_param("TensorMap", "cuda_stack_driver::TensorMap", 128, 64);
 }
 
@@ -82,6 +84,7 @@ fn type_map() -> cuda_stack_build::TypeMap {
     t.pointee("f16_t", RustType::F16)
         .pointee("bf16_t", RustType::Bf16)
         .value_struct("StridedLayout", "StridedLayout", 144, 8)
+        .value_struct("BinaryStrides", "crate::BinaryStrides", 232, 8)
         .value_struct("TensorMap", "cuda_stack_driver::TensorMap", 128, 64);
     t
 }
@@ -327,11 +330,44 @@ fn manifest(out: &cuda_stack_build::Output) -> Res<Json> {
                     ("fields", Json::Arr(vec![obj(vec![("name", s("bits")), ("type", s("unsigned long long[16]")), ("offset", Json::Int(0)), ("size", Json::Int(128))])])),
                 ])),
                 ("StridedLayout", strided),
+                ("BinaryStrides", binary_strides()),
             ]),
         ),
         ("files", Json::Arr(files)),
         ("kernels", Json::Arr(kernels.into_iter().map(|k| k.2).collect())),
     ]))
+}
+
+/// `struct BinaryStrides` (binary_strided.cu) for the manifest.
+fn binary_strides() -> Json {
+    let fields = [
+        ("rank", "int", 0, 4),
+        ("flags", "int", 4, 4),
+        ("shape", "long long[6]", 8, 48),
+        ("a_strides", "long long[6]", 56, 48),
+        ("b_strides", "long long[6]", 104, 48),
+        ("a_offset", "long long", 152, 8),
+        ("b_offset", "long long", 160, 8),
+        ("magic", "unsigned int[6]", 168, 24),
+        ("shift", "unsigned int[6]", 192, 24),
+        ("units", "unsigned long long", 216, 8),
+        ("vec", "int", 224, 4),
+        ("narrow", "int", 228, 4),
+    ];
+    obj(vec![
+        ("size", Json::Int(232)),
+        ("align", Json::Int(8)),
+        ("c", s("struct BinaryStrides { int rank; int flags; long long shape[6]; long long a_strides[6]; long long b_strides[6]; long long a_offset; long long b_offset; unsigned int magic[6]; unsigned int shift[6]; unsigned long long units; int vec; int narrow; };")),
+        (
+            "fields",
+            Json::Arr(
+                fields
+                    .iter()
+                    .map(|(n, t, o, z)| obj(vec![("name", s(n)), ("type", s(t)), ("offset", Json::Int(*o)), ("size", Json::Int(*z))]))
+                    .collect(),
+            ),
+        ),
+    ])
 }
 
 fn copy(j: &Json) -> Json {
