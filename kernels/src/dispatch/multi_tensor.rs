@@ -5,7 +5,7 @@
 
 use super::unsupported;
 use crate::{DType, Element, Error, Kernels, Result};
-use cuda_stack_driver::Function;
+use cuda_stack_driver::{DeviceRepr, Function};
 
 const WHY: &str = "the multi-tensor fill, scale, sum of squares and Adam exist for f32 and f64";
 
@@ -45,19 +45,31 @@ pub(crate) fn mt_adam<T: Element>(k: &Kernels) -> Result<&Function> {
     }
 }
 
-/// `mt_cast_<a>_<b>(MtTable2)`: f32 ↔ bf16 and f32 ↔ f16 (the mixed-precision pairs).
-pub(crate) fn mt_cast<A: Element, B: Element>(k: &Kernels) -> Result<&Function> {
-    match (A::DTYPE, B::DTYPE) {
-        (DType::F32, DType::BF16) => Ok(k.mt_cast_f32_bf16()?.function()),
-        (DType::BF16, DType::F32) => Ok(k.mt_cast_bf16_f32()?.function()),
-        (DType::F32, DType::F16) => Ok(k.mt_cast_f32_f16()?.function()),
-        (DType::F16, DType::F32) => Ok(k.mt_cast_f16_f32()?.function()),
-        (a, b) => Err(Error::Invalid {
+/// `mt_cast_<a>_<b>(MtTable2)`: f32 ↔ bf16 and f32 ↔ f16 (the mixed-precision pairs),
+/// matched on the element types themselves (as [`super::dtype_cast`]), so that
+/// `cuda-stack-runtime` can ask for any pair of its dtypes.
+pub(crate) fn mt_cast<A: DeviceRepr, B: DeviceRepr>(k: &Kernels) -> Result<&Function> {
+    use cuda_stack_driver::half::{bf16, f16};
+    use std::any::TypeId;
+    let (a, b) = (TypeId::of::<A>(), TypeId::of::<B>());
+    let (f32_, f16_, bf16_) = (TypeId::of::<f32>(), TypeId::of::<f16>(), TypeId::of::<bf16>());
+    if (a, b) == (f32_, bf16_) {
+        Ok(k.mt_cast_f32_bf16()?.function())
+    } else if (a, b) == (bf16_, f32_) {
+        Ok(k.mt_cast_bf16_f32()?.function())
+    } else if (a, b) == (f32_, f16_) {
+        Ok(k.mt_cast_f32_f16()?.function())
+    } else if (a, b) == (f16_, f32_) {
+        Ok(k.mt_cast_f16_f32()?.function())
+    } else {
+        Err(Error::Invalid {
             op: "cast (multi-tensor)",
             problem: format!(
-                "no multi-tensor conversion from {a} to {b}: it converts f32 <-> bf16 and \
-                 f32 <-> f16; convert other pairs tensor by tensor (ops::cast)"
+                "no multi-tensor conversion from {} to {}: it converts f32 <-> bf16 and \
+                 f32 <-> f16; convert other pairs tensor by tensor (ops::cast)",
+                std::any::type_name::<A>(),
+                std::any::type_name::<B>()
             ),
-        }),
+        })
     }
 }

@@ -27,7 +27,7 @@ use crate::dispatch;
 use crate::launch::{check_len, BLOCK};
 use crate::{Element, Error, Kernels, Result};
 use cuda_stack_driver::launch::ArgList;
-use cuda_stack_driver::{DeviceSlice, Function, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, Function, LaunchConfig, Stream};
 
 /// The launch of `l`'s blocks (never 0: a launch has at least one tensor with blocks).
 fn config(l: &MtLaunch) -> LaunchConfig {
@@ -168,7 +168,7 @@ pub fn sumsq_partials_many<T: Element>(
 /// [`super::cast`], each element rounded once): f32 → bf16 / f16 (a model's weights for
 /// mixed precision, all in one launch) and bf16 / f16 → f32 (their gradients back). Pairs of
 /// one length; other dtype pairs are [`Error::Invalid`].
-pub fn cast_many<A: Element, B: Element>(
+pub fn cast_many<A: DeviceRepr, B: DeviceRepr>(
     k: &Kernels,
     s: &Stream,
     src: &[&DeviceSlice<A>],
