@@ -199,7 +199,7 @@ impl<T: GradElement> Adam<T> {
 
     /// The step: the step counts advanced, missing moments made (one launch per 192 tensors),
     /// then every parameter with a gradient updated by the multi-tensor Adam (one launch per 64
-    /// parameters, each with its group's weight decay).
+    /// parameters, each with its group's weight decay), last parameter first.
     fn step_scaled(&mut self, grad_scale: Option<&Tensor<T>>) -> Result<()> {
         self.steps_taken += 1;
         let hyper = self.config.kernel_params();
@@ -276,6 +276,9 @@ impl<T: GradElement> Adam<T> {
                 weight_decay,
             });
         }
+        // Last parameter first, the order in which a backward pass finishes the gradients (see
+        // `super::groups`): the first launch waits only for the last layers' gradients.
+        slots.reverse();
         Ok(adam_many_(&mut slots, steps, grad_scale, hyper)?)
     }
 }
