@@ -52,7 +52,11 @@ pub(crate) fn mt_cast<A: DeviceRepr, B: DeviceRepr>(k: &Kernels) -> Result<&Func
     use cuda_stack_driver::half::{bf16, f16};
     use std::any::TypeId;
     let (a, b) = (TypeId::of::<A>(), TypeId::of::<B>());
-    let (f32_, f16_, bf16_) = (TypeId::of::<f32>(), TypeId::of::<f16>(), TypeId::of::<bf16>());
+    let (f32_, f16_, bf16_) = (
+        TypeId::of::<f32>(),
+        TypeId::of::<f16>(),
+        TypeId::of::<bf16>(),
+    );
     if (a, b) == (f32_, bf16_) {
         Ok(k.mt_cast_f32_bf16()?.function())
     } else if (a, b) == (bf16_, f32_) {
