@@ -852,7 +852,12 @@ fn check_ptx(
     Ok(isa)
 }
 
-/// Runs `f` on every item with up to `jobs` threads; results in item order.
+/// Runs `f` on every item with up to `jobs` threads; results in item order. Each item runs on
+/// a thread of its own (started by the worker that took it): NVRTC numbers the call sequences
+/// in the PTX it prints with a per-thread counter that every earlier compile on that thread
+/// advances, so a compile that shared its thread with others would print numbers that depend on
+/// which files the scheduler happened to give that thread before it, and the generated PTX would
+/// change from run to run.
 fn run_parallel<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
     let jobs = jobs.clamp(1, items.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
@@ -865,7 +870,13 @@ fn run_parallel<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R 
                 if i >= items.len() {
                     break;
                 }
-                let r = f(&items[i]);
+                let item = &items[i];
+                let f = &f;
+                let r = std::thread::scope(|one| {
+                    one.spawn(move || f(item))
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                });
                 *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
             });
         }

@@ -117,8 +117,8 @@ pub use layers::{
 };
 pub use ops::{class_targets, token_ids};
 pub use optim::{
-    clip_grad_norm, Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer, ParamGroup, Sgd,
-    SgdConfig,
+    clip_grad_norm, clip_grad_scale, Adam, AdamConfig, GradScaler, GradScalerConfig, Optimizer,
+    ParamGroup, Sgd, SgdConfig,
 };
 pub use parallel::{DataParallel, DataParallelConfig};
 pub use var::Var;

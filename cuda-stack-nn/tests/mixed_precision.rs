@@ -30,6 +30,7 @@ fn main() {
         gpu("cast_of_a_computed_value_is_refused", cast_refused),
         gpu("cast_gradients_reach_the_sources_hooks", cast_hooks),
         gpu("grad_scaler_skips_backs_off_and_grows", grad_scaler),
+        gpu("cast_many_equals_cast_one_by_one", cast_many_bf16),
     ]);
 }
 
@@ -256,6 +257,71 @@ fn grad_scaler() -> TestResult {
         scaler.scale() == 32768.0,
         "grew past max_scale: {}",
         scaler.scale()
+    );
+    Ok(())
+}
+
+/// `Var::cast_many` (one launch per 136 tensors) gives what `Var::cast` gives one by one: the
+/// same bf16 bits, and the same f32 gradients back in the sources — for 150 parameters of odd
+/// sizes (more than one launch's table), one of them used twice.
+fn cast_many_bf16() -> TestResult {
+    let sizes: Vec<usize> = (0..150)
+        .map(|i| [1, 2, 3, 31, 257, 2049, 5][i % 7] + i % 3)
+        .collect();
+    let make = || -> Res<Vec<Var<f32>>> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                Ok(Var::parameter(Tensor::from_vec(
+                    values(n, i as u64, 2.0),
+                    &[n],
+                )?))
+            })
+            .collect()
+    };
+    let (a, b) = (make()?, make()?);
+    let many = Var::cast_many::<bf16>(&a)?;
+    let one: Vec<Var<bf16>> = b
+        .iter()
+        .map(|p| p.cast::<bf16>())
+        .collect::<Result<_, _>>()?;
+    // Σ_i Σ (c_i · w_i) over all the cast values, with weights w_i, then backward.
+    let loss = |cs: &[Var<bf16>]| -> Res<Var<bf16>> {
+        let mut total: Option<Var<bf16>> = None;
+        for (i, c) in cs.iter().enumerate() {
+            let w = Var::constant(Tensor::from_vec(
+                values(c.numel(), 1000 + i as u64, 1.0)
+                    .into_iter()
+                    .map(bf16::from_f32)
+                    .collect(),
+                &[c.numel()],
+            )?);
+            let t = c.mul(&w)?.sum_all()?;
+            total = Some(match total {
+                None => t,
+                Some(x) => x.add(&t)?,
+            });
+        }
+        total.ok_or_else(|| "no parameters".into())
+    };
+    for (x, y) in many.iter().zip(&one) {
+        ensure!(
+            x.value().to_vec()? == y.value().to_vec()?,
+            "cast values differ"
+        );
+    }
+    loss(&many)?.backward()?;
+    loss(&one)?.backward()?;
+    for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+        let (gx, gy) = (x.grad()?.ok_or("no grad")?, y.grad()?.ok_or("no grad")?);
+        ensure!(gx.to_vec()? == gy.to_vec()?, "gradient {i} differs");
+    }
+    // A computed value is refused before anything is cast.
+    let c = a[0].mul(&a[0])?;
+    ensure!(
+        Var::cast_many::<bf16>(&[a[1].clone(), c]).is_err(),
+        "cast of a computed value"
     );
     Ok(())
 }

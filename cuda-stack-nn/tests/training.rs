@@ -3,8 +3,8 @@
 //! of the seeds' models, and a small model that must learn.
 
 use cuda_stack_nn::{
-    class_targets, Adam, AdamConfig, CapturedStep, FusedOpLayer, Linear, Module, NnError,
-    Optimizer, ParamGroup, Relu, Sequential, Sgd, SgdConfig, Var,
+    class_targets, clip_grad_norm, clip_grad_scale, Adam, AdamConfig, CapturedStep, FusedOpLayer,
+    Linear, Module, NnError, Optimizer, ParamGroup, Relu, Sequential, Sgd, SgdConfig, Var,
 };
 use cuda_stack_runtime::Tensor;
 use cuda_tests::{ensure, gpu, TestResult};
@@ -16,6 +16,10 @@ fn main() {
         gpu(
             "adamw_param_groups_and_set_lr_match_the_cpu_rule",
             adam_groups,
+        ),
+        gpu(
+            "adamw_with_a_device_clip_scale_equals_clip_then_step_bit_for_bit",
+            adam_clip_scale,
         ),
         gpu("seed_models_count_and_name_parameters", model_shapes),
         gpu("parameters_without_grad_are_skipped", skipped),
@@ -205,6 +209,67 @@ fn adam() -> TestResult {
         .err()
         .ok_or("duplicate")?;
     ensure!(e.to_string().contains("same variable"), "{e}");
+    Ok(())
+}
+
+/// 150 f32 parameters of odd sizes in two groups (more than one multi-tensor launch): AdamW
+/// stepped with `clip_grad_scale` + `step_with_grad_scale` gives bit for bit the parameters of
+/// `clip_grad_norm` + `step`, with the same norm, over three steps with clipping active.
+fn adam_clip_scale() -> TestResult {
+    let sizes: Vec<usize> = (0..150)
+        .map(|i| [1, 2, 3, 31, 257, 2049, 5][i % 7] + i % 5)
+        .collect();
+    let value = |i: usize, n: usize, step: usize| -> Vec<f32> {
+        (0..n)
+            .map(|e| (((i * 31 + e * 7 + step * 13) % 17) as f32 - 8.0) * 0.25)
+            .collect()
+    };
+    let make = || -> Result<Vec<Var<f32>>, Box<dyn std::error::Error>> {
+        sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| Ok(Var::parameter(Tensor::from_vec(value(i, n, 0), &[n])?)))
+            .collect()
+    };
+    let (a, b) = (make()?, make()?);
+    let cfg = AdamConfig {
+        lr: 0.01,
+        betas: (0.9, 0.95),
+        eps: 1e-8,
+        weight_decay: 0.0,
+        decoupled_weight_decay: true,
+    };
+    let groups = |p: &[Var<f32>]| {
+        vec![
+            ParamGroup::new(p[..70].to_vec(), 0.1),
+            ParamGroup::new(p[70..].to_vec(), 0.0),
+        ]
+    };
+    let mut oa = Adam::with_groups(groups(&a), cfg)?;
+    let mut ob = Adam::with_groups(groups(&b), cfg)?;
+    for step in 1..=3 {
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            let g = Tensor::from_vec(value(i + 500, sizes[i], step), &[sizes[i]])?;
+            x.set_grad(Some(g.clone()))?;
+            y.set_grad(Some(g.deep_copy()?))?;
+        }
+        let na = clip_grad_norm(&a, 1.0)?.item()?;
+        oa.step()?;
+        let (nb, scale) = clip_grad_scale(&b, 1.0)?;
+        ensure!(scale.item()? < 1.0, "clipping must be active");
+        ob.step_with_grad_scale(&scale)?;
+        ensure!(
+            na.to_bits() == nb.item()?.to_bits(),
+            "norms {na} vs {}",
+            nb.item()?
+        );
+        for (i, (x, y)) in a.iter().zip(&b).enumerate() {
+            ensure!(
+                x.value().to_vec()? == y.value().to_vec()?,
+                "step {step}: parameter {i} differs"
+            );
+        }
+    }
     Ok(())
 }
 

@@ -646,3 +646,6 @@ pub(crate) fn dtype_cast<A: cuda_stack_driver::DeviceRepr, B: cuda_stack_driver:
 
 mod transformer;
 pub(crate) use transformer::*;
+
+mod multi_tensor;
+pub(crate) use multi_tensor::*;

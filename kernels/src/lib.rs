@@ -82,6 +82,7 @@ pub use dtype::{Compute, DType, Element, Float};
 pub use error::{Error, Result};
 pub use generated::handles::{Kernels, KERNEL_NAMES, PTX_FILES};
 pub use layout::{StridedLayout, MAX_RANK};
+pub use ops::multi_tensor::{MtAdamTable, MtTable1, MtTable2};
 
 /// Re-exported: the f16/bf16 types the kernels use.
 pub use cuda_stack_driver::half;

@@ -164,6 +164,25 @@ impl<'a> ArgList<'a> {
         self.push_buffer(&*s, offset)
     }
 
+    /// A buffer the kernel only reads through an address **inside a by-value parameter** (a
+    /// multi-tensor kernel's table of pointers, PyTorch's `multi_tensor_apply`): adds no
+    /// parameter, returns the address of `s[0]` to write into that table, and orders and tracks
+    /// `s` for the launch exactly as a [`ArgList::read`] parameter (and during a graph capture
+    /// hands it to the graph). The list borrows `s` for `'a`, so it stays alive for the launch.
+    #[inline]
+    pub fn read_in_table<T: DeviceRepr>(&mut self, s: &'a DeviceSlice<T>) -> u64 {
+        self.buffers.push(s.allocation_ptr());
+        s.as_raw_ptr()
+    }
+
+    /// [`ArgList::read_in_table`] for a buffer the kernel writes through the table: borrowed
+    /// exclusively for `'a`, so no other argument of the list reads or writes it.
+    #[inline]
+    pub fn write_in_table<T: DeviceRepr>(&mut self, s: &'a mut DeviceSlice<T>) -> u64 {
+        self.buffers.push(s.allocation_ptr());
+        s.as_raw_ptr()
+    }
+
     /// A parameter passed by value: its bytes, exactly `size_of::<T>()` of them. Types aligned
     /// to more than 8 bytes do not compile (no kernel parameter of this crate needs them).
     #[inline]
@@ -208,7 +227,11 @@ impl Function {
     ///   once against [`Function::param_sizes`].
     /// - With `cfg`'s grid and block and these scalar values, every memory access the kernel
     ///   makes through a buffer argument must fall inside that buffer, and it must access no
-    ///   other device memory (as for [`crate::Kernel::launch`]).
+    ///   other device memory (as for [`crate::Kernel::launch`]). A buffer added with
+    ///   [`ArgList::read_in_table`] / [`ArgList::write_in_table`] is a buffer argument too: the
+    ///   kernel may reach it only through the address those returned, written into a by-value
+    ///   parameter of this list, within its length, and write it only if added with
+    ///   `write_in_table`.
     pub unsafe fn launch_args(
         &self,
         stream: &Stream,

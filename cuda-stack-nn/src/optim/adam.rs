@@ -1,9 +1,9 @@
 //! `torch.optim.Adam` / `AdamW`.
 
-use super::{check_hyper, check_params, four_grads, four_mut, groups_within, Group, Optimizer};
+use super::{check_hyper, check_params, Optimizer};
 use crate::error::{NnError, Result};
 use crate::Var;
-use cuda_stack_runtime::{adam4_, AdamParams, GradElement, Tensor};
+use cuda_stack_runtime::{adam_many_, zeros_like_many, AdamParams, AdamSlot, GradElement, Tensor};
 
 /// Adam's settings (PyTorch's defaults: `lr = 1e-3`, `betas = (0.9, 0.999)`, `eps = 1e-8`,
 /// no weight decay).
@@ -55,9 +55,11 @@ impl<T: GradElement> ParamGroup<T> {
     }
 }
 
-/// Adam (`torch.optim.Adam`, or `AdamW` with `decoupled_weight_decay`): one kernel updates
-/// four parameters and their moment estimates in place (the multi-tensor launch; a leftover
-/// parameter gets its own); the step counts live on the device (PyTorch's `capturable=True`),
+/// Adam (`torch.optim.Adam`, or `AdamW` with `decoupled_weight_decay`): one kernel updates up
+/// to 64 parameters and their moment estimates in place (the multi-tensor launch, across
+/// parameter groups: each parameter carries its weight decay), optionally scaling the
+/// gradients by a device-side clip coefficient as it reads them
+/// ([`Adam::step_with_grad_scale`]); the step counts live on the device (PyTorch's `capturable=True`),
 /// advanced by one launch per step for all parameters. Parameters may come in groups with
 /// weight decays of their own ([`Adam::with_groups`]); the learning rate can change between
 /// steps ([`Adam::set_lr`], a schedule's `param_group["lr"] = lr`).
@@ -66,8 +68,6 @@ pub struct Adam<T: GradElement> {
     config: AdamConfig,
     /// Per parameter: the weight decay of its group.
     decay: Vec<f64>,
-    /// Per parameter: the index of its group (a multi-tensor launch stays inside one group).
-    group_of: Vec<usize>,
     /// Per parameter (m, v); `None` until its first step.
     state: Vec<Option<(Tensor<T>, Tensor<T>)>>,
     /// Steps taken by each parameter, on the device; made at the first step.
@@ -90,7 +90,7 @@ impl<T: GradElement> Adam<T> {
     pub fn with_groups(groups: Vec<ParamGroup<T>>, config: AdamConfig) -> Result<Adam<T>> {
         const NAME: &str = "Adam";
         let mut params = Vec::new();
-        let (mut decay, mut group_of) = (Vec::new(), Vec::new());
+        let mut decay = Vec::new();
         for (i, g) in groups.into_iter().enumerate() {
             check_hyper(
                 NAME,
@@ -99,7 +99,6 @@ impl<T: GradElement> Adam<T> {
                 0.0,
             )?;
             decay.extend(std::iter::repeat_n(g.weight_decay, g.params.len()));
-            group_of.extend(std::iter::repeat_n(i, g.params.len()));
             params.extend(g.params);
         }
         check_params(NAME, &params)?;
@@ -117,7 +116,6 @@ impl<T: GradElement> Adam<T> {
             params,
             config,
             decay,
-            group_of,
             state: (0..n).map(|_| None).collect(),
             steps: None,
             steps_taken: 0,
@@ -188,8 +186,21 @@ impl AdamConfig {
     }
 }
 
-impl<T: GradElement> Optimizer<T> for Adam<T> {
-    fn step(&mut self) -> Result<()> {
+impl<T: GradElement> Adam<T> {
+    /// [`Optimizer::step`] with every gradient multiplied by `grad_scale` (a one-element
+    /// tensor on the parameters' device) as the update reads it: the clip coefficient of
+    /// [`crate::clip_grad_scale`], so that clipping needs neither a pass over the gradients
+    /// nor a host round trip (the updated parameters are bit-identical to
+    /// [`crate::clip_grad_norm`] followed by [`Optimizer::step`]; the gradients themselves stay
+    /// unscaled).
+    pub fn step_with_grad_scale(&mut self, grad_scale: &Tensor<T>) -> Result<()> {
+        self.step_scaled(Some(grad_scale))
+    }
+
+    /// The step: the step counts advanced, missing moments made (one launch per 192 tensors),
+    /// then every parameter with a gradient updated by the multi-tensor Adam (one launch per 64
+    /// parameters, each with its group's weight decay), last parameter first.
+    fn step_scaled(&mut self, grad_scale: Option<&Tensor<T>>) -> Result<()> {
         self.steps_taken += 1;
         let hyper = self.config.kernel_params();
         let grads = self
@@ -220,63 +231,61 @@ impl<T: GradElement> Optimizer<T> for Adam<T> {
             }
         }
         let steps: &Tensor<i32> = steps;
-        let has: Vec<bool> = grads.iter().map(Option::is_some).collect();
-        for group in groups_within(&has, &self.group_of) {
-            let (first, count) = match group {
-                Group::Four(i) => (i, 4),
-                Group::One(i) => (i, 1),
-            };
-            let params = AdamParams {
-                weight_decay: self.decay[first],
-                ..hyper
-            };
-            // Moments start at zero, made on the parameter's device.
-            for j in first..first + count {
-                if self.state[j].is_none() {
-                    let value = self.params[j].value();
-                    let m = value.full_like(value.shape(), T::from_f64(0.0))?;
-                    let v = value.full_like(value.shape(), T::from_f64(0.0))?;
-                    self.state[j] = Some((m, v));
-                }
-            }
-            if count == 4 {
-                let g = four_grads(&grads, first)?;
-                let mut guards = [
-                    self.params[first].value_mut(),
-                    self.params[first + 1].value_mut(),
-                    self.params[first + 2].value_mut(),
-                    self.params[first + 3].value_mut(),
-                ];
-                let [v0, v1, v2, v3] = &mut guards;
-                let p = [&mut **v0, &mut **v1, &mut **v2, &mut **v3];
-                let [s0, s1, s2, s3] = four_mut(&mut self.state, first)?;
-                match (s0, s1, s2, s3) {
-                    (Some((m0, w0)), Some((m1, w1)), Some((m2, w2)), Some((m3, w3))) => adam4_(
-                        p,
-                        g,
-                        [m0, m1, m2, m3],
-                        [w0, w1, w2, w3],
-                        steps,
-                        first,
-                        params,
-                    )?,
-                    _ => {
-                        return Err(NnError::Invalid {
-                            what: "Adam",
-                            problem: "internal error: missing moments".into(),
-                        })
-                    }
-                }
-            } else {
-                let Some(g) = &grads[first] else { continue };
-                let Some((m, v)) = &mut self.state[first] else {
-                    continue;
-                };
-                self.params[first]
-                    .with_value_mut(|value| value.adam_(g, m, v, steps, first, params))?;
+        // Moments start at zero, made on the parameters' device, all in one go.
+        let need: Vec<usize> = (0..self.params.len())
+            .filter(|&i| grads[i].is_some() && self.state[i].is_none())
+            .collect();
+        if !need.is_empty() {
+            // The values are dropped before the update, which must find them unshared.
+            let values: Vec<Tensor<T>> = need.iter().map(|&i| self.params[i].value()).collect();
+            let refs: Vec<&Tensor<T>> = values.iter().chain(values.iter()).collect();
+            let mut ms = zeros_like_many(&refs)?;
+            let vs = ms.split_off(need.len());
+            for ((&i, m), v) in need.iter().zip(ms).zip(vs) {
+                self.state[i] = Some((m, v));
             }
         }
-        Ok(())
+        let mut guards: Vec<_> = self
+            .params
+            .iter()
+            .zip(&grads)
+            .filter(|(_, g)| g.is_some())
+            .map(|(p, _)| p.value_mut())
+            .collect();
+        let mut slots = Vec::with_capacity(guards.len());
+        let with_grads = self
+            .state
+            .iter_mut()
+            .zip(&grads)
+            .zip(&self.decay)
+            .enumerate()
+            .filter(|(_, ((_, g), _))| g.is_some());
+        for (guard, (i, ((state, g), &weight_decay))) in guards.iter_mut().zip(with_grads) {
+            let (Some((m, v)), Some(g)) = (state, g) else {
+                return Err(NnError::Invalid {
+                    what: "Adam",
+                    problem: "internal error: missing moments".into(),
+                });
+            };
+            slots.push(AdamSlot {
+                param: &mut **guard,
+                grad: g,
+                exp_avg: m,
+                exp_avg_sq: v,
+                step_index: i,
+                weight_decay,
+            });
+        }
+        // Last parameter first, the order in which a backward pass finishes the gradients (see
+        // `super::groups`): the first launch waits only for the last layers' gradients.
+        slots.reverse();
+        Ok(adam_many_(&mut slots, steps, grad_scale, hyper)?)
+    }
+}
+
+impl<T: GradElement> Optimizer<T> for Adam<T> {
+    fn step(&mut self) -> Result<()> {
+        self.step_scaled(None)
     }
 
     fn parameters(&self) -> &[Var<T>] {

@@ -37,3 +37,25 @@ pub fn clip_grad_norm<T: GradElement>(params: &[Var<T>], max_norm: f64) -> Resul
     }
     Ok(result?)
 }
+
+/// The global 2-norm of the gradients of `params` and the clipping scale
+/// `min(1, max_norm / (norm + 1e-6))`, as 0-d **device** tensors, leaving the gradients as
+/// they are: hand the scale to [`crate::Adam::step_with_grad_scale`], which applies it as it
+/// reads each gradient — the same parameters as [`clip_grad_norm`] then a step, without the
+/// pass over the gradients. Parameters without a gradient are skipped; the norm is
+/// bit-identical to [`clip_grad_norm`]'s.
+pub fn clip_grad_scale<T: GradElement>(
+    params: &[Var<T>],
+    max_norm: f64,
+) -> Result<(Tensor<T>, Tensor<T>)> {
+    let mut grads = Vec::new();
+    for p in params {
+        if p.requires_grad() {
+            if let Some(g) = p.grad()? {
+                grads.push(g);
+            }
+        }
+    }
+    let refs: Vec<&Tensor<T>> = grads.iter().collect();
+    Ok(cuda_stack_runtime::clip_grad_scale(&refs, max_norm)?)
+}

@@ -1,10 +1,13 @@
 //! Optimizers (`torch.optim`): [`Sgd`] and [`Adam`]. A step updates every parameter that has a
-//! gradient with fused kernels (the update rule and its state in one pass) — **multi-tensor**:
-//! each run of four consecutive parameters with gradients is one launch (`sgd4`,
-//! `sgd_momentum4`, `adam4`, PyTorch's `foreach` idea), the rest one launch each — **in place** (the parameter's and the state's storages are rewritten; a parameter whose value
-//! is also held elsewhere is first given a private copy, so the other holder keeps the old
-//! values). Nothing a step computes on the host changes from step to step — Adam's step count is
-//! a device counter — so a whole training step can be captured into a CUDA graph
+//! gradient with fused kernels (the update rule and its state in one pass) — **multi-tensor**
+//! (PyTorch's `foreach` idea): [`Adam`] updates up to 64 parameters per launch (all of GPT-2
+//! 124M's 148 in three), each with its group's weight decay and its own step count, and makes
+//! its moments with one fill launch per 192 tensors; [`Sgd`] updates each run of four
+//! consecutive parameters with gradients in one launch (`sgd4`, `sgd_momentum4`), the rest one
+//! by one — **in place** (the parameter's and the state's storages are rewritten; a parameter
+//! whose value is also held elsewhere is first given a private copy, so the other holder keeps
+//! the old values). Nothing a step computes on the host changes from step to step — Adam's
+//! step count is a device counter — so a whole training step can be captured into a CUDA graph
 //! ([`crate::CapturedStep`]).
 
 mod adam;
@@ -13,7 +16,7 @@ mod grad_scaler;
 mod sgd;
 
 pub use adam::{Adam, AdamConfig, ParamGroup};
-pub use clip::clip_grad_norm;
+pub use clip::{clip_grad_norm, clip_grad_scale};
 pub use grad_scaler::{GradScaler, GradScalerConfig};
 pub use sgd::{Sgd, SgdConfig};
 

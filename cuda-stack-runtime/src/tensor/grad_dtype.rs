@@ -200,6 +200,45 @@ pub trait GradElement: TensorElement<Sum = Self, Max = Self> + FloatElement {
         steps: &DeviceSlice<i32>,
         params: AdamParams<f64>,
     ) -> Result<()>;
+
+    /// Every element of every tensor set to `value`, in one launch per table (f32, f64).
+    #[doc(hidden)]
+    fn fill_many(
+        k: &Kernels,
+        s: &Stream,
+        xs: &mut [&mut DeviceSlice<Self>],
+        value: f64,
+    ) -> Result<()>;
+
+    /// Every tensor multiplied by `scale[0]` in place, one launch per table (f32, f64).
+    #[doc(hidden)]
+    fn scale_many(
+        k: &Kernels,
+        s: &Stream,
+        xs: &mut [&mut DeviceSlice<Self>],
+        scale: &DeviceSlice<Self>,
+    ) -> Result<()>;
+
+    /// The partial sums of squares of every tensor, in the per-tensor layout (f32, f64).
+    #[doc(hidden)]
+    fn sumsq_partials_many(
+        k: &Kernels,
+        s: &Stream,
+        xs: &[&DeviceSlice<Self>],
+        partial: &mut DeviceSlice<Self>,
+    ) -> Result<()>;
+
+    /// Adam of every tensor, one launch per table, optionally scaling each gradient by
+    /// `grad_scale[0]` as it is read (f32, f64).
+    #[doc(hidden)]
+    fn adam_many(
+        k: &Kernels,
+        s: &Stream,
+        tensors: &mut [ops::AdamTensor<'_, Self>],
+        steps: &DeviceSlice<i32>,
+        grad_scale: Option<&DeviceSlice<Self>>,
+        params: AdamParams<f64>,
+    ) -> Result<()>;
 }
 
 macro_rules! grad_element {
@@ -434,6 +473,54 @@ macro_rules! grad_element {
                     decoupled: params.decoupled,
                 };
                 Ok(ops::adam4::<$t>(k, s, p, g, m, v, steps, params)?)
+            }
+
+            fn fill_many(
+                k: &Kernels,
+                s: &Stream,
+                xs: &mut [&mut DeviceSlice<$t>],
+                value: f64,
+            ) -> Result<()> {
+                Ok(ops::fill_many::<$t>(k, s, xs, value as $scalar)?)
+            }
+
+            fn scale_many(
+                k: &Kernels,
+                s: &Stream,
+                xs: &mut [&mut DeviceSlice<$t>],
+                scale: &DeviceSlice<$t>,
+            ) -> Result<()> {
+                Ok(ops::scale_many::<$t>(k, s, xs, scale)?)
+            }
+
+            fn sumsq_partials_many(
+                k: &Kernels,
+                s: &Stream,
+                xs: &[&DeviceSlice<$t>],
+                partial: &mut DeviceSlice<$t>,
+            ) -> Result<()> {
+                Ok(ops::sumsq_partials_many::<$t>(k, s, xs, partial)?)
+            }
+
+            fn adam_many(
+                k: &Kernels,
+                s: &Stream,
+                tensors: &mut [ops::AdamTensor<'_, $t>],
+                steps: &DeviceSlice<i32>,
+                grad_scale: Option<&DeviceSlice<$t>>,
+                params: AdamParams<f64>,
+            ) -> Result<()> {
+                let params = AdamParams {
+                    lr: params.lr as $scalar,
+                    beta1: params.beta1 as $scalar,
+                    beta2: params.beta2 as $scalar,
+                    eps: params.eps as $scalar,
+                    weight_decay: params.weight_decay as $scalar,
+                    decoupled: params.decoupled,
+                };
+                Ok(ops::adam_many::<$t>(
+                    k, s, tensors, steps, grad_scale, params,
+                )?)
             }
         }
     };

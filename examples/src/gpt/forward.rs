@@ -7,7 +7,7 @@ use super::config::LN_EPS;
 use super::model::Gpt;
 use cuda_stack_nn::{GradElement, Module, NnError, Result, Var};
 use cuda_stack_runtime::{AttentionElement, Tensor};
-use std::any::Any;
+use std::any::{Any, TypeId};
 
 /// A linear layer's (or a LayerNorm's) weight and bias.
 #[derive(Clone)]
@@ -39,12 +39,25 @@ pub struct GptWeights<U: GradElement> {
     pub(crate) ln_f: Affine<U>,
 }
 
-/// `p` in the compute dtype: itself when `U` is `T`, else its [`Var::cast`].
-fn in_dtype<T: GradElement + 'static, U: GradElement + 'static>(p: &Var<T>) -> Result<Var<U>> {
-    match (p as &dyn Any).downcast_ref::<Var<U>>() {
-        Some(same) => Ok(same.clone()),
-        None => p.cast::<U>(),
+/// `ps` in the compute dtype: themselves when `U` is `T`, else [`Var::cast_many`] (one
+/// launch per 136 tensors for f32 -> bf16 / f16).
+fn in_dtype_many<T: GradElement + 'static, U: GradElement + 'static>(
+    ps: &[Var<T>],
+) -> Result<Vec<Var<U>>> {
+    if TypeId::of::<T>() != TypeId::of::<U>() {
+        return Var::cast_many::<U>(ps);
     }
+    ps.iter()
+        .map(|p| {
+            (p as &dyn Any)
+                .downcast_ref::<Var<U>>()
+                .cloned()
+                .ok_or_else(|| NnError::Invalid {
+                    what: "Gpt",
+                    problem: "internal error: a parameter of another dtype".into(),
+                })
+        })
+        .collect()
 }
 
 fn no_bias(what: &str) -> NnError {
@@ -59,37 +72,66 @@ impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
     /// otherwise each cast once ([`Var::cast`]: a `U` leaf whose gradient is converted back
     /// and added to the parameter's). Autocast's rule: f32 master weights, bf16 compute.
     pub fn weights_as<U: GradElement + 'static>(&self) -> Result<GptWeights<U>> {
-        let linear = |l: &cuda_stack_nn::Linear<T>, what: &str| -> Result<Affine<U>> {
-            Ok(Affine {
-                weight: in_dtype(l.weight())?,
-                bias: in_dtype(l.bias().ok_or_else(|| no_bias(what))?)?,
+        // Every parameter in one list (cast together: one launch per 136 tensors), in the
+        // order the weights are taken from it below.
+        let mut list: Vec<Var<T>> = vec![self.wte.weight().clone(), self.wpe.weight().clone()];
+        let bias = |l: &cuda_stack_nn::Linear<T>, what: &str| -> Result<Var<T>> {
+            l.bias().cloned().ok_or_else(|| no_bias(what))
+        };
+        for b in &self.blocks {
+            list.extend([
+                b.ln_1.weight().clone(),
+                b.ln_1.bias().clone(),
+                b.c_attn.weight().clone(),
+                bias(&b.c_attn, "c_attn")?,
+                b.attn_proj.weight().clone(),
+                bias(&b.attn_proj, "attn.c_proj")?,
+                b.ln_2.weight().clone(),
+                b.ln_2.bias().clone(),
+                b.c_fc.weight().clone(),
+                bias(&b.c_fc, "c_fc")?,
+                b.c_proj.weight().clone(),
+                bias(&b.c_proj, "mlp.c_proj")?,
+            ]);
+        }
+        list.extend([self.ln_f.weight().clone(), self.ln_f.bias().clone()]);
+        let mut it = in_dtype_many::<T, U>(&list)?.into_iter();
+        let mut next = || {
+            it.next().ok_or_else(|| NnError::Invalid {
+                what: "Gpt",
+                problem: "internal error: fewer cast weights than parameters".into(),
             })
         };
-        let norm = |l: &cuda_stack_nn::LayerNorm<T>| -> Result<Affine<U>> {
+        let mut affine = || -> Result<Affine<U>> {
             Ok(Affine {
-                weight: in_dtype(l.weight())?,
-                bias: in_dtype(l.bias())?,
+                weight: next()?,
+                bias: next()?,
             })
+        };
+        let (wte, wpe) = {
+            let w = affine()?;
+            (w.weight, w.bias)
         };
         let blocks = self
             .blocks
             .iter()
-            .map(|b| {
+            .map(|_| {
                 Ok(BlockWeights {
-                    ln_1: norm(&b.ln_1)?,
-                    c_attn: linear(&b.c_attn, "c_attn")?,
-                    attn_proj: linear(&b.attn_proj, "attn.c_proj")?,
-                    ln_2: norm(&b.ln_2)?,
-                    c_fc: linear(&b.c_fc, "c_fc")?,
-                    c_proj: linear(&b.c_proj, "mlp.c_proj")?,
+                    ln_1: affine()?,
+                    c_attn: affine()?,
+                    attn_proj: affine()?,
+                    ln_2: affine()?,
+                    c_fc: affine()?,
+                    c_proj: affine()?,
                 })
             })
             .collect::<Result<_>>()?;
+        let ln_f = affine()?;
         Ok(GptWeights {
-            wte: in_dtype(self.wte.weight())?,
-            wpe: in_dtype(self.wpe.weight())?,
+            wte,
+            wpe,
             blocks,
-            ln_f: norm(&self.ln_f)?,
+            ln_f,
         })
     }
 

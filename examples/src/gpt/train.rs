@@ -8,8 +8,8 @@ use super::forward::GptWeights;
 use super::model::Gpt;
 use super::schedule::CosineSchedule;
 use cuda_stack_nn::{
-    clip_grad_norm, no_grad, Adam, AdamConfig, GradElement, NnError, Optimizer, ParamGroup, Result,
-    Var,
+    clip_grad_scale, no_grad, Adam, AdamConfig, GradElement, NnError, Optimizer, ParamGroup,
+    Result, Var,
 };
 use cuda_stack_runtime::{AttentionElement, Tensor};
 use std::marker::PhantomData;
@@ -224,12 +224,17 @@ impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
         if n > 1 {
             loss = loss.scale(1.0 / n as f32)?;
         }
+        // Clipping: the norm and the scale on the device, the scale applied by AdamW as it
+        // reads each gradient (the same update as scaling the gradients first; one launch per
+        // 192 tensors for the norm, none for the scaling).
         let grad_norm = if self.config.grad_clip > 0.0 {
-            Some(clip_grad_norm(&self.params, self.config.grad_clip)?)
+            let (norm, scale) = clip_grad_scale(&self.params, self.config.grad_clip)?;
+            self.opt.step_with_grad_scale(&scale)?;
+            Some(norm)
         } else {
+            self.opt.step()?;
             None
         };
-        self.opt.step()?;
         self.iter += 1;
         Ok(StepStats {
             loss,

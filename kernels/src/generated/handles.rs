@@ -576,6 +576,34 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "multi_tensor",
+        source: "cuda/multi_tensor.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/multi_tensor.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                cubin: include_bytes!("../../sass/multi_tensor.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                cubin: include_bytes!("../../sass/multi_tensor.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/multi_tensor.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "optim",
         source: "cuda/optim.cu",
         targets: &[
@@ -801,7 +829,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 365 kernels, in manifest order.
+/// The names of all 377 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1057,6 +1085,18 @@ pub static KERNEL_NAMES: &[&str] = &[
     "matmul_tiled16_f32",
     "matmul_tiled16_f64",
     "matmul_tiled16_i32",
+    "mt_adam_f32",
+    "mt_adam_f64",
+    "mt_cast_bf16_f32",
+    "mt_cast_f16_f32",
+    "mt_cast_f32_bf16",
+    "mt_cast_f32_f16",
+    "mt_fill_f32",
+    "mt_fill_f64",
+    "mt_scale_f32",
+    "mt_scale_f64",
+    "mt_sumsq_f32",
+    "mt_sumsq_f64",
     "adam4_f32",
     "adam4_f64",
     "adam_f32",
@@ -1438,6 +1478,18 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `matmul_tiled16_f32` | `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_f64` | `const double* A`, `const double* B`, `double* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
 /// | `matmul_tiled16_i32` | `const int* A`, `const int* B`, `int* C`, `int M`, `int N`, `int K` | `cuda/matmul_tiled.cu` |
+/// | `mt_adam_f32` | `MtAdamTable t`, `const int* steps`, `float lr`, `float b1`, `float b2`, `float eps`, `int adamw` | `cuda/multi_tensor.cu` |
+/// | `mt_adam_f64` | `MtAdamTable t`, `const int* steps`, `double lr`, `double b1`, `double b2`, `double eps`, `int adamw` | `cuda/multi_tensor.cu` |
+/// | `mt_cast_bf16_f32` | `MtTable2 t` | `cuda/multi_tensor.cu` |
+/// | `mt_cast_f16_f32` | `MtTable2 t` | `cuda/multi_tensor.cu` |
+/// | `mt_cast_f32_bf16` | `MtTable2 t` | `cuda/multi_tensor.cu` |
+/// | `mt_cast_f32_f16` | `MtTable2 t` | `cuda/multi_tensor.cu` |
+/// | `mt_fill_f32` | `MtTable1 t`, `float value` | `cuda/multi_tensor.cu` |
+/// | `mt_fill_f64` | `MtTable1 t`, `double value` | `cuda/multi_tensor.cu` |
+/// | `mt_scale_f32` | `MtTable1 t`, `const float* scale` | `cuda/multi_tensor.cu` |
+/// | `mt_scale_f64` | `MtTable1 t`, `const double* scale` | `cuda/multi_tensor.cu` |
+/// | `mt_sumsq_f32` | `MtTable1 t`, `float* partial` | `cuda/multi_tensor.cu` |
+/// | `mt_sumsq_f64` | `MtTable1 t`, `double* partial` | `cuda/multi_tensor.cu` |
 /// | `adam4_f32` | `float* p0`, `const float* g0`, `float* m0`, `float* v0`, `float* p1`, `const float* g1`, `float* m1`, `float* v1`, `float* p2`, `const float* g2`, `float* m2`, `float* v2`, `float* p3`, `const float* g3`, `float* m3`, `float* v3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `const int* steps`, `float lr`, `float b1`, `float b2`, `float eps`, `float wd`, `int adamw` | `cuda/optim.cu` |
 /// | `adam4_f64` | `double* p0`, `const double* g0`, `double* m0`, `double* v0`, `double* p1`, `const double* g1`, `double* m1`, `double* v1`, `double* p2`, `const double* g2`, `double* m2`, `double* v2`, `double* p3`, `const double* g3`, `double* m3`, `double* v3`, `unsigned long long n0`, `unsigned long long n1`, `unsigned long long n2`, `unsigned long long n3`, `const int* steps`, `double lr`, `double b1`, `double b2`, `double eps`, `double wd`, `int adamw` | `cuda/optim.cu` |
 /// | `adam_f32` | `float* p`, `const float* g`, `float* m`, `float* v`, `const int* steps`, `int index`, `unsigned long long n`, `float lr`, `float b1`, `float b2`, `float eps`, `float wd`, `int adamw` | `cuda/optim.cu` |
@@ -1593,6 +1645,8 @@ pub struct Kernels {
     matmul_naive: crate::family::LazyModule<MatmulNaiveKernels>,
     /// `cuda/matmul_tiled.cu`, loaded on the first call of [`Kernels::matmul_tiled_kernels`] or of one of its kernels.
     matmul_tiled: crate::family::LazyModule<MatmulTiledKernels>,
+    /// `cuda/multi_tensor.cu`, loaded on the first call of [`Kernels::multi_tensor_kernels`] or of one of its kernels.
+    multi_tensor: crate::family::LazyModule<MultiTensorKernels>,
     /// `cuda/optim.cu`, loaded on the first call of [`Kernels::optim_kernels`] or of one of its kernels.
     optim: crate::family::LazyModule<OptimKernels>,
     /// `cuda/pad_rows.cu`, loaded on the first call of [`Kernels::pad_rows_kernels`] or of one of its kernels.
@@ -3853,6 +3907,112 @@ fn load_matmul_tiled(m: &cuda_stack_driver::Module) -> crate::Result<MatmulTiled
     })
 }
 
+/// The kernels of `cuda/multi_tensor.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::multi_tensor_kernels`].
+#[derive(Clone, Debug)]
+pub struct MultiTensorKernels {
+    /// `mt_adam_f32(MtAdamTable t, const int* steps, float lr, float b1, float b2, float eps, int adamw)`.
+    pub mt_adam_f32: Kernel<(crate::MtAdamTable, &'static DeviceSlice<i32>, f32, f32, f32, f32, i32)>,
+    /// `mt_adam_f64(MtAdamTable t, const int* steps, double lr, double b1, double b2, double eps, int adamw)`.
+    pub mt_adam_f64: Kernel<(crate::MtAdamTable, &'static DeviceSlice<i32>, f64, f64, f64, f64, i32)>,
+    /// `mt_cast_bf16_f32(MtTable2 t)`.
+    pub mt_cast_bf16_f32: Kernel<(crate::MtTable2,)>,
+    /// `mt_cast_f16_f32(MtTable2 t)`.
+    pub mt_cast_f16_f32: Kernel<(crate::MtTable2,)>,
+    /// `mt_cast_f32_bf16(MtTable2 t)`.
+    pub mt_cast_f32_bf16: Kernel<(crate::MtTable2,)>,
+    /// `mt_cast_f32_f16(MtTable2 t)`.
+    pub mt_cast_f32_f16: Kernel<(crate::MtTable2,)>,
+    /// `mt_fill_f32(MtTable1 t, float value)`.
+    pub mt_fill_f32: Kernel<(crate::MtTable1, f32)>,
+    /// `mt_fill_f64(MtTable1 t, double value)`.
+    pub mt_fill_f64: Kernel<(crate::MtTable1, f64)>,
+    /// `mt_scale_f32(MtTable1 t, const float* scale)`.
+    pub mt_scale_f32: Kernel<(crate::MtTable1, &'static DeviceSlice<f32>)>,
+    /// `mt_scale_f64(MtTable1 t, const double* scale)`.
+    pub mt_scale_f64: Kernel<(crate::MtTable1, &'static DeviceSlice<f64>)>,
+    /// `mt_sumsq_f32(MtTable1 t, float* partial)`.
+    pub mt_sumsq_f32: Kernel<(crate::MtTable1, &'static mut DeviceSlice<f32>)>,
+    /// `mt_sumsq_f64(MtTable1 t, double* partial)`.
+    pub mt_sumsq_f64: Kernel<(crate::MtTable1, &'static mut DeviceSlice<f64>)>,
+}
+
+fn load_multi_tensor(m: &cuda_stack_driver::Module) -> crate::Result<MultiTensorKernels> {
+    Ok(MultiTensorKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_adam_f32: unsafe { m.kernel_prechecked::<(crate::MtAdamTable, &'static DeviceSlice<i32>, f32, f32, f32, f32, i32)>("mt_adam_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_adam_f64: unsafe { m.kernel_prechecked::<(crate::MtAdamTable, &'static DeviceSlice<i32>, f64, f64, f64, f64, i32)>("mt_adam_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_cast_bf16_f32: unsafe { m.kernel_prechecked::<(crate::MtTable2,)>("mt_cast_bf16_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_cast_f16_f32: unsafe { m.kernel_prechecked::<(crate::MtTable2,)>("mt_cast_f16_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_cast_f32_bf16: unsafe { m.kernel_prechecked::<(crate::MtTable2,)>("mt_cast_f32_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_cast_f32_f16: unsafe { m.kernel_prechecked::<(crate::MtTable2,)>("mt_cast_f32_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_fill_f32: unsafe { m.kernel_prechecked::<(crate::MtTable1, f32)>("mt_fill_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_fill_f64: unsafe { m.kernel_prechecked::<(crate::MtTable1, f64)>("mt_fill_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_scale_f32: unsafe { m.kernel_prechecked::<(crate::MtTable1, &'static DeviceSlice<f32>)>("mt_scale_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_scale_f64: unsafe { m.kernel_prechecked::<(crate::MtTable1, &'static DeviceSlice<f64>)>("mt_scale_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_sumsq_f32: unsafe { m.kernel_prechecked::<(crate::MtTable1, &'static mut DeviceSlice<f32>)>("mt_sumsq_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        mt_sumsq_f64: unsafe { m.kernel_prechecked::<(crate::MtTable1, &'static mut DeviceSlice<f64>)>("mt_sumsq_f64")? },
+    })
+}
+
 /// The kernels of `cuda/optim.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::optim_kernels`].
 #[derive(Clone, Debug)]
 pub struct OptimKernels {
@@ -4847,14 +5007,15 @@ impl Kernels {
             log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
             matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
             matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
         }
     }
 
@@ -4982,6 +5143,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn matmul_tiled_kernels(&self) -> crate::Result<&MatmulTiledKernels> {
         self.matmul_tiled.get(load_matmul_tiled)
+    }
+
+    /// The kernels of `cuda/multi_tensor.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn multi_tensor_kernels(&self) -> crate::Result<&MultiTensorKernels> {
+        self.multi_tensor.get(load_multi_tensor)
     }
 
     /// The kernels of `cuda/optim.cu`, loaded on the first call and kept. Fails with
@@ -6302,6 +6469,66 @@ impl Kernels {
         Ok(&self.matmul_tiled_kernels()?.matmul_tiled16_i32)
     }
 
+    /// `mt_adam_f32(MtAdamTable t, const int* steps, float lr, float b1, float b2, float eps, int adamw)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_adam_f32(&self) -> crate::Result<&Kernel<(crate::MtAdamTable, &'static DeviceSlice<i32>, f32, f32, f32, f32, i32)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_adam_f32)
+    }
+
+    /// `mt_adam_f64(MtAdamTable t, const int* steps, double lr, double b1, double b2, double eps, int adamw)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_adam_f64(&self) -> crate::Result<&Kernel<(crate::MtAdamTable, &'static DeviceSlice<i32>, f64, f64, f64, f64, i32)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_adam_f64)
+    }
+
+    /// `mt_cast_bf16_f32(MtTable2 t)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_cast_bf16_f32(&self) -> crate::Result<&Kernel<(crate::MtTable2,)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_cast_bf16_f32)
+    }
+
+    /// `mt_cast_f16_f32(MtTable2 t)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_cast_f16_f32(&self) -> crate::Result<&Kernel<(crate::MtTable2,)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_cast_f16_f32)
+    }
+
+    /// `mt_cast_f32_bf16(MtTable2 t)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_cast_f32_bf16(&self) -> crate::Result<&Kernel<(crate::MtTable2,)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_cast_f32_bf16)
+    }
+
+    /// `mt_cast_f32_f16(MtTable2 t)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_cast_f32_f16(&self) -> crate::Result<&Kernel<(crate::MtTable2,)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_cast_f32_f16)
+    }
+
+    /// `mt_fill_f32(MtTable1 t, float value)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_fill_f32(&self) -> crate::Result<&Kernel<(crate::MtTable1, f32)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_fill_f32)
+    }
+
+    /// `mt_fill_f64(MtTable1 t, double value)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_fill_f64(&self) -> crate::Result<&Kernel<(crate::MtTable1, f64)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_fill_f64)
+    }
+
+    /// `mt_scale_f32(MtTable1 t, const float* scale)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_scale_f32(&self) -> crate::Result<&Kernel<(crate::MtTable1, &'static DeviceSlice<f32>)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_scale_f32)
+    }
+
+    /// `mt_scale_f64(MtTable1 t, const double* scale)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_scale_f64(&self) -> crate::Result<&Kernel<(crate::MtTable1, &'static DeviceSlice<f64>)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_scale_f64)
+    }
+
+    /// `mt_sumsq_f32(MtTable1 t, float* partial)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_sumsq_f32(&self) -> crate::Result<&Kernel<(crate::MtTable1, &'static mut DeviceSlice<f32>)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_sumsq_f32)
+    }
+
+    /// `mt_sumsq_f64(MtTable1 t, double* partial)` from `cuda/multi_tensor.cu` (the first call of any of that file's kernels loads it).
+    pub fn mt_sumsq_f64(&self) -> crate::Result<&Kernel<(crate::MtTable1, &'static mut DeviceSlice<f64>)>> {
+        Ok(&self.multi_tensor_kernels()?.mt_sumsq_f64)
+    }
+
     /// `adam4_f32(float* p0, const float* g0, float* m0, float* v0, float* p1, const float* g1, float* m1, float* v1, float* p2, const float* g2, float* m2, float* v2, float* p3, const float* g3, float* m3, float* v3, unsigned long long n0, unsigned long long n1, unsigned long long n2, unsigned long long n3, const int* steps, float lr, float b1, float b2, float eps, float wd, int adamw)` from `cuda/optim.cu` (the first call of any of that file's kernels loads it).
     pub fn adam4_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64, u64, u64, u64, &'static DeviceSlice<i32>, f32, f32, f32, f32, f32, i32)>> {
         Ok(&self.optim_kernels()?.adam4_f32)
@@ -6882,6 +7109,7 @@ impl Kernels {
             self.log_softmax.loaded(),
             self.matmul_naive.loaded(),
             self.matmul_tiled.loaded(),
+            self.multi_tensor.loaded(),
             self.optim.loaded(),
             self.pad_rows.loaded(),
             self.random.loaded(),
@@ -6980,6 +7208,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.matmul_tiled_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.multi_tensor_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -7850,6 +8082,45 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<i32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<i32>, i32, i32, i32)>::from_function(f.matmul_tiled16_i32.function().clone())? };
             n += 3;
         }
+        if let Some(f) = self.multi_tensor.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtAdamTable, &'static DeviceSlice<i32>, f32, f32, f32, f32, i32)>::from_function(f.mt_adam_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtAdamTable, &'static DeviceSlice<i32>, f64, f64, f64, f64, i32)>::from_function(f.mt_adam_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable2,)>::from_function(f.mt_cast_bf16_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable2,)>::from_function(f.mt_cast_f16_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable2,)>::from_function(f.mt_cast_f32_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable2,)>::from_function(f.mt_cast_f32_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable1, f32)>::from_function(f.mt_fill_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable1, f64)>::from_function(f.mt_fill_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable1, &'static DeviceSlice<f32>)>::from_function(f.mt_scale_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable1, &'static DeviceSlice<f64>)>::from_function(f.mt_scale_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable1, &'static mut DeviceSlice<f32>)>::from_function(f.mt_sumsq_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(crate::MtTable1, &'static mut DeviceSlice<f64>)>::from_function(f.mt_sumsq_f64.function().clone())? };
+            n += 12;
+        }
         if let Some(f) = self.optim.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -8470,6 +8741,18 @@ impl Kernels {
             "matmul_tiled16_f32" => self.matmul_tiled16_f32().ok().map(|k| k.function()),
             "matmul_tiled16_f64" => self.matmul_tiled16_f64().ok().map(|k| k.function()),
             "matmul_tiled16_i32" => self.matmul_tiled16_i32().ok().map(|k| k.function()),
+            "mt_adam_f32" => self.mt_adam_f32().ok().map(|k| k.function()),
+            "mt_adam_f64" => self.mt_adam_f64().ok().map(|k| k.function()),
+            "mt_cast_bf16_f32" => self.mt_cast_bf16_f32().ok().map(|k| k.function()),
+            "mt_cast_f16_f32" => self.mt_cast_f16_f32().ok().map(|k| k.function()),
+            "mt_cast_f32_bf16" => self.mt_cast_f32_bf16().ok().map(|k| k.function()),
+            "mt_cast_f32_f16" => self.mt_cast_f32_f16().ok().map(|k| k.function()),
+            "mt_fill_f32" => self.mt_fill_f32().ok().map(|k| k.function()),
+            "mt_fill_f64" => self.mt_fill_f64().ok().map(|k| k.function()),
+            "mt_scale_f32" => self.mt_scale_f32().ok().map(|k| k.function()),
+            "mt_scale_f64" => self.mt_scale_f64().ok().map(|k| k.function()),
+            "mt_sumsq_f32" => self.mt_sumsq_f32().ok().map(|k| k.function()),
+            "mt_sumsq_f64" => self.mt_sumsq_f64().ok().map(|k| k.function()),
             "adam4_f32" => self.adam4_f32().ok().map(|k| k.function()),
             "adam4_f64" => self.adam4_f64().ok().map(|k| k.function()),
             "adam_f32" => self.adam_f32().ok().map(|k| k.function()),

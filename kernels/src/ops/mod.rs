@@ -29,6 +29,7 @@ mod introspect;
 mod layer_norm;
 mod log_softmax;
 mod matmul;
+pub mod multi_tensor;
 mod optim;
 mod random;
 mod reduce;
@@ -70,6 +71,9 @@ pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use layer_norm::{layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_norm_workspace_len};
 pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};
+pub use multi_tensor::{
+    adam_many, cast_many, fill_many, scale_many, sumsq_partials_many, sumsq_parts_many, AdamTensor,
+};
 pub use optim::{
     adam, adam4, increment_counters, sgd, sgd4, sgd_momentum, sgd_momentum4, AdamParams, SgdParams,
     MULTI_TENSOR,

@@ -14,6 +14,7 @@ mod cross_entropy;
 mod dropout;
 mod elementwise;
 mod embedding;
+mod foreach;
 mod gelu;
 mod gemm_operand;
 mod in_place;
@@ -29,7 +30,8 @@ mod softmax;
 mod to_dtype;
 
 pub use attention::AttentionElement;
-pub use clip::clip_grad_norm_;
+pub use clip::{clip_grad_norm_, clip_grad_scale};
+pub use foreach::{adam_many_, to_dtype_many, zeros_like_many, AdamSlot};
 pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use super::error::TensorError;

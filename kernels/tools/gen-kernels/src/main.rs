@@ -76,7 +76,10 @@ fn configure(b: &mut Build) {
         .pointee("unsigned short", RustType::Prim("u16"))
         .struct_param("StridedLayout", "StridedLayout", 144, 8)
         .struct_param("BinaryStrides", "crate::BinaryStrides", 232, 8)
-        .struct_param("TensorMap", "cuda_stack_driver::TensorMap", 128, 64);
+        .struct_param("TensorMap", "cuda_stack_driver::TensorMap", 128, 64)
+        .struct_param("MtTable1", "crate::MtTable1", 3848, 8)
+        .struct_param("MtTable2", "crate::MtTable2", 3816, 8)
+        .struct_param("MtAdamTable", "crate::MtAdamTable", 3600, 8);
 }
 
 fn type_map() -> cuda_stack_build::TypeMap {
@@ -85,7 +88,10 @@ fn type_map() -> cuda_stack_build::TypeMap {
         .pointee("bf16_t", RustType::Bf16)
         .value_struct("StridedLayout", "StridedLayout", 144, 8)
         .value_struct("BinaryStrides", "crate::BinaryStrides", 232, 8)
-        .value_struct("TensorMap", "cuda_stack_driver::TensorMap", 128, 64);
+        .value_struct("TensorMap", "cuda_stack_driver::TensorMap", 128, 64)
+        .value_struct("MtTable1", "crate::MtTable1", 3848, 8)
+        .value_struct("MtTable2", "crate::MtTable2", 3816, 8)
+        .value_struct("MtAdamTable", "crate::MtAdamTable", 3600, 8);
     t
 }
 
@@ -331,6 +337,9 @@ fn manifest(out: &cuda_stack_build::Output) -> Res<Json> {
                 ])),
                 ("StridedLayout", strided),
                 ("BinaryStrides", binary_strides()),
+                ("MtTable1", table(3848, "struct MtTable1 { unsigned long long addr[192]; unsigned long long len[192]; unsigned int block_start[193]; unsigned int count; };  // multi_tensor.cu, by value as a __grid_constant__ parameter")),
+                ("MtTable2", table(3816, "struct MtTable2 { unsigned long long src[136]; unsigned long long dst[136]; unsigned long long len[136]; unsigned int block_start[137]; unsigned int count; };  // multi_tensor.cu")),
+                ("MtAdamTable", table(3600, "struct MtAdamTable { unsigned long long p[64], g[64], m[64], v[64], len[64]; double wd[64]; unsigned long long scale; unsigned int block_start[65]; int step[64]; unsigned int count; };  // multi_tensor.cu")),
             ]),
         ),
         ("files", Json::Arr(files)),
@@ -367,6 +376,15 @@ fn binary_strides() -> Json {
                     .collect(),
             ),
         ),
+    ])
+}
+
+/// A multi-tensor table's manifest entry (its fields are in the C declaration).
+fn table(size: i64, c: &str) -> Json {
+    obj(vec![
+        ("size", Json::Int(size)),
+        ("align", Json::Int(8)),
+        ("c", Json::Str(c.to_string())),
     ])
 }
 
