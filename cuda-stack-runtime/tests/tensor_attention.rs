@@ -152,7 +152,7 @@ fn packed<T: Elem>() -> TestResult {
 /// that on the tensor cores the backward's automatic choice
 /// (`cuda_stack_kernels::ops::attention_bwd_dq_choice`) is the fused pass with atomic dq (run
 /// with `CUDA_STACK_ATTN_BWD_DQ=separate` for the two-kernel path): bf16, D = 64 and 128, packed
-/// views, causal and full.
+/// views, causal and full; and Nq = 0 there.
 fn many_key_blocks() -> TestResult {
     for &(b, n, h, d) in &[(4, 256, 12, 64), (2, 383, 16, 128)] {
         let x: Vec<bf16> = data(b * n * 3 * h * d, n as u64)
@@ -166,6 +166,18 @@ fn many_key_blocks() -> TestResult {
             check(&q, &k, &v, causal, None)?;
         }
     }
+    // Nq = 0 with the same key-block grid: no dq to accumulate (no workspace), zero dk and dv.
+    let q0 = Tensor::<bf16>::zeros(&[4, 12, 0, 64])?;
+    let k = Tensor::<bf16>::zeros(&[4, 12, 256, 64])?;
+    let (out, lse) = q0.scaled_dot_product_attention_forward(&k, &k, true, None)?;
+    let dout = Tensor::<bf16>::zeros(&[4, 12, 0, 64])?;
+    let (dq, dk, dv) =
+        q0.scaled_dot_product_attention_backward(&k, &k, &out, &lse, &dout, true, None)?;
+    ensure!(dq.numel() == 0, "dq of Nq = 0");
+    ensure!(
+        to_f64(&dk)?.iter().chain(&to_f64(&dv)?).all(|&x| x == 0.0),
+        "dk, dv of Nq = 0"
+    );
     Ok(())
 }
 

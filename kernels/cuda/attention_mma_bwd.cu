@@ -6,14 +6,14 @@
 //
 // cuda-stack-build: archs=80
 //
-// Requirements checked by the Rust op: q, k, v, dout, dq, dk, dv 16-byte aligned, every stride
-// of q, k, v a multiple of 8 elements; D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt> takes
-// AB_DKDV128_DYN_SMEM bytes of dynamic shared memory (above the 48 KiB default: the op raises
-// the kernel's limit).
+// Requirements checked by the Rust op: q, k, v, dout, dq, dk, dv (and dq_acc) 16-byte aligned,
+// every stride of q, k, v a multiple of 8 elements; D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt>
+// and attn_bwd_fused_mma_d128_<dt> take AB_DKDV128_DYN_SMEM bytes of dynamic shared memory
+// (above the 48 KiB default with their static: the op raises the kernel's limit).
 //
-// Two kernels per head dimension, no atomics (deterministic), each shaped like
-// attention_mma.cu's forward (4 warps, 128 threads EXACTLY, 16 rows per warp, 64 rows per CTA,
-// tiles through padded shared memory with cp.async):
+// Two paths. The deterministic one: two kernels per head dimension, no atomics, each shaped like
+// attention_mma.cu's first forward (4 warps, 128 threads EXACTLY, 16 rows per warp, 64 rows per
+// CTA, tiles through padded shared memory with cp.async):
 //   * dq: a CTA per 64 query rows; its Q and dO fragments (A operands) in registers; per K/V
 //     tile of BN keys: S = Q K^T and dP = dO V^T (B operands: K and V rows, ldmatrix), P =
 //     exp2(S * scale * log2 e - lse * log2 e) (0 where masked), dS = P (dP - delta), then
@@ -30,6 +30,11 @@
 // shared memory) instead of holding them, and both kernels step over tiles of 32 rows (BN = BM =
 // 32: S and dP are 16 f32 per thread each). Two buffers per tile: after the barrier that sees
 // tile j, the copies of tile j + 1 go into the other buffer and overlap tile j's math.
+// The fused one (attn_bwd_fused_mma_*, FlashAttention-2's backward; the dkdv kernel with FUSED):
+// the dkdv pass also computes each (query tile, key block)'s dQ share dS K from the dS it already
+// has (no recomputation: the dq kernel above repeats S, P and dP) and adds it into an f32 dq_acc
+// with red.global.add.f32; attn_bwd_dq_convert_<dt> rounds dq_acc * scale into dq. dq is then not
+// bitwise deterministic (the adds' order varies); dk and dv are the dkdv kernel's bits.
 // Grid: any >= 1 (a grid-stride loop over B * H * ceil(N / 64) tiles).
 #include "dtype.cuh"
 #include "mma_warp_tile.cuh"

@@ -383,12 +383,16 @@ impl<T: AttentionElement> Tensor<T> {
         // The dq path, decided before anything is allocated: the f32 workspace only for the
         // atomic one (which then runs: dq, dk, dv and the workspace are new allocations, 512-byte
         // aligned, as the plan assumes).
-        let dq_mode = T::attention_bwd_dq_plan(exec.stream(), &shape, qkv, &gd)?;
+        let mut dq_mode = T::attention_bwd_dq_plan(exec.stream(), &shape, qkv, &gd)?;
         let acc_len = if dq_mode == AttentionBwdDq::Atomic {
             ops::attention_bwd_dq_workspace_len(&shape)?
         } else {
             0
         };
+        if acc_len == 0 {
+            // No dq to accumulate (Nq = 0), or the two-kernel path: no workspace either way.
+            dq_mode = AttentionBwdDq::Separate;
+        }
         let mut kv: Option<StoragePair<T, T>> = None;
         // SAFETY: the dq kernel (or the atomic path's conversion) writes every element of dq
         // (B·H·Nq rows of D), the dk/dv (or fused) kernel every element of dk and dv (B·H·Nk rows

@@ -510,3 +510,45 @@ fn fused_dq<T: AttentionElement>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(batch: usize, heads: usize, q_len: usize, kv_len: usize) -> AttentionShape {
+        AttentionShape {
+            batch,
+            heads,
+            q_len,
+            kv_len,
+            head_dim: 64,
+            causal: true,
+        }
+    }
+
+    #[test]
+    fn explicit_choices_pass_through() {
+        for d in [AttentionBwdDq::Separate, AttentionBwdDq::Atomic] {
+            assert_eq!(attention_bwd_dq_choice(132, &shape(1, 1, 1, 1), d), d);
+            assert_eq!(attention_bwd_dq_choice(1, &shape(64, 64, 4096, 4096), d), d);
+        }
+    }
+
+    #[test]
+    fn auto_follows_the_key_block_grid() {
+        if std::env::var_os(ATTENTION_BWD_DQ_ENV).is_some() {
+            return; // the variable decides; nothing of the shape rule to check
+        }
+        let auto = |sms, sh| attention_bwd_dq_choice(sms, &sh, AttentionBwdDq::Auto);
+        // GPT-2 (B 16, H 12, T 1024): 3072 key blocks.
+        assert_eq!(auto(132, shape(16, 12, 1024, 1024)), AttentionBwdDq::Atomic);
+        // 131 key blocks on 132 SMs: one short wave.
+        assert_eq!(auto(132, shape(1, 131, 8192, 64)), AttentionBwdDq::Separate);
+        assert_eq!(auto(132, shape(1, 132, 8192, 64)), AttentionBwdDq::Atomic);
+        // ⌈65 / 64⌉ = 2 blocks per (b, h).
+        assert_eq!(auto(132, shape(2, 33, 1, 65)), AttentionBwdDq::Atomic);
+        assert_eq!(auto(132, shape(1, 1, 0, 0)), AttentionBwdDq::Separate);
+        // No SM count (0) is taken as 1.
+        assert_eq!(auto(0, shape(1, 1, 1, 1)), AttentionBwdDq::Atomic);
+    }
+}
