@@ -4,7 +4,7 @@
 # warp, shared memory checked for races and early reads of cp.async data (emu.h), results against
 # an f64 reference (main.cpp). Needs g++ and python3, no GPU.
 #
-#   kernels/tuning/attn_emu/run.sh [quick|quick128|full]    (default quick: ~15 s; full: ~6 min)
+#   kernels/tuning/attn_emu/run.sh [quick|quick128|full]    (default quick: ~10 s; full: ~2 min)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cuda=${CUDA_SRC:-$here/../../cuda}
