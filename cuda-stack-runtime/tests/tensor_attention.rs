@@ -1,8 +1,9 @@
 //! `Tensor::scaled_dot_product_attention{,_forward,_backward}` on the GPU: q, k, v as views of
 //! one packed `[B, N, 3, H, D]` projection (no copy), against the f64 CPU reference on the same
 //! rounded inputs (tolerances relative to the largest reference magnitude, plus 1e-5 absolute:
-//! f32 out 1e-5, gradients 1e-4; bf16 out 1e-2, gradients 6e-2); empty problems (Nq = 0,
-//! Nk = 0); and every bad input is a typed error naming the operand.
+//! f32 out 1e-5, gradients 1e-4; bf16 out 1e-2, gradients 6e-2); shapes large enough for the
+//! fused backward (atomic dq) to be the automatic choice; empty problems (Nq = 0, Nk = 0); and
+//! every bad input is a typed error naming the operand.
 
 use cuda_stack_kernels::reference::{self, AttentionDims};
 use cuda_stack_runtime::cuda_stack_driver::half::bf16;
@@ -14,6 +15,7 @@ fn main() {
         gpu("packed_qkv_views_f32", packed::<f32>),
         gpu("packed_qkv_views_bf16", packed::<bf16>),
         gpu("separate_lengths_and_default_scale", separate),
+        gpu("many_key_blocks_bf16", many_key_blocks),
         gpu("empty_problems", empty),
         gpu("bad_inputs_are_typed_errors", bad_inputs),
     ]);
@@ -143,6 +145,39 @@ fn packed<T: Elem>() -> TestResult {
             check(&q, &k, &v, causal, None)?;
         }
     }
+    Ok(())
+}
+
+/// Shapes with a key-block grid (`B·H·⌈Nk / 64⌉` = 192) above any current GPU's SM count, so
+/// that on the tensor cores the backward's automatic choice
+/// (`cuda_stack_kernels::ops::attention_bwd_dq_choice`) is the fused pass with atomic dq (run
+/// with `CUDA_STACK_ATTN_BWD_DQ=separate` for the two-kernel path): bf16, D = 64 and 128, packed
+/// views, causal and full; and Nq = 0 there.
+fn many_key_blocks() -> TestResult {
+    for &(b, n, h, d) in &[(4, 256, 12, 64), (2, 383, 16, 128)] {
+        let x: Vec<bf16> = data(b * n * 3 * h * d, n as u64)
+            .into_iter()
+            .map(<bf16 as TensorElement>::from_f64)
+            .collect();
+        let qkv = Tensor::from_slice(&x, &[b, n, 3, h, d])?;
+        let view = |i: usize| qkv.select(2, i)?.permute(&[0, 2, 1, 3]);
+        let (q, k, v) = (view(0)?, view(1)?, view(2)?);
+        for causal in [false, true] {
+            check(&q, &k, &v, causal, None)?;
+        }
+    }
+    // Nq = 0 with the same key-block grid: no dq to accumulate (no workspace), zero dk and dv.
+    let q0 = Tensor::<bf16>::zeros(&[4, 12, 0, 64])?;
+    let k = Tensor::<bf16>::zeros(&[4, 12, 256, 64])?;
+    let (out, lse) = q0.scaled_dot_product_attention_forward(&k, &k, true, None)?;
+    let dout = Tensor::<bf16>::zeros(&[4, 12, 0, 64])?;
+    let (dq, dk, dv) =
+        q0.scaled_dot_product_attention_backward(&k, &k, &out, &lse, &dout, true, None)?;
+    ensure!(dq.numel() == 0, "dq of Nq = 0");
+    ensure!(
+        to_f64(&dk)?.iter().chain(&to_f64(&dv)?).all(|&x| x == 0.0),
+        "dk, dv of Nq = 0"
+    );
     Ok(())
 }
 

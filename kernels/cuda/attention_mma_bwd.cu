@@ -6,14 +6,14 @@
 //
 // cuda-stack-build: archs=80
 //
-// Requirements checked by the Rust op: q, k, v, dout, dq, dk, dv 16-byte aligned, every stride
-// of q, k, v a multiple of 8 elements; D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt> takes
-// AB_DKDV128_DYN_SMEM bytes of dynamic shared memory (above the 48 KiB default: the op raises
-// the kernel's limit).
+// Requirements checked by the Rust op: q, k, v, dout, dq, dk, dv (and dq_acc) 16-byte aligned,
+// every stride of q, k, v a multiple of 8 elements; D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt>
+// and attn_bwd_fused_mma_d128_<dt> take AB_DKDV128_DYN_SMEM bytes of dynamic shared memory
+// (above the 48 KiB default with their static: the op raises the kernel's limit).
 //
-// Two kernels per head dimension, no atomics (deterministic), each shaped like
-// attention_mma.cu's forward (4 warps, 128 threads EXACTLY, 16 rows per warp, 64 rows per CTA,
-// tiles through padded shared memory with cp.async):
+// Two paths. The deterministic one: two kernels per head dimension, no atomics, each shaped like
+// attention_mma.cu's first forward (4 warps, 128 threads EXACTLY, 16 rows per warp, 64 rows per
+// CTA, tiles through padded shared memory with cp.async):
 //   * dq: a CTA per 64 query rows; its Q and dO fragments (A operands) in registers; per K/V
 //     tile of BN keys: S = Q K^T and dP = dO V^T (B operands: K and V rows, ldmatrix), P =
 //     exp2(S * scale * log2 e - lse * log2 e) (0 where masked), dS = P (dP - delta), then
@@ -30,6 +30,11 @@
 // shared memory) instead of holding them, and both kernels step over tiles of 32 rows (BN = BM =
 // 32: S and dP are 16 f32 per thread each). Two buffers per tile: after the barrier that sees
 // tile j, the copies of tile j + 1 go into the other buffer and overlap tile j's math.
+// The fused one (attn_bwd_fused_mma_*, FlashAttention-2's backward; the dkdv kernel with FUSED):
+// the dkdv pass also computes each (query tile, key block)'s dQ share dS K from the dS it already
+// has (no recomputation: the dq kernel above repeats S, P and dP) and adds it into an f32 dq_acc
+// with red.global.add.f32; attn_bwd_dq_convert_<dt> rounds dq_acc * scale into dq. dq is then not
+// bitwise deterministic (the adds' order varies); dk and dv are the dkdv kernel's bits.
 // Grid: any >= 1 (a grid-stride loop over B * H * ceil(N / 64) tiles).
 #include "dtype.cuh"
 #include "mma_warp_tile.cuh"
@@ -48,6 +53,11 @@ __device__ __forceinline__ void ab_cp16(unsigned dst, const void* src, int bytes
 }
 __device__ __forceinline__ void ab_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void ab_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
+// A 32-bit shared store (the emulator, kernels/tuning/attn_emu, swaps it for a race-checked one).
+__device__ __forceinline__ void ab_sts32(unsigned addr, unsigned v) { asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory"); }
+// An f32 atomic add whose old value is not needed (relaxed, gpu scope: the kernels that read the
+// sums run after this one on the stream).
+__device__ __forceinline__ void ab_red_add(float* p, float v) { asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory"); }
 
 // Bytes per padded shared row of a [., D] tile: the 16-byte pad puts the 8 rows an ldmatrix
 // phase reads into 8 different bank groups.
@@ -126,12 +136,10 @@ __device__ __forceinline__ void ab_mul_bt(float (&acc)[NB][4], const A& a, unsig
     }
 }
 
-// acc[ND][4] (16 x 8 ND) += P (16 x 16 KB, as the f32 accumulator layout of ab_mul_bt) times a
-// tile's 16 KB rows (stored [k][n], ldmatrix transposed).
-template <class E, int KB, int ND, int RB>
-__device__ __forceinline__ void ab_mul_acc(float (&acc)[ND][4], const float (&p)[2 * KB][4], unsigned tile,
-                                           unsigned lane_off_t) {
-    unsigned pa[KB][4];
+// P (16 x 16 KB, as the f32 accumulator layout of ab_mul_bt) rounded into A-operand fragments:
+// pa[kb][x] holds row 8 (x & 1) and columns 16 kb + 8 (x >> 1) + 2 quad, + 1.
+template <class E, int KB>
+__device__ __forceinline__ void ab_pack_a(unsigned (&pa)[KB][4], const float (&p)[2 * KB][4]) {
 #pragma unroll
     for (int kb = 0; kb < KB; ++kb) {
         pa[kb][0] = E::pack(p[2 * kb][0], p[2 * kb][1]);
@@ -139,6 +147,13 @@ __device__ __forceinline__ void ab_mul_acc(float (&acc)[ND][4], const float (&p)
         pa[kb][2] = E::pack(p[2 * kb + 1][0], p[2 * kb + 1][1]);
         pa[kb][3] = E::pack(p[2 * kb + 1][2], p[2 * kb + 1][3]);
     }
+}
+
+// acc[ND][4] (16 x 8 ND) += P (16 x 16 KB, packed by ab_pack_a) times a tile's 16 KB rows (stored
+// [k][n], ldmatrix transposed).
+template <class E, int KB, int ND, int RB>
+__device__ __forceinline__ void ab_mul_acc_packed(float (&acc)[ND][4], const unsigned (&pa)[KB][4], unsigned tile,
+                                                  unsigned lane_off_t) {
 #pragma unroll
     for (int kb = 0; kb < KB; ++kb)
 #pragma unroll
@@ -148,6 +163,16 @@ __device__ __forceinline__ void ab_mul_acc(float (&acc)[ND][4], const float (&p)
             E::mma(acc[2 * q], pa[kb], b0, b1);
             E::mma(acc[2 * q + 1], pa[kb], b2, b3);
         }
+}
+
+// acc[ND][4] (16 x 8 ND) += P (16 x 16 KB, as the f32 accumulator layout of ab_mul_bt) times a
+// tile's 16 KB rows (stored [k][n], ldmatrix transposed).
+template <class E, int KB, int ND, int RB>
+__device__ __forceinline__ void ab_mul_acc(float (&acc)[ND][4], const float (&p)[2 * KB][4], unsigned tile,
+                                           unsigned lane_off_t) {
+    unsigned pa[KB][4];
+    ab_pack_a<E, KB>(pa, p);
+    ab_mul_acc_packed<E, KB, ND, RB>(acc, pa, tile, lane_off_t);
 }
 
 // Rows r0, r0 + 8 (< N) of acc * mul, rounded, into the dense [.., D] rows at `base`.
@@ -176,6 +201,34 @@ template <int RB>
 __device__ __forceinline__ unsigned ab_lane_off_t(int lane) {
     const int mi = lane / 8, mr = lane % 8;
     return ((mi & 1) * 8 + mr) * RB + (mi >> 1) * 16;
+}
+
+// The fused backward's dQ step: acc[DC / 8][4] = dS (query rows 16 mb .. 16 mb + 15 of the tile, all
+// AB_ROWS keys of the CTA) times K (those keys, columns c0 .. c0 + DC - 1). dS is read from the
+// dS^T tile (stored [key][query], RBS-byte rows: ldmatrix transposed gives the A fragment, lane
+// offsets as ab_lane_off: matrix mi holds keys 8 (mi >> 1) .., queries 8 (mi & 1) ..), K from the
+// CTA's K tile (stored [key][d], RB-byte rows: the B operand through ldmatrix transposed).
+template <class E, int DC, int RBS, int RB>
+__device__ __forceinline__ void ab_dq_part(float (&acc)[DC / 8][4], unsigned ds_tile, unsigned k_tile, int mb, int c0,
+                                           int lane) {
+#pragma unroll
+    for (int n = 0; n < DC / 8; ++n)
+#pragma unroll
+        for (int x = 0; x < 4; ++x) acc[n][x] = 0.0f;
+    const unsigned a_lane = ds_tile + ab_lane_off<RBS>(lane) + mb * 32;
+    const unsigned b_lane = k_tile + ab_lane_off_t<RB>(lane) + c0 * 2;
+#pragma unroll
+    for (int ks = 0; ks < AB_ROWS / 16; ++ks) {
+        unsigned a[4];
+        ldsm_x4_t(a_lane + ks * 16 * RBS, a[0], a[1], a[2], a[3]);
+#pragma unroll
+        for (int q = 0; q < DC / 16; ++q) {
+            unsigned b0, b1, b2, b3;
+            ldsm_x4_t(b_lane + ks * 16 * RB + q * 32, b0, b1, b2, b3);
+            E::mma(acc[2 * q], a, b0, b1);
+            E::mma(acc[2 * q + 1], a, b2, b3);
+        }
+    }
 }
 
 // dQ for the CTA's 64 query rows, stepping over K/V tiles of BN keys held in NBUF buffers (1: the
@@ -286,27 +339,44 @@ __device__ __forceinline__ void attn_bwd_dq_mma(const unsigned short* __restrict
 // dK and dV for the CTA's 64 key rows, stepping over Q/dO tiles of BM queries held in NBUF
 // buffers (as the dq kernel's). KV_SMEM: the K and V rows (A operands of S^T and dP^T) are read
 // from ab_kv_smem (copied once per CTA tile) instead of held in registers.
-template <class E, int D, int BM, int NBUF, bool KV_SMEM>
+// FUSED (FlashAttention-2's backward in one pass): also dQ, without recomputing anything. Each Q
+// tile's dS^T (64 keys x BM queries, rounded as for dK) goes to a shared tile; after a barrier
+// every warp multiplies its share of dS (BM queries x 64 keys) by the CTA's K rows (in shared
+// memory: ab_kv_smem at D = 128, a static tile otherwise, where K is then read from it for S^T too)
+// and adds the result into dq_acc (f32, dense [B, H, Nq, D], zeroed before the launch; unscaled:
+// attn_bwd_dq_convert multiplies by `scale` and rounds) with red.global.add.f32. The CTAs of
+// one (b, h) add into the same rows in an order that varies run to run: dq_acc (and dq) is not
+// bitwise deterministic; dk and dv still are.
+template <class E, int D, int BM, int NBUF, bool KV_SMEM, bool FUSED>
 __device__ __forceinline__ void attn_bwd_dkdv_mma(
     const unsigned short* __restrict__ q, const unsigned short* __restrict__ k, const unsigned short* __restrict__ v,
     const unsigned short* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
-    unsigned short* __restrict__ dk, unsigned short* __restrict__ dv, int B, int H, int Nq, int Nk, long long q_sb,
-    long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh,
-    long long v_sr, float scale, int causal) {
+    float* __restrict__ dq_acc, unsigned short* __restrict__ dk, unsigned short* __restrict__ dv, int B, int H, int Nq,
+    int Nk, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr,
+    long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
     constexpr int RB = ab_row_bytes<D>(), TILE = BM * RB, KV_TILE = AB_ROWS * RB;
     constexpr int KS = D / 16, ND = D / 8, NB = BM / 8;
     static_assert(NBUF == 1 || NBUF == 2, "one or two buffers");
     static_assert(!KV_SMEM || 2 * KV_TILE == AB_DKDV128_DYN_SMEM, "the size the op launches with");
-    // Buffer i: Q at 2 i TILE, dO after it; lse (times log2 e) and delta of its queries.
-    __shared__ __align__(16) unsigned char smem[NBUF * 2 * TILE];
+    // FUSED: the dS^T tile (AB_ROWS keys x BM queries, RBS-byte rows: the 16-byte pad spreads an
+    // ldmatrix phase's 8 rows over 8 bank groups), and (!KV_SMEM) the K tile.
+    constexpr int RBS = (BM + 8) * 2, DS_BYTES = FUSED ? AB_ROWS * RBS : 0;
+    constexpr int KS_BYTES = FUSED && !KV_SMEM ? KV_TILE : 0;
+    constexpr bool K_SMEM = KV_SMEM || FUSED;  // K's A operand read from shared memory
+    // Buffer i: Q at 2 i TILE, dO after it; lse (times log2 e) and delta of its queries. Then
+    // (FUSED) the dS^T tile and (FUSED, !KV_SMEM) the K tile.
+    __shared__ __align__(16) unsigned char smem[NBUF * 2 * TILE + DS_BYTES + KS_BYTES];
     __shared__ float lse_s[NBUF][BM], delta_s[NBUF][BM];
     const unsigned base = smem_u32(smem);
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, quad = lane % 4;
     const float LOG2E = 1.4426950408889634f, sl2 = scale * LOG2E;
     const unsigned off = ab_lane_off<RB>(lane), off_t = ab_lane_off_t<RB>(lane);
-    // KV_SMEM: this warp's K rows (V rows KV_TILE after) as ldmatrix A-operand addresses.
+    // KV_SMEM: the K and V tiles in ab_kv_smem (V KV_TILE after K); else (FUSED) K in `smem`.
     const unsigned kv_tile = KV_SMEM ? smem_u32(ab_kv_smem) : 0u;
-    const unsigned ka_s = kv_tile + warp * 16 * RB + off_t;
+    const unsigned ds_tile = base + NBUF * 2 * TILE;
+    const unsigned k_tile = KV_SMEM ? kv_tile : ds_tile + DS_BYTES;
+    // K_SMEM: this warp's K rows (KV_SMEM: V rows KV_TILE after) as ldmatrix A-operand addresses.
+    const unsigned ka_s = k_tile + warp * 16 * RB + off_t;
     const int n_kt = (Nk + AB_ROWS - 1) / AB_ROWS;
     const long long tiles = (long long)B * H * n_kt;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -327,11 +397,9 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
         }
         const int qt0 = q_start / BM, n_qt = (Nq + BM - 1) / BM;
         const int c0 = n0 + warp * 16 + lane / 4;  // this thread's key rows c0, c0 + 8
-        unsigned ka[KS][4], va[KS][4];  // !KV_SMEM: the K and V fragments of rows c0, c0 + 8
-        if constexpr (!KV_SMEM) {
-            ab_frag_a<D>(ka, kb, k_sr, c0, Nk, quad);
-            ab_frag_a<D>(va, vb, v_sr, c0, Nk, quad);
-        }
+        unsigned ka[KS][4], va[KS][4];  // !K_SMEM, !KV_SMEM: the K, V fragments of rows c0, c0 + 8
+        if constexpr (!K_SMEM) ab_frag_a<D>(ka, kb, k_sr, c0, Nk, quad);
+        if constexpr (!KV_SMEM) ab_frag_a<D>(va, vb, v_sr, c0, Nk, quad);
         float gk[ND][4], gv[ND][4];
 #pragma unroll
         for (int n = 0; n < ND; ++n)
@@ -350,10 +418,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
             }
         };
         __syncthreads();  // the previous tile's shared reads are done
-        if (KV_SMEM && qt0 < n_qt) {
-            ab_load_tile<D, AB_ROWS>(kv_tile, kb, k_sr, n0, Nk);
-            ab_load_tile<D, AB_ROWS>(kv_tile + KV_TILE, vb, v_sr, n0, Nk);
-        }
+        if (K_SMEM && qt0 < n_qt) ab_load_tile<D, AB_ROWS>(k_tile, kb, k_sr, n0, Nk);
+        if (KV_SMEM && qt0 < n_qt) ab_load_tile<D, AB_ROWS>(kv_tile + KV_TILE, vb, v_sr, n0, Nk);
         if (qt0 < n_qt) load_q(qt0, 0);
         ab_commit();
         for (int qt = qt0; qt < n_qt; ++qt) {
@@ -366,13 +432,10 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
                 ab_commit();
             }
             float s[NB][4], dp[NB][4];
-            if constexpr (KV_SMEM) {
-                ab_mul_bt<E, KS, NB, RB>(s, AbSmemA{ka_s}, q_tile, off);              // S^T = K Q^T
-                ab_mul_bt<E, KS, NB, RB>(dp, AbSmemA{ka_s + KV_TILE}, do_tile, off);  // dP^T = V dO^T
-            } else {
-                ab_mul_bt<E, KS, NB, RB>(s, AbRegA<KS>{ka}, q_tile, off);
-                ab_mul_bt<E, KS, NB, RB>(dp, AbRegA<KS>{va}, do_tile, off);
-            }
+            if constexpr (K_SMEM) ab_mul_bt<E, KS, NB, RB>(s, AbSmemA{ka_s}, q_tile, off);  // S^T = K Q^T
+            else ab_mul_bt<E, KS, NB, RB>(s, AbRegA<KS>{ka}, q_tile, off);
+            if constexpr (KV_SMEM) ab_mul_bt<E, KS, NB, RB>(dp, AbSmemA{ka_s + KV_TILE}, do_tile, off);  // dP^T = V dO^T
+            else ab_mul_bt<E, KS, NB, RB>(dp, AbRegA<KS>{va}, do_tile, off);
             // s[n][2 rr + c]: key c0 + 8 rr, query m0 + 8 n + 2 quad + c. P^T where the query sees
             // the key (and both exist), else 0; dS^T = P^T (dP^T - delta[query]).
 #pragma unroll
@@ -392,8 +455,47 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
                         dp[n][2 * rr + c] = p * (dp[n][2 * rr + c] - dl);
                     }
                 }
-            ab_mul_acc<E, BM / 16, ND, RB>(gv, s, do_tile, off_t);  // dV += P^T dO
-            ab_mul_acc<E, BM / 16, ND, RB>(gk, dp, q_tile, off_t);  // dK += dS^T Q
+            if constexpr (FUSED) {
+                // dS^T, rounded once, into the shared tile (this warp's 16 key rows; pa[kb][x]: key
+                // row 8 (x & 1), queries 16 kb + 8 (x >> 1) + 2 quad, + 1) and into dK += dS^T Q.
+                unsigned pa[BM / 16][4];
+                ab_pack_a<E, BM / 16>(pa, dp);
+                const unsigned ds_row = ds_tile + (warp * 16 + lane / 4) * RBS + quad * 4;
+#pragma unroll
+                for (int kb = 0; kb < BM / 16; ++kb)
+#pragma unroll
+                    for (int x = 0; x < 4; ++x) ab_sts32(ds_row + 8 * (x & 1) * RBS + (16 * kb + 8 * (x >> 1)) * 2, pa[kb][x]);
+                ab_mul_acc<E, BM / 16, ND, RB>(gv, s, do_tile, off_t);         // dV += P^T dO
+                ab_mul_acc_packed<E, BM / 16, ND, RB>(gk, pa, q_tile, off_t);  // dK += dS^T Q
+                __syncthreads();  // the whole dS^T tile is visible
+                // dQ (BM x D) += dS K: warp w takes query rows 16 (w % MB) .. + 15 and columns
+                // DC (w / MB) .. + DC - 1. Warps whose rows are all past Nq, or (causal) see none
+                // of the CTA's keys (dS = 0 there), skip it; the whole warp decides alike.
+                constexpr int MB = BM / 16, DC = D * MB / 4;
+                static_assert(4 % MB == 0 && DC % 16 == 0, "the warps split the dQ tile evenly");
+                const int mb = warp % MB, dc0 = (warp / MB) * DC, r_first = m0 + 16 * mb;
+                const bool some = r_first < Nq && (!causal || (long long)r_first + 15 + Nk - Nq >= (long long)n0);
+                if (some) {
+                    float acc[DC / 8][4];
+                    ab_dq_part<E, DC, RBS, RB>(acc, ds_tile, k_tile, mb, dc0, lane);
+#pragma unroll
+                    for (int rr = 0; rr < 2; ++rr) {
+                        const int row = r_first + lane / 4 + 8 * rr;
+                        if (row >= Nq) continue;
+                        float* p = dq_acc + (bh * Nq + row) * D + dc0 + 2 * quad;
+#pragma unroll
+                        for (int n = 0; n < DC / 8; ++n) {
+                            ab_red_add(p + 8 * n, acc[n][2 * rr]);
+                            ab_red_add(p + 8 * n + 1, acc[n][2 * rr + 1]);
+                        }
+                    }
+                }
+                // The next writes of the dS^T tile follow the barrier at the top of the next
+                // tile (or, one buffer, the one below), which every warp reaches after its reads.
+            } else {
+                ab_mul_acc<E, BM / 16, ND, RB>(gv, s, do_tile, off_t);  // dV += P^T dO
+                ab_mul_acc<E, BM / 16, ND, RB>(gk, dp, q_tile, off_t);  // dK += dS^T Q
+            }
             if (NBUF == 1) {
                 __syncthreads();  // every warp is done with the tiles
                 if (qt + 1 < n_qt) load_q(qt + 1, 0);
@@ -407,7 +509,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
 }
 
 // The entry points (signatures as attention.cu's attn_bwd_dq_<dt> / attn_bwd_dkdv_<dt>; D is
-// the kernel's own). Template arguments: <element, D, rows per tile, buffers[, K/V in shared]>.
+// the kernel's own). Template arguments: <element, D, rows per tile, buffers[, K/V in shared, fused dQ]>.
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_mma_d64_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
     bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb,
@@ -427,7 +529,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d64_bf16(
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
     int causal) {
-    attn_bwd_dkdv_mma<MmBF16, 64, 64, 1, false>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
+    attn_bwd_dkdv_mma<MmBF16, 64, 64, 1, false, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
                                                 k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d64_f16(
@@ -435,7 +537,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d64_f16(
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
     int causal) {
-    attn_bwd_dkdv_mma<MmF16, 64, 64, 1, false>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
+    attn_bwd_dkdv_mma<MmF16, 64, 64, 1, false, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
                                                 k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_mma_d128_bf16(
@@ -457,7 +559,7 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_bf16(
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
     int causal) {
-    attn_bwd_dkdv_mma<MmBF16, 128, 32, 2, true>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
+    attn_bwd_dkdv_mma<MmBF16, 128, 32, 2, true, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
                                                 k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_f16(
@@ -465,6 +567,66 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_f16(
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
     int causal) {
-    attn_bwd_dkdv_mma<MmF16, 128, 32, 2, true>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
+    attn_bwd_dkdv_mma<MmF16, 128, 32, 2, true, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
                                                 k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+}
+
+// The fused backward (attn_bwd_dkdv_mma's FUSED): dk and dv as attn_bwd_dkdv_mma_*, and dQ added
+// into dq_acc (f32, dense [B, H, Nq, D], zero before the launch, unscaled) with f32 atomics;
+// attn_bwd_dq_convert_<dt> then writes dq. Same tiles and shared memory as the dk/dv kernel of
+// the head dimension, plus the dS^T tile (and, D = 64, a K tile): static shared memory
+// 37,376 B at D = 64; 40,448 B + AB_DKDV128_DYN_SMEM dynamic at D = 128.
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d64_bf16(
+    const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc,
+    bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
+    int causal) {
+    attn_bwd_dkdv_mma<MmBF16, 64, 64, 1, false, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+}
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d64_f16(
+    const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc,
+    f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
+    int causal) {
+    attn_bwd_dkdv_mma<MmF16, 64, 64, 1, false, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+}
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d128_bf16(
+    const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc,
+    bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
+    int causal) {
+    attn_bwd_dkdv_mma<MmBF16, 128, 32, 2, true, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+}
+extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d128_f16(
+    const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc,
+    f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
+    int causal) {
+    attn_bwd_dkdv_mma<MmF16, 128, 32, 2, true, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+}
+
+// dq[i] = round(acc[i] * scale) for the n4 16-byte groups of 4 (f32 in, 4 x 16-bit out): the
+// fused backward's last step. 16-byte aligned acc, 8-byte aligned dq; any block size and grid
+// (grid-stride).
+template <class E>
+__device__ __forceinline__ void attn_bwd_dq_convert(const float* __restrict__ acc, unsigned short* __restrict__ dq,
+                                                    long long n4, float scale) {
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += step) {
+        const float4 a = reinterpret_cast<const float4*>(acc)[i];
+        uint2 o;
+        o.x = E::pack(a.x * scale, a.y * scale);
+        o.y = E::pack(a.z * scale, a.w * scale);
+        reinterpret_cast<uint2*>(dq)[i] = o;
+    }
+}
+extern "C" __global__ void attn_bwd_dq_convert_bf16(const float* acc, bf16_t* dq, long long n4, float scale) {
+    attn_bwd_dq_convert<MmBF16>(acc, dq, n4, scale);
+}
+extern "C" __global__ void attn_bwd_dq_convert_f16(const float* acc, f16_t* dq, long long n4, float scale) {
+    attn_bwd_dq_convert<MmF16>(acc, dq, n4, scale);
 }

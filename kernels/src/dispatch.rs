@@ -508,6 +508,46 @@ pub(crate) type AttnDkDv<T> = Kernel<(
     Scalar<T>,
     i32,
 )>;
+/// `attn_bwd_fused_mma(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, D, strides…,
+/// scale, causal)`.
+pub(crate) type AttnFused<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    Out<f32>,
+    Out<T>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+    i32,
+)>;
+family!(attn_bwd_fused_mma_d64 -> AttnFused<T>; "scaled_dot_product_attention_backward (fused, tensor cores)",
+    "the tensor-core attention kernels exist for f16 and bf16";
+    F16 => attn_bwd_fused_mma_d64_f16, BF16 => attn_bwd_fused_mma_d64_bf16);
+family!(attn_bwd_fused_mma_d128 -> AttnFused<T>; "scaled_dot_product_attention_backward (fused, tensor cores)",
+    "the tensor-core attention kernels exist for f16 and bf16";
+    F16 => attn_bwd_fused_mma_d128_f16, BF16 => attn_bwd_fused_mma_d128_bf16);
+/// `attn_bwd_dq_convert(acc, dq, n4, scale)`.
+pub(crate) type AttnDqConvert<T> = Kernel<(In<f32>, Out<T>, i64, Scalar<T>)>;
+family!(attn_bwd_dq_convert -> AttnDqConvert<T>; "scaled_dot_product_attention_backward (fused, tensor cores)",
+    "the tensor-core attention kernels exist for f16 and bf16";
+    F16 => attn_bwd_dq_convert_f16, BF16 => attn_bwd_dq_convert_bf16);
 const WHY_ATTN: &str = "attention kernels exist for f32, f64, f16 and bf16";
 family!(attn_fwd -> AttnFwd<T>; "scaled_dot_product_attention", WHY_ATTN;
     F32 => attn_fwd_f32, F64 => attn_fwd_f64, F16 => attn_fwd_f16, BF16 => attn_fwd_bf16);

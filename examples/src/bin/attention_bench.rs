@@ -20,8 +20,13 @@
 //! warm-up; PyTorch's side (`tools/torch_attention.py`) times the same way.
 //!
 //! Run: `cargo run --release -p cuda-examples --bin attention_bench -- [--quick] [--torch-run]
-//! [--torch FILE] [--filter TEXT] [--device N] [--json]`; `--cases` prints the case list as JSON
-//! for running the script by hand.
+//! [--torch FILE] [--filter TEXT] [--device N] [--json] [--bwd-dq auto|atomic|separate]`;
+//! `--cases` prints the case list as JSON for running the script by hand. `--bwd-dq` picks how
+//! the tensor-core backward computes dq (it sets `CUDA_STACK_ATTN_BWD_DQ` for the run): `atomic`
+//! is the fused one-pass backward (dq added in f32 with atomics), `separate` the deterministic
+//! two-kernel one, `auto` (the default) leaves the choice to
+//! `cuda_stack_kernels::ops::attention_bwd_dq_choice` (or to the variable, when already set).
+//! Compare the two with `--filter sdpa` run once each way on the same machine.
 
 use clap::Parser;
 use cuda_examples::cli::Common;
@@ -56,6 +61,20 @@ struct Args {
     /// Only cases whose id contains this text.
     #[arg(long)]
     filter: Option<String>,
+    /// How the tensor-core attention backward computes dq.
+    #[arg(long, value_enum, default_value_t = BwdDq::Auto)]
+    bwd_dq: BwdDq,
+}
+
+/// `--bwd-dq`: the value of `CUDA_STACK_ATTN_BWD_DQ` for this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BwdDq {
+    /// The shape rule (or the variable, when already set).
+    Auto,
+    /// The fused backward, dq added into f32 with atomics (not bitwise reproducible).
+    Atomic,
+    /// dq by its own kernel (deterministic).
+    Separate,
 }
 
 fn main() -> ExitCode {
@@ -63,6 +82,13 @@ fn main() -> ExitCode {
 }
 
 fn body(args: Args) -> ProgramResult {
+    let env = cuda_stack_kernels::ops::ATTENTION_BWD_DQ_ENV;
+    match args.bwd_dq {
+        BwdDq::Auto => {}
+        // Set before any other thread exists (the GPU work starts below).
+        BwdDq::Atomic => std::env::set_var(env, "atomic"),
+        BwdDq::Separate => std::env::set_var(env, "separate"),
+    }
     let quick = args.common.quick;
     let device = args.common.device;
     let mut cases = ab::cases::all(quick);
@@ -77,9 +103,10 @@ fn body(args: Args) -> ProgramResult {
     let q = args.common.json;
     say!(
         q,
-        "attention_bench: {} cases{} on GPU {device}",
+        "attention_bench: {} cases{} on GPU {device}; backward dq: {}",
         cases.len(),
-        if quick { " (--quick)" } else { "" }
+        if quick { " (--quick)" } else { "" },
+        std::env::var(env).unwrap_or_else(|_| "auto (shape rule)".into())
     );
     let ours = ab::measure(&cases, device, quick)?;
     let torch = if let Some(p) = &args.torch {

@@ -829,7 +829,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 377 kernels, in manifest order.
+/// The names of all 383 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -865,10 +865,16 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_bwd_dkdv_mma_d128_f16",
     "attn_bwd_dkdv_mma_d64_bf16",
     "attn_bwd_dkdv_mma_d64_f16",
+    "attn_bwd_dq_convert_bf16",
+    "attn_bwd_dq_convert_f16",
     "attn_bwd_dq_mma_d128_bf16",
     "attn_bwd_dq_mma_d128_f16",
     "attn_bwd_dq_mma_d64_bf16",
     "attn_bwd_dq_mma_d64_f16",
+    "attn_bwd_fused_mma_d128_bf16",
+    "attn_bwd_fused_mma_d128_f16",
+    "attn_bwd_fused_mma_d64_bf16",
+    "attn_bwd_fused_mma_d64_f16",
     "add_strided_bf16",
     "add_strided_f16",
     "add_strided_f32",
@@ -1258,10 +1264,16 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_bwd_dkdv_mma_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dkdv_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dkdv_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dq_convert_bf16` | `const float* acc`, `bf16_t* dq`, `long long n4`, `float scale` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_dq_convert_f16` | `const float* acc`, `f16_t* dq`, `long long n4`, `float scale` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dq_mma_d128_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dq_mma_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dq_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_dq_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_fused_mma_d128_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_fused_mma_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_fused_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_bwd_fused_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `add_strided_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
 /// | `add_strided_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
 /// | `add_strided_f32` | `const float* a`, `const float* b`, `float* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
@@ -1946,6 +1958,10 @@ pub struct AttentionMmaBwdKernels {
     pub attn_bwd_dkdv_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
     /// `attn_bwd_dkdv_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
     pub attn_bwd_dkdv_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_convert_bf16(const float* acc, bf16_t* dq, long long n4, float scale)`.
+    pub attn_bwd_dq_convert_bf16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i64, f32)>,
+    /// `attn_bwd_dq_convert_f16(const float* acc, f16_t* dq, long long n4, float scale)`.
+    pub attn_bwd_dq_convert_f16: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i64, f32)>,
     /// `attn_bwd_dq_mma_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
     pub attn_bwd_dq_mma_d128_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
     /// `attn_bwd_dq_mma_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
@@ -1954,6 +1970,14 @@ pub struct AttentionMmaBwdKernels {
     pub attn_bwd_dq_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
     /// `attn_bwd_dq_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
     pub attn_bwd_dq_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_fused_mma_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_fused_mma_d128_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_fused_mma_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_fused_mma_d128_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_fused_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_fused_mma_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_fused_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)`.
+    pub attn_bwd_fused_mma_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
 }
 
 fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<AttentionMmaBwdKernels> {
@@ -1987,6 +2011,18 @@ fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<Attent
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_convert_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i64, f32)>("attn_bwd_dq_convert_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_convert_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i64, f32)>("attn_bwd_dq_convert_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_bwd_dq_mma_d128_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_mma_d128_bf16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
@@ -2006,6 +2042,30 @@ fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<Attent
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_bwd_dq_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_mma_d64_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_mma_d128_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_mma_d128_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_mma_d128_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_mma_d128_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_mma_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_mma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_mma_d64_f16")? },
     })
 }
 
@@ -5369,6 +5429,16 @@ impl Kernels {
         Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dkdv_mma_d64_f16)
     }
 
+    /// `attn_bwd_dq_convert_bf16(const float* acc, bf16_t* dq, long long n4, float scale)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_convert_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i64, f32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_convert_bf16)
+    }
+
+    /// `attn_bwd_dq_convert_f16(const float* acc, f16_t* dq, long long n4, float scale)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_convert_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i64, f32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_convert_f16)
+    }
+
     /// `attn_bwd_dq_mma_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_bwd_dq_mma_d128_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_mma_d128_bf16)
@@ -5387,6 +5457,26 @@ impl Kernels {
     /// `attn_bwd_dq_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_bwd_dq_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_dq_mma_d64_f16)
+    }
+
+    /// `attn_bwd_fused_mma_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_mma_d128_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_fused_mma_d128_bf16)
+    }
+
+    /// `attn_bwd_fused_mma_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_mma_d128_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_fused_mma_d128_f16)
+    }
+
+    /// `attn_bwd_fused_mma_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_mma_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_fused_mma_d64_bf16)
+    }
+
+    /// `attn_bwd_fused_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_fused_mma_d64_f16)
     }
 
     /// `add_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
@@ -7371,6 +7461,12 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_mma_d64_f16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i64, f32)>::from_function(f.attn_bwd_dq_convert_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i64, f32)>::from_function(f.attn_bwd_dq_convert_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_mma_d128_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -7381,7 +7477,19 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_mma_d64_f16.function().clone())? };
-            n += 8;
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_mma_d128_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_mma_d128_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_mma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_mma_d64_f16.function().clone())? };
+            n += 14;
         }
         if let Some(f) = self.binary_strided.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -8521,10 +8629,16 @@ impl Kernels {
             "attn_bwd_dkdv_mma_d128_f16" => self.attn_bwd_dkdv_mma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_dkdv_mma_d64_bf16" => self.attn_bwd_dkdv_mma_d64_bf16().ok().map(|k| k.function()),
             "attn_bwd_dkdv_mma_d64_f16" => self.attn_bwd_dkdv_mma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_dq_convert_bf16" => self.attn_bwd_dq_convert_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dq_convert_f16" => self.attn_bwd_dq_convert_f16().ok().map(|k| k.function()),
             "attn_bwd_dq_mma_d128_bf16" => self.attn_bwd_dq_mma_d128_bf16().ok().map(|k| k.function()),
             "attn_bwd_dq_mma_d128_f16" => self.attn_bwd_dq_mma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_dq_mma_d64_bf16" => self.attn_bwd_dq_mma_d64_bf16().ok().map(|k| k.function()),
             "attn_bwd_dq_mma_d64_f16" => self.attn_bwd_dq_mma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_fused_mma_d128_bf16" => self.attn_bwd_fused_mma_d128_bf16().ok().map(|k| k.function()),
+            "attn_bwd_fused_mma_d128_f16" => self.attn_bwd_fused_mma_d128_f16().ok().map(|k| k.function()),
+            "attn_bwd_fused_mma_d64_bf16" => self.attn_bwd_fused_mma_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_fused_mma_d64_f16" => self.attn_bwd_fused_mma_d64_f16().ok().map(|k| k.function()),
             "add_strided_bf16" => self.add_strided_bf16().ok().map(|k| k.function()),
             "add_strided_f16" => self.add_strided_f16().ok().map(|k| k.function()),
             "add_strided_f32" => self.add_strided_f32().ok().map(|k| k.function()),

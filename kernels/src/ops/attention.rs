@@ -6,10 +6,19 @@
 //! head and row strides in elements, unit last stride), so they may be slices of one packed
 //! `[B, N, 3, H, D]` projection. Outputs are dense. The causal mask is aligned bottom-right:
 //! query `i` sees key `j` iff `j <= i + Nk − Nq`; a query that sees no key gets `out = 0` and
-//! `lse = −inf` (and zero gradients). Deterministic: no atomics, fixed summation orders.
+//! `lse = −inf` (and zero gradients). Deterministic (no atomics, fixed summation orders), except
+//! dq on the fused backward path ([`AttentionBwdDq::Atomic`]), which adds into an f32
+//! accumulator with atomics and so may differ in its last bits from run to run.
 
 use crate::launch::{grid, sms, to_i32};
+
+mod bwd;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
+pub use bwd::{
+    attention_bwd, attention_bwd_dq_choice, attention_bwd_dq_plan, attention_bwd_dq_workspace_len,
+    attention_bwd_tc_fits, attention_bwd_with, attention_bwd_with_dq, AttentionBwdDq,
+    ATTENTION_BWD_DQ_ENV,
+};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 
@@ -99,7 +108,7 @@ fn tc_misfit<T: AttentionElement>(
     cc: ComputeCapability,
     shape: &AttentionShape,
     inputs: [&AttentionInput<'_, T>; 3],
-    out: &DeviceSlice<T>,
+    out_ptr: u64,
 ) -> Option<&'static str> {
     if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
         return Some("the tensor-core kernels take f16 and bf16 only");
@@ -115,7 +124,7 @@ fn tc_misfit<T: AttentionElement>(
     if !inputs
         .iter()
         .all(|x| aligned(x.data.as_raw_ptr()) && strides_ok(x.strides))
-        || !aligned(out.as_raw_ptr())
+        || !aligned(out_ptr)
     {
         return Some(
             "the tensor-core kernels need 16-byte aligned q, k, v and out, and strides that are \
@@ -136,7 +145,7 @@ pub fn attention_tc_fits<T: AttentionElement>(
     v: &AttentionInput<'_, T>,
     out: &DeviceSlice<T>,
 ) -> bool {
-    tc_misfit(cc, shape, [q, k, v], out).is_none()
+    tc_misfit(cc, shape, [q, k, v], out.as_raw_ptr()).is_none()
 }
 
 /// The extents of one attention problem.
@@ -401,7 +410,13 @@ pub fn attention_fwd_with<T: AttentionElement>(
     const OP: &str = "scaled_dot_product_attention";
     let scale = T::scale_scalar(scale);
     let limits = s.context().limits();
-    let misfit = tc_misfit(limits.compute_capability, shape, [&q, &k, &v], out).or_else(|| {
+    let misfit = tc_misfit(
+        limits.compute_capability,
+        shape,
+        [&q, &k, &v],
+        out.as_raw_ptr(),
+    )
+    .or_else(|| {
         // Every sm_80+ device allows at least 99 KiB per block (opt-in); checked all the same.
         (fwd_mma_smem(shape.head_dim) > limits.max_shared_per_block_optin)
             .then_some("the tensor-core kernels need more shared memory than this device allows")
@@ -486,272 +501,5 @@ pub fn attention_fwd_with<T: AttentionElement>(
             i32::from(sh.causal),
         )
     }?;
-    Ok(())
-}
-
-/// The gradients of [`attention_fwd`] (`dq`, dense `[B, H, Nq, D]`; `dk`, `dv`, dense
-/// `[B, H, Nk, D]`) from its inputs, its outputs `out` and `lse`, and the output gradient `dout`
-/// (dense `[B, H, Nq, D]`). `delta` is a workspace of `B·H·Nq` compute-type elements (it receives
-/// `rowsum(dout ∘ out)`). Three kernels: delta, dq, and dk with dv (SIMT: a warp per query row,
-/// a warp per key row; tensor cores: a 64-row tile per block); no atomics, deterministic.
-///
-/// Runs dq and dk/dv on the tensor cores where [`attention_bwd_tc_fits`] allows (f16/bf16,
-/// D = 64 or 128, sm_80+, aligned buffers), on the SIMT kernels otherwise;
-/// [`attention_bwd_with`] picks explicitly.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_bwd<T: AttentionElement>(
-    kern: &Kernels,
-    s: &Stream,
-    shape: &AttentionShape,
-    q: AttentionInput<'_, T>,
-    k: AttentionInput<'_, T>,
-    v: AttentionInput<'_, T>,
-    out: &DeviceSlice<T>,
-    lse: &DeviceSlice<T::Scalar>,
-    dout: &DeviceSlice<T>,
-    delta: &mut DeviceSlice<T::Scalar>,
-    dq: &mut DeviceSlice<T>,
-    dk: &mut DeviceSlice<T>,
-    dv: &mut DeviceSlice<T>,
-    scale: f64,
-) -> Result<()> {
-    attention_bwd_with(
-        kern,
-        s,
-        AttentionAlgo::Auto,
-        shape,
-        q,
-        k,
-        v,
-        out,
-        lse,
-        dout,
-        delta,
-        dq,
-        dk,
-        dv,
-        scale,
-    )
-}
-
-/// Why the tensor-core backward cannot run this problem, or `None` when it can (the forward's
-/// rules — f16/bf16, D = 64 or 128, sm_80+, aligned views — and dout, dq, dk, dv 16-byte aligned
-/// too).
-fn tc_bwd_misfit<T: AttentionElement>(
-    cc: ComputeCapability,
-    shape: &AttentionShape,
-    inputs: [&AttentionInput<'_, T>; 3],
-    dense: [&DeviceSlice<T>; 4],
-) -> Option<&'static str> {
-    if let Some(why) = tc_misfit(cc, shape, inputs, dense[0]) {
-        return Some(why);
-    }
-    if dense.iter().any(|x| x.as_raw_ptr() % 16 != 0) {
-        return Some("the tensor-core backward needs 16-byte aligned dout, dq, dk and dv");
-    }
-    None
-}
-
-/// Whether [`AttentionAlgo::Auto`] runs this backward problem on the tensor cores (f16/bf16,
-/// D = 64 or 128, sm_80+, aligned views and buffers): the one place the choice is made.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_bwd_tc_fits<T: AttentionElement>(
-    cc: ComputeCapability,
-    shape: &AttentionShape,
-    q: &AttentionInput<'_, T>,
-    k: &AttentionInput<'_, T>,
-    v: &AttentionInput<'_, T>,
-    dout: &DeviceSlice<T>,
-    dq: &DeviceSlice<T>,
-    dk: &DeviceSlice<T>,
-    dv: &DeviceSlice<T>,
-) -> bool {
-    tc_bwd_misfit(cc, shape, [q, k, v], [dout, dq, dk, dv]).is_none()
-}
-
-/// [`attention_bwd`] on the kernels `algo` names (delta always on the SIMT kernel);
-/// [`AttentionAlgo::TensorCore`] where the problem does not fit them is
-/// [`Error::Unsupported`], nothing launched.
-#[allow(clippy::too_many_arguments)]
-pub fn attention_bwd_with<T: AttentionElement>(
-    kern: &Kernels,
-    s: &Stream,
-    algo: AttentionAlgo,
-    shape: &AttentionShape,
-    q: AttentionInput<'_, T>,
-    k: AttentionInput<'_, T>,
-    v: AttentionInput<'_, T>,
-    out: &DeviceSlice<T>,
-    lse: &DeviceSlice<T::Scalar>,
-    dout: &DeviceSlice<T>,
-    delta: &mut DeviceSlice<T::Scalar>,
-    dq: &mut DeviceSlice<T>,
-    dk: &mut DeviceSlice<T>,
-    dv: &mut DeviceSlice<T>,
-    scale: f64,
-) -> Result<()> {
-    const OP: &str = "scaled_dot_product_attention_backward";
-    let scale = T::scale_scalar(scale);
-    let misfit = tc_bwd_misfit(
-        s.context().limits().compute_capability,
-        shape,
-        [&q, &k, &v],
-        [dout, &*dq, &*dk, &*dv],
-    );
-    let tensor_cores = match (algo, misfit) {
-        (AttentionAlgo::Simt, _) => false,
-        (AttentionAlgo::Auto, m) => m.is_none(),
-        (AttentionAlgo::TensorCore, None) => true,
-        (AttentionAlgo::TensorCore, Some(why)) => {
-            return Err(Error::Unsupported {
-                op: "scaled_dot_product_attention_backward (tensor cores)",
-                dtype: T::DTYPE,
-                why,
-            })
-        }
-    };
-    let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
-    let (k_dq, k_dkdv) = if tensor_cores && shape.head_dim == 64 {
-        (
-            dispatch::attn_bwd_dq_mma_d64::<T>(kern)?,
-            dispatch::attn_bwd_dkdv_mma_d64::<T>(kern)?,
-        )
-    } else if tensor_cores {
-        (
-            dispatch::attn_bwd_dq_mma_d128::<T>(kern)?,
-            dispatch::attn_bwd_dkdv_mma_d128::<T>(kern)?,
-        )
-    } else {
-        (
-            dispatch::attn_bwd_dq::<T>(kern)?,
-            dispatch::attn_bwd_dkdv::<T>(kern)?,
-        )
-    };
-    // The dynamic shared memory of the dk/dv launch (only the D = 128 tensor-core kernel has any).
-    let dkdv_smem = if tensor_cores && shape.head_dim == 128 {
-        MMA_BWD_D128_DKDV_SMEM
-    } else {
-        0
-    };
-    // The tensor-core kernels: one CTA of 128 threads per 64 rows of one (b, h).
-    let tc_cfg = |rows: usize| {
-        let tiles = (shape.batch.saturating_mul(shape.heads) as u64)
-            .saturating_mul(rows.div_ceil(MMA_ROWS) as u64);
-        LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS)
-    };
-    let (dq_cfg, dkdv_cfg) = if tensor_cores {
-        (
-            tc_cfg(shape.q_len),
-            tc_cfg(shape.kv_len).with_shared_mem(dkdv_smem),
-        )
-    } else {
-        (config(s, q_rows_of(shape)), config(s, k_rows_of(shape)))
-    };
-    let (q_rows, k_rows) = check_inputs(OP, shape, &q, &k, &v)?;
-    let d = shape.head_dim;
-    let (b, h) = (shape.batch, shape.heads);
-    let q_dims = format!("[{b}, {h}, {}, {d}]", shape.q_len);
-    let k_dims = format!("[{b}, {h}, {}, {d}]", shape.kv_len);
-    let r_dims = format!("[{b}, {h}, {}]", shape.q_len);
-    check_dense(OP, "out", out.len(), &q_dims, q_rows * d)?;
-    check_dense(OP, "dout", dout.len(), &q_dims, q_rows * d)?;
-    check_dense(OP, "lse", lse.len(), &r_dims, q_rows)?;
-    check_dense(OP, "delta", delta.len(), &r_dims, q_rows)?;
-    check_dense(OP, "dq", dq.len(), &q_dims, q_rows * d)?;
-    check_dense(OP, "dk", dk.len(), &k_dims, k_rows * d)?;
-    check_dense(OP, "dv", dv.len(), &k_dims, k_rows * d)?;
-    let st = strides([q.strides, k.strides, v.strides]);
-    let sh = shape;
-    let causal = i32::from(sh.causal);
-    if q_rows > 0 {
-        // SAFETY: reads out and dout at r·D + d and writes delta[r] for r < B·H·Nq, d < D: the
-        // exact lengths checked above.
-        unsafe {
-            k_delta.launch(
-                s,
-                &config(s, q_rows),
-                out,
-                dout,
-                delta,
-                q_rows as i64,
-                d as i32,
-            )
-        }?;
-        // SAFETY: q, k, v are read as in `attention_fwd` (extents checked by `check_inputs`);
-        // dout, lse, delta are read and dq written at query rows r < B·H·Nq (dense, lengths
-        // checked above). The tensor-core kernel accesses the same elements (its zero-filled
-        // copies of rows past Nk read nothing).
-        unsafe {
-            k_dq.launch(
-                s,
-                &dq_cfg,
-                q.data,
-                k.data,
-                v.data,
-                dout,
-                lse,
-                &*delta,
-                dq,
-                sh.batch as i32,
-                sh.heads as i32,
-                sh.q_len as i32,
-                sh.kv_len as i32,
-                d as i32,
-                st[0],
-                st[1],
-                st[2],
-                st[3],
-                st[4],
-                st[5],
-                st[6],
-                st[7],
-                st[8],
-                scale,
-                causal,
-            )
-        }?;
-    }
-    if k_rows > 0 {
-        let f = k_dkdv.function();
-        if f.limits().max_dynamic_shared_bytes < dkdv_smem {
-            f.set_max_dynamic_shared_mem(dkdv_smem)?;
-        }
-        // SAFETY: q, k, v as above; dout, lse, delta read at query rows of the same (b, h)
-        // (< B·H·Nq, lengths checked; none when Nq == 0); dk, dv written at key rows
-        // r < B·H·Nk (dense, lengths checked). The tensor-core kernel accesses the same
-        // elements (its zero-filled copies of query and key rows past Nq and Nk read nothing);
-        // at D = 128 it is launched with the dynamic shared memory it is written for, its
-        // limit raised above.
-        unsafe {
-            k_dkdv.launch(
-                s,
-                &dkdv_cfg,
-                q.data,
-                k.data,
-                v.data,
-                dout,
-                lse,
-                &*delta,
-                dk,
-                dv,
-                sh.batch as i32,
-                sh.heads as i32,
-                sh.q_len as i32,
-                sh.kv_len as i32,
-                d as i32,
-                st[0],
-                st[1],
-                st[2],
-                st[3],
-                st[4],
-                st[5],
-                st[6],
-                st[7],
-                st[8],
-                scale,
-                causal,
-            )
-        }?;
-    }
     Ok(())
 }

@@ -6,7 +6,8 @@
 
 use cuda_stack_driver::{DeviceBuffer, Stream};
 use cuda_stack_kernels::ops::{
-    self, AttentionAlgo, AttentionElement, AttentionInput, AttentionShape, HeadStrides,
+    self, AttentionAlgo, AttentionBwdDq, AttentionElement, AttentionInput, AttentionShape,
+    HeadStrides,
 };
 use cuda_stack_kernels::reference::{self, AttentionDims};
 use cuda_stack_kernels::{Compute, DType, Element, Kernels};
@@ -218,8 +219,30 @@ pub fn case_with<T: AttentionElement>(
     seed: u64,
     algo: AttentionAlgo,
 ) -> TestResult {
+    case_dq::<T>(k, s, sh, layout, seed, algo, AttentionBwdDq::Separate).map(drop)
+}
+
+/// The gradients a backward case produced (host copies), for cross-path comparisons.
+pub struct Grads<T> {
+    pub dq: Vec<T>,
+    pub dk: Vec<T>,
+    pub dv: Vec<T>,
+}
+
+/// [`case_with`] with dq computed as `dq_mode` says (through `ops::attention_bwd_with_dq`; for
+/// `Atomic`/`Auto` with a NaN-filled f32 workspace, which the path must zero before use), each
+/// output against the reference; returns the gradients.
+pub fn case_dq<T: AttentionElement>(
+    k: &Kernels,
+    s: &Stream,
+    sh: AttentionShape,
+    layout: Layout,
+    seed: u64,
+    algo: AttentionAlgo,
+    dq_mode: AttentionBwdDq,
+) -> Res<Grads<T>> {
     let (b, h, nq, nk, d) = (sh.batch, sh.heads, sh.q_len, sh.kv_len, sh.head_dim);
-    let label = format!("{:?} {sh:?} {layout:?} {algo:?}", T::DTYPE);
+    let label = format!("{:?} {sh:?} {layout:?} {algo:?} {dq_mode:?}", T::DTYPE);
     let q: Vec<T> = data(seed, b * h * nq * d, 1.0);
     let kk: Vec<T> = data(seed + 1, b * h * nk * d, 1.0);
     let v: Vec<T> = data(seed + 2, b * h * nk * d, 1.0);
@@ -279,10 +302,15 @@ pub fn case_with<T: AttentionElement>(
     let mut dq = s.clone_htod(&vec![nan; b * h * nq * d])?;
     let mut dk = s.clone_htod(&vec![nan; b * h * nk * d])?;
     let mut dv = s.clone_htod(&vec![nan; b * h * nk * d])?;
-    ops::attention_bwd_with(
+    let mut acc = match dq_mode {
+        AttentionBwdDq::Separate => None,
+        _ => Some(s.clone_htod(&vec![f32::NAN; ops::attention_bwd_dq_workspace_len(&sh)?])?),
+    };
+    ops::attention_bwd_with_dq(
         k,
         s,
         algo,
+        dq_mode,
         &sh,
         inp(&qv, qs),
         inp(&kv, ks),
@@ -291,30 +319,21 @@ pub fn case_with<T: AttentionElement>(
         &lse,
         &dout_d,
         &mut delta,
+        acc.as_deref_mut(),
         &mut dq,
         &mut dk,
         &mut dv,
         scale,
     )?;
-    compare(
-        &format!("{label}: dq"),
-        &s.clone_dtoh(&dq)?,
-        &want_dq,
-        t.grad,
-    )?;
-    compare(
-        &format!("{label}: dk"),
-        &s.clone_dtoh(&dk)?,
-        &want_dk,
-        t.grad,
-    )?;
-    compare(
-        &format!("{label}: dv"),
-        &s.clone_dtoh(&dv)?,
-        &want_dv,
-        t.grad,
-    )?;
-    Ok(())
+    let g = Grads {
+        dq: s.clone_dtoh(&dq)?,
+        dk: s.clone_dtoh(&dk)?,
+        dv: s.clone_dtoh(&dv)?,
+    };
+    compare(&format!("{label}: dq"), &g.dq, &want_dq, t.grad)?;
+    compare(&format!("{label}: dk"), &g.dk, &want_dk, t.grad)?;
+    compare(&format!("{label}: dv"), &g.dv, &want_dv, t.grad)?;
+    Ok(g)
 }
 
 pub fn input<T: Element>(

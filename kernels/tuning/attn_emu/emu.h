@@ -32,6 +32,12 @@
 
 typedef unsigned short f16_t;
 typedef unsigned short bf16_t;
+struct float4 {
+    float x, y, z, w;
+};
+struct uint2 {
+    unsigned x, y;
+};
 
 struct emu_dim3 {
     unsigned x, y, z;
@@ -108,13 +114,13 @@ struct State {
     unsigned long progress = 0;
     std::vector<Region> regions;
     std::vector<std::vector<Shadow>> shadow;
-    unsigned long n_mma = 0, n_ldsm = 0, n_bar = 0;
+    unsigned long n_mma = 0, n_ldsm = 0, n_bar = 0, n_red = 0;
 };
 inline State& st() {
     static State s;
     return s;
 }
-inline emu_dim3 block_idx, grid_dim;
+inline emu_dim3 block_idx, grid_dim, block_dim{THREADS, 1, 1};
 
 inline int tid() { return (int)st().cur->tid.x; }
 inline void yield() { swapcontext(&st().cur->ctx, &st().sched); }
@@ -179,6 +185,25 @@ inline void cp16(unsigned dst, const void* src, int bytes) {
     st().cur->pending.push_back(p);
 }
 inline void commit() { ++st().cur->committed; }
+// st.shared.b32, checked like a copy's landing: no other thread may touch the bytes between the
+// same two barriers, and no cp.async may be in flight to them.
+inline void sts32(unsigned addr, unsigned v) {
+    const int t = tid();
+    check_write(addr, 4, t, true);
+    Shadow* sh;
+    unsigned char* d = smem_at(addr, 4, &sh);
+    std::memcpy(d, &v, 4);
+    for (int i = 0; i < 4; ++i) {
+        sh[i].w_epoch = st().epoch;
+        sh[i].w_tid = t;
+    }
+}
+// red.global.add.f32 (the blocks run one after another, so a plain add; their order is what
+// varies, see launch's `order_seed`).
+inline void red_add(float* p, float v) {
+    ++st().n_red;
+    *p += v;
+}
 // cp.async.wait_group n: every committed group but the n most recent is complete (copies not yet
 // committed are not waited for).
 inline void wait_group(int n) {
@@ -366,12 +391,21 @@ inline void trampoline() {
     swapcontext(&s.cur->ctx, &s.sched);
 }
 
-// Runs `body` (the kernel call) for every block of the grid, one block at a time.
-inline void launch(unsigned grid, const std::function<void()>& body) {
+// Runs `body` (the kernel call) for every block of the grid, one block at a time: in order, or
+// with order_seed != 0 in a shuffled order (the fused backward's atomics then add in another
+// order, as they do on a GPU).
+inline void launch(unsigned grid, const std::function<void()>& body, unsigned long long order_seed = 0) {
     State& s = st();
     grid_dim = {grid, 1, 1};
     g_body = body;
-    for (unsigned b = 0; b < grid; ++b) {
+    std::vector<unsigned> order(grid);
+    for (unsigned b = 0; b < grid; ++b) order[b] = b;
+    unsigned long long x = order_seed;
+    for (unsigned i = grid - 1; order_seed && i > 0; --i) {  // Fisher-Yates, xorshift64
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        std::swap(order[i], order[x % (i + 1)]);
+    }
+    for (unsigned b : order) {
         block_idx = {b, 0, 0};
         for (size_t r = 0; r < s.regions.size(); ++r) {  // shared memory starts as garbage (NaN)
             std::memset(s.regions[r].p, 0xff, s.regions[r].size);
@@ -417,6 +451,7 @@ inline void launch(unsigned grid, const std::function<void()>& body) {
 #define threadIdx (emu::st().cur->tid)
 #define blockIdx (emu::block_idx)
 #define gridDim (emu::grid_dim)
+#define blockDim (emu::block_dim)
 #define __syncthreads() emu::syncthreads()
 #define smem_u32(p) emu::smem_register((p), sizeof(p))
 

@@ -1,6 +1,10 @@
-// main.cpp — runs attention_mma.cu's forward and attention_mma_bwd.cu's backward kernels (D = 64
-// and 128, f16 and bf16) on the emulator (emu.h) against an f64 reference, as the op chains them:
-// the forward's out and lse feed the backward, delta is rowsum(dout * out) from the rounded out.
+// main.cpp — runs attention_mma_bwd.cu's backward kernels (D = 64 and 128, f16 and bf16) on the
+// emulator (emu.h) against an f64 reference, both ways the op chains them: the two-kernel path
+// (attn_bwd_dq_mma_*, attn_bwd_dkdv_mma_*) and the fused path (dq_acc zeroed, attn_bwd_fused_mma_*
+// with its blocks in a shuffled order, then attn_bwd_dq_convert_*). out (rounded to the element
+// type) and lse come from the reference (the forward kernel, attention_mma.cu, is checked on the
+// GPU and by tools/attn_fwd_mma_emu.py; its inline PTX is beyond this emulator); delta is
+// rowsum(dout * out) from the rounded out, as attn_bwd_delta computes it.
 // Inputs are placed dense, padded (row, head and batch padding, an offset start) or as views of
 // one packed [B, N, 3, H, D] buffer, each ending at a PROT_NONE page (reads past the end fault)
 // and preceded by NaN (reads before the start poison the results); outputs start as NaN (every
@@ -9,7 +13,6 @@
 // A grid smaller than the tile count (grid/N in the report) exercises the grid-stride loop.
 //   run.sh [quick|quick128|full]
 #include <cstdarg>
-#include "fwd.inc"
 #include "kern.inc"
 
 #include <sys/mman.h>
@@ -76,6 +79,8 @@ struct Case {
 };
 
 static int failures = 0;
+// dq elements of the fused path whose bits differ from the two-kernel path's, of all compared.
+static size_t dq_bits_differ = 0, dq_compared = 0;
 
 static bool run_case(const Case& c, unsigned long long seed) {
     const int D = c.D, B = c.B, H = c.H, Nq = c.Nq, Nk = c.Nk;
@@ -182,7 +187,6 @@ static bool run_case(const Case& c, unsigned long long seed) {
         }
     }
 
-    // The forward kernel (attention_mma.cu, checked on a GPU) gives out and lse, as in the op.
     const u16* qp = bufs[views[0].buf]->data + views[0].off;
     const u16* kp = bufs[views[1].buf]->data + views[1].off;
     const u16* vp = bufs[views[2].buf]->data + views[2].off;
@@ -200,42 +204,22 @@ static bool run_case(const Case& c, unsigned long long seed) {
     GuardedF g_lse(std::max<size_t>(1, lse.size()));
     bool ok = true;
     std::string why;
-    if ((size_t)B * H * Nq > 0) {
-        auto fwd = pick(attn_fwd_mma_d64_bf16, attn_fwd_mma_d64_f16, attn_fwd_mma_d128_bf16, attn_fwd_mma_d128_f16);
-        emu::launch(grid_for(Nq), [&] {
-            fwd(qp, kp, vp, g_out.data, g_lse.data(), B, H, Nq, Nk, D, wq.sb, wq.sh, wq.sr, wk.sb, wk.sh, wk.sr, wv.sb,
-                wv.sh, wv.sr, scale, causal);
-        });
-    }
-    {
-        const double otol = c.bf16 ? 1e-2 : 2e-3;
-        double mx = 1e-300, err = 0;
-        for (double w : want_out) mx = std::max(mx, std::fabs(w));
-        for (size_t i = 0; i < nq; ++i) {
-            const double got = cv(g_out.data[i]);
-            err = std::max(err, std::isnan(got) ? INFINITY : std::fabs(got - want_out[i]));
-        }
-        if (!(err <= otol * mx + 1e-5)) ok = false, why += " forward out wrong";
-        for (size_t i = 0; i < lse.size(); ++i) {
-            const double g = g_lse.data()[i], w = lse[i];
-            const bool good = std::isinf(w) ? g == w : std::fabs(g - w) <= 1e-5 * (1 + std::fabs(w));
-            if (!good) {
-                ok = false;
-                why += " forward lse wrong";
-                break;
-            }
-        }
-        // delta as attn_bwd_delta computes it: from the kernel's rounded out.
-        for (size_t r = 0; r < lse.size(); ++r) {
-            float dl = 0;
-            for (int d = 0; d < D; ++d) dl += cv(g_out.data[r * D + d]) * cv(dout[r * D + d]);
-            delta[r] = dl;
-        }
+    for (size_t i = 0; i < nq; ++i) g_out.data[i] = rd((float)want_out[i]);
+    std::copy(lse.begin(), lse.end(), g_lse.data());
+    // delta as attn_bwd_delta computes it: from the rounded out.
+    for (size_t r = 0; r < lse.size(); ++r) {
+        float dl = 0;
+        for (int d = 0; d < D; ++d) dl += cv(g_out.data[r * D + d]) * cv(dout[r * D + d]);
+        delta[r] = dl;
     }
 
     // Device-side buffers.
     Guarded g_do(std::max<size_t>(1, nq)), g_dq(std::max<size_t>(1, nq)), g_dk(std::max<size_t>(1, nk)),
         g_dv(std::max<size_t>(1, nk));
+    // The fused path's outputs and its f32 dQ accumulator (zeroed, as the op's memset does).
+    Guarded f_dq(std::max<size_t>(1, nq)), f_dk(std::max<size_t>(1, nk)), f_dv(std::max<size_t>(1, nk));
+    GuardedF f_acc(std::max<size_t>(1, nq));
+    std::fill(f_acc.data(), f_acc.data() + nq, 0.0f);
     GuardedF g_delta(std::max<size_t>(1, lse.size()));
     std::copy(dout.begin(), dout.end(), g_do.data);
     std::copy(delta.begin(), delta.end(), g_delta.data());
@@ -254,6 +238,25 @@ static bool run_case(const Case& c, unsigned long long seed) {
             dkdv(qp, kp, vp, g_do.data, g_lse.data(), g_delta.data(), g_dk.data, g_dv.data, B, H, Nq, Nk, D, wq.sb,
                  wq.sh, wq.sr, wk.sb, wk.sh, wk.sr, wv.sb, wv.sh, wv.sr, scale, causal);
         });
+    }
+
+    if ((size_t)B * H * Nk > 0) {
+        auto fused = pick(attn_bwd_fused_mma_d64_bf16, attn_bwd_fused_mma_d64_f16, attn_bwd_fused_mma_d128_bf16,
+                          attn_bwd_fused_mma_d128_f16);
+        emu::launch(
+            grid_for(Nk),
+            [&] {
+                fused(qp, kp, vp, g_do.data, g_lse.data(), g_delta.data(), f_acc.data(), f_dk.data, f_dv.data, B, H,
+                      Nq, Nk, D, wq.sb, wq.sh, wq.sr, wk.sb, wk.sh, wk.sr, wv.sb, wv.sh, wv.sr, scale, causal);
+            },
+            seed);
+    }
+    if (nq > 0) {
+        auto conv = c.bf16 ? attn_bwd_dq_convert_bf16 : attn_bwd_dq_convert_f16;
+        // A grid that does not cover the array in one step (the grid-stride loop).
+        const long long n4 = (long long)(nq / 4);
+        const unsigned g = (unsigned)std::max(1LL, std::min(3LL, (n4 + 127) / 128));
+        emu::launch(g, [&] { conv(f_acc.data(), f_dq.data, n4, scale); });
     }
 
     const double tol = c.bf16 ? 6e-2 : 1e-2;
@@ -278,12 +281,22 @@ static bool run_case(const Case& c, unsigned long long seed) {
         return rel;
     };
     const double e1 = cmp("dq", g_dq, want_dq), e2 = cmp("dk", g_dk, want_dk), e3 = cmp("dv", g_dv, want_dv);
+    const double f1 = cmp("fused dq", f_dq, want_dq), f2 = cmp("fused dk", f_dk, want_dk),
+                 f3 = cmp("fused dv", f_dv, want_dv);
+    // dk and dv of the fused kernel are computed exactly as the dk/dv kernel's: the same bits.
+    if (!std::equal(f_dk.data, f_dk.data + nk, g_dk.data) || !std::equal(f_dv.data, f_dv.data + nk, g_dv.data))
+        ok = false, why += " fused dk/dv differ from the dk/dv kernel's";
+    if (!f_acc.g.slack_intact()) ok = false, why += " dq_acc slack written";
+    for (size_t i = 0; i < nq; ++i) dq_bits_differ += f_dq.data[i] != g_dq.data[i];
+    dq_compared += nq;
     for (auto& b : bufs)
         if (!b->slack_intact()) ok = false, why += " input slack written";
-    printf("%s D=%d %s B=%d H=%d Nq=%d Nk=%d %s %s grid/%u: rel err dq %.2e dk %.2e dv %.2e%s\n", ok ? "ok  " : "FAIL",
-           D, c.bf16 ? "bf16" : "f16", B, H, Nq, Nk, c.causal ? "causal" : "full",
+    printf("%s D=%d %s B=%d H=%d Nq=%d Nk=%d %s %s grid/%u: rel err dq %.2e dk %.2e dv %.2e; fused dq %.2e dk %.2e dv "
+           "%.2e%s\n",
+           ok ? "ok  " : "FAIL", D, c.bf16 ? "bf16" : "f16", B, H, Nq, Nk, c.causal ? "causal" : "full",
            c.layout == DENSE ? "dense" : c.layout == PADDED ? "padded" : "packed", c.grid_div, std::max(0.0, e1),
-           std::max(0.0, e2), std::max(0.0, e3), why.c_str());
+           std::max(0.0, e2), std::max(0.0, e3), std::max(0.0, f1), std::max(0.0, f2), std::max(0.0, f3),
+           why.c_str());
     fflush(stdout);
     if (!ok) ++failures;
     return ok;
@@ -308,27 +321,28 @@ int main(int argc, char** argv) {
                 add(D, true, 1, 2, 65, 65, causal, DENSE);
                 add(D, true, 1, 1, 31, 130, causal, PADDED);
                 add(D, false, 1, 1, 130, 31, causal, DENSE, 2);
+                add(D, true, 2, 1, 130, 130, causal, PADDED, 3);  // the grid-stride loop
             }
     } else {
+        // D = 128 (32-row tiles, K/V in dynamic shared memory) and D = 64 (64-row tiles, K/V of
+        // the dk/dv kernel in registers, the fused kernel's K in a static tile) alike.
         const int ns[] = {1, 17, 64, 65, 130, 257};
         const int pairs[][2] = {{1, 17}, {17, 1}, {5, 64}, {64, 5}, {31, 130}, {130, 31}, {96, 33}, {33, 96}, {65, 257}, {257, 65}, {3, 0}, {0, 3}};
-        for (bool bf : {true, false})
-            for (bool causal : {false, true}) {
-                for (int n : ns) {
-                    add(128, bf, 1, 2, n, n, causal, PACKED);
-                    add(128, bf, 2, 1, n, n, causal, PADDED, 3);
+        for (int D : {128, 64})
+            for (bool bf : {true, false})
+                for (bool causal : {false, true}) {
+                    for (int n : ns) {
+                        add(D, bf, 1, 2, n, n, causal, PACKED);
+                        add(D, bf, 2, 1, n, n, causal, PADDED, 3);
+                    }
+                    for (auto& p : pairs) add(D, bf, 1, 2, p[0], p[1], causal, DENSE, 2);
                 }
-                for (auto& p : pairs) add(128, bf, 1, 2, p[0], p[1], causal, DENSE, 2);
-            }
-        for (bool causal : {false, true}) {
-            add(64, true, 1, 2, 130, 130, causal, PACKED);
-            add(64, false, 1, 1, 31, 130, causal, PADDED);
-            add(64, true, 1, 1, 130, 31, causal, DENSE, 2);
-        }
     }
     unsigned long long seed = 1;
     for (const Case& c : cases) run_case(c, seed++);
-    printf("%zu cases, %d failed; %lu mma, %lu ldmatrix, %lu barriers emulated\n", cases.size(), failures,
-           emu::st().n_mma, emu::st().n_ldsm, emu::st().n_bar);
+    printf("%zu cases, %d failed; %lu mma, %lu ldmatrix, %lu barriers, %lu atomic adds emulated; fused dq differs "
+           "in its bits from the two-kernel path's in %zu of %zu elements\n",
+           cases.size(), failures, emu::st().n_mma, emu::st().n_ldsm, emu::st().n_bar, emu::st().n_red,
+           dq_bits_differ, dq_compared);
     return failures ? 1 : 0;
 }

@@ -14,7 +14,8 @@ use crate::tensor::{Tensor, TensorElement};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceSlice, Stream};
 use cuda_stack_kernels::ops::{
-    self, AttentionInput, AttentionShape, HeadStrides, ATTENTION_MAX_HEAD_DIM,
+    self, AttentionAlgo, AttentionBwdDq, AttentionInput, AttentionShape, HeadStrides,
+    ATTENTION_MAX_HEAD_DIM,
 };
 use cuda_stack_kernels::Kernels;
 
@@ -38,7 +39,18 @@ pub trait AttentionElement: TensorElement {
         scale: f64,
     ) -> Result<()>;
 
-    /// Queues `ops::attention_bwd` for this dtype.
+    /// `ops::attention_bwd_dq_plan` for this dtype (automatic kernels, automatic dq path):
+    /// whether the backward adds dq atomically into an f32 workspace.
+    #[doc(hidden)]
+    fn attention_bwd_dq_plan(
+        s: &Stream,
+        shape: &AttentionShape,
+        qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
+        dout: &DeviceSlice<Self>,
+    ) -> Result<AttentionBwdDq>;
+
+    /// Queues `ops::attention_bwd_with_dq` for this dtype (automatic kernels; dq as `dq_mode`
+    /// says, with the f32 workspace `dq_acc` for `AttentionBwdDq::Atomic`).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn attention_bwd(
@@ -50,6 +62,8 @@ pub trait AttentionElement: TensorElement {
         lse: &DeviceSlice<Self::Lse>,
         dout: &DeviceSlice<Self>,
         delta: &mut DeviceSlice<Self::Lse>,
+        dq_mode: AttentionBwdDq,
+        dq_acc: Option<&mut DeviceSlice<f32>>,
         grads: [&mut DeviceSlice<Self>; 3],
         scale: f64,
     ) -> Result<()>;
@@ -75,6 +89,25 @@ macro_rules! attention_element {
                 )?)
             }
 
+            fn attention_bwd_dq_plan(
+                s: &Stream,
+                shape: &AttentionShape,
+                qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
+                dout: &DeviceSlice<Self>,
+            ) -> Result<AttentionBwdDq> {
+                let [q, kk, v] = qkv.map(|(data, strides)| AttentionInput { data, strides });
+                Ok(ops::attention_bwd_dq_plan::<$t>(
+                    s,
+                    AttentionAlgo::Auto,
+                    AttentionBwdDq::Auto,
+                    shape,
+                    &q,
+                    &kk,
+                    &v,
+                    dout,
+                )?)
+            }
+
             fn attention_bwd(
                 k: &Kernels,
                 s: &Stream,
@@ -84,13 +117,31 @@ macro_rules! attention_element {
                 lse: &DeviceSlice<$lse>,
                 dout: &DeviceSlice<Self>,
                 delta: &mut DeviceSlice<$lse>,
+                dq_mode: AttentionBwdDq,
+                dq_acc: Option<&mut DeviceSlice<f32>>,
                 grads: [&mut DeviceSlice<Self>; 3],
                 scale: f64,
             ) -> Result<()> {
                 let [q, kk, v] = qkv.map(|(data, strides)| AttentionInput { data, strides });
                 let [dq, dk, dv] = grads;
-                Ok(ops::attention_bwd::<$t>(
-                    k, s, shape, q, kk, v, out, lse, dout, delta, dq, dk, dv, scale,
+                Ok(ops::attention_bwd_with_dq::<$t>(
+                    k,
+                    s,
+                    AttentionAlgo::Auto,
+                    dq_mode,
+                    shape,
+                    q,
+                    kk,
+                    v,
+                    out,
+                    lse,
+                    dout,
+                    delta,
+                    dq_acc,
+                    dq,
+                    dk,
+                    dv,
+                    scale,
                 )?)
             }
         }
@@ -290,8 +341,15 @@ impl<T: AttentionElement> Tensor<T> {
     /// The gradients `(dq, dk, dv)` of [`Tensor::scaled_dot_product_attention`] with `self` as
     /// q, given the forward's `out` and `lse` ([`Tensor::scaled_dot_product_attention_forward`])
     /// and the output gradient `dout` (`[B, H, Nq, D]`); `causal` and `scale` must be the
-    /// forward's. Recomputes the probabilities from `lse` (FlashAttention-2's backward):
-    /// deterministic, no `Nq × Nk` buffer. The gradients are contiguous, shaped like q, k, v.
+    /// forward's. Recomputes the probabilities from `lse` (FlashAttention-2's backward), with
+    /// no `Nq × Nk` buffer. The gradients are contiguous, shaped like q, k, v.
+    ///
+    /// On the tensor cores (f16/bf16, D = 64 or 128, sm_80+) dq is computed either by its own
+    /// kernel (deterministic) or in the dk/dv pass, added atomically into a temporary f32
+    /// buffer of `B·H·Nq·D` elements (faster; dq may then differ in its last bits from run to
+    /// run, dk and dv do not): `cuda_stack_kernels::ops::attention_bwd_dq_choice` decides, and
+    /// the environment variable `CUDA_STACK_ATTN_BWD_DQ=separate` (or `atomic`) forces either
+    /// (`ops::ATTENTION_BWD_DQ_ENV`).
     #[allow(clippy::too_many_arguments)]
     pub fn scaled_dot_product_attention_backward(
         &self,
@@ -322,29 +380,54 @@ impl<T: AttentionElement> Tensor<T> {
         let (qd, kd, vd) = (from_offset(self)?, from_offset(k)?, from_offset(v)?);
         let (od, ld, gd) = (out.dense()?, lse.dense()?, dout.dense()?);
         let qkv = [(&*qd, st[0]), (&*kd, st[1]), (&*vd, st[2])];
+        // The dq path, decided before anything is allocated: the f32 workspace only for the
+        // atomic one (which then runs: dq, dk, dv and the workspace are new allocations, 512-byte
+        // aligned, as the plan assumes).
+        let mut dq_mode = T::attention_bwd_dq_plan(exec.stream(), &shape, qkv, &gd)?;
+        let acc_len = if dq_mode == AttentionBwdDq::Atomic {
+            ops::attention_bwd_dq_workspace_len(&shape)?
+        } else {
+            0
+        };
+        if acc_len == 0 {
+            // No dq to accumulate (Nq = 0), or the two-kernel path: no workspace either way.
+            dq_mode = AttentionBwdDq::Separate;
+        }
         let mut kv: Option<StoragePair<T, T>> = None;
-        // SAFETY: the dq kernel writes every element of dq (B·H·Nq rows of D), the dk/dv kernel
-        // every element of dk and dv (B·H·Nk rows of D), also for rows that see no query or
-        // key; the delta kernel writes every element of the workspace before the other two read
-        // it. The op checks every length.
+        // SAFETY: the dq kernel (or the atomic path's conversion) writes every element of dq
+        // (B·H·Nq rows of D), the dk/dv (or fused) kernel every element of dk and dv (B·H·Nk rows
+        // of D), also for rows that see no query or key; the delta kernel writes every element
+        // of its workspace before the others read it, and the atomic path zeroes every element
+        // of the dq workspace first (it runs whenever that workspace is made: acc_len > 0 only
+        // for a planned Atomic, which the op then runs or refuses with an error). The op checks
+        // every length.
         // The three storages are made by nested `storage_*_with` calls (one unsafe block: the
         // closures inside it are unsafe context too) so that one op call sees all four buffers.
         let dq = unsafe {
             exec.storage_with::<T>(self.numel(), |dq| {
                 let pair = exec.storage_pair_with::<T, T>(k_len, k_len, |dk, dv| {
                     let _delta = exec.storage_with::<T::Lse>(q_rows, |delta| {
-                        T::attention_bwd(
-                            &kern,
-                            exec.stream(),
-                            &shape,
-                            qkv,
-                            &od,
-                            &ld,
-                            &gd,
-                            delta,
-                            [dq, dk, dv],
-                            scale,
-                        )
+                        let mut bwd = |acc: Option<&mut DeviceSlice<f32>>| {
+                            T::attention_bwd(
+                                &kern,
+                                exec.stream(),
+                                &shape,
+                                qkv,
+                                &od,
+                                &ld,
+                                &gd,
+                                delta,
+                                dq_mode,
+                                acc,
+                                [dq, dk, dv],
+                                scale,
+                            )
+                        };
+                        if acc_len == 0 {
+                            return bwd(None);
+                        }
+                        let _acc = exec.storage_with::<f32>(acc_len, |acc| bwd(Some(acc)))?;
+                        Ok(())
                     })?;
                     Ok(())
                 })?;

@@ -1,0 +1,554 @@
+//! The attention backward pass: delta, then dq and dk/dv, on the SIMT kernels or the tensor
+//! cores; on the tensor cores dq either by its own kernel (deterministic) or fused into the
+//! dk/dv pass with f32 atomics ([`AttentionBwdDq`]; [`attention_bwd_dq_choice`] is the one place
+//! the choice is made).
+
+use super::{
+    check_dense, check_inputs, config, k_rows_of, q_rows_of, strides, tc_misfit, AttentionAlgo,
+    AttentionElement, AttentionInput, AttentionShape, MMA_BWD_D128_DKDV_SMEM, MMA_ROWS, THREADS,
+};
+use crate::launch::{grid, sms, BLOCK};
+use crate::{dispatch, Error, Kernels, Result};
+use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
+
+/// The environment variable [`AttentionBwdDq::Auto`] reads first: `atomic` (or `fused`) picks
+/// [`AttentionBwdDq::Atomic`], `separate` (or `deterministic`) [`AttentionBwdDq::Separate`]
+/// (case-insensitive; other values are ignored). Read at every call, so a benchmark can flip it
+/// between runs of the same program.
+pub const ATTENTION_BWD_DQ_ENV: &str = "CUDA_STACK_ATTN_BWD_DQ";
+
+/// How the tensor-core backward computes dq (the SIMT backward always runs its own dq kernel).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum AttentionBwdDq {
+    /// [`attention_bwd_dq_choice`] decides ([`ATTENTION_BWD_DQ_ENV`] first, then the shape);
+    /// without a dq workspace, [`AttentionBwdDq::Separate`].
+    #[default]
+    Auto,
+    /// `attn_bwd_dq_mma_*` beside `attn_bwd_dkdv_mma_*`: dq's kernel recomputes S, P and dP per
+    /// query tile (3 of its 4 GEMMs repeat the dk/dv kernel's work); no atomics, the same bits
+    /// every run.
+    Separate,
+    /// `attn_bwd_fused_mma_*` (FlashAttention-2's backward): one pass over the key blocks
+    /// computes dk, dv and each (query tile, key block)'s share of dq, added into an f32
+    /// workspace (`B·H·Nq·D` elements, zeroed first) with `red.global.add.f32`;
+    /// `attn_bwd_dq_convert_*` then scales and rounds it into dq. The order of the atomic adds
+    /// varies from run to run, so **dq is not bitwise reproducible** (it differs in the last
+    /// bits; dk and dv are the same bits as with [`AttentionBwdDq::Separate`]).
+    Atomic,
+}
+
+/// The choice [`AttentionBwdDq::Auto`] makes for a problem that fits the tensor cores, on a
+/// device of `sm_count` SMs: [`ATTENTION_BWD_DQ_ENV`] when set to a known value, else
+/// [`AttentionBwdDq::Atomic`] when the fused kernel's grid (one CTA per 64 keys of each (b, h),
+/// `B·H·⌈Nk / 64⌉`) gives every SM at least one CTA, else [`AttentionBwdDq::Separate`]. Below
+/// that the fused pass is one short wave whose CTAs each also carry dq's GEMM, while the
+/// two-kernel path spreads dq over `B·H·⌈Nq / 64⌉` more CTAs. Explicit choices are returned
+/// unchanged. This is the one place the rule lives (to be tuned from `attention_bench` runs
+/// with the variable set each way: kernels/TUNING.md).
+pub fn attention_bwd_dq_choice(
+    sm_count: u32,
+    shape: &AttentionShape,
+    dq: AttentionBwdDq,
+) -> AttentionBwdDq {
+    if dq != AttentionBwdDq::Auto {
+        return dq;
+    }
+    if let Ok(v) = std::env::var(ATTENTION_BWD_DQ_ENV) {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "atomic" | "fused" => return AttentionBwdDq::Atomic,
+            "separate" | "deterministic" => return AttentionBwdDq::Separate,
+            _ => {}
+        }
+    }
+    let ctas = (shape.batch as u128)
+        .saturating_mul(shape.heads as u128)
+        .saturating_mul(shape.kv_len.div_ceil(MMA_ROWS) as u128);
+    if ctas >= u128::from(sm_count.max(1)) {
+        AttentionBwdDq::Atomic
+    } else {
+        AttentionBwdDq::Separate
+    }
+}
+
+/// The f32 elements of the dq workspace [`AttentionBwdDq::Atomic`] needs: `B·H·Nq·D`
+/// ([`Error::TooLarge`] when that overflows).
+pub fn attention_bwd_dq_workspace_len(shape: &AttentionShape) -> Result<usize> {
+    super::product(
+        "scaled_dot_product_attention_backward",
+        "B·H·Nq·D",
+        &[shape.batch, shape.heads, shape.q_len, shape.head_dim],
+    )
+}
+
+/// Why the tensor-core backward cannot run this problem, or `None` when it can (the forward's
+/// rules — f16/bf16, D = 64 or 128, sm_80+, aligned views — and dout, dq, dk, dv 16-byte aligned
+/// too). `dense` holds their device addresses (0 for a buffer yet to be allocated, which the
+/// allocators align to 256 bytes).
+fn tc_bwd_misfit<T: AttentionElement>(
+    cc: ComputeCapability,
+    shape: &AttentionShape,
+    inputs: [&AttentionInput<'_, T>; 3],
+    dense: [u64; 4],
+) -> Option<&'static str> {
+    if let Some(why) = tc_misfit(cc, shape, inputs, dense[0]) {
+        return Some(why);
+    }
+    if dense.iter().any(|p| p % 16 != 0) {
+        return Some("the tensor-core backward needs 16-byte aligned dout, dq, dk and dv");
+    }
+    None
+}
+
+/// Whether [`AttentionAlgo::Auto`] runs this backward problem on the tensor cores (f16/bf16,
+/// D = 64 or 128, sm_80+, aligned views and buffers): the one place the choice is made.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_tc_fits<T: AttentionElement>(
+    cc: ComputeCapability,
+    shape: &AttentionShape,
+    q: &AttentionInput<'_, T>,
+    k: &AttentionInput<'_, T>,
+    v: &AttentionInput<'_, T>,
+    dout: &DeviceSlice<T>,
+    dq: &DeviceSlice<T>,
+    dk: &DeviceSlice<T>,
+    dv: &DeviceSlice<T>,
+) -> bool {
+    let dense = [dout, dq, dk, dv].map(|x| x.as_raw_ptr());
+    tc_bwd_misfit(cc, shape, [q, k, v], dense).is_none()
+}
+
+/// The kernels a backward call runs: on the tensor cores or not, and how dq is computed.
+struct Plan {
+    tensor_cores: bool,
+    dq: AttentionBwdDq,
+}
+
+/// The plan for `algo` and `dq` (`dense`: dout, dq, dk, dv addresses as [`tc_bwd_misfit`];
+/// `acc_ok`: a dq workspace is given, 16-byte aligned). Explicit requests that cannot run are
+/// [`Error::Unsupported`]; `Auto` falls back.
+fn plan<T: AttentionElement>(
+    s: &Stream,
+    algo: AttentionAlgo,
+    dq: AttentionBwdDq,
+    shape: &AttentionShape,
+    inputs: [&AttentionInput<'_, T>; 3],
+    dense: [u64; 4],
+    acc_ok: bool,
+) -> Result<Plan> {
+    let unsupported = |why| Error::Unsupported {
+        op: "scaled_dot_product_attention_backward (tensor cores)",
+        dtype: T::DTYPE,
+        why,
+    };
+    let misfit = tc_bwd_misfit(
+        s.context().limits().compute_capability,
+        shape,
+        inputs,
+        dense,
+    );
+    let tensor_cores = match (algo, misfit) {
+        (AttentionAlgo::Simt, _) => false,
+        (AttentionAlgo::Auto, m) => m.is_none(),
+        (AttentionAlgo::TensorCore, None) => true,
+        (AttentionAlgo::TensorCore, Some(why)) => return Err(unsupported(why)),
+    };
+    let sm_count = u32::try_from(sms(s)).unwrap_or(u32::MAX);
+    let dq = match (tensor_cores, dq) {
+        (false, AttentionBwdDq::Atomic) => {
+            return Err(unsupported(
+                "the atomic dq path runs on the tensor-core kernels only (f16/bf16, D = 64 or \
+                 128, sm_80+, aligned buffers)",
+            ))
+        }
+        (false, _) => AttentionBwdDq::Separate,
+        (true, AttentionBwdDq::Atomic) if !acc_ok => {
+            return Err(unsupported(
+                "the atomic dq path needs a 16-byte aligned f32 dq workspace of \
+                 attention_bwd_dq_workspace_len elements",
+            ))
+        }
+        (true, AttentionBwdDq::Auto) if !acc_ok => AttentionBwdDq::Separate,
+        (true, d) => attention_bwd_dq_choice(sm_count, shape, d),
+    };
+    Ok(Plan { tensor_cores, dq })
+}
+
+/// How [`attention_bwd_with_dq`] would compute dq for these inputs with `algo` and `dq` when
+/// dq, dk, dv and the dq workspace are new allocations (16-byte aligned): `Separate` or
+/// `Atomic`, never `Auto`. Callers that allocate their buffers per call (the tensor op) ask
+/// this first and allocate the workspace only for `Atomic`.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dq_plan<T: AttentionElement>(
+    s: &Stream,
+    algo: AttentionAlgo,
+    dq: AttentionBwdDq,
+    shape: &AttentionShape,
+    q: &AttentionInput<'_, T>,
+    k: &AttentionInput<'_, T>,
+    v: &AttentionInput<'_, T>,
+    dout: &DeviceSlice<T>,
+) -> Result<AttentionBwdDq> {
+    let dense = [dout.as_raw_ptr(), 0, 0, 0];
+    Ok(plan(s, algo, dq, shape, [q, k, v], dense, true)?.dq)
+}
+
+/// The gradients of [`attention_fwd`](super::attention_fwd) (`dq`, dense `[B, H, Nq, D]`; `dk`,
+/// `dv`, dense `[B, H, Nk, D]`) from its inputs, its outputs `out` and `lse`, and the output
+/// gradient `dout` (dense `[B, H, Nq, D]`). `delta` is a workspace of `B·H·Nq` compute-type
+/// elements (it receives `rowsum(dout ∘ out)`). Three kernels: delta, dq, and dk with dv (SIMT: a
+/// warp per query row, a warp per key row; tensor cores: a 64-row tile per block); no atomics,
+/// deterministic ([`attention_bwd_with_dq`] offers the faster fused pass, with atomics).
+///
+/// Runs dq and dk/dv on the tensor cores where [`attention_bwd_tc_fits`] allows (f16/bf16,
+/// D = 64 or 128, sm_80+, aligned buffers), on the SIMT kernels otherwise;
+/// [`attention_bwd_with`] picks explicitly.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: &DeviceSlice<T>,
+    lse: &DeviceSlice<T::Scalar>,
+    dout: &DeviceSlice<T>,
+    delta: &mut DeviceSlice<T::Scalar>,
+    dq: &mut DeviceSlice<T>,
+    dk: &mut DeviceSlice<T>,
+    dv: &mut DeviceSlice<T>,
+    scale: f64,
+) -> Result<()> {
+    attention_bwd_with(
+        kern,
+        s,
+        AttentionAlgo::Auto,
+        shape,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        dout,
+        delta,
+        dq,
+        dk,
+        dv,
+        scale,
+    )
+}
+
+/// [`attention_bwd`] on the kernels `algo` names (delta always on the SIMT kernel);
+/// [`AttentionAlgo::TensorCore`] where the problem does not fit them is
+/// [`Error::Unsupported`], nothing launched. Deterministic (dq by its own kernel).
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_with<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: &DeviceSlice<T>,
+    lse: &DeviceSlice<T::Scalar>,
+    dout: &DeviceSlice<T>,
+    delta: &mut DeviceSlice<T::Scalar>,
+    dq: &mut DeviceSlice<T>,
+    dk: &mut DeviceSlice<T>,
+    dv: &mut DeviceSlice<T>,
+    scale: f64,
+) -> Result<()> {
+    attention_bwd_with_dq(
+        kern,
+        s,
+        algo,
+        AttentionBwdDq::Separate,
+        shape,
+        q,
+        k,
+        v,
+        out,
+        lse,
+        dout,
+        delta,
+        None,
+        dq,
+        dk,
+        dv,
+        scale,
+    )
+}
+
+/// [`attention_bwd_with`], with dq computed as `dq_mode` says ([`AttentionBwdDq`]; `Auto`
+/// resolves through [`attention_bwd_dq_choice`], and to `Separate` without a workspace or off
+/// the tensor cores). `dq_acc` is the [`AttentionBwdDq::Atomic`] path's f32 workspace, exactly
+/// [`attention_bwd_dq_workspace_len`] elements, 16-byte aligned; its contents on return are
+/// unspecified (the path zeroes it, then accumulates the unscaled dq into it). An explicit
+/// `Atomic` that cannot run (no tensor cores, no or misaligned workspace) is
+/// [`Error::Unsupported`], nothing launched.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_with_dq<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    dq_mode: AttentionBwdDq,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: &DeviceSlice<T>,
+    lse: &DeviceSlice<T::Scalar>,
+    dout: &DeviceSlice<T>,
+    delta: &mut DeviceSlice<T::Scalar>,
+    dq_acc: Option<&mut DeviceSlice<f32>>,
+    dq: &mut DeviceSlice<T>,
+    dk: &mut DeviceSlice<T>,
+    dv: &mut DeviceSlice<T>,
+    scale: f64,
+) -> Result<()> {
+    const OP: &str = "scaled_dot_product_attention_backward";
+    let scale = T::scale_scalar(scale);
+    let dense = [dout, &*dq, &*dk, &*dv].map(|x| x.as_raw_ptr());
+    let acc_ok = dq_acc.as_ref().is_some_and(|a| a.as_raw_ptr() % 16 == 0);
+    let p = plan(s, algo, dq_mode, shape, [&q, &k, &v], dense, acc_ok)?;
+    let (tensor_cores, fused) = (p.tensor_cores, p.dq == AttentionBwdDq::Atomic);
+    let d128 = shape.head_dim == 128;
+    let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
+    let (k_dq, k_dkdv) = match (tensor_cores, d128) {
+        (false, _) => (
+            dispatch::attn_bwd_dq::<T>(kern)?,
+            dispatch::attn_bwd_dkdv::<T>(kern)?,
+        ),
+        (true, false) => (
+            dispatch::attn_bwd_dq_mma_d64::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_mma_d64::<T>(kern)?,
+        ),
+        (true, true) => (
+            dispatch::attn_bwd_dq_mma_d128::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_mma_d128::<T>(kern)?,
+        ),
+    };
+    // The dynamic shared memory of the dk/dv (or fused) launch: the D = 128 tensor-core kernels'.
+    let dkdv_smem = if tensor_cores && d128 {
+        MMA_BWD_D128_DKDV_SMEM
+    } else {
+        0
+    };
+    // The tensor-core kernels: one CTA of 128 threads per 64 rows of one (b, h).
+    let tc_cfg = |rows: usize| {
+        let tiles = (shape.batch.saturating_mul(shape.heads) as u64)
+            .saturating_mul(rows.div_ceil(MMA_ROWS) as u64);
+        LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS)
+    };
+    let (dq_cfg, dkdv_cfg) = if tensor_cores {
+        (
+            tc_cfg(shape.q_len),
+            tc_cfg(shape.kv_len).with_shared_mem(dkdv_smem),
+        )
+    } else {
+        (config(s, q_rows_of(shape)), config(s, k_rows_of(shape)))
+    };
+    let (q_rows, k_rows) = check_inputs(OP, shape, &q, &k, &v)?;
+    let d = shape.head_dim;
+    let (b, h) = (shape.batch, shape.heads);
+    let q_dims = format!("[{b}, {h}, {}, {d}]", shape.q_len);
+    let k_dims = format!("[{b}, {h}, {}, {d}]", shape.kv_len);
+    let r_dims = format!("[{b}, {h}, {}]", shape.q_len);
+    check_dense(OP, "out", out.len(), &q_dims, q_rows * d)?;
+    check_dense(OP, "dout", dout.len(), &q_dims, q_rows * d)?;
+    check_dense(OP, "lse", lse.len(), &r_dims, q_rows)?;
+    check_dense(OP, "delta", delta.len(), &r_dims, q_rows)?;
+    check_dense(OP, "dq", dq.len(), &q_dims, q_rows * d)?;
+    check_dense(OP, "dk", dk.len(), &k_dims, k_rows * d)?;
+    check_dense(OP, "dv", dv.len(), &k_dims, k_rows * d)?;
+    let st = strides([q.strides, k.strides, v.strides]);
+    let sh = shape;
+    let causal = i32::from(sh.causal);
+    let dims = (
+        sh.batch as i32,
+        sh.heads as i32,
+        sh.q_len as i32,
+        sh.kv_len as i32,
+        d as i32,
+    );
+    if q_rows > 0 {
+        // SAFETY: reads out and dout at r·D + d and writes delta[r] for r < B·H·Nq, d < D: the
+        // exact lengths checked above.
+        unsafe {
+            k_delta.launch(
+                s,
+                &config(s, q_rows),
+                out,
+                dout,
+                delta,
+                q_rows as i64,
+                d as i32,
+            )
+        }?;
+    }
+    if fused {
+        let acc = match dq_acc {
+            Some(a) => a,
+            None => {
+                return Err(Error::Invalid {
+                    op: OP,
+                    problem: "internal error: the atomic dq path was planned without a workspace"
+                        .into(),
+                })
+            }
+        };
+        check_dense(OP, "dq workspace", acc.len(), &q_dims, q_rows * d)?;
+        return fused_dq(
+            kern,
+            s,
+            &dkdv_cfg,
+            dkdv_smem,
+            (q_rows, k_rows),
+            [q, k, v],
+            (dout, lse, &*delta),
+            acc,
+            [dq, dk, dv],
+            dims,
+            st,
+            scale,
+            causal,
+        );
+    }
+    let (bb, hh, nq, nk, dd) = dims;
+    if q_rows > 0 {
+        // SAFETY: q, k, v are read as in `attention_fwd` (extents checked by `check_inputs`);
+        // dout, lse, delta are read and dq written at query rows r < B·H·Nq (dense, lengths
+        // checked above). The tensor-core kernel accesses the same elements (its zero-filled
+        // copies of rows past Nk read nothing).
+        unsafe {
+            k_dq.launch(
+                s, &dq_cfg, q.data, k.data, v.data, dout, lse, &*delta, dq, bb, hh, nq, nk, dd,
+                st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], scale, causal,
+            )
+        }?;
+    }
+    if k_rows > 0 {
+        let f = k_dkdv.function();
+        if f.limits().max_dynamic_shared_bytes < dkdv_smem {
+            f.set_max_dynamic_shared_mem(dkdv_smem)?;
+        }
+        // SAFETY: q, k, v as above; dout, lse, delta read at query rows of the same (b, h)
+        // (< B·H·Nq, lengths checked; none when Nq == 0); dk, dv written at key rows
+        // r < B·H·Nk (dense, lengths checked). The tensor-core kernel accesses the same
+        // elements (its zero-filled copies of query and key rows past Nq and Nk read nothing);
+        // at D = 128 it is launched with the dynamic shared memory it is written for, its
+        // limit raised above.
+        unsafe {
+            k_dkdv.launch(
+                s, &dkdv_cfg, q.data, k.data, v.data, dout, lse, &*delta, dk, dv, bb, hh, nq, nk,
+                dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], scale, causal,
+            )
+        }?;
+    }
+    Ok(())
+}
+
+/// The [`AttentionBwdDq::Atomic`] path after delta: zero `acc`, the fused kernel (dk, dv, and dq
+/// added into `acc`), then dq = round(acc · scale). The caller checked every length (`acc`:
+/// `B·H·Nq·D`, 16-byte aligned), that the problem fits the tensor cores, and wrote delta.
+#[allow(clippy::too_many_arguments)]
+fn fused_dq<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    cfg: &LaunchConfig,
+    smem: u32,
+    (q_rows, k_rows): (usize, usize),
+    [q, k, v]: [AttentionInput<'_, T>; 3],
+    (dout, lse, delta): (
+        &DeviceSlice<T>,
+        &DeviceSlice<T::Scalar>,
+        &DeviceSlice<T::Scalar>,
+    ),
+    acc: &mut DeviceSlice<f32>,
+    [dq, dk, dv]: [&mut DeviceSlice<T>; 3],
+    (bb, hh, nq, nk, dd): (i32, i32, i32, i32, i32),
+    st: [i64; 9],
+    scale: T::Scalar,
+    causal: i32,
+) -> Result<()> {
+    let k_fused = if dd == 128 {
+        dispatch::attn_bwd_fused_mma_d128::<T>(kern)?
+    } else {
+        dispatch::attn_bwd_fused_mma_d64::<T>(kern)?
+    };
+    let k_convert = dispatch::attn_bwd_dq_convert::<T>(kern)?;
+    if q_rows > 0 {
+        s.memset_zeros(acc)?;
+    }
+    if k_rows > 0 {
+        let f = k_fused.function();
+        if f.limits().max_dynamic_shared_bytes < smem {
+            f.set_max_dynamic_shared_mem(smem)?;
+        }
+        // SAFETY: reads q, k, v, dout, lse, delta exactly as attn_bwd_dkdv_mma_* does (extents
+        // and lengths checked by the caller) and writes dk, dv at key rows < B·H·Nk as it does;
+        // adds into acc[(bh·Nq + row)·D + col] only for rows < Nq, cols < D of the CTA's own
+        // (b, h): inside the B·H·Nq·D elements checked. Launched with the dynamic shared memory
+        // it is written for (D = 128), its limit raised above.
+        unsafe {
+            k_fused.launch(
+                s, cfg, q.data, k.data, v.data, dout, lse, delta, &mut *acc, dk, dv, bb, hh, nq,
+                nk, dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], scale,
+                causal,
+            )
+        }?;
+    }
+    if q_rows > 0 {
+        // B·H·Nq·D is a multiple of 4 (D is 64 or 128): n4 groups of 4 cover acc and dq.
+        let n4 = q_rows * dd as usize / 4;
+        let cfg = LaunchConfig::new(grid(n4 as u64, u64::from(BLOCK), i32::MAX as u64), BLOCK);
+        // SAFETY: reads acc and writes dq as 16-byte / 8-byte groups i < n4 = B·H·Nq·D / 4: both
+        // hold exactly B·H·Nq·D elements (checked), acc is 16-byte aligned (checked) and dq
+        // 16-byte aligned (the tensor-core precondition).
+        unsafe { k_convert.launch(s, &cfg, &*acc, dq, n4 as i64, scale) }?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(batch: usize, heads: usize, q_len: usize, kv_len: usize) -> AttentionShape {
+        AttentionShape {
+            batch,
+            heads,
+            q_len,
+            kv_len,
+            head_dim: 64,
+            causal: true,
+        }
+    }
+
+    #[test]
+    fn explicit_choices_pass_through() {
+        for d in [AttentionBwdDq::Separate, AttentionBwdDq::Atomic] {
+            assert_eq!(attention_bwd_dq_choice(132, &shape(1, 1, 1, 1), d), d);
+            assert_eq!(attention_bwd_dq_choice(1, &shape(64, 64, 4096, 4096), d), d);
+        }
+    }
+
+    #[test]
+    fn auto_follows_the_key_block_grid() {
+        if std::env::var_os(ATTENTION_BWD_DQ_ENV).is_some() {
+            return; // the variable decides; nothing of the shape rule to check
+        }
+        let auto = |sms, sh| attention_bwd_dq_choice(sms, &sh, AttentionBwdDq::Auto);
+        // GPT-2 (B 16, H 12, T 1024): 3072 key blocks.
+        assert_eq!(auto(132, shape(16, 12, 1024, 1024)), AttentionBwdDq::Atomic);
+        // 131 key blocks on 132 SMs: one short wave.
+        assert_eq!(auto(132, shape(1, 131, 8192, 64)), AttentionBwdDq::Separate);
+        assert_eq!(auto(132, shape(1, 132, 8192, 64)), AttentionBwdDq::Atomic);
+        // ⌈65 / 64⌉ = 2 blocks per (b, h).
+        assert_eq!(auto(132, shape(2, 33, 1, 65)), AttentionBwdDq::Atomic);
+        assert_eq!(auto(132, shape(1, 1, 0, 0)), AttentionBwdDq::Separate);
+        // No SM count (0) is taken as 1.
+        assert_eq!(auto(0, shape(1, 1, 1, 1)), AttentionBwdDq::Atomic);
+    }
+}
