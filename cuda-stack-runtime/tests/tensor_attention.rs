@@ -1,8 +1,9 @@
 //! `Tensor::scaled_dot_product_attention{,_forward,_backward}` on the GPU: q, k, v as views of
 //! one packed `[B, N, 3, H, D]` projection (no copy), against the f64 CPU reference on the same
 //! rounded inputs (tolerances relative to the largest reference magnitude, plus 1e-5 absolute:
-//! f32 out 1e-5, gradients 1e-4; bf16 out 1e-2, gradients 6e-2); shapes large enough for the
-//! fused backward (atomic dq) to be the automatic choice; empty problems (Nq = 0, Nk = 0); and
+//! f32 out 1e-5, gradients 1e-4; bf16 out 1e-2, gradients 6e-2); shapes with many key blocks
+//! (run with `CUDA_STACK_ATTN_BWD_DQ=atomic` for the fused backward); empty problems (Nq = 0,
+//! Nk = 0); and
 //! every bad input is a typed error naming the operand.
 
 use cuda_stack_kernels::reference::{self, AttentionDims};
@@ -148,11 +149,10 @@ fn packed<T: Elem>() -> TestResult {
     Ok(())
 }
 
-/// Shapes with a key-block grid (`B·H·⌈Nk / 64⌉` = 192) above any current GPU's SM count, so
-/// that on the tensor cores the backward's automatic choice
-/// (`cuda_stack_kernels::ops::attention_bwd_dq_choice`) is the fused pass with atomic dq (run
-/// with `CUDA_STACK_ATTN_BWD_DQ=separate` for the two-kernel path): bf16, D = 64 and 128, packed
-/// views, causal and full; and Nq = 0 there.
+/// Shapes with a key-block grid (`B·H·⌈Nk / 64⌉` = 192) above any current GPU's SM count
+/// (the automatic choice, `cuda_stack_kernels::ops::attention_bwd_dq_choice`, is the two-kernel
+/// path; run with `CUDA_STACK_ATTN_BWD_DQ=atomic` for the fused pass with atomic dq): bf16,
+/// D = 64 and 128, packed views, causal and full; and Nq = 0 there.
 fn many_key_blocks() -> TestResult {
     for &(b, n, h, d) in &[(4, 256, 12, 64), (2, 383, 16, 128)] {
         let x: Vec<bf16> = data(b * n * 3 * h * d, n as u64)

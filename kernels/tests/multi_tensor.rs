@@ -13,9 +13,10 @@
 //! - the clip norm against the f64 CPU reference: 1e-5 relative (f32), 1e-12 (f64);
 //! - Adam against the f64 CPU rule: 1e-5 · (1 + |p|) for f32 (a few roundings of the update
 //!   and `powf`), 1e-12 · (1 + |p|) for f64; against the per-tensor `ops::adam` kernel (after
-//!   an in-place `scale_by_device` where the multi-tensor step scales as it reads): 2 ulp
-//!   (the same arithmetic per element; only a compiler's different FMA contraction could
-//!   move a last bit).
+//!   an in-place `scale_by_device` where the multi-tensor step scales as it reads): 4 ulp of
+//!   |p before| + |p after| (the same arithmetic per element, but the two kernels' compilers
+//!   contract `p - a·b` into FMAs differently; on an H100 an f64 parameter whose step cancels
+//!   most of it came out 12 ulp of the small result apart).
 
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceBuffer, DeviceRepr, DeviceSlice, Stream};
@@ -437,6 +438,9 @@ fn adam<T: Element>() -> TestResult {
             }
             // The CPU rule in f64 (on the gradient as the GPU sees it: scaled, rounded to T).
             let (bc1, bc2) = (1.0 - b1.powi(step), 1.0 - b2.powi(step));
+            // Each parameter before the step: the kernels may contract `p - a·b` differently
+            // (FMA), so they agree to a few ulp of the operands, not of a result that cancels.
+            let before: Vec<Vec<f64>> = host.iter().map(|h| h.p.clone()).collect();
             for (i, h) in host.iter_mut().enumerate() {
                 for e in 0..n[i] {
                     let gt = T::from_scalar(Compute::mul(g[i][e].to_scalar(), to(gs)));
@@ -452,9 +456,9 @@ fn adam<T: Element>() -> TestResult {
                 }
             }
             let (tol, ulps) = if T::DTYPE == DType::F64 {
-                (1e-12, 2.0 * f64::EPSILON)
+                (1e-12, 4.0 * f64::EPSILON)
             } else {
-                (1e-5, 2.0 * f32::EPSILON as f64)
+                (1e-5, 4.0 * f32::EPSILON as f64)
             };
             for i in 0..count {
                 let what = format!(
@@ -470,8 +474,9 @@ fn adam<T: Element>() -> TestResult {
                         "{what}[{e}]: {x} vs cpu {c}"
                     );
                     ensure!(
-                        (x - y).abs() <= ulps * y.abs(),
-                        "{what}[{e}]: {x} vs per-tensor {y}"
+                        (x - y).abs() <= ulps * (y.abs() + before[i][e].abs()),
+                        "{what}[{e}]: {x} vs per-tensor {y} (before the step {})",
+                        before[i][e]
                     );
                 }
                 // Keep the CPU state on the GPU's values, so errors do not compound.

@@ -39,12 +39,14 @@ pub enum AttentionBwdDq {
 
 /// The choice [`AttentionBwdDq::Auto`] makes for a problem that fits the tensor cores, on a
 /// device of `sm_count` SMs: [`ATTENTION_BWD_DQ_ENV`] when set to a known value, else
-/// [`AttentionBwdDq::Atomic`] when the fused kernel's grid (one CTA per 64 keys of each (b, h),
-/// `B·H·⌈Nk / 64⌉`) gives every SM at least one CTA, else [`AttentionBwdDq::Separate`]. Below
-/// that the fused pass is one short wave whose CTAs each also carry dq's GEMM, while the
-/// two-kernel path spreads dq over `B·H·⌈Nq / 64⌉` more CTAs. Explicit choices are returned
-/// unchanged. This is the one place the rule lives (to be tuned from `attention_bench` runs
-/// with the variable set each way: kernels/TUNING.md).
+/// [`AttentionBwdDq::Separate`] at every shape. Measured on an H100 (`attention_bench --filter
+/// "sdpa fwdbwd"`, 14 shapes from 16×16×512×64 to 1×16×16384×128, causal and not, 2026-11-27),
+/// the fused pass was slower at every one: fwd+bwd geomean 0.341× PyTorch against the two-kernel
+/// path's 0.424× (1.07× to 1.41× slower; the f32 atomics over the `B·H·Nq·D` workspace, its
+/// zeroing and its conversion cost more than the recomputed S, P and dP they save with these
+/// mma.sync kernels). The fused path stays selectable for measurement; `sm_count` and the shape
+/// are kept for a rule that a faster fused kernel earns. Explicit choices are returned
+/// unchanged. This is the one place the rule lives (kernels/TUNING.md has the figures).
 pub fn attention_bwd_dq_choice(
     sm_count: u32,
     shape: &AttentionShape,
@@ -60,14 +62,8 @@ pub fn attention_bwd_dq_choice(
             _ => {}
         }
     }
-    let ctas = (shape.batch as u128)
-        .saturating_mul(shape.heads as u128)
-        .saturating_mul(shape.kv_len.div_ceil(MMA_ROWS) as u128);
-    if ctas >= u128::from(sm_count.max(1)) {
-        AttentionBwdDq::Atomic
-    } else {
-        AttentionBwdDq::Separate
-    }
+    let _ = (sm_count, shape);
+    AttentionBwdDq::Separate
 }
 
 /// The f32 elements of the dq workspace [`AttentionBwdDq::Atomic`] needs: `B·H·Nq·D`
@@ -535,20 +531,21 @@ mod tests {
     }
 
     #[test]
-    fn auto_follows_the_key_block_grid() {
+    fn auto_takes_the_deterministic_path_everywhere() {
         if std::env::var_os(ATTENTION_BWD_DQ_ENV).is_some() {
             return; // the variable decides; nothing of the shape rule to check
         }
         let auto = |sms, sh| attention_bwd_dq_choice(sms, &sh, AttentionBwdDq::Auto);
-        // GPT-2 (B 16, H 12, T 1024): 3072 key blocks.
-        assert_eq!(auto(132, shape(16, 12, 1024, 1024)), AttentionBwdDq::Atomic);
-        // 131 key blocks on 132 SMs: one short wave.
-        assert_eq!(auto(132, shape(1, 131, 8192, 64)), AttentionBwdDq::Separate);
-        assert_eq!(auto(132, shape(1, 132, 8192, 64)), AttentionBwdDq::Atomic);
-        // ⌈65 / 64⌉ = 2 blocks per (b, h).
-        assert_eq!(auto(132, shape(2, 33, 1, 65)), AttentionBwdDq::Atomic);
-        assert_eq!(auto(132, shape(1, 1, 0, 0)), AttentionBwdDq::Separate);
-        // No SM count (0) is taken as 1.
-        assert_eq!(auto(0, shape(1, 1, 1, 1)), AttentionBwdDq::Atomic);
+        // The fused pass measured slower at every shape (see the function's docs): GPT-2's
+        // 3072 key blocks, one short wave, and no SM count alike.
+        for (sms, sh) in [
+            (132, shape(16, 12, 1024, 1024)),
+            (132, shape(1, 131, 8192, 64)),
+            (132, shape(2, 33, 1, 65)),
+            (132, shape(1, 1, 0, 0)),
+            (0, shape(1, 1, 1, 1)),
+        ] {
+            assert_eq!(auto(sms, sh), AttentionBwdDq::Separate);
+        }
     }
 }
