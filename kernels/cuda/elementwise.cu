@@ -141,7 +141,8 @@ __device__ __forceinline__ void map2(const typename DType<Tag>::Storage* a,
 
 // out[r][c] = op(a[r·a_so + c·a_si], b[r·b_so + c·b_si]) for r < outer, c < inner, with 16-byte
 // packets along c when every pointer and row start is 16-byte aligned; one flat grid-stride loop
-// over (row, packet) so narrow rows still fill the GPU (a 32-bit division per packet).
+// over (row, packet) so narrow rows still fill the GPU (a 32-bit division per packet). Rows of an
+// odd width go through 16-byte packets of the flat result instead (see below).
 template <typename Tag, typename Op>
 __device__ __forceinline__ void map2_bcast(const typename DType<Tag>::Storage* a,
                                            const typename DType<Tag>::Storage* b,
@@ -153,10 +154,54 @@ __device__ __forceinline__ void map2_bcast(const typename DType<Tag>::Storage* a
     const u64 V = Pack<S>::N;
     const bool vec = aligned16(a, b, out) && inner % V == 0 && (a_si == 0 || a_so % V == 0) &&
                      (b_si == 0 || b_so % V == 0);
+    const u64 tid = global_tid(), stride = grid_threads();
+    // Rows that are not whole packets (an odd width) but a result of packets all the same: 16-byte
+    // packets of the flat result, a dense operand read as packets at the same flat offset, a
+    // broadcast one gathered element by element (its few values stay in cache); the packet's first
+    // (row, column) costs one division, the others step along and wrap at most once (inner >= V).
+    const u64 n = outer * inner;
+    const bool a_dense = a_si == 1 && a_so == inner, b_dense = b_si == 1 && b_so == inner;
+    if (!vec && inner >= V && aligned16(out) && (!a_dense || aligned16(a)) &&
+        (!b_dense || aligned16(b))) {
+        const u64 packs = n / V;
+        const bool narrow_n = n <= 0xffffffffull;
+        for (u64 p = tid; p < packs; p += stride) {
+            const u64 e = p * V;
+            u64 r, c;
+            if (narrow_n) {
+                const unsigned q = (unsigned)e / (unsigned)inner;
+                r = q;
+                c = e - (u64)q * inner;
+            } else {
+                r = e / inner;
+                c = e - r * inner;
+            }
+            Pack<S> va, vb;
+            if (a_dense) va = load_pack(a + e);
+            if (b_dense) vb = load_pack(b + e);
+#pragma unroll
+            for (int j = 0; j < (int)V; ++j) {
+                if (!a_dense) va.v[j] = a[r * a_so + c * a_si];
+                if (!b_dense) vb.v[j] = b[r * b_so + c * b_si];
+                if (++c == inner) {
+                    c = 0;
+                    ++r;
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < (int)V; ++j)
+                va.v[j] = D::store(op(D::load(va.v[j]), D::load(vb.v[j])));
+            store_pack(out + e, va);
+        }
+        for (u64 e = packs * V + tid; e < n; e += stride) {
+            const u64 r = e / inner, c = e - r * inner;
+            out[e] = D::store(op(D::load(a[r * a_so + c * a_si]), D::load(b[r * b_so + c * b_si])));
+        }
+        return;
+    }
     const u64 units = vec ? inner / V : inner;  // per row
     const u64 total = outer * units;
     const bool narrow = total <= 0xffffffffull;
-    const u64 tid = global_tid(), stride = grid_threads();
     for (u64 i = tid; i < total; i += stride) {
         u64 r, u;
         if (narrow) {

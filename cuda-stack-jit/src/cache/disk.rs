@@ -9,8 +9,8 @@
 //! - **A torn or corrupted entry is detected** by the checksum in every entry (see
 //!   [`super::entry`]), counted, recompiled and replaced; it is never handed to the driver.
 //! - **Bounded size**: after each write, when the folder's entries exceed the limit, the least
-//!   recently used ones (by modification time, which a hit refreshes) are deleted down to 90 % of
-//!   it. Temporary files left by killed processes are removed after an hour.
+//!   recently used ones (by modification time, which a hit refreshes when it is more than an
+//!   hour old) are deleted down to 90 % of it. Temporary files left by killed processes are removed after an hour.
 //! - **A read-only, full or missing folder is not an error**: the first failed write logs one
 //!   warning and the process goes on with the in-memory cache only (reads still work, so a
 //!   read-only cache filled by someone else is used).
@@ -27,7 +27,7 @@
 
 use super::entry::{self, BinaryKind};
 use std::fs;
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -120,17 +120,31 @@ impl DiskCache {
         }
     }
 
-    /// Reads the entry of `key`.
+    /// Reads the entry of `key`. A hit refreshes the entry's modification time (its place in
+    /// the eviction order) only when that is older than [`REFRESH_AFTER`]: a warm process's
+    /// first call then costs one open, one `stat` and one read, not also a second open and a
+    /// metadata write per entry.
     pub(crate) fn load(&self, key: &[u8; 32]) -> Lookup {
         let path = self.path_for(key);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
+        let read = fs::File::open(&path).and_then(|mut f| {
+            let modified = f.metadata().and_then(|m| m.modified()).ok();
+            let mut bytes = Vec::new();
+            f.read_to_end(&mut bytes)?;
+            Ok((bytes, modified))
+        });
+        let (bytes, modified) = match read {
+            Ok(r) => r,
             // Missing, unreadable (another user's private file), or no folder: all misses.
             Err(_) => return Lookup::Miss,
         };
         match entry::decode(&bytes, key) {
             Ok((kind, payload)) => {
-                touch(&path);
+                let fresh = modified
+                    .and_then(|m| SystemTime::now().duration_since(m).ok())
+                    .is_some_and(|age| age < REFRESH_AFTER);
+                if !fresh {
+                    touch(&path);
+                }
                 Lookup::Hit(kind, payload)
             }
             Err(why) => Lookup::Corrupt(why),
@@ -272,6 +286,10 @@ impl DiskCache {
     }
 }
 
+/// How old an entry's modification time must be before a hit refreshes it: eviction orders
+/// entries by that time, so entries used within the last hour count as equally recent.
+const REFRESH_AFTER: Duration = Duration::from_secs(3600);
+
 /// Marks an entry as recently used (best effort: a shared read-only entry keeps its time).
 fn touch(path: &Path) {
     if let Ok(f) = fs::OpenOptions::new().append(true).open(path) {
@@ -388,7 +406,8 @@ mod tests {
         let d = tmp_dir("evict");
         let entry_len = (entry::HEADER + 1000) as u64;
         let c = DiskCache::new(d, entry_len * 4); // room for 4 entries
-        let old = SystemTime::now() - Duration::from_secs(1000);
+                                                  // Two hours ago: older than REFRESH_AFTER, so a hit refreshes it.
+        let old = SystemTime::now() - Duration::from_secs(7200);
         for k in 0..4u8 {
             assert_eq!(c.store(&key(k), BinaryKind::Cubin, &[k; 1000]), Some(0));
             // Entry k was used k seconds after the oldest.
@@ -400,6 +419,18 @@ mod tests {
         }
         // Using entry 0 makes it the most recent.
         assert!(matches!(c.load(&key(0)), Lookup::Hit(..)));
+        let mtime = |k: u8| {
+            fs::metadata(c.path_for(&key(k)))
+                .unwrap()
+                .modified()
+                .unwrap()
+        };
+        let refreshed = mtime(0);
+        assert!(refreshed > old + Duration::from_secs(3600));
+        // A hit on an entry refreshed less than an hour ago leaves its time alone.
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(matches!(c.load(&key(0)), Lookup::Hit(..)));
+        assert_eq!(mtime(0), refreshed);
         // A fifth entry exceeds the bound: evict down to 90 % (3 entries): 1 and 2 go.
         assert_eq!(c.store(&key(9), BinaryKind::Cubin, &[9; 1000]), Some(2));
         for (k, present) in [(0, true), (1, false), (2, false), (3, true), (9, true)] {
