@@ -13,11 +13,12 @@
 //! - the clip norm against the f64 CPU reference: 1e-5 relative (f32), 1e-12 (f64);
 //! - Adam against the f64 CPU rule: 1e-5 · (1 + |p|) for f32 (a few roundings of the update
 //!   and `powf`), 1e-12 · (1 + |p|) for f64; against the per-tensor `ops::adam` kernel (after
-//!   an in-place `scale_by_device` where the multi-tensor step scales as it reads): 16 ulp of
-//!   |p before| + |p after| (the same arithmetic per element, but the two kernels' compilers
-//!   contract the moment updates and `p - a·b` into FMAs differently; on an H100 an f64
-//!   parameter whose step cancels most of it came out 12 ulp of the small result apart, and on
-//!   an H200 one came out 8 ulp of |p before| + |p after| apart).
+//!   an in-place `scale_by_device` where the multi-tensor step scales as it reads): 64 ulp of
+//!   |p before| + |p after| (the same formula per element, but the two kernels' compilers
+//!   contract the moment updates and `p - a·b` into FMAs differently, and each keeps its own
+//!   moments, so the last-bit differences compound over the steps: in f64, 8 ulp of
+//!   |p before| + |p after| seen on an H200 at step 2, 21 ulp on an H100; the f64 CPU rule at
+//!   1e-12 is the check of the values).
 
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceBuffer, DeviceRepr, DeviceSlice, Stream};
@@ -457,9 +458,9 @@ fn adam<T: Element>() -> TestResult {
                 }
             }
             let (tol, ulps) = if T::DTYPE == DType::F64 {
-                (1e-12, 16.0 * f64::EPSILON)
+                (1e-12, 64.0 * f64::EPSILON)
             } else {
-                (1e-5, 16.0 * f32::EPSILON as f64)
+                (1e-5, 64.0 * f32::EPSILON as f64)
             };
             for i in 0..count {
                 let what = format!(
