@@ -30,7 +30,7 @@ pub struct BinaryStrides {
     pub a_offset: i64,
     /// Element index of `b`'s first element.
     pub b_offset: i64,
-    /// Multiply-high factor dividing by `shape[d]` in 32 bits ([`divider`]).
+    /// Multiply-high factor dividing by `shape[d]` in 32 bits (`divider`).
     pub magic: [u32; MAX_BINARY_DIMS],
     /// The shift that goes with `magic[d]`.
     pub shift: [u32; MAX_BINARY_DIMS],
