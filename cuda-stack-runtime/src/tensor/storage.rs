@@ -192,6 +192,33 @@ impl Exec {
         ))
     }
 
+    /// New storages of the given lengths written by one `init` (the multi-tensor ops: one
+    /// launch fills many outputs).
+    ///
+    /// # Safety
+    /// As for [`Exec::storage_with`]: `init` must write every element of every buffer (or fail).
+    pub(crate) unsafe fn storages_with<T: TensorElement>(
+        &self,
+        lens: &[usize],
+        init: impl FnOnce(&mut [&mut DeviceSlice<T>]) -> Result<()>,
+    ) -> Result<Vec<Arc<Storage<T>>>> {
+        let mut bufs = Vec::with_capacity(lens.len());
+        for &n in lens {
+            // SAFETY: forwarded to the caller: `init` writes every element on this stream
+            // before any later use, and nothing reads the buffers before they are returned.
+            bufs.push(unsafe { self.rt.allocator().alloc::<T>(self.stream(), n)? });
+        }
+        {
+            let mut outs: Vec<&mut DeviceSlice<T>> = bufs.iter_mut().map(|b| &mut **b).collect();
+            init(&mut outs)?;
+        }
+        let device = self.device();
+        Ok(bufs
+            .into_iter()
+            .map(|b| Arc::new(Storage::new(b, device, self.stream())))
+            .collect())
+    }
+
     /// A new zero-filled storage (`cudaMemsetAsync` on the default stream).
     pub(crate) fn zeros<T: TensorElement>(&self, len: usize) -> Result<Arc<Storage<T>>> {
         let buf = self.rt.allocator().alloc_zeros::<T>(self.stream(), len)?;

@@ -10,11 +10,9 @@
 
 use super::activation_grad::check_grad_shape;
 use crate::tensor::error::{Result, TensorError};
-use crate::tensor::storage::{Exec, Storage};
 use crate::tensor::{DType, GradElement, Tensor, TensorElement};
 use cuda_stack_driver::DeviceSlice;
 use cuda_stack_kernels::ops::{self, AdamParams, AdamTensor};
-use std::sync::Arc;
 
 /// [`TensorError::DeviceMismatch`] unless every tensor is on `xs[0]`'s device.
 fn one_device<T: TensorElement>(op: &'static str, xs: &[&Tensor<T>]) -> Result<()> {
@@ -24,33 +22,6 @@ fn one_device<T: TensorElement>(op: &'static str, xs: &[&Tensor<T>]) -> Result<(
         }
     }
     Ok(())
-}
-
-/// `n` new uninitialised storages of the given lengths, each written by `init` (one call for
-/// all of them) before anything else can read it.
-///
-/// # Safety
-/// `init` must write every element of every buffer (or fail).
-unsafe fn storages_with<U: TensorElement>(
-    exec: &Exec,
-    lens: &[usize],
-    init: impl FnOnce(&mut [&mut DeviceSlice<U>]) -> Result<()>,
-) -> Result<Vec<Arc<Storage<U>>>> {
-    let mut bufs = Vec::with_capacity(lens.len());
-    for &n in lens {
-        // SAFETY: forwarded to the caller: `init` writes every element on this stream before
-        // any later use, and nothing reads the buffers before they are returned.
-        bufs.push(unsafe { exec.runtime().allocator().alloc::<U>(exec.stream(), n)? });
-    }
-    {
-        let mut outs: Vec<&mut DeviceSlice<U>> = bufs.iter_mut().map(|b| &mut **b).collect();
-        init(&mut outs)?;
-    }
-    let device = exec.device();
-    Ok(bufs
-        .into_iter()
-        .map(|b| Arc::new(Storage::new(b, device, exec.stream())))
-        .collect())
 }
 
 /// [`Tensor::to_dtype`] of every tensor of `xs`: f32 → bf16 / f16 and bf16 / f16 → f32 in one
@@ -80,7 +51,7 @@ pub fn to_dtype_many<T: TensorElement, U: TensorElement>(
     let lens: Vec<usize> = xs.iter().map(|x| x.numel()).collect();
     // SAFETY: the cast writes every element of every output (same lengths, checked by it).
     let storages = unsafe {
-        storages_with::<U>(&exec, &lens, |outs| {
+        exec.storages_with::<U>(&lens, |outs| {
             Ok(ops::cast_many::<T, U>(&k, exec.stream(), &refs, outs)?)
         })?
     };
@@ -110,9 +81,7 @@ pub fn zeros_like_many<T: GradElement>(xs: &[&Tensor<T>]) -> Result<Vec<Tensor<T
     let lens: Vec<usize> = xs.iter().map(|x| x.numel()).collect();
     // SAFETY: the fill writes every element of every buffer.
     let storages = unsafe {
-        storages_with::<T>(&exec, &lens, |outs| {
-            T::fill_many(&k, exec.stream(), outs, 0.0)
-        })?
+        exec.storages_with::<T>(&lens, |outs| T::fill_many(&k, exec.stream(), outs, 0.0))?
     };
     storages
         .into_iter()
