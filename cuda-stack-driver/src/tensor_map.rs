@@ -171,49 +171,152 @@ impl TensorMap {
                 slice.len()
             )));
         }
-        if !(1..=256).contains(&box_rows) || !(1..=256).contains(&box_cols) {
+        encode(
+            slice,
+            element,
+            &[cols, rows],
+            &[ld * es],
+            &[box_cols, box_rows],
+            swizzle,
+        )
+    }
+
+    /// Encodes a map of rank `dims.len()` (1 to 5) over `slice`: element `(i0, i1, …)` (`i0`
+    /// fastest) is at `i0 + i1 * strides[0] + i2 * strides[1] + …` elements from the start,
+    /// copied in boxes of `boxes[0] x boxes[1] x …` elements; outside the extents the engine reads
+    /// zeros. The strides need not grow with the dimension (a permuted view is fine), so a
+    /// `[B, H, N, D]` view of a packed `[B, N, 3, H, D]` array is `dims = [D, N, H, B]`,
+    /// `strides = [3·H·D, D, N·3·H·D]`.
+    ///
+    /// Checked first (each failure is [`Error::TensorMap`] naming the rule): the rank; `element`
+    /// has the size of `T`; the slice starts on a 16-byte boundary; every extent is between 1 and
+    /// 2^32 − 1; every stride is a multiple of 16 bytes and below 2^40 bytes; the last element
+    /// lies inside the slice; every box side is between 1 and 256; the box row (`boxes[0]`
+    /// elements) is a multiple of 16 bytes and, when swizzled, no wider than the swizzle span.
+    pub fn tiled<T: DeviceRepr>(
+        slice: &DeviceSlice<T>,
+        element: TensorMapElement,
+        dims: &[u64],
+        strides: &[u64],
+        boxes: &[u32],
+        swizzle: TensorMapSwizzle,
+    ) -> Result<TensorMap> {
+        let rank = dims.len();
+        if !(1..=5).contains(&rank) || strides.len() + 1 != rank || boxes.len() != rank {
             return Err(bad(format!(
-                "box {box_rows} x {box_cols}: each side must be between 1 and 256"
+                "rank {rank} with {} strides and {} box sides: the rank must be 1 to 5, with one \
+                 stride fewer than extents and one box side per extent",
+                strides.len(),
+                boxes.len()
             )));
         }
-        let box_bytes = box_cols as u64 * es;
-        if box_bytes % 16 != 0 {
+        let es = element.bytes();
+        if es != std::mem::size_of::<T>() as u64 {
             return Err(bad(format!(
-                "a box row is {box_bytes} bytes; it must be a multiple of 16"
+                "element {element:?} is {es} bytes but the slice holds {}-byte values",
+                std::mem::size_of::<T>()
             )));
         }
-        if let Some(span) = swizzle.span() {
-            if box_bytes > span {
+        let addr = slice.as_raw_ptr();
+        if addr % 16 != 0 {
+            return Err(bad(format!(
+                "the array starts at {addr:#x}, not on a 16-byte boundary; the copy engine needs one \
+                 (copy the data into an aligned buffer)"
+            )));
+        }
+        if let Some(d) = dims.iter().find(|&&d| d == 0 || d > u32::MAX as u64) {
+            return Err(bad(format!(
+                "extent {d} of {dims:?}: each must be between 1 and 2^32 - 1"
+            )));
+        }
+        let mut byte_strides = [0u64; 4];
+        for (i, &st) in strides.iter().enumerate() {
+            let bytes = st.checked_mul(es).unwrap_or(u64::MAX);
+            if bytes % 16 != 0 || bytes >= 1 << 40 {
                 return Err(bad(format!(
-                    "a box row is {box_bytes} bytes, wider than the {span}-byte swizzle"
+                    "stride {st} elements ({bytes} bytes) of dimension {}: it must be a multiple \
+                     of 16 bytes and below 2^40 bytes",
+                    i + 1
                 )));
             }
+            byte_strides[i] = bytes;
         }
-        let dims = [cols, rows];
-        let strides = [ld * es];
-        let boxes = [box_cols, box_rows];
-        let elem_strides = [1u32, 1];
-        let mut raw = CUtensorMap::default();
-        let drv = driver()?;
-        // SAFETY: every pointer is to a local array of the length the rank (2) implies; the
-        // address, extents, stride, box and swizzle were checked against the driver's rules above
-        // and the slice (which outlives this call; the map holds only its address).
-        unsafe {
-            drv.cuTensorMapEncodeTiled(
-                &mut raw,
-                element.raw(),
-                2,
-                addr as *mut std::ffi::c_void,
-                dims.as_ptr(),
-                strides.as_ptr(),
-                boxes.as_ptr(),
-                elem_strides.as_ptr(),
-                CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
-                swizzle.raw(),
-                CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-            )?
-        };
-        Ok(bytemuck::cast(raw.opaque))
+        let last = strides
+            .iter()
+            .zip(&dims[1..])
+            .try_fold(dims[0], |acc, (&st, &d)| {
+                (d - 1).checked_mul(st).and_then(|x| x.checked_add(acc))
+            })
+            .unwrap_or(u64::MAX);
+        if last > slice.len() as u64 {
+            return Err(bad(format!(
+                "extents {dims:?} with strides {strides:?} reach element {}; the slice has {}",
+                last.saturating_sub(1),
+                slice.len()
+            )));
+        }
+        encode(
+            slice,
+            element,
+            dims,
+            &byte_strides[..rank - 1],
+            boxes,
+            swizzle,
+        )
     }
+}
+
+/// Checks the box and calls `cuTensorMapEncodeTiled` (extents, byte strides and address already
+/// checked by the caller).
+fn encode<T: DeviceRepr>(
+    slice: &DeviceSlice<T>,
+    element: TensorMapElement,
+    dims: &[u64],
+    byte_strides: &[u64],
+    boxes: &[u32],
+    swizzle: TensorMapSwizzle,
+) -> Result<TensorMap> {
+    let es = element.bytes();
+    if let Some(b) = boxes.iter().find(|b| !(1..=256).contains(*b)) {
+        return Err(bad(format!(
+            "box side {b} of {boxes:?}: each side must be between 1 and 256"
+        )));
+    }
+    let box_bytes = boxes[0] as u64 * es;
+    if box_bytes % 16 != 0 {
+        return Err(bad(format!(
+            "a box row is {box_bytes} bytes; it must be a multiple of 16"
+        )));
+    }
+    if let Some(span) = swizzle.span() {
+        if box_bytes > span {
+            return Err(bad(format!(
+                "a box row is {box_bytes} bytes, wider than the {span}-byte swizzle"
+            )));
+        }
+    }
+    let elem_strides = [1u32; 5];
+    let mut raw = CUtensorMap::default();
+    let drv = driver()?;
+    // SAFETY: `dims`, `boxes` and `elem_strides` hold at least `rank` values and `byte_strides`
+    // `rank - 1` (the callers pass matching lengths, rank 1..=5); the address, extents, strides,
+    // box and swizzle were checked against the driver's rules and the slice (which outlives this
+    // call; the map holds only its address).
+    unsafe {
+        drv.cuTensorMapEncodeTiled(
+            &mut raw,
+            element.raw(),
+            dims.len() as u32,
+            slice.as_raw_ptr() as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            byte_strides.as_ptr(),
+            boxes.as_ptr(),
+            elem_strides.as_ptr(),
+            CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            swizzle.raw(),
+            CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )?
+    };
+    Ok(bytemuck::cast(raw.opaque))
 }

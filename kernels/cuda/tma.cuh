@@ -36,11 +36,35 @@ __device__ __forceinline__ bool mbar_try_wait(unsigned bar, unsigned parity) {
     return done != 0;
 }
 
-// Waits until the phase of parity `parity` of the barrier has completed.
+// Waits until the phase of parity `parity` of the barrier has completed. Lab builds (nvcc, see
+// kernels/tuning/attn_wgmma_lab.cu) may define TMA_SPIN_LIMIT: a wait that spins that many times
+// prints the barrier and traps instead of hanging.
+#ifdef TMA_SPIN_LIMIT
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    long long n = 0;
+    while (!mbar_try_wait(bar, parity)) {
+        if (++n == TMA_SPIN_LIMIT) {
+            printf("mbar_wait stuck: block %d thread %d barrier %u parity %u\n", blockIdx.x, threadIdx.x, bar, parity);
+            asm volatile("trap;");
+        }
+    }
+}
+#elif defined(TMA_SPIN_RECORD)
+// Lab builds: the including file defines tma_spin_record(bar, parity) (inline, no calls, so the
+// wgmma pipeline is compiled as in the library); it runs once when a wait has spun
+// TMA_SPIN_RECORD times, and the wait goes on.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
+    long long n = 0;
+    while (!mbar_try_wait(bar, parity)) {
+        if (++n == TMA_SPIN_RECORD) tma_spin_record(bar, parity);
+    }
+}
+#else
 __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     while (!mbar_try_wait(bar, parity)) {
     }
 }
+#endif
 
 // One box of a 2-D tensor map into shared memory at `dst`; completion is counted in bytes on `bar`.
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int c0, int c1, unsigned bar) {

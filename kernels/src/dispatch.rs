@@ -441,6 +441,29 @@ family!(attn_fwd_mma_d64 -> AttnFwd<T>; "scaled_dot_product_attention (tensor co
 family!(attn_fwd_mma_d128 -> AttnFwd<T>; "scaled_dot_product_attention (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_fwd_mma_d128_f16, BF16 => attn_fwd_mma_d128_bf16);
+/// `attn_fwd_wgmma(tmQ, tmK, tmV, q, k, v, out, lse, B, H, Nq, Nk, scale, causal)`.
+pub(crate) type AttnFwdWgmma<T> = Kernel<(
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    In<T>,
+    In<T>,
+    In<T>,
+    Out<T>,
+    Out<Scalar<T>>,
+    i32,
+    i32,
+    i32,
+    i32,
+    Scalar<T>,
+    i32,
+)>;
+family!(attn_fwd_wgmma_d64 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wgmma)",
+    "the wgmma attention kernels exist for f16 and bf16";
+    F16 => attn_fwd_wgmma_d64_f16, BF16 => attn_fwd_wgmma_d64_bf16);
+family!(attn_fwd_wgmma_d128 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wgmma)",
+    "the wgmma attention kernels exist for f16 and bf16";
+    F16 => attn_fwd_wgmma_d128_f16, BF16 => attn_fwd_wgmma_d128_bf16);
 family!(attn_bwd_dq_mma_d64 -> AttnDq<T>; "scaled_dot_product_attention_backward (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dq_mma_d64_f16, BF16 => attn_bwd_dq_mma_d64_bf16);

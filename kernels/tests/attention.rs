@@ -6,7 +6,9 @@
 //! projection, a large case, and poisoned (NaN) outputs that must all be overwritten. The f16/bf16
 //! forward and backward run on both kernel families (`AttentionAlgo::Simt` and, on sm_80+,
 //! `AttentionAlgo::TensorCore` at D = 64 and 128; `Auto` picks the latter where it fits); the
-//! tensor-core backward at D = 128 (its own tiling) has a sweep of its own (`tc_bwd_d128_*`).
+//! tensor-core backward at D = 128 (its own tiling) has a sweep of its own (`tc_bwd_d128_*`), and
+//! the Hopper forward (`AttentionAlgo::Wgmma`, compute capability 9.0) one of its own
+//! (`wgmma_forward_*`).
 //! The shared machinery is in `attention_support/`.
 //!
 //! Tolerances, `max |got − ref| <= tol · max |ref| + atol` per output (relative to the largest
@@ -331,6 +333,64 @@ fn tc_bwd_d128<T: AttentionElement>() -> TestResult {
     )
 }
 
+/// The Hopper forward (`AttentionAlgo::Wgmma`: TMA, warpgroup MMA, persistent CTAs), forward
+/// and (mma.sync) backward against the reference, on compute capability 9.0: the pairs of
+/// `both_families` dense and packed; more query tiles than SMs (the grid-stride loop, the Q
+/// barrier across tiles), key tiles past the 3- and 4-stage rings, Nq ≠ Nk both ways under the
+/// causal mask (rows that see no key, a warpgroup that sees no key of a tile). Elsewhere forcing
+/// it is `Unsupported`, nothing launched.
+fn wgmma_forward<T: AttentionElement>() -> TestResult {
+    let (ctx, s, k) = setup()?;
+    let wg = AttentionAlgo::Wgmma;
+    if ctx.limits().compute_capability != (ComputeCapability { major: 9, minor: 0 }) {
+        let q = s.alloc_zeros::<T>(2 * 4 * 64)?;
+        let mut out = s.alloc_zeros::<T>(2 * 4 * 64)?;
+        let mut lse = s.alloc_zeros::<T::Scalar>(2 * 4)?;
+        let x = AttentionInput::dense(&*q, 2, 4, 64);
+        let sh = shape(1, 2, 4, 4, 64, false);
+        let r = ops::attention_fwd_with(&k, &s, wg, &sh, x, x, x, &mut out, &mut lse, 0.5);
+        ensure!(
+            matches!(r, Err(Error::Unsupported { .. })),
+            "wgmma forced below or above 9.0: {r:?}"
+        );
+        return Ok(());
+    }
+    let pairs = [
+        (1, 1),
+        (17, 17),
+        (64, 64),
+        (65, 65),
+        (257, 257),
+        (5, 64),
+        (64, 5),
+        (3, 0),
+        (200, 129),
+    ];
+    for &d in &[64, 128] {
+        for &(nq, nk) in &pairs {
+            for causal in [false, true] {
+                let sh = shape(2, 3, nq, nk, d, causal);
+                let layouts: &[Layout] = if nq == nk {
+                    &[Layout::Dense, Layout::Packed]
+                } else {
+                    &[Layout::Dense]
+                };
+                for &layout in layouts {
+                    case_with::<T>(&k, &s, sh, layout, (d + nq * 7 + nk) as u64, wg)?;
+                }
+            }
+        }
+        for causal in [false, true] {
+            // 16 · 12 · 2 = 384 query tiles: about three per CTA.
+            case_with::<T>(&k, &s, shape(16, 12, 129, 129, d, causal), Layout::Dense, 3, wg)?;
+            case_with::<T>(&k, &s, shape(2, 2, 1024, 1024, d, causal), Layout::Packed, 4, wg)?;
+            case_with::<T>(&k, &s, shape(3, 5, 700, 300, d, causal), Layout::Dense, 5, wg)?;
+            case_with::<T>(&k, &s, shape(3, 5, 300, 900, d, causal), Layout::Dense, 6, wg)?;
+        }
+    }
+    Ok(())
+}
+
 /// Forcing the tensor cores where they cannot run is `Unsupported`, nothing launched: f32,
 /// D = 80, a view starting off 16 bytes (the padded layout), compute capability below 8.0.
 fn tensor_core_misfits() -> TestResult {
@@ -475,6 +535,8 @@ fn main() {
         gpu("both_families_bf16", both_families::<bf16>),
         gpu("tc_bwd_d128_f16", tc_bwd_d128::<f16>),
         gpu("tc_bwd_d128_bf16", tc_bwd_d128::<bf16>),
+        gpu("wgmma_forward_f16", wgmma_forward::<f16>),
+        gpu("wgmma_forward_bf16", wgmma_forward::<bf16>),
         gpu("tensor_core_misfits", tensor_core_misfits),
         gpu("bounds_checks", bounds_checks),
     ]);

@@ -64,6 +64,21 @@ struct Args {
     /// How the tensor-core attention backward computes dq.
     #[arg(long, value_enum, default_value_t = BwdDq::Auto)]
     bwd_dq: BwdDq,
+    /// Which kernels run the forward (`CUDA_STACK_ATTN_FWD` for this run): the automatic choice,
+    /// the Hopper wgmma kernels, or the mma.sync ones.
+    #[arg(long, value_enum, default_value_t = FwdKernel::Auto)]
+    fwd: FwdKernel,
+}
+
+/// `--fwd`: the value of `CUDA_STACK_ATTN_FWD` for this run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum FwdKernel {
+    /// wgmma where it fits (compute capability 9.0), else mma.sync (or the variable, when set).
+    Auto,
+    /// The wgmma kernels (TMA, warpgroup MMA).
+    Wgmma,
+    /// The mma.sync kernels.
+    Mma,
 }
 
 /// `--bwd-dq`: the value of `CUDA_STACK_ATTN_BWD_DQ` for this run.
@@ -89,6 +104,12 @@ fn body(args: Args) -> ProgramResult {
         BwdDq::Atomic => std::env::set_var(env, "atomic"),
         BwdDq::Separate => std::env::set_var(env, "separate"),
     }
+    let fwd_env = cuda_stack_kernels::ops::ATTENTION_FWD_ENV;
+    match args.fwd {
+        FwdKernel::Auto => {}
+        FwdKernel::Wgmma => std::env::set_var(fwd_env, "wgmma"),
+        FwdKernel::Mma => std::env::set_var(fwd_env, "mma"),
+    }
     let quick = args.common.quick;
     let device = args.common.device;
     let mut cases = ab::cases::all(quick);
@@ -103,9 +124,10 @@ fn body(args: Args) -> ProgramResult {
     let q = args.common.json;
     say!(
         q,
-        "attention_bench: {} cases{} on GPU {device}; backward dq: {}",
+        "attention_bench: {} cases{} on GPU {device}; forward: {}; backward dq: {}",
         cases.len(),
         if quick { " (--quick)" } else { "" },
+        std::env::var(fwd_env).unwrap_or_else(|_| "auto".into()),
         std::env::var(env).unwrap_or_else(|_| "auto (shape rule)".into())
     );
     let ours = ab::measure(&cases, device, quick)?;

@@ -13,7 +13,10 @@
 use crate::launch::{grid, sms, to_i32};
 
 mod bwd;
+mod fwd_wgmma;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
+pub use fwd_wgmma::ATTENTION_FWD_ENV;
+use fwd_wgmma::FwdOverride;
 pub use bwd::{
     attention_bwd, attention_bwd_dq_choice, attention_bwd_dq_plan, attention_bwd_dq_workspace_len,
     attention_bwd_tc_fits, attention_bwd_with, attention_bwd_with_dq, AttentionBwdDq,
@@ -71,7 +74,9 @@ impl AttentionElement for bf16 {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AttentionAlgo {
     /// The tensor cores where [`attention_tc_fits`] (forward) or [`attention_bwd_tc_fits`]
-    /// (backward) says they can, else the SIMT kernels.
+    /// (backward) says they can, else the SIMT kernels; the forward on [`AttentionAlgo::Wgmma`]'s
+    /// kernels where they fit, else the mma.sync ones. [`ATTENTION_FWD_ENV`] overrides the
+    /// forward's choice (where the kernels it names fit).
     Auto,
     /// `attn_fwd_<dt>`, `attn_bwd_{dq,dkdv}_<dt>` (`cuda/attention.cu`): every dtype and head
     /// dimension.
@@ -81,6 +86,19 @@ pub enum AttentionAlgo {
     /// capability 8.0 and newer: f16 / bf16, D = 64 or 128, 16-byte aligned q, k, v, out (and
     /// dout, dq, dk, dv) and strides that are multiples of 8 elements.
     TensorCore,
+    /// The forward on `attn_fwd_wgmma_d{64,128}_<dt>` (`cuda/attention_wgmma.cu`: TMA copies,
+    /// warpgroup MMA, a producer and two consumer warpgroups; FlashAttention-3's structure):
+    /// compute capability 9.0 exactly, and [`AttentionAlgo::TensorCore`]'s rules. The backward
+    /// runs [`AttentionAlgo::TensorCore`]'s kernels (there is no wgmma backward yet).
+    Wgmma,
+}
+
+/// The forward kernel family [`attention_fwd_with`] runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fwd {
+    Simt,
+    Mma,
+    Wgmma,
 }
 
 /// Query rows per CTA of the tensor-core backward (query or key rows per CTA).
@@ -410,29 +428,44 @@ pub fn attention_fwd_with<T: AttentionElement>(
     const OP: &str = "scaled_dot_product_attention";
     let scale = T::scale_scalar(scale);
     let limits = s.context().limits();
-    let misfit = tc_misfit(
-        limits.compute_capability,
-        shape,
-        [&q, &k, &v],
-        out.as_raw_ptr(),
-    )
-    .or_else(|| {
+    let cc = limits.compute_capability;
+    let misfit = tc_misfit(cc, shape, [&q, &k, &v], out.as_raw_ptr()).or_else(|| {
         // Every sm_80+ device allows at least 99 KiB per block (opt-in); checked all the same.
         (fwd_mma_smem(shape.head_dim) > limits.max_shared_per_block_optin)
             .then_some("the tensor-core kernels need more shared memory than this device allows")
     });
-    let tensor_cores = match (algo, misfit) {
-        (AttentionAlgo::Simt, _) => false,
-        (AttentionAlgo::Auto, m) => m.is_none(),
-        (AttentionAlgo::TensorCore, None) => true,
-        (AttentionAlgo::TensorCore, Some(why)) => {
-            return Err(Error::Unsupported {
-                op: "scaled_dot_product_attention (tensor cores)",
-                dtype: T::DTYPE,
-                why,
-            })
-        }
+    let wg_misfit = fwd_wgmma::misfit(cc, limits.max_shared_per_block_optin, shape, misfit);
+    let unsupported = |op, why| Error::Unsupported {
+        op,
+        dtype: T::DTYPE,
+        why,
     };
+    let family = match (algo, misfit, wg_misfit) {
+        (AttentionAlgo::Simt, ..) => Fwd::Simt,
+        (AttentionAlgo::TensorCore, None, _) => Fwd::Mma,
+        (AttentionAlgo::TensorCore, Some(why), _) => {
+            return Err(unsupported("scaled_dot_product_attention (tensor cores)", why))
+        }
+        (AttentionAlgo::Wgmma, _, None) => Fwd::Wgmma,
+        (AttentionAlgo::Wgmma, _, Some(why)) => {
+            return Err(unsupported("scaled_dot_product_attention (wgmma)", why))
+        }
+        (AttentionAlgo::Auto, m, w) => match (fwd_wgmma::fwd_override(), m, w) {
+            (Some(FwdOverride::Simt), ..) => Fwd::Simt,
+            (Some(FwdOverride::Mma), None, _) => Fwd::Mma,
+            (_, _, None) => Fwd::Wgmma,
+            (_, None, _) => Fwd::Mma,
+            _ => Fwd::Simt,
+        },
+    };
+    // With no key every row is 0 with lse = −inf; the wgmma kernel's tensor maps need extents of
+    // at least one, so the mma.sync kernel (the same results) serves that case.
+    let family = if family == Fwd::Wgmma && shape.kv_len == 0 {
+        Fwd::Mma
+    } else {
+        family
+    };
+    let tensor_cores = family == Fwd::Mma;
     let kernel = if !tensor_cores {
         dispatch::attn_fwd::<T>(kern)?
     } else if shape.head_dim == 64 {
@@ -450,6 +483,9 @@ pub fn attention_fwd_with<T: AttentionElement>(
     check_dense(OP, "lse", lse.len(), &lse_dims, q_rows)?;
     if q_rows == 0 {
         return Ok(());
+    }
+    if family == Fwd::Wgmma {
+        return fwd_wgmma::launch(kern, s, shape, &q, &k, &v, out, lse, scale);
     }
     let st = strides([q.strides, k.strides, v.strides]);
     let sh = shape;

@@ -145,8 +145,10 @@ fn plan<T: AttentionElement>(
     let tensor_cores = match (algo, misfit) {
         (AttentionAlgo::Simt, _) => false,
         (AttentionAlgo::Auto, m) => m.is_none(),
-        (AttentionAlgo::TensorCore, None) => true,
-        (AttentionAlgo::TensorCore, Some(why)) => return Err(unsupported(why)),
+        (AttentionAlgo::TensorCore | AttentionAlgo::Wgmma, None) => true,
+        (AttentionAlgo::TensorCore | AttentionAlgo::Wgmma, Some(why)) => {
+            return Err(unsupported(why))
+        }
     };
     let sm_count = u32::try_from(sms(s)).unwrap_or(u32::MAX);
     let dq = match (tensor_cores, dq) {

@@ -1,0 +1,424 @@
+// attention_wgmma.cu — the fused attention forward on Hopper (FlashAttention-3's structure): TMA
+// copies of Q, K and V tiles, warpgroup MMA (wgmma) for both products, a producer warpgroup and
+// two consumer warpgroups. f16 / bf16 q, k, v with f32 accumulation, head dimensions 64 and 128.
+// Same semantics as attention.cu's attn_fwd_<dt> and attention_mma.cu's kernels: strided q/k/v,
+// dense out [B, H, Nq, D] and lse [B, H, Nq] (f32), bottom-right aligned causal mask (query i sees
+// key j iff j <= i + Nk - Nq), a row that sees no key gives out = 0 and lse = -inf.
+//
+// gen-ptx: archs=90a
+//
+// Host contract (kernels/src/ops/attention.rs checks it before every launch):
+//   * block AW_THREADS (384) exactly, any grid >= 1 (a grid-stride loop over the B * H *
+//     ceil(Nq / 128) query tiles), dynamic shared memory AW_SMEM_BYTES(D) (the function's limit
+//     raised first);
+//   * tmQ, tmK, tmV: 4-D tensor maps over q, k, v with dims {D, N, H, B} (N = Nq for q, Nk for k
+//     and v), the views' row, head and batch strides (bytes, multiples of 16), box {64, 128, 1, 1},
+//     128-byte swizzle, zero fill outside; q, k, v are passed too (the kernel reads only through
+//     the maps) so that a launch orders their buffers;
+//   * out dense [B, H, Nq, D] with 4-byte aligned rows, lse dense [B, H, Nq].
+//
+// Design (per CTA: 3 warpgroups; a query tile of 128 rows of one (b, h); key tiles of 128):
+//   * Warpgroup 0 produces: it gives its registers back (setmaxnreg) and one thread drives the
+//     copy engine: the Q tile once per query tile (q_full / q_empty barriers), then every key
+//     tile's K and V into a ring of AW_STAGES(D) stages (k_full, v_full: bytes; kv_empty: one arrival
+//     per consumer warp once it has read the stage). K and V have their own barriers so that
+//     S = Q K^T can start before V has landed.
+//   * Warpgroups 1 and 2 consume: warpgroup c owns query rows 64 c .. 64 c + 63 of the tile.
+//     S = Q K^T is wgmma m64n128k16 with both operands in shared memory (K-major), D / 16 of them
+//     per key tile; the online softmax runs on the f32 accumulators in registers (the row max over
+//     the 4 lanes of a row by shuffles; the scale times log2 e folded into ex2's argument); P is
+//     rounded to f16 / bf16 in registers and is the A operand of O += P V (wgmma m64nDk16 with A
+//     from registers: the S accumulator layout of two adjacent n8 blocks is exactly one k16 step
+//     of A), V the B operand read N-major (transposed) from shared memory.
+//   * Overlap: O += P V of key tile j is committed and not waited for; the warpgroup goes on to
+//     wait for K of tile j + 1 and issue its S product, and waits for both groups together. The
+//     other consumer warpgroup's softmax fills the tensor cores meanwhile.
+//   * Causal: key tiles past the last key any row of the CTA sees are never copied; a warpgroup
+//     masks only tiles its rows see in part (or not at all: it never branches around a product).
+//   * Persistent: a CTA walks query tiles blockIdx.x, + gridDim.x, ...; the producer loads the
+//     next tile's Q as soon as both consumers have issued their last S product of the present one
+//     (q_empty), so copies overlap the epilogue. Tiles are walked head by head (the CTAs running
+//     together share K and V in L2), the heaviest causal tiles of a head first.
+//   * Epilogue: O / l rounded once, stored as 4-byte pairs straight from the accumulators;
+//     lse = (m + log2 l) ln 2.
+// No atomics: deterministic.
+#include "dtype.cuh"
+#include "shared_address.cuh"
+#include "tma.cuh"
+
+#define AW_BM 128       // query rows per CTA (two consumer warpgroups of 64)
+#define AW_BN 128       // keys per tile
+#define AW_THREADS 384  // producer + 2 consumers
+#define AW_ATOM 16384   // one 64-column (128-byte) swizzled box of 128 rows
+// K/V stages: 3 at D = 128 (224 KiB with the Q tile, of the 227 an H100 or H200 block may use), 4
+// at D = 64 (144 KiB).
+#define AW_STAGES(D) ((D) == 128 ? 3 : 4)
+// Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
+// 1023 bytes to reach a 1024-byte boundary first).
+#define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
+#define AW_SMEM_BYTES(D) ((1 + 2 * AW_STAGES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
+
+// ---- wgmma ---------------------------------------------------------------------------------------
+
+// A shared-memory matrix descriptor with 128-byte swizzle (addresses and offsets in 16-byte units;
+// tiles start on 1024-byte boundaries).
+__device__ __forceinline__ unsigned long long aw_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void aw_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void aw_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void aw_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void aw_fence_regs(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+__device__ __forceinline__ float aw_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+#define AW_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
+#define AW_R32 AW_R8(0), AW_R8(8), AW_R8(16), AW_R8(24)
+#define AW_R64 AW_R32, AW_R8(32), AW_R8(40), AW_R8(48), AW_R8(56)
+#define AW_L32                                                                                              \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define AW_L64                                                                                                \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "   \
+    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, " \
+    "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
+
+// The element types: the PTX type name, the pair rounding (lo in the low half).
+#define AW_ELEMENT(NAME, STORAGE, PTX)                                                                          \
+    struct NAME {                                                                                               \
+        typedef STORAGE T;                                                                                      \
+        /* d (64 x 128 f32) = A (64 x 16, shared, K-major) B (16 x 128, shared, K-major) (+ d) */               \
+        static __device__ __forceinline__ void qk(float (&d)[64], unsigned long long da, unsigned long long db, \
+                                                  int acc) {                                                    \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"                                             \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX " " AW_L64                  \
+                         ", %64, %65, p, 1, 1, 0, 0; }"                                                         \
+                         : AW_R64                                                                               \
+                         : "l"(da), "l"(db), "r"(acc));                                                         \
+        }                                                                                                       \
+        /* d (64 x 128) += A (64 x 16, registers) B (16 x 128, shared, N-major) */                              \
+        static __device__ __forceinline__ void pv(float (&d)[64], const unsigned (&a)[4], unsigned long long db) { \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n"                                             \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX " " AW_L64                  \
+                         ", {%64, %65, %66, %67}, %68, p, 1, 1, 1; }"                                           \
+                         : AW_R64                                                                               \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                        \
+        }                                                                                                       \
+        /* d (64 x 64) += A (64 x 16, registers) B (16 x 64, shared, N-major) */                                \
+        static __device__ __forceinline__ void pv(float (&d)[32], const unsigned (&a)[4], unsigned long long db) { \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"                                             \
+                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX "." PTX " " AW_L32                   \
+                         ", {%32, %33, %34, %35}, %36, p, 1, 1, 1; }"                                           \
+                         : AW_R32                                                                               \
+                         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                        \
+        }                                                                                                       \
+        static __device__ __forceinline__ unsigned pack(float lo, float hi) {                                   \
+            unsigned v;                                                                                         \
+            asm("cvt.rn." PTX "x2.f32 %0, %1, %2;" : "=r"(v) : "f"(hi), "f"(lo));                               \
+            return v;                                                                                           \
+        }                                                                                                       \
+    };
+AW_ELEMENT(AwBF16, bf16_t, "bf16")
+AW_ELEMENT(AwF16, f16_t, "f16")
+#undef AW_ELEMENT
+
+// Waits for the phase of parity `parity` of an mbarrier to complete. The spin loop lives inside one
+// asm statement (as CUTLASS's does), so the compiler sees straight-line code and no divergent
+// branch next to the wgmma instructions. Lab builds with TMA_SPIN_* use tma.cuh's checked loop.
+__device__ __forceinline__ void aw_bar_wait(unsigned bar, unsigned parity) {
+#if defined(TMA_SPIN_LIMIT) || defined(TMA_SPIN_RECORD)
+    mbar_wait(bar, parity);
+#else
+    asm volatile(
+        "{ .reg .pred p;\n"
+        "AW_WAIT:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra AW_WAIT;\n"
+        "}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#endif
+}
+
+// One 4-D box {64, 128, 1, 1} at (c0, c1, c2, c3) into shared memory at dst.
+__device__ __forceinline__ void aw_tma_4d(unsigned dst, const TensorMap* map, int c0, int c1, int c2, int c3,
+                                          unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], "
+        "[%6];" ::"r"(dst),
+        "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+        : "memory");
+}
+
+// The work of query tile t: its (b, h), first row, and the key tiles any of its rows sees.
+struct AwTile {
+    int b, h, m0, n_kt;
+    long long bh;
+};
+__device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int H, int Nq, int Nk, int causal) {
+    AwTile w;
+    w.bh = t / n_qt;
+    const int qt = n_qt - 1 - (int)(t - w.bh * n_qt);  // the heaviest causal tiles of a head first
+    w.b = (int)(w.bh / H);
+    w.h = (int)(w.bh - (long long)w.b * H);
+    w.m0 = qt * AW_BM;
+    int kv_end = Nk;
+    if (causal) {
+        const long long e = (long long)w.m0 + AW_BM + (long long)Nk - Nq;
+        kv_end = e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
+    }
+    w.n_kt = (kv_end + AW_BN - 1) / AW_BN;
+    return w;
+}
+
+template <class E, int D>
+__device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const TensorMap* tmK, const TensorMap* tmV,
+                                               unsigned short* __restrict__ out, float* __restrict__ lse, int B, int H,
+                                               int Nq, int Nk, float scale, int causal) {
+    constexpr int TILE = AW_TILE_BYTES(D);
+    constexpr int ATOMS = D / 64;
+    constexpr int NO = D / 2;  // O accumulators per thread (64 x D over 128 threads)
+    constexpr int ST = AW_STAGES(D);
+    extern __shared__ unsigned char aw_smem[];
+    const unsigned base = (smem_u32(aw_smem) + 1023u) & ~1023u;
+    const unsigned sQ = base;
+    const unsigned sK = base + TILE;                      // stage s: sK + 2 s TILE
+    const unsigned bars = base + (1 + 2 * ST) * TILE;
+    const unsigned q_full = bars, q_empty = bars + 8;
+    // k_full[s] = bars + 16 + 8 s, v_full[s] = bars + 16 + 8 (STAGES + s), kv_empty[s] = bars + 16 + 8 (2 STAGES + s)
+    const unsigned kfull = bars + 16, vfull = kfull + 8 * ST, kvempty = kfull + 16 * ST;
+
+    const int n_qt = (Nq + AW_BM - 1) / AW_BM;
+    const long long tiles = (long long)B * H * n_qt;
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        mbar_init(q_empty, 8);
+        for (int s = 0; s < ST; ++s) {
+            mbar_init(kfull + 8 * s, 1);
+            mbar_init(vfull + 8 * s, 1);
+            mbar_init(kvempty + 8 * s, 8);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    // The warpgroup index through a shuffle, so that ptxas knows it (and every branch derived from
+    // it) to be warp-uniform: with threadIdx.x / 128 it treated the branches around the wgmma
+    // instructions as divergent, and the 12.4 ptxas build hung where a warpgroup skipped key tiles.
+    const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;");
+        if (threadIdx.x == 0) {
+            int it = 0, nq = 0;  // key tiles and query tiles issued so far
+            for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+                const AwTile w = aw_tile(t, n_qt, H, Nq, Nk, causal);
+                if (w.n_kt == 0) continue;  // no key seen: the consumers write zeros
+                if (nq > 0) aw_bar_wait(q_empty, (nq - 1) & 1);
+                mbar_expect_tx(q_full, TILE);
+#pragma unroll
+                for (int a = 0; a < ATOMS; ++a) aw_tma_4d(sQ + a * AW_ATOM, tmQ, 64 * a, w.m0, w.h, w.b, q_full);
+                ++nq;
+                for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
+                    const int s = it % ST;
+                    if (it >= ST) aw_bar_wait(kvempty + 8 * s, ((it / ST) & 1) ^ 1);
+                    const unsigned k_dst = sK + 2 * s * TILE, v_dst = k_dst + TILE;
+                    mbar_expect_tx(kfull + 8 * s, TILE);
+#pragma unroll
+                    for (int a = 0; a < ATOMS; ++a)
+                        aw_tma_4d(k_dst + a * AW_ATOM, tmK, 64 * a, kt * AW_BN, w.h, w.b, kfull + 8 * s);
+                    mbar_expect_tx(vfull + 8 * s, TILE);
+#pragma unroll
+                    for (int a = 0; a < ATOMS; ++a)
+                        aw_tma_4d(v_dst + a * AW_ATOM, tmV, 64 * a, kt * AW_BN, w.h, w.b, vfull + 8 * s);
+                }
+            }
+        }
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+    const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
+    const float NEG_INF = __int_as_float(0xff800000);
+    // exp2 arguments are fma(s, mul, -m) on the raw scores when scale log2 e > 0 (the max of the raw
+    // scores is then that of the scaled ones); otherwise the scores are scaled first and mul = 1.
+    const float sl2 = scale * 1.4426950408889634f;
+    const bool pre = !(sl2 > 0.0f);
+    const float mul = pre ? 1.0f : sl2;
+    const long long shift = causal ? (long long)Nk - Nq : 0;
+    int it = 0, nq = 0;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const AwTile w = aw_tile(t, n_qt, H, Nq, Nk, causal);
+        const int w0 = w.m0 + 64 * c;  // the warpgroup's first row
+        const int r0 = w0 + 16 * warp + lane / 4;  // this thread's rows: r0, r0 + 8
+        // Key tiles every row of the warpgroup sees whole (kt < full_nt: no mask to apply). Every
+        // warpgroup runs the products of every key tile of the CTA, masked where its rows see
+        // none of it: skipping them per warpgroup put wgmma instructions on a branch that the
+        // 12.4 ptxas compiled into a hang (kernels/TUNING.md), and with 128-row query and key
+        // tiles only Nq != Nk and the ragged last query tile ever have such a tile.
+        int full_nt = Nk / AW_BN;
+        if (causal) {
+            const long long f = (long long)w0 + 1 + shift;
+            const long long fe = f <= 0 ? 0 : f / AW_BN;
+            full_nt = fe < full_nt ? (int)fe : full_nt;
+        }
+        float o[NO];
+#pragma unroll
+        for (int i = 0; i < NO; ++i) o[i] = 0.0f;
+        float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
+        if (w.n_kt > 0) {
+            aw_bar_wait(q_full, nq & 1);
+            ++nq;
+        }
+        float s[64];
+        unsigned pa[AW_BN / 16][4];
+        for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
+            const int st = it % ST;
+            const unsigned ph = (it / ST) & 1;
+            const unsigned k_tile = sK + 2 * st * TILE, v_tile = k_tile + TILE;
+            aw_bar_wait(kfull + 8 * st, ph);
+            // S = Q K^T: k steps of 16 (32 bytes) within each 64-column atom.
+            aw_fence();
+#pragma unroll
+            for (int kk = 0; kk < D / 16; ++kk) {
+                const unsigned off = (kk / 4) * AW_ATOM + (kk % 4) * 32;
+                E::qk(s, aw_desc(sQ + off + c * 64 * 128, 16, 1024), aw_desc(k_tile + off, 16, 1024), kk > 0);
+            }
+            aw_commit();
+            aw_wait0();  // S, and the previous tile's O += P V
+            aw_fence_regs(s);
+            aw_fence_regs(o);
+            // Every S product that reads Q is done after the last tile's; the previous tile's
+            // stage has been read by its O += P V.
+            if (kt == w.n_kt - 1 && lane == 0) mbar_arrive(q_empty);
+            if (kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
+
+            // Online softmax. s[4 i + 2 rr + x]: row r0 + 8 rr, key kt * 128 + 8 i + 2 quad + x.
+            if (pre) {
+#pragma unroll
+                for (int i = 0; i < 64; ++i) s[i] *= sl2;
+            }
+            if (kt >= full_nt) {
+                const int n0 = kt * AW_BN;
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    long long e = causal ? (long long)(r0 + 8 * rr) + shift + 1 : Nk;
+                    e = e > Nk ? Nk : e;  // this row sees keys < e
+                    const int end = e <= n0 ? -AW_BN : (int)(e - n0) - 2 * quad;
+#pragma unroll
+                    for (int i = 0; i < 16; ++i)
+#pragma unroll
+                        for (int x = 0; x < 2; ++x)
+                            if (8 * i + x >= end) s[4 * i + 2 * rr + x] = NEG_INF;
+                }
+            }
+#pragma unroll
+            for (int rr = 0; rr < 2; ++rr) {
+                float mx = NEG_INF;
+#pragma unroll
+                for (int i = 0; i < 16; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * rr], s[4 * i + 2 * rr + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = fmaxf(m[rr], mx * mul);
+                const float m_use = m_new == NEG_INF ? 0.0f : m_new;
+                const float corr = aw_exp2(m[rr] - m_use);
+                const float nm = -m_use;
+                float sum = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 16; ++i)
+#pragma unroll
+                    for (int x = 0; x < 2; ++x) {
+                        const float p = aw_exp2(fmaf(s[4 * i + 2 * rr + x], mul, nm));
+                        s[4 * i + 2 * rr + x] = p;
+                        sum += p;
+                    }
+                l[rr] = l[rr] * corr + sum;
+                m[rr] = m_new;
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i) {
+                    o[4 * i + 2 * rr] *= corr;
+                    o[4 * i + 2 * rr + 1] *= corr;
+                }
+            }
+#pragma unroll
+            for (int kb = 0; kb < AW_BN / 16; ++kb) {
+                pa[kb][0] = E::pack(s[8 * kb + 0], s[8 * kb + 1]);
+                pa[kb][1] = E::pack(s[8 * kb + 2], s[8 * kb + 3]);
+                pa[kb][2] = E::pack(s[8 * kb + 4], s[8 * kb + 5]);
+                pa[kb][3] = E::pack(s[8 * kb + 6], s[8 * kb + 7]);
+            }
+
+            // O += P V: k step kb = keys 16 kb .. + 15 = 16 rows of 128 bytes of the V tile; the
+            // D columns are ATOMS atoms of 64, AW_ATOM apart (the leading byte offset).
+            aw_bar_wait(vfull + 8 * st, ph);
+            aw_fence();
+#pragma unroll
+            for (int kb = 0; kb < AW_BN / 16; ++kb) E::pv(o, pa[kb], aw_desc(v_tile + kb * 16 * 128, AW_ATOM, 1024));
+            aw_commit();
+        }
+        aw_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
+        aw_fence_regs(o);
+        if (w.n_kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
+
+        // Epilogue: O / l, lse.
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+            float x = l[rr];
+            x += __shfl_xor_sync(0xffffffffu, x, 1);
+            x += __shfl_xor_sync(0xffffffffu, x, 2);
+            const int row = r0 + 8 * rr;
+            if (row < Nq) {
+                const float inv = x > 0.0f ? 1.0f / x : 0.0f;
+                unsigned short* p = out + (w.bh * Nq + row) * D + 2 * quad;
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i)
+                    *reinterpret_cast<unsigned*>(p + 8 * i) = E::pack(o[4 * i + 2 * rr] * inv, o[4 * i + 2 * rr + 1] * inv);
+                if (quad == 0) lse[w.bh * Nq + row] = x > 0.0f ? (m[rr] + log2f(x)) * 0.6931471805599453f : NEG_INF;
+            }
+        }
+    }
+}
+
+// q, k, v are not read here (the tensor maps address them); they are parameters so that a launch
+// orders their buffers like any other kernel argument.
+// @readonly: q, k, v
+extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+    attn_fwd_wgmma_d64_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
+                            const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
+    attn_fwd_wgmma<AwBF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+}
+// @readonly: q, k, v
+extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+    attn_fwd_wgmma_d128_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
+                            const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
+    attn_fwd_wgmma<AwBF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+}
+// @readonly: q, k, v
+extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+    attn_fwd_wgmma_d64_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
+                            const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
+    attn_fwd_wgmma<AwF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+}
+// @readonly: q, k, v
+extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+    attn_fwd_wgmma_d128_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
+                            const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
+    attn_fwd_wgmma<AwF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+}
