@@ -36,9 +36,9 @@
 //   * Causal: key tiles past the last key any row of the CTA sees are never copied; a warpgroup
 //     masks only tiles its rows see in part (or not at all: it never branches around a product).
 //   * Persistent: a CTA walks query tiles blockIdx.x, + gridDim.x, ...; the producer loads the
-//     next tile's Q as soon as both consumers have issued their last S product of the present one
-//     (q_empty), so copies overlap the epilogue. Tiles are walked head by head (the CTAs running
-//     together share K and V in L2), the heaviest causal tiles of a head first.
+//     next tile's Q as soon as both consumers' last S product of the present one is done
+//     (q_empty), so copies overlap the epilogue. Full attention walks the tiles head by head (the
+//     CTAs running together share K and V in L2); causal, heaviest first across heads (aw_tile).
 //   * Epilogue: O / l rounded once, stored as 4-byte pairs straight from the accumulators;
 //     lse = (m + log2 l) ln 2.
 // No atomics: deterministic.
@@ -158,15 +158,28 @@ __device__ __forceinline__ void aw_tma_4d(unsigned dst, const TensorMap* map, in
         : "memory");
 }
 
-// The work of query tile t: its (b, h), first row, and the key tiles any of its rows sees.
+// The work of query tile t: its (b, h), first row, and the key tiles any of its rows sees. The
+// CTAs take tiles t = blockIdx.x, + gridDim.x, ... Full attention walks them head by head (the
+// CTAs running together share K and V in L2). Causal tiles differ in work (query tile qt sees
+// qt + 1 key tiles when Nq = Nk), and a static stride over the heads' tiles in order handed some
+// CTAs twice the work of others; so causal tiles go heaviest first across all heads (the
+// longest-processing-time order), which a stride over the CTAs spreads evenly.
 struct AwTile {
     int b, h, m0, n_kt;
     long long bh;
 };
-__device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int H, int Nq, int Nk, int causal) {
+__device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int B, int H, int Nq, int Nk, int causal) {
     AwTile w;
-    w.bh = t / n_qt;
-    const int qt = n_qt - 1 - (int)(t - w.bh * n_qt);  // the heaviest causal tiles of a head first
+    long long rank;  // 0 for the last (heaviest) query tile of a head
+    if (causal) {
+        const long long bhs = (long long)B * H;
+        rank = t / bhs;
+        w.bh = t - rank * bhs;
+    } else {
+        w.bh = t / n_qt;
+        rank = t - w.bh * n_qt;
+    }
+    const int qt = n_qt - 1 - (int)rank;
     w.b = (int)(w.bh / H);
     w.h = (int)(w.bh - (long long)w.b * H);
     w.m0 = qt * AW_BM;
@@ -220,7 +233,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         if (threadIdx.x == 0) {
             int it = 0, nq = 0;  // key tiles and query tiles issued so far
             for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const AwTile w = aw_tile(t, n_qt, H, Nq, Nk, causal);
+                const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal);
                 if (w.n_kt == 0) continue;  // no key seen: the consumers write zeros
                 if (nq > 0) aw_bar_wait(q_empty, (nq - 1) & 1);
                 mbar_expect_tx(q_full, TILE);
@@ -257,7 +270,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     const long long shift = causal ? (long long)Nk - Nq : 0;
     int it = 0, nq = 0;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const AwTile w = aw_tile(t, n_qt, H, Nq, Nk, causal);
+        const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal);
         const int w0 = w.m0 + 64 * c;  // the warpgroup's first row
         const int r0 = w0 + 16 * warp + lane / 4;  // this thread's rows: r0, r0 + 8
         // Key tiles every row of the warpgroup sees whole (kt < full_nt: no mask to apply). Every
