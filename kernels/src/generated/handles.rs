@@ -311,6 +311,24 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "fp8",
+        source: "cuda/fp8.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_89",
+                min_cc: ComputeCapability { major: 8, minor: 9 },
+                ptx: include_str!("../../ptx/fp8.sm89.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/fp8.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "gelu",
         source: "cuda/gelu.cu",
         targets: &[
@@ -829,7 +847,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 383 kernels, in manifest order.
+/// The names of all 399 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1011,6 +1029,22 @@ pub static KERNEL_NAMES: &[&str] = &[
     "embedding_fwd_f16",
     "embedding_fwd_f32",
     "embedding_fwd_f64",
+    "fp8_amax_bf16",
+    "fp8_amax_f16",
+    "fp8_amax_f32",
+    "fp8_dequant_e4m3_bf16",
+    "fp8_dequant_e4m3_f16",
+    "fp8_dequant_e4m3_f32",
+    "fp8_dequant_e5m2_bf16",
+    "fp8_dequant_e5m2_f16",
+    "fp8_dequant_e5m2_f32",
+    "fp8_quant_bf16_e4m3",
+    "fp8_quant_bf16_e5m2",
+    "fp8_quant_f16_e4m3",
+    "fp8_quant_f16_e5m2",
+    "fp8_quant_f32_e4m3",
+    "fp8_quant_f32_e5m2",
+    "fp8_scale_update",
     "gelu_bwd_bf16",
     "gelu_bwd_f16",
     "gelu_bwd_f32",
@@ -1410,6 +1444,22 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `embedding_fwd_f16` | `const f16_t* weight`, `const int* idx`, `f16_t* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
 /// | `embedding_fwd_f32` | `const float* weight`, `const int* idx`, `float* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
 /// | `embedding_fwd_f64` | `const double* weight`, `const int* idx`, `double* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
+/// | `fp8_amax_bf16` | `const bf16_t* x`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_amax_f16` | `const f16_t* x`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_amax_f32` | `const float* x`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e4m3_bf16` | `const unsigned char* q`, `bf16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e4m3_f16` | `const unsigned char* q`, `f16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e4m3_f32` | `const unsigned char* q`, `float* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e5m2_bf16` | `const unsigned char* q`, `bf16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e5m2_f16` | `const unsigned char* q`, `f16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e5m2_f32` | `const unsigned char* q`, `float* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_bf16_e4m3` | `const bf16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_bf16_e5m2` | `const bf16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f16_e4m3` | `const f16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f16_e5m2` | `const f16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f32_e4m3` | `const float* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f32_e5m2` | `const float* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_scale_update` | `const float* history`, `int len`, `float* scale`, `float* inv_scale`, `float fp8_max`, `int margin` | `cuda/fp8.cu` |
 /// | `gelu_bwd_bf16` | `const bf16_t* x`, `const bf16_t* dy`, `bf16_t* dx`, `unsigned long long n` | `cuda/gelu.cu` |
 /// | `gelu_bwd_f16` | `const f16_t* x`, `const f16_t* dy`, `f16_t* dx`, `unsigned long long n` | `cuda/gelu.cu` |
 /// | `gelu_bwd_f32` | `const float* x`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/gelu.cu` |
@@ -1637,6 +1687,8 @@ pub struct Kernels {
     elementwise: crate::family::LazyModule<ElementwiseKernels>,
     /// `cuda/embedding.cu`, loaded on the first call of [`Kernels::embedding_kernels`] or of one of its kernels.
     embedding: crate::family::LazyModule<EmbeddingKernels>,
+    /// `cuda/fp8.cu`, loaded on the first call of [`Kernels::fp8_kernels`] or of one of its kernels.
+    fp8: crate::family::LazyModule<Fp8Kernels>,
     /// `cuda/gelu.cu`, loaded on the first call of [`Kernels::gelu_kernels`] or of one of its kernels.
     gelu: crate::family::LazyModule<GeluKernels>,
     /// `cuda/gemm_mma.cu`, loaded on the first call of [`Kernels::gemm_mma_kernels`] or of one of its kernels.
@@ -3224,6 +3276,144 @@ fn load_embedding(m: &cuda_stack_driver::Module) -> crate::Result<EmbeddingKerne
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         embedding_fwd_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("embedding_fwd_f64")? },
+    })
+}
+
+/// The kernels of `cuda/fp8.cu` (PTX for `compute_89`; SASS for `sm_90`), from [`Kernels::fp8_kernels`].
+#[derive(Clone, Debug)]
+pub struct Fp8Kernels {
+    /// `fp8_amax_bf16(const bf16_t* x, float* amax, unsigned long long n)`.
+    pub fp8_amax_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_amax_f16(const f16_t* x, float* amax, unsigned long long n)`.
+    pub fp8_amax_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_amax_f32(const float* x, float* amax, unsigned long long n)`.
+    pub fp8_amax_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e4m3_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e4m3_bf16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e4m3_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e4m3_f16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e4m3_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e4m3_f32: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e5m2_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e5m2_bf16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e5m2_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e5m2_f16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e5m2_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e5m2_f32: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_bf16_e4m3(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_bf16_e4m3: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_bf16_e5m2(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_bf16_e5m2: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f16_e4m3(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f16_e4m3: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f16_e5m2(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f16_e5m2: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f32_e4m3(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f32_e4m3: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f32_e5m2(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f32_e5m2: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_scale_update(const float* history, int len, float* scale, float* inv_scale, float fp8_max, int margin)`.
+    pub fp8_scale_update: Kernel<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>,
+}
+
+fn load_fp8(m: &cuda_stack_driver::Module) -> crate::Result<Fp8Kernels> {
+    Ok(Fp8Kernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_amax_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("fp8_amax_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_amax_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("fp8_amax_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_amax_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_amax_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e4m3_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e4m3_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e4m3_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e4m3_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e4m3_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e4m3_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e5m2_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e5m2_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e5m2_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e5m2_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e5m2_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e5m2_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_bf16_e4m3: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_bf16_e4m3")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_bf16_e5m2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_bf16_e5m2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f16_e4m3: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f16_e4m3")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f16_e5m2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f16_e5m2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f32_e4m3: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f32_e4m3")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f32_e5m2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f32_e5m2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_scale_update: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>("fp8_scale_update")? },
     })
 }
 
@@ -5057,25 +5247,26 @@ impl Kernels {
             dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
             elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
             embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
         }
     }
 
@@ -5143,6 +5334,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn embedding_kernels(&self) -> crate::Result<&EmbeddingKernels> {
         self.embedding.get(load_embedding)
+    }
+
+    /// The kernels of `cuda/fp8.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn fp8_kernels(&self) -> crate::Result<&Fp8Kernels> {
+        self.fp8.get(load_fp8)
     }
 
     /// The kernels of `cuda/gelu.cu`, loaded on the first call and kept. Fails with
@@ -6157,6 +6354,86 @@ impl Kernels {
     /// `embedding_fwd_f64(const double* weight, const int* idx, double* out, int N, int V, int C)` from `cuda/embedding.cu` (the first call of any of that file's kernels loads it).
     pub fn embedding_fwd_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
         Ok(&self.embedding_kernels()?.embedding_fwd_f64)
+    }
+
+    /// `fp8_amax_bf16(const bf16_t* x, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_amax_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_amax_bf16)
+    }
+
+    /// `fp8_amax_f16(const f16_t* x, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_amax_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_amax_f16)
+    }
+
+    /// `fp8_amax_f32(const float* x, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_amax_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_amax_f32)
+    }
+
+    /// `fp8_dequant_e4m3_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e4m3_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e4m3_bf16)
+    }
+
+    /// `fp8_dequant_e4m3_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e4m3_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e4m3_f16)
+    }
+
+    /// `fp8_dequant_e4m3_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e4m3_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e4m3_f32)
+    }
+
+    /// `fp8_dequant_e5m2_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e5m2_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e5m2_bf16)
+    }
+
+    /// `fp8_dequant_e5m2_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e5m2_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e5m2_f16)
+    }
+
+    /// `fp8_dequant_e5m2_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e5m2_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e5m2_f32)
+    }
+
+    /// `fp8_quant_bf16_e4m3(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_bf16_e4m3(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_bf16_e4m3)
+    }
+
+    /// `fp8_quant_bf16_e5m2(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_bf16_e5m2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_bf16_e5m2)
+    }
+
+    /// `fp8_quant_f16_e4m3(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f16_e4m3(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f16_e4m3)
+    }
+
+    /// `fp8_quant_f16_e5m2(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f16_e5m2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f16_e5m2)
+    }
+
+    /// `fp8_quant_f32_e4m3(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f32_e4m3(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f32_e4m3)
+    }
+
+    /// `fp8_quant_f32_e5m2(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f32_e5m2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f32_e5m2)
+    }
+
+    /// `fp8_scale_update(const float* history, int len, float* scale, float* inv_scale, float fp8_max, int margin)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_scale_update(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>> {
+        Ok(&self.fp8_kernels()?.fp8_scale_update)
     }
 
     /// `gelu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
@@ -7189,6 +7466,7 @@ impl Kernels {
             self.dropout.loaded(),
             self.elementwise.loaded(),
             self.embedding.loaded(),
+            self.fp8.loaded(),
             self.gelu.loaded(),
             self.gemm_mma.loaded(),
             self.gemm_wgmma.loaded(),
@@ -7258,6 +7536,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.embedding_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.fp8_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -7919,6 +8201,57 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.embedding_fwd_f64.function().clone())? };
             n += 12;
+        }
+        if let Some(f) = self.fp8.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_amax_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_amax_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_amax_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e4m3_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e4m3_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e4m3_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e5m2_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e5m2_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e5m2_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_bf16_e4m3.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_bf16_e5m2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f16_e4m3.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f16_e5m2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f32_e4m3.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f32_e5m2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>::from_function(f.fp8_scale_update.function().clone())? };
+            n += 16;
         }
         if let Some(f) = self.gelu.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -8775,6 +9108,22 @@ impl Kernels {
             "embedding_fwd_f16" => self.embedding_fwd_f16().ok().map(|k| k.function()),
             "embedding_fwd_f32" => self.embedding_fwd_f32().ok().map(|k| k.function()),
             "embedding_fwd_f64" => self.embedding_fwd_f64().ok().map(|k| k.function()),
+            "fp8_amax_bf16" => self.fp8_amax_bf16().ok().map(|k| k.function()),
+            "fp8_amax_f16" => self.fp8_amax_f16().ok().map(|k| k.function()),
+            "fp8_amax_f32" => self.fp8_amax_f32().ok().map(|k| k.function()),
+            "fp8_dequant_e4m3_bf16" => self.fp8_dequant_e4m3_bf16().ok().map(|k| k.function()),
+            "fp8_dequant_e4m3_f16" => self.fp8_dequant_e4m3_f16().ok().map(|k| k.function()),
+            "fp8_dequant_e4m3_f32" => self.fp8_dequant_e4m3_f32().ok().map(|k| k.function()),
+            "fp8_dequant_e5m2_bf16" => self.fp8_dequant_e5m2_bf16().ok().map(|k| k.function()),
+            "fp8_dequant_e5m2_f16" => self.fp8_dequant_e5m2_f16().ok().map(|k| k.function()),
+            "fp8_dequant_e5m2_f32" => self.fp8_dequant_e5m2_f32().ok().map(|k| k.function()),
+            "fp8_quant_bf16_e4m3" => self.fp8_quant_bf16_e4m3().ok().map(|k| k.function()),
+            "fp8_quant_bf16_e5m2" => self.fp8_quant_bf16_e5m2().ok().map(|k| k.function()),
+            "fp8_quant_f16_e4m3" => self.fp8_quant_f16_e4m3().ok().map(|k| k.function()),
+            "fp8_quant_f16_e5m2" => self.fp8_quant_f16_e5m2().ok().map(|k| k.function()),
+            "fp8_quant_f32_e4m3" => self.fp8_quant_f32_e4m3().ok().map(|k| k.function()),
+            "fp8_quant_f32_e5m2" => self.fp8_quant_f32_e5m2().ok().map(|k| k.function()),
+            "fp8_scale_update" => self.fp8_scale_update().ok().map(|k| k.function()),
             "gelu_bwd_bf16" => self.gelu_bwd_bf16().ok().map(|k| k.function()),
             "gelu_bwd_f16" => self.gelu_bwd_f16().ok().map(|k| k.function()),
             "gelu_bwd_f32" => self.gelu_bwd_f32().ok().map(|k| k.function()),

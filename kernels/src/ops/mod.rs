@@ -22,6 +22,7 @@ mod coalescing;
 mod dropout;
 mod elementwise;
 mod embedding;
+mod fp8;
 mod gelu;
 mod gemm_tc;
 mod grad_norm;
@@ -63,6 +64,10 @@ pub use elementwise::{
     axpy, binary, binary_broadcast, fill, relu, scale, tanh, BinaryOp, BroadcastOperand,
 };
 pub use embedding::{embedding_bwd, embedding_fwd, embedding_workspace_len};
+pub use fp8::{
+    fp8_amax, fp8_dequantize, fp8_dequantize_cpu, fp8_quantize, fp8_quantize_cpu, fp8_scale_update,
+    fp8_supported, Fp8, Fp8Wide, FP8_MIN_CC,
+};
 pub use gelu::{gelu_bwd, gelu_fwd};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
