@@ -398,6 +398,24 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "gemm_wgmma_fp8",
+        source: "cuda/gemm_wgmma_fp8.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_90a",
+                min_cc: ComputeCapability { major: 9, minor: 0 },
+                ptx: include_str!("../../ptx/gemm_wgmma_fp8.sm90a.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_90a",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/gemm_wgmma_fp8.sm_90a.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "grad_norm",
         source: "cuda/grad_norm.cu",
         targets: &[
@@ -847,7 +865,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 399 kernels, in manifest order.
+/// The names of all 407 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1070,6 +1088,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "gemm_wgmma_f16_tn",
     "gemm_wgmma_f16_tt",
     "gemm_wgmma_tf32_nt",
+    "gemm_wgmma_fp8_e4m3_e4m3_bf16",
+    "gemm_wgmma_fp8_e4m3_e4m3_f32",
+    "gemm_wgmma_fp8_e4m3_e5m2_bf16",
+    "gemm_wgmma_fp8_e4m3_e5m2_f32",
+    "gemm_wgmma_fp8_e5m2_e4m3_bf16",
+    "gemm_wgmma_fp8_e5m2_e4m3_f32",
+    "gemm_wgmma_fp8_e5m2_e5m2_bf16",
+    "gemm_wgmma_fp8_e5m2_e5m2_f32",
     "clip_coef_f32",
     "clip_coef_f64",
     "scale_by_device_f32",
@@ -1485,6 +1511,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `gemm_wgmma_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
 /// | `gemm_wgmma_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
 /// | `gemm_wgmma_tf32_nt` | `TensorMap tmA`, `TensorMap tmB`, `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e4m3_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e4m3_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e5m2_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e5m2_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e4m3_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e4m3_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e5m2_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e5m2_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
 /// | `clip_coef_f32` | `const float* partial`, `unsigned int num`, `float max_norm`, `float* norm`, `float* scale` | `cuda/grad_norm.cu` |
 /// | `clip_coef_f64` | `const double* partial`, `unsigned int num`, `double max_norm`, `double* norm`, `double* scale` | `cuda/grad_norm.cu` |
 /// | `scale_by_device_f32` | `float* x`, `unsigned long long n`, `const float* scale` | `cuda/grad_norm.cu` |
@@ -1695,6 +1729,8 @@ pub struct Kernels {
     gemm_mma: crate::family::LazyModule<GemmMmaKernels>,
     /// `cuda/gemm_wgmma.cu`, loaded on the first call of [`Kernels::gemm_wgmma_kernels`] or of one of its kernels.
     gemm_wgmma: crate::family::LazyModule<GemmWgmmaKernels>,
+    /// `cuda/gemm_wgmma_fp8.cu`, loaded on the first call of [`Kernels::gemm_wgmma_fp8_kernels`] or of one of its kernels.
+    gemm_wgmma_fp8: crate::family::LazyModule<GemmWgmmaFp8Kernels>,
     /// `cuda/grad_norm.cu`, loaded on the first call of [`Kernels::grad_norm_kernels`] or of one of its kernels.
     grad_norm: crate::family::LazyModule<GradNormKernels>,
     /// `cuda/introspect.cu`, loaded on the first call of [`Kernels::introspect_kernels`] or of one of its kernels.
@@ -3647,6 +3683,80 @@ fn load_gemm_wgmma(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmmaKern
     })
 }
 
+/// The kernels of `cuda/gemm_wgmma_fp8.cu` (PTX for `compute_90a`; SASS for `sm_90a`), from [`Kernels::gemm_wgmma_fp8_kernels`].
+#[derive(Clone, Debug)]
+pub struct GemmWgmmaFp8Kernels {
+    /// `gemm_wgmma_fp8_e4m3_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e4m3_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e4m3_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e4m3_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e4m3_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e5m2_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e4m3_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e5m2_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e4m3_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e4m3_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e5m2_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e5m2_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+}
+
+fn load_gemm_wgmma_fp8(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmmaFp8Kernels> {
+    Ok(GemmWgmmaFp8Kernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e4m3_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e4m3_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e4m3_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e4m3_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e5m2_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e5m2_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e5m2_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e5m2_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e4m3_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e4m3_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e4m3_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e4m3_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e5m2_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e5m2_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e5m2_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e5m2_f32")? },
+    })
+}
+
 /// The kernels of `cuda/grad_norm.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::grad_norm_kernels`].
 #[derive(Clone, Debug)]
 pub struct GradNormKernels {
@@ -5251,22 +5361,23 @@ impl Kernels {
             gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
             gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
             gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
         }
     }
 
@@ -5358,6 +5469,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn gemm_wgmma_kernels(&self) -> crate::Result<&GemmWgmmaKernels> {
         self.gemm_wgmma.get(load_gemm_wgmma)
+    }
+
+    /// The kernels of `cuda/gemm_wgmma_fp8.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn gemm_wgmma_fp8_kernels(&self) -> crate::Result<&GemmWgmmaFp8Kernels> {
+        self.gemm_wgmma_fp8.get(load_gemm_wgmma_fp8)
     }
 
     /// The kernels of `cuda/grad_norm.cu`, loaded on the first call and kept. Fails with
@@ -6561,6 +6678,46 @@ impl Kernels {
         Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_tf32_nt)
     }
 
+    /// `gemm_wgmma_fp8_e4m3_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e4m3_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e4m3_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e4m3_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e4m3_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e4m3_f32)
+    }
+
+    /// `gemm_wgmma_fp8_e4m3_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e5m2_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e5m2_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e4m3_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e5m2_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e5m2_f32)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e4m3_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e4m3_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e4m3_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e4m3_f32)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e5m2_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e5m2_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e5m2_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e5m2_f32)
+    }
+
     /// `clip_coef_f32(const float* partial, unsigned int num, float max_norm, float* norm, float* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
     pub fn clip_coef_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, u32, f32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>)>> {
         Ok(&self.grad_norm_kernels()?.clip_coef_f32)
@@ -7470,6 +7627,7 @@ impl Kernels {
             self.gelu.loaded(),
             self.gemm_mma.loaded(),
             self.gemm_wgmma.loaded(),
+            self.gemm_wgmma_fp8.loaded(),
             self.grad_norm.loaded(),
             self.introspect.loaded(),
             self.launch_bench.loaded(),
@@ -7552,6 +7710,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.gemm_wgmma_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.gemm_wgmma_fp8_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -8336,6 +8498,33 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_tf32_nt.function().clone())? };
             n += 9;
+        }
+        if let Some(f) = self.gemm_wgmma_fp8.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e4m3_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e4m3_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e5m2_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e5m2_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e4m3_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e4m3_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e5m2_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e5m2_f32.function().clone())? };
+            n += 8;
         }
         if let Some(f) = self.grad_norm.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -9149,6 +9338,14 @@ impl Kernels {
             "gemm_wgmma_f16_tn" => self.gemm_wgmma_f16_tn().ok().map(|k| k.function()),
             "gemm_wgmma_f16_tt" => self.gemm_wgmma_f16_tt().ok().map(|k| k.function()),
             "gemm_wgmma_tf32_nt" => self.gemm_wgmma_tf32_nt().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e4m3_bf16" => self.gemm_wgmma_fp8_e4m3_e4m3_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e4m3_f32" => self.gemm_wgmma_fp8_e4m3_e4m3_f32().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e5m2_bf16" => self.gemm_wgmma_fp8_e4m3_e5m2_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e5m2_f32" => self.gemm_wgmma_fp8_e4m3_e5m2_f32().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e4m3_bf16" => self.gemm_wgmma_fp8_e5m2_e4m3_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e4m3_f32" => self.gemm_wgmma_fp8_e5m2_e4m3_f32().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e5m2_bf16" => self.gemm_wgmma_fp8_e5m2_e5m2_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e5m2_f32" => self.gemm_wgmma_fp8_e5m2_e5m2_f32().ok().map(|k| k.function()),
             "clip_coef_f32" => self.clip_coef_f32().ok().map(|k| k.function()),
             "clip_coef_f64" => self.clip_coef_f64().ok().map(|k| k.function()),
             "scale_by_device_f32" => self.scale_by_device_f32().ok().map(|k| k.function()),

@@ -24,6 +24,7 @@ mod elementwise;
 mod embedding;
 mod fp8;
 mod gelu;
+mod gemm_fp8;
 mod gemm_tc;
 mod grad_norm;
 mod introspect;
@@ -69,6 +70,7 @@ pub use fp8::{
     fp8_supported, Fp8, Fp8Wide, FP8_MIN_CC,
 };
 pub use gelu::{gelu_bwd, gelu_fwd};
+pub use gemm_fp8::{gemm_fp8, gemm_fp8_cpu, Fp8GemmOut, FP8_WGMMA_CC};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
 };
