@@ -214,8 +214,39 @@ fn errors() -> TestResult {
     Ok(())
 }
 
+fn probe() -> TestResult {
+    let (_ctx, s, blas) = setup()?;
+    let a = s.alloc_zeros::<F8E4M3>(1 << 20)?;
+    let sc = s.clone_htod(&[1.0f32])?;
+    let mut c16 = s.alloc_zeros::<bf16>(1 << 20)?;
+    let mut c32 = s.alloc_zeros::<f32>(1 << 20)?;
+    for (m, n, k, ldc) in [
+        (1, 1, 16, 1),
+        (1, 16, 16, 16),
+        (7, 16, 16, 16),
+        (16, 1, 16, 1),
+        (16, 8, 16, 8),
+        (16, 9, 16, 16),
+        (7, 9, 48, 16),
+        (7, 24, 48, 24),
+        (7, 24, 48, 32),
+        (7, 32, 48, 32),
+        (7, 9, 48, 9),
+        (129, 257, 144, 257),
+        (129, 257, 144, 264),
+        (129, 256, 144, 256),
+    ] {
+        let g = Fp8Gemm::new(m, n, k).leading_dims(k, k, ldc);
+        let r1 = blas.matmul_fp8(&s, &g, &a, &a, &sc, &sc, &mut c16).is_ok();
+        let r2 = blas.matmul_fp8(&s, &g, &a, &a, &sc, &sc, &mut c32).is_ok();
+        println!("probe m {m} n {n} k {k} ldc {ldc}: bf16 {r1} f32 {r2}");
+    }
+    Ok(())
+}
+
 fn main() {
     run(vec![
+        gpu_cublas("fp8_probe", probe),
         gpu_cublas("fp8_products", products),
         gpu_cublas("fp8_errors", errors),
     ]);

@@ -865,7 +865,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 407 kernels, in manifest order.
+/// The names of all 408 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1268,6 +1268,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "softmax_small_g8_p4_f32",
     "softmax_smem_f32",
     "softmax_warp_f32",
+    "strided_copy_b1",
     "strided_copy_b16",
     "strided_copy_b2",
     "strided_copy_b4",
@@ -1691,6 +1692,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `softmax_small_g8_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_smem_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_warp_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `strided_copy_b1` | `const unsigned char* src`, `unsigned char* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b16` | `const unsigned long long* src`, `unsigned long long* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b2` | `const unsigned short* src`, `unsigned short* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b4` | `const unsigned int* src`, `unsigned int* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
@@ -5276,6 +5278,8 @@ fn load_softmax(m: &cuda_stack_driver::Module) -> crate::Result<SoftmaxKernels> 
 /// The kernels of `cuda/strided_copy.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::strided_copy_kernels`].
 #[derive(Clone, Debug)]
 pub struct StridedCopyKernels {
+    /// `strided_copy_b1(const unsigned char* src, unsigned char* dst, StridedLayout layout, unsigned long long n)`.
+    pub strided_copy_b1: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>,
     /// `strided_copy_b16(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)`.
     pub strided_copy_b16: Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>,
     /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)`.
@@ -5288,6 +5292,12 @@ pub struct StridedCopyKernels {
 
 fn load_strided_copy(m: &cuda_stack_driver::Module) -> crate::Result<StridedCopyKernels> {
     Ok(StridedCopyKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        strided_copy_b1: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>("strided_copy_b1")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -7578,6 +7588,11 @@ impl Kernels {
         Ok(&self.softmax_kernels()?.softmax_warp_f32)
     }
 
+    /// `strided_copy_b1(const unsigned char* src, unsigned char* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
+    pub fn strided_copy_b1(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>> {
+        Ok(&self.strided_copy_kernels()?.strided_copy_b1)
+    }
+
     /// `strided_copy_b16(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
     pub fn strided_copy_b16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>> {
         Ok(&self.strided_copy_kernels()?.strided_copy_b16)
@@ -9087,6 +9102,9 @@ impl Kernels {
         if let Some(f) = self.strided_copy.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>::from_function(f.strided_copy_b1.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>::from_function(f.strided_copy_b16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -9097,7 +9115,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>::from_function(f.strided_copy_b8.function().clone())? };
-            n += 4;
+            n += 5;
         }
         if let Some(f) = self.vector_add.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -9518,6 +9536,7 @@ impl Kernels {
             "softmax_small_g8_p4_f32" => self.softmax_small_g8_p4_f32().ok().map(|k| k.function()),
             "softmax_smem_f32" => self.softmax_smem_f32().ok().map(|k| k.function()),
             "softmax_warp_f32" => self.softmax_warp_f32().ok().map(|k| k.function()),
+            "strided_copy_b1" => self.strided_copy_b1().ok().map(|k| k.function()),
             "strided_copy_b16" => self.strided_copy_b16().ok().map(|k| k.function()),
             "strided_copy_b2" => self.strided_copy_b2().ok().map(|k| k.function()),
             "strided_copy_b4" => self.strided_copy_b4().ok().map(|k| k.function()),
