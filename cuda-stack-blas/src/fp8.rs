@@ -6,7 +6,8 @@
 //! cuBLASLt's FP8 kernels take only the "TN" layout (column-major A transposed, B not): in
 //! row-major terms both operands K-major, which is what the row-major `A [m, k]` and `B [n, k]`
 //! above are once swapped into cuBLASLt's column-major call (`Cᵀ = B · Aᵀ`). Its other rules,
-//! checked here first: 16-byte aligned pointers, leading dimensions of A and B multiples of 16.
+//! checked here first: 16-byte aligned pointers (the two scales' too), leading dimensions of A
+//! and B multiples of 16, and `n` and `ldc` multiples of 8 (measured: no algorithm otherwise).
 //! The per-tensor scales are device pointers (`CUBLASLT_MATMUL_DESC_A_SCALE_POINTER` /
 //! `B_SCALE_POINTER`), so scales computed on the GPU are used without a host round trip.
 //!
@@ -159,8 +160,9 @@ impl Blas {
     /// (see the module docs for layout, types and rules), each output rounded once to `C`.
     /// `a_inv_scale` / `b_inv_scale` hold at least one f32 (element 0 is used, read on the GPU).
     /// The heuristic's algorithm is cached per problem as for [`Blas::matmul`]. Compute capability
-    /// below 8.9 is [`BlasError::UnsupportedDevice`]; e5m2 × e5m2, unaligned pointers or leading
-    /// dimensions of A or B that are not multiples of 16 are [`BlasError::Fp8`].
+    /// below 8.9 is [`BlasError::UnsupportedDevice`]; e5m2 × e5m2, leading dimensions of A or B
+    /// that are not multiples of 16, or `n` / `ldc` not multiples of 8 are [`BlasError::Fp8`];
+    /// a pointer (scales included) not 16-byte aligned is [`BlasError::Misaligned`].
     #[allow(clippy::too_many_arguments)]
     pub fn matmul_fp8<A: Fp8Element, B: Fp8Element, C: Fp8Output>(
         &self,
@@ -211,8 +213,26 @@ impl Blas {
                 g.lda, g.ldb
             )));
         }
+        if n % 8 != 0 || g.ldc % 8 != 0 {
+            return Err(fp8_error(format!(
+                "n = {n} and ldc = {} must be multiples of 8: cuBLASLt's FP8 kernels have no \
+                 algorithm otherwise (measured with cuBLASLt 12/13 on an H200: n = 1, 2, 4, 9, \
+                 12, 17, 257 refused; 8, 16, 24, 40, 264 run); pad n, or use the project's \
+                 wgmma kernel (cuda_stack_kernels::ops::gemm_fp8), which takes any n",
+                g.ldc
+            )));
+        }
         let (a_ptr, b_ptr, c_ptr) = (a.as_raw_ptr(), b.as_raw_ptr(), c.as_raw_ptr());
-        for (what, p) in [("a", a_ptr), ("b", b_ptr), ("c", c_ptr)] {
+        // The scales too: cuBLASLt returns NOT_SUPPORTED at launch for scale pointers that are
+        // not 16-byte aligned (measured), after its heuristic accepted the problem.
+        let (sa_ptr, sb_ptr) = (a_inv_scale.as_raw_ptr(), b_inv_scale.as_raw_ptr());
+        for (what, p) in [
+            ("a", a_ptr),
+            ("b", b_ptr),
+            ("c", c_ptr),
+            ("a_inv_scale", sa_ptr),
+            ("b_inv_scale", sb_ptr),
+        ] {
             if alignment(p) < 16 {
                 return Err(BlasError::Misaligned {
                     op: OP,
