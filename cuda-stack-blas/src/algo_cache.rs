@@ -29,6 +29,8 @@ pub(crate) struct AlgoKey {
     /// Byte alignment of A, B, C/D (cuBLASLt's order: B first, see `shape`).
     align: [u32; 3],
     workspace: usize,
+    /// FP8 products only: the second operand's type and fast accumulation.
+    fp8: Option<(DataType, bool)>,
 }
 
 impl AlgoKey {
@@ -50,6 +52,31 @@ impl AlgoKey {
             epilogue,
             align,
             workspace,
+            fp8: None,
+        }
+    }
+
+    /// The key of an FP8 product (`matmul_fp8`: TN, no batch, no epilogue): dims (m, n, k),
+    /// leading dimensions (lda, ldb, ldc), types (A, B, C), fast accumulation.
+    pub(crate) fn fp8(
+        dims: (i32, i32, i32),
+        lds: (i32, i32, i32),
+        types: (DataType, DataType, DataType),
+        fast_accum: bool,
+        align: [u32; 3],
+        workspace: usize,
+    ) -> AlgoKey {
+        AlgoKey {
+            trans: (Transpose::Yes, Transpose::No),
+            dims,
+            lds,
+            batch: None,
+            types: (types.0, types.2),
+            compute: cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            epilogue: Epilogue::None,
+            align,
+            workspace,
+            fp8: Some((types.1, fast_accum)),
         }
     }
 }

@@ -15,6 +15,10 @@ pub enum DataType {
     F16,
     /// bfloat16, `half::bf16` (`CUDA_R_16BF`).
     BF16,
+    /// FP8 e4m3, `float8::F8E4M3` (`CUDA_R_8F_E4M3`): operands of [`crate::Blas::matmul_fp8`].
+    F8E4M3,
+    /// FP8 e5m2, `float8::F8E5M2` (`CUDA_R_8F_E5M2`): operands of [`crate::Blas::matmul_fp8`].
+    F8E5M2,
 }
 
 impl DataType {
@@ -25,6 +29,8 @@ impl DataType {
             DataType::F64 => cudaDataType_t::CUDA_R_64F,
             DataType::F16 => cudaDataType_t::CUDA_R_16F,
             DataType::BF16 => cudaDataType_t::CUDA_R_16BF,
+            DataType::F8E4M3 => cudaDataType_t::CUDA_R_8F_E4M3,
+            DataType::F8E5M2 => cudaDataType_t::CUDA_R_8F_E5M2,
         }
     }
 
@@ -34,6 +40,7 @@ impl DataType {
             DataType::F32 => 4,
             DataType::F64 => 8,
             DataType::F16 | DataType::BF16 => 2,
+            DataType::F8E4M3 | DataType::F8E5M2 => 1,
         }
     }
 }

@@ -193,6 +193,27 @@ pub enum BlasError {
         stream_device: usize,
     },
 
+    /// The GPU is too old for the operation (FP8 needs compute capability 8.9 or newer).
+    #[error("{op} needs a GPU of compute capability {needed}; this one is {device}")]
+    UnsupportedDevice {
+        /// The operation.
+        op: &'static str,
+        /// The device's compute capability, e.g. `"8.0"`.
+        device: String,
+        /// What it needs.
+        needed: &'static str,
+    },
+
+    /// An FP8 product cuBLASLt does not run as asked: a type pairing it lacks (e5m2 x e5m2),
+    /// leading dimensions that are not multiples of 16, or k = 0.
+    #[error("{op}: {problem}")]
+    Fp8 {
+        /// The operation.
+        op: &'static str,
+        /// What is wrong and what to do.
+        problem: String,
+    },
+
     /// cuBLASLt's heuristic found no algorithm for the problem.
     #[error(
         "{op}: cuBLASLt has no algorithm for {problem} within a workspace of {workspace} bytes; \

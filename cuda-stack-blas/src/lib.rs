@@ -93,6 +93,7 @@ mod compute;
 mod element;
 mod epilogue;
 mod error;
+mod fp8;
 mod gemm;
 mod handle;
 mod libraries;
@@ -104,6 +105,7 @@ pub use compute::Math;
 pub use element::{DataType, Element};
 pub use epilogue::{Epilogue, BIAS_ALIGNMENT};
 pub use error::{BlasError, Result};
+pub use fp8::{Fp8Element, Fp8Gemm, Fp8Output, FP8_MIN_CC};
 pub use handle::Blas;
 pub use shape::{Batch, Gemm, Transpose};
 

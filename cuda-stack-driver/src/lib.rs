@@ -164,8 +164,9 @@ pub use stream::{Stream, StreamKind};
 pub use tensor_map::{TensorMap, TensorMapElement, TensorMapSwizzle};
 pub use thread_guard::CurrentContextGuard;
 
-/// Re-exported so users need not depend on these directly.
-pub use {bytemuck, cuda_stack_sys, half};
+/// Re-exported so users need not depend on these directly (`float8`: the FP8 element types
+/// `F8E4M3` / `F8E5M2`, device-storable like `half`'s through their `bytemuck::Pod` impls).
+pub use {bytemuck, cuda_stack_sys, float8, half};
 
 /// The process-wide driver, initialised (`cuInit`) once.
 pub(crate) fn driver() -> Result<&'static cuda_stack_sys::Driver> {

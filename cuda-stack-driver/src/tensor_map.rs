@@ -50,6 +50,8 @@ pub enum TensorMapElement {
     TF32,
     /// f64.
     F64,
+    /// Any 1-byte element copied as bits (FP8 operands).
+    U8,
     /// Any 2-byte element copied as bits.
     U16,
     /// Any 4-byte element copied as bits.
@@ -59,6 +61,7 @@ pub enum TensorMapElement {
 impl TensorMapElement {
     fn bytes(self) -> u64 {
         match self {
+            Self::U8 => 1,
             Self::F16 | Self::BF16 | Self::U16 => 2,
             Self::F32 | Self::TF32 | Self::U32 => 4,
             Self::F64 => 8,
@@ -71,6 +74,7 @@ impl TensorMapElement {
             Self::F32 => DT::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
             Self::TF32 => DT::CU_TENSOR_MAP_DATA_TYPE_TFLOAT32,
             Self::F64 => DT::CU_TENSOR_MAP_DATA_TYPE_FLOAT64,
+            Self::U8 => DT::CU_TENSOR_MAP_DATA_TYPE_UINT8,
             Self::U16 => DT::CU_TENSOR_MAP_DATA_TYPE_UINT16,
             Self::U32 => DT::CU_TENSOR_MAP_DATA_TYPE_UINT32,
         }

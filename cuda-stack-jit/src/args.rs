@@ -1,6 +1,7 @@
 //! What a call passes: tensors of any dtype and scalars ([`Arg`]), tensors written in place
 //! ([`OutArg`]), and what comes back ([`AnyTensor`]).
 
+use cuda_stack_driver::float8::{F8E4M3, F8E5M2};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_runtime::{DType, Tensor};
 
@@ -72,6 +73,9 @@ impl Scalar {
             DType::I64 => b.copy_from_slice(&self.as_i64().to_ne_bytes()),
             DType::F16 => b[..2].copy_from_slice(&f16::from_f64(self.as_f64()).to_ne_bytes()),
             DType::BF16 => b[..2].copy_from_slice(&bf16::from_f64(self.as_f64()).to_ne_bytes()),
+            // Saturating, round to nearest even (the FP8 cast kernels' conversion).
+            DType::F8E4M3 => b[0] = F8E4M3::from_f64(self.as_f64()).to_bits(),
+            DType::F8E5M2 => b[0] = F8E5M2::from_f64(self.as_f64()).to_bits(),
         }
         (b, n)
     }

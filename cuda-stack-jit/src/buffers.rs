@@ -77,6 +77,17 @@ impl OutBuf {
             DType::I64 => a!(I64, i64),
             DType::F16 => a!(F16, f16),
             DType::BF16 => a!(BF16, bf16),
+            DType::F8E4M3 | DType::F8E5M2 => {
+                return Err(cuda_stack_runtime::TensorError::UnsupportedDType {
+                    op: "cuda-jit output",
+                    dtype,
+                    shape: vec![n],
+                    why: "generated kernels compute in f32, f64, i32, i64, f16 and bf16; make \
+                          FP8 tensors with Tensor::to_fp8"
+                        .into(),
+                }
+                .into())
+            }
         })
     }
 

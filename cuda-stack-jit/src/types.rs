@@ -66,6 +66,8 @@ pub fn numpy_name(d: DType) -> &'static str {
         DType::I64 => "int64",
         DType::F16 => "float16",
         DType::BF16 => "bfloat16",
+        DType::F8E4M3 => "float8_e4m3fn",
+        DType::F8E5M2 => "float8_e5m2",
     }
 }
 
@@ -79,6 +81,8 @@ pub fn c_name(d: DType) -> &'static str {
         DType::I64 => "long long",
         DType::F16 => "float16",
         DType::BF16 => "bfloat16",
+        // No arithmetic type in the prelude: FP8 elements reach generated code as raw bits.
+        DType::F8E4M3 | DType::F8E5M2 => "unsigned char",
     }
 }
 

@@ -14,6 +14,7 @@
 
 use crate::error::{NnError, Result};
 use crate::Var;
+use cuda_stack_runtime::cuda_stack_driver::float8::{F8E4M3, F8E5M2};
 use cuda_stack_runtime::cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_runtime::{DType, GradElement, Tensor, TensorElement};
 use safetensors::tensor::{SafeTensors, TensorView};
@@ -76,6 +77,10 @@ impl HostTensor {
             DType::BF16 => self.to_tensor::<bf16>(name)?.to_dtype::<T>()?,
             DType::I32 => self.to_tensor::<i32>(name)?.to_dtype::<T>()?,
             DType::I64 => self.to_tensor::<i64>(name)?.to_dtype::<T>()?,
+            // FP8 is stored unscaled here; loading it as FP8 needs no cast, and to a wide type
+            // `to_dtype` says that FP8 converts only with a scale (Tensor::from_fp8).
+            DType::F8E4M3 => self.to_tensor::<F8E4M3>(name)?.to_dtype::<T>()?,
+            DType::F8E5M2 => self.to_tensor::<F8E5M2>(name)?.to_dtype::<T>()?,
         })
     }
 }
@@ -108,6 +113,8 @@ fn to_format(d: DType) -> Dtype {
         DType::BF16 => Dtype::BF16,
         DType::I32 => Dtype::I32,
         DType::I64 => Dtype::I64,
+        DType::F8E4M3 => Dtype::F8_E4M3,
+        DType::F8E5M2 => Dtype::F8_E5M2,
     }
 }
 
@@ -119,6 +126,8 @@ fn from_format(d: Dtype) -> Option<DType> {
         Dtype::BF16 => DType::BF16,
         Dtype::I32 => DType::I32,
         Dtype::I64 => DType::I64,
+        Dtype::F8_E4M3 => DType::F8E4M3,
+        Dtype::F8_E5M2 => DType::F8E5M2,
         _ => return None,
     })
 }

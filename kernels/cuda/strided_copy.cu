@@ -79,6 +79,7 @@ __device__ __forceinline__ void strided_copy(const T* __restrict__ src, T* __res
     }
 }
 
+extern "C" __global__ void strided_copy_b1(const unsigned char* src, unsigned char* dst, StridedLayout layout, unsigned long long n) { strided_copy(src, dst, layout, n); }
 extern "C" __global__ void strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n) { strided_copy(src, dst, layout, n); }
 extern "C" __global__ void strided_copy_b4(const unsigned int* src, unsigned int* dst, StridedLayout layout, unsigned long long n) { strided_copy(src, dst, layout, n); }
 extern "C" __global__ void strided_copy_b8(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n) { strided_copy(src, dst, layout, n); }

@@ -268,11 +268,12 @@ family!(acc_cols_max -> Part<Scalar<T>, Scalar<T>>; "max over a dimension", "red
     F32 => reduce_cols_max_f32, F64 => reduce_cols_max_f64,
     F16 => reduce_cols_max_f32, BF16 => reduce_cols_max_f32);
 
-/// The byte-moving `strided_copy_b{2,4,8}` for any `T` of 2, 4 or 8 bytes.
+/// The byte-moving `strided_copy_b{1,2,4,8}` for any `T` of 1, 2, 4 or 8 bytes (1: FP8).
 pub(crate) fn strided_copy<T: cuda_stack_driver::DeviceRepr>(
     k: &Kernels,
 ) -> Result<StridedCopy<T>> {
     let f = match std::mem::size_of::<T>() {
+        1 => k.strided_copy_b1()?.function(),
         2 => k.strided_copy_b2()?.function(),
         4 => k.strided_copy_b4()?.function(),
         8 => k.strided_copy_b8()?.function(),
@@ -280,7 +281,7 @@ pub(crate) fn strided_copy<T: cuda_stack_driver::DeviceRepr>(
             return Err(Error::Invalid {
                 op: "strided_copy",
                 problem: format!(
-                    "elements of {size} bytes ({}) have no kernel; sizes 2, 4 and 8 do",
+                    "elements of {size} bytes ({}) have no kernel; sizes 1, 2, 4 and 8 do",
                     std::any::type_name::<T>()
                 ),
             })

@@ -18,10 +18,16 @@ pub enum DType {
     F16,
     /// bfloat16 ([`half::bf16`]), computed in f32 and rounded once.
     BF16,
+    /// OCP FP8 e4m3 ([`float8::F8E4M3`](cuda_stack_driver::float8::F8E4M3): ±448, no
+    /// infinities): storage, scaled casts and the FP8 GEMMs only ([`crate::ops::Fp8`]).
+    F8E4M3,
+    /// OCP FP8 e5m2 ([`float8::F8E5M2`](cuda_stack_driver::float8::F8E5M2): ±57344, with
+    /// infinities): storage, scaled casts and the FP8 GEMMs only ([`crate::ops::Fp8`]).
+    F8E5M2,
 }
 
 impl DType {
-    /// The suffix kernel names use: `f32`, `f64`, `i32`, `f16`, `bf16`.
+    /// The suffix kernel names use: `f32`, `f64`, `i32`, `f16`, `bf16`, `e4m3`, `e5m2`.
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -29,6 +35,8 @@ impl DType {
             DType::I32 => "i32",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
+            DType::F8E4M3 => "e4m3",
+            DType::F8E5M2 => "e5m2",
         }
     }
 
@@ -38,6 +46,7 @@ impl DType {
             DType::F32 | DType::I32 => 4,
             DType::F64 => 8,
             DType::F16 | DType::BF16 => 2,
+            DType::F8E4M3 | DType::F8E5M2 => 1,
         }
     }
 }

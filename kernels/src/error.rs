@@ -70,6 +70,27 @@ pub enum Error {
         why: &'static str,
     },
 
+    /// The op needs a newer GPU than this one (FP8: compute capability 8.9 or newer; the wgmma
+    /// FP8 GEMM: exactly 9.0); nothing was launched.
+    #[error(
+        "{op} on {dtype} needs a GPU of compute capability {needed}{exact}; this device is \
+         {device}: {why}"
+    )]
+    UnsupportedDevice {
+        /// The operation.
+        op: &'static str,
+        /// The element type asked for.
+        dtype: DType,
+        /// The device's compute capability.
+        device: ComputeCapability,
+        /// The compute capability the op needs.
+        needed: ComputeCapability,
+        /// `""` when newer ones also run it, `" exactly"` for an architecture-specific kernel.
+        exact: &'static str,
+        /// What to use instead.
+        why: &'static str,
+    },
+
     /// The crate has no PTX old enough for this device.
     #[error(
         "no PTX in `{file}` for compute capability {device}: the oldest target is {oldest}; \

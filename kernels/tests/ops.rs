@@ -207,6 +207,8 @@ fn ulp(dtype: DType, x: f64) -> f64 {
         DType::F64 => (52, -1022),
         DType::F16 => (10, -14),
         DType::BF16 => (7, -126),
+        DType::F8E4M3 => (3, -6),
+        DType::F8E5M2 => (2, -14),
         DType::I32 => return 1.0,
     };
     let e = if x == 0.0 {

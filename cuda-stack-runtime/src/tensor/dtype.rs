@@ -20,6 +20,10 @@
 //! | `softmax`, `bias_relu` (+ backward) | ✓ | ✓ (one warp per row / one thread per element: for gradient checks) | — | — | — |
 //! | `scaled_dot_product_attention` (+ `_forward`, `_backward`; [`AttentionElement`](super::AttentionElement)) | ✓ | ✓ | — | ✓ (f32 math; tensor cores on sm_80+: forward and backward at D = 64, 128) | — |
 //! | `rand`, `randn` | ✓ | — | — | — | — |
+//!
+//! FP8 (`F8E4M3`, `F8E5M2`; `fp8_dtype.rs`): views, `contiguous`, `to_vec`, `Display`, `zeros`,
+//! `full`, and the scaled casts and matmuls of `ops/fp8.rs` (compute capability 8.9+); nothing
+//! else.
 //! | backward passes, `log_softmax`, `cross_entropy`, optimizer steps, `clip_grad_norm_` ([`super::GradElement`], `grad_dtype.rs`) | ✓ | ✓ | — | — | — |
 //! | `layer_norm`, `gelu`, `classifier_loss`/`fused_classifier`, `embedding`, `dropout` (+ backward; [`super::FloatElement`], `float_dtype.rs`) | ✓ | ✓ | — | ✓ (f32 math; stats and losses f32) | — |
 //!
@@ -51,10 +55,16 @@ pub enum DType {
     F16,
     /// bfloat16, [`half::bf16`](cuda_stack_driver::half::bf16) (`torch.bfloat16`).
     BF16,
+    /// OCP FP8 e4m3, [`float8::F8E4M3`](cuda_stack_driver::float8::F8E4M3)
+    /// (`torch.float8_e4m3fn`): storage, scaled casts and FP8 matmuls (`ops/fp8.rs`).
+    F8E4M3,
+    /// OCP FP8 e5m2, [`float8::F8E5M2`](cuda_stack_driver::float8::F8E5M2)
+    /// (`torch.float8_e5m2`): storage, scaled casts and FP8 matmuls (`ops/fp8.rs`).
+    F8E5M2,
 }
 
 impl DType {
-    /// The Rust name: `f32`, `f64`, `i32`, `i64`, `f16`, `bf16`.
+    /// The Rust name: `f32`, `f64`, `i32`, `i64`, `f16`, `bf16`, `f8e4m3`, `f8e5m2`.
     pub fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
@@ -63,6 +73,8 @@ impl DType {
             DType::I64 => "i64",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
+            DType::F8E4M3 => "f8e4m3",
+            DType::F8E5M2 => "f8e5m2",
         }
     }
 
@@ -75,12 +87,15 @@ impl DType {
             DType::I64 => "torch.int64",
             DType::F16 => "torch.float16",
             DType::BF16 => "torch.bfloat16",
+            DType::F8E4M3 => "torch.float8_e4m3fn",
+            DType::F8E5M2 => "torch.float8_e5m2",
         }
     }
 
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
+            DType::F8E4M3 | DType::F8E5M2 => 1,
             DType::F16 | DType::BF16 => 2,
             DType::F32 | DType::I32 => 4,
             DType::F64 | DType::I64 => 8,
@@ -107,6 +122,8 @@ impl From<cuda_stack_kernels::DType> for DType {
             cuda_stack_kernels::DType::I32 => DType::I32,
             cuda_stack_kernels::DType::F16 => DType::F16,
             cuda_stack_kernels::DType::BF16 => DType::BF16,
+            cuda_stack_kernels::DType::F8E4M3 => DType::F8E4M3,
+            cuda_stack_kernels::DType::F8E5M2 => DType::F8E5M2,
         }
     }
 }
@@ -119,9 +136,11 @@ mod sealed {
     impl Sealed for i64 {}
     impl Sealed for super::f16 {}
     impl Sealed for super::bf16 {}
+    impl Sealed for cuda_stack_driver::float8::F8E4M3 {}
+    impl Sealed for cuda_stack_driver::float8::F8E5M2 {}
 }
 
-fn unsupported<T: TensorElement>(op: &'static str, why: &str) -> TensorError {
+pub(super) fn unsupported<T: TensorElement>(op: &'static str, why: &str) -> TensorError {
     TensorError::UnsupportedDType {
         op,
         dtype: T::DTYPE,

@@ -31,7 +31,9 @@
 //! .gpu/bin/kernels_bench --torch torch.txt --out bench/
 //! ```
 //!
-//! `--quick` runs small sizes with few repetitions (seconds: the GPU smoke test).
+//! `--quick` runs small sizes with few repetitions (seconds: the GPU smoke test);
+//! `--filter fp8` runs only the sections whose name contains `fp8` (the FP8 GEMMs against
+//! cuBLASLt FP8, with the accuracy FP8 costs).
 //!
 //! `--sweep` runs the shape sweep instead (see `kernels_bench/sweep/mod.rs`): PyTorch's side
 //! comes from `tools/torch_sweep.py`, which reads the cases `--sweep-cases` prints:
@@ -73,7 +75,8 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     torch_sweep: Option<PathBuf>,
     /// With --sweep or --sweep-cases: only the cases whose id contains this text (e.g.
-    /// `bcast` for the broadcast family, `jit` for cuda-jit's).
+    /// `bcast` for the broadcast family, `jit` for cuda-jit's). Otherwise: only the sections
+    /// whose name contains it (e.g. `fp8`: the FP8 GEMMs against cuBLASLt FP8).
     #[arg(long, value_name = "TEXT")]
     filter: Option<String>,
 }
@@ -107,6 +110,7 @@ fn main() -> ExitCode {
             quick: a.common.quick,
             device: a.common.device,
             json: a.common.json,
+            only: a.filter,
         })
     })
 }

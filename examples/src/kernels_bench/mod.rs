@@ -2,7 +2,7 @@
 //!
 //! One file per concern: [`timing`] (events, trials, rotation), [`check`] (CPU-reference checks),
 //! [`rows`] (results, %, targets), [`context`] (what the sections share), one file per kernel
-//! family ([`memory`], [`coalescing`], [`elementwise`], [`matmul`], [`tensor_cores`],
+//! family ([`memory`], [`coalescing`], [`elementwise`], [`matmul`], [`tensor_cores`], [`fp8`],
 //! [`softmax`]), and the outputs
 //! ([`report`] Markdown/JSON, [`chart`] SVG).
 
@@ -11,6 +11,7 @@ pub mod check;
 pub mod coalescing;
 pub mod context;
 pub mod elementwise;
+pub mod fp8;
 pub mod matmul;
 pub mod memory;
 pub mod report;
@@ -44,13 +45,15 @@ pub struct Options {
     pub device: usize,
     /// JSON on stdout instead of the table.
     pub json: bool,
+    /// Only the sections whose name contains this text (e.g. `fp8`, `tensor cores`).
+    pub only: Option<String>,
 }
 
 /// A section of the benchmark.
 type Section = fn(&mut Bench) -> BenchResult<()>;
 
 /// The sections in order (the D2D reference first: the others divide by it).
-const SECTIONS: [(&str, Section); 10] = [
+const SECTIONS: [(&str, Section); 11] = [
     ("D2D reference", memory::d2d),
     ("vector add", memory::vector_add),
     ("sum", memory::sum),
@@ -60,6 +63,7 @@ const SECTIONS: [(&str, Section); 10] = [
     ("bias + relu", elementwise::bias_relu),
     ("matmul", matmul::matmul),
     ("tensor cores", tensor_cores::tensor_cores),
+    ("fp8", fp8::fp8),
     ("softmax", softmax::softmax),
 ];
 
@@ -142,6 +146,13 @@ pub fn run(o: Options) -> BenchResult<()> {
 
     let result = (|| -> BenchResult<()> {
         for (section, f) in SECTIONS {
+            if o.only
+                .as_deref()
+                .is_some_and(|only| !section.contains(only))
+            {
+                pb.inc(1);
+                continue;
+            }
             pb.set_prefix(section);
             f(&mut b)?;
             pb.inc(1);

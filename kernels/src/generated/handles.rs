@@ -329,6 +329,24 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "fp8",
+        source: "cuda/fp8.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_89",
+                min_cc: ComputeCapability { major: 8, minor: 9 },
+                ptx: include_str!("../../ptx/fp8.sm89.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/fp8.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "gelu",
         source: "cuda/gelu.cu",
         targets: &[
@@ -394,6 +412,24 @@ pub static PTX_FILES: &[PtxFile] = &[
                 arch: "sm_90a",
                 cc: ComputeCapability { major: 9, minor: 0 },
                 cubin: include_bytes!("../../sass/gemm_wgmma.sm_90a.cubin"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "gemm_wgmma_fp8",
+        source: "cuda/gemm_wgmma_fp8.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_90a",
+                min_cc: ComputeCapability { major: 9, minor: 0 },
+                ptx: include_str!("../../ptx/gemm_wgmma_fp8.sm90a.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_90a",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/gemm_wgmma_fp8.sm_90a.cubin"),
             },
         ],
     },
@@ -847,7 +883,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 387 kernels, in manifest order.
+/// The names of all 412 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1033,6 +1069,22 @@ pub static KERNEL_NAMES: &[&str] = &[
     "embedding_fwd_f16",
     "embedding_fwd_f32",
     "embedding_fwd_f64",
+    "fp8_amax_bf16",
+    "fp8_amax_f16",
+    "fp8_amax_f32",
+    "fp8_dequant_e4m3_bf16",
+    "fp8_dequant_e4m3_f16",
+    "fp8_dequant_e4m3_f32",
+    "fp8_dequant_e5m2_bf16",
+    "fp8_dequant_e5m2_f16",
+    "fp8_dequant_e5m2_f32",
+    "fp8_quant_bf16_e4m3",
+    "fp8_quant_bf16_e5m2",
+    "fp8_quant_f16_e4m3",
+    "fp8_quant_f16_e5m2",
+    "fp8_quant_f32_e4m3",
+    "fp8_quant_f32_e5m2",
+    "fp8_scale_update",
     "gelu_bwd_bf16",
     "gelu_bwd_f16",
     "gelu_bwd_f32",
@@ -1058,6 +1110,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "gemm_wgmma_f16_tn",
     "gemm_wgmma_f16_tt",
     "gemm_wgmma_tf32_nt",
+    "gemm_wgmma_fp8_e4m3_e4m3_bf16",
+    "gemm_wgmma_fp8_e4m3_e4m3_f32",
+    "gemm_wgmma_fp8_e4m3_e5m2_bf16",
+    "gemm_wgmma_fp8_e4m3_e5m2_f32",
+    "gemm_wgmma_fp8_e5m2_e4m3_bf16",
+    "gemm_wgmma_fp8_e5m2_e4m3_f32",
+    "gemm_wgmma_fp8_e5m2_e5m2_bf16",
+    "gemm_wgmma_fp8_e5m2_e5m2_f32",
     "clip_coef_f32",
     "clip_coef_f64",
     "scale_by_device_f32",
@@ -1230,6 +1290,7 @@ pub static KERNEL_NAMES: &[&str] = &[
     "softmax_small_g8_p4_f32",
     "softmax_smem_f32",
     "softmax_warp_f32",
+    "strided_copy_b1",
     "strided_copy_b16",
     "strided_copy_b2",
     "strided_copy_b4",
@@ -1436,6 +1497,22 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `embedding_fwd_f16` | `const f16_t* weight`, `const int* idx`, `f16_t* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
 /// | `embedding_fwd_f32` | `const float* weight`, `const int* idx`, `float* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
 /// | `embedding_fwd_f64` | `const double* weight`, `const int* idx`, `double* out`, `int N`, `int V`, `int C` | `cuda/embedding.cu` |
+/// | `fp8_amax_bf16` | `const bf16_t* x`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_amax_f16` | `const f16_t* x`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_amax_f32` | `const float* x`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e4m3_bf16` | `const unsigned char* q`, `bf16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e4m3_f16` | `const unsigned char* q`, `f16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e4m3_f32` | `const unsigned char* q`, `float* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e5m2_bf16` | `const unsigned char* q`, `bf16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e5m2_f16` | `const unsigned char* q`, `f16_t* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_dequant_e5m2_f32` | `const unsigned char* q`, `float* out`, `const float* inv_scale`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_bf16_e4m3` | `const bf16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_bf16_e5m2` | `const bf16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f16_e4m3` | `const f16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f16_e5m2` | `const f16_t* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f32_e4m3` | `const float* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_quant_f32_e5m2` | `const float* x`, `unsigned char* q`, `const float* scale`, `float* amax`, `unsigned long long n` | `cuda/fp8.cu` |
+/// | `fp8_scale_update` | `const float* history`, `int len`, `float* scale`, `float* inv_scale`, `float fp8_max`, `int margin` | `cuda/fp8.cu` |
 /// | `gelu_bwd_bf16` | `const bf16_t* x`, `const bf16_t* dy`, `bf16_t* dx`, `unsigned long long n` | `cuda/gelu.cu` |
 /// | `gelu_bwd_f16` | `const f16_t* x`, `const f16_t* dy`, `f16_t* dx`, `unsigned long long n` | `cuda/gelu.cu` |
 /// | `gelu_bwd_f32` | `const float* x`, `const float* dy`, `float* dx`, `unsigned long long n` | `cuda/gelu.cu` |
@@ -1461,6 +1538,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `gemm_wgmma_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
 /// | `gemm_wgmma_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `f16_t* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
 /// | `gemm_wgmma_tf32_nt` | `TensorMap tmA`, `TensorMap tmB`, `const float* A`, `const float* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc` | `cuda/gemm_wgmma.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e4m3_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e4m3_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e5m2_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e4m3_e5m2_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e4m3_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e4m3_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e5m2_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgmma_fp8_e5m2_e5m2_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
 /// | `clip_coef_f32` | `const float* partial`, `unsigned int num`, `float max_norm`, `float* norm`, `float* scale` | `cuda/grad_norm.cu` |
 /// | `clip_coef_f64` | `const double* partial`, `unsigned int num`, `double max_norm`, `double* norm`, `double* scale` | `cuda/grad_norm.cu` |
 /// | `scale_by_device_f32` | `float* x`, `unsigned long long n`, `const float* scale` | `cuda/grad_norm.cu` |
@@ -1633,6 +1718,7 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `softmax_small_g8_p4_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_smem_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
 /// | `softmax_warp_f32` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/softmax.cu` |
+/// | `strided_copy_b1` | `const unsigned char* src`, `unsigned char* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b16` | `const unsigned long long* src`, `unsigned long long* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b2` | `const unsigned short* src`, `unsigned short* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
 /// | `strided_copy_b4` | `const unsigned int* src`, `unsigned int* dst`, `StridedLayout layout`, `unsigned long long n` | `cuda/strided_copy.cu` |
@@ -1665,12 +1751,16 @@ pub struct Kernels {
     elementwise: crate::family::LazyModule<ElementwiseKernels>,
     /// `cuda/embedding.cu`, loaded on the first call of [`Kernels::embedding_kernels`] or of one of its kernels.
     embedding: crate::family::LazyModule<EmbeddingKernels>,
+    /// `cuda/fp8.cu`, loaded on the first call of [`Kernels::fp8_kernels`] or of one of its kernels.
+    fp8: crate::family::LazyModule<Fp8Kernels>,
     /// `cuda/gelu.cu`, loaded on the first call of [`Kernels::gelu_kernels`] or of one of its kernels.
     gelu: crate::family::LazyModule<GeluKernels>,
     /// `cuda/gemm_mma.cu`, loaded on the first call of [`Kernels::gemm_mma_kernels`] or of one of its kernels.
     gemm_mma: crate::family::LazyModule<GemmMmaKernels>,
     /// `cuda/gemm_wgmma.cu`, loaded on the first call of [`Kernels::gemm_wgmma_kernels`] or of one of its kernels.
     gemm_wgmma: crate::family::LazyModule<GemmWgmmaKernels>,
+    /// `cuda/gemm_wgmma_fp8.cu`, loaded on the first call of [`Kernels::gemm_wgmma_fp8_kernels`] or of one of its kernels.
+    gemm_wgmma_fp8: crate::family::LazyModule<GemmWgmmaFp8Kernels>,
     /// `cuda/grad_norm.cu`, loaded on the first call of [`Kernels::grad_norm_kernels`] or of one of its kernels.
     grad_norm: crate::family::LazyModule<GradNormKernels>,
     /// `cuda/introspect.cu`, loaded on the first call of [`Kernels::introspect_kernels`] or of one of its kernels.
@@ -3297,6 +3387,144 @@ fn load_embedding(m: &cuda_stack_driver::Module) -> crate::Result<EmbeddingKerne
     })
 }
 
+/// The kernels of `cuda/fp8.cu` (PTX for `compute_89`; SASS for `sm_90`), from [`Kernels::fp8_kernels`].
+#[derive(Clone, Debug)]
+pub struct Fp8Kernels {
+    /// `fp8_amax_bf16(const bf16_t* x, float* amax, unsigned long long n)`.
+    pub fp8_amax_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_amax_f16(const f16_t* x, float* amax, unsigned long long n)`.
+    pub fp8_amax_f16: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_amax_f32(const float* x, float* amax, unsigned long long n)`.
+    pub fp8_amax_f32: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e4m3_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e4m3_bf16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e4m3_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e4m3_f16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e4m3_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e4m3_f32: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e5m2_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e5m2_bf16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e5m2_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e5m2_f16: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_dequant_e5m2_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)`.
+    pub fp8_dequant_e5m2_f32: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_bf16_e4m3(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_bf16_e4m3: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_bf16_e5m2(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_bf16_e5m2: Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f16_e4m3(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f16_e4m3: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f16_e5m2(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f16_e5m2: Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f32_e4m3(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f32_e4m3: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_quant_f32_e5m2(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)`.
+    pub fp8_quant_f32_e5m2: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>,
+    /// `fp8_scale_update(const float* history, int len, float* scale, float* inv_scale, float fp8_max, int margin)`.
+    pub fp8_scale_update: Kernel<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>,
+}
+
+fn load_fp8(m: &cuda_stack_driver::Module) -> crate::Result<Fp8Kernels> {
+    Ok(Fp8Kernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_amax_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>("fp8_amax_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_amax_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>("fp8_amax_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_amax_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_amax_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e4m3_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e4m3_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e4m3_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e4m3_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e4m3_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e4m3_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e5m2_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e5m2_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e5m2_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e5m2_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_dequant_e5m2_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>("fp8_dequant_e5m2_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_bf16_e4m3: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_bf16_e4m3")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_bf16_e5m2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_bf16_e5m2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f16_e4m3: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f16_e4m3")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f16_e5m2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f16_e5m2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f32_e4m3: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f32_e4m3")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_quant_f32_e5m2: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>("fp8_quant_f32_e5m2")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        fp8_scale_update: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>("fp8_scale_update")? },
+    })
+}
+
 /// The kernels of `cuda/gelu.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::gelu_kernels`].
 #[derive(Clone, Debug)]
 pub struct GeluKernels {
@@ -3524,6 +3752,80 @@ fn load_gemm_wgmma(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmmaKern
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         gemm_wgmma_tf32_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>("gemm_wgmma_tf32_nt")? },
+    })
+}
+
+/// The kernels of `cuda/gemm_wgmma_fp8.cu` (PTX for `compute_90a`; SASS for `sm_90a`), from [`Kernels::gemm_wgmma_fp8_kernels`].
+#[derive(Clone, Debug)]
+pub struct GemmWgmmaFp8Kernels {
+    /// `gemm_wgmma_fp8_e4m3_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e4m3_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e4m3_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e4m3_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e4m3_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e5m2_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e4m3_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e4m3_e5m2_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e4m3_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e4m3_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e5m2_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+    /// `gemm_wgmma_fp8_e5m2_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)`.
+    pub gemm_wgmma_fp8_e5m2_e5m2_f32: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>,
+}
+
+fn load_gemm_wgmma_fp8(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmmaFp8Kernels> {
+    Ok(GemmWgmmaFp8Kernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e4m3_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e4m3_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e4m3_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e4m3_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e5m2_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e5m2_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e4m3_e5m2_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e4m3_e5m2_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e4m3_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e4m3_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e4m3_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e4m3_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e5m2_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e5m2_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgmma_fp8_e5m2_e5m2_f32: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>("gemm_wgmma_fp8_e5m2_e5m2_f32")? },
     })
 }
 
@@ -5046,6 +5348,8 @@ fn load_softmax(m: &cuda_stack_driver::Module) -> crate::Result<SoftmaxKernels> 
 /// The kernels of `cuda/strided_copy.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::strided_copy_kernels`].
 #[derive(Clone, Debug)]
 pub struct StridedCopyKernels {
+    /// `strided_copy_b1(const unsigned char* src, unsigned char* dst, StridedLayout layout, unsigned long long n)`.
+    pub strided_copy_b1: Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>,
     /// `strided_copy_b16(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)`.
     pub strided_copy_b16: Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>,
     /// `strided_copy_b2(const unsigned short* src, unsigned short* dst, StridedLayout layout, unsigned long long n)`.
@@ -5058,6 +5362,12 @@ pub struct StridedCopyKernels {
 
 fn load_strided_copy(m: &cuda_stack_driver::Module) -> crate::Result<StridedCopyKernels> {
     Ok(StridedCopyKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        strided_copy_b1: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>("strided_copy_b1")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -5128,25 +5438,27 @@ impl Kernels {
             dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
             elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
             embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
         }
     }
 
@@ -5222,6 +5534,12 @@ impl Kernels {
         self.embedding.get(load_embedding)
     }
 
+    /// The kernels of `cuda/fp8.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn fp8_kernels(&self) -> crate::Result<&Fp8Kernels> {
+        self.fp8.get(load_fp8)
+    }
+
     /// The kernels of `cuda/gelu.cu`, loaded on the first call and kept. Fails with
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn gelu_kernels(&self) -> crate::Result<&GeluKernels> {
@@ -5238,6 +5556,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn gemm_wgmma_kernels(&self) -> crate::Result<&GemmWgmmaKernels> {
         self.gemm_wgmma.get(load_gemm_wgmma)
+    }
+
+    /// The kernels of `cuda/gemm_wgmma_fp8.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn gemm_wgmma_fp8_kernels(&self) -> crate::Result<&GemmWgmmaFp8Kernels> {
+        self.gemm_wgmma_fp8.get(load_gemm_wgmma_fp8)
     }
 
     /// The kernels of `cuda/grad_norm.cu`, loaded on the first call and kept. Fails with
@@ -6256,6 +6580,86 @@ impl Kernels {
         Ok(&self.embedding_kernels()?.embedding_fwd_f64)
     }
 
+    /// `fp8_amax_bf16(const bf16_t* x, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_amax_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_amax_bf16)
+    }
+
+    /// `fp8_amax_f16(const f16_t* x, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_amax_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_amax_f16)
+    }
+
+    /// `fp8_amax_f32(const float* x, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_amax_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_amax_f32)
+    }
+
+    /// `fp8_dequant_e4m3_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e4m3_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e4m3_bf16)
+    }
+
+    /// `fp8_dequant_e4m3_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e4m3_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e4m3_f16)
+    }
+
+    /// `fp8_dequant_e4m3_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e4m3_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e4m3_f32)
+    }
+
+    /// `fp8_dequant_e5m2_bf16(const unsigned char* q, bf16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e5m2_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e5m2_bf16)
+    }
+
+    /// `fp8_dequant_e5m2_f16(const unsigned char* q, f16_t* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e5m2_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e5m2_f16)
+    }
+
+    /// `fp8_dequant_e5m2_f32(const unsigned char* q, float* out, const float* inv_scale, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_dequant_e5m2_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_dequant_e5m2_f32)
+    }
+
+    /// `fp8_quant_bf16_e4m3(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_bf16_e4m3(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_bf16_e4m3)
+    }
+
+    /// `fp8_quant_bf16_e5m2(const bf16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_bf16_e5m2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_bf16_e5m2)
+    }
+
+    /// `fp8_quant_f16_e4m3(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f16_e4m3(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f16_e4m3)
+    }
+
+    /// `fp8_quant_f16_e5m2(const f16_t* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f16_e5m2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f16_e5m2)
+    }
+
+    /// `fp8_quant_f32_e4m3(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f32_e4m3(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f32_e4m3)
+    }
+
+    /// `fp8_quant_f32_e5m2(const float* x, unsigned char* q, const float* scale, float* amax, unsigned long long n)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_quant_f32_e5m2(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>> {
+        Ok(&self.fp8_kernels()?.fp8_quant_f32_e5m2)
+    }
+
+    /// `fp8_scale_update(const float* history, int len, float* scale, float* inv_scale, float fp8_max, int margin)` from `cuda/fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn fp8_scale_update(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>> {
+        Ok(&self.fp8_kernels()?.fp8_scale_update)
+    }
+
     /// `gelu_bwd_bf16(const bf16_t* x, const bf16_t* dy, bf16_t* dx, unsigned long long n)` from `cuda/gelu.cu` (the first call of any of that file's kernels loads it).
     pub fn gelu_bwd_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, u64)>> {
         Ok(&self.gelu_kernels()?.gelu_bwd_bf16)
@@ -6379,6 +6783,46 @@ impl Kernels {
     /// `gemm_wgmma_tf32_nt(TensorMap tmA, TensorMap tmB, const float* A, const float* B, float* C, int M, int N, int K, int ldc)` from `cuda/gemm_wgmma.cu` (the first call of any of that file's kernels loads it).
     pub fn gemm_wgmma_tf32_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>> {
         Ok(&self.gemm_wgmma_kernels()?.gemm_wgmma_tf32_nt)
+    }
+
+    /// `gemm_wgmma_fp8_e4m3_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e4m3_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e4m3_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e4m3_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e4m3_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e4m3_f32)
+    }
+
+    /// `gemm_wgmma_fp8_e4m3_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e5m2_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e5m2_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e4m3_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e4m3_e5m2_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e4m3_e5m2_f32)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e4m3_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e4m3_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e4m3_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e4m3_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e4m3_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e4m3_f32)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e5m2_bf16(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, bf16_t* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e5m2_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e5m2_bf16)
+    }
+
+    /// `gemm_wgmma_fp8_e5m2_e5m2_f32(TensorMap tmA, TensorMap tmB, const unsigned char* A, const unsigned char* B, float* C, int M, int N, int K, int ldc, const float* a_inv_scale, const float* b_inv_scale)` from `cuda/gemm_wgmma_fp8.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgmma_fp8_e5m2_e5m2_f32(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>> {
+        Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e5m2_f32)
     }
 
     /// `clip_coef_f32(const float* partial, unsigned int num, float max_norm, float* norm, float* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
@@ -7241,6 +7685,11 @@ impl Kernels {
         Ok(&self.softmax_kernels()?.softmax_warp_f32)
     }
 
+    /// `strided_copy_b1(const unsigned char* src, unsigned char* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
+    pub fn strided_copy_b1(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>> {
+        Ok(&self.strided_copy_kernels()?.strided_copy_b1)
+    }
+
     /// `strided_copy_b16(const unsigned long long* src, unsigned long long* dst, StridedLayout layout, unsigned long long n)` from `cuda/strided_copy.cu` (the first call of any of that file's kernels loads it).
     pub fn strided_copy_b16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>> {
         Ok(&self.strided_copy_kernels()?.strided_copy_b16)
@@ -7287,9 +7736,11 @@ impl Kernels {
             self.dropout.loaded(),
             self.elementwise.loaded(),
             self.embedding.loaded(),
+            self.fp8.loaded(),
             self.gelu.loaded(),
             self.gemm_mma.loaded(),
             self.gemm_wgmma.loaded(),
+            self.gemm_wgmma_fp8.loaded(),
             self.grad_norm.loaded(),
             self.introspect.loaded(),
             self.launch_bench.loaded(),
@@ -7363,6 +7814,10 @@ impl Kernels {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
+        match self.fp8_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
         match self.gelu_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
@@ -7372,6 +7827,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.gemm_wgmma_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.gemm_wgmma_fp8_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -8037,6 +8496,57 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.embedding_fwd_f64.function().clone())? };
             n += 12;
         }
+        if let Some(f) = self.fp8.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_amax_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_amax_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_amax_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e4m3_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e4m3_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e4m3_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e5m2_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e5m2_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, u64)>::from_function(f.fp8_dequant_e5m2_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_bf16_e4m3.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_bf16_e5m2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f16_e4m3.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f16_e5m2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f32_e4m3.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<u8>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, u64)>::from_function(f.fp8_quant_f32_e5m2.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, f32, i32)>::from_function(f.fp8_scale_update.function().clone())? };
+            n += 16;
+        }
         if let Some(f) = self.gelu.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -8120,6 +8630,33 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32)>::from_function(f.gemm_wgmma_tf32_nt.function().clone())? };
             n += 9;
+        }
+        if let Some(f) = self.gemm_wgmma_fp8.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e4m3_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e4m3_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e5m2_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e4m3_e5m2_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e4m3_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e4m3_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e5m2_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e5m2_f32.function().clone())? };
+            n += 8;
         }
         if let Some(f) = self.grad_norm.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -8682,6 +9219,9 @@ impl Kernels {
         if let Some(f) = self.strided_copy.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<u8>, &'static mut DeviceSlice<u8>, StridedLayout, u64)>::from_function(f.strided_copy_b1.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>::from_function(f.strided_copy_b16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -8692,7 +9232,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<u64>, &'static mut DeviceSlice<u64>, StridedLayout, u64)>::from_function(f.strided_copy_b8.function().clone())? };
-            n += 4;
+            n += 5;
         }
         if let Some(f) = self.vector_add.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -8896,6 +9436,22 @@ impl Kernels {
             "embedding_fwd_f16" => self.embedding_fwd_f16().ok().map(|k| k.function()),
             "embedding_fwd_f32" => self.embedding_fwd_f32().ok().map(|k| k.function()),
             "embedding_fwd_f64" => self.embedding_fwd_f64().ok().map(|k| k.function()),
+            "fp8_amax_bf16" => self.fp8_amax_bf16().ok().map(|k| k.function()),
+            "fp8_amax_f16" => self.fp8_amax_f16().ok().map(|k| k.function()),
+            "fp8_amax_f32" => self.fp8_amax_f32().ok().map(|k| k.function()),
+            "fp8_dequant_e4m3_bf16" => self.fp8_dequant_e4m3_bf16().ok().map(|k| k.function()),
+            "fp8_dequant_e4m3_f16" => self.fp8_dequant_e4m3_f16().ok().map(|k| k.function()),
+            "fp8_dequant_e4m3_f32" => self.fp8_dequant_e4m3_f32().ok().map(|k| k.function()),
+            "fp8_dequant_e5m2_bf16" => self.fp8_dequant_e5m2_bf16().ok().map(|k| k.function()),
+            "fp8_dequant_e5m2_f16" => self.fp8_dequant_e5m2_f16().ok().map(|k| k.function()),
+            "fp8_dequant_e5m2_f32" => self.fp8_dequant_e5m2_f32().ok().map(|k| k.function()),
+            "fp8_quant_bf16_e4m3" => self.fp8_quant_bf16_e4m3().ok().map(|k| k.function()),
+            "fp8_quant_bf16_e5m2" => self.fp8_quant_bf16_e5m2().ok().map(|k| k.function()),
+            "fp8_quant_f16_e4m3" => self.fp8_quant_f16_e4m3().ok().map(|k| k.function()),
+            "fp8_quant_f16_e5m2" => self.fp8_quant_f16_e5m2().ok().map(|k| k.function()),
+            "fp8_quant_f32_e4m3" => self.fp8_quant_f32_e4m3().ok().map(|k| k.function()),
+            "fp8_quant_f32_e5m2" => self.fp8_quant_f32_e5m2().ok().map(|k| k.function()),
+            "fp8_scale_update" => self.fp8_scale_update().ok().map(|k| k.function()),
             "gelu_bwd_bf16" => self.gelu_bwd_bf16().ok().map(|k| k.function()),
             "gelu_bwd_f16" => self.gelu_bwd_f16().ok().map(|k| k.function()),
             "gelu_bwd_f32" => self.gelu_bwd_f32().ok().map(|k| k.function()),
@@ -8921,6 +9477,14 @@ impl Kernels {
             "gemm_wgmma_f16_tn" => self.gemm_wgmma_f16_tn().ok().map(|k| k.function()),
             "gemm_wgmma_f16_tt" => self.gemm_wgmma_f16_tt().ok().map(|k| k.function()),
             "gemm_wgmma_tf32_nt" => self.gemm_wgmma_tf32_nt().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e4m3_bf16" => self.gemm_wgmma_fp8_e4m3_e4m3_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e4m3_f32" => self.gemm_wgmma_fp8_e4m3_e4m3_f32().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e5m2_bf16" => self.gemm_wgmma_fp8_e4m3_e5m2_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e4m3_e5m2_f32" => self.gemm_wgmma_fp8_e4m3_e5m2_f32().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e4m3_bf16" => self.gemm_wgmma_fp8_e5m2_e4m3_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e4m3_f32" => self.gemm_wgmma_fp8_e5m2_e4m3_f32().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e5m2_bf16" => self.gemm_wgmma_fp8_e5m2_e5m2_bf16().ok().map(|k| k.function()),
+            "gemm_wgmma_fp8_e5m2_e5m2_f32" => self.gemm_wgmma_fp8_e5m2_e5m2_f32().ok().map(|k| k.function()),
             "clip_coef_f32" => self.clip_coef_f32().ok().map(|k| k.function()),
             "clip_coef_f64" => self.clip_coef_f64().ok().map(|k| k.function()),
             "scale_by_device_f32" => self.scale_by_device_f32().ok().map(|k| k.function()),
@@ -9093,6 +9657,7 @@ impl Kernels {
             "softmax_small_g8_p4_f32" => self.softmax_small_g8_p4_f32().ok().map(|k| k.function()),
             "softmax_smem_f32" => self.softmax_smem_f32().ok().map(|k| k.function()),
             "softmax_warp_f32" => self.softmax_warp_f32().ok().map(|k| k.function()),
+            "strided_copy_b1" => self.strided_copy_b1().ok().map(|k| k.function()),
             "strided_copy_b16" => self.strided_copy_b16().ok().map(|k| k.function()),
             "strided_copy_b2" => self.strided_copy_b2().ok().map(|k| k.function()),
             "strided_copy_b4" => self.strided_copy_b4().ok().map(|k| k.function()),

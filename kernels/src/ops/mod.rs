@@ -22,7 +22,9 @@ mod coalescing;
 mod dropout;
 mod elementwise;
 mod embedding;
+mod fp8;
 mod gelu;
+mod gemm_fp8;
 mod gemm_tc;
 mod grad_norm;
 mod introspect;
@@ -64,7 +66,12 @@ pub use elementwise::{
     axpy, binary, binary_broadcast, fill, relu, scale, tanh, BinaryOp, BroadcastOperand,
 };
 pub use embedding::{embedding_bwd, embedding_fwd, embedding_workspace_len};
+pub use fp8::{
+    fp8_amax, fp8_dequantize, fp8_dequantize_cpu, fp8_quantize, fp8_quantize_cpu, fp8_scale_update,
+    fp8_supported, Fp8, Fp8Wide, FP8_MIN_CC,
+};
 pub use gelu::{gelu_bwd, gelu_fwd};
+pub use gemm_fp8::{gemm_fp8, gemm_fp8_cpu, Fp8GemmOut, FP8_WGMMA_CC};
 pub use gemm_tc::{
     gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
 };

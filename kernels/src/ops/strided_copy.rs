@@ -56,7 +56,8 @@ fn widened_to_16_bytes(
 /// `out[i] = src[offset + Σ_d idx_d(i) · strides[d]]` for the view `layout` of `src`, in
 /// row-major order (`idx(i)` is `i` unravelled over `layout.shape`, last dimension fastest).
 ///
-/// Works for any element of 2, 4 or 8 bytes (`strided_copy_b2/b4/b8`; it only moves bytes).
+/// Works for any element of 1, 2, 4 or 8 bytes (`strided_copy_b1/b2/b4/b8`; it only moves
+/// bytes).
 /// `out` must have `layout.numel()` elements and every index the view reaches must lie inside
 /// `src`. The layout is first simplified ([`StridedLayout::simplified`]); a transposed
 /// contiguous matrix of 4-byte elements goes to the transpose kernels; a view whose rows are

@@ -15,6 +15,7 @@ mod dropout;
 mod elementwise;
 mod embedding;
 mod foreach;
+mod fp8;
 mod gelu;
 mod gemm_operand;
 mod in_place;
@@ -32,6 +33,7 @@ mod to_dtype;
 pub use attention::AttentionElement;
 pub use clip::{clip_grad_norm_, clip_grad_scale};
 pub use foreach::{adam_many_, to_dtype_many, zeros_like_many, AdamSlot};
+pub use fp8::Fp8Cast;
 pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
 use super::error::TensorError;

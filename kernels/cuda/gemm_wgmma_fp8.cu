@@ -1,0 +1,307 @@
+// gemm_wgmma_fp8.cu — FP8 GEMM on Hopper's tensor cores: C = alpha · (A · B^T), A [M, K] and B
+// stored [N, K] in FP8 (e4m3 or e5m2, any pairing), f32 accumulation, C in bf16 or f32.
+//
+// gen-ptx: archs=90a
+//
+// The structure is gemm_wgmma.cu's (read that file first): one producer warpgroup drives the TMA
+// engine through a ring of WG_STAGES shared-memory stages with `full` / `empty` mbarriers; two
+// consumer warpgroups each own 64 rows x 256 columns of the 128 x 256 block tile and issue
+// `wgmma.mma_async` reading both operands from shared memory (128-byte swizzle). What changes:
+//   * the multiply is `wgmma.mma_async.m64n256k32.f32.{e4m3,e5m2}.{e4m3,e5m2}`: k = 32 per
+//     instruction, still 32 bytes of each operand row, so the descriptors advance exactly as for
+//     16-bit types; one 128-byte tile row now holds 128 values of k (BK = 128 per stage);
+//   * FP8 wgmma reads both operands K-major only (no transpose immediates, as for TF32), so the
+//     only layout is "nt": A [M, K] (row stride lda >= K) and B stored [N, K] (ldb >= K) — what
+//     cuBLASLt's FP8 matmul requires too. The host relays other layouts out first;
+//   * the epilogue scales by alpha = a_inv_scale[0] · b_inv_scale[0] (the per-tensor FP8 scales,
+//     read from device memory, so a step's scales never visit the host) and rounds once to C.
+//
+// Host contract (ops/gemm_fp8.rs checks it before every launch):
+//   * block 384 threads exactly, grid ceil(M / 128) · ceil(N / 256) blocks, dynamic shared memory
+//     WG_SMEM_BYTES (the function's limit raised first);
+//   * tmA: dims {K, M}, box {128, 128}; tmB: dims {K, N}, box {128, 256}; 1-byte elements
+//     (CU_TENSOR_MAP_DATA_TYPE_UINT8), 128-byte swizzle, zero fill outside. TMA needs 16-byte
+//     aligned bases and row strides: lda, ldb multiples of 16 (K itself any size >= 1: the engine
+//     zero-fills the K tail, and zeros add nothing);
+//   * M, N, K >= 1; a_inv_scale, b_inv_scale one f32 each.
+#include "dtype.cuh"
+#include "shared_address.cuh"
+#include "tma.cuh"
+
+#define WG_BM 128
+#define WG_BN 256
+#define WG_BK 128                                 // fp8 values of k per stage (128 bytes)
+#define WG_KSTEP 32                               // k per wgmma (32 bytes)
+#define WG_STAGES 4
+#define WG_THREADS 384
+#define WG_ROW_BYTES 128
+#define WG_A_BYTES (WG_BM * WG_ROW_BYTES)         // 16 KB per stage
+#define WG_B_BYTES (WG_BN * WG_ROW_BYTES)         // 32 KB per stage
+#define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
+#define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + 1024 + 2 * WG_STAGES * 8)
+#define WG_GROUP_M 8
+
+// ---- wgmma -----------------------------------------------------------------------------------
+
+// A shared-memory matrix descriptor: start address, leading- and stride-dimension byte offsets
+// (all in 16-byte units), 128-byte swizzle. Tiles start on 1024-byte boundaries, so the base
+// offset field stays 0.
+__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
+           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() {
+    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_commit() {
+    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+
+// Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
+// wgmma boundary (the asm "modifies" the register, in program order with the volatile asms).
+__device__ __forceinline__ void wg_fence_acc(float (&d)[128]) {
+#pragma unroll
+    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+#define WG_DREGS                                                                                  \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "            \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "            \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "            \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "            \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "            \
+    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
+#define WG_ACC8(i)                                                                                 \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+        "+f"(d[i + 6]), "+f"(d[i + 7])
+#define WG_ACC128                                                                                     \
+    WG_ACC8(0), WG_ACC8(8), WG_ACC8(16), WG_ACC8(24), WG_ACC8(32), WG_ACC8(40), WG_ACC8(48),        \
+        WG_ACC8(56), WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88), WG_ACC8(96), WG_ACC8(104), \
+        WG_ACC8(112), WG_ACC8(120)
+
+// FP8 element tags: E5 = 1 for e5m2.
+struct E4M3 {
+    enum { E5 = 0 };
+};
+struct E5M2 {
+    enum { E5 = 1 };
+};
+
+// d = A(64 x 32) @ B(32 x 256) (+ d when `accumulate` != 0), both K-major in shared memory.
+template <int AE5, int BE5>
+struct WgmmaFp8;
+
+#define WG_FP8_MMA(AE5, BE5, TYPES)                                                                  \
+    template <>                                                                                      \
+    struct WgmmaFp8<AE5, BE5> {                                                                      \
+        static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,          \
+                                                   unsigned long long db, int accumulate) {         \
+            asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0;\n"                                 \
+                         "wgmma.mma_async.sync.aligned.m64n256k32.f32." TYPES " " WG_DREGS           \
+                         ", %128, %129, p, 1, 1; }"                                                  \
+                         : WG_ACC128                                                                 \
+                         : "l"(da), "l"(db), "r"(accumulate));                                       \
+        }                                                                                            \
+    };
+WG_FP8_MMA(0, 0, "e4m3.e4m3")
+WG_FP8_MMA(0, 1, "e4m3.e5m2")
+WG_FP8_MMA(1, 0, "e5m2.e4m3")
+WG_FP8_MMA(1, 1, "e5m2.e5m2")
+
+// ---- the epilogue: alpha · accumulators to C ---------------------------------------------------
+
+template <typename T>
+struct WgStore;
+template <>
+struct WgStore<bf16_t> {
+    static __device__ __forceinline__ void two(bf16_t* c, float a, float b) {
+        unsigned v;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(b), "f"(a));  // a in the low half
+        *reinterpret_cast<unsigned*>(c) = v;
+    }
+    static __device__ __forceinline__ void one(bf16_t* c, float a) { *c = f32_to_bf16(a); }
+};
+template <>
+struct WgStore<float> {
+    static __device__ __forceinline__ void two(float* c, float a, float b) {
+        *reinterpret_cast<float2*>(c) = make_float2(a, b);
+    }
+    static __device__ __forceinline__ void one(float* c, float a) { *c = a; }
+};
+
+// Thread t of a consumer warpgroup holds, for each of the 32 n8 column blocks i, rows
+// 16 * warp + lane / 4 (+ 8) and columns 8 i + 2 (lane % 4) (+ 1): the wgmma D fragment.
+template <typename T>
+__device__ __forceinline__ void wg_epilogue(float (&d)[128], float alpha, T* __restrict__ C, int M, int N, int ldc,
+                                            int row0, int col0) {
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
+    const int r = row0 + 16 * warp + lane / 4;
+    const int cb = col0 + 2 * (lane % 4);
+    const bool pairs = (ldc % 2 == 0) && ((((u64)C) & (2 * sizeof(T) - 1)) == 0);
+#pragma unroll
+    for (int i = 0; i < 32; ++i) {
+        const int col = cb + 8 * i;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int row = r + 8 * h;
+            if (row < M && col < N) {
+                T* p = C + (long long)row * ldc + col;
+                const float v0 = alpha * d[4 * i + 2 * h], v1 = alpha * d[4 * i + 2 * h + 1];
+                if (pairs && col + 1 < N) {
+                    WgStore<T>::two(p, v0, v1);
+                } else {
+                    WgStore<T>::one(p, v0);
+                    if (col + 1 < N) WgStore<T>::one(p + 1, v1);
+                }
+            }
+        }
+    }
+}
+
+// ---- the kernel ----------------------------------------------------------------------------------
+
+template <class EA, class EB, typename T>
+__device__ __forceinline__ void gemm_wgmma_fp8(const TensorMap* tmA, const TensorMap* tmB, T* __restrict__ C, int M,
+                                               int N, int K, int ldc, const float* __restrict__ a_inv_scale,
+                                               const float* __restrict__ b_inv_scale) {
+    extern __shared__ unsigned char wg_smem[];
+    const unsigned base = (smem_u32(wg_smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
+    const unsigned bars = base + WG_STAGES * WG_STAGE_BYTES;
+    // full[s] = bars + 8 s; empty[s] = bars + 8 (STAGES + s) (one arrival per consumer warp).
+
+    const int tiles_m = (M + WG_BM - 1) / WG_BM, tiles_n = (N + WG_BN - 1) / WG_BN;
+    const int per_group = WG_GROUP_M * tiles_n;
+    const int group = blockIdx.x / per_group;
+    const int first_m = group * WG_GROUP_M;
+    const int rows_here = min(tiles_m - first_m, WG_GROUP_M);
+    const int in_group = blockIdx.x % per_group;
+    const int tm = first_m + in_group % rows_here, tn = in_group / rows_here;
+    const int m0 = tm * WG_BM, n0 = tn * WG_BN;
+    const int ktiles = (K + WG_BK - 1) / WG_BK;
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < WG_STAGES; ++s) {
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (WG_STAGES + s), 8);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (threadIdx.x == 0) {
+            for (int kt = 0; kt < ktiles; ++kt) {
+                const int s = kt % WG_STAGES;
+                if (kt >= WG_STAGES) mbar_wait(bars + 8 * (WG_STAGES + s), ((kt / WG_STAGES) & 1) ^ 1);
+                const unsigned full = bars + 8 * s;
+                mbar_expect_tx(full, WG_STAGE_BYTES);
+                const unsigned sa = base + s * WG_STAGE_BYTES, sb = sa + WG_A_BYTES;
+                const int k0 = kt * WG_BK;
+                tma_load_2d(sa, tmA, k0, m0, full);
+                tma_load_2d(sb, tmB, k0, n0, full);
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        const int c = wg - 1;  // consumer c owns rows m0 + 64 c .. + 63
+        // The first wgmma overwrites the accumulators (scale-d = 0): initialising them with ordinary
+        // instructions would make ptxas serialise the wgmma pipeline (its warning C7515). The
+        // host never launches K == 0; the branch keeps every path defined (and, as in
+        // gemm_wgmma.cu, leaving it out made ptxas report C7515).
+        float d[128];
+        if (ktiles == 0) {
+#pragma unroll
+            for (int i = 0; i < 128; ++i) d[i] = 0.0f;
+        }
+        const unsigned sbo = 8 * WG_ROW_BYTES;
+        for (int kt = 0; kt < ktiles; ++kt) {
+            const int s = kt % WG_STAGES;
+            mbar_wait(bars + 8 * s, (kt / WG_STAGES) & 1);
+            const unsigned sa = base + s * WG_STAGE_BYTES + c * 64 * WG_ROW_BYTES;
+            const unsigned sb = base + s * WG_STAGE_BYTES + WG_A_BYTES;
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < WG_BK / WG_KSTEP; ++kk) {
+                WgmmaFp8<EA::E5, EB::E5>::run(d, wg_desc(sa + kk * 32, 16, sbo), wg_desc(sb + kk * 32, 16, sbo),
+                                              kt > 0 || kk > 0);
+            }
+            wgmma_commit();
+            // As in gemm_wgmma.cu: wait for this tile's multiplies before handing the stage back
+            // (wait_group 1 made ptxas serialise the wgmmas, C7515); the other consumer keeps the
+            // tensor cores busy meanwhile.
+            wgmma_wait<0>();
+            if (threadIdx.x % 32 == 0) mbar_arrive(bars + 8 * (WG_STAGES + s));
+        }
+        wg_fence_acc(d);
+        const float alpha = a_inv_scale[0] * b_inv_scale[0];
+        wg_epilogue<T>(d, alpha, C, M, N, ldc, m0 + 64 * c, n0);
+    }
+}
+
+// A and B are not read here (the tensor maps address them); they are parameters so that a launch
+// orders their buffers like any other kernel argument.
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e4m3_e4m3_bf16(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             bf16_t* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E4M3, E4M3, bf16_t>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e4m3_e4m3_f32(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             float* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E4M3, E4M3, float>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e4m3_e5m2_bf16(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             bf16_t* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E4M3, E5M2, bf16_t>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e4m3_e5m2_f32(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             float* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E4M3, E5M2, float>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e5m2_e4m3_bf16(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             bf16_t* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E5M2, E4M3, bf16_t>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e5m2_e4m3_f32(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             float* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E5M2, E4M3, float>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e5m2_e5m2_bf16(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             bf16_t* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E5M2, E5M2, bf16_t>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
+extern "C" __global__ void __launch_bounds__(WG_THREADS, 1)
+    gemm_wgmma_fp8_e5m2_e5m2_f32(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+                             const unsigned char* __restrict__ A, const unsigned char* __restrict__ B,
+                             float* __restrict__ C, int M, int N, int K, int ldc,
+                             const float* __restrict__ a_inv_scale, const float* __restrict__ b_inv_scale) {
+    gemm_wgmma_fp8<E5M2, E5M2, float>(&tmA, &tmB, C, M, N, K, ldc, a_inv_scale, b_inv_scale);
+}
