@@ -235,7 +235,7 @@ impl TensorMap {
         }
         let mut byte_strides = [0u64; 4];
         for (i, &st) in strides.iter().enumerate() {
-            let bytes = st.checked_mul(es).unwrap_or(u64::MAX);
+            let bytes = st.saturating_mul(es);
             if bytes % 16 != 0 || bytes >= 1 << 40 {
                 return Err(bad(format!(
                     "stride {st} elements ({bytes} bytes) of dimension {}: it must be a multiple \

@@ -382,10 +382,38 @@ fn wgmma_forward<T: AttentionElement>() -> TestResult {
         }
         for causal in [false, true] {
             // 16 · 12 · 2 = 384 query tiles: about three per CTA.
-            case_with::<T>(&k, &s, shape(16, 12, 129, 129, d, causal), Layout::Dense, 3, wg)?;
-            case_with::<T>(&k, &s, shape(2, 2, 1024, 1024, d, causal), Layout::Packed, 4, wg)?;
-            case_with::<T>(&k, &s, shape(3, 5, 700, 300, d, causal), Layout::Dense, 5, wg)?;
-            case_with::<T>(&k, &s, shape(3, 5, 300, 900, d, causal), Layout::Dense, 6, wg)?;
+            case_with::<T>(
+                &k,
+                &s,
+                shape(16, 12, 129, 129, d, causal),
+                Layout::Dense,
+                3,
+                wg,
+            )?;
+            case_with::<T>(
+                &k,
+                &s,
+                shape(2, 2, 1024, 1024, d, causal),
+                Layout::Packed,
+                4,
+                wg,
+            )?;
+            case_with::<T>(
+                &k,
+                &s,
+                shape(3, 5, 700, 300, d, causal),
+                Layout::Dense,
+                5,
+                wg,
+            )?;
+            case_with::<T>(
+                &k,
+                &s,
+                shape(3, 5, 300, 900, d, causal),
+                Layout::Dense,
+                6,
+                wg,
+            )?;
         }
     }
     Ok(())

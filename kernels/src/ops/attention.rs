@@ -15,8 +15,6 @@ use crate::launch::{grid, sms, to_i32};
 mod bwd;
 mod fwd_wgmma;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
-pub use fwd_wgmma::ATTENTION_FWD_ENV;
-use fwd_wgmma::FwdOverride;
 pub use bwd::{
     attention_bwd, attention_bwd_dq_choice, attention_bwd_dq_plan, attention_bwd_dq_workspace_len,
     attention_bwd_tc_fits, attention_bwd_with, attention_bwd_with_dq, AttentionBwdDq,
@@ -24,6 +22,8 @@ pub use bwd::{
 };
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
+use fwd_wgmma::FwdOverride;
+pub use fwd_wgmma::ATTENTION_FWD_ENV;
 
 /// The largest head dimension the kernels take.
 pub const ATTENTION_MAX_HEAD_DIM: usize = 256;
@@ -444,7 +444,10 @@ pub fn attention_fwd_with<T: AttentionElement>(
         (AttentionAlgo::Simt, ..) => Fwd::Simt,
         (AttentionAlgo::TensorCore, None, _) => Fwd::Mma,
         (AttentionAlgo::TensorCore, Some(why), _) => {
-            return Err(unsupported("scaled_dot_product_attention (tensor cores)", why))
+            return Err(unsupported(
+                "scaled_dot_product_attention (tensor cores)",
+                why,
+            ))
         }
         (AttentionAlgo::Wgmma, _, None) => Fwd::Wgmma,
         (AttentionAlgo::Wgmma, _, Some(why)) => {
