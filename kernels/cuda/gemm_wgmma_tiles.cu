@@ -11,13 +11,16 @@
 //     pipeline fill per tile and its epilogue overlaps nothing;
 //   * a large K with a small M * N has a handful of tiles;
 //   * mid shapes (~1000^3) have 32 tiles of 128 x 256 for 132 SMs.
-// These kernels answer all four with three changes:
+// These kernels answer all four with four changes:
 //   1. Tile shapes BM x BN = 128 x 256, 128 x 128, 64 x 128 (one consumer warpgroup, m64n128) and
 //      128 x 64 (m64n64): a skinny operand no longer pads a 256-wide or 128-tall tile.
 //   2. Persistent blocks: grid = min(units, SMs); block b walks units b, b + grid, ... The
 //      producer warpgroup runs ahead across unit boundaries (the stage ring and its phases carry
 //      on), so the next unit's loads overlap this unit's epilogue.
-//   3. Split-K: a unit is (tile, k slice z). With splits > 1 each unit writes its f32 partial
+//   3. C leaves through shared memory: each consumer rounds its fragment into a 64 x BN buffer,
+//      then writes whole rows, 16 bytes per thread (wgx_store_c_staged), instead of 4-byte stores
+//      that write every 32-byte sector of C in two halves.
+//   4. Split-K: a unit is (tile, k slice z). With splits > 1 each unit writes its f32 partial
 //      tile to slab z of a workspace [splits][M][N]; gemm_wgx_reduce_* then adds the slabs in
 //      order z = 0, 1, ... and rounds once (deterministic: no atomics, a fixed order).
 //
@@ -50,8 +53,10 @@
 #define WGX_BK 64          // k per stage (128 bytes of 16-bit elements)
 #define WGX_GROUP_M 8      // tile rows walked together (L2 reuse of B)
 
-// A tile shape: BM x BN outputs per unit, STAGES shared-memory stages (each (BM + BN) x 128 bytes;
-// all four shapes use 192 KB of stages).
+// A tile shape: BM x BN outputs per unit, STAGES shared-memory stages (each (BM + BN) x 128 bytes),
+// and per consumer an epilogue buffer of 64 rows x BN 16-bit results (rows padded by 16 bytes:
+// the fragment stores hit 32 distinct banks). Shared memory, in order: the stages (1 KB aligned),
+// the epilogue buffers, the mbarriers; as many stages as fit in 227 KB.
 template <int BM_, int BN_, int STAGES_>
 struct GemmWgx {
     enum {
@@ -63,12 +68,14 @@ struct GemmWgx {
         A_BYTES = BM_ * WGX_ROW_BYTES,
         B_BYTES = BN_ * WGX_ROW_BYTES,
         STAGE_BYTES = (BM_ + BN_) * WGX_ROW_BYTES,
-        SMEM = STAGES_ * (BM_ + BN_) * WGX_ROW_BYTES + 1024 + 2 * STAGES_ * 8,
+        EPI_PITCH = BN_ * 2 + 16,        // bytes per row of an epilogue buffer
+        EPI_BYTES = 64 * (BN_ * 2 + 16),  // one consumer's epilogue buffer
+        SMEM = STAGES_ * (BM_ + BN_) * WGX_ROW_BYTES + (BM_ / 64) * 64 * (BN_ * 2 + 16) + 1024 + 2 * STAGES_ * 8,
         ACC = BN_ / 2,  // f32 accumulators per consumer thread
     };
 };
-typedef GemmWgx<128, 256, 4> Wgx128x256;
-typedef GemmWgx<128, 128, 6> Wgx128x128;
+typedef GemmWgx<128, 256, 3> Wgx128x256;
+typedef GemmWgx<128, 128, 5> Wgx128x128;
 typedef GemmWgx<64, 128, 8> Wgx64x128;
 typedef GemmWgx<128, 64, 8> Wgx128x64;
 
@@ -117,30 +124,71 @@ struct WgxStore<WgxF16> {
     static __device__ __forceinline__ void one(f16_t* c, float a) { *c = f32_to_f16(a); }
 };
 
-// The consumer's 64 x BN accumulators (rows row0.., columns col0..) to C, rounded once.
-template <class E, int ACC>
-__device__ __forceinline__ void wgx_store_c(const float (&d)[ACC], typename E::T* __restrict__ C, int M, int N, int ldc,
-                                            int row0, int col0) {
-    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32;
-    const int r = row0 + 16 * warp + lane / 4;
-    const int cb = col0 + 2 * (lane % 4);
+// Waits for the 128 threads of one consumer warpgroup (named barrier `id`, 1 + consumer).
+__device__ __forceinline__ void wgx_bar(int id) { asm volatile("bar.sync %0, 128;" ::"r"(id) : "memory"); }
+
+// Two results rounded to E's type, packed (a in the low half).
+template <class E>
+__device__ __forceinline__ unsigned wgx_pack(float a, float b);
+template <>
+__device__ __forceinline__ unsigned wgx_pack<WgxBF16>(float a, float b) {
+    unsigned v;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(b), "f"(a));
+    return v;
+}
+template <>
+__device__ __forceinline__ unsigned wgx_pack<WgxF16>(float a, float b) {
+    unsigned v;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(v) : "f"(b), "f"(a));
+    return v;
+}
+
+// The consumer's 64 x BN accumulators (rows row0.., columns col0..) to C, rounded once, through
+// its epilogue buffer `buf` (generic pointer into shared memory): the fragment (4 bytes per
+// thread, 16 bytes per row per instruction) goes to shared memory, then whole rows go out, 16
+// bytes per thread (a warp writes 512 contiguous bytes) when C's rows are 16-byte aligned, else
+// 2 bytes per thread on consecutive columns. Stored straight from the fragment, every 32-byte
+// sector of C was written in two halves by two instructions: at 8192 x 8192 x 64 that ran at
+// 0.33x cuBLAS whether the blocks were persistent or not (kernels/TUNING.md).
+template <class E, int BN>
+__device__ __forceinline__ void wgx_store_c_staged(const float (&d)[BN / 2], unsigned char* buf, typename E::T* __restrict__ C,
+                                                   int M, int N, int ldc, int row0, int col0, int bar) {
     typedef typename E::T T;
-    const bool pairs = (ldc % 2 == 0) && ((((u64)C) & (2 * sizeof(T) - 1)) == 0);
+    enum { PITCH = BN * 2 + 16, CHUNKS = BN / 8 };
+    const int t = threadIdx.x % 128, lane = threadIdx.x % 32, warp = t / 32;
+    wgx_bar(bar);  // the previous unit's reads of the buffer are done
 #pragma unroll
-    for (int i = 0; i < ACC / 4; ++i) {
-        const int col = cb + 8 * i;
+    for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-            const int row = r + 8 * h;
-            if (row < M && col < N) {
-                T* p = C + (long long)row * ldc + col;
-                if (pairs && col + 1 < N) {
-                    WgxStore<E>::two(p, d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
-                } else {
-                    WgxStore<E>::one(p, d[4 * i + 2 * h]);
-                    if (col + 1 < N) WgxStore<E>::one(p + 1, d[4 * i + 2 * h + 1]);
-                }
+            const int row = 16 * warp + lane / 4 + 8 * h, col = 8 * i + 2 * (lane % 4);
+            *reinterpret_cast<unsigned*>(buf + row * PITCH + col * 2) = wgx_pack<E>(d[4 * i + 2 * h], d[4 * i + 2 * h + 1]);
+        }
+    }
+    wgx_bar(bar);
+    const bool vec = (ldc % 8 == 0) && ((((u64)C) & 15) == 0);
+    if (vec) {
+        for (int q = t; q < 64 * CHUNKS; q += 128) {
+            const int r = q / CHUNKS, ch = q % CHUNKS;
+            const int grow = row0 + r, gcol = col0 + 8 * ch;
+            if (grow >= M || gcol >= N) continue;
+            const uint4 v = *reinterpret_cast<const uint4*>(buf + r * PITCH + ch * 16);
+            T* p = C + (long long)grow * ldc + gcol;
+            if (gcol + 8 <= N) {
+                *reinterpret_cast<uint4*>(p) = v;
+            } else {
+                const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+                for (int j = 0; j < 8; ++j)
+                    if (gcol + j < N) p[j] = (T)(w[j / 2] >> (16 * (j % 2)));
             }
+        }
+    } else {
+        for (int q = t; q < 64 * BN; q += 128) {
+            const int r = q / BN, col = q % BN;
+            const int grow = row0 + r, gcol = col0 + col;
+            if (grow < M && gcol < N)
+                C[(long long)grow * ldc + gcol] = *reinterpret_cast<const T*>(buf + r * PITCH + col * 2);
         }
     }
 }
@@ -177,7 +225,8 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
                                          int M, int N, int K, int ldc, int splits, int kt_per) {
     extern __shared__ unsigned char wgx_smem[];
     const unsigned base = (smem_u32(wgx_smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
-    const unsigned bars = base + G::STAGES * G::STAGE_BYTES;
+    const unsigned epi = base + G::STAGES * G::STAGE_BYTES;  // the consumers' epilogue buffers
+    const unsigned bars = epi + G::CONSUMERS * G::EPI_BYTES;
     // full[s] = bars + 8 s (the producer's expect_tx + the copies' bytes); empty[s] =
     // bars + 8 (STAGES + s) (one arrival per consumer warp once its wgmmas have read the stage).
     const int tiles_m = (M + G::BM - 1) / G::BM, tiles_n = (N + G::BN - 1) / G::BN;
@@ -265,7 +314,9 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
             } while (++kt < w.kt1);
             wgx_fence_acc(d);
             if (splits == 1) {
-                wgx_store_c<E>(d, reinterpret_cast<typename E::T*>(out), M, N, ldc, w.m0 + 64 * c, w.n0);
+                unsigned char* buf = wgx_smem + (epi - smem_u32(wgx_smem)) + c * G::EPI_BYTES;
+                wgx_store_c_staged<E, G::BN>(d, buf, reinterpret_cast<typename E::T*>(out), M, N, ldc, w.m0 + 64 * c,
+                                             w.n0, 1 + c);
             } else {
                 float* W = reinterpret_cast<float*>(out) + (long long)w.z * M * N;
                 wgx_store_slab(d, W, M, N, w.m0 + 64 * c, w.n0);

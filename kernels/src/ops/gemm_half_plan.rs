@@ -28,9 +28,9 @@ use super::gemm_tc::TcAlgo;
 /// A tile shape of the persistent, split-K Hopper kernels (`gemm_wgx_<bm>x<bn>_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HalfTile {
-    /// 128 × 256 outputs per unit, two consumer warpgroups, 4 stages.
+    /// 128 × 256 outputs per unit, two consumer warpgroups, 3 stages.
     T128x256,
-    /// 128 × 128, two consumer warpgroups, 6 stages.
+    /// 128 × 128, two consumer warpgroups, 5 stages.
     T128x128,
     /// 64 × 128, one consumer warpgroup, 8 stages.
     T64x128,
@@ -64,11 +64,12 @@ impl HalfTile {
         }
     }
 
-    /// Shared-memory stages (`GemmWgx<..>::STAGES` in gemm_wgmma_tiles.cu).
+    /// Shared-memory stages (`GemmWgx<..>::STAGES` in gemm_wgmma_tiles.cu: as many as fit beside
+    /// the epilogue buffers).
     pub fn stages(self) -> usize {
         match self {
-            HalfTile::T128x256 => 4,
-            HalfTile::T128x128 => 6,
+            HalfTile::T128x256 => 3,
+            HalfTile::T128x128 => 5,
             _ => 8,
         }
     }
@@ -79,9 +80,12 @@ impl HalfTile {
     }
 
     /// Dynamic shared memory per block (`GemmWgx<..>::SMEM`): the stages of (BM + BN) rows of
-    /// 128 bytes, 1 KB of alignment slack, two mbarriers per stage.
+    /// 128 bytes, an epilogue buffer of 64 rows × (2·BN + 16) bytes per consumer warpgroup, 1 KB
+    /// of alignment slack, two mbarriers per stage.
     pub fn smem_bytes(self) -> u32 {
-        (self.stages() * (self.bm() + self.bn()) * 128 + 1024 + 2 * self.stages() * 8) as u32
+        let stages = self.stages() * (self.bm() + self.bn()) * 128;
+        let epilogue = self.bm() / 64 * 64 * (2 * self.bn() + 16);
+        (stages + epilogue + 1024 + 2 * self.stages() * 8) as u32
     }
 
     /// Fraction of an SM's tensor rate the tile's main loop reaches (nominal: two consumers
@@ -91,7 +95,7 @@ impl HalfTile {
             HalfTile::T128x256 => 0.9,
             HalfTile::T128x128 => 0.8,
             HalfTile::T64x128 => 0.5,
-            HalfTile::T128x64 => 0.55,
+            HalfTile::T128x64 => 0.35,
         }
     }
 }
@@ -194,12 +198,15 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
     if family != TcAlgo::Wgmma {
         return HalfPlan::MmaSync;
     }
+    if m == 0 || n == 0 || k == 0 {
+        return HalfPlan::Wide; // nothing to multiply (gemm_half writes zeros or nothing)
+    }
     let sms = sm_count.max(1) as usize;
     let cost = |p| half_plan_cost(p, m, n, k, sm_count);
     let wide = cost(HalfPlan::Wide);
     let mut best = (wide, HalfPlan::Wide);
     for tile in HalfTile::ALL {
-        let tiles = m.div_ceil(tile.bm()) * n.div_ceil(tile.bn());
+        let tiles = (m.div_ceil(tile.bm()) * n.div_ceil(tile.bn())).max(1);
         let kt = k.div_ceil(HALF_KTILE).max(1);
         // Past one wave of units a split only adds workspace traffic.
         let most = (sms.div_ceil(tiles)).clamp(1, HALF_MAX_SPLITS.min(kt));
@@ -279,6 +286,16 @@ mod tests {
     }
 
     #[test]
+    fn empty_products_do_not_panic() {
+        for (m, n, k) in [(0, 4, 2), (3, 0, 2), (3, 4, 0), (0, 0, 0)] {
+            assert_eq!(plan(m, n, k), HalfPlan::Wide);
+            assert!(half_plan_cost(HalfPlan::Wide, m, n, k, 132).is_finite());
+        }
+        // No SM count reported: still a plan.
+        let _ = gemm_half_plan(TcAlgo::Wgmma, 5, 5, 5, 0);
+    }
+
+    #[test]
     fn other_families_run_mma_sync() {
         assert_eq!(
             gemm_half_plan(TcAlgo::MmaSync, 33, 4096, 4096, 132),
@@ -291,6 +308,9 @@ mod tests {
         for t in HalfTile::ALL {
             assert!(t.smem_bytes() <= 227 * 1024, "{t:?}");
         }
-        assert_eq!(HalfTile::T128x256.smem_bytes(), 4 * 384 * 128 + 1024 + 64);
+        assert_eq!(
+            HalfTile::T128x256.smem_bytes(),
+            3 * 384 * 128 + 2 * 64 * 528 + 1024 + 48
+        );
     }
 }
