@@ -337,7 +337,20 @@ __device__ __forceinline__ void gemm_wgx_reduce(const float* __restrict__ ws, in
         const u64 total = slab / 2;
         for (u64 e = global_tid(); e < total; e += grid_threads()) {
             float2 acc = reinterpret_cast<const float2*>(ws)[e];
-            for (int z = 1; z < splits; ++z) {
+            int z = 1;
+            // 8 slabs' loads in flight, then added in order (the same sums as one at a time): with
+            // few outputs and many slabs the chain of dependent loads was the reduce's time.
+            for (; z + 8 <= splits; z += 8) {
+                float2 v[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) v[j] = reinterpret_cast<const float2*>(ws + (u64)(z + j) * slab)[e];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    acc.x += v[j].x;
+                    acc.y += v[j].y;
+                }
+            }
+            for (; z < splits; ++z) {
                 const float2 v = reinterpret_cast<const float2*>(ws + (u64)z * slab)[e];
                 acc.x += v.x;
                 acc.y += v.y;
@@ -348,7 +361,15 @@ __device__ __forceinline__ void gemm_wgx_reduce(const float* __restrict__ ws, in
     } else {
         for (u64 e = global_tid(); e < slab; e += grid_threads()) {
             float acc = ws[e];
-            for (int z = 1; z < splits; ++z) acc += ws[(u64)z * slab + e];
+            int z = 1;
+            for (; z + 8 <= splits; z += 8) {
+                float v[8];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) v[j] = ws[(u64)(z + j) * slab + e];
+#pragma unroll
+                for (int j = 0; j < 8; ++j) acc += v[j];
+            }
+            for (; z < splits; ++z) acc += ws[(u64)z * slab + e];
             const u64 i = e / (u64)N, j = e % (u64)N;
             WgxStore<E>::one(C + i * (u64)ldc + j, acc);
         }

@@ -430,7 +430,7 @@ fn choice_table() -> TestResult {
                 ensure!(f.pick(cc(9, 0))?.arch == "compute_80", "gemm_mma on 9.0");
                 ensure!(f.pick(cc(7, 5)).is_err(), "gemm_mma on 7.5");
             }
-            "gemm_wgmma" => {
+            "gemm_wgmma" | "gemm_wgmma_tiles" => {
                 ensure!(f.pick(cc(9, 0))?.arch == "compute_90a", "gemm_wgmma on 9.0");
                 ensure!(
                     f.pick(cc(8, 9)).is_err() && f.pick(cc(10, 0)).is_err(),

@@ -15,7 +15,7 @@ fn every_file_ships_sass_for_turing_ampere_and_hopper() -> TestResult {
         let archs: Vec<&str> = f.sass.iter().map(|s| s.arch).collect();
         let want: &[&str] = match f.name {
             "gemm_mma" | "attention_mma" | "attention_mma_bwd" => &["sm_80", "sm_90"],
-            "gemm_wgmma" => &["sm_90a"],
+            "gemm_wgmma" | "gemm_wgmma_tiles" => &["sm_90a"],
             _ => &["sm_75", "sm_80", "sm_90"],
         };
         ensure!(

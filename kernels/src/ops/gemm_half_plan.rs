@@ -2,13 +2,13 @@
 //! [`gemm_half`](super::gemm_half) makes that choice (issue 34, kernels/TUNING.md "Half-precision
 //! GEMM at every shape").
 //!
-//! | kernel | tile | blocks | where it wins, and why |
+//! | kernel | tile | blocks | where the plan puts it (H100 sweep, kernels/TUNING.md), and why |
 //! |---|---|---|---|
-//! | `gemm_wgmma_*` ([`HalfPlan::Wide`]) | 128 × 256 | one per tile | many tiles and a long K (4096³, 8192³: measured 0.92–0.95× cuBLAS): kept wherever the model puts it within 10% of the best |
-//! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | small K (16–256) with a large M × N: C's write is the cost; the producer loads the next tile during this tile's epilogue instead of each block paying a pipeline fill |
-//! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | mid shapes (≈1000³: 64 tiles instead of 32 for 132 SMs), large K with a small M × N (with split-K) |
-//! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): half the rows of a 128-tall tile are not computed; split-K spreads the big operand's stream over every SM |
-//! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)`'s stream |
+//! | `gemm_wgmma_*` ([`HalfPlan::Wide`]) | 128 × 256 | one per tile | more than one wave of tiles and a long K (4096³, 8192³: 0.89–1.03× cuBLAS): kept where it has over one wave of tiles and the model puts it within 10% of the best |
+//! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | small K (16–256) with a large M × N: C's write is the cost (1.03× at 8192 × 8192 × 64, was 0.33×); also one wave of tiles (2048³, 1024 × 4096 × 1024) |
+//! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | odd mid shapes (4095 × 4097 × 1023, 2039 × 1021 × 4093), 512² × 16384 with split-K |
+//! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): a 128-tall tile would compute 2–128× the rows; split-K spreads the stream of B over every SM |
+//! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)`; 1000³ (128 units); long K over a tiny output (64² × 131072: 64 slices) |
 //! | `gemm_mma_*` ([`HalfPlan::MmaSync`]) | 128 × 256 | one per tile | every shape off compute capability 9.0 (or when asked for) |
 //!
 //! Split-K (`splits > 1`): unit (tile, slice z) writes its f32 partial to slab z of a workspace;
@@ -19,7 +19,8 @@
 //! time and the time one SM takes to stream its operand bytes; units in waves of one per SM; a
 //! fixed cost per wave for the one-block-per-tile kernel (pipeline fill and an epilogue that
 //! overlaps nothing: what 8192 × 8192 × 64 at 0.33× cuBLAS shows) or once for the persistent
-//! ones (plus each unit's epilogue); never less than the bytes over DRAM bandwidth; and for
+//! ones (plus each unit's epilogue); combined with the bytes over DRAM bandwidth as a soft
+//! maximum (so that at the bandwidth floor the plan whose SMs finish first still wins); and for
 //! split-K the workspace traffic and one more launch. Its constants are nominal H100 figures,
 //! not fitted: the choice is relative.
 
@@ -94,8 +95,8 @@ impl HalfTile {
         match self {
             HalfTile::T128x256 => 0.9,
             HalfTile::T128x128 => 0.8,
-            HalfTile::T64x128 => 0.5,
-            HalfTile::T128x64 => 0.35,
+            HalfTile::T64x128 => 0.45,
+            HalfTile::T128x64 => 0.5,
         }
     }
 }
@@ -140,6 +141,8 @@ const WIDE_WAVE: f64 = 5e-6;
 const PERSISTENT_FILL: f64 = 3e-6;
 /// One more launch (the split-K reduce) and its gap.
 const LAUNCH: f64 = 2.5e-6;
+/// One round of the reduce's loads (8 slabs in flight per output, then added in order).
+const REDUCE_ROUND: f64 = 0.7e-6;
 
 /// k tiles per slice and the slices there really are when `splits` are asked for over `k`.
 pub fn half_split(k: usize, splits: usize) -> (usize, usize) {
@@ -179,9 +182,15 @@ pub fn half_plan_cost(plan: HalfPlan, m: usize, n: usize, k: usize, sm_count: u3
     } else {
         2.0 * f(m) * f(n)
     };
-    let main = time.max((operands + written) / DRAM);
+    // A soft maximum (4-norm) of the SMs' time and the DRAM floor: at the floor, as the skinny
+    // shapes are, the plan whose SMs finish sooner still wins (in the sweep those operands are
+    // L2-resident, well above the DRAM rate), and padded compute still counts.
+    let floor = (operands + written) / DRAM;
+    let main = (time.powi(4) + floor.powi(4)).powf(0.25);
     if splits > 1 {
-        main + LAUNCH + (written + 2.0 * f(m) * f(n)) / DRAM
+        // The reduce: its bytes, and per 8 slabs one dependent round of loads per output.
+        let rounds = f(splits.div_ceil(8)) * REDUCE_ROUND;
+        main + LAUNCH + rounds + (written + 2.0 * f(m) * f(n)) / DRAM
     } else {
         main
     }
@@ -192,7 +201,8 @@ pub fn half_plan_cost(plan: HalfPlan, m: usize, n: usize, k: usize, sm_count: u3
 /// SMs: `MmaSync` for that family; on Hopper the cheapest plan by [`half_plan_cost`] among
 /// [`HalfPlan::Wide`] and every [`HalfTile`] with 1..=[`HALF_MAX_SPLITS`] slices (at most one
 /// wave of units, a workspace within [`HALF_MAX_WORKSPACE`]), keeping `Wide` when it is within
-/// 10% of that (it is the measured kernel at the large shapes). The table of which kernel wins
+/// 10% of that and has more than one wave of tiles (it is the measured kernel at the large
+/// shapes; within one wave the persistent 128 × 256 tiles do its work with a better epilogue). The table of which kernel wins
 /// where is in this module's documentation.
 pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u32) -> HalfPlan {
     if family != TcAlgo::Wgmma {
@@ -222,7 +232,9 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
             }
         }
     }
-    if wide <= 1.1 * best.0 {
+    // Within one wave the persistent kernels do the same work with a better epilogue.
+    let wide_tiles = m.div_ceil(128) * n.div_ceil(256);
+    if wide <= 1.1 * best.0 && wide_tiles > sms {
         HalfPlan::Wide
     } else {
         best.1

@@ -271,6 +271,11 @@ fn aligned<'a, T: cuda_stack_driver::DeviceRepr>(
     if x.as_raw_ptr() % 16 == 0 && ld % per16 == 0 {
         return Ok(Operand::Borrowed(x, ld));
     }
+    if x.as_raw_ptr() % 16 == 0 && rows == 1 {
+        // One row: its stride is never used, so any multiple of 16 bytes >= cols will do (the
+        // slice spans the row's `cols` elements, which is all a map of one row needs).
+        return Ok(Operand::Borrowed(x, cols.next_multiple_of(per16)));
+    }
     let ldp = cols.div_ceil(per16) * per16;
     Ok(Operand::Padded(
         copy_rows(k, s, x, rows, cols, ld, ldp)?,
@@ -323,7 +328,15 @@ fn copy_rows_into<T: cuda_stack_driver::DeviceRepr>(
         return Ok(());
     }
     let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
-    let cfg = LaunchConfig::new((blocks(cols, 256).min(64), rows.min(65535) as u32), 256);
+    // 16 bytes per thread where dst's rows allow it (pad_rows.cu), else one element.
+    let per16 = 16 / std::mem::size_of::<T>();
+    let cfg = LaunchConfig::new(
+        (
+            blocks(cols.div_ceil(per16), 256).min(64),
+            rows.min(65535) as u32,
+        ),
+        256,
+    );
     match std::mem::size_of::<T>() {
         2 => {
             let src = src.cast::<u16>()?;
@@ -437,6 +450,19 @@ pub fn gemm_half_with_plan<T: TensorCoreElement>(
     let lc = to_i32(OP, "ldc", ldc)?;
     to_i32(OP, "lda", lda)?;
     to_i32(OP, "ldb", ldb)?;
+    // A dense single column (op(A) = [1, k] stored [k, 1], op(B) = [k, 1] stored [k, 1], row
+    // stride 1) is the same memory as a single row [1, k]: read it as one (the other layout's
+    // kernel), so it needs no padded copy (`aligned` takes one row as it is).
+    let (ta, lda) = match ta {
+        Transpose::Trans if m == 1 && lda == 1 => (Transpose::NoTrans, kdim),
+        _ => (ta, lda),
+    };
+    let (tb, ldb) = match tb {
+        Transpose::NoTrans if n == 1 && ldb == 1 => (Transpose::Trans, kdim),
+        _ => (tb, ldb),
+    };
+    let (a_rows, a_cols) = stored(ta, m, kdim);
+    let (b_rows, b_cols) = stored(tb, kdim, n);
     let needs = match plan {
         HalfPlan::MmaSync => TcAlgo::MmaSync,
         HalfPlan::Wide | HalfPlan::Tiles { .. } => TcAlgo::Wgmma,
