@@ -11,7 +11,8 @@ between two CUDA events on one stream (R chosen so a trial lasts ~10 ms, at most
 of 5 trials, the same tensors every call. Each case is also replayed from a CUDA graph of R
 calls (same events, same trials): the graph time is PyTorch's GPU time without its host-side
 launch cost, reported beside the eager time so host-bound cases can be told apart.
-TF32 is off for matmuls (cuBLAS FP32, like the sgemm it is compared with).
+TF32 is off for matmuls (cuBLAS FP32, like the sgemm it is compared with); bf16/f16 matmuls
+(`hgemm`) run with torch's defaults.
 Output: JSON {"header": ..., "cases": {id: {"eager_s": s, "graph_s": s or null}}}.
 """
 import json
@@ -100,6 +101,15 @@ def case_fn(c, dev):
         a = r(k, m).t() if c["ta"] else r(m, k)
         b = r(n, k).t() if c["tb"] else r(k, n)
         out = torch.empty(m, n, device=dev)
+        return lambda: torch.mm(a, b, out=out)
+    if op == "hgemm":
+        # bf16 / f16 GEMM on cuBLAS (torch's defaults, f32 accumulation), the stored layouts
+        # as on our side: a transposed operand is the transpose of a dense [k, m] / [n, k].
+        dt = {"f16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
+        m, n, k = c["m"], c["n"], c["k"]
+        a = r(k, m).to(dt).t() if c["ta"] else r(m, k).to(dt)
+        b = r(n, k).to(dt).t() if c["tb"] else r(k, n).to(dt)
+        out = torch.empty(m, n, device=dev, dtype=dt)
         return lambda: torch.mm(a, b, out=out)
     if op in ("bias_relu_fwd", "bias_relu_bwd"):
         rows, cols = c["rows"], c["cols"]

@@ -9,12 +9,13 @@
 //! accumulation of exact products; 2^-9 for TF32, whose inputs lose 13 mantissa bits).
 
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{ComputeCapability, DeviceBuffer, DeviceRepr, Stream};
+use cuda_stack_driver::ComputeCapability;
 use cuda_stack_kernels::ops::{self, TcAlgo, TensorCoreElement, Transpose};
-use cuda_stack_kernels::{reference, DType, Element, Error, Kernels};
+use cuda_stack_kernels::{reference, DType, Error, Kernels};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+mod gemm_support;
+use gemm_support::{check, data, upload};
 
 /// (m, n, k): single elements, below / at / above one 128 x 256 tile, k tails, a wide k, and
 /// blocks wholly inside both matrices over 15 full k tiles and a tail (the mma.sync kernel's
@@ -29,69 +30,6 @@ const SHAPES: &[(usize, usize, usize)] = &[
     (64, 300, 16),
     (300, 8, 40),
 ];
-
-struct Rng(u64);
-impl Rng {
-    fn unit(&mut self) -> f64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
-
-fn data<T: Element>(seed: u64, n: usize) -> Vec<T> {
-    let mut r = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-    (0..n).map(|_| T::from_f64(r.unit())).collect()
-}
-
-fn upload<T: DeviceRepr>(s: &Stream, v: &[T], off: usize) -> Res<DeviceBuffer<T>> {
-    let mut all = vec![T::zeroed(); off];
-    all.extend_from_slice(v);
-    Ok(s.clone_htod(&all)?)
-}
-
-fn eps<T: Element>() -> (f64, f64) {
-    match T::DTYPE {
-        DType::BF16 => (1.0 / 256.0, 1.0 / (1 << 20) as f64),
-        DType::F16 => (1.0 / 2048.0, 1.0 / (1 << 20) as f64),
-        _ => (0.0, 1.0 / 512.0),
-    }
-}
-
-/// Checks C (`[m, n]`, row stride ldc, behind `off` elements) against the reference; the
-/// elements between rows and in front must still be the NaN poison.
-#[allow(clippy::too_many_arguments)]
-fn check<T: Element>(
-    what: &str,
-    all: &[T],
-    off: usize,
-    m: usize,
-    n: usize,
-    ldc: usize,
-    want: &[f64],
-    bound: &[f64],
-) -> TestResult {
-    let (eo, ea) = eps::<T>();
-    for (i, v) in all.iter().enumerate() {
-        let inside = i >= off && (i - off) % ldc < n && (i - off) / ldc < m;
-        if !inside {
-            ensure!(
-                v.to_f64().is_nan(),
-                "{what}: element {i} outside C was written"
-            );
-            continue;
-        }
-        let (r, c) = ((i - off) / ldc, (i - off) % ldc);
-        let (g, w) = (v.to_f64(), want[r * n + c]);
-        let tol = eo * w.abs() + ea * bound[r * n + c] + 1e-30;
-        ensure!(
-            (g - w).abs() <= tol,
-            "{what}: C[{r}, {c}] = {g}, expected {w} (tolerance {tol:e})"
-        );
-    }
-    Ok(())
-}
 
 fn families(cc: ComputeCapability) -> Vec<TcAlgo> {
     let mut f = Vec::new();
@@ -492,7 +430,7 @@ fn choice_table() -> TestResult {
                 ensure!(f.pick(cc(9, 0))?.arch == "compute_80", "gemm_mma on 9.0");
                 ensure!(f.pick(cc(7, 5)).is_err(), "gemm_mma on 7.5");
             }
-            "gemm_wgmma" => {
+            "gemm_wgmma" | "gemm_wgmma_tiles" => {
                 ensure!(f.pick(cc(9, 0))?.arch == "compute_90a", "gemm_wgmma on 9.0");
                 ensure!(
                     f.pick(cc(8, 9)).is_err() && f.pick(cc(10, 0)).is_err(),

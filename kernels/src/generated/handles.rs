@@ -434,6 +434,24 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "gemm_wgmma_tiles",
+        source: "cuda/gemm_wgmma_tiles.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_90a",
+                min_cc: ComputeCapability { major: 9, minor: 0 },
+                ptx: include_str!("../../ptx/gemm_wgmma_tiles.sm90a.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_90a",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                cubin: include_bytes!("../../sass/gemm_wgmma_tiles.sm_90a.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "grad_norm",
         source: "cuda/grad_norm.cu",
         targets: &[
@@ -883,7 +901,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 412 kernels, in manifest order.
+/// The names of all 446 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1118,6 +1136,40 @@ pub static KERNEL_NAMES: &[&str] = &[
     "gemm_wgmma_fp8_e5m2_e4m3_f32",
     "gemm_wgmma_fp8_e5m2_e5m2_bf16",
     "gemm_wgmma_fp8_e5m2_e5m2_f32",
+    "gemm_wgx_128x128_bf16_nn",
+    "gemm_wgx_128x128_bf16_nt",
+    "gemm_wgx_128x128_bf16_tn",
+    "gemm_wgx_128x128_bf16_tt",
+    "gemm_wgx_128x128_f16_nn",
+    "gemm_wgx_128x128_f16_nt",
+    "gemm_wgx_128x128_f16_tn",
+    "gemm_wgx_128x128_f16_tt",
+    "gemm_wgx_128x256_bf16_nn",
+    "gemm_wgx_128x256_bf16_nt",
+    "gemm_wgx_128x256_bf16_tn",
+    "gemm_wgx_128x256_bf16_tt",
+    "gemm_wgx_128x256_f16_nn",
+    "gemm_wgx_128x256_f16_nt",
+    "gemm_wgx_128x256_f16_tn",
+    "gemm_wgx_128x256_f16_tt",
+    "gemm_wgx_128x64_bf16_nn",
+    "gemm_wgx_128x64_bf16_nt",
+    "gemm_wgx_128x64_bf16_tn",
+    "gemm_wgx_128x64_bf16_tt",
+    "gemm_wgx_128x64_f16_nn",
+    "gemm_wgx_128x64_f16_nt",
+    "gemm_wgx_128x64_f16_tn",
+    "gemm_wgx_128x64_f16_tt",
+    "gemm_wgx_64x128_bf16_nn",
+    "gemm_wgx_64x128_bf16_nt",
+    "gemm_wgx_64x128_bf16_tn",
+    "gemm_wgx_64x128_bf16_tt",
+    "gemm_wgx_64x128_f16_nn",
+    "gemm_wgx_64x128_f16_nt",
+    "gemm_wgx_64x128_f16_tn",
+    "gemm_wgx_64x128_f16_tt",
+    "gemm_wgx_reduce_bf16",
+    "gemm_wgx_reduce_f16",
     "clip_coef_f32",
     "clip_coef_f64",
     "scale_by_device_f32",
@@ -1546,6 +1598,40 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `gemm_wgmma_fp8_e5m2_e4m3_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
 /// | `gemm_wgmma_fp8_e5m2_e5m2_bf16` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `bf16_t* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
 /// | `gemm_wgmma_fp8_e5m2_e5m2_f32` | `TensorMap tmA`, `TensorMap tmB`, `const unsigned char* A`, `const unsigned char* B`, `float* C`, `int M`, `int N`, `int K`, `int ldc`, `const float* a_inv_scale`, `const float* b_inv_scale` | `cuda/gemm_wgmma_fp8.cu` |
+/// | `gemm_wgx_128x128_bf16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x128_bf16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x128_bf16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x128_bf16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x128_f16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x128_f16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x128_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x128_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_bf16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_bf16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_bf16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_bf16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_f16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_f16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x256_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_bf16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_bf16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_bf16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_bf16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_f16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_f16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x64_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_bf16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_bf16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_bf16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_bf16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_f16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_f16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_64x128_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_reduce_bf16` | `const float* ws`, `int splits`, `int M`, `int N`, `bf16_t* C`, `int ldc` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_reduce_f16` | `const float* ws`, `int splits`, `int M`, `int N`, `f16_t* C`, `int ldc` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `clip_coef_f32` | `const float* partial`, `unsigned int num`, `float max_norm`, `float* norm`, `float* scale` | `cuda/grad_norm.cu` |
 /// | `clip_coef_f64` | `const double* partial`, `unsigned int num`, `double max_norm`, `double* norm`, `double* scale` | `cuda/grad_norm.cu` |
 /// | `scale_by_device_f32` | `float* x`, `unsigned long long n`, `const float* scale` | `cuda/grad_norm.cu` |
@@ -1761,6 +1847,8 @@ pub struct Kernels {
     gemm_wgmma: crate::family::LazyModule<GemmWgmmaKernels>,
     /// `cuda/gemm_wgmma_fp8.cu`, loaded on the first call of [`Kernels::gemm_wgmma_fp8_kernels`] or of one of its kernels.
     gemm_wgmma_fp8: crate::family::LazyModule<GemmWgmmaFp8Kernels>,
+    /// `cuda/gemm_wgmma_tiles.cu`, loaded on the first call of [`Kernels::gemm_wgmma_tiles_kernels`] or of one of its kernels.
+    gemm_wgmma_tiles: crate::family::LazyModule<GemmWgmmaTilesKernels>,
     /// `cuda/grad_norm.cu`, loaded on the first call of [`Kernels::grad_norm_kernels`] or of one of its kernels.
     grad_norm: crate::family::LazyModule<GradNormKernels>,
     /// `cuda/introspect.cu`, loaded on the first call of [`Kernels::introspect_kernels`] or of one of its kernels.
@@ -3829,6 +3917,288 @@ fn load_gemm_wgmma_fp8(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmma
     })
 }
 
+/// The kernels of `cuda/gemm_wgmma_tiles.cu` (PTX for `compute_90a`; SASS for `sm_90a`), from [`Kernels::gemm_wgmma_tiles_kernels`].
+#[derive(Clone, Debug)]
+pub struct GemmWgmmaTilesKernels {
+    /// `gemm_wgx_128x128_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_bf16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x128_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_bf16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x128_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_bf16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x128_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_bf16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x128_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_f16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x128_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_f16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x128_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_f16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x128_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x128_f16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_bf16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_bf16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_bf16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_bf16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_f16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_f16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_f16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x256_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x256_f16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_bf16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_bf16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_bf16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_bf16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_f16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_f16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_f16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x64_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x64_f16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_bf16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_bf16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_bf16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_bf16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_f16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_f16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_f16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_64x128_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_64x128_f16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_reduce_bf16(const float* ws, int splits, int M, int N, bf16_t* C, int ldc)`.
+    pub gemm_wgx_reduce_bf16: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<bf16>, i32)>,
+    /// `gemm_wgx_reduce_f16(const float* ws, int splits, int M, int N, f16_t* C, int ldc)`.
+    pub gemm_wgx_reduce_f16: Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<f16>, i32)>,
+}
+
+fn load_gemm_wgmma_tiles(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgmmaTilesKernels> {
+    Ok(GemmWgmmaTilesKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_bf16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_bf16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_bf16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_bf16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_bf16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_bf16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_bf16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_bf16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_f16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_f16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_f16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_f16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_f16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_f16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x128_f16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_f16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_bf16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_bf16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_bf16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_bf16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_bf16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_bf16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_bf16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_bf16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_f16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_f16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_f16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_f16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_f16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_f16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x256_f16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x256_f16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_bf16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_bf16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_bf16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_bf16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_bf16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_bf16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_bf16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_bf16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_f16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_f16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_f16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_f16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_f16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_f16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x64_f16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x64_f16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_bf16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_bf16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_bf16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_bf16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_bf16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_bf16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_bf16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_bf16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_f16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_f16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_f16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_f16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_f16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_f16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_64x128_f16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_64x128_f16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_reduce_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<bf16>, i32)>("gemm_wgx_reduce_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_reduce_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<f16>, i32)>("gemm_wgx_reduce_f16")? },
+    })
+}
+
 /// The kernels of `cuda/grad_norm.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::grad_norm_kernels`].
 #[derive(Clone, Debug)]
 pub struct GradNormKernels {
@@ -5443,22 +5813,23 @@ impl Kernels {
             gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
             gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
             gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
+            gemm_wgmma_tiles: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[33], pref),
         }
     }
 
@@ -5562,6 +5933,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn gemm_wgmma_fp8_kernels(&self) -> crate::Result<&GemmWgmmaFp8Kernels> {
         self.gemm_wgmma_fp8.get(load_gemm_wgmma_fp8)
+    }
+
+    /// The kernels of `cuda/gemm_wgmma_tiles.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn gemm_wgmma_tiles_kernels(&self) -> crate::Result<&GemmWgmmaTilesKernels> {
+        self.gemm_wgmma_tiles.get(load_gemm_wgmma_tiles)
     }
 
     /// The kernels of `cuda/grad_norm.cu`, loaded on the first call and kept. Fails with
@@ -6825,6 +7202,176 @@ impl Kernels {
         Ok(&self.gemm_wgmma_fp8_kernels()?.gemm_wgmma_fp8_e5m2_e5m2_f32)
     }
 
+    /// `gemm_wgx_128x128_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_bf16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_bf16_nn)
+    }
+
+    /// `gemm_wgx_128x128_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_bf16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_bf16_nt)
+    }
+
+    /// `gemm_wgx_128x128_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_bf16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_bf16_tn)
+    }
+
+    /// `gemm_wgx_128x128_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_bf16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_bf16_tt)
+    }
+
+    /// `gemm_wgx_128x128_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_f16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_f16_nn)
+    }
+
+    /// `gemm_wgx_128x128_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_f16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_f16_nt)
+    }
+
+    /// `gemm_wgx_128x128_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_f16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_f16_tn)
+    }
+
+    /// `gemm_wgx_128x128_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x128_f16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_f16_tt)
+    }
+
+    /// `gemm_wgx_128x256_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_bf16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_bf16_nn)
+    }
+
+    /// `gemm_wgx_128x256_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_bf16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_bf16_nt)
+    }
+
+    /// `gemm_wgx_128x256_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_bf16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_bf16_tn)
+    }
+
+    /// `gemm_wgx_128x256_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_bf16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_bf16_tt)
+    }
+
+    /// `gemm_wgx_128x256_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_f16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_f16_nn)
+    }
+
+    /// `gemm_wgx_128x256_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_f16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_f16_nt)
+    }
+
+    /// `gemm_wgx_128x256_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_f16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_f16_tn)
+    }
+
+    /// `gemm_wgx_128x256_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x256_f16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_f16_tt)
+    }
+
+    /// `gemm_wgx_128x64_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_bf16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_bf16_nn)
+    }
+
+    /// `gemm_wgx_128x64_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_bf16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_bf16_nt)
+    }
+
+    /// `gemm_wgx_128x64_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_bf16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_bf16_tn)
+    }
+
+    /// `gemm_wgx_128x64_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_bf16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_bf16_tt)
+    }
+
+    /// `gemm_wgx_128x64_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_f16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_f16_nn)
+    }
+
+    /// `gemm_wgx_128x64_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_f16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_f16_nt)
+    }
+
+    /// `gemm_wgx_128x64_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_f16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_f16_tn)
+    }
+
+    /// `gemm_wgx_128x64_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x64_f16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x64_f16_tt)
+    }
+
+    /// `gemm_wgx_64x128_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_bf16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_bf16_nn)
+    }
+
+    /// `gemm_wgx_64x128_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_bf16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_bf16_nt)
+    }
+
+    /// `gemm_wgx_64x128_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_bf16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_bf16_tn)
+    }
+
+    /// `gemm_wgx_64x128_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_bf16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_bf16_tt)
+    }
+
+    /// `gemm_wgx_64x128_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_f16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_f16_nn)
+    }
+
+    /// `gemm_wgx_64x128_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_f16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_f16_nt)
+    }
+
+    /// `gemm_wgx_64x128_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_f16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_f16_tn)
+    }
+
+    /// `gemm_wgx_64x128_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_64x128_f16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_64x128_f16_tt)
+    }
+
+    /// `gemm_wgx_reduce_bf16(const float* ws, int splits, int M, int N, bf16_t* C, int ldc)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_reduce_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<bf16>, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_reduce_bf16)
+    }
+
+    /// `gemm_wgx_reduce_f16(const float* ws, int splits, int M, int N, f16_t* C, int ldc)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_reduce_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<f16>, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_reduce_f16)
+    }
+
     /// `clip_coef_f32(const float* partial, unsigned int num, float max_norm, float* norm, float* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
     pub fn clip_coef_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, u32, f32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>)>> {
         Ok(&self.grad_norm_kernels()?.clip_coef_f32)
@@ -7741,6 +8288,7 @@ impl Kernels {
             self.gemm_mma.loaded(),
             self.gemm_wgmma.loaded(),
             self.gemm_wgmma_fp8.loaded(),
+            self.gemm_wgmma_tiles.loaded(),
             self.grad_norm.loaded(),
             self.introspect.loaded(),
             self.launch_bench.loaded(),
@@ -7831,6 +8379,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.gemm_wgmma_fp8_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.gemm_wgmma_tiles_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -8657,6 +9209,111 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<u8>, &'static DeviceSlice<u8>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>)>::from_function(f.gemm_wgmma_fp8_e5m2_e5m2_f32.function().clone())? };
             n += 8;
+        }
+        if let Some(f) = self.gemm_wgmma_tiles.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_bf16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_bf16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_bf16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_bf16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_f16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_f16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_f16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_f16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_bf16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_bf16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_bf16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_bf16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_f16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_f16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_f16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_f16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_bf16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_bf16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_bf16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_bf16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_f16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_f16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_f16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x64_f16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_bf16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_bf16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_bf16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_bf16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_f16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_f16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_f16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_64x128_f16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<bf16>, i32)>::from_function(f.gemm_wgx_reduce_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<f16>, i32)>::from_function(f.gemm_wgx_reduce_f16.function().clone())? };
+            n += 34;
         }
         if let Some(f) = self.grad_norm.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -9485,6 +10142,40 @@ impl Kernels {
             "gemm_wgmma_fp8_e5m2_e4m3_f32" => self.gemm_wgmma_fp8_e5m2_e4m3_f32().ok().map(|k| k.function()),
             "gemm_wgmma_fp8_e5m2_e5m2_bf16" => self.gemm_wgmma_fp8_e5m2_e5m2_bf16().ok().map(|k| k.function()),
             "gemm_wgmma_fp8_e5m2_e5m2_f32" => self.gemm_wgmma_fp8_e5m2_e5m2_f32().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_bf16_nn" => self.gemm_wgx_128x128_bf16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_bf16_nt" => self.gemm_wgx_128x128_bf16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_bf16_tn" => self.gemm_wgx_128x128_bf16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_bf16_tt" => self.gemm_wgx_128x128_bf16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_f16_nn" => self.gemm_wgx_128x128_f16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_f16_nt" => self.gemm_wgx_128x128_f16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_f16_tn" => self.gemm_wgx_128x128_f16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x128_f16_tt" => self.gemm_wgx_128x128_f16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_bf16_nn" => self.gemm_wgx_128x256_bf16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_bf16_nt" => self.gemm_wgx_128x256_bf16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_bf16_tn" => self.gemm_wgx_128x256_bf16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_bf16_tt" => self.gemm_wgx_128x256_bf16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_f16_nn" => self.gemm_wgx_128x256_f16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_f16_nt" => self.gemm_wgx_128x256_f16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_f16_tn" => self.gemm_wgx_128x256_f16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x256_f16_tt" => self.gemm_wgx_128x256_f16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_bf16_nn" => self.gemm_wgx_128x64_bf16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_bf16_nt" => self.gemm_wgx_128x64_bf16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_bf16_tn" => self.gemm_wgx_128x64_bf16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_bf16_tt" => self.gemm_wgx_128x64_bf16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_f16_nn" => self.gemm_wgx_128x64_f16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_f16_nt" => self.gemm_wgx_128x64_f16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_f16_tn" => self.gemm_wgx_128x64_f16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x64_f16_tt" => self.gemm_wgx_128x64_f16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_bf16_nn" => self.gemm_wgx_64x128_bf16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_bf16_nt" => self.gemm_wgx_64x128_bf16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_bf16_tn" => self.gemm_wgx_64x128_bf16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_bf16_tt" => self.gemm_wgx_64x128_bf16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_f16_nn" => self.gemm_wgx_64x128_f16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_f16_nt" => self.gemm_wgx_64x128_f16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_f16_tn" => self.gemm_wgx_64x128_f16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_64x128_f16_tt" => self.gemm_wgx_64x128_f16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_reduce_bf16" => self.gemm_wgx_reduce_bf16().ok().map(|k| k.function()),
+            "gemm_wgx_reduce_f16" => self.gemm_wgx_reduce_f16().ok().map(|k| k.function()),
             "clip_coef_f32" => self.clip_coef_f32().ok().map(|k| k.function()),
             "clip_coef_f64" => self.clip_coef_f64().ok().map(|k| k.function()),
             "scale_by_device_f32" => self.scale_by_device_f32().ok().map(|k| k.function()),

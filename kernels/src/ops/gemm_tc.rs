@@ -4,9 +4,11 @@
 //! The ladder these make with [`super::sgemm`] (FP32 FMA on the SIMT cores) is shown step by step
 //! by the `tensor_cores` program; `kernels/TUNING.md` records how each step was measured.
 
+use super::gemm_half_plan::{gemm_half_plan, HalfPlan, HalfTile, HALF_MAX_SPLITS};
+use super::gemm_wgx::{gemm_wgx, WgxKernel, WgxReduceKernel};
 use super::Transpose;
-use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels};
-use crate::launch::{blocks, check_operand, to_i32};
+use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels, GemmWgmmaTilesKernels};
+use crate::launch::{blocks, check_operand, sms, to_i32};
 use crate::{DType, Element, Error, Kernels, Result};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{
@@ -34,6 +36,20 @@ pub trait TensorCoreElement: Element + sealed::Sealed {
     fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self>;
     /// The `gemm_mma_*` entry for these transposes.
     fn mma(k: &GemmMmaKernels, ta: Transpose, tb: Transpose) -> &MmaKernel<Self>;
+    /// The `gemm_wgx_<tile>_*` entry for this tile shape and these transposes.
+    fn wgx(
+        k: &GemmWgmmaTilesKernels,
+        tile: HalfTile,
+        ta: Transpose,
+        tb: Transpose,
+    ) -> &WgxKernel<Self>;
+    /// The `gemm_wgx_reduce_*` entry (split-K slabs summed in order, rounded to this type).
+    fn wgx_reduce(k: &GemmWgmmaTilesKernels) -> &WgxReduceKernel<Self>;
+}
+
+/// 0..4 for nn, nt, tn, tt (the order of the entries in the macro below).
+fn layout_index(ta: Transpose, tb: Transpose) -> usize {
+    2 * usize::from(ta == Transpose::Trans) + usize::from(tb == Transpose::Trans)
 }
 
 /// The signature of a `gemm_wgmma_*` entry (tensor maps of A and B, then A, B, C, M, N, K, ldc).
@@ -70,7 +86,8 @@ mod sealed {
 
 macro_rules! tc_element {
     ($t:ty, $tma:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident,
-     $mnn:ident, $mnt:ident, $mtn:ident, $mtt:ident) => {
+     $mnn:ident, $mnt:ident, $mtn:ident, $mtt:ident,
+     [$($w256:ident),+], [$($w128:ident),+], [$($w64:ident),+], [$($wn64:ident),+], $reduce:ident) => {
         impl TensorCoreElement for $t {
             const TMA: TensorMapElement = TensorMapElement::$tma;
             fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self> {
@@ -89,6 +106,23 @@ macro_rules! tc_element {
                     (Transpose::Trans, Transpose::Trans) => &k.$mtt,
                 }
             }
+            fn wgx(
+                k: &GemmWgmmaTilesKernels,
+                tile: HalfTile,
+                ta: Transpose,
+                tb: Transpose,
+            ) -> &WgxKernel<Self> {
+                let i = layout_index(ta, tb);
+                match tile {
+                    HalfTile::T128x256 => [$(&k.$w256),+][i],
+                    HalfTile::T128x128 => [$(&k.$w128),+][i],
+                    HalfTile::T64x128 => [$(&k.$w64),+][i],
+                    HalfTile::T128x64 => [$(&k.$wn64),+][i],
+                }
+            }
+            fn wgx_reduce(k: &GemmWgmmaTilesKernels) -> &WgxReduceKernel<Self> {
+                &k.$reduce
+            }
         }
     };
 }
@@ -102,7 +136,32 @@ tc_element!(
     gemm_mma_bf16_nn,
     gemm_mma_bf16_nt,
     gemm_mma_bf16_tn,
-    gemm_mma_bf16_tt
+    gemm_mma_bf16_tt,
+    [
+        gemm_wgx_128x256_bf16_nn,
+        gemm_wgx_128x256_bf16_nt,
+        gemm_wgx_128x256_bf16_tn,
+        gemm_wgx_128x256_bf16_tt
+    ],
+    [
+        gemm_wgx_128x128_bf16_nn,
+        gemm_wgx_128x128_bf16_nt,
+        gemm_wgx_128x128_bf16_tn,
+        gemm_wgx_128x128_bf16_tt
+    ],
+    [
+        gemm_wgx_64x128_bf16_nn,
+        gemm_wgx_64x128_bf16_nt,
+        gemm_wgx_64x128_bf16_tn,
+        gemm_wgx_64x128_bf16_tt
+    ],
+    [
+        gemm_wgx_128x64_bf16_nn,
+        gemm_wgx_128x64_bf16_nt,
+        gemm_wgx_128x64_bf16_tn,
+        gemm_wgx_128x64_bf16_tt
+    ],
+    gemm_wgx_reduce_bf16
 );
 tc_element!(
     f16,
@@ -114,7 +173,32 @@ tc_element!(
     gemm_mma_f16_nn,
     gemm_mma_f16_nt,
     gemm_mma_f16_tn,
-    gemm_mma_f16_tt
+    gemm_mma_f16_tt,
+    [
+        gemm_wgx_128x256_f16_nn,
+        gemm_wgx_128x256_f16_nt,
+        gemm_wgx_128x256_f16_tn,
+        gemm_wgx_128x256_f16_tt
+    ],
+    [
+        gemm_wgx_128x128_f16_nn,
+        gemm_wgx_128x128_f16_nt,
+        gemm_wgx_128x128_f16_tn,
+        gemm_wgx_128x128_f16_tt
+    ],
+    [
+        gemm_wgx_64x128_f16_nn,
+        gemm_wgx_64x128_f16_nt,
+        gemm_wgx_64x128_f16_tn,
+        gemm_wgx_64x128_f16_tt
+    ],
+    [
+        gemm_wgx_128x64_f16_nn,
+        gemm_wgx_128x64_f16_nt,
+        gemm_wgx_128x64_f16_tn,
+        gemm_wgx_128x64_f16_tt
+    ],
+    gemm_wgx_reduce_f16
 );
 
 // Launch geometry, as gemm_mma.cu / gemm_wgmma.cu define it.
@@ -187,6 +271,11 @@ fn aligned<'a, T: cuda_stack_driver::DeviceRepr>(
     if x.as_raw_ptr() % 16 == 0 && ld % per16 == 0 {
         return Ok(Operand::Borrowed(x, ld));
     }
+    if x.as_raw_ptr() % 16 == 0 && rows == 1 {
+        // One row: its stride is never used, so any multiple of 16 bytes >= cols will do (the
+        // slice spans the row's `cols` elements, which is all a map of one row needs).
+        return Ok(Operand::Borrowed(x, cols.next_multiple_of(per16)));
+    }
     let ldp = cols.div_ceil(per16) * per16;
     Ok(Operand::Padded(
         copy_rows(k, s, x, rows, cols, ld, ldp)?,
@@ -239,7 +328,15 @@ fn copy_rows_into<T: cuda_stack_driver::DeviceRepr>(
         return Ok(());
     }
     let (r, c) = (to_i32(OP, "rows", rows)?, to_i32(OP, "cols", cols)?);
-    let cfg = LaunchConfig::new((blocks(cols, 256).min(64), rows.min(65535) as u32), 256);
+    // 16 bytes per thread where dst's rows allow it (pad_rows.cu), else one element.
+    let per16 = 16 / std::mem::size_of::<T>();
+    let cfg = LaunchConfig::new(
+        (
+            blocks(cols.div_ceil(per16), 256).min(64),
+            rows.min(65535) as u32,
+        ),
+        256,
+    );
     match std::mem::size_of::<T>() {
         2 => {
             let src = src.cast::<u16>()?;
@@ -285,13 +382,16 @@ fn zero_product<T: cuda_stack_driver::DeviceRepr>(
 }
 
 /// `C = op(A) · op(B)` on the tensor cores, row-major, f16 or bf16 in and out, f32 accumulation
-/// (each output rounded once). Shapes and leading dimensions as in [`super::sgemm`]: `op(A)` is
-/// `[m, kdim]` (`A` stored `[m, kdim]` or, transposed, `[kdim, m]`), `op(B)` is `[kdim, n]`, `C`
-/// is `[m, n]` with row stride `ldc >= n`; every slice must span its stored matrix.
+/// (each output rounded once; under a split-K plan the f32 partials of the k slices are added in
+/// slice order, then rounded once). Shapes and leading dimensions as in [`super::sgemm`]:
+/// `op(A)` is `[m, kdim]` (`A` stored `[m, kdim]` or, transposed, `[kdim, m]`), `op(B)` is
+/// `[kdim, n]`, `C` is `[m, n]` with row stride `ldc >= n`; every slice must span its stored
+/// matrix.
 ///
-/// Runs `gemm_wgmma_*` (block 384, 128 × 256 tiles, TMA) or `gemm_mma_*` (block 256, 128 × 256
-/// tiles, cp.async), as [`tc_choice`] picks. Operands whose start or rows are not 16-byte
-/// aligned are copied into aligned buffers first. Returns the family that ran.
+/// The family is [`tc_choice`]'s; the kernel within it is [`gemm_half_plan`]'s (by shape and SM
+/// count: `gemm_wgmma_*`, the persistent split-K `gemm_wgx_*` tiles, or `gemm_mma_*`; the table
+/// is in `gemm_half_plan`'s module). Operands whose start or rows are not 16-byte aligned are
+/// copied into aligned buffers first. Returns the family that ran.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_half<T: TensorCoreElement>(
     k: &Kernels,
@@ -309,6 +409,33 @@ pub fn gemm_half<T: TensorCoreElement>(
     c: &mut DeviceSlice<T>,
     ldc: usize,
 ) -> Result<TcAlgo> {
+    let family = tc_choice(algo, s.context().limits().compute_capability, T::DTYPE)?;
+    let plan = gemm_half_plan(family, m, n, kdim, sms(s) as u32);
+    gemm_half_with_plan(k, s, plan, ta, tb, m, n, kdim, a, lda, b, ldb, c, ldc)?;
+    Ok(family)
+}
+
+/// [`gemm_half`] under a given plan instead of [`gemm_half_plan`]'s (to test or measure one
+/// kernel). `HalfPlan::Wide` and `Tiles` need compute capability 9.0 exactly, `MmaSync` 8.0 or
+/// newer ([`Error::Unsupported`] otherwise); `Tiles` takes `splits` in 1..=[`HALF_MAX_SPLITS`]
+/// (more than the k tiles of 64 there are runs as one slice per k tile).
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_half_with_plan<T: TensorCoreElement>(
+    k: &Kernels,
+    s: &Stream,
+    plan: HalfPlan,
+    ta: Transpose,
+    tb: Transpose,
+    m: usize,
+    n: usize,
+    kdim: usize,
+    a: &DeviceSlice<T>,
+    lda: usize,
+    b: &DeviceSlice<T>,
+    ldb: usize,
+    c: &mut DeviceSlice<T>,
+    ldc: usize,
+) -> Result<()> {
     const OP: &str = "gemm (tensor cores)";
     let (a_rows, a_cols) = stored(ta, m, kdim);
     let (b_rows, b_cols) = stored(tb, kdim, n);
@@ -323,19 +450,58 @@ pub fn gemm_half<T: TensorCoreElement>(
     let lc = to_i32(OP, "ldc", ldc)?;
     to_i32(OP, "lda", lda)?;
     to_i32(OP, "ldb", ldb)?;
-    let family = tc_choice(algo, s.context().limits().compute_capability, T::DTYPE)?;
+    // A dense single column (op(A) = [1, k] stored [k, 1], op(B) = [k, 1] stored [k, 1], row
+    // stride 1) is the same memory as a single row [1, k]: read it as one (the other layout's
+    // kernel), so it needs no padded copy (`aligned` takes one row as it is).
+    let (ta, lda) = match ta {
+        Transpose::Trans if m == 1 && lda == 1 => (Transpose::NoTrans, kdim),
+        _ => (ta, lda),
+    };
+    let (tb, ldb) = match tb {
+        Transpose::NoTrans if n == 1 && ldb == 1 => (Transpose::Trans, kdim),
+        _ => (tb, ldb),
+    };
+    let (a_rows, a_cols) = stored(ta, m, kdim);
+    let (b_rows, b_cols) = stored(tb, kdim, n);
+    let needs = match plan {
+        HalfPlan::MmaSync => TcAlgo::MmaSync,
+        HalfPlan::Wide | HalfPlan::Tiles { .. } => TcAlgo::Wgmma,
+    };
+    tc_choice(needs, s.context().limits().compute_capability, T::DTYPE)?;
+    if let HalfPlan::Tiles { splits, .. } = plan {
+        if !(1..=HALF_MAX_SPLITS).contains(&splits) {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: format!(
+                    "splits = {splits} is not in 1..={HALF_MAX_SPLITS}; use ops::gemm_half_plan's \
+                     plan or ops::gemm_half"
+                ),
+            });
+        }
+    }
     if m == 0 || n == 0 {
-        return Ok(family);
+        return Ok(());
     }
     if kdim == 0 {
-        zero_product(k, s, c, m, n, ldc)?;
-        return Ok(family);
+        return zero_product(k, s, c, m, n, ldc);
     }
     let a = aligned(k, s, a, a_rows, a_cols, lda)?;
     let b = aligned(k, s, b, b_rows, b_cols, ldb)?;
     let grid = (m.div_ceil(TILE_M) * n.div_ceil(TILE_N)) as u32;
-    match family {
-        TcAlgo::Wgmma => {
+    match plan {
+        HalfPlan::Tiles { tile, splits } => gemm_wgx(
+            k,
+            s,
+            tile,
+            splits,
+            (ta, tb),
+            (m, n, kdim),
+            (a.slice(), a_rows, a_cols, a.ld()),
+            (b.slice(), b_rows, b_cols, b.ld()),
+            c,
+            ldc,
+        )?,
+        HalfPlan::Wide => {
             let kern = T::wgmma(k.gemm_wgmma_kernels()?, ta, tb);
             raise_smem(kern.function(), WG_SMEM)?;
             let map_a = operand_map::<T>(a.slice(), ta, true, a_rows, a_cols, a.ld())?;
@@ -362,7 +528,7 @@ pub fn gemm_half<T: TensorCoreElement>(
                 )
             }?;
         }
-        _ => {
+        HalfPlan::MmaSync => {
             let kern = T::mma(k.gemm_mma_kernels()?, ta, tb);
             raise_smem(kern.function(), MM_SMEM)?;
             let (la, lb) = (to_i32(OP, "lda", a.ld())?, to_i32(OP, "ldb", b.ld())?);
@@ -374,7 +540,7 @@ pub fn gemm_half<T: TensorCoreElement>(
             unsafe { kern.launch(s, &cfg, a.slice(), b.slice(), c, mi, ni, ki, la, lb, lc) }?;
         }
     }
-    Ok(family)
+    Ok(())
 }
 
 /// The stored shape of `op(X)` = `[rows, cols]`.
@@ -385,7 +551,7 @@ fn stored(t: Transpose, rows: usize, cols: usize) -> (usize, usize) {
     }
 }
 
-fn raise_smem(f: &cuda_stack_driver::Function, bytes: u32) -> Result<()> {
+pub(super) fn raise_smem(f: &cuda_stack_driver::Function, bytes: u32) -> Result<()> {
     if f.limits().max_dynamic_shared_bytes < bytes {
         f.set_max_dynamic_shared_mem(bytes)?;
     }
@@ -406,6 +572,21 @@ fn operand_map<T: TensorCoreElement>(
     tma_map(x, T::TMA, t, is_a, rows, cols, ld)
 }
 
+/// [`operand_map`] for a tile of `box_mn` rows of A or columns of B (`gemm_wgx_*`): K-major
+/// operands in boxes of 64 k by `box_mn` rows, M/N-major ones in boxes of 64 × 64.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn tma_map_box<T: TensorCoreElement>(
+    x: &DeviceSlice<T>,
+    t: Transpose,
+    is_a: bool,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    box_mn: u32,
+) -> Result<TensorMap> {
+    tma_map_sized(x, T::TMA, t, is_a, rows, cols, ld, box_mn)
+}
+
 fn tma_map<T: cuda_stack_driver::DeviceRepr>(
     x: &DeviceSlice<T>,
     elem: TensorMapElement,
@@ -415,13 +596,24 @@ fn tma_map<T: cuda_stack_driver::DeviceRepr>(
     cols: usize,
     ld: usize,
 ) -> Result<TensorMap> {
+    let box_mn = if is_a { TILE_M as u32 } else { TILE_N as u32 };
+    tma_map_sized(x, elem, t, is_a, rows, cols, ld, box_mn)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn tma_map_sized<T: cuda_stack_driver::DeviceRepr>(
+    x: &DeviceSlice<T>,
+    elem: TensorMapElement,
+    t: Transpose,
+    is_a: bool,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    box_mn: u32,
+) -> Result<TensorMap> {
     let bk = (128 / std::mem::size_of::<T>()) as u32; // k per 128-byte box row
     let k_major = (is_a && t == Transpose::NoTrans) || (!is_a && t == Transpose::Trans);
-    let (box_rows, box_cols) = if k_major {
-        (if is_a { TILE_M as u32 } else { TILE_N as u32 }, bk)
-    } else {
-        (bk, 64)
-    };
+    let (box_rows, box_cols) = if k_major { (box_mn, bk) } else { (bk, 64) };
     Ok(TensorMap::tiled_2d(
         x,
         elem,

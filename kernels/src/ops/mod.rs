@@ -25,7 +25,9 @@ mod embedding;
 mod fp8;
 mod gelu;
 mod gemm_fp8;
+mod gemm_half_plan;
 mod gemm_tc;
+mod gemm_wgx;
 mod grad_norm;
 mod introspect;
 mod layer_norm;
@@ -72,9 +74,15 @@ pub use fp8::{
 };
 pub use gelu::{gelu_bwd, gelu_fwd};
 pub use gemm_fp8::{gemm_fp8, gemm_fp8_cpu, Fp8GemmOut, FP8_WGMMA_CC};
-pub use gemm_tc::{
-    gemm_half, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement, WgmmaKernel,
+pub use gemm_half_plan::{
+    gemm_half_plan, half_plan_cost, half_split, HalfPlan, HalfTile, HALF_KTILE, HALF_MAX_SPLITS,
+    HALF_MAX_WORKSPACE,
 };
+pub use gemm_tc::{
+    gemm_half, gemm_half_with_plan, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement,
+    WgmmaKernel,
+};
+pub use gemm_wgx::{WgxKernel, WgxReduceKernel};
 pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use layer_norm::{layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_norm_workspace_len};

@@ -70,6 +70,22 @@ pub enum Op {
         /// B is stored transposed (`[n, k]`).
         tb: bool,
     },
+    /// `C = op(A) @ op(B)` in bf16 or f16 (f32 accumulation) on `ops::gemm_half` (our side) and
+    /// `torch.mm` (cuBLAS) on PyTorch's, dense leading dimensions.
+    Hgemm {
+        /// `"bf16"` or `"f16"`.
+        dtype: &'static str,
+        /// Rows of C.
+        m: usize,
+        /// Columns of C.
+        n: usize,
+        /// The inner dimension.
+        k: usize,
+        /// A is stored transposed (`[k, m]`).
+        ta: bool,
+        /// B is stored transposed (`[n, k]`).
+        tb: bool,
+    },
     /// Seed 004's `relu(x * scale + bias)`.
     BiasReluFwd {
         /// Rows.
@@ -132,6 +148,9 @@ pub enum Family {
     SgemmLarge,
     /// FP32 GEMM, 256–512 (against cuBLAS).
     SgemmSmall,
+    /// bf16 / f16 GEMM at every shape: skinny, small K, long K, odd, every layout (against
+    /// cuBLAS).
+    Hgemm,
     /// Seed 004's fused op, forward and backward.
     BiasRelu,
     /// Strided copies (`contiguous()`).
@@ -144,7 +163,7 @@ pub enum Family {
 
 impl Family {
     /// Every family, in report order.
-    pub const ALL: [Family; 10] = [
+    pub const ALL: [Family; 11] = [
         Family::Elementwise,
         Family::Broadcast,
         Family::Jit,
@@ -155,6 +174,7 @@ impl Family {
         Family::Transpose,
         Family::SgemmLarge,
         Family::SgemmSmall,
+        Family::Hgemm,
     ];
 
     /// The family's name in tables.
@@ -166,6 +186,7 @@ impl Family {
             Family::Softmax => "softmax",
             Family::SgemmLarge => "sgemm 1024-8192 + odd",
             Family::SgemmSmall => "sgemm 256-512",
+            Family::Hgemm => "hgemm bf16/f16 every shape",
             Family::BiasRelu => "bias-relu fwd/bwd",
             Family::StridedCopy => "strided copy",
             Family::Broadcast => "broadcast (Tensor)",
@@ -177,7 +198,7 @@ impl Family {
     pub fn target(self) -> f64 {
         match self {
             Family::Transpose => 0.85,
-            Family::SgemmLarge => 0.80,
+            Family::SgemmLarge | Family::Hgemm => 0.80,
             Family::SgemmSmall => 0.60,
             _ => 0.95,
         }
@@ -188,6 +209,7 @@ impl Family {
         match self {
             Family::Transpose => "our D2D copy of the same bytes",
             Family::SgemmLarge | Family::SgemmSmall => "cuBLAS (torch.mm, TF32 off)",
+            Family::Hgemm => "cuBLAS (torch.mm, bf16/f16)",
             _ => "PyTorch",
         }
     }
@@ -215,6 +237,7 @@ impl Case {
                     Family::SgemmLarge
                 }
             }
+            Op::Hgemm { .. } => Family::Hgemm,
             Op::BiasReluFwd { .. } | Op::BiasReluBwd { .. } => Family::BiasRelu,
             Op::Contiguous { .. } => Family::StridedCopy,
             Op::Bcast { .. } => Family::Broadcast,
@@ -234,6 +257,18 @@ impl Case {
             Op::Softmax { rows, cols } => format!("softmax {rows}x{cols}"),
             Op::Sgemm { m, n, k, ta, tb } => format!(
                 "sgemm {}{} {m}x{n}x{k}",
+                if *ta { "T" } else { "N" },
+                if *tb { "T" } else { "N" }
+            ),
+            Op::Hgemm {
+                dtype,
+                m,
+                n,
+                k,
+                ta,
+                tb,
+            } => format!(
+                "hgemm {dtype} {}{} {m}x{n}x{k}",
                 if *ta { "T" } else { "N" },
                 if *tb { "T" } else { "N" }
             ),
@@ -266,7 +301,7 @@ impl Case {
             Op::RowsSum { rows, cols } => 4.0 * f(rows * cols) + 4.0 * f(*rows),
             Op::ColsSum { rows, cols } => 4.0 * f(rows * cols) + 4.0 * f(*cols),
             Op::Transpose { rows, cols } | Op::Softmax { rows, cols } => 8.0 * f(rows * cols),
-            Op::Sgemm { m, n, k, .. } => 2.0 * f(*m) * f(*n) * f(*k),
+            Op::Sgemm { m, n, k, .. } | Op::Hgemm { m, n, k, .. } => 2.0 * f(*m) * f(*n) * f(*k),
             Op::BiasReluFwd { rows, cols } => 8.0 * f(rows * cols) + 4.0 * f(*cols),
             Op::BiasReluBwd { rows, cols } => 12.0 * f(rows * cols) + 8.0 * f(*cols),
             Op::Contiguous { .. } => 8.0 * f(self.view().0.iter().product()),
@@ -281,7 +316,7 @@ impl Case {
 
     /// Whether [`Case::work`] is FLOPs (else bytes).
     pub fn is_flops(&self) -> bool {
-        matches!(self.op, Op::Sgemm { .. })
+        matches!(self.op, Op::Sgemm { .. } | Op::Hgemm { .. })
     }
 
     /// For [`Op::Contiguous`]: the view's shape and strides (elements) into `base`.
@@ -326,6 +361,16 @@ impl Case {
             Op::Softmax { rows, cols } => json!({"op": "softmax", "rows": rows, "cols": cols}),
             Op::Sgemm { m, n, k, ta, tb } => {
                 json!({"op": "sgemm", "m": m, "n": n, "k": k, "ta": ta, "tb": tb})
+            }
+            Op::Hgemm {
+                dtype,
+                m,
+                n,
+                k,
+                ta,
+                tb,
+            } => {
+                json!({"op": "hgemm", "dtype": dtype, "m": m, "n": n, "k": k, "ta": ta, "tb": tb})
             }
             Op::BiasReluFwd { rows, cols } => {
                 json!({"op": "bias_relu_fwd", "rows": rows, "cols": cols})
@@ -500,6 +545,7 @@ pub fn sweep(quick: bool) -> Vec<Case> {
             v.push(case(Op::Sgemm { m, n, k, ta, tb }));
         }
     }
+    super::hgemm::cases(quick, &mut v);
     let br: &[(usize, usize)] = if quick {
         &[(33, 1000), (1024, 2048)]
     } else {

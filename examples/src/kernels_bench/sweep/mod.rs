@@ -11,9 +11,11 @@
 //! ```
 //!
 //! One family only: the same three commands with `--filter TEXT` on both `kernels_bench`
-//! calls (`bcast`: `Tensor`'s broadcasting ops; `jit`: cuda-jit's elementwise kernels).
+//! calls (`bcast`: `Tensor`'s broadcasting ops; `jit`: cuda-jit's elementwise kernels; `hgemm`:
+//! the bf16/f16 GEMMs at every shape, `ops::gemm_half`).
 
 pub mod cases;
+pub mod hgemm;
 pub mod ours;
 pub mod ours_tensor;
 pub mod report;

@@ -241,6 +241,7 @@ pub fn run(k: &Kernels, s: &Stream, t: &Timing, c: &Case) -> BenchResult<Ours> {
             time(&mut |s| Ok(ops::strided_copy(k, s, &xv, &layout, &mut out)?))?
         }
         Op::Bcast { .. } | Op::Jit { .. } => return super::ours_tensor::run(k, s, t, c),
+        Op::Hgemm { .. } => return super::hgemm::run(k, s, t, c),
     };
     Ok(Ours { secs, d2d_secs })
 }

@@ -1,0 +1,328 @@
+//! Which half-precision GEMM kernel runs at which shape: [`gemm_half_plan`], the one place
+//! [`gemm_half`](super::gemm_half) makes that choice (issue 34, kernels/TUNING.md "Half-precision
+//! GEMM at every shape").
+//!
+//! | kernel | tile | blocks | where the plan puts it (H100 sweep, kernels/TUNING.md), and why |
+//! |---|---|---|---|
+//! | `gemm_wgmma_*` ([`HalfPlan::Wide`]) | 128 × 256 | one per tile | more than one wave of tiles and a long K (4096³, 8192³: 0.89–1.03× cuBLAS): kept where it has over one wave of tiles and the model puts it within 10% of the best |
+//! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | small K (16–256) with a large M × N: C's write is the cost (1.03× at 8192 × 8192 × 64, was 0.33×); also one wave of tiles (2048³, 1024 × 4096 × 1024) |
+//! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | odd mid shapes (4095 × 4097 × 1023, 2039 × 1021 × 4093), 512² × 16384 with split-K |
+//! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): a 128-tall tile would compute 2–128× the rows; split-K spreads the stream of B over every SM |
+//! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)`; 1000³ (128 units); long K over a tiny output (64² × 131072: 64 slices) |
+//! | `gemm_mma_*` ([`HalfPlan::MmaSync`]) | 128 × 256 | one per tile | every shape off compute capability 9.0 (or when asked for) |
+//!
+//! Split-K (`splits > 1`): unit (tile, slice z) writes its f32 partial to slab z of a workspace;
+//! `gemm_wgx_reduce_*` sums the slabs in order z = 0, 1, … and rounds once (deterministic for a
+//! given plan; the plan depends on the shape and the SM count only).
+//!
+//! The model ([`half_plan_cost`]) is a wave model in seconds: per unit, the larger of its tensor
+//! time and the time one SM takes to stream its operand bytes; units in waves of one per SM; a
+//! fixed cost per wave for the one-block-per-tile kernel (pipeline fill and an epilogue that
+//! overlaps nothing: what 8192 × 8192 × 64 at 0.33× cuBLAS shows) or once for the persistent
+//! ones (plus each unit's epilogue); combined with the bytes over DRAM bandwidth as a soft
+//! maximum (so that at the bandwidth floor the plan whose SMs finish first still wins); and for
+//! split-K the workspace traffic and one more launch. Its constants are nominal H100 figures,
+//! not fitted: the choice is relative.
+
+use super::gemm_tc::TcAlgo;
+
+/// A tile shape of the persistent, split-K Hopper kernels (`gemm_wgx_<bm>x<bn>_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HalfTile {
+    /// 128 × 256 outputs per unit, two consumer warpgroups, 3 stages.
+    T128x256,
+    /// 128 × 128, two consumer warpgroups, 5 stages.
+    T128x128,
+    /// 64 × 128, one consumer warpgroup, 8 stages.
+    T64x128,
+    /// 128 × 64, two consumer warpgroups (m64n64 each), 8 stages.
+    T128x64,
+}
+
+impl HalfTile {
+    /// Every tile shape.
+    pub const ALL: [HalfTile; 4] = [
+        HalfTile::T128x256,
+        HalfTile::T128x128,
+        HalfTile::T64x128,
+        HalfTile::T128x64,
+    ];
+
+    /// Rows of C per unit.
+    pub fn bm(self) -> usize {
+        match self {
+            HalfTile::T64x128 => 64,
+            _ => 128,
+        }
+    }
+
+    /// Columns of C per unit.
+    pub fn bn(self) -> usize {
+        match self {
+            HalfTile::T128x256 => 256,
+            HalfTile::T128x64 => 64,
+            _ => 128,
+        }
+    }
+
+    /// Shared-memory stages (`GemmWgx<..>::STAGES` in gemm_wgmma_tiles.cu: as many as fit beside
+    /// the epilogue buffers).
+    pub fn stages(self) -> usize {
+        match self {
+            HalfTile::T128x256 => 3,
+            HalfTile::T128x128 => 5,
+            _ => 8,
+        }
+    }
+
+    /// Threads per block: a producer warpgroup and one consumer warpgroup per 64 rows.
+    pub fn threads(self) -> u32 {
+        128 * (1 + self.bm() as u32 / 64)
+    }
+
+    /// Dynamic shared memory per block (`GemmWgx<..>::SMEM`): the stages of (BM + BN) rows of
+    /// 128 bytes, an epilogue buffer of 64 rows × (2·BN + 16) bytes per consumer warpgroup, 1 KB
+    /// of alignment slack, two mbarriers per stage.
+    pub fn smem_bytes(self) -> u32 {
+        let stages = self.stages() * (self.bm() + self.bn()) * 128;
+        let epilogue = self.bm() / 64 * 64 * (2 * self.bn() + 16);
+        (stages + epilogue + 1024 + 2 * self.stages() * 8) as u32
+    }
+
+    /// Fraction of an SM's tensor rate the tile's main loop reaches (nominal: two consumers
+    /// keep the tensor cores busy while the other waits; one consumer, or m64n64 steps, less).
+    fn efficiency(self) -> f64 {
+        match self {
+            HalfTile::T128x256 => 0.9,
+            HalfTile::T128x128 => 0.8,
+            HalfTile::T64x128 => 0.45,
+            HalfTile::T128x64 => 0.5,
+        }
+    }
+}
+
+/// How [`gemm_half`](super::gemm_half) runs a product.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HalfPlan {
+    /// `gemm_mma_*` (sm_80+ `mma.sync`, 128 × 256 tiles, one block per tile).
+    MmaSync,
+    /// `gemm_wgmma_*` (sm_90a, 128 × 256 tiles, one block per tile).
+    Wide,
+    /// `gemm_wgx_*` (sm_90a, persistent): `tile`, `splits` k slices (1: C written directly).
+    Tiles {
+        /// The tile shape.
+        tile: HalfTile,
+        /// k slices (split-K when > 1; each slice whole k tiles of 64, none empty).
+        splits: usize,
+    },
+}
+
+/// k per pipeline stage of every Hopper kernel (a k tile).
+pub const HALF_KTILE: usize = 64;
+
+/// The most k slices a plan may use.
+pub const HALF_MAX_SPLITS: usize = 64;
+
+/// The largest split-K workspace (f32 partials) a plan may need, in bytes.
+pub const HALF_MAX_WORKSPACE: usize = 256 << 20;
+
+// The model's constants (nominal H100 SXM figures; only their ratios steer the choice).
+/// Dense f16/bf16 tensor FLOP/s of one SM (4096 FLOP per clock at ~1.7 GHz).
+const SM_FLOPS: f64 = 7.0e12;
+/// Bytes per second one SM streams through TMA with its stages in flight.
+const SM_BYTES: f64 = 120e9;
+/// Bytes per second one SM's epilogue writes (register stores).
+const SM_STORE: f64 = 100e9;
+/// DRAM bytes per second.
+const DRAM: f64 = 3.0e12;
+/// A block's pipeline fill plus an epilogue that overlaps nothing, per wave of `gemm_wgmma_*`.
+const WIDE_WAVE: f64 = 5e-6;
+/// The persistent kernels' one fill and drain.
+const PERSISTENT_FILL: f64 = 3e-6;
+/// One more launch (the split-K reduce) and its gap.
+const LAUNCH: f64 = 2.5e-6;
+/// One round of the reduce's loads (8 slabs in flight per output, then added in order).
+const REDUCE_ROUND: f64 = 0.7e-6;
+
+/// k tiles per slice and the slices there really are when `splits` are asked for over `k`.
+pub fn half_split(k: usize, splits: usize) -> (usize, usize) {
+    let kt = k.div_ceil(HALF_KTILE).max(1);
+    let per = kt.div_ceil(splits.clamp(1, kt));
+    (per, kt.div_ceil(per))
+}
+
+/// The model's time in seconds for `plan` on an `m × n × k` product over `sm_count` SMs
+/// (`MmaSync`: not modelled, infinity). See the module documentation.
+pub fn half_plan_cost(plan: HalfPlan, m: usize, n: usize, k: usize, sm_count: u32) -> f64 {
+    let sms = sm_count.max(1) as usize;
+    let f = |x: usize| x as f64;
+    let (bm, bn, eff, splits, persistent) = match plan {
+        HalfPlan::MmaSync => return f64::INFINITY,
+        HalfPlan::Wide => (128, 256, 0.9, 1, false),
+        HalfPlan::Tiles { tile, splits } => (tile.bm(), tile.bn(), tile.efficiency(), splits, true),
+    };
+    let (per, splits) = half_split(k, splits);
+    let tiles = m.div_ceil(bm) * n.div_ceil(bn);
+    let units = tiles * splits;
+    let waves = f(units.div_ceil(sms));
+    let kk = f(per * HALF_KTILE);
+    let compute = 2.0 * f(bm * bn) * kk / (SM_FLOPS * eff);
+    let stream = f(bm + bn) * kk * 2.0 / SM_BYTES;
+    let unit = compute.max(stream);
+    let out_bytes = if splits > 1 { 4 } else { 2 };
+    let epilogue = f(bm * bn * out_bytes) / SM_STORE;
+    let time = if persistent {
+        waves * (unit + epilogue) + PERSISTENT_FILL
+    } else {
+        waves * (unit + WIDE_WAVE)
+    };
+    let operands = 2.0 * (f(m) * f(k) + f(k) * f(n));
+    let written = if splits > 1 {
+        4.0 * f(splits) * f(m) * f(n)
+    } else {
+        2.0 * f(m) * f(n)
+    };
+    // A soft maximum (4-norm) of the SMs' time and the DRAM floor: at the floor, as the skinny
+    // shapes are, the plan whose SMs finish sooner still wins (in the sweep those operands are
+    // L2-resident, well above the DRAM rate), and padded compute still counts.
+    let floor = (operands + written) / DRAM;
+    let main = (time.powi(4) + floor.powi(4)).powf(0.25);
+    if splits > 1 {
+        // The reduce: its bytes, and per 8 slabs one dependent round of loads per output.
+        let rounds = f(splits.div_ceil(8)) * REDUCE_ROUND;
+        main + LAUNCH + rounds + (written + 2.0 * f(m) * f(n)) / DRAM
+    } else {
+        main
+    }
+}
+
+/// The plan [`gemm_half`](super::gemm_half) runs an `m × n × k` product with (`m, n, k >= 1`) on
+/// the kernel family `family` (as [`tc_choice`](super::tc_choice) resolved it) over `sm_count`
+/// SMs: `MmaSync` for that family; on Hopper the cheapest plan by [`half_plan_cost`] among
+/// [`HalfPlan::Wide`] and every [`HalfTile`] with 1..=[`HALF_MAX_SPLITS`] slices (at most one
+/// wave of units, a workspace within [`HALF_MAX_WORKSPACE`]), keeping `Wide` when it is within
+/// 10% of that and has more than one wave of tiles (it is the measured kernel at the large
+/// shapes; within one wave the persistent 128 × 256 tiles do its work with a better epilogue). The table of which kernel wins
+/// where is in this module's documentation.
+pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u32) -> HalfPlan {
+    if family != TcAlgo::Wgmma {
+        return HalfPlan::MmaSync;
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return HalfPlan::Wide; // nothing to multiply (gemm_half writes zeros or nothing)
+    }
+    let sms = sm_count.max(1) as usize;
+    let cost = |p| half_plan_cost(p, m, n, k, sm_count);
+    let wide = cost(HalfPlan::Wide);
+    let mut best = (wide, HalfPlan::Wide);
+    for tile in HalfTile::ALL {
+        let tiles = (m.div_ceil(tile.bm()) * n.div_ceil(tile.bn())).max(1);
+        let kt = k.div_ceil(HALF_KTILE).max(1);
+        // Past one wave of units a split only adds workspace traffic.
+        let most = (sms.div_ceil(tiles)).clamp(1, HALF_MAX_SPLITS.min(kt));
+        for s in 1..=most {
+            let (_, splits) = half_split(k, s);
+            if splits > 1 && splits * m * n * 4 > HALF_MAX_WORKSPACE {
+                break;
+            }
+            let p = HalfPlan::Tiles { tile, splits };
+            let c = cost(p);
+            if c < best.0 {
+                best = (c, p);
+            }
+        }
+    }
+    // Within one wave the persistent kernels do the same work with a better epilogue.
+    let wide_tiles = m.div_ceil(128) * n.div_ceil(256);
+    if wide <= 1.1 * best.0 && wide_tiles > sms {
+        HalfPlan::Wide
+    } else {
+        best.1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(m: usize, n: usize, k: usize) -> HalfPlan {
+        gemm_half_plan(TcAlgo::Wgmma, m, n, k, 132)
+    }
+
+    #[test]
+    fn splits_cover_k_with_no_empty_slice() {
+        for k in [1, 63, 64, 65, 1000, 4096, 65_536] {
+            for s in 1..=70 {
+                let (per, real) = half_split(k, s);
+                let kt = k.div_ceil(64);
+                assert!(per >= 1 && real >= 1 && real <= s.max(1));
+                assert!((real - 1) * per < kt && real * per >= kt, "k={k} s={s}");
+            }
+        }
+    }
+
+    #[test]
+    fn large_squares_keep_the_measured_kernel() {
+        assert_eq!(plan(4096, 4096, 4096), HalfPlan::Wide);
+        assert_eq!(plan(8192, 8192, 8192), HalfPlan::Wide);
+    }
+
+    #[test]
+    fn skinny_and_small_k_shapes_move_off_it() {
+        for (m, n, k) in [
+            (8192, 8192, 64),
+            (33, 4096, 4096),
+            (4096, 33, 4096),
+            (1, 4096, 4096),
+            (256, 256, 65_536),
+            (64, 64, 131_072),
+            (1000, 1000, 1000),
+        ] {
+            assert_ne!(plan(m, n, k), HalfPlan::Wide, "{m}x{n}x{k}");
+        }
+        assert!(matches!(
+            plan(8192, 8192, 64),
+            HalfPlan::Tiles { splits: 1, .. }
+        ));
+        assert!(matches!(
+            plan(256, 256, 65_536),
+            HalfPlan::Tiles { splits: 2.., .. }
+        ));
+        assert!(matches!(
+            plan(33, 4096, 4096),
+            HalfPlan::Tiles {
+                tile: HalfTile::T64x128,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn empty_products_do_not_panic() {
+        for (m, n, k) in [(0, 4, 2), (3, 0, 2), (3, 4, 0), (0, 0, 0)] {
+            assert_eq!(plan(m, n, k), HalfPlan::Wide);
+            assert!(half_plan_cost(HalfPlan::Wide, m, n, k, 132).is_finite());
+        }
+        // No SM count reported: still a plan.
+        let _ = gemm_half_plan(TcAlgo::Wgmma, 5, 5, 5, 0);
+    }
+
+    #[test]
+    fn other_families_run_mma_sync() {
+        assert_eq!(
+            gemm_half_plan(TcAlgo::MmaSync, 33, 4096, 4096, 132),
+            HalfPlan::MmaSync
+        );
+    }
+
+    #[test]
+    fn smem_fits_one_block_per_sm() {
+        for t in HalfTile::ALL {
+            assert!(t.smem_bytes() <= 227 * 1024, "{t:?}");
+        }
+        assert_eq!(
+            HalfTile::T128x256.smem_bytes(),
+            3 * 384 * 128 + 2 * 64 * 528 + 1024 + 48
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! Launching the persistent, split-K Hopper GEMMs (`gemm_wgx_*` in `cuda/gemm_wgmma_tiles.cu`)
+//! for [`gemm_half`](super::gemm_half) under a [`HalfPlan::Tiles`](super::HalfPlan) plan.
+
+use super::gemm_half_plan::{half_split, HalfTile, HALF_MAX_WORKSPACE};
+use super::gemm_tc::{raise_smem, tma_map_box, TensorCoreElement};
+use super::Transpose;
+use crate::launch::{sms, to_i32};
+use crate::{Error, Kernels, Result};
+use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Stream, TensorMap};
+
+/// The signature of a `gemm_wgx_*` entry (tensor maps of A and B, then A, B, the output — C, or
+/// the f32 split-K workspace — as bytes, M, N, K, ldc, splits, k tiles per slice).
+pub type WgxKernel<T> = Kernel<(
+    TensorMap,
+    TensorMap,
+    &'static DeviceSlice<T>,
+    &'static DeviceSlice<T>,
+    &'static mut DeviceSlice<u8>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+)>;
+
+/// The signature of `gemm_wgx_reduce_*` (workspace, splits, M, N, C, ldc).
+pub type WgxReduceKernel<T> = Kernel<(
+    &'static DeviceSlice<f32>,
+    i32,
+    i32,
+    i32,
+    &'static mut DeviceSlice<T>,
+    i32,
+)>;
+
+/// `C = op(A) · op(B)` with `gemm_wgx_<tile>_*` and `splits` k slices (as asked; the slices
+/// really run are [`half_split`]'s). Operands are the aligned ones `gemm_half` prepared
+/// (16-byte aligned starts and row strides), stored `[a_rows, a_cols]` / `[b_rows, b_cols]`;
+/// `m, n, k >= 1` and C is checked to span `[m, n]` with `ldc`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm_wgx<T: TensorCoreElement>(
+    k: &Kernels,
+    s: &Stream,
+    tile: HalfTile,
+    splits: usize,
+    (ta, tb): (Transpose, Transpose),
+    (m, n, kdim): (usize, usize, usize),
+    (a, a_rows, a_cols, lda): (&DeviceSlice<T>, usize, usize, usize),
+    (b, b_rows, b_cols, ldb): (&DeviceSlice<T>, usize, usize, usize),
+    c: &mut DeviceSlice<T>,
+    ldc: usize,
+) -> Result<()> {
+    const OP: &str = "gemm (tensor cores)";
+    let (per, splits) = half_split(kdim, splits);
+    let (mi, ni, ki, lc) = (
+        to_i32(OP, "m", m)?,
+        to_i32(OP, "n", n)?,
+        to_i32(OP, "k", kdim)?,
+        to_i32(OP, "ldc", ldc)?,
+    );
+    let (si, pi) = (to_i32(OP, "splits", splits)?, to_i32(OP, "kt_per", per)?);
+    let kernels = k.gemm_wgmma_tiles_kernels()?;
+    let kern = T::wgx(kernels, tile, ta, tb);
+    raise_smem(kern.function(), tile.smem_bytes())?;
+    let map_a = tma_map_box::<T>(a, ta, true, a_rows, a_cols, lda, tile.bm() as u32)?;
+    let map_b = tma_map_box::<T>(b, tb, false, b_rows, b_cols, ldb, tile.bn() as u32)?;
+    let units = m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * splits;
+    let grid = units.min(sms(s) as usize).max(1) as u32;
+    let cfg = LaunchConfig::new(grid, tile.threads()).with_shared_mem(tile.smem_bytes());
+    if splits == 1 {
+        let mut out = c.cast_mut::<u8>()?;
+        // SAFETY: the maps address exactly the stored matrices of `a` and `b` (extents checked
+        // against the slices by TensorMap::tiled_2d; the copy engine reads nothing outside them
+        // and zero-fills the rest); A and B are passed so the launch orders those buffers. With
+        // one slice the kernel writes C's elements (i·ldc + j) · size_of::<T>() bytes in, for
+        // i < m, j < n only: inside `c` (checked by gemm_half to span [m, n] with ldc). Block
+        // size, grid (at most one block per unit) and dynamic shared memory are the tile's, as
+        // the kernel requires; kt_per and splits come from half_split (no empty slice).
+        unsafe {
+            kern.launch(
+                s, &cfg, map_a, map_b, a, b, &mut out, mi, ni, ki, lc, si, pi,
+            )
+        }?;
+        return Ok(());
+    }
+    let len = splits
+        .checked_mul(m)
+        .and_then(|v| v.checked_mul(n))
+        .filter(|&v| v.saturating_mul(4) <= HALF_MAX_WORKSPACE)
+        .ok_or_else(|| Error::TooLarge {
+            op: OP,
+            what: "split-K workspace (f32 elements)",
+            value: splits as u128 * m as u128 * n as u128,
+            max: (HALF_MAX_WORKSPACE / 4) as u128,
+        })?;
+    // SAFETY: every element of every slab is written by the product below before the reduce
+    // reads it: each (tile, slice) unit exists (no empty slice) and writes its tile's i < m,
+    // j < n entries of slab z.
+    let mut ws = unsafe { s.alloc::<f32>(len)? };
+    {
+        let mut out = ws.cast_mut::<u8>()?;
+        // SAFETY: as above for A and B; with splits > 1 the kernel writes only the f32 slabs
+        // ws[z·m·n + i·n + j] (z < splits, i < m, j < n), all inside the workspace of
+        // splits·m·n floats (4-byte aligned: a fresh allocation).
+        unsafe {
+            kern.launch(
+                s, &cfg, map_a, map_b, a, b, &mut out, mi, ni, ki, lc, si, pi,
+            )
+        }?;
+    }
+    let reduce = T::wgx_reduce(kernels);
+    let pairs = (m * n).div_ceil(2);
+    let blocks = pairs.div_ceil(256).min(sms(s) as usize * 8).max(1) as u32;
+    let cfg = LaunchConfig::new(blocks, 256);
+    // SAFETY: reads ws[z·m·n + e] for z < splits, e < m·n (all written above, inside the
+    // workspace) and writes C[i·ldc + j] for i < m, j < n only (inside `c`); any 1-D grid.
+    unsafe { reduce.launch(s, &cfg, &ws, si, mi, ni, c, lc) }?;
+    Ok(())
+}

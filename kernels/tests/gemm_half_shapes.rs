@@ -1,0 +1,267 @@
+//! The shape-specialised Hopper GEMMs (`gemm_wgx_*`: persistent tiles of 128 × 256, 128 × 128,
+//! 64 × 128 and 128 × 64, with and without split-K) forced one by one through
+//! `ops::gemm_half_with_plan`, and `ops::gemm_half`'s own plan, against the f64 CPU reference:
+//! M or N = 1, skinny M and N, K = one k tile, K not a multiple of 64, small K, a long K over a
+//! small output, odd extents, every layout, tight (copied) and padded leading dimensions, views
+//! one element in, C poisoned first with its padding checked untouched; split-K results
+//! bit-identical from run to run. Tolerances as in `gemm_tc.rs` (split-K adds f32 partial sums:
+//! within the same accumulation bound). Plus the plan table on the CPU.
+
+use cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_driver::ComputeCapability;
+use cuda_stack_kernels::ops::{self, HalfPlan, HalfTile, TcAlgo, TensorCoreElement, Transpose};
+use cuda_stack_kernels::{reference, Kernels};
+use cuda_tests::{cpu, ensure, gpu, TestResult};
+
+mod gemm_support;
+use gemm_support::{check, data, upload};
+
+/// (m, n, k): M = 1, N = 1, skinny M / N with a K tail, K = one k tile, small K, a long K over
+/// a small output, odd extents on every side.
+const SHAPES: &[(usize, usize, usize)] = &[
+    (1, 300, 200),
+    (70, 1, 130),
+    (33, 257, 1000),
+    (257, 33, 520),
+    (129, 131, 64),
+    (200, 136, 16),
+    (64, 64, 4100),
+    (131, 263, 77),
+];
+
+/// Splits asked for: none, a few (the last slice shorter), more than there are k tiles.
+const SPLITS: &[usize] = &[1, 3, 64];
+
+fn hopper(cc: ComputeCapability) -> bool {
+    cc == (ComputeCapability { major: 9, minor: 0 })
+}
+
+fn tiles_all<T: TensorCoreElement>() -> TestResult {
+    let ctx = cuda_tests::context()?;
+    let s = ctx.new_stream()?;
+    let k = Kernels::get(&ctx)?;
+    if !hopper(ctx.limits().compute_capability) {
+        let a = s.alloc_zeros::<T>(1)?;
+        let mut c = s.alloc_zeros::<T>(1)?;
+        let nt = Transpose::NoTrans;
+        let plan = HalfPlan::Tiles {
+            tile: HalfTile::T128x128,
+            splits: 1,
+        };
+        let r = ops::gemm_half_with_plan(&k, &s, plan, nt, nt, 1, 1, 1, &a, 1, &a, 1, &mut c, 1);
+        ensure!(
+            matches!(r, Err(cuda_stack_kernels::Error::Unsupported { .. })),
+            "wgx off sm_90: {r:?}"
+        );
+        return Ok(());
+    }
+    let ts = [Transpose::NoTrans, Transpose::Trans];
+    let mut seed = 7000;
+    for &(m, n, kd) in SHAPES {
+        for ta in ts {
+            for tb in ts {
+                // (extra columns of every leading dimension, view offset): dense and 16-byte
+                // aligned when the extents allow, or copied into aligned buffers first.
+                for &(pad, off) in &[(0usize, 0usize), (3, 1)] {
+                    let (ar, ac) = if ta == Transpose::NoTrans {
+                        (m, kd)
+                    } else {
+                        (kd, m)
+                    };
+                    let (br, bc) = if tb == Transpose::NoTrans {
+                        (kd, n)
+                    } else {
+                        (n, kd)
+                    };
+                    let (lda, ldb, ldc) = (ac + pad, bc + pad, n + pad);
+                    seed += 2;
+                    let a: Vec<T> = data(seed, ar * lda);
+                    let b: Vec<T> = data(seed + 1, br * ldb);
+                    let (want, bound) = reference::gemm_f64(ta, tb, m, n, kd, &a, lda, &b, ldb);
+                    let (da, db) = (upload(&s, &a, off)?, upload(&s, &b, off)?);
+                    let mut plans: Vec<HalfPlan> = HalfTile::ALL
+                        .iter()
+                        .flat_map(|&tile| {
+                            SPLITS
+                                .iter()
+                                .map(move |&splits| HalfPlan::Tiles { tile, splits })
+                        })
+                        .collect();
+                    plans.push(HalfPlan::Wide);
+                    plans.push(ops::gemm_half_plan(
+                        TcAlgo::Wgmma,
+                        m,
+                        n,
+                        kd,
+                        ctx.limits().sm_count,
+                    ));
+                    for plan in plans {
+                        let mut dc = s.alloc_zeros::<T>(off + m * ldc)?;
+                        s.memset_bytes(&mut dc, 0xFF)?;
+                        ops::gemm_half_with_plan(
+                            &k,
+                            &s,
+                            plan,
+                            ta,
+                            tb,
+                            m,
+                            n,
+                            kd,
+                            &da.slice(off..)?,
+                            lda,
+                            &db.slice(off..)?,
+                            ldb,
+                            &mut dc.slice_mut(off..)?,
+                            ldc,
+                        )?;
+                        let got = s.clone_dtoh(&dc)?;
+                        let what = format!(
+                            "{:?} {plan:?} {ta:?},{tb:?} {m}x{n}x{kd} pad={pad} off={off}",
+                            T::DTYPE
+                        );
+                        check(&what, &got, off, m, n, ldc, &want, &bound)?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A split-K product twice gives the same bits (slabs summed in a fixed order, no atomics), and
+/// a larger skinny product under `gemm_half`'s own plan is right on every entry.
+fn split_deterministic<T: TensorCoreElement>() -> TestResult {
+    let ctx = cuda_tests::context()?;
+    if !hopper(ctx.limits().compute_capability) {
+        return Ok(());
+    }
+    let s = ctx.new_stream()?;
+    let k = Kernels::get(&ctx)?;
+    let (m, n, kd) = (33, 1024, 4096);
+    let nn = Transpose::NoTrans;
+    let a: Vec<T> = data(81, m * kd);
+    let b: Vec<T> = data(82, kd * n);
+    let (da, db) = (upload(&s, &a, 0)?, upload(&s, &b, 0)?);
+    let (want, bound) = reference::gemm_f64(nn, nn, m, n, kd, &a, kd, &b, n);
+    let mut runs = Vec::new();
+    for tile in [HalfTile::T64x128, HalfTile::T128x256] {
+        for _ in 0..2 {
+            let mut dc = s.alloc_zeros::<T>(m * n)?;
+            let plan = HalfPlan::Tiles { tile, splits: 16 };
+            ops::gemm_half_with_plan(&k, &s, plan, nn, nn, m, n, kd, &da, kd, &db, n, &mut dc, n)?;
+            runs.push(s.clone_dtoh(&dc)?);
+        }
+        let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
+        let (x, y) = (&runs[runs.len() - 2], &runs[runs.len() - 1]);
+        ensure!(bits(x) == bits(y), "{tile:?} split-K: two runs differ");
+        check(
+            &format!("{:?} {tile:?} splits=16 {m}x{n}x{kd}", T::DTYPE),
+            x,
+            0,
+            m,
+            n,
+            n,
+            &want,
+            &bound,
+        )?;
+    }
+    let mut dc = s.alloc_zeros::<T>(m * n)?;
+    ops::gemm_half(
+        &k,
+        &s,
+        TcAlgo::Auto,
+        nn,
+        nn,
+        m,
+        n,
+        kd,
+        &da,
+        kd,
+        &db,
+        n,
+        &mut dc,
+        n,
+    )?;
+    let got = s.clone_dtoh(&dc)?;
+    check(
+        &format!("{:?} auto {m}x{n}x{kd}", T::DTYPE),
+        &got,
+        0,
+        m,
+        n,
+        n,
+        &want,
+        &bound,
+    )
+}
+
+/// Plans outside the contract are refused with a typed error, before anything runs.
+fn bad_plans() -> TestResult {
+    let ctx = cuda_tests::context()?;
+    let s = ctx.new_stream()?;
+    let k = Kernels::get(&ctx)?;
+    let a = s.alloc_zeros::<bf16>(64)?;
+    let mut c = s.alloc_zeros::<bf16>(64)?;
+    let nt = Transpose::NoTrans;
+    for splits in [0, ops::HALF_MAX_SPLITS + 1] {
+        let plan = HalfPlan::Tiles {
+            tile: HalfTile::T128x64,
+            splits,
+        };
+        let r = ops::gemm_half_with_plan(&k, &s, plan, nt, nt, 8, 8, 8, &a, 8, &a, 8, &mut c, 8);
+        ensure!(
+            matches!(
+                r,
+                Err(cuda_stack_kernels::Error::Invalid { .. })
+                    | Err(cuda_stack_kernels::Error::Unsupported { .. })
+            ),
+            "splits = {splits}: {r:?}"
+        );
+    }
+    Ok(())
+}
+
+/// The plan table: the shapes leave the one-block-per-tile kernel, the measured large
+/// squares keep it, and every plan's workspace stays within the cap.
+fn plan_table() -> TestResult {
+    let p = |m, n, k| ops::gemm_half_plan(TcAlgo::Wgmma, m, n, k, 132);
+    ensure!(p(4096, 4096, 4096) == HalfPlan::Wide, "4096^3");
+    ensure!(p(8192, 8192, 8192) == HalfPlan::Wide, "8192^3");
+    for (m, n, k) in [
+        (8192, 8192, 64),
+        (33, 4096, 4096),
+        (4096, 33, 4096),
+        (1, 4096, 4096),
+        (4096, 1, 4096),
+        (1000, 1000, 1000),
+        (256, 256, 65_536),
+        (512, 512, 16_384),
+        (64, 64, 131_072),
+    ] {
+        let plan = p(m, n, k);
+        ensure!(plan != HalfPlan::Wide, "{m}x{n}x{k}: {plan:?}");
+        if let HalfPlan::Tiles { splits, .. } = plan {
+            let (_, real) = ops::half_split(k, splits);
+            ensure!(
+                real == 1 || real * m * n * 4 <= ops::HALF_MAX_WORKSPACE,
+                "{m}x{n}x{k}: workspace"
+            );
+        }
+    }
+    ensure!(
+        ops::gemm_half_plan(TcAlgo::MmaSync, 33, 4096, 4096, 132) == HalfPlan::MmaSync,
+        "mma.sync family"
+    );
+    Ok(())
+}
+
+fn main() {
+    cuda_tests::run(vec![
+        cpu("plan_table", plan_table),
+        gpu("tiles_bf16", tiles_all::<bf16>),
+        gpu("tiles_f16", tiles_all::<f16>),
+        gpu("split_deterministic_bf16", split_deterministic::<bf16>),
+        gpu("split_deterministic_f16", split_deterministic::<f16>),
+        gpu("bad_plans", bad_plans),
+    ]);
+}
