@@ -45,6 +45,7 @@
 #include "dtype.cuh"
 #include "shared_address.cuh"
 #include "tma.cuh"
+#include "wgmma_ops.cuh"
 
 #define AW_BM 128       // query rows per CTA (two consumer warpgroups of 64)
 #define AW_BN 128       // keys per tile
@@ -58,38 +59,13 @@
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
 #define AW_SMEM_BYTES(D) ((1 + 2 * AW_STAGES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
 
-// ---- wgmma ---------------------------------------------------------------------------------------
+// ---- wgmma (descriptors, fence / commit / wait and the register lists: wgmma_ops.cuh) ---------
 
-// A shared-memory matrix descriptor with 128-byte swizzle (addresses and offsets in 16-byte units;
-// tiles start on 1024-byte boundaries).
-__device__ __forceinline__ unsigned long long aw_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
-           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void aw_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void aw_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void aw_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void aw_fence_regs(float (&d)[N]) {
-#pragma unroll
-    for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
 __device__ __forceinline__ float aw_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
     return y;
 }
-
-#define AW_R8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
-#define AW_R32 AW_R8(0), AW_R8(8), AW_R8(16), AW_R8(24)
-#define AW_R64 AW_R32, AW_R8(32), AW_R8(40), AW_R8(48), AW_R8(56)
-#define AW_L32                                                                                              \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, " \
-    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define AW_L64                                                                                                \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "   \
-    "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, " \
-    "%43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
 // The element types: the PTX type name, the pair rounding (lo in the low half).
 #define AW_ELEMENT(NAME, STORAGE, PTX)                                                                          \
@@ -99,25 +75,25 @@ __device__ __forceinline__ float aw_exp2(float x) {
         static __device__ __forceinline__ void qk(float (&d)[64], unsigned long long da, unsigned long long db, \
                                                   int acc) {                                                    \
             asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"                                             \
-                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX " " AW_L64                  \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX " " WGX_R64                  \
                          ", %64, %65, p, 1, 1, 0, 0; }"                                                         \
-                         : AW_R64                                                                               \
+                         : WGX_A64                                                                               \
                          : "l"(da), "l"(db), "r"(acc));                                                         \
         }                                                                                                       \
         /* d (64 x 128) += A (64 x 16, registers) B (16 x 128, shared, N-major) */                              \
         static __device__ __forceinline__ void pv(float (&d)[64], const unsigned (&a)[4], unsigned long long db) { \
             asm volatile("{ .reg .pred p; setp.ne.b32 p, %69, 0;\n"                                             \
-                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX " " AW_L64                  \
+                         "wgmma.mma_async.sync.aligned.m64n128k16.f32." PTX "." PTX " " WGX_R64                  \
                          ", {%64, %65, %66, %67}, %68, p, 1, 1, 1; }"                                           \
-                         : AW_R64                                                                               \
+                         : WGX_A64                                                                               \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                        \
         }                                                                                                       \
         /* d (64 x 64) += A (64 x 16, registers) B (16 x 64, shared, N-major) */                                \
         static __device__ __forceinline__ void pv(float (&d)[32], const unsigned (&a)[4], unsigned long long db) { \
             asm volatile("{ .reg .pred p; setp.ne.b32 p, %37, 0;\n"                                             \
-                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX "." PTX " " AW_L32                   \
+                         "wgmma.mma_async.sync.aligned.m64n64k16.f32." PTX "." PTX " " WGX_R32                   \
                          ", {%32, %33, %34, %35}, %36, p, 1, 1, 1; }"                                           \
-                         : AW_R32                                                                               \
+                         : WGX_A32                                                                               \
                          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                        \
         }                                                                                                       \
         static __device__ __forceinline__ unsigned pack(float lo, float hi) {                                   \
@@ -300,16 +276,16 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             const unsigned k_tile = sK + 2 * st * TILE, v_tile = k_tile + TILE;
             aw_bar_wait(kfull + 8 * st, ph);
             // S = Q K^T: k steps of 16 (32 bytes) within each 64-column atom.
-            aw_fence();
+            wgx_fence();
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
                 const unsigned off = (kk / 4) * AW_ATOM + (kk % 4) * 32;
-                E::qk(s, aw_desc(sQ + off + c * 64 * 128, 16, 1024), aw_desc(k_tile + off, 16, 1024), kk > 0);
+                E::qk(s, wgx_desc(sQ + off + c * 64 * 128, 16, 1024), wgx_desc(k_tile + off, 16, 1024), kk > 0);
             }
-            aw_commit();
-            aw_wait0();  // S, and the previous tile's O += P V
-            aw_fence_regs(s);
-            aw_fence_regs(o);
+            wgx_commit();
+            wgx_wait0();  // S, and the previous tile's O += P V
+            wgx_fence_acc(s);
+            wgx_fence_acc(o);
             // Every S product that reads Q is done after the last tile's; the previous tile's
             // stage has been read by its O += P V.
             if (kt == w.n_kt - 1 && lane == 0) mbar_arrive(q_empty);
@@ -373,13 +349,13 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             // O += P V: k step kb = keys 16 kb .. + 15 = 16 rows of 128 bytes of the V tile; the
             // D columns are ATOMS atoms of 64, AW_ATOM apart (the leading byte offset).
             aw_bar_wait(vfull + 8 * st, ph);
-            aw_fence();
+            wgx_fence();
 #pragma unroll
-            for (int kb = 0; kb < AW_BN / 16; ++kb) E::pv(o, pa[kb], aw_desc(v_tile + kb * 16 * 128, AW_ATOM, 1024));
-            aw_commit();
+            for (int kb = 0; kb < AW_BN / 16; ++kb) E::pv(o, pa[kb], wgx_desc(v_tile + kb * 16 * 128, AW_ATOM, 1024));
+            wgx_commit();
         }
-        aw_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
-        aw_fence_regs(o);
+        wgx_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
+        wgx_fence_acc(o);
         if (w.n_kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
 
         // Epilogue: O / l, lse.

@@ -27,6 +27,7 @@
 #include "dtype.cuh"
 #include "shared_address.cuh"
 #include "tma.cuh"
+#include "wgmma_ops.cuh"
 
 #define WG_BM 128
 #define WG_BN 256
@@ -41,50 +42,7 @@
 #define WG_SMEM_BYTES (WG_STAGES * WG_STAGE_BYTES + 1024 + 2 * WG_STAGES * 8)
 #define WG_GROUP_M 8
 
-// ---- wgmma -----------------------------------------------------------------------------------
-
-// A shared-memory matrix descriptor: start address, leading- and stride-dimension byte offsets
-// (all in 16-byte units), 128-byte swizzle. Tiles start on 1024-byte boundaries, so the base
-// offset field stays 0.
-__device__ __forceinline__ unsigned long long wg_desc(unsigned addr, unsigned lbo, unsigned sbo) {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) |
-           ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
-}
-
-__device__ __forceinline__ void wgmma_fence() {
-    asm volatile("wgmma.fence.sync.aligned;" ::: "memory");
-}
-__device__ __forceinline__ void wgmma_commit() {
-    asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Keeps the compiler from moving reads or writes of an accumulator across the asynchronous
-// wgmma boundary (the asm "modifies" the register, in program order with the volatile asms).
-__device__ __forceinline__ void wg_fence_acc(float (&d)[128]) {
-#pragma unroll
-    for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-#define WG_DREGS                                                                                  \
-    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                     \
-    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "            \
-    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "            \
-    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "            \
-    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "            \
-    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "            \
-    "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
-    "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}"
-#define WG_ACC8(i)                                                                                 \
-    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
-        "+f"(d[i + 6]), "+f"(d[i + 7])
-#define WG_ACC128                                                                                     \
-    WG_ACC8(0), WG_ACC8(8), WG_ACC8(16), WG_ACC8(24), WG_ACC8(32), WG_ACC8(40), WG_ACC8(48),        \
-        WG_ACC8(56), WG_ACC8(64), WG_ACC8(72), WG_ACC8(80), WG_ACC8(88), WG_ACC8(96), WG_ACC8(104), \
-        WG_ACC8(112), WG_ACC8(120)
+// ---- wgmma (descriptors, fence / commit / wait, register lists: wgmma_ops.cuh) ----------------
 
 // FP8 element tags: E5 = 1 for e5m2.
 struct E4M3 {
@@ -104,9 +62,9 @@ struct WgmmaFp8;
         static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da,          \
                                                    unsigned long long db, int accumulate) {         \
             asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0;\n"                                 \
-                         "wgmma.mma_async.sync.aligned.m64n256k32.f32." TYPES " " WG_DREGS           \
+                         "wgmma.mma_async.sync.aligned.m64n256k32.f32." TYPES " " WGX_R128           \
                          ", %128, %129, p, 1, 1; }"                                                  \
-                         : WG_ACC128                                                                 \
+                         : WGX_A128                                                                 \
                          : "l"(da), "l"(db), "r"(accumulate));                                       \
         }                                                                                            \
     };
@@ -228,20 +186,20 @@ __device__ __forceinline__ void gemm_wgmma_fp8(const TensorMap* tmA, const Tenso
             mbar_wait(bars + 8 * s, (kt / WG_STAGES) & 1);
             const unsigned sa = base + s * WG_STAGE_BYTES + c * 64 * WG_ROW_BYTES;
             const unsigned sb = base + s * WG_STAGE_BYTES + WG_A_BYTES;
-            wgmma_fence();
+            wgx_fence();
 #pragma unroll
             for (int kk = 0; kk < WG_BK / WG_KSTEP; ++kk) {
-                WgmmaFp8<EA::E5, EB::E5>::run(d, wg_desc(sa + kk * 32, 16, sbo), wg_desc(sb + kk * 32, 16, sbo),
+                WgmmaFp8<EA::E5, EB::E5>::run(d, wgx_desc(sa + kk * 32, 16, sbo), wgx_desc(sb + kk * 32, 16, sbo),
                                               kt > 0 || kk > 0);
             }
-            wgmma_commit();
+            wgx_commit();
             // As in gemm_wgmma.cu: wait for this tile's multiplies before handing the stage back
             // (wait_group 1 made ptxas serialise the wgmmas, C7515); the other consumer keeps the
             // tensor cores busy meanwhile.
-            wgmma_wait<0>();
+            wgx_wait0();
             if (threadIdx.x % 32 == 0) mbar_arrive(bars + 8 * (WG_STAGES + s));
         }
-        wg_fence_acc(d);
+        wgx_fence_acc(d);
         const float alpha = a_inv_scale[0] * b_inv_scale[0];
         wg_epilogue<T>(d, alpha, C, M, N, ldc, m0 + 64 * c, n0);
     }

@@ -1,5 +1,6 @@
 // wgmma_ops.cuh — Hopper warpgroup MMA (wgmma) for the shape-specialised GEMMs of
-// gemm_wgmma_tiles.cu: shared-memory matrix descriptors, the fence / commit / wait instructions,
+// gemm_wgmma_tiles.cu, the FP8 GEMM of gemm_wgmma_fp8.cu and the attention forward of
+// attention_wgmma.cu: shared-memory matrix descriptors, the fence / commit / wait instructions,
 // and `wgmma.mma_async` m64nNk16 with f32 accumulation for N = 64, 128 and 256 on bf16 and f16
 // (sm_90a; PTX ISA 8.0). gemm_wgmma.cu keeps its own copies of the same instructions.
 //
