@@ -1,6 +1,9 @@
-//! Fused scaled-dot-product attention, forward and backward (`cuda/attention.cu`): the scores
-//! `scale · Q Kᵀ` are never written to memory; the forward saves the row log-sum-exp that the
-//! backward recomputes the probabilities from (FlashAttention-2's scheme).
+//! Fused scaled-dot-product attention, forward and backward: the scores `scale · Q Kᵀ` are never
+//! written to memory; the forward saves the row log-sum-exp that the backward recomputes the
+//! probabilities from (FlashAttention-2's scheme). Three kernel families ([`AttentionAlgo`]):
+//! SIMT (`cuda/attention.cu`, every dtype and head dimension), mma.sync (`cuda/attention_mma.cu`,
+//! `cuda/attention_mma_bwd.cu`, sm_80+) and, for the forward on sm_90, wgmma with TMA
+//! (`cuda/attention_wgmma.cu`, FlashAttention-3's structure).
 //!
 //! q is `[B, H, Nq, D]`, k and v are `[B, H, Nk, D]`, each a strided view ([`HeadStrides`]: batch,
 //! head and row strides in elements, unit last stride), so they may be slices of one packed
