@@ -48,8 +48,9 @@ pub(crate) type Part<T, A> = Kernel<(In<T>, Out<A>, i32, i32, i32)>;
 /// `strided_copy_b*(src, dst, layout, n)`.
 pub(crate) type StridedCopy<T> = Kernel<(In<T>, Out<T>, StridedLayout, u64)>;
 
-/// `k` as a `Kernel<B>`, when `B` is its own type (always, when the match arms are right).
-fn cast<A: 'static, B: 'static>(k: &Kernel<A>) -> Result<&Kernel<B>> {
+/// `k` as a `Kernel<B>`, when `B` is its own type (always, when the match arms are right). The
+/// ops with their own multi-dtype match (the FP8 casts and GEMM) use it too.
+pub(crate) fn cast<A: 'static, B: 'static>(k: &Kernel<A>) -> Result<&Kernel<B>> {
     (k as &dyn Any)
         .downcast_ref::<Kernel<B>>()
         .ok_or_else(|| Error::Invalid {

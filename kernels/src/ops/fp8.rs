@@ -23,12 +23,12 @@
 //! GPUs below compute capability 8.9 have no FP8 conversions: every op here returns
 //! [`Error::UnsupportedDevice`] there, before anything is loaded or launched.
 
+use crate::dispatch::cast;
 use crate::launch::{check_len, grid, sms, to_i32, BLOCK};
 use crate::{DType, Element, Error, Kernels, Result};
 use cuda_stack_driver::float8::{F8E4M3, F8E5M2};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceRepr, DeviceSlice, Kernel, LaunchConfig, Stream};
-use std::any::Any;
 use std::fmt::Debug;
 
 /// The oldest compute capability with FP8 conversions and FP8 tensor cores (Ada, sm_89).
@@ -117,19 +117,6 @@ pub(crate) fn check_fp8_device(op: &'static str, s: &Stream, dtype: DType) -> Re
     })
 }
 
-/// `k` as a `Kernel<B>`, when `B` is its own type (the match arms below pick it so).
-fn same<A: 'static, B: 'static>(k: &Kernel<A>) -> Result<&Kernel<B>> {
-    (k as &dyn Any)
-        .downcast_ref::<Kernel<B>>()
-        .ok_or_else(|| Error::Invalid {
-            op: "fp8 dispatch",
-            problem: format!(
-                "internal error: {k:?} is not a {}",
-                std::any::type_name::<B>()
-            ),
-        })
-}
-
 type QuantKernel<S> = Kernel<(
     &'static DeviceSlice<S>,
     &'static mut DeviceSlice<u8>,
@@ -148,33 +135,33 @@ type AmaxKernel<S> = Kernel<(&'static DeviceSlice<S>, &'static mut DeviceSlice<f
 fn quant_kernel<S: Fp8Wide, Q: Fp8>(k: &Kernels) -> Result<&QuantKernel<S>> {
     let f = k.fp8_kernels()?;
     match (S::DTYPE, Q::DTYPE) {
-        (DType::F32, DType::F8E4M3) => same(&f.fp8_quant_f32_e4m3),
-        (DType::F32, _) => same(&f.fp8_quant_f32_e5m2),
-        (DType::F16, DType::F8E4M3) => same(&f.fp8_quant_f16_e4m3),
-        (DType::F16, _) => same(&f.fp8_quant_f16_e5m2),
-        (_, DType::F8E4M3) => same(&f.fp8_quant_bf16_e4m3),
-        _ => same(&f.fp8_quant_bf16_e5m2),
+        (DType::F32, DType::F8E4M3) => cast(&f.fp8_quant_f32_e4m3),
+        (DType::F32, _) => cast(&f.fp8_quant_f32_e5m2),
+        (DType::F16, DType::F8E4M3) => cast(&f.fp8_quant_f16_e4m3),
+        (DType::F16, _) => cast(&f.fp8_quant_f16_e5m2),
+        (_, DType::F8E4M3) => cast(&f.fp8_quant_bf16_e4m3),
+        _ => cast(&f.fp8_quant_bf16_e5m2),
     }
 }
 
 fn dequant_kernel<Q: Fp8, D: Fp8Wide>(k: &Kernels) -> Result<&DequantKernel<D>> {
     let f = k.fp8_kernels()?;
     match (Q::DTYPE, D::DTYPE) {
-        (DType::F8E4M3, DType::F32) => same(&f.fp8_dequant_e4m3_f32),
-        (DType::F8E4M3, DType::F16) => same(&f.fp8_dequant_e4m3_f16),
-        (DType::F8E4M3, _) => same(&f.fp8_dequant_e4m3_bf16),
-        (_, DType::F32) => same(&f.fp8_dequant_e5m2_f32),
-        (_, DType::F16) => same(&f.fp8_dequant_e5m2_f16),
-        _ => same(&f.fp8_dequant_e5m2_bf16),
+        (DType::F8E4M3, DType::F32) => cast(&f.fp8_dequant_e4m3_f32),
+        (DType::F8E4M3, DType::F16) => cast(&f.fp8_dequant_e4m3_f16),
+        (DType::F8E4M3, _) => cast(&f.fp8_dequant_e4m3_bf16),
+        (_, DType::F32) => cast(&f.fp8_dequant_e5m2_f32),
+        (_, DType::F16) => cast(&f.fp8_dequant_e5m2_f16),
+        _ => cast(&f.fp8_dequant_e5m2_bf16),
     }
 }
 
 fn amax_kernel<S: Fp8Wide>(k: &Kernels) -> Result<&AmaxKernel<S>> {
     let f = k.fp8_kernels()?;
     match S::DTYPE {
-        DType::F32 => same(&f.fp8_amax_f32),
-        DType::F16 => same(&f.fp8_amax_f16),
-        _ => same(&f.fp8_amax_bf16),
+        DType::F32 => cast(&f.fp8_amax_f32),
+        DType::F16 => cast(&f.fp8_amax_f16),
+        _ => cast(&f.fp8_amax_bf16),
     }
 }
 

@@ -16,6 +16,7 @@
 //! elsewhere [`Error::UnsupportedDevice`] (cuBLASLt's FP8 matmul also runs on 8.9).
 
 use super::fp8::Fp8;
+use crate::dispatch::cast;
 use crate::launch::{check_operand, to_i32};
 use crate::{DType, Error, Kernels, Result};
 use cuda_stack_driver::half::bf16;
@@ -23,7 +24,6 @@ use cuda_stack_driver::{
     ComputeCapability, DeviceRepr, DeviceSlice, Kernel, LaunchConfig, Stream, TensorMap,
     TensorMapElement, TensorMapSwizzle,
 };
-use std::any::Any;
 use std::fmt::Debug;
 
 const OP: &str = "gemm_fp8";
@@ -69,30 +69,18 @@ type Fp8Kernel<C> = Kernel<(
     &'static DeviceSlice<f32>,
 )>;
 
-fn same<X: 'static, Y: 'static>(k: &Kernel<X>) -> Result<&Kernel<Y>> {
-    (k as &dyn Any)
-        .downcast_ref::<Kernel<Y>>()
-        .ok_or_else(|| Error::Invalid {
-            op: "gemm_fp8 dispatch",
-            problem: format!(
-                "internal error: {k:?} is not a {}",
-                std::any::type_name::<Y>()
-            ),
-        })
-}
-
 fn kernel<A: Fp8, B: Fp8, C: Fp8GemmOut>(k: &Kernels) -> Result<&Fp8Kernel<C>> {
     let f = k.gemm_wgmma_fp8_kernels()?;
     let e5 = |d: DType| d == DType::F8E5M2;
     match (e5(A::DTYPE), e5(B::DTYPE), C::DTYPE == DType::F32) {
-        (false, false, false) => same(&f.gemm_wgmma_fp8_e4m3_e4m3_bf16),
-        (false, false, true) => same(&f.gemm_wgmma_fp8_e4m3_e4m3_f32),
-        (false, true, false) => same(&f.gemm_wgmma_fp8_e4m3_e5m2_bf16),
-        (false, true, true) => same(&f.gemm_wgmma_fp8_e4m3_e5m2_f32),
-        (true, false, false) => same(&f.gemm_wgmma_fp8_e5m2_e4m3_bf16),
-        (true, false, true) => same(&f.gemm_wgmma_fp8_e5m2_e4m3_f32),
-        (true, true, false) => same(&f.gemm_wgmma_fp8_e5m2_e5m2_bf16),
-        (true, true, true) => same(&f.gemm_wgmma_fp8_e5m2_e5m2_f32),
+        (false, false, false) => cast(&f.gemm_wgmma_fp8_e4m3_e4m3_bf16),
+        (false, false, true) => cast(&f.gemm_wgmma_fp8_e4m3_e4m3_f32),
+        (false, true, false) => cast(&f.gemm_wgmma_fp8_e4m3_e5m2_bf16),
+        (false, true, true) => cast(&f.gemm_wgmma_fp8_e4m3_e5m2_f32),
+        (true, false, false) => cast(&f.gemm_wgmma_fp8_e5m2_e4m3_bf16),
+        (true, false, true) => cast(&f.gemm_wgmma_fp8_e5m2_e4m3_f32),
+        (true, true, false) => cast(&f.gemm_wgmma_fp8_e5m2_e5m2_bf16),
+        (true, true, true) => cast(&f.gemm_wgmma_fp8_e5m2_e5m2_f32),
     }
 }
 
