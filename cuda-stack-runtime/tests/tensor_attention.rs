@@ -119,6 +119,35 @@ fn check<T: Elem>(
     close("dq", &to_f64(&dq)?, &want_dq, tg)?;
     close("dk", &to_f64(&dk)?, &want_dk, tg)?;
     close("dv", &to_f64(&dv)?, &want_dv, tg)?;
+    if qs[2] == ks[2] {
+        // The stacked form runs the same kernels into thirds of one buffer: the same bits
+        // (the deterministic dq path; the atomic one may differ in dq's last bits).
+        let st = q.scaled_dot_product_attention_backward_stacked(
+            k, v, &out, &lse, &dout, causal, scale,
+        )?;
+        let mut want_shape = vec![3];
+        want_shape.extend_from_slice(&qs);
+        ensure!(
+            st.shape() == want_shape.as_slice(),
+            "stacked shape {:?}",
+            st.shape()
+        );
+        let atomic = std::env::var("CUDA_STACK_ATTN_BWD_DQ").is_ok_and(|v| v == "atomic");
+        for (i, (name, want)) in [("dq", &dq), ("dk", &dk), ("dv", &dv)]
+            .into_iter()
+            .enumerate()
+        {
+            let got = to_f64(&st.select(0, i)?)?;
+            if atomic && i == 0 {
+                close("stacked dq", &got, &want_dq, tg)?;
+            } else {
+                ensure!(
+                    got == to_f64(want)?,
+                    "stacked {name} differs from the three-tensor form"
+                );
+            }
+        }
+    }
     Ok(())
 }
 
@@ -300,6 +329,12 @@ fn bad_inputs() -> TestResult {
         "dout shape",
         q.scaled_dot_product_attention_backward(&k, &k, &out, &lse, &bad_dout, false, None),
         "`dout`",
+    )?;
+    let dout = t(&[2, 3, 4, 8])?;
+    expect_err(
+        "stacked with Nq != Nk",
+        q.scaled_dot_product_attention_backward_stacked(&k, &k, &out, &lse, &dout, false, None),
+        "Nq == Nk",
     )?;
     Ok(())
 }

@@ -113,17 +113,12 @@ pub(crate) fn packed_qkv_attention<T: GradElement + AttentionElement>(
                 .contiguous()?
                 .reshape(&[b, n, heads, d])?
                 .permute(&[0, 2, 1, 3])?;
-            let (dq, dk, dv) =
-                q.scaled_dot_product_attention_backward(&k, &v, &out, &lse, &g, causal, None)?;
-            // Each [B, H, N, D] gradient goes to slot i of the packed [B, N, 3, H, D] gradient.
-            let slot = |t: &Tensor<T>, i: usize| -> Result<Tensor<T>> {
-                let t = t
-                    .permute(&[0, 2, 1, 3])?
-                    .contiguous()?
-                    .reshape(&[b, n, 1, heads, d])?;
-                Ok(t.zero_pad(2, i, 2 - i)?)
-            };
-            let full = slot(&dq, 0)?.add(&slot(&dk, 1)?)?.add(&slot(&dv, 2)?)?;
+            // dq, dk, dv as one [3, B, H, N, D] tensor, then one copy into the packed
+            // [B, N, 3, H, D] layout of the projection.
+            let stacked = q.scaled_dot_product_attention_backward_stacked(
+                &k, &v, &out, &lse, &g, causal, None,
+            )?;
+            let full = stacked.permute(&[1, 3, 0, 2, 4])?.contiguous()?;
             Ok(vec![Some(full.reshape(&[b, n, c3])?)])
         },
     ))

@@ -361,11 +361,64 @@ impl<T: AttentionElement> Tensor<T> {
         causal: bool,
         scale: Option<f64>,
     ) -> Result<(Tensor<T>, Tensor<T>, Tensor<T>)> {
+        match self.attention_backward(k, v, out, lse, dout, causal, scale, false)? {
+            Grads::Three(dq, dk, dv) => Ok((dq, dk, dv)),
+            Grads::Stacked(_) => Err(internal("three gradients", "one stacked tensor")),
+        }
+    }
+
+    /// [`Tensor::scaled_dot_product_attention_backward`] for self-attention (`Nq == Nk`) with
+    /// the three gradients in one contiguous `[3, B, H, N, D]` tensor (`dq`, `dk`, `dv` along the
+    /// first dimension), written there by the kernels directly. A packed `[B, N, 3, H, D]`
+    /// projection's gradient is then one copy away (`permute(&[1, 3, 0, 2, 4])` then
+    /// `contiguous()`), where three separate gradients would need one copy each and a sum.
+    /// Errors as the three-tensor form, and when `Nq != Nk`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn scaled_dot_product_attention_backward_stacked(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        out: &Tensor<T>,
+        lse: &Tensor<T::Lse>,
+        dout: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> Result<Tensor<T>> {
+        match self.attention_backward(k, v, out, lse, dout, causal, scale, true)? {
+            Grads::Stacked(g) => Ok(g),
+            Grads::Three(..) => Err(internal("one stacked tensor", "three gradients")),
+        }
+    }
+
+    /// The backward pass behind both public forms: the gradients as three new tensors or as one
+    /// `[3, B, H, N, D]` tensor (`stacked`, which needs `Nq == Nk`).
+    #[allow(clippy::too_many_arguments)]
+    fn attention_backward(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        out: &Tensor<T>,
+        lse: &Tensor<T::Lse>,
+        dout: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+        stacked: bool,
+    ) -> Result<Grads<T>> {
         const OP: &str = "scaled_dot_product_attention_backward";
         let (shape, st) = check_qkv(OP, self, k, v, causal)?;
         let scale = scale.unwrap_or(1.0 / (shape.head_dim as f64).sqrt());
         let q_shape = [shape.batch, shape.heads, shape.q_len, shape.head_dim];
         let k_shape = [shape.batch, shape.heads, shape.kv_len, shape.head_dim];
+        if stacked && shape.q_len != shape.kv_len {
+            return Err(TensorError::ShapeMismatch {
+                op: "scaled_dot_product_attention_backward_stacked",
+                lhs: q_shape.to_vec(),
+                rhs: k_shape.to_vec(),
+                why: "stacking dq, dk and dv into one [3, B, H, N, D] tensor needs as many \
+                      queries as keys (Nq == Nk); use scaled_dot_product_attention_backward"
+                    .into(),
+            });
+        }
         check_same(OP, "out", out, &q_shape)?;
         check_same(OP, "dout", dout, &q_shape)?;
         check_same(OP, "lse", lse, &q_shape[..3])?;
@@ -374,7 +427,7 @@ impl<T: AttentionElement> Tensor<T> {
         self.same_device(OP, dout)?;
         let (out, lse, dout) = (out.contiguous()?, lse.contiguous()?, dout.contiguous()?);
         let q_rows = self.numel() / shape.head_dim;
-        let k_len = k.numel();
+        let (q_len, k_len) = (self.numel(), k.numel());
         let exec = self.exec()?;
         let kern = exec.kernels()?;
         let (qd, kd, vd) = (from_offset(self)?, from_offset(k)?, from_offset(v)?);
@@ -382,7 +435,7 @@ impl<T: AttentionElement> Tensor<T> {
         let qkv = [(&*qd, st[0]), (&*kd, st[1]), (&*vd, st[2])];
         // The dq path, decided before anything is allocated: the f32 workspace only for the
         // atomic one (which then runs: dq, dk, dv and the workspace are new allocations, 512-byte
-        // aligned, as the plan assumes).
+        // aligned, or 16-byte aligned thirds of one, as the plan assumes).
         let mut dq_mode = T::attention_bwd_dq_plan(exec.stream(), &shape, qkv, &gd)?;
         let acc_len = if dq_mode == AttentionBwdDq::Atomic {
             ops::attention_bwd_dq_workspace_len(&shape)?
@@ -393,57 +446,94 @@ impl<T: AttentionElement> Tensor<T> {
             // No dq to accumulate (Nq = 0), or the two-kernel path: no workspace either way.
             dq_mode = AttentionBwdDq::Separate;
         }
+        // Queues the backward into the three gradient buffers (the delta and dq workspaces are
+        // made inside).
+        let run = |dq: &mut DeviceSlice<T>, dk: &mut DeviceSlice<T>, dv: &mut DeviceSlice<T>| {
+            // SAFETY: the delta kernel writes every element of its workspace before the others
+            // read it, and the atomic path zeroes every element of the dq workspace first (it
+            // runs whenever that workspace is made: acc_len > 0 only for a planned Atomic, which
+            // the op then runs or refuses with an error).
+            unsafe {
+                let _delta = exec.storage_with::<T::Lse>(q_rows, |delta| {
+                    let mut bwd = |acc: Option<&mut DeviceSlice<f32>>| {
+                        T::attention_bwd(
+                            &kern,
+                            exec.stream(),
+                            &shape,
+                            qkv,
+                            &od,
+                            &ld,
+                            &gd,
+                            delta,
+                            dq_mode,
+                            acc,
+                            [&mut *dq, &mut *dk, &mut *dv],
+                            scale,
+                        )
+                    };
+                    if acc_len == 0 {
+                        return bwd(None);
+                    }
+                    let _acc = exec.storage_with::<f32>(acc_len, |acc| bwd(Some(acc)))?;
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        };
+        if stacked {
+            // SAFETY: the dq kernel (or the atomic path's conversion) writes every element of
+            // dq (B·H·Nq rows of D), the dk/dv (or fused) kernel every element of dk and dv
+            // (B·H·Nk rows of D), also for rows that see no query or key; with Nq == Nk the three
+            // are the buffer's three thirds, so every element is written. The op checks every
+            // length.
+            let all = unsafe {
+                exec.storage_with::<T>(3 * q_len, |all| {
+                    let (mut dq, mut rest) = all.split_at_mut(q_len)?;
+                    let (mut dk, mut dv) = rest.split_at_mut(k_len)?;
+                    run(&mut dq, &mut dk, &mut dv)
+                })
+            }
+            .map_err(|e| e.with_shape(self.shape()))?;
+            let mut stacked_shape = vec![3];
+            stacked_shape.extend_from_slice(&q_shape);
+            return Ok(Grads::Stacked(Tensor::from_storage(all, &stacked_shape)?));
+        }
         let mut kv: Option<StoragePair<T, T>> = None;
         // SAFETY: the dq kernel (or the atomic path's conversion) writes every element of dq
         // (B·H·Nq rows of D), the dk/dv (or fused) kernel every element of dk and dv (B·H·Nk rows
-        // of D), also for rows that see no query or key; the delta kernel writes every element
-        // of its workspace before the others read it, and the atomic path zeroes every element
-        // of the dq workspace first (it runs whenever that workspace is made: acc_len > 0 only
-        // for a planned Atomic, which the op then runs or refuses with an error). The op checks
-        // every length.
-        // The three storages are made by nested `storage_*_with` calls (one unsafe block: the
-        // closures inside it are unsafe context too) so that one op call sees all four buffers.
+        // of D), also for rows that see no query or key. The op checks every length.
+        // The storages are made by nested `storage_*_with` calls so that one op call sees all
+        // the buffers.
         let dq = unsafe {
-            exec.storage_with::<T>(self.numel(), |dq| {
-                let pair = exec.storage_pair_with::<T, T>(k_len, k_len, |dk, dv| {
-                    let _delta = exec.storage_with::<T::Lse>(q_rows, |delta| {
-                        let mut bwd = |acc: Option<&mut DeviceSlice<f32>>| {
-                            T::attention_bwd(
-                                &kern,
-                                exec.stream(),
-                                &shape,
-                                qkv,
-                                &od,
-                                &ld,
-                                &gd,
-                                delta,
-                                dq_mode,
-                                acc,
-                                [dq, dk, dv],
-                                scale,
-                            )
-                        };
-                        if acc_len == 0 {
-                            return bwd(None);
-                        }
-                        let _acc = exec.storage_with::<f32>(acc_len, |acc| bwd(Some(acc)))?;
-                        Ok(())
-                    })?;
-                    Ok(())
-                })?;
+            exec.storage_with::<T>(q_len, |dq| {
+                let pair =
+                    exec.storage_pair_with::<T, T>(k_len, k_len, |dk, dv| run(dq, dk, dv))?;
                 kv = Some(pair);
                 Ok(())
             })
         }
         .map_err(|e| e.with_shape(self.shape()))?;
-        let (dk, dv) = kv.ok_or_else(|| TensorError::InvalidArgument {
-            op: OP,
-            problem: "internal error: the dk/dv storages were not made".into(),
-        })?;
-        Ok((
+        let (dk, dv) = kv.ok_or_else(|| internal("the dk/dv storages", "none"))?;
+        Ok(Grads::Three(
             Tensor::from_storage(dq, &q_shape)?,
             Tensor::from_storage(dk, &k_shape)?,
             Tensor::from_storage(dv, &k_shape)?,
         ))
+    }
+}
+
+/// The backward's gradients: three tensors, or one `[3, B, H, N, D]` tensor.
+enum Grads<T: TensorElement> {
+    /// dq, dk, dv.
+    Three(Tensor<T>, Tensor<T>, Tensor<T>),
+    /// dq, dk, dv stacked along a new first dimension.
+    Stacked(Tensor<T>),
+}
+
+/// An internal inconsistency of the backward (never expected), as a typed error.
+fn internal(wanted: &str, got: &str) -> TensorError {
+    TensorError::InvalidArgument {
+        op: "scaled_dot_product_attention_backward",
+        problem: format!("internal error: wanted {wanted}, made {got}"),
     }
 }
