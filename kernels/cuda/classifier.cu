@@ -26,6 +26,17 @@
 
 #define FULL_MASK 0xffffffffu
 #define CLS_THREADS 512
+// Packets (16 bytes) each thread loads before it uses the first: 4, except where 4 spilled
+// under the 128 registers a 512-thread block allows (ptxas 12.4): f64 in both passes and f16's
+// gradient pass (the in-place kernel), which take 2.
+template <typename Tag> struct ClsUnroll {
+    static const int PASS1 = sizeof(typename DType<Tag>::Storage) == 8 ? 2 : 4;
+    static const int PASS2 = PASS1;
+};
+template <> struct ClsUnroll<F16> {
+    static const int PASS1 = 4;
+    static const int PASS2 = 2;
+};
 
 __device__ __forceinline__ float ex(float v) { return expf(v); }
 __device__ __forceinline__ double ex(double v) { return exp(v); }
@@ -72,6 +83,26 @@ __device__ __forceinline__ RowSplit row_split(const S* xr, const S* dr, int V, b
     return rs;
 }
 
+// Merges one packet into a thread's running (m, s): the packet's maximum first, then one
+// rescale of the running sum (one exponential per element, not two).
+template <typename Tag>
+__device__ __forceinline__ void merge_pack(typename DType<Tag>::Compute& m,
+                                           typename DType<Tag>::Compute& s,
+                                           const Pack<typename DType<Tag>::Storage>& pk) {
+    typedef DType<Tag> D;
+    typedef typename D::Compute F;
+    const int N = Pack<typename D::Storage>::N;
+    F pm = neg_inf((F)0);
+#pragma unroll
+    for (int j = 0; j < N; ++j) pm = max_nan(pm, D::load(pk.v[j]));
+    F ps = (F)0;
+    if (pm != neg_inf((F)0)) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) ps += ex(D::load(pk.v[j]) - pm);
+    }
+    merge(m, s, pm, ps);
+}
+
 // Pass 1 over a row: the block's (m, s) and x[t] (valid in every thread after the call).
 template <typename Tag>
 __device__ __forceinline__ void row_pass1(const typename DType<Tag>::Storage* xr, RowSplit rs,
@@ -87,18 +118,19 @@ __device__ __forceinline__ void row_pass1(const typename DType<Tag>::Storage* xr
     s = (F)0;
     for (int c = tid; c < rs.head; c += CLS_THREADS) push(m, s, D::load(xr[c]));
     const S* body = xr + rs.head;
-    for (int p = tid; p < rs.packs; p += CLS_THREADS) {
-        const Pack<S> pk = load_pack(body + (u64)p * N);
-        F pm = neg_inf((F)0);
+    // A thread's packets in order p, p + T, p + 2T, ...: U (ClsUnroll) of them loaded before the
+    // first is used (one 16-byte load in flight per thread left the H200's memory idle), then
+    // merged in that same order, so the sums do not depend on the unrolling.
+    const int U = ClsUnroll<Tag>::PASS1;
+    int p = tid;
+    for (; p + (U - 1) * CLS_THREADS < rs.packs; p += U * CLS_THREADS) {
+        Pack<S> pk[U];
 #pragma unroll
-        for (int j = 0; j < N; ++j) pm = max_nan(pm, D::load(pk.v[j]));
-        F ps = (F)0;
-        if (pm != neg_inf((F)0)) {
+        for (int u = 0; u < U; ++u) pk[u] = load_pack(body + (u64)(p + u * CLS_THREADS) * N);
 #pragma unroll
-            for (int j = 0; j < N; ++j) ps += ex(D::load(pk.v[j]) - pm);
-        }
-        merge(m, s, pm, ps);
+        for (int u = 0; u < U; ++u) merge_pack<Tag>(m, s, pk[u]);
     }
+    for (; p < rs.packs; p += CLS_THREADS) merge_pack<Tag>(m, s, load_pack(body + (u64)p * N));
     for (int c = rs.head + rs.packs * N + tid; c < V; c += CLS_THREADS) push(m, s, D::load(xr[c]));
     // Warp butterfly, then warp 0 merges the 16 warp results; all threads read the result.
 #pragma unroll
@@ -164,14 +196,32 @@ __device__ __forceinline__ void classifier(const typename DType<Tag>::Storage* x
         }
         const S* xb = xr + rs.head;
         S* db = dr + rs.head;
-        for (int p = threadIdx.x; p < rs.packs; p += CLS_THREADS) {
-            Pack<S> pk = load_pack(xb + (u64)p * N);
+        // Each packet's gradient: (softmax - onehot) * g * scale.
+        auto grad = [&](Pack<S>& pk, int p) {
             const int c0 = rs.head + p * N;
 #pragma unroll
             for (int j = 0; j < N; ++j) {
                 const F q = ex(D::load(pk.v[j]) - m) * inv;
                 pk.v[j] = D::store(ok ? (q - (c0 + j == t ? (F)1 : (F)0)) * gs : nan_of((F)0));
             }
+        };
+        // U packets in flight per thread, as in pass 1. In place (db == xb) each packet is
+        // read before it is written, by the same thread.
+        const int U = ClsUnroll<Tag>::PASS2;
+        int p = threadIdx.x;
+        for (; p + (U - 1) * CLS_THREADS < rs.packs; p += U * CLS_THREADS) {
+            Pack<S> pk[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) pk[u] = load_pack(xb + (u64)(p + u * CLS_THREADS) * N);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                grad(pk[u], p + u * CLS_THREADS);
+                store_pack(db + (u64)(p + u * CLS_THREADS) * N, pk[u]);
+            }
+        }
+        for (; p < rs.packs; p += CLS_THREADS) {
+            Pack<S> pk = load_pack(xb + (u64)p * N);
+            grad(pk, p);
             store_pack(db + (u64)p * N, pk);
         }
         for (int c = rs.head + rs.packs * N + threadIdx.x; c < V; c += CLS_THREADS) {
