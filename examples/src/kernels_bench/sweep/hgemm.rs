@@ -94,7 +94,12 @@ pub fn cases(quick: bool, v: &mut Vec<Case>) {
     }
 }
 
-/// Checks, then times, one [`Op::Hgemm`] case.
+/// Calls of our op in the CUDA graph that [`run_t`] replays for the GPU-only time (PyTorch's
+/// side, `tools/torch_sweep.py`, replays as many as its eager trial makes; a fixed 20 here).
+const GRAPH_CALLS: usize = 20;
+
+/// Checks, then times, one [`Op::Hgemm`] case: eager (our host side included) and replayed
+/// from a CUDA graph of [`GRAPH_CALLS`] calls (the kernels alone).
 pub fn run(k: &Kernels, s: &Stream, t: &Timing, c: &Case) -> BenchResult<Ours> {
     let &Op::Hgemm {
         dtype,
@@ -107,7 +112,7 @@ pub fn run(k: &Kernels, s: &Stream, t: &Timing, c: &Case) -> BenchResult<Ours> {
     else {
         return Err(format!("{}: not an hgemm case", c.id()).into());
     };
-    let secs = match dtype {
+    let (secs, graph_secs) = match dtype {
         "bf16" => run_t::<bf16>(k, s, t, c, (m, n, kd), (ta, tb))?,
         "f16" => run_t::<f16>(k, s, t, c, (m, n, kd), (ta, tb))?,
         other => return Err(format!("{}: unknown dtype {other}", c.id()).into()),
@@ -115,6 +120,7 @@ pub fn run(k: &Kernels, s: &Stream, t: &Timing, c: &Case) -> BenchResult<Ours> {
     Ok(Ours {
         secs,
         d2d_secs: None,
+        graph_secs: Some(graph_secs),
     })
 }
 
@@ -125,7 +131,7 @@ fn run_t<T: TensorCoreElement>(
     c: &Case,
     (m, n, kd): (usize, usize, usize),
     (ta, tb): (bool, bool),
-) -> BenchResult<f64> {
+) -> BenchResult<(f64, f64)> {
     let tr = |t: bool| {
         if t {
             Transpose::Trans
@@ -179,7 +185,25 @@ fn run_t<T: TensorCoreElement>(
         (m, n, kd),
         (ta, tb),
     )?;
-    Ok(measure(s, t, |s, _| Ok(call(s, &mut out).map(|_| ())?))?.secs)
+    let eager = measure(s, t, |s, _| Ok(call(s, &mut out).map(|_| ())?))?.secs;
+    // The same calls captured once (tensor maps encoded and the split-K workspace made at
+    // capture time) and replayed: what the GPU spends, without our host side.
+    let mut failed = None;
+    let graph = s.context().capture(|cs| {
+        for _ in 0..GRAPH_CALLS {
+            if let Err(e) = call(cs, &mut out) {
+                failed = Some(e);
+                break;
+            }
+        }
+        Ok(())
+    });
+    if let Some(e) = failed {
+        return Err(format!("{}: capturing the GEMM: {e}", c.id()).into());
+    }
+    let exec = graph?.instantiate()?;
+    let replay = measure(s, t, |s, _| Ok(exec.launch(s)?))?.secs / GRAPH_CALLS as f64;
+    Ok((eager, replay))
 }
 
 /// `n` uniform values in [-1, 1) (the kernels' Philox), rounded to `T` on the host.
