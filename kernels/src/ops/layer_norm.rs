@@ -179,9 +179,16 @@ pub fn layer_norm_bwd<T: Element>(
         // all checked above; the kernel touches row r < rows, column c < cols only. rows, cols
         // <= 2^30 (checked), so its `int` counters (steps < 2^20) stay below 2^31, as forward.
         unsafe { kdx.launch(s, &dx_cfg, x, weight, mean, rstd, dy, dx, r, c) }?;
-        let grid = (cols.div_ceil(32) as u32, parts as u32, 1);
+        // The kernel's packet path (16-byte loads of N elements) where the buffers allow it:
+        // a block tile of 32 · N columns, else 32 (its rule, mirrored here for the grid).
+        let n = 16 / std::mem::size_of::<T>();
+        let aligned = |p: u64| p % 16 == 0;
+        let vec = cols % n == 0 && aligned(x.as_raw_ptr()) && aligned(dy.as_raw_ptr());
+        let tile = if vec { 32 * n } else { 32 };
+        let grid = (cols.div_ceil(tile) as u32, parts as u32, 1);
         let cfg = LaunchConfig::new(grid, (32, 8, 1));
-        // SAFETY: block (32, 8) as the kernel requires; chunk p covers rows
+        // SAFETY: block (32, 8) as the kernel requires (any gridDim.x: its column tiles are a
+        // grid-stride loop); chunk p covers rows
         // [p · chunk, min((p + 1) · chunk, rows)), and parts · chunk >= rows, so every written
         // partial index p · cols + c < parts · cols = ws, the checked workspace length. The
         // `int` counters stay below 2^31: the column tile ct < cols <= 2^30 steps by
@@ -203,13 +210,14 @@ pub fn layer_norm_bwd<T: Element>(
             )
         }?;
     }
-    let grid = cols.div_ceil(256).clamp(1, 65535) as u32;
-    // SAFETY: reads parts · cols partials (the checked workspace), writes cols elements of
-    // dweight and dbias (grid-stride over c < cols); parts = 0 writes zeros.
+    let grid = cols.div_ceil(32).clamp(1, 65535) as u32;
+    // SAFETY: block (32, 16) as the kernel requires; reads parts · cols partials (the checked
+    // workspace), writes cols elements of dweight and dbias (grid-stride over column tiles of
+    // 32, c < cols); parts = 0 writes zeros.
     unsafe {
         kreduce.launch(
             s,
-            &LaunchConfig::new(grid, 256),
+            &LaunchConfig::new(grid, (32, 16, 1)),
             &*partial_w,
             &*partial_b,
             dweight,
