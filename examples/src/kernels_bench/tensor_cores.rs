@@ -14,7 +14,7 @@ use super::timing::BenchResult;
 use cuda_stack_blas::{Blas, Gemm, Math};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceBuffer, Stream};
-use cuda_stack_kernels::ops::{self, TcAlgo, TensorCoreElement, Transpose};
+use cuda_stack_kernels::ops::{self, HalfPlan, HalfTile, TcAlgo, TensorCoreElement, Transpose};
 use cuda_stack_kernels::{reference, Element, Kernels};
 
 const NN: Transpose = Transpose::NoTrans;
@@ -160,6 +160,27 @@ pub fn tensor_cores(b: &mut Bench) -> BenchResult<()> {
             });
         }
         if hopper {
+            // The persistent 128 × 256 kernel (`gemm_wgx_128x256`, one unit per tile, the
+            // producer running ahead into the next tile during each epilogue) beside
+            // `gemm_wgmma`, which the plan keeps at these sizes: what persistence buys here.
+            let plan = HalfPlan::Tiles {
+                tile: HalfTile::T128x256,
+                splits: 1,
+            };
+            let t = b.time_settled(&format!("gemm_wgx_128x256_bf16_nn {size}"), |s, _| {
+                ops::gemm_half_with_plan(&k, s, plan, NN, NN, m, n, kd, &a, kd, &bm, n, &mut c, n)?;
+                Ok(())
+            })?;
+            b.flop_row(
+                "tensor cores",
+                "gemm_wgx_128x256_bf16_nn (persistent)",
+                Kind::Fast,
+                size.clone(),
+                t,
+                flops,
+                cublas.clone(),
+                "bf16 in/out, f32 accumulation; not the plan's choice here (information)",
+            );
             // f16 and TF32 at the square sizes.
             if m == n && n == kd {
                 let a16 = operand::<f16>(&s, m * kd, 7)?;
