@@ -14,9 +14,11 @@
 // is small.
 // In-place use (y == x, dx == dy) is allowed: each element is read, then written, by one thread.
 //
-// Launch: block 256, any grid (one 16-byte packet per thread covers the array in one step:
-// ceil(n / (256 * 16 / sizeof(T)))). 16-byte packets when every pointer is 16-byte aligned,
-// scalar otherwise and for the tail; 64-bit indices.
+// Launch: block 256, any grid (two 16-byte packets per thread cover the array in one step:
+// ceil(n / (2 * 256 * 16 / sizeof(T))); with one packet per thread and its exponential after
+// the load, the bf16 forward moved 2.7 TB/s on an H200 where PyTorch's moves 3.4). 16-byte
+// packets when every pointer is 16-byte aligned, scalar otherwise and for the tail; 64-bit
+// indices.
 #include "dtype.cuh"
 
 __device__ __forceinline__ double th(double v) { return tanh(v); }
@@ -75,7 +77,18 @@ __device__ __forceinline__ void gelu_fwd(const typename DType<Tag>::Storage* x,
     u64 done = 0;
     if (aligned16(x, y)) {
         const u64 V = Pack<S>::N, packs = n / V;
-        for (u64 p = tid; p < packs; p += stride) {
+        // Two packets per thread per step, both loaded before either is used.
+        u64 p = tid;
+        for (; p + stride < packs; p += 2 * stride) {
+            Pack<S> v[2] = {load_pack(x + p * V), load_pack(x + (p + stride) * V)};
+#pragma unroll
+            for (int u = 0; u < 2; ++u)
+#pragma unroll
+                for (int j = 0; j < (int)V; ++j) v[u].v[j] = D::store(gelu_y(D::load(v[u].v[j])));
+            store_pack(y + p * V, v[0]);
+            store_pack(y + (p + stride) * V, v[1]);
+        }
+        if (p < packs) {
             Pack<S> v = load_pack(x + p * V);
 #pragma unroll
             for (int j = 0; j < (int)V; ++j) v.v[j] = D::store(gelu_y(D::load(v.v[j])));
@@ -96,7 +109,20 @@ __device__ __forceinline__ void gelu_bwd(const typename DType<Tag>::Storage* x,
     u64 done = 0;
     if (aligned16(x, dy, dx)) {
         const u64 V = Pack<S>::N, packs = n / V;
-        for (u64 p = tid; p < packs; p += stride) {
+        // Two packets of each input per thread per step, all four loaded before any is used.
+        u64 p = tid;
+        for (; p + stride < packs; p += 2 * stride) {
+            const Pack<S> vx[2] = {load_pack(x + p * V), load_pack(x + (p + stride) * V)};
+            Pack<S> vd[2] = {load_pack(dy + p * V), load_pack(dy + (p + stride) * V)};
+#pragma unroll
+            for (int u = 0; u < 2; ++u)
+#pragma unroll
+                for (int j = 0; j < (int)V; ++j)
+                    vd[u].v[j] = D::store(gelu_dx(D::load(vx[u].v[j]), D::load(vd[u].v[j])));
+            store_pack(dx + p * V, vd[0]);
+            store_pack(dx + (p + stride) * V, vd[1]);
+        }
+        if (p < packs) {
             const Pack<S> vx = load_pack(x + p * V);
             Pack<S> vd = load_pack(dy + p * V);
 #pragma unroll

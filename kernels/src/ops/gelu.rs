@@ -2,9 +2,16 @@
 //! bf16, 16-byte packets where every pointer is 16-byte aligned.
 
 use crate::dispatch;
-use crate::launch::{check_len, packet_grid, BLOCK};
+use crate::launch::{check_len, grid, BLOCK};
 use crate::{Element, Kernels, Result};
 use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
+
+/// Two 16-byte packets per thread: the grid that covers `n` elements in one step of the kernels'
+/// loops (each thread loads both packets before it computes).
+fn gelu_grid<T>(n: usize) -> u32 {
+    let per_thread = 2 * (16 / std::mem::size_of::<T>().max(1)).max(1) as u64;
+    grid(n as u64, u64::from(BLOCK) * per_thread, i32::MAX as u64)
+}
 
 /// `y = 0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`, elementwise.
 pub fn gelu_fwd<T: Element>(
@@ -20,7 +27,7 @@ pub fn gelu_fwd<T: Element>(
     if n == 0 {
         return Ok(());
     }
-    let cfg = LaunchConfig::new(packet_grid::<T>(n), BLOCK);
+    let cfg = LaunchConfig::new(gelu_grid::<T>(n), BLOCK);
     // SAFETY: the kernel reads x[i] and writes y[i] for i < n only (grid-stride), and both
     // slices hold n elements.
     unsafe { kernel.launch(s, &cfg, x, y, n as u64) }?;
@@ -45,7 +52,7 @@ pub fn gelu_bwd<T: Element>(
     if n == 0 {
         return Ok(());
     }
-    let cfg = LaunchConfig::new(packet_grid::<T>(n), BLOCK);
+    let cfg = LaunchConfig::new(gelu_grid::<T>(n), BLOCK);
     // SAFETY: element i < n of each of the three n-element slices only.
     unsafe { kernel.launch(s, &cfg, x, dy, dx, n as u64) }?;
     Ok(())
