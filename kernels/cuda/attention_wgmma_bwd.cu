@@ -62,12 +62,24 @@
 #define ABW_BOX 64       // rows of one TMA box (64 rows x 64 columns x 2 bytes = 8 KiB)
 #define ABW_KV_BN 128    // keys per dK/dV CTA (2 consumer warpgroups of 64)
 #define ABW_DQ_BM 128    // query rows per dQ CTA (2 consumer warpgroups of 64)
-#define ABW_KV_BM(D) 64  // query rows per dK/dV step
-#define ABW_DQ_BN(D) 64  // keys per dQ step
+// Query rows per dK/dV step and keys per dQ step: 64. Lab builds may try 128 at D = 64
+// (-DABW_KV_BM64=128 -DABW_KV_STAGES64=4, -DABW_DQ_BN64=128; D = 128 has no registers left for
+// them): the op's Rust side assumes the defaults.
+#ifndef ABW_KV_BM64
+#define ABW_KV_BM64 64
+#endif
+#ifndef ABW_DQ_BN64
+#define ABW_DQ_BN64 64
+#endif
+#ifndef ABW_KV_STAGES64
+#define ABW_KV_STAGES64 6
+#endif
+#define ABW_KV_BM(D) ((D) == 128 ? 64 : ABW_KV_BM64)
+#define ABW_DQ_BN(D) ((D) == 128 ? 64 : ABW_DQ_BN64)
 // Ring depths: dK/dV 4 stages of Q + dO at D = 128 (K, V 64 KiB + 4 x 32 KiB = 192 KiB), 6 at
 // D = 64 (32 + 6 x 16 = 128 KiB); dQ 4 stages of K + V at D = 128 (Q, dO 64 + 4 x 32 = 192
 // KiB), 6 at D = 64 (32 + 6 x 16 = 128 KiB).
-#define ABW_KV_STAGES(D) ((D) == 128 ? 4 : 6)
+#define ABW_KV_STAGES(D) ((D) == 128 ? 4 : ABW_KV_STAGES64)
 #define ABW_DQ_STAGES(D) ((D) == 128 ? 4 : 6)
 // Bytes of an R-row tile of D columns: D / 64 column atoms of R rows of 128 bytes.
 #define ABW_TILE(R, D) ((D) / 64 * (R) * 128)
