@@ -74,6 +74,12 @@
 #ifndef ABW_KV_STAGES64
 #define ABW_KV_STAGES64 6
 #endif
+// ABW_KV_OVERLAP (lab builds; D = 64 with 64-row steps only: elsewhere ptxas serialises the
+// wgmma for want of registers, C7512): dk/dv leaves dV += P^T dO, dK += dS^T Q of one query
+// tile in flight while it issues the next tile's S^T and dP^T (as dq does with dQ += dS K).
+#ifndef ABW_KV_OVERLAP
+#define ABW_KV_OVERLAP 0
+#endif
 #define ABW_KV_BM(D) ((D) == 128 ? 64 : ABW_KV_BM64)
 #define ABW_DQ_BN(D) ((D) == 128 ? 64 : ABW_DQ_BN64)
 // Ring depths: dK/dV 4 stages of Q + dO at D = 128 (K, V 64 KiB + 4 x 32 KiB = 192 KiB), 6 at
@@ -258,6 +264,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
     constexpr int BN = ABW_KV_BN, BM = ABW_KV_BM(D), ST = ABW_KV_STAGES(D);
     constexpr int KVT = ABW_TILE(BN, D), QT = ABW_TILE(BM, D);
     constexpr int NA = D / 2, NS = BM / 2, KB = BM / 16;
+    constexpr bool OVERLAP = ABW_KV_OVERLAP != 0 && D == 64 && BM == 64;
     extern __shared__ unsigned char abw_smem[];
     const unsigned base = (smem_u32(abw_smem) + 1023u) & ~1023u;
     const unsigned sK = base, sV = base + KVT, sQ = base + 2 * KVT;  // stage s: Q at sQ + 2 s QT, dO after it
@@ -369,8 +376,12 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             wgx_commit();
             abw_mul_ss<E, BM, BN, D>(dp, sV + c * 64 * 128, do_tile);
             wgx_commit();
-            abw_wait1();
+            abw_wait1();  // S^T (and, ABW_KV_OVERLAP, the previous step's dV, dK products)
             wgx_fence_acc(s);
+            if (OVERLAP && qt > qt0) {  // the previous step's stage (Q, dO, lse, delta) has been read
+                __syncwarp();
+                if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % ST));
+            }
             // P^T: s[4 i + 2 rr + x] is key kr + 8 rr, query m0 + 8 i + 2 quad + x. Only tiles
             // where some key of the warpgroup is later than some query sees are masked.
             const float* l2 = lsh + 2 * st * BM;
@@ -411,15 +422,21 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             abw_mul_rs<E, KB, BM, D>(gv, pa, do_tile);
             abw_mul_rs<E, KB, BM, D>(gk, pd, q_tile);
             wgx_commit();
-            wgx_wait0();
-            wgx_fence_acc(gv);
-            wgx_fence_acc(gk);
-            __syncwarp();  // the warp's reads of lse and delta are done
-            if (lane == 0) mbar_arrive(empty + 8 * st);
+            if (!OVERLAP) {
+                wgx_wait0();
+                wgx_fence_acc(gv);
+                wgx_fence_acc(gk);
+                __syncwarp();  // the warp's reads of lse and delta are done
+                if (lane == 0) mbar_arrive(empty + 8 * st);
+            }
         }
         wgx_wait0();  // nothing in flight; keeps the epilogue's reads after any product
         wgx_fence_acc(gv);
         wgx_fence_acc(gk);
+        if (OVERLAP && qt0 < n_qt) {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % ST));
+        }
         if (qt0 < n_qt && lane == 0) mbar_arrive(kv_empty);  // every product that reads K and V is done
 
         unsigned short* dkb = dk + w.bh * (long long)Nk * D;

@@ -7,8 +7,12 @@
 // the GPU's lse and the GPU's rounded out for delta) and against the mma.sync backward
 // (cuda/attention_mma_bwd.cu), and that a second run gives the same bits.
 //
-//   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DTMA_SPIN_LIMIT=200000000 \
-//       -o attn_bwd_lab kernels/tuning/attn_wgmma_bwd_lab.cu -lcuda
+//   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o attn_bwd_lab \
+//       kernels/tuning/attn_wgmma_bwd_lab.cu -lcuda
+//   (add -DTMA_SPIN_LIMIT=200000000 for a build whose stuck barrier waits print and trap: its
+//   waits call printf, which serialises the wgmma pipeline (ptxas C7510), so do not time it;
+//   tile variants, D = 64 only: -DABW_KV_OVERLAP=1, -DABW_KV_BM64=128 -DABW_KV_STAGES64=4,
+//   -DABW_DQ_BN64=128)
 //   ./attn_bwd_lab quick                     # a few cases, both dtypes
 //   ./attn_bwd_lab check                     # every case (D 64/128, causal/full, N 1 .. 1000, Nq != Nk,
 //                                            #   packed QKV with a strided dO, B*H > 1, many tiles per CTA)
@@ -410,6 +414,14 @@ int main(int argc, char** argv) {
     CK(cuInit(0));
     RK(cudaFree(0));
     RK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, 0));
+    printf("variant: dk/dv %d-row steps at D = 64, %d stages, overlap %d; dq %d-key steps at D = 64%s\n",
+           ABW_KV_BM64, ABW_KV_STAGES64, ABW_KV_OVERLAP, ABW_DQ_BN64,
+#ifdef TMA_SPIN_LIMIT
+           "; TMA_SPIN_LIMIT (do not time)"
+#else
+           ""
+#endif
+    );
     const char* kn[2][2][2] = {{{"attn_bwd_dq_wgmma_d64_bf16", "attn_bwd_dq_wgmma_d128_bf16"},
                                 {"attn_bwd_dq_wgmma_d64_f16", "attn_bwd_dq_wgmma_d128_f16"}},
                                {{"attn_bwd_dkdv_wgmma_d64_bf16", "attn_bwd_dkdv_wgmma_d128_bf16"},
