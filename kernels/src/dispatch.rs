@@ -466,6 +466,62 @@ family!(attn_fwd_wgmma_d64 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wg
 family!(attn_fwd_wgmma_d128 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wgmma)",
     "the wgmma attention kernels exist for f16 and bf16";
     F16 => attn_fwd_wgmma_d128_f16, BF16 => attn_fwd_wgmma_d128_bf16);
+/// `attn_bwd_dq_wgmma(tmQ, tmK, tmV, tmdO, q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, scale,
+/// causal)`.
+pub(crate) type AttnDqWgmma<T> = Kernel<(
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    Scalar<T>,
+    i32,
+)>;
+/// `attn_bwd_dkdv_wgmma(tmQ, tmK, tmV, tmdO, q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk,
+/// scale, causal)`.
+pub(crate) type AttnDkDvWgmma<T> = Kernel<(
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    Out<T>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    Scalar<T>,
+    i32,
+)>;
+const WHY_WGMMA_BWD: &str = "the wgmma attention kernels exist for f16 and bf16";
+family!(attn_bwd_dq_wgmma_d64 -> AttnDqWgmma<T>;
+    "scaled_dot_product_attention_backward (wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_dq_wgmma_d64_f16, BF16 => attn_bwd_dq_wgmma_d64_bf16);
+family!(attn_bwd_dq_wgmma_d128 -> AttnDqWgmma<T>;
+    "scaled_dot_product_attention_backward (wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_dq_wgmma_d128_f16, BF16 => attn_bwd_dq_wgmma_d128_bf16);
+family!(attn_bwd_dkdv_wgmma_d64 -> AttnDkDvWgmma<T>;
+    "scaled_dot_product_attention_backward (wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_dkdv_wgmma_d64_f16, BF16 => attn_bwd_dkdv_wgmma_d64_bf16);
+family!(attn_bwd_dkdv_wgmma_d128 -> AttnDkDvWgmma<T>;
+    "scaled_dot_product_attention_backward (wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_dkdv_wgmma_d128_f16, BF16 => attn_bwd_dkdv_wgmma_d128_bf16);
 family!(attn_bwd_dq_mma_d64 -> AttnDq<T>; "scaled_dot_product_attention_backward (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dq_mma_d64_f16, BF16 => attn_bwd_dq_mma_d64_bf16);

@@ -7,8 +7,8 @@
 //! forward and backward run on both kernel families (`AttentionAlgo::Simt` and, on sm_80+,
 //! `AttentionAlgo::TensorCore` at D = 64 and 128; `Auto` picks the latter where it fits); the
 //! tensor-core backward at D = 128 (its own tiling) has a sweep of its own (`tc_bwd_d128_*`), and
-//! the Hopper forward (`AttentionAlgo::Wgmma`, compute capability 9.0) one of its own
-//! (`wgmma_forward_*`).
+//! the Hopper kernels (`AttentionAlgo::Wgmma`, compute capability 9.0) sweeps of their own
+//! (`wgmma_forward_*`, `wgmma_backward_*`).
 //! The shared machinery is in `attention_support/`.
 //!
 //! Tolerances, `max |got − ref| <= tol · max |ref| + atol` per output (relative to the largest
@@ -334,7 +334,7 @@ fn tc_bwd_d128<T: AttentionElement>() -> TestResult {
 }
 
 /// The Hopper forward (`AttentionAlgo::Wgmma`: TMA, warpgroup MMA, persistent CTAs), forward
-/// and (mma.sync) backward against the reference, on compute capability 9.0: the pairs of
+/// and (wgmma) backward against the reference, on compute capability 9.0: the pairs of
 /// `both_families` dense and packed; more query tiles than SMs (the grid-stride loop, the Q
 /// barrier across tiles), key tiles past the 3- and 4-stage rings, Nq ≠ Nk both ways under the
 /// causal mask (rows that see no key, a warpgroup that sees no key of a tile). Elsewhere forcing
@@ -414,6 +414,114 @@ fn wgmma_forward<T: AttentionElement>() -> TestResult {
                 6,
                 wg,
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// The Hopper backward (`attn_bwd_{dq,dkdv}_wgmma_*`, forced with `AttentionAlgo::Wgmma`, the
+/// forward too) against the reference on compute capability 9.0: D = 64 and 128, causal and
+/// full, odd lengths (the edges of the 64-row boxes and 128-row CTAs), Nq ≠ Nk both ways (rows
+/// that see no key, key tiles no query sees), packed QKV views, more tiles than SMs (the
+/// barrier phases across a CTA's tiles), Nk = 0 and Nq = 0 (served by the mma.sync kernels);
+/// a rerun gives the same bits (no atomics); the atomic dq path with it is `Unsupported`.
+/// Elsewhere forcing it is `Unsupported`, nothing launched.
+fn wgmma_backward<T: AttentionElement>() -> TestResult {
+    let (ctx, s, k) = setup()?;
+    let wg = AttentionAlgo::Wgmma;
+    let d = 64;
+    let x = s.alloc_zeros::<T>(2 * 4 * d)?;
+    let mut g = [
+        s.alloc_zeros::<T>(2 * 4 * d)?,
+        s.alloc_zeros::<T>(2 * 4 * d)?,
+        s.alloc_zeros::<T>(2 * 4 * d)?,
+    ];
+    let lse = s.alloc_zeros::<T::Scalar>(2 * 4)?;
+    let mut delta = s.alloc_zeros::<T::Scalar>(2 * 4)?;
+    let xi = AttentionInput::dense(&*x, 2, 4, d);
+    let sh = shape(1, 2, 4, 4, d, false);
+    let [dq, dk, dv] = &mut g;
+    if ctx.limits().compute_capability != (ComputeCapability { major: 9, minor: 0 }) {
+        let r = ops::attention_bwd_with(
+            &k, &s, wg, &sh, xi, xi, xi, &x, &lse, &x, &mut delta, dq, dk, dv, 0.5,
+        );
+        ensure!(
+            matches!(r, Err(Error::Unsupported { .. })),
+            "wgmma backward forced below or above 9.0: {r:?}"
+        );
+        return Ok(());
+    }
+    let r = ops::attention_bwd_with_dq(
+        &k,
+        &s,
+        wg,
+        ops::AttentionBwdDq::Atomic,
+        &sh,
+        xi,
+        xi,
+        xi,
+        &x,
+        &lse,
+        &x,
+        &mut delta,
+        None,
+        dq,
+        dk,
+        dv,
+        0.5,
+    );
+    ensure!(
+        matches!(r, Err(Error::Unsupported { .. })),
+        "wgmma backward with the atomic dq path: {r:?}"
+    );
+    let pairs = [
+        (1, 1),
+        (17, 17),
+        (64, 64),
+        (127, 127),
+        (128, 128),
+        (129, 129),
+        (300, 300),
+        (5, 64),
+        (64, 5),
+        (1, 129),
+        (129, 1),
+        (200, 129),
+        (300, 900),
+        (900, 300),
+        (3, 0),
+        (0, 3),
+    ];
+    for &d in &[64, 128] {
+        for &(nq, nk) in &pairs {
+            for causal in [false, true] {
+                let sh = shape(2, 3, nq, nk, d, causal);
+                let layouts: &[Layout] = if nq == nk {
+                    &[Layout::Dense, Layout::Packed]
+                } else {
+                    &[Layout::Dense]
+                };
+                for &layout in layouts {
+                    case_with::<T>(&k, &s, sh, layout, (d + nq * 5 + nk) as u64, wg)?;
+                }
+            }
+        }
+        for causal in [false, true] {
+            // 16 · 12 · 3 = 576 tiles of each kernel: several per CTA.
+            let sh = shape(16, 12, 300, 300, d, causal);
+            case_with::<T>(&k, &s, sh, Layout::Dense, 7, wg)?;
+            // The same bits on a rerun (issue 33: bit-identical loss curves).
+            let sh = shape(2, 2, 700, 700, d, causal);
+            let bits = |x: &[T]| x.iter().map(|e| e.to_f64().to_bits()).collect::<Vec<u64>>();
+            let sep = ops::AttentionBwdDq::Separate;
+            let a = case_dq::<T>(&k, &s, sh, Layout::Packed, 8, wg, sep)?;
+            let b = case_dq::<T>(&k, &s, sh, Layout::Packed, 8, wg, sep)?;
+            ensure!(
+                bits(&a.dq) == bits(&b.dq)
+                    && bits(&a.dk) == bits(&b.dk)
+                    && bits(&a.dv) == bits(&b.dv),
+                "the wgmma backward gave other bits on a rerun ({sh:?})"
+            );
         }
     }
     Ok(())
@@ -565,6 +673,8 @@ fn main() {
         gpu("tc_bwd_d128_bf16", tc_bwd_d128::<bf16>),
         gpu("wgmma_forward_f16", wgmma_forward::<f16>),
         gpu("wgmma_forward_bf16", wgmma_forward::<bf16>),
+        gpu("wgmma_backward_f16", wgmma_backward::<f16>),
+        gpu("wgmma_backward_bf16", wgmma_backward::<bf16>),
         gpu("tensor_core_misfits", tensor_core_misfits),
         gpu("bounds_checks", bounds_checks),
     ]);

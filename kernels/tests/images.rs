@@ -15,7 +15,11 @@ fn every_file_ships_sass_for_turing_ampere_and_hopper() -> TestResult {
         let archs: Vec<&str> = f.sass.iter().map(|s| s.arch).collect();
         let want: &[&str] = match f.name {
             "gemm_mma" | "attention_mma" | "attention_mma_bwd" => &["sm_80", "sm_90"],
-            "gemm_wgmma" | "gemm_wgmma_fp8" | "gemm_wgmma_tiles" | "attention_wgmma" => &["sm_90a"],
+            "gemm_wgmma"
+            | "gemm_wgmma_fp8"
+            | "gemm_wgmma_tiles"
+            | "attention_wgmma"
+            | "attention_wgmma_bwd" => &["sm_90a"],
             // FP8 conversions exist from sm_89 on: Hopper's SASS; Ada JIT-compiles the PTX.
             "fp8" => &["sm_90"],
             _ => &["sm_75", "sm_80", "sm_90"],

@@ -2,8 +2,8 @@
 //! written to memory; the forward saves the row log-sum-exp that the backward recomputes the
 //! probabilities from (FlashAttention-2's scheme). Three kernel families ([`AttentionAlgo`]):
 //! SIMT (`cuda/attention.cu`, every dtype and head dimension), mma.sync (`cuda/attention_mma.cu`,
-//! `cuda/attention_mma_bwd.cu`, sm_80+) and, for the forward on sm_90, wgmma with TMA
-//! (`cuda/attention_wgmma.cu`, FlashAttention-3's structure).
+//! `cuda/attention_mma_bwd.cu`, sm_80+) and, on sm_90, wgmma with TMA (`cuda/attention_wgmma.cu`
+//! and `cuda/attention_wgmma_bwd.cu`, FlashAttention-3's structure).
 //!
 //! q is `[B, H, Nq, D]`, k and v are `[B, H, Nk, D]`, each a strided view ([`HeadStrides`]: batch,
 //! head and row strides in elements, unit last stride), so they may be slices of one packed
@@ -16,6 +16,7 @@
 use crate::launch::{grid, sms, to_i32};
 
 mod bwd;
+mod bwd_wgmma;
 mod fwd_wgmma;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
 pub use bwd::{
@@ -23,6 +24,7 @@ pub use bwd::{
     attention_bwd_tc_fits, attention_bwd_with, attention_bwd_with_dq, AttentionBwdDq,
     ATTENTION_BWD_DQ_ENV,
 };
+pub use bwd_wgmma::ATTENTION_BWD_ENV;
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 use fwd_wgmma::FwdOverride;
@@ -78,8 +80,10 @@ impl AttentionElement for bf16 {
 pub enum AttentionAlgo {
     /// The tensor cores where [`attention_tc_fits`] (forward) or [`attention_bwd_tc_fits`]
     /// (backward) says they can, else the SIMT kernels; the forward on [`AttentionAlgo::Wgmma`]'s
-    /// kernels where they fit, else the mma.sync ones. [`ATTENTION_FWD_ENV`] overrides the
-    /// forward's choice (where the kernels it names fit).
+    /// kernels where they fit, else the mma.sync ones (the backward keeps the mma.sync kernels
+    /// until the wgmma ones are measured against them). [`ATTENTION_FWD_ENV`] and
+    /// [`ATTENTION_BWD_ENV`] override the forward's and the backward's choice (where the kernels
+    /// they name fit).
     Auto,
     /// `attn_fwd_<dt>`, `attn_bwd_{dq,dkdv}_<dt>` (`cuda/attention.cu`): every dtype and head
     /// dimension.
@@ -90,9 +94,12 @@ pub enum AttentionAlgo {
     /// dout, dq, dk, dv) and strides that are multiples of 8 elements.
     TensorCore,
     /// The forward on `attn_fwd_wgmma_d{64,128}_<dt>` (`cuda/attention_wgmma.cu`: TMA copies,
-    /// warpgroup MMA, a producer and two consumer warpgroups; FlashAttention-3's structure):
-    /// compute capability 9.0 exactly, and [`AttentionAlgo::TensorCore`]'s rules. The backward
-    /// runs [`AttentionAlgo::TensorCore`]'s kernels (there is no wgmma backward yet).
+    /// warpgroup MMA, a producer and two consumer warpgroups; FlashAttention-3's structure), the
+    /// backward on `attn_bwd_{dq,dkdv}_wgmma_d{64,128}_<dt>` (`cuda/attention_wgmma_bwd.cu`:
+    /// the same structure, dq by its own kernel, deterministic): compute capability 9.0 exactly,
+    /// and [`AttentionAlgo::TensorCore`]'s rules. A backward without a query or a key runs on
+    /// [`AttentionAlgo::TensorCore`]'s kernels (the same zeros), and the atomic dq path
+    /// ([`AttentionBwdDq::Atomic`]) does not exist here.
     Wgmma,
 }
 

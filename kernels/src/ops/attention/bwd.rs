@@ -1,8 +1,9 @@
-//! The attention backward pass: delta, then dq and dk/dv, on the SIMT kernels or the tensor
-//! cores; on the tensor cores dq either by its own kernel (deterministic) or fused into the
-//! dk/dv pass with f32 atomics ([`AttentionBwdDq`]; [`attention_bwd_dq_choice`] is the one place
-//! the choice is made).
+//! The attention backward pass: delta, then dq and dk/dv, on the SIMT kernels, the mma.sync
+//! tensor-core kernels or (sm_90) the wgmma ones (`bwd_wgmma`); on the mma.sync kernels dq
+//! either by its own kernel (deterministic) or fused into the dk/dv pass with f32 atomics
+//! ([`AttentionBwdDq`]; [`attention_bwd_dq_choice`] is the one place that choice is made).
 
+use super::bwd_wgmma::{self, BwdOverride};
 use super::{
     check_dense, check_inputs, config, k_rows_of, q_rows_of, strides, tc_misfit, AttentionAlgo,
     AttentionElement, AttentionInput, AttentionShape, MMA_BWD_D128_DKDV_SMEM, MMA_ROWS, THREADS,
@@ -113,15 +114,29 @@ pub fn attention_bwd_tc_fits<T: AttentionElement>(
     tc_bwd_misfit(cc, shape, [q, k, v], dense).is_none()
 }
 
-/// The kernels a backward call runs: on the tensor cores or not, and how dq is computed.
+/// The kernel family a backward call runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Simt,
+    Mma,
+    Wgmma,
+}
+
+/// The kernels a backward call runs: their family, and how dq is computed.
 struct Plan {
-    tensor_cores: bool,
+    family: Family,
     dq: AttentionBwdDq,
 }
 
 /// The plan for `algo` and `dq` (`dense`: dout, dq, dk, dv addresses as [`tc_bwd_misfit`];
 /// `acc_ok`: a dq workspace is given, 16-byte aligned). Explicit requests that cannot run are
-/// [`Error::Unsupported`]; `Auto` falls back.
+/// [`Error::Unsupported`]; `Auto` falls back. [`AttentionAlgo::Auto`] runs the mma.sync kernels
+/// where they fit unless [`ATTENTION_BWD_ENV`](super::ATTENTION_BWD_ENV) names another family
+/// (which then decides over [`ATTENTION_BWD_DQ_ENV`]: the wgmma backward has one dq path, its
+/// own kernel); an explicit [`AttentionBwdDq::Atomic`] runs on the mma.sync kernels, its only
+/// path ([`AttentionAlgo::Wgmma`] with it is `Unsupported`). Problems without a query or a key
+/// run on the mma.sync kernels when the wgmma ones are asked for (the same zeros; the tensor
+/// maps need extents of at least one).
 fn plan<T: AttentionElement>(
     s: &Stream,
     algo: AttentionAlgo,
@@ -131,44 +146,69 @@ fn plan<T: AttentionElement>(
     dense: [u64; 4],
     acc_ok: bool,
 ) -> Result<Plan> {
-    let unsupported = |why| Error::Unsupported {
-        op: "scaled_dot_product_attention_backward (tensor cores)",
+    const OP_TC: &str = "scaled_dot_product_attention_backward (tensor cores)";
+    const OP_WG: &str = "scaled_dot_product_attention_backward (wgmma)";
+    let unsupported = |op, why| Error::Unsupported {
+        op,
         dtype: T::DTYPE,
         why,
     };
-    let misfit = tc_bwd_misfit(
-        s.context().limits().compute_capability,
+    let limits = s.context().limits();
+    let misfit = tc_bwd_misfit(limits.compute_capability, shape, inputs, dense);
+    let wg_misfit = bwd_wgmma::misfit(
+        limits.compute_capability,
+        limits.max_shared_per_block_optin,
         shape,
-        inputs,
-        dense,
+        misfit,
     );
-    let tensor_cores = match (algo, misfit) {
-        (AttentionAlgo::Simt, _) => false,
-        (AttentionAlgo::Auto, m) => m.is_none(),
-        (AttentionAlgo::TensorCore | AttentionAlgo::Wgmma, None) => true,
-        (AttentionAlgo::TensorCore | AttentionAlgo::Wgmma, Some(why)) => {
-            return Err(unsupported(why))
+    let family = match (algo, misfit, wg_misfit) {
+        (AttentionAlgo::Simt, ..) => Family::Simt,
+        (AttentionAlgo::TensorCore, None, _) => Family::Mma,
+        (AttentionAlgo::TensorCore, Some(why), _) => return Err(unsupported(OP_TC, why)),
+        (AttentionAlgo::Wgmma, _, None) if dq == AttentionBwdDq::Atomic => {
+            return Err(unsupported(
+                OP_WG,
+                "the atomic dq path runs on the mma.sync kernels only; the wgmma backward \
+                 computes dq by its own kernel (deterministic)",
+            ))
         }
+        (AttentionAlgo::Wgmma, _, None) => Family::Wgmma,
+        (AttentionAlgo::Wgmma, _, Some(why)) => return Err(unsupported(OP_WG, why)),
+        (AttentionAlgo::Auto, m, w) => match (bwd_wgmma::bwd_override(), m, w) {
+            (_, None, _) if dq == AttentionBwdDq::Atomic => Family::Mma,
+            (Some(BwdOverride::Simt), ..) => Family::Simt,
+            (Some(BwdOverride::Wgmma), _, None) => Family::Wgmma,
+            (_, None, _) => Family::Mma,
+            _ => Family::Simt,
+        },
+    };
+    let empty = shape.batch == 0 || shape.heads == 0 || shape.q_len == 0 || shape.kv_len == 0;
+    let family = if family == Family::Wgmma && empty {
+        Family::Mma
+    } else {
+        family
     };
     let sm_count = u32::try_from(sms(s)).unwrap_or(u32::MAX);
-    let dq = match (tensor_cores, dq) {
-        (false, AttentionBwdDq::Atomic) => {
+    let dq = match (family, dq) {
+        (Family::Simt, AttentionBwdDq::Atomic) => {
             return Err(unsupported(
+                OP_TC,
                 "the atomic dq path runs on the tensor-core kernels only (f16/bf16, D = 64 or \
                  128, sm_80+, aligned buffers)",
             ))
         }
-        (false, _) => AttentionBwdDq::Separate,
-        (true, AttentionBwdDq::Atomic) if !acc_ok => {
+        (Family::Simt | Family::Wgmma, _) => AttentionBwdDq::Separate,
+        (Family::Mma, AttentionBwdDq::Atomic) if !acc_ok => {
             return Err(unsupported(
+                OP_TC,
                 "the atomic dq path needs a 16-byte aligned f32 dq workspace of \
                  attention_bwd_dq_workspace_len elements",
             ))
         }
-        (true, AttentionBwdDq::Auto) if !acc_ok => AttentionBwdDq::Separate,
-        (true, d) => attention_bwd_dq_choice(sm_count, shape, d),
+        (Family::Mma, AttentionBwdDq::Auto) if !acc_ok => AttentionBwdDq::Separate,
+        (Family::Mma, d) => attention_bwd_dq_choice(sm_count, shape, d),
     };
-    Ok(Plan { tensor_cores, dq })
+    Ok(Plan { family, dq })
 }
 
 /// How [`attention_bwd_with_dq`] would compute dq for these inputs with `algo` and `dq` when
@@ -197,8 +237,9 @@ pub fn attention_bwd_dq_plan<T: AttentionElement>(
 /// warp per query row, a warp per key row; tensor cores: a 64-row tile per block); no atomics,
 /// deterministic ([`attention_bwd_with_dq`] offers the faster fused pass, with atomics).
 ///
-/// Runs dq and dk/dv on the tensor cores where [`attention_bwd_tc_fits`] allows (f16/bf16,
-/// D = 64 or 128, sm_80+, aligned buffers), on the SIMT kernels otherwise;
+/// Runs dq and dk/dv on the mma.sync tensor-core kernels where [`attention_bwd_tc_fits`] allows
+/// (f16/bf16, D = 64 or 128, sm_80+, aligned buffers), on the SIMT kernels otherwise
+/// ([`ATTENTION_BWD_ENV`](super::ATTENTION_BWD_ENV) may name another family);
 /// [`attention_bwd_with`] picks explicitly.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd<T: AttentionElement>(
@@ -237,8 +278,8 @@ pub fn attention_bwd<T: AttentionElement>(
 }
 
 /// [`attention_bwd`] on the kernels `algo` names (delta always on the SIMT kernel);
-/// [`AttentionAlgo::TensorCore`] where the problem does not fit them is
-/// [`Error::Unsupported`], nothing launched. Deterministic (dq by its own kernel).
+/// [`AttentionAlgo::TensorCore`] or [`AttentionAlgo::Wgmma`] where the problem does not fit them
+/// is [`Error::Unsupported`], nothing launched. Deterministic (dq by its own kernel).
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd_with<T: AttentionElement>(
     kern: &Kernels,
@@ -310,21 +351,30 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
     let dense = [dout, &*dq, &*dk, &*dv].map(|x| x.as_raw_ptr());
     let acc_ok = dq_acc.as_ref().is_some_and(|a| a.as_raw_ptr() % 16 == 0);
     let p = plan(s, algo, dq_mode, shape, [&q, &k, &v], dense, acc_ok)?;
-    let (tensor_cores, fused) = (p.tensor_cores, p.dq == AttentionBwdDq::Atomic);
+    let (tensor_cores, fused) = (p.family == Family::Mma, p.dq == AttentionBwdDq::Atomic);
     let d128 = shape.head_dim == 128;
     let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
-    let (k_dq, k_dkdv) = match (tensor_cores, d128) {
-        (false, _) => (
-            dispatch::attn_bwd_dq::<T>(kern)?,
-            dispatch::attn_bwd_dkdv::<T>(kern)?,
+    // The wgmma kernels, or the SIMT / mma.sync ones (one signature).
+    let (wgmma, k_dq, k_dkdv) = match (p.family, d128) {
+        (Family::Wgmma, _) => (
+            Some(bwd_wgmma::kernels::<T>(kern, shape.head_dim)?),
+            None,
+            None,
         ),
-        (true, false) => (
-            dispatch::attn_bwd_dq_mma_d64::<T>(kern)?,
-            dispatch::attn_bwd_dkdv_mma_d64::<T>(kern)?,
+        (Family::Simt, _) => (
+            None,
+            Some(dispatch::attn_bwd_dq::<T>(kern)?),
+            Some(dispatch::attn_bwd_dkdv::<T>(kern)?),
         ),
-        (true, true) => (
-            dispatch::attn_bwd_dq_mma_d128::<T>(kern)?,
-            dispatch::attn_bwd_dkdv_mma_d128::<T>(kern)?,
+        (Family::Mma, false) => (
+            None,
+            Some(dispatch::attn_bwd_dq_mma_d64::<T>(kern)?),
+            Some(dispatch::attn_bwd_dkdv_mma_d64::<T>(kern)?),
+        ),
+        (Family::Mma, true) => (
+            None,
+            Some(dispatch::attn_bwd_dq_mma_d128::<T>(kern)?),
+            Some(dispatch::attn_bwd_dkdv_mma_d128::<T>(kern)?),
         ),
     };
     // The dynamic shared memory of the dk/dv (or fused) launch: the D = 128 tensor-core kernels'.
@@ -385,6 +435,24 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
             )
         }?;
     }
+    if let Some(pair) = wgmma {
+        return bwd_wgmma::launch(
+            pair,
+            s,
+            shape,
+            [&q, &k, &v],
+            dout,
+            (lse, &*delta),
+            [dq, dk, dv],
+            scale,
+        );
+    }
+    let (Some(k_dq), Some(k_dkdv)) = (k_dq, k_dkdv) else {
+        return Err(Error::Invalid {
+            op: OP,
+            problem: "internal error: no dq and dk/dv kernels were planned".into(),
+        });
+    };
     if fused {
         let acc = match dq_acc {
             Some(a) => a,

@@ -73,12 +73,14 @@ pub(super) fn misfit(
     None
 }
 
-/// The 4-D tensor map `attn_fwd_wgmma_*` reads a `[B, H, rows, D]` view through: dims
-/// `{D, rows, H, B}`, the view's strides, boxes of 64 columns by 128 rows, 128-byte swizzle.
-fn head_map<T: AttentionElement>(
+/// The 4-D tensor map the wgmma kernels read a `[B, H, rows, D]` view through: dims
+/// `{D, rows, H, B}`, the view's strides, boxes of 64 columns by `box_rows` rows (128 for the
+/// forward, 64 for the backward), 128-byte swizzle.
+pub(super) fn head_map<T: AttentionElement>(
     x: &AttentionInput<'_, T>,
     shape: &AttentionShape,
     rows: usize,
+    box_rows: u32,
 ) -> Result<TensorMap> {
     let element = match T::DTYPE {
         DType::BF16 => TensorMapElement::BF16,
@@ -95,7 +97,7 @@ fn head_map<T: AttentionElement>(
             shape.batch as u64,
         ],
         &[st.row as u64, st.head as u64, st.batch as u64],
-        &[64, ROWS as u32, 1, 1],
+        &[64, box_rows, 1, 1],
         TensorMapSwizzle::B128,
     )?)
 }
@@ -120,9 +122,9 @@ pub(super) fn launch<T: AttentionElement>(
     } else {
         dispatch::attn_fwd_wgmma_d128::<T>(kern)?
     };
-    let map_q = head_map(q, shape, shape.q_len)?;
-    let map_k = head_map(k, shape, shape.kv_len)?;
-    let map_v = head_map(v, shape, shape.kv_len)?;
+    let map_q = head_map(q, shape, shape.q_len, ROWS as u32)?;
+    let map_k = head_map(k, shape, shape.kv_len, ROWS as u32)?;
+    let map_v = head_map(v, shape, shape.kv_len, ROWS as u32)?;
     let bytes = smem(shape.head_dim);
     let f = kernel.function();
     if f.limits().max_dynamic_shared_bytes < bytes {

@@ -1,0 +1,192 @@
+//! The Hopper backward (`attn_bwd_{dq,dkdv}_wgmma_d{64,128}_*`, `cuda/attention_wgmma_bwd.cu`):
+//! where it fits, its tensor maps, its launches; and [`ATTENTION_BWD_ENV`], which overrides the
+//! backward's automatic choice for measurements.
+
+use super::fwd_wgmma::head_map;
+use super::{AttentionElement, AttentionInput, AttentionShape};
+use crate::launch::sms;
+use crate::{dispatch, Kernels, Result};
+use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
+
+/// The environment variable [`AttentionAlgo::Auto`](super::AttentionAlgo::Auto) reads first for
+/// the backward pass's dq and dk/dv: `wgmma`, `mma` (the mma.sync kernels), or `simt`
+/// (case-insensitive; other values, and kernels that do not fit the problem, are ignored). Read
+/// at every call, so a benchmark can compare the families in one run. Without it, `Auto` runs
+/// the mma.sync backward where it fits (the wgmma backward has not been measured against it
+/// yet).
+pub const ATTENTION_BWD_ENV: &str = "CUDA_STACK_ATTN_BWD";
+
+/// The backward families [`ATTENTION_BWD_ENV`] names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum BwdOverride {
+    Wgmma,
+    Mma,
+    Simt,
+}
+
+/// The override [`ATTENTION_BWD_ENV`] asks for, if any.
+pub(super) fn bwd_override() -> Option<BwdOverride> {
+    let v = std::env::var(ATTENTION_BWD_ENV).ok()?;
+    match v.trim().to_ascii_lowercase().as_str() {
+        "wgmma" => Some(BwdOverride::Wgmma),
+        "mma" | "mma.sync" | "tensorcore" => Some(BwdOverride::Mma),
+        "simt" => Some(BwdOverride::Simt),
+        _ => None,
+    }
+}
+
+/// Rows (query rows of the dq kernel, keys of the dk/dv kernel) per CTA (`ABW_DQ_BM`,
+/// `ABW_KV_BN`).
+const ROWS: usize = 128;
+/// Block size (`ABW_THREADS`): a producer and two consumer warpgroups.
+const THREADS: u32 = 384;
+/// Rows of one TMA box (`ABW_BOX`).
+const BOX_ROWS: u32 = 64;
+
+/// Bytes of an `rows`-row tile of `head_dim` 16-bit columns (`ABW_TILE`).
+fn tile(rows: u32, head_dim: usize) -> u32 {
+    (head_dim as u32 / 64) * rows * 128
+}
+
+/// The dynamic shared memory of `attn_bwd_dq_wgmma_d{64,128}_*` (`ABW_DQ_SMEM_BYTES` in
+/// `cuda/attention_wgmma_bwd.cu`): the Q and dO tiles of 128 rows and 6 (D = 64) or 4 (D = 128)
+/// stages of K and V tiles of 64 keys, plus 1 KiB of alignment and the barriers: 129 KiB at
+/// D = 64, 193 KiB at D = 128.
+pub(super) fn dq_smem(head_dim: usize) -> u32 {
+    let stages = if head_dim == 128 { 4 } else { 6 };
+    2 * tile(128, head_dim) + stages * 2 * tile(64, head_dim) + 1024 + 256
+}
+
+/// The dynamic shared memory of `attn_bwd_dkdv_wgmma_d{64,128}_*` (`ABW_KV_SMEM_BYTES`): the K
+/// and V tiles of 128 keys and 6 (D = 64) or 4 (D = 128) stages of Q and dO tiles of 64 rows with
+/// their lse and delta, plus 1 KiB of alignment and the barriers: 132 KiB at D = 64, 195 KiB at
+/// D = 128.
+pub(super) fn dkdv_smem(head_dim: usize) -> u32 {
+    let stages = if head_dim == 128 { 4 } else { 6 };
+    2 * tile(128, head_dim) + stages * (2 * tile(64, head_dim) + 8 * 64) + 1024 + 256
+}
+
+/// Why the wgmma backward cannot run this problem (which the mma.sync backward can: `tc_misfit`
+/// is its verdict), or `None` when it can: compute capability 9.0 exactly (the kernels are
+/// `sm_90a` PTX) and the shared memory. (The caller runs problems without a query or a key on
+/// the mma.sync kernels, which give the same zeros: the tensor maps need extents of at least one.)
+pub(super) fn misfit(
+    cc: ComputeCapability,
+    optin_smem: u32,
+    shape: &AttentionShape,
+    tc_misfit: Option<&'static str>,
+) -> Option<&'static str> {
+    if let Some(why) = tc_misfit {
+        return Some(why);
+    }
+    if cc != (ComputeCapability { major: 9, minor: 0 }) {
+        return Some("the wgmma attention kernels need compute capability 9.0 (sm_90a)");
+    }
+    if dq_smem(shape.head_dim).max(dkdv_smem(shape.head_dim)) > optin_smem {
+        return Some("the wgmma attention kernels need more shared memory than this device allows");
+    }
+    None
+}
+
+/// The dq and dk/dv kernels of the head dimension (64 or 128).
+pub(super) type Pair<'a, T> = (&'a dispatch::AttnDqWgmma<T>, &'a dispatch::AttnDkDvWgmma<T>);
+
+/// Looks up (loading their module on first use) the kernels [`launch`] runs.
+pub(super) fn kernels<T: AttentionElement>(kern: &Kernels, head_dim: usize) -> Result<Pair<'_, T>> {
+    Ok(if head_dim == 128 {
+        (
+            dispatch::attn_bwd_dq_wgmma_d128::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_wgmma_d128::<T>(kern)?,
+        )
+    } else {
+        (
+            dispatch::attn_bwd_dq_wgmma_d64::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_wgmma_d64::<T>(kern)?,
+        )
+    })
+}
+
+/// Launches the wgmma backward's dq and dk/dv kernels (`kernels`, from [`kernels`]) after delta.
+/// The caller checked the shape, the inputs against their slices, dout, lse, delta, dq, dk and
+/// dv (dense, exact lengths), [`misfit`] (`None`), that `B·H·Nq > 0` and `Nk > 0`, and wrote
+/// delta.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn launch<T: AttentionElement>(
+    (k_dq, k_dkdv): Pair<'_, T>,
+    s: &Stream,
+    shape: &AttentionShape,
+    [q, k, v]: [&AttentionInput<'_, T>; 3],
+    dout: &DeviceSlice<T>,
+    (lse, delta): (&DeviceSlice<T::Scalar>, &DeviceSlice<T::Scalar>),
+    [dq, dk, dv]: [&mut DeviceSlice<T>; 3],
+    scale: T::Scalar,
+) -> Result<()> {
+    let dense_dout = AttentionInput::dense(dout, shape.heads, shape.q_len, shape.head_dim);
+    let map_q = head_map(q, shape, shape.q_len, BOX_ROWS)?;
+    let map_k = head_map(k, shape, shape.kv_len, BOX_ROWS)?;
+    let map_v = head_map(v, shape, shape.kv_len, BOX_ROWS)?;
+    let map_do = head_map(&dense_dout, shape, shape.q_len, BOX_ROWS)?;
+    let (bb, hh) = (shape.batch as i32, shape.heads as i32);
+    let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
+    let causal = i32::from(shape.causal);
+    // One CTA per SM at most (129–195 KiB of shared memory; 384 threads with 232–240 registers
+    // for each consumer), each walking its tiles with a stride of the grid.
+    let bh = (shape.batch * shape.heads) as u64;
+    let grid = |rows: usize| (bh * rows.div_ceil(ROWS) as u64).min(sms(s)).max(1) as u32;
+
+    let bytes = dq_smem(shape.head_dim);
+    let f = k_dq.function();
+    if f.limits().max_dynamic_shared_bytes < bytes {
+        f.set_max_dynamic_shared_mem(bytes)?;
+    }
+    let cfg = LaunchConfig::new(grid(shape.q_len), THREADS).with_shared_mem(bytes);
+    // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v and the dense dout,
+    // whose largest offsets the caller checked to lie inside each slice (TensorMap::tiled checks
+    // it again; the copy engine reads nothing outside the extents). q, k, v and dout are passed
+    // so the launch orders those buffers. The kernel reads lse and delta and writes dq only at
+    // query rows r < B·H·Nq (dq: columns < D), the exact dense lengths the caller checked. Every
+    // extent is an `int` (checked by the caller), the block is the 384 threads and the shared
+    // memory the bytes the kernel is written for (its limit raised above), and its grid-stride
+    // loop serves any grid.
+    unsafe {
+        k_dq.launch(
+            s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout, lse, delta, dq, bb,
+            hh, nq, nk, scale, causal,
+        )
+    }?;
+
+    let bytes = dkdv_smem(shape.head_dim);
+    let f = k_dkdv.function();
+    if f.limits().max_dynamic_shared_bytes < bytes {
+        f.set_max_dynamic_shared_mem(bytes)?;
+    }
+    let cfg = LaunchConfig::new(grid(shape.kv_len), THREADS).with_shared_mem(bytes);
+    // SAFETY: as for the dq kernel: reads through the same maps, lse and delta at query rows
+    // < B·H·Nq; writes dk and dv only at key rows r < B·H·Nk and columns < D (dense, lengths
+    // checked by the caller); the 384 threads and the shared memory it is written for.
+    unsafe {
+        k_dkdv.launch(
+            s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout, lse, delta, dk, dv,
+            bb, hh, nq, nk, scale, causal,
+        )
+    }?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_matches_the_kernels_and_fits_hopper() {
+        // ABW_DQ_SMEM_BYTES / ABW_KV_SMEM_BYTES in cuda/attention_wgmma_bwd.cu.
+        assert_eq!(dq_smem(64), 132_352);
+        assert_eq!(dq_smem(128), 197_888);
+        assert_eq!(dkdv_smem(64), 135_424);
+        assert_eq!(dkdv_smem(128), 199_936);
+        // An H100's or H200's opt-in limit per block: 227 KiB.
+        for d in [64, 128] {
+            assert!(dq_smem(d).max(dkdv_smem(d)) <= 227 * 1024);
+        }
+    }
+}
