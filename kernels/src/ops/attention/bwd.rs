@@ -67,6 +67,12 @@ pub fn attention_bwd_dq_choice(
     AttentionBwdDq::Separate
 }
 
+/// Whether [`ATTENTION_BWD_DQ_ENV`] asks for the atomic dq path.
+fn dq_env_atomic() -> bool {
+    std::env::var(ATTENTION_BWD_DQ_ENV)
+        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "atomic" | "fused"))
+}
+
 /// The f32 elements of the dq workspace [`AttentionBwdDq::Atomic`] needs: `B·H·Nq·D`
 /// ([`Error::TooLarge`] when that overflows).
 pub fn attention_bwd_dq_workspace_len(shape: &AttentionShape) -> Result<usize> {
@@ -130,11 +136,14 @@ struct Plan {
 
 /// The plan for `algo` and `dq` (`dense`: dout, dq, dk, dv addresses as [`tc_bwd_misfit`];
 /// `acc_ok`: a dq workspace is given, 16-byte aligned). Explicit requests that cannot run are
-/// [`Error::Unsupported`]; `Auto` falls back. [`AttentionAlgo::Auto`] runs the mma.sync kernels
-/// where they fit unless [`ATTENTION_BWD_ENV`](super::ATTENTION_BWD_ENV) names another family
+/// [`Error::Unsupported`]; `Auto` falls back. [`AttentionAlgo::Auto`] runs the wgmma kernels
+/// where they fit (compute capability 9.0; measured on an H200, 2026-11-27: 0.36–0.53× the
+/// mma.sync backward's time at every benchmark shape, kernels/TUNING.md), else the mma.sync
+/// kernels, else SIMT, unless [`ATTENTION_BWD_ENV`](super::ATTENTION_BWD_ENV) names a family
 /// (which then decides over [`ATTENTION_BWD_DQ_ENV`]: the wgmma backward has one dq path, its
-/// own kernel); an explicit [`AttentionBwdDq::Atomic`] runs on the mma.sync kernels, its only
-/// path ([`AttentionAlgo::Wgmma`] with it is `Unsupported`). Problems without a query or a key
+/// own kernel); an explicit [`AttentionBwdDq::Atomic`], or [`ATTENTION_BWD_DQ_ENV`] set to
+/// `atomic` without a family override, runs on the mma.sync kernels, the atomic path's only
+/// home ([`AttentionAlgo::Wgmma`] with it is `Unsupported`). Problems without a query or a key
 /// run on the mma.sync kernels when the wgmma ones are asked for (the same zeros; the tensor
 /// maps need extents of at least one).
 fn plan<T: AttentionElement>(
@@ -177,7 +186,11 @@ fn plan<T: AttentionElement>(
         (AttentionAlgo::Auto, m, w) => match (bwd_wgmma::bwd_override(), m, w) {
             (_, None, _) if dq == AttentionBwdDq::Atomic => Family::Mma,
             (Some(BwdOverride::Simt), ..) => Family::Simt,
-            (Some(BwdOverride::Wgmma), _, None) => Family::Wgmma,
+            (Some(BwdOverride::Mma), None, _) => Family::Mma,
+            // The atomic dq path asked for through its variable: the mma.sync kernels (the
+            // wgmma backward has one dq path).
+            (None, None, _) if dq_env_atomic() => Family::Mma,
+            (_, _, None) => Family::Wgmma,
             (_, None, _) => Family::Mma,
             _ => Family::Simt,
         },
