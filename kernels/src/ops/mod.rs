@@ -60,8 +60,8 @@ pub use classifier::{
     classifier_loss, fused_classifier, fused_classifier_inplace, CLASSIFIER_THREADS,
 };
 pub use coalescing::{
-    copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
-    TransposeAlgo,
+    copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_aligned_tile,
+    transpose_choice, transpose_ld, transpose_ld_with, AlignedTile, TransposeAlgo,
 };
 pub use dropout::dropout;
 pub use elementwise::{
