@@ -98,7 +98,8 @@ pub use optim::{
 pub use random::{fill_normal, fill_uniform, philox_u32};
 pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo, SINGLE_BLOCK_MAX};
 pub use reduce_dim::{
-    col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim, ROW_SPLIT_MIN_COLS,
+    col16_parts, col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim,
+    COLS_BLOCKS_PER_SM, ROW_SPLIT_MIN_COLS,
 };
 pub use sgemm::{
     sgemm, sgemm_plan, sgemm_tile_plan, sgemm_with_plan, SgemmPlan, Transpose, MAX_SPLITS,
