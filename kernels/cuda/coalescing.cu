@@ -19,6 +19,7 @@
 // Launch: copy_*: block 256, any grid. transpose_naive: block (32, 8) EXACTLY,
 //   grid (ceil(cols / 32), ceil(rows / 32)) (so rows <= 65535 * 32). transpose_tiled and
 //   transpose_tiled_padded: block (32, 8) EXACTLY, grid (ceil(cols / 64), ceil(rows / 64)).
+//   transpose_tiled_aligned_*: see there (block 512 or 1024, dynamic shared memory).
 #include "dtype.cuh"
 
 #define TILE_DIM 32    // transpose_naive: 32 x 32 outputs per block
@@ -85,67 +86,113 @@ transpose_tiled(const float* in, float* out, int rows, int cols) { transpose_til
 extern "C" __global__ void __launch_bounds__(256)
 transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transpose_tiled_body<1>(in, out, rows, cols); }
 
-// transpose_tiled_aligned: the 64 x 64 tile for matrices whose rows do not start on a 128-byte
-// line (widths or heights not a multiple of 32). There every 64-float row segment a tile writes
-// starts and ends inside a 32-byte sector shared with the neighbouring tile, and a sector written
-// in two halves by two blocks costs the L2 and DRAM far more than a whole one (measured: 0.66x of
-// the D2D copy against 0.95x for aligned shapes). So here each tile writes, for output row c, the
-// range [r0 - s_c, r0 + 64 - s_c) where s_c (0..7) puts its start on a sector boundary: the
+// transpose_tiled_aligned_*: the tiles for matrices whose rows do not start on a 128-byte line
+// (widths or heights not a multiple of 32). There every row segment a tile writes starts and ends
+// inside a 32-byte sector shared with the neighbouring tile, and a sector written in two halves
+// by two blocks costs the L2 and DRAM far more than a whole one (measured: 0.66x of the D2D copy
+// against 0.95x for aligned shapes). So here each tile of TR input rows writes, for output row c,
+// the range [r0 - s_c, r0 + TR - s_c) where s_c (0..7) puts its start on a sector boundary: the
 // tiles of one output row partition it into whole sectors (the first tile starts at 0, the last
-// ends at rows). The block therefore reads input rows r0 - 8 .. r0 + 63 (72 rows, 64 columns).
-// Lanes follow the 128-byte lines on both sides (lane l of instruction k takes the float at
-// line_start + 32 k + l, if it belongs to the segment), so a row segment costs only the lines it
-// touches. Tiles run in column-major order (blockIdx.x walks down the rows of tiles), so the
-// tiles sharing output lines run together.
-// transpose_tiled_aligned_ld: the same, writing output rows ldo >= rows floats apart (out is
+// ends at rows; TR is a multiple of 8, so every tile of a row has the same s_c). The block
+// therefore reads input rows r0 - 8 .. r0 + TR - 1 (TR + 8 rows of TC columns). Lanes follow the
+// 128-byte lines on both sides (lane l of instruction k takes the float at line_start + 32 k + l,
+// if it belongs to the segment), so a row segment costs only the lines it touches. Tiles run in
+// column-major order (blockIdx.x walks down the rows of tiles), so the tiles sharing output lines
+// run together.
+// Every load of the tile is issued before the first shared store (predicated, no branch around
+// them; kernels/tuning/transpose_h200_lab.cu): the earlier 64 x 64 body `continue`d on rows
+// outside the matrix, so each warp had one row (<= 256 bytes) in flight at a time and the
+// kernel stopped near 2.6 TB/s on an H100 and an H200 alike (0.745x of an H200's D2D copy).
+// Two tiles, NW warps each (block 32 NW, one dimension):
+//   * 128 x 64, 16 warps: 9 input rows (27 loads) per warp in flight; dynamic shared memory
+//     136 x 65 floats (35,360 B); 2 blocks per SM (59 registers on sm_90). 0.85-0.86x of an
+//     H200's D2D copy at 12345 x 6789, 16383 x 8191 and 8191 x 16385 (lab figures);
+//   * 128 x 128, 32 warps: 5 input rows (25 loads) per warp; 136 x 129 floats (70,176 B: above
+//     the 48 KB default, so the host raises the kernel's limit); 1 block per SM (55 registers).
+//     0.89x / 0.83x at 1000 x 4097 / 4099 x 1023, where the 128 x 64 tile gives 0.83x / 0.79x,
+//     but 0.69-0.70x on the large odd shapes.
+// ops::transpose_aligned_tile picks between them (kernels/src/ops/coalescing.rs).
+// transpose_tiled_aligned_*_ld: the same, writing output rows ldo >= rows floats apart (out is
 // [cols, ldo]; columns rows .. ldo - 1 are not touched): the SGEMM's relayout of a transposed B
 // into rows that start on 16-byte boundaries (ldo a multiple of 4), so the product reads them
 // with float4 loads.
-// Launch: block (32, 8), grid (ceil(rows / 64), ceil(cols / 64)) (note: rows first).
-#define TA_ROWS (TT + 8)
+// Any rows, cols >= 1. Launch: block 32 NW EXACTLY (512 for 128 x 64, 1024 for 128 x 128), grid
+// (ceil(rows / TR), ceil(cols / TC)) (note: rows first; so cols <= 65535 TC), dynamic shared
+// memory (TR + 8) (TC + 1) 4 bytes.
+template <int TR, int TC, int NW>
 __device__ __forceinline__ void transpose_aligned_body(const float* __restrict__ in, float* __restrict__ out,
                                                        int rows, int cols, int ldo) {
-    __shared__ float tile[TA_ROWS][TT + 1];  // tile[i][j] = in[r0 - 8 + i][c0 + j]
-    const int tx = threadIdx.x, ty = threadIdx.y;
-    const int c0 = blockIdx.y * TT, r0 = blockIdx.x * TT;
-    const int cw = min(TT, cols - c0);  // this tile's columns
+    constexpr int IR = TR + 8, P = TC + 1;   // tile[i * P + j] = in[r0 - 8 + i][c0 + j]
+    constexpr int RPW = (IR + NW - 1) / NW;  // input rows per warp
+    constexpr int NLI = TC / 32 + 1;         // 128-byte lines per input segment (<= TC floats)
+    constexpr int OPW = (TC + NW - 1) / NW;  // output rows per warp
+    constexpr int NLO = TR / 32 + 1;         // lines per output segment (<= TR + 7 floats)
+    static_assert(TR % 32 == 0 && TC % 32 == 0, "tiles of whole lines");
+    extern __shared__ float tile[];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const int r0 = blockIdx.x * TR, c0 = blockIdx.y * TC;
+    const int cw = min(TC, cols - c0);  // this tile's columns
+    float v[RPW][NLI];
+    int mis[RPW];
+    // Every load first: input row r0 - 8 + i for i = w, w + NW, ... (a row outside the matrix
+    // loads nothing and stores nothing).
 #pragma unroll
-    for (int j = 0; j < TA_ROWS; j += BLOCK_ROWS) {
-        const int i = ty + j, r = r0 - 8 + i;
-        if (r < 0 || r >= rows) continue;  // whole warp (one row per warp)
-        const float* seg = in + (u64)r * cols + c0;
-        const int mis = (int)(((unsigned long long)seg >> 2) & 31);  // floats past its line
+    for (int j = 0; j < RPW; ++j) {
+        const int i = w + NW * j, r = r0 - 8 + i;
+        const bool ok = (IR % NW == 0 || i < IR) && r >= 0 && r < rows;
+        const float* seg = in + (u64)(ok ? r : 0) * (u64)cols + c0;
+        const int m = (int)(((u64)seg >> 2) & 31);  // floats past its line
+        mis[j] = ok ? m : (1 << 20);                // no lane's offset lands in [0, cw)
 #pragma unroll
-        for (int k = 0; k < 3; ++k) {
-            const int o = 32 * k + tx - mis;  // tile column this lane takes
-            if (o >= 0 && o < cw) tile[i][o] = seg[o];
+        for (int k = 0; k < NLI; ++k) {
+            const int o = 32 * k + lane - m;  // tile column this lane takes
+            v[j][k] = (ok && o >= 0 && o < cw) ? __ldg(seg + o) : 0.f;
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < RPW; ++j) {
+        const int i = w + NW * j;
+#pragma unroll
+        for (int k = 0; k < NLI; ++k) {
+            const int o = 32 * k + lane - mis[j];
+            if (o >= 0 && o < cw) tile[i * P + o] = v[j][k];
         }
     }
     __syncthreads();
 #pragma unroll
-    for (int j = 0; j < TT; j += BLOCK_ROWS) {
-        const int i = ty + j;  // output row c0 + i
-        if (i >= cw) continue;  // whole warp
-        float* row = out + (u64)(c0 + i) * ldo;
-        const int s = (int)(((unsigned long long)(row + r0) >> 2) & 7);  // floats past a sector
-        const int lo = r0 == 0 ? 0 : r0 - s;
-        const int hi = r0 + TT >= rows ? rows : r0 + TT - s;
-        float* seg = row + lo;
-        const int mis = (int)(((unsigned long long)seg >> 2) & 31);
+    for (int j = 0; j < OPW; ++j) {
+        const int i = w + NW * j;  // output row c0 + i
+        if ((TC % NW == 0 || i < TC) && i < cw) {
+            float* row = out + (u64)(c0 + i) * (u64)ldo;
+            const int s = (int)(((u64)(row + r0) >> 2) & 7);  // floats past a sector
+            const int lo = r0 == 0 ? 0 : r0 - s;
+            const int hi = r0 + TR >= rows ? rows : r0 + TR - s;
+            float* seg = row + lo;
+            const int m = (int)(((u64)seg >> 2) & 31);
+            const int base = lo - (r0 - 8);  // tile row of output lo
 #pragma unroll
-        for (int k = 0; k < 4; ++k) {  // up to 71 floats: at most 4 lines
-            const int o = 32 * k + tx - mis;  // offset in [lo, hi)
-            if (o >= 0 && o < hi - lo) seg[o] = tile[lo + o - (r0 - 8)][i];
+            for (int k = 0; k < NLO; ++k) {
+                const int o = 32 * k + lane - m;  // offset in [lo, hi)
+                if (o >= 0 && o < hi - lo) seg[o] = tile[(base + o) * P + i];
+            }
         }
     }
 }
-extern "C" __global__ void __launch_bounds__(256)
-transpose_tiled_aligned(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    transpose_aligned_body(in, out, rows, cols, rows);
+extern "C" __global__ void __launch_bounds__(512, 1)
+transpose_tiled_aligned_128x64(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    transpose_aligned_body<128, 64, 16>(in, out, rows, cols, rows);
 }
-extern "C" __global__ void __launch_bounds__(256)
-transpose_tiled_aligned_ld(const float* __restrict__ in, float* __restrict__ out, int rows, int cols, int ldo) {
-    transpose_aligned_body(in, out, rows, cols, ldo);
+extern "C" __global__ void __launch_bounds__(1024, 1)
+transpose_tiled_aligned_128x128(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    transpose_aligned_body<128, 128, 32>(in, out, rows, cols, rows);
+}
+extern "C" __global__ void __launch_bounds__(512, 1)
+transpose_tiled_aligned_128x64_ld(const float* __restrict__ in, float* __restrict__ out, int rows, int cols, int ldo) {
+    transpose_aligned_body<128, 64, 16>(in, out, rows, cols, ldo);
+}
+extern "C" __global__ void __launch_bounds__(1024, 1)
+transpose_tiled_aligned_128x128_ld(const float* __restrict__ in, float* __restrict__ out, int rows, int cols, int ldo) {
+    transpose_aligned_body<128, 128, 32>(in, out, rows, cols, ldo);
 }
 
 // transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64

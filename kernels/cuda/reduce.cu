@@ -260,42 +260,49 @@ extern "C" __global__ void reduce_rows_part_max_bf16(const bf16_t* in, float* pa
 // (a reduction over any dimension but the last, without moving data first). Block (32, 8) of
 // grid (ceil(cols / 32), P, outer): the 32 lanes take 32 adjacent columns (each row's read is one
 // coalesced 128-byte line), the 8 thread rows take rows ty, ty + 8, ... of part p =
-// [p * chunk, min(rows, (p + 1) * chunk)) with 8 loads in flight, and the 8 values of a column
-// combine in ty order through shared memory. Writes out[(z * P + p) * cols + c]: with P == 1
-// that is the [outer, cols] result; else a [outer, P, cols] array that one more launch with
-// P == 1 reduces (fixed order: deterministic).
-// Launch: block (32, 8), grid (ceil(cols / 32), P <= 65535, outer <= 65535), chunk =
-// ceil(rows / P); or, for a short reduced dimension (a few rows of many columns), the thin launch
-// block (256, 1), grid (ceil(cols / 256), P, outer): one thread per column, no shared memory.
+// [p * chunk, min(rows, (p + 1) * chunk)) with COLS_U = 16 loads in flight per step (one live
+// 64-bit address, advanced 8 rows per load: the earlier body kept 8 addresses for 8 loads, 59
+// registers and 4 blocks per SM on sm_90; this one 39 registers and 6 blocks for f32 in
+// kernels/tuning/transpose_h200_lab.cu's `cs<16, 8, 4>`), and the 8 values of a column combine
+// in ty order through shared memory. Writes out[(z * P + p) * cols + c]: with P == 1 that is the
+// [outer, cols] result; else a [outer, P, cols] array that one more launch with P == 1 reduces
+// (fixed order: deterministic). Order of a column's sum: thread row ty combines its rows
+// r0 + ty, r0 + ty + 8, ... in increasing order, then the 8 thread rows in ty order: the same
+// for any COLS_U, and the same as reduce_cols16's, so both give bit-identical results for the
+// same P (ops::reduce_dim picks P by shape alone, so the two agree on one tensor).
+// Launch: block (32, 8) exactly, grid (ceil(cols / 32), P <= 65535, outer <= 65535), chunk =
+// ceil(rows / P) (ops::reduce_dim's col_parts: P from COLS_BLOCKS_PER_SM resident blocks).
+#define COLS_U 16
 template <typename Tag, typename A, typename Op>
-__device__ __forceinline__ void reduce_cols(const typename DType<Tag>::Storage* in, A* out,
+__device__ __forceinline__ void reduce_cols(const typename DType<Tag>::Storage* __restrict__ in, A* __restrict__ out,
                                             int rows, int cols, int chunk) {
     typedef typename DType<Tag>::Storage S;
     __shared__ A vals[8][33];
-    const int tx = threadIdx.x, ty = threadIdx.y, ny = blockDim.y;
-    const int c = blockIdx.x * blockDim.x + tx;
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int c = blockIdx.x * 32 + tx;
     const u64 z = blockIdx.z;
     const long long r0 = (long long)blockIdx.y * chunk;
     const long long r1 = min((long long)rows, r0 + chunk);
     A acc = Op::identity();
     if (c < cols) {
+        const u64 step = 8 * (u64)cols;  // 8 rows
         const S* col = in + z * (u64)rows * (u64)cols + c;
-        // 8 loads in flight per step (predicated at the end, so a short part is one step),
-        // combined in row order.
-        for (long long r = r0 + ty; r < r1; r += 8 * ny) {
-            S v[8];
+        // COLS_U loads in flight per step (predicated at the end, so a short part is one step),
+        // then combined in row order. A row past the part stands in as the identity and is
+        // combined unconditionally (predicated combines cost the f32 sum 63 registers instead of
+        // 39); that is exact: x + 0 == x for every x the sum can hold (acc starts at +0 and round
+        // to nearest never makes -0 from it) and max(x, -inf) == x, NaN included.
+        for (long long r = r0 + ty; r < r1; r += 8 * COLS_U) {
+            const S* p = col + (u64)r * (u64)cols;
+            A v[COLS_U];
 #pragma unroll
-            for (int u = 0; u < 8; ++u)
-                if (r + ny * u < r1) v[u] = col[(u64)(r + ny * u) * (u64)cols];
+            for (int u = 0; u < COLS_U; ++u) {  // walk the pointer: one live address, not COLS_U
+                v[u] = (r + 8 * u < r1) ? widen<Tag, A>(__ldg(p)) : Op::identity();
+                p += step;
+            }
 #pragma unroll
-            for (int u = 0; u < 8; ++u)
-                if (r + ny * u < r1) acc = Op::combine(acc, widen<Tag, A>(v[u]));
+            for (int u = 0; u < COLS_U; ++u) acc = Op::combine(acc, v[u]);
         }
-    }
-    const u64 o = (z * gridDim.y + blockIdx.y) * (u64)cols + c;
-    if (ny == 1) {  // thin launch: one thread per column, nothing to combine
-        if (c < cols) out[o] = acc;
-        return;
     }
     vals[ty][tx] = acc;
     __syncthreads();
@@ -303,7 +310,7 @@ __device__ __forceinline__ void reduce_cols(const typename DType<Tag>::Storage* 
         A v = vals[0][tx];
 #pragma unroll
         for (int j = 1; j < 8; ++j) v = Op::combine(v, vals[j][tx]);
-        out[o] = v;
+        out[(z * gridDim.y + blockIdx.y) * (u64)cols + c] = v;
     }
 }
 
@@ -369,14 +376,14 @@ extern "C" __global__ void __launch_bounds__(256) reduce_cols16_max_f64(const do
 extern "C" __global__ void __launch_bounds__(256) reduce_cols16_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols16<F16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
 extern "C" __global__ void __launch_bounds__(256) reduce_cols16_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols16<BF16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
 
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_f32(const float* in, float* out, int rows, int cols, int chunk) { reduce_cols<float, float, SumOp<float> >(in, out, rows, cols, chunk); }
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk) { reduce_cols<double, double, SumOp<double> >(in, out, rows, cols, chunk); }
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<F16, float, SumOp<float> >(in, out, rows, cols, chunk); }
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<BF16, float, SumOp<float> >(in, out, rows, cols, chunk); }
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f32(const float* in, float* out, int rows, int cols, int chunk) { reduce_cols<float, float, MaxOp<float> >(in, out, rows, cols, chunk); }
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk) { reduce_cols<double, double, MaxOp<double> >(in, out, rows, cols, chunk); }
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<F16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
-extern "C" __global__ void __launch_bounds__(256) reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<BF16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_sum_f32(const float* in, float* out, int rows, int cols, int chunk) { reduce_cols<float, float, SumOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_sum_f64(const double* in, double* out, int rows, int cols, int chunk) { reduce_cols<double, double, SumOp<double> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_sum_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<F16, float, SumOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_sum_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<BF16, float, SumOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_max_f32(const float* in, float* out, int rows, int cols, int chunk) { reduce_cols<float, float, MaxOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_max_f64(const double* in, double* out, int rows, int cols, int chunk) { reduce_cols<double, double, MaxOp<double> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_max_f16(const f16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<F16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
+extern "C" __global__ void __launch_bounds__(256, 4) reduce_cols_max_bf16(const bf16_t* in, float* out, int rows, int cols, int chunk) { reduce_cols<BF16, float, MaxOp<float> >(in, out, rows, cols, chunk); }
 
 // ---------------------------------------------------------------------------------------------
 // 6. Thin columns: a short reduced dimension (at most 32 rows) of many columns, [outer, rows,

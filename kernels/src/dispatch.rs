@@ -337,7 +337,13 @@ pub(crate) fn transpose_bits<T: cuda_stack_driver::DeviceRepr>(
         A::Tiled => k.transpose_tiled()?.function(),
         A::Skinny => k.transpose_skinny()?.function(),
         A::SkinnyV4 => k.transpose_skinny_v4()?.function(),
-        A::Aligned => k.transpose_tiled_aligned()?.function(),
+        // `Aligned` is resolved to a tile by the op (`ops::transpose_aligned_tile`) before this.
+        A::Aligned | A::AlignedWith(crate::ops::AlignedTile::T128x64) => {
+            k.transpose_tiled_aligned_128x64()?.function()
+        }
+        A::AlignedWith(crate::ops::AlignedTile::T128x128) => {
+            k.transpose_tiled_aligned_128x128()?.function()
+        }
         A::TiledPadded | A::Auto => k.transpose_tiled_padded()?.function(),
     };
     // SAFETY: transpose_*(const float* in, float* out, int rows, int cols) only loads and stores

@@ -20,7 +20,7 @@
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 use cuda_stack_kernels::ops::{
-    self, BinaryOp, MatmulAlgo, ReduceAlgo, SoftmaxAlgo, Transpose, TransposeAlgo,
+    self, AlignedTile, BinaryOp, MatmulAlgo, ReduceAlgo, SoftmaxAlgo, Transpose, TransposeAlgo,
 };
 use cuda_stack_kernels::{reference, DType, Element, Error, Float, Kernels, StridedLayout};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
@@ -1388,6 +1388,9 @@ fn copies() -> TestResult {
 /// and the vectorized skinny kernel's shapes (short side 1..8).
 const TRANSPOSE_SHAPES: &[(usize, usize)] = &[
     (65, 97),
+    // The aligned tiles (128 x 64, 128 x 128): several tiles both ways, partial last ones.
+    (259, 131),
+    (1031, 517),
     (127, 4099),
     (63, 1000),
     (5000, 63),
@@ -1433,6 +1436,8 @@ fn transposes() -> TestResult {
                 TransposeAlgo::Tiled,
                 TransposeAlgo::TiledPadded,
                 TransposeAlgo::Aligned,
+                TransposeAlgo::AlignedWith(AlignedTile::T128x64),
+                TransposeAlgo::AlignedWith(AlignedTile::T128x128),
                 TransposeAlgo::Skinny,
                 TransposeAlgo::SkinnyV4,
                 TransposeAlgo::Auto,

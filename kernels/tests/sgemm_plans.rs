@@ -8,7 +8,7 @@
 //! (`ops::transpose_ld`, rows of the output padded to a multiple of 4).
 
 use cuda_stack_driver::{DeviceBuffer, DeviceRepr, Stream};
-use cuda_stack_kernels::ops::{self, SgemmPlan, Transpose};
+use cuda_stack_kernels::ops::{self, AlignedTile, SgemmPlan, Transpose};
 use cuda_stack_kernels::{reference, Error, Kernels};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 use std::sync::Arc;
@@ -394,28 +394,32 @@ fn transpose_ld() -> TestResult {
         (2049, 70, 2052),
         (64, 3001, 67),
         (7, 200, 7),
+        (300, 260, 301),
     ] {
-        for off in [0usize, 1] {
+        for (off, tile) in [0usize, 1].into_iter().flat_map(|o| {
+            [
+                None,
+                Some(AlignedTile::T128x64),
+                Some(AlignedTile::T128x128),
+            ]
+            .map(|t| (o, t))
+        }) {
             let x = data(81, rows * cols);
             let dx = upload(&s, &x, off)?;
             let len = (cols - 1) * ldo + rows;
             let mut dout = upload(&s, &vec![f32::NAN; len], off)?;
-            ops::transpose_ld(
-                &k,
-                &s,
-                &dx.slice(off..)?,
-                &mut dout.slice_mut(off..)?,
-                rows,
-                cols,
-                ldo,
-            )?;
+            let (xv, mut ov) = (dx.slice(off..)?, dout.slice_mut(off..)?);
+            match tile {
+                None => ops::transpose_ld(&k, &s, &xv, &mut ov, rows, cols, ldo)?,
+                Some(t) => ops::transpose_ld_with(&k, &s, t, &xv, &mut ov, rows, cols, ldo)?,
+            }
             let got = s.clone_dtoh(&dout.slice(off..)?)?;
             for (e, g) in got.iter().enumerate() {
                 let (c, r) = (e / ldo, e % ldo);
                 if r < rows {
                     ensure!(
                         g.to_bits() == x[r * cols + c].to_bits(),
-                        "transpose_ld {rows}x{cols} ldo {ldo} off {off}: out[{c}][{r}] = {g}, expected {}",
+                        "transpose_ld {rows}x{cols} ldo {ldo} off {off} {tile:?}: out[{c}][{r}] = {g}, expected {}",
                         x[r * cols + c]
                     );
                 } else {

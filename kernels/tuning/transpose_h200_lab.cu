@@ -42,6 +42,10 @@
 //    reduce_cols_sum_f32 (timed with it). `cols lib-kernel w1/w4`: the library kernel, only the
 //    plan changed; `lb8`: the library body under __launch_bounds__(256, 8) (spills: a data point).
 //
+// Since the integration (kernels/TUNING.md, "H200 transposes and column sums"), `lib` runs the
+// library's new kernels and plans: transpose_tiled_aligned_128x64 / _128x128 by its tile rule,
+// reduce_cols_sum_f32 = cs<16, 8, 4>'s body, lib_col_parts = its plan; the recorded output in
+// docs/results/session41/ is from before it.
 // If a candidate wins, the library files that change: tx -> kernels/cuda/coalescing.cu
 // (transpose_aligned_body: loads hoisted / tile shape; transpose_tiled_aligned_ld shares it) and
 // kernels/src/ops/coalescing.rs (grid (ceil(rows / TR), ceil(cols / TC)), block 32 NW, dynamic
@@ -335,12 +339,22 @@ static void run_transposes() {
             }, -1);
             continue;  // the candidates are for tiles of 64 and more
         }
-        const dim3 ga((rows + 63) / 64, (cols + 63) / 64), gp((cols + 63) / 64, (rows + 63) / 64);
+        const dim3 gp((cols + 63) / 64, (rows + 63) / 64);
+        // The library's aligned transpose since its integration: ops::transpose_aligned_tile's
+        // rule (128 x 128 for one to four waves of 128 x 128 tiles, else 128 x 64).
+        const long long t128 = (long long)((rows + 127) / 128) * ((cols + 127) / 128);
+        const bool big = t128 >= g_sms && t128 <= 4LL * g_sms;
+        const dim3 ga((rows + 127) / 128, (cols + (big ? 127 : 63)) / (big ? 128 : 64));
+        auto lib_aligned = [&] {
+            if (big) transpose_tiled_aligned_128x128<<<ga, 1024, 136 * 129 * 4>>>(d_in, d_out, rows, cols);
+            else transpose_tiled_aligned_128x64<<<ga, 512, 136 * 65 * 4>>>(d_in, d_out, rows, cols);
+        };
+        const char* lib_name = big ? "lib aligned 128^2" : "lib aligned 128x64";
         if (odd) {
-            row("lib aligned", [&] { transpose_tiled_aligned<<<ga, dim3(32, 8)>>>(d_in, d_out, rows, cols); }, (int)worst.size() - 1);
+            row(lib_name, lib_aligned, (int)worst.size() - 1);
         } else {
             row("lib padded", [&] { transpose_tiled_padded<<<gp, dim3(32, 8)>>>(d_in, d_out, rows, cols); }, -1);
-            row("tal (forced)", [&] { transpose_tiled_aligned<<<ga, dim3(32, 8)>>>(d_in, d_out, rows, cols); }, -1);
+            row("tal (forced)", lib_aligned, -1);
         }
         for (size_t k = 0; k < sizeof(kTx) / sizeof(kTx[0]); ++k) {
             const TxCand& c = kTx[k];
@@ -380,10 +394,18 @@ static const CsCand kCs[] = {
     {"cs<8,16,4> w1", cs<8, 16, 4>, 16, 1},             // 512 threads, 16 thread rows
 };
 
-// The library's ops::reduce_dim::col_parts(1, size, inner, sms).
+// The library's ops::reduce_dim plan for (1, size, inner) f32 since the integration: col16_parts
+// (8 blocks per SM) where inner % 4 == 0, else col_parts (no split when the column blocks fill
+// COLS_BLOCKS_PER_SM = 6 per SM once, else parts for four waves).
 static int lib_col_parts(int size, int inner) {
     const long long colb = std::max(1, (inner + 31) / 32);
-    const long long want = (8LL * g_sms + colb - 1) / colb;
+    long long want;
+    if (inner % 4 == 0) {
+        want = (8LL * g_sms + colb - 1) / colb;
+    } else {
+        const long long slots = 6LL * g_sms;
+        want = colb >= slots ? 1 : (4 * slots + colb - 1) / colb;
+    }
     return (int)std::max(1LL, std::min(std::min(want, (long long)(size + 63) / 64), 65535LL));
 }
 
@@ -487,7 +509,9 @@ int main(int argc, char** argv) {
         printf("  %-22s %3d registers, %6zu B static smem, %zu B local\n", name, a.numRegs, a.sharedSizeBytes, a.localSizeBytes);
     };
     printf("kernels:\n");
-    regs((const void*)transpose_tiled_aligned, "transpose_tiled_aligned");
+    CK(cudaFuncSetAttribute(transpose_tiled_aligned_128x128, cudaFuncAttributeMaxDynamicSharedMemorySize, 136 * 129 * 4));
+    regs((const void*)transpose_tiled_aligned_128x64, "transpose_tiled_aligned_128x64");
+    regs((const void*)transpose_tiled_aligned_128x128, "transpose_tiled_aligned_128x128");
     regs((const void*)transpose_tiled_padded, "transpose_tiled_padded");
     for (const auto& c : kTx) {
         int per_sm = 0;

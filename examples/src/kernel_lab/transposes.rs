@@ -25,6 +25,7 @@ const TRIAL: f64 = 0.005;
 /// The library kernel `ops::transpose` picks for `[rows, cols]` at `x`, and its launch.
 fn library_launch<'k>(
     k: &'k cuda_stack_kernels::Kernels,
+    s: &Stream,
     x: &DeviceSlice<f32>,
     rows: usize,
     cols: usize,
@@ -44,11 +45,25 @@ fn library_launch<'k>(
             LaunchConfig::new(b(rows * cols, 1024), 256),
             k.transpose_skinny()?,
         ),
-        TransposeAlgo::Aligned => (
-            "transpose_tiled_aligned",
-            LaunchConfig::new((b(rows, 64), b(cols, 64)), (32, 8)),
-            k.transpose_tiled_aligned()?,
-        ),
+        TransposeAlgo::Aligned => {
+            // The op has run this shape before (ops::transpose raises the large tile's shared
+            // memory limit); the tile as it picks it.
+            let sms = s.context().limits().sm_count;
+            let tile = ops::transpose_aligned_tile(rows, cols, sms);
+            let cfg = tile.launch_config(rows, cols);
+            match tile {
+                ops::AlignedTile::T128x64 => (
+                    "transpose_tiled_aligned_128x64",
+                    cfg,
+                    k.transpose_tiled_aligned_128x64()?,
+                ),
+                ops::AlignedTile::T128x128 => (
+                    "transpose_tiled_aligned_128x128",
+                    cfg,
+                    k.transpose_tiled_aligned_128x128()?,
+                ),
+            }
+        }
         _ => (
             "transpose_tiled_padded",
             LaunchConfig::new((b(cols, 64), b(rows, 64)), (32, 8)),
@@ -196,7 +211,7 @@ pub fn small(lab: &mut Lab) -> Res<()> {
             Some(d2d),
             "",
         );
-        let (kname, cfg, kern) = library_launch(&k, &x, rows, cols)?;
+        let (kname, cfg, kern) = library_launch(&k, &s, &x, rows, cols)?;
         candidate(
             lab,
             &group,

@@ -919,7 +919,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 454 kernels, in manifest order.
+/// The names of all 456 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1027,8 +1027,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "transpose_skinny",
     "transpose_skinny_v4",
     "transpose_tiled",
-    "transpose_tiled_aligned",
-    "transpose_tiled_aligned_ld",
+    "transpose_tiled_aligned_128x128",
+    "transpose_tiled_aligned_128x128_ld",
+    "transpose_tiled_aligned_128x64",
+    "transpose_tiled_aligned_128x64_ld",
     "transpose_tiled_padded",
     "dropout_bf16",
     "dropout_f16",
@@ -1497,8 +1499,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `transpose_skinny` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_skinny_v4` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `transpose_tiled` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
-/// | `transpose_tiled_aligned` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
-/// | `transpose_tiled_aligned_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
+/// | `transpose_tiled_aligned_128x128` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_tiled_aligned_128x128_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
+/// | `transpose_tiled_aligned_128x64` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
+/// | `transpose_tiled_aligned_128x64_ld` | `const float* in`, `float* out`, `int rows`, `int cols`, `int ldo` | `cuda/coalescing.cu` |
 /// | `transpose_tiled_padded` | `const float* in`, `float* out`, `int rows`, `int cols` | `cuda/coalescing.cu` |
 /// | `dropout_bf16` | `const bf16_t* x`, `bf16_t* out`, `unsigned long long n`, `float p`, `float scale`, `unsigned long long seed`, `unsigned long long offset` | `cuda/dropout.cu` |
 /// | `dropout_f16` | `const f16_t* x`, `f16_t* out`, `unsigned long long n`, `float p`, `float scale`, `unsigned long long seed`, `unsigned long long offset` | `cuda/dropout.cu` |
@@ -2824,10 +2828,14 @@ pub struct CoalescingKernels {
     pub transpose_skinny_v4: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `transpose_tiled(const float* in, float* out, int rows, int cols)`.
     pub transpose_tiled: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)`.
-    pub transpose_tiled_aligned: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `transpose_tiled_aligned_ld(const float* in, float* out, int rows, int cols, int ldo)`.
-    pub transpose_tiled_aligned_ld: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `transpose_tiled_aligned_128x128(const float* in, float* out, int rows, int cols)`.
+    pub transpose_tiled_aligned_128x128: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled_aligned_128x128_ld(const float* in, float* out, int rows, int cols, int ldo)`.
+    pub transpose_tiled_aligned_128x128_ld: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `transpose_tiled_aligned_128x64(const float* in, float* out, int rows, int cols)`.
+    pub transpose_tiled_aligned_128x64: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `transpose_tiled_aligned_128x64_ld(const float* in, float* out, int rows, int cols, int ldo)`.
+    pub transpose_tiled_aligned_128x64_ld: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)`.
     pub transpose_tiled_padded: Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
 }
@@ -2875,13 +2883,25 @@ fn load_coalescing(m: &cuda_stack_driver::Module) -> crate::Result<CoalescingKer
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        transpose_tiled_aligned: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned")? },
+        transpose_tiled_aligned_128x128: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned_128x128")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        transpose_tiled_aligned_ld: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("transpose_tiled_aligned_ld")? },
+        transpose_tiled_aligned_128x128_ld: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("transpose_tiled_aligned_128x128_ld")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_tiled_aligned_128x64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("transpose_tiled_aligned_128x64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        transpose_tiled_aligned_128x64_ld: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("transpose_tiled_aligned_128x64_ld")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -6684,14 +6704,24 @@ impl Kernels {
         Ok(&self.coalescing_kernels()?.transpose_tiled)
     }
 
-    /// `transpose_tiled_aligned(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
-    pub fn transpose_tiled_aligned(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
-        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned)
+    /// `transpose_tiled_aligned_128x128(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled_aligned_128x128(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned_128x128)
     }
 
-    /// `transpose_tiled_aligned_ld(const float* in, float* out, int rows, int cols, int ldo)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
-    pub fn transpose_tiled_aligned_ld(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
-        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned_ld)
+    /// `transpose_tiled_aligned_128x128_ld(const float* in, float* out, int rows, int cols, int ldo)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled_aligned_128x128_ld(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned_128x128_ld)
+    }
+
+    /// `transpose_tiled_aligned_128x64(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled_aligned_128x64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned_128x64)
+    }
+
+    /// `transpose_tiled_aligned_128x64_ld(const float* in, float* out, int rows, int cols, int ldo)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
+    pub fn transpose_tiled_aligned_128x64_ld(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.coalescing_kernels()?.transpose_tiled_aligned_128x64_ld)
     }
 
     /// `transpose_tiled_padded(const float* in, float* out, int rows, int cols)` from `cuda/coalescing.cu` (the first call of any of that file's kernels loads it).
@@ -8970,14 +9000,20 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled_aligned.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled_aligned_128x128.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.transpose_tiled_aligned_ld.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.transpose_tiled_aligned_128x128_ld.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled_aligned_128x64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.transpose_tiled_aligned_128x64_ld.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.transpose_tiled_padded.function().clone())? };
-            n += 9;
+            n += 11;
         }
         if let Some(f) = self.dropout.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -10204,8 +10240,10 @@ impl Kernels {
             "transpose_skinny" => self.transpose_skinny().ok().map(|k| k.function()),
             "transpose_skinny_v4" => self.transpose_skinny_v4().ok().map(|k| k.function()),
             "transpose_tiled" => self.transpose_tiled().ok().map(|k| k.function()),
-            "transpose_tiled_aligned" => self.transpose_tiled_aligned().ok().map(|k| k.function()),
-            "transpose_tiled_aligned_ld" => self.transpose_tiled_aligned_ld().ok().map(|k| k.function()),
+            "transpose_tiled_aligned_128x128" => self.transpose_tiled_aligned_128x128().ok().map(|k| k.function()),
+            "transpose_tiled_aligned_128x128_ld" => self.transpose_tiled_aligned_128x128_ld().ok().map(|k| k.function()),
+            "transpose_tiled_aligned_128x64" => self.transpose_tiled_aligned_128x64().ok().map(|k| k.function()),
+            "transpose_tiled_aligned_128x64_ld" => self.transpose_tiled_aligned_128x64_ld().ok().map(|k| k.function()),
             "transpose_tiled_padded" => self.transpose_tiled_padded().ok().map(|k| k.function()),
             "dropout_bf16" => self.dropout_bf16().ok().map(|k| k.function()),
             "dropout_f16" => self.dropout_f16().ok().map(|k| k.function()),

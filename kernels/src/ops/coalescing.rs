@@ -83,12 +83,118 @@ pub enum TransposeAlgo {
     /// float4 both ways; `x` and `out` 16-byte aligned and the long side a multiple of 4
     /// ([`skinny_v4_fits`]).
     SkinnyV4,
-    /// `transpose_tiled_aligned`: a 64-column tile whose output rows are cut on 32-byte sector
+    /// `transpose_tiled_aligned_*`: a tile whose output rows are cut on 32-byte sector
     /// boundaries and whose lanes follow the 128-byte lines, for rows that do not start on one
-    /// (widths or heights not a multiple of 32); at most 65535 × 64 columns.
+    /// (widths or heights not a multiple of 32), with every load of the tile in flight before
+    /// its first shared store; the tile picked by shape ([`transpose_aligned_tile`]); at most
+    /// 65535 × 64 columns.
     Aligned,
+    /// [`TransposeAlgo::Aligned`] with the given tile.
+    AlignedWith(AlignedTile),
     /// Picked by shape ([`transpose_choice`]).
     Auto,
+}
+
+/// The tiles of [`TransposeAlgo::Aligned`] (`transpose_tiled_aligned_128x64` /
+/// `transpose_tiled_aligned_128x128` and their `_ld` forms): input rows × input columns per
+/// block.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum AlignedTile {
+    /// 128 rows × 64 columns, 512 threads, 35,360 bytes of dynamic shared memory.
+    T128x64,
+    /// 128 rows × 128 columns, 1024 threads, 70,176 bytes of dynamic shared memory (above the
+    /// 48 KiB default: the op raises the kernel's limit; devices allowing less fall back to
+    /// [`AlignedTile::T128x64`] under [`TransposeAlgo::Aligned`]).
+    T128x128,
+}
+
+impl AlignedTile {
+    /// Input rows per tile (the length of each output row segment).
+    pub fn rows(self) -> usize {
+        128
+    }
+
+    /// Input columns per tile.
+    pub fn cols(self) -> usize {
+        match self {
+            AlignedTile::T128x64 => 64,
+            AlignedTile::T128x128 => 128,
+        }
+    }
+
+    /// Threads per block (one dimension): a warp per 4 tile columns.
+    pub fn threads(self) -> u32 {
+        (self.cols() * 8) as u32
+    }
+
+    /// Dynamic shared memory per block: `(rows + 8) × (cols + 1)` floats (8 rows above the
+    /// tile for the sector cut, one float of padding per row against bank conflicts).
+    pub fn smem_bytes(self) -> u32 {
+        ((self.rows() + 8) * (self.cols() + 1) * 4) as u32
+    }
+
+    /// The launch for `x: [rows, cols]`: grid `(ceil(rows / 128), ceil(cols / tile cols))`
+    /// (rows first: tiles sharing output lines run together), block [`AlignedTile::threads`],
+    /// [`AlignedTile::smem_bytes`] of dynamic shared memory. The grid's y is at most 65535.
+    pub fn launch_config(self, rows: usize, cols: usize) -> LaunchConfig {
+        LaunchConfig::new(
+            (blocks(rows, self.rows()), blocks(cols, self.cols())),
+            self.threads(),
+        )
+        .with_shared_mem(self.smem_bytes())
+    }
+}
+
+/// The tile [`TransposeAlgo::Aligned`] uses for `x: [rows, cols]` on a GPU of `sm_count` SMs:
+/// [`AlignedTile::T128x128`] when its grid is one to four waves of the GPU
+/// (`sm_count ≤ ceil(rows / 128) · ceil(cols / 128) ≤ 4 · sm_count`: about 8.7–35 MB of f32 on
+/// 132 SMs), else [`AlignedTile::T128x64`]. Measured on an H200 (kernels/TUNING.md, issue 34
+/// item 4; ratios to the same run's D2D copy): at 1000 × 4097 and 4099 × 1023 (two waves of the
+/// large tile) 128 × 128 gives 0.889 / 0.834 against 0.833 / 0.789; at 12345 × 6789,
+/// 16383 × 8191 and 8191 × 16385 (40–64 waves) 0.69–0.70 against 0.85–0.86; below one wave
+/// (512², 1024²) 0.82 / 0.75 against 1.09 / 0.95. Between four waves and 12345 × 6789 it is
+/// unmeasured: the smaller tile, which is never far behind, is the default there.
+pub fn transpose_aligned_tile(rows: usize, cols: usize, sm_count: u32) -> AlignedTile {
+    let sms = (sm_count.max(1)) as usize;
+    let tiles = rows.div_ceil(128).saturating_mul(cols.div_ceil(128));
+    if (sms..=4 * sms).contains(&tiles) {
+        AlignedTile::T128x128
+    } else {
+        AlignedTile::T128x64
+    }
+}
+
+/// [`transpose_aligned_tile`], falling back to [`AlignedTile::T128x64`] where the device allows
+/// a block less dynamic shared memory than [`AlignedTile::T128x128`] needs (compute 7.5: 64 KiB).
+fn aligned_tile_for(s: &Stream, rows: usize, cols: usize) -> AlignedTile {
+    let limits = s.context().limits();
+    match transpose_aligned_tile(rows, cols, limits.sm_count) {
+        AlignedTile::T128x128
+            if limits.max_shared_per_block_optin < AlignedTile::T128x128.smem_bytes() =>
+        {
+            AlignedTile::T128x64
+        }
+        t => t,
+    }
+}
+
+/// The tile's kernel takes more than 48 KiB of dynamic shared memory: raise its limit (once per
+/// function; a no-op after) and refuse a grid whose y (column tiles) passes 65535.
+fn aligned_prepare(
+    op: &'static str,
+    f: &cuda_stack_driver::Function,
+    tile: AlignedTile,
+    cols: usize,
+) -> Result<()> {
+    if cols.div_ceil(tile.cols()) > 65_535 {
+        return Err(Error::TooLarge {
+            op,
+            what: "cols",
+            value: cols as u128,
+            max: 65_535 * tile.cols() as u128,
+        });
+    }
+    super::gemm_tc::raise_smem(f, tile.smem_bytes())
 }
 
 /// The transpose [`TransposeAlgo::Auto`] picks for `x: [rows, cols]` at device address `addr`
@@ -96,7 +202,8 @@ pub enum TransposeAlgo {
 /// - a side shorter than 64: [`TransposeAlgo::Skinny`] ([`transpose`] runs it as
 ///   [`TransposeAlgo::SkinnyV4`] where [`skinny_v4_fits`]);
 /// - rows or columns not a multiple of 32, or `x` not on a 128-byte line:
-///   [`TransposeAlgo::Aligned`] (its grid's y counts column tiles: up to 65535 of them);
+///   [`TransposeAlgo::Aligned`] (its grid's y counts column tiles of at most 64: up to 65535 of
+///   them), its tile by shape ([`transpose_aligned_tile`]);
 /// - else [`TransposeAlgo::TiledPadded`].
 pub fn transpose_choice(rows: usize, cols: usize, addr: u64) -> TransposeAlgo {
     if rows < 64 || cols < 64 {
@@ -125,12 +232,14 @@ fn skinny_strip(short: usize) -> usize {
 }
 
 /// `out[c][r] = x[r][c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`. Block
-/// (32, 8); grid `(ceil(cols / 32), ceil(rows / 32))` for the naive kernel,
-/// `(ceil(cols / 64), ceil(rows / 64))` for the tiled ones and `(ceil(rows / 64),
-/// ceil(cols / 64))` for the aligned one (grid y is at most 65535); the skinny kernel: block
-/// 256, one block per strip of rows (tall) or per 1024 outputs (wide); its float4 form: one block
-/// per strip of rows (tall) or of columns (wide). [`TransposeAlgo::Auto`] picks by shape
-/// ([`transpose_choice`]), and runs the skinny shapes in float4 where [`skinny_v4_fits`].
+/// (32, 8); grid `(ceil(cols / 32), ceil(rows / 32))` for the naive kernel and
+/// `(ceil(cols / 64), ceil(rows / 64))` for the tiled ones; the aligned ones:
+/// [`AlignedTile::launch_config`] (block 512 or 1024, grid `(ceil(rows / 128), ceil(cols / 64 or
+/// 128))`, grid y at most 65535); the skinny kernel: block 256, one block per strip of rows
+/// (tall) or per 1024 outputs (wide); its float4 form: one block per strip of rows (tall) or of
+/// columns (wide). [`TransposeAlgo::Auto`] picks by shape ([`transpose_choice`]), and runs the
+/// skinny shapes in float4 where [`skinny_v4_fits`]; [`TransposeAlgo::Aligned`] picks its tile by
+/// shape ([`transpose_aligned_tile`]).
 #[allow(clippy::too_many_arguments)]
 pub fn transpose(
     k: &Kernels,
@@ -166,8 +275,10 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
     let algo = match algo {
         TransposeAlgo::Auto => match transpose_choice(rows, cols, x.as_raw_ptr()) {
             TransposeAlgo::Skinny if v4 => TransposeAlgo::SkinnyV4,
+            TransposeAlgo::Aligned => TransposeAlgo::AlignedWith(aligned_tile_for(s, rows, cols)),
             other => other,
         },
+        TransposeAlgo::Aligned => TransposeAlgo::AlignedWith(aligned_tile_for(s, rows, cols)),
         TransposeAlgo::SkinnyV4 if !v4 => {
             return Err(Error::Invalid {
                 op: OP,
@@ -189,6 +300,9 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
         other => other,
     };
     let kernel = dispatch::transpose_bits::<T>(k, algo)?;
+    if let TransposeAlgo::AlignedWith(tile) = algo {
+        aligned_prepare(OP, kernel.function(), tile, cols)?;
+    }
     let cfg = match algo {
         TransposeAlgo::Skinny if cols < 64 => {
             LaunchConfig::new(blocks(rows, skinny_strip(cols)), 256)
@@ -199,25 +313,45 @@ pub(crate) fn transpose_any<T: DeviceRepr>(
         }
         TransposeAlgo::SkinnyV4 => LaunchConfig::new(blocks(cols, skinny_strip(rows)), 256),
         TransposeAlgo::Naive => LaunchConfig::new((blocks(cols, 32), blocks(rows, 32)), (32, 8)),
-        TransposeAlgo::Aligned => LaunchConfig::new((blocks(rows, 64), blocks(cols, 64)), (32, 8)),
+        TransposeAlgo::AlignedWith(tile) => tile.launch_config(rows, cols),
         _ => LaunchConfig::new((blocks(cols, 64), blocks(rows, 64)), (32, 8)),
     };
     // SAFETY: every kernel reads x[r·cols + c] and writes out[c·rows + r] only for r < rows,
     // c < cols (each guards its indices against the extents it is passed); both buffers were
-    // checked to hold rows·cols elements.
+    // checked to hold rows·cols elements. Each kernel gets the block it is written for (the
+    // aligned ones: 32 threads per 4 tile columns and (tile rows + 8)·(tile cols + 1) floats of
+    // dynamic shared memory, its limit raised in `aligned_prepare`, which also keeps the grid's
+    // y within 65535).
     unsafe { kernel.launch(s, &cfg, x, out, r, c) }?;
     Ok(())
 }
 
 /// `out[c·ldo + r] = x[r·cols + c]`: `x` is row-major `[rows, cols]`, `out` is `[cols, rows]`
-/// with row stride `ldo >= rows` (`transpose_tiled_aligned_ld`; columns `rows..ldo` of `out` are
-/// not touched). `out` must hold `(cols - 1)·ldo + rows` elements and `cols` at most
-/// 65535 · 64. `sgemm` relayouts a transposed B with it into rows that start on 16-byte
-/// boundaries. Block (32, 8), grid `(ceil(rows / 64), ceil(cols / 64))`.
+/// with row stride `ldo >= rows` (`transpose_tiled_aligned_*_ld`, the tile by shape:
+/// [`transpose_aligned_tile`]; columns `rows..ldo` of `out` are not touched). `out` must hold
+/// `(cols - 1)·ldo + rows` elements and `cols` at most 65535 · 64. `sgemm` relayouts a
+/// transposed B with it into rows that start on 16-byte boundaries. Launch:
+/// [`AlignedTile::launch_config`].
 #[allow(clippy::too_many_arguments)]
 pub fn transpose_ld(
     k: &Kernels,
     s: &Stream,
+    x: &DeviceSlice<f32>,
+    out: &mut DeviceSlice<f32>,
+    rows: usize,
+    cols: usize,
+    ldo: usize,
+) -> Result<()> {
+    let tile = aligned_tile_for(s, rows, cols);
+    transpose_ld_with(k, s, tile, x, out, rows, cols, ldo)
+}
+
+/// [`transpose_ld`] with the given tile (at most 65535 tile widths of columns).
+#[allow(clippy::too_many_arguments)]
+pub fn transpose_ld_with(
+    k: &Kernels,
+    s: &Stream,
+    tile: AlignedTile,
     x: &DeviceSlice<f32>,
     out: &mut DeviceSlice<f32>,
     rows: usize,
@@ -235,21 +369,17 @@ pub fn transpose_ld(
     if rows == 0 || cols == 0 {
         return Ok(());
     }
-    if cols.div_ceil(64) > 65_535 {
-        return Err(Error::TooLarge {
-            op: OP,
-            what: "cols",
-            value: cols as u128,
-            max: 65_535 * 64,
-        });
-    }
-    let cfg = LaunchConfig::new((blocks(rows, 64), blocks(cols, 64)), (32, 8));
+    let kernel = match tile {
+        AlignedTile::T128x64 => k.transpose_tiled_aligned_128x64_ld()?,
+        AlignedTile::T128x128 => k.transpose_tiled_aligned_128x128_ld()?,
+    };
+    aligned_prepare(OP, kernel.function(), tile, cols)?;
+    let cfg = tile.launch_config(rows, cols);
     // SAFETY: the kernel reads x[r·cols + c] and writes out[c·ldo + r] only for r < rows,
     // c < cols; x holds rows·cols elements and out spans a [cols, rows] matrix with row stride
-    // ldo (both checked above); the grid's y (column tiles) is within 65535.
-    unsafe {
-        k.transpose_tiled_aligned_ld()?
-            .launch(s, &cfg, x, out, r, c, l)
-    }?;
+    // ldo (both checked above); the block and dynamic shared memory are the tile's
+    // (`launch_config`, the limit raised in `aligned_prepare`), and the grid's y (column tiles)
+    // is within 65535 (checked there).
+    unsafe { kernel.launch(s, &cfg, x, out, r, c, l) }?;
     Ok(())
 }

@@ -60,8 +60,8 @@ pub use classifier::{
     classifier_loss, fused_classifier, fused_classifier_inplace, CLASSIFIER_THREADS,
 };
 pub use coalescing::{
-    copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_choice, transpose_ld,
-    TransposeAlgo,
+    copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_aligned_tile,
+    transpose_choice, transpose_ld, transpose_ld_with, AlignedTile, TransposeAlgo,
 };
 pub use dropout::dropout;
 pub use elementwise::{
@@ -98,7 +98,8 @@ pub use optim::{
 pub use random::{fill_normal, fill_uniform, philox_u32};
 pub use reduce::{max, mean, reduce_partials, sum, ReduceAlgo, SINGLE_BLOCK_MAX};
 pub use reduce_dim::{
-    col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim, ROW_SPLIT_MIN_COLS,
+    col16_parts, col_parts, cols_sum, max_dim, row_parts, rows_max, rows_sum, sum_dim,
+    COLS_BLOCKS_PER_SM, ROW_SPLIT_MIN_COLS,
 };
 pub use sgemm::{
     sgemm, sgemm_plan, sgemm_tile_plan, sgemm_with_plan, SgemmPlan, Transpose, MAX_SPLITS,

@@ -8,13 +8,16 @@
 //! - `inner == 1`, longer rows: each row split into `P` column chunks, one block per chunk
 //!   (`reduce_rows_part_*`, 4 loads in flight per thread), `P` chosen so that a few rows still
 //!   fill every SM; a second launch reduces the `[rows, P]` partials with the warp kernel;
-//! - `inner > 1`: columns (`reduce_cols_*`): 32 adjacent columns per block, 8 thread rows, the
-//!   reduced dimension split into `P` parts when `outer · ceil(inner / 32)` blocks cannot fill
-//!   the GPU, then one more launch over the `[outer, P, inner]` partials (`reduce_cols16_*`, a
-//!   16-byte load of adjacent columns per lane and the same sums bit for bit, when `inner` is a
-//!   multiple of 16 bytes and `x` is 16-byte aligned); a reduced dimension of
-//!   at most [`THIN_MAX_SIZE`] uses `reduce_cols_thin_*` instead (4 columns per thread, all their
-//!   rows' loads in flight).
+//! - `inner > 1`: columns (`reduce_cols_*`): 32 adjacent columns per block, 8 thread rows, 16
+//!   loads in flight per thread, the reduced dimension split into `P` parts when
+//!   `outer · ceil(inner / 32)` blocks cannot fill the GPU ([`col_parts`]: at least four waves
+//!   of resident blocks), then one more launch over the `[outer, P, inner]` partials; when
+//!   `inner` is a multiple of 16 bytes, `P` is [`col16_parts`] and, where `x` is 16-byte
+//!   aligned, the first pass is `reduce_cols16_*` (a 16-byte load of adjacent columns per lane,
+//!   the same sums bit for bit: the plan depends on the shape, not on the alignment, so an
+//!   aligned and an unaligned copy of a tensor sum alike); a reduced dimension of at most
+//!   [`THIN_MAX_SIZE`] uses `reduce_cols_thin_*` instead (4 columns per thread, all their rows'
+//!   loads in flight).
 //!
 //! All without atomics: the same input, shape and GPU give bit-identical results.
 
@@ -54,8 +57,35 @@ pub fn row_parts(rows: usize, cols: usize, sm_count: u32) -> usize {
     want.min(cols.div_ceil(2048)).clamp(1, GRID_YZ_MAX)
 }
 
-/// How many parts the reduced dimension of `size` is split into for `outer × inner` columns.
+/// Blocks of `reduce_cols_*` (block (32, 8)) resident on one SM: 39 registers for f32 on sm_90
+/// (`kernels/KERNELS_RESOURCES.md`; `__launch_bounds__(256, 4)` caps every dtype at 64) → 40 ×
+/// 256 per block → 6 blocks in 64K registers.
+pub const COLS_BLOCKS_PER_SM: usize = 6;
+
+/// How many parts the reduced dimension of `size` is split into for `outer × inner` columns
+/// (`reduce_cols_*`, `inner` not a multiple of 16 bytes): none when the `outer ·
+/// ceil(inner / 32)` column blocks fill the [`COLS_BLOCKS_PER_SM`] resident slots of every SM
+/// at least once, else enough parts for at least four waves of them (the last, partial wave a
+/// small share of the time), at most one per 64 rows. Measured on an H200 (f32, ratios to
+/// `torch.sum(x, 0)`, kernels/TUNING.md issue 34 item 4): 16384 × 8191 (256 column blocks)
+/// 13 parts 1.010 (one wave, 3 parts: 0.912; the earlier plan's 5 parts with the earlier kernel:
+/// 0.885); 1024 × 50257 (1571 blocks, two waves) unsplit 1.041 (four waves, 3 parts: 0.972);
+/// 4096 × 33: 64 parts 1.58.
 pub fn col_parts(outer: usize, size: usize, inner: usize, sm_count: u32) -> usize {
+    let col_blocks = outer.saturating_mul(inner.div_ceil(32)).max(1);
+    let slots = COLS_BLOCKS_PER_SM * sm_count.max(1) as usize;
+    if col_blocks >= slots {
+        return 1;
+    }
+    let want = (4 * slots).div_ceil(col_blocks);
+    want.min(size.div_ceil(64)).clamp(1, GRID_YZ_MAX)
+}
+
+/// How many parts the reduced dimension of `size` is split into for `outer × inner` columns when
+/// `inner` is a multiple of 16 bytes (`reduce_cols16_*` on aligned rows, `reduce_cols_*` with the
+/// same parts on unaligned ones): enough column blocks for 8 per SM, at most one part per 64
+/// rows (measured on an H200: 65536 × 128 f32 264 parts 6.5× `torch.sum`, 4096² 9 parts 1.33×).
+pub fn col16_parts(outer: usize, size: usize, inner: usize, sm_count: u32) -> usize {
     let col_blocks = outer.saturating_mul(inner.div_ceil(32)).max(1);
     let want = fill(u64::from(sm_count)).div_ceil(col_blocks);
     want.min(size.div_ceil(64)).clamp(1, GRID_YZ_MAX)
@@ -279,13 +309,19 @@ fn cols<T: DeviceRepr, A: DeviceRepr>(
     // 16-byte rows: one 16-byte load of V adjacent columns per lane (every slab starts at a
     // multiple of size·inner elements, so a 16-byte aligned x keeps every row aligned).
     let v = 16 / std::mem::size_of::<T>();
-    let wide = inner % v == 0 && x.as_raw_ptr() % 16 == 0;
+    let rows16 = inner % v == 0;
+    let wide = rows16 && x.as_raw_ptr() % 16 == 0;
     let (first, gx_first) = if wide {
         (plan.cols16, blocks(inner, 32 * v))
     } else {
         (plan.cols, gx)
     };
-    let parts = col_parts(outer, size, inner, sm_count);
+    // By shape alone: an unaligned x of a 16-byte shape sums in reduce_cols16's parts.
+    let parts = if rows16 {
+        col16_parts(outer, size, inner, sm_count)
+    } else {
+        col_parts(outer, size, inner, sm_count)
+    };
     let chunk = size.div_ceil(parts).max(1);
     let parts = size.div_ceil(chunk).max(1);
     let ch = to_i32(op, "chunk", chunk)?;
@@ -351,10 +387,25 @@ mod tests {
 
     #[test]
     fn few_columns_split_the_reduced_dimension() {
-        assert_eq!(col_parts(1, 4096, 4096, 132), 9);
-        assert_eq!(col_parts(1, 8192, 65_536, 132), 1);
-        assert_eq!(col_parts(1, 4096, 1, 132), 64);
-        assert_eq!(col_parts(1, 100_000, 33, 132), 528);
+        // 256 column blocks for 792 slots: 4 waves need 13 parts.
+        assert_eq!(col_parts(1, 16_384, 8191, 132), 13);
+        // 1571 column blocks: two waves unsplit.
+        assert_eq!(col_parts(1, 1024, 50_257, 132), 1);
+        assert_eq!(col_parts(1, 4096, 33, 132), 64);
+        assert_eq!(col_parts(1, 100_000, 33, 132), 1563);
+        assert_eq!(col_parts(3, 700, 65, 132), 11);
+        assert_eq!(col_parts(1, 8192, 65_537, 132), 1);
         assert_eq!(col_parts(1, 0, 33, 132), 1);
+        assert_eq!(col_parts(1, 4096, 33, 0), 12);
+    }
+
+    #[test]
+    fn sixteen_byte_rows_keep_the_fill_plan() {
+        assert_eq!(col16_parts(1, 4096, 4096, 132), 9);
+        assert_eq!(col16_parts(1, 65_536, 128, 132), 264);
+        assert_eq!(col16_parts(1, 8192, 65_536, 132), 1);
+        assert_eq!(col16_parts(1, 4096, 1, 132), 64);
+        assert_eq!(col16_parts(1, 100_000, 33, 132), 528);
+        assert_eq!(col16_parts(1, 0, 33, 132), 1);
     }
 }
