@@ -218,6 +218,14 @@ pub(crate) fn check_aux(
             min: n.max(1),
         });
     }
+    if ld as u128 > i64::MAX as u128 {
+        return Err(BlasError::TooLarge {
+            op,
+            what: "the auxiliary matrix's leading dimension",
+            value: ld as u128,
+            max: i64::MAX as u128,
+        });
+    }
     if ld % AUX_LD_MULTIPLE != 0 {
         return Err(BlasError::AuxLeadingDimension {
             op,
