@@ -31,6 +31,11 @@ pub(crate) struct AlgoKey {
     workspace: usize,
     /// FP8 products only: the second operand's type and fast accumulation.
     fp8: Option<(DataType, bool)>,
+    /// The alignment of the bias (or bias-gradient) vector, where there is one: the heuristic
+    /// reads its address.
+    vector_align: Option<u32>,
+    /// The GELU epilogues' auxiliary matrix: leading dimension and alignment.
+    aux: Option<(i64, u32)>,
 }
 
 impl AlgoKey {
@@ -53,7 +58,20 @@ impl AlgoKey {
             align,
             workspace,
             fp8: None,
+            vector_align: None,
+            aux: None,
         }
+    }
+
+    /// The key with the bias (or bias-gradient) vector's alignment and the auxiliary matrix's
+    /// leading dimension and alignment, which the heuristic's choice depends on too.
+    pub(crate) fn with_vectors(
+        mut self,
+        vector_align: Option<u32>,
+        aux: Option<(i64, u32)>,
+    ) -> AlgoKey {
+        (self.vector_align, self.aux) = (vector_align, aux);
+        self
     }
 
     /// The key of an FP8 product (`matmul_fp8`: TN, no batch, no epilogue): dims (m, n, k),
@@ -77,6 +95,8 @@ impl AlgoKey {
             align,
             workspace,
             fp8: Some((types.1, fast_accum)),
+            vector_align: None,
+            aux: None,
         }
     }
 }

@@ -154,6 +154,24 @@ pub enum BlasError {
         required: usize,
     },
 
+    /// The leading dimension of a GELU epilogue's auxiliary matrix is not a multiple of what
+    /// cuBLASLt requires (8 elements).
+    #[error(
+        "{op}: the auxiliary (pre-activation) matrix has leading dimension {ld}, but cuBLASLt's \
+         GELU epilogues need a multiple of {multiple} elements; store it with a row stride of \
+         {suggested} (or use Blas::gemm and a separate GELU)"
+    )]
+    AuxLeadingDimension {
+        /// The operation.
+        op: &'static str,
+        /// The leading dimension given.
+        ld: usize,
+        /// What it must be a multiple of.
+        multiple: usize,
+        /// The next valid leading dimension.
+        suggested: usize,
+    },
+
     /// The handle's workspace is smaller than the chosen algorithm needs.
     #[error(
         "{op}: the algorithm chosen needs a workspace of {needed} bytes, but the handle has \

@@ -13,6 +13,7 @@
 //! | `C = αAB + βC`, transposes, leading dimensions, strided batches | [`Blas::gemm`] with a [`Gemm`] |
 //! | f32 (TF32 off or on), f64, f16/bf16 → f16/bf16/f32 with f32 accumulation | [`Element`], [`Math`] |
 //! | the fused `relu(x·W + b)` of seed 004, and bias/ReLU/GELU epilogues | [`Blas::matmul`] with an [`Epilogue`] |
+//! | GELU for training: the forward keeping its pre-activation, the backward reading it (with the bias gradient) | [`Blas::matmul_gelu_aux`], [`Blas::matmul_dgelu`] |
 //!
 //! ## Row-major
 //! Everything here is **row-major**, like the project's tensors: a `[rows, cols]` matrix with a
@@ -73,13 +74,14 @@
 //! ```text
 //! layer  module         what                                            uses
 //!   5    gemm.rs        Blas::gemm: cublasGemmEx, ...StridedBatchedEx   handle shape element error
-//!   5    matmul.rs      Blas::matmul: cublasLtMatmul + epilogue         handle algo_cache lt_desc
+//!   5    matmul.rs      Blas::matmul, matmul_gelu_aux, matmul_dgelu:    handle algo_cache lt_desc
+//!                       cublasLtMatmul + epilogue
 //!                                                                       epilogue shape element error
 //!   4    handle.rs      Blas: the handle pair, workspace per stream     algo_cache libraries error
 //!   3    algo_cache.rs  the heuristic's answers, per problem            shape epilogue element
 //!   2    shape.rs       Gemm (row-major) -> the column-major call       compute element error
 //!   1    compute.rs     Math; cuBLAS's compute type per element types   element error
-//!   1    epilogue.rs    Epilogue; bias and alignment checks             error
+//!   1    epilogue.rs    Epilogue; bias, aux and alignment checks        element error
 //!   1    libraries.rs   which cuBLAS: load, check major 12 or 13        error
 //!   1    lt_desc.rs     cuBLASLt's descriptors, owned                   error
 //!   0    error.rs       BlasError                                       element
@@ -103,7 +105,7 @@ mod shape;
 
 pub use compute::Math;
 pub use element::{DataType, Element};
-pub use epilogue::{Epilogue, BIAS_ALIGNMENT};
+pub use epilogue::{Epilogue, AUX_ALIGNMENT, AUX_LD_MULTIPLE, BIAS_ALIGNMENT};
 pub use error::{BlasError, Result};
 pub use fp8::{Fp8Element, Fp8Gemm, Fp8Output, FP8_MIN_CC};
 pub use handle::Blas;

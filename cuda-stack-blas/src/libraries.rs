@@ -9,8 +9,8 @@
 //! | what | 12.x vs 13.x |
 //! |---|---|
 //! | entry points: `cublasCreate_v2`, `cublasDestroy_v2`, `cublasSetMathMode`, `cublasSetStream_v2`, `cublasSetWorkspace_v2`, `cublasGemmEx`, `cublasGemmStridedBatchedEx`, `cublasGetProperty`, `cublasLtCreate`/`Destroy`, `cublasLtMatmulDesc*`, `cublasLtMatrixLayout*`, `cublasLtMatmulPreference*`, `cublasLtMatmulAlgoGetHeuristic`, `cublasLtMatmul`, `cublasLtGetVersion` | exported by every 12.x, same signatures (the 32-bit `int` forms; the `_64` forms are not used) |
-//! | enums: compute types (`CUBLAS_COMPUTE_32F` 68, `_32F_FAST_TF32` 77, `_64F` 70), data types (`CUDA_R_32F` 0, `_64F` 1, `_16F` 2, `_16BF` 14), operations, `CUBLAS_DEFAULT_MATH`, `CUBLAS_GEMM_DEFAULT`, epilogues (`DEFAULT` 1, `RELU` 2, `BIAS` 4, `RELU_BIAS` 6, `GELU` 32, `GELU_BIAS` 36), descriptor, layout and preference attributes, status codes | same values |
-//! | attribute value types: `TRANSA`/`TRANSB` `int32_t`, `EPILOGUE` `uint32_t`, `BIAS_POINTER` a pointer, `BATCH_COUNT` `int32_t`, `STRIDED_BATCH_OFFSET` `int64_t`, `MAX_WORKSPACE_BYTES` `uint64_t`, `MIN_ALIGNMENT_*` `uint32_t` | same (and the library refuses a value of the wrong size) |
+//! | enums: compute types (`CUBLAS_COMPUTE_32F` 68, `_32F_FAST_TF32` 77, `_64F` 70), data types (`CUDA_R_32F` 0, `_64F` 1, `_16F` 2, `_16BF` 14), operations, `CUBLAS_DEFAULT_MATH`, `CUBLAS_GEMM_DEFAULT`, epilogues (`DEFAULT` 1, `RELU` 2, `BIAS` 4, `RELU_BIAS` 6, `GELU` 32, `GELU_BIAS` 36, `GELU_AUX` 160, `GELU_AUX_BIAS` 164, `DGELU` 192, `DGELU_BGRAD` 208), descriptor, layout and preference attributes, status codes | same values |
+//! | attribute value types: `TRANSA`/`TRANSB` `int32_t`, `EPILOGUE` `uint32_t`, `BIAS_POINTER` and `EPILOGUE_AUX_POINTER` pointers, `EPILOGUE_AUX_LD` `int64_t` (a multiple of 8 for GELU's auxiliary matrix), `BATCH_COUNT` `int32_t`, `STRIDED_BATCH_OFFSET` `int64_t`, `MAX_WORKSPACE_BYTES` `uint64_t`, `MIN_ALIGNMENT_*` `uint32_t` | same (and the library refuses a value of the wrong size) |
 //! | `cublasLtMatmulAlgo_t` (64 bytes), `cublasLtMatmulHeuristicResult_t` (96 bytes) | same layout |
 //! | `cublasLtGetVersion` | `major·10000 + minor·100 + patch` in both |
 //!
@@ -143,7 +143,7 @@ mod tests {
     /// `CUDA_R_*` from CUDA 12's `library_types.h`), against the generated (13.1) bindings.
     #[test]
     fn every_value_this_crate_passes_is_cublas_12s_too() {
-        let ints: [(&str, i64, i64); 36] = [
+        let ints: [(&str, i64, i64); 42] = [
             ("CUBLAS_OP_N", cublasOperation_t::CUBLAS_OP_N.0 as i64, 0),
             ("CUBLAS_OP_T", cublasOperation_t::CUBLAS_OP_T.0 as i64, 1),
             (
@@ -214,6 +214,36 @@ mod tests {
                 "CUBLASLT_EPILOGUE_GELU_BIAS",
                 Epi::CUBLASLT_EPILOGUE_GELU_BIAS.0 as i64,
                 36,
+            ),
+            (
+                "CUBLASLT_EPILOGUE_GELU_AUX",
+                Epi::CUBLASLT_EPILOGUE_GELU_AUX.0 as i64,
+                160,
+            ),
+            (
+                "CUBLASLT_EPILOGUE_GELU_AUX_BIAS",
+                Epi::CUBLASLT_EPILOGUE_GELU_AUX_BIAS.0 as i64,
+                164,
+            ),
+            (
+                "CUBLASLT_EPILOGUE_DGELU",
+                Epi::CUBLASLT_EPILOGUE_DGELU.0 as i64,
+                192,
+            ),
+            (
+                "CUBLASLT_EPILOGUE_DGELU_BGRAD",
+                Epi::CUBLASLT_EPILOGUE_DGELU_BGRAD.0 as i64,
+                208,
+            ),
+            (
+                "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER",
+                Desc::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER.0 as i64,
+                11,
+            ),
+            (
+                "CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD",
+                Desc::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD.0 as i64,
+                12,
             ),
             (
                 "CUBLASLT_MATMUL_DESC_TRANSA",

@@ -37,7 +37,7 @@ impl MatmulDesc {
     pub(crate) fn set<T: Copy>(&self, attr: DescAttr, value: T) -> Result<()> {
         let (p, n) = as_buf(&value);
         // SAFETY: live descriptor; `p` points to `n` bytes of the attribute's type (the callers
-        // pass the documented types: i32 operations, u32 epilogue, a device pointer).
+        // pass the documented types: i32 operations, u32 epilogue, device pointers, i64 aux ld).
         unsafe {
             self.lt
                 .cublasLtMatmulDescSetAttribute(self.raw, attr, p, n)?

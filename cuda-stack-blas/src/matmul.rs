@@ -1,4 +1,6 @@
-//! `Blas::matmul`: a GEMM through cuBLASLt with a fused epilogue (bias, ReLU, GELU).
+//! `Blas::matmul`: a GEMM through cuBLASLt with a fused epilogue (bias, ReLU, GELU), and
+//! `Blas::matmul_gelu_aux` / `Blas::matmul_dgelu`: GELU's forward that keeps its input in an
+//! auxiliary matrix, and its backward that reads it (the MLP's training pair).
 //!
 //! Seed 004's fused `relu(x·W + b)` is one call: `matmul` with [`Epilogue::BiasRelu`].
 //! cuBLASLt's heuristic (`cublasLtMatmulAlgoGetHeuristic`) costs tens of microseconds; it is
@@ -9,7 +11,9 @@
 
 use crate::algo_cache::AlgoKey;
 use crate::element::{Element, Scalars};
-use crate::epilogue::{alignment, check_bias, Epilogue};
+use crate::epilogue::{
+    alignment, check_aux, check_aux_types, check_bias, check_bias_grad, AuxUse, Epilogue,
+};
 use crate::error::{BlasError, Result};
 use crate::handle::{Blas, ForStream};
 use crate::lt_desc::{Layout, MatmulDesc, Preference};
@@ -41,9 +45,152 @@ impl Blas {
         bias: Option<&DeviceSlice<C>>,
         c: &mut DeviceSlice<C>,
     ) -> Result<()> {
-        const OP: &str = "matmul";
-        let p = g.plan(OP, A::DTYPE, C::DTYPE, a.len(), b.len(), c.len())?;
-        check_bias(OP, epilogue, bias.map(|b| (b.len(), b.as_raw_ptr())), g.n)?;
+        if epilogue.has_aux() || epilogue.has_bias_grad() {
+            return Err(BlasError::Epilogue {
+                op: "matmul",
+                problem: format!(
+                    "the {epilogue:?} epilogue uses an auxiliary matrix; call \
+                     Blas::matmul_gelu_aux (GeluAux, GeluAuxBias) or Blas::matmul_dgelu \
+                     (DGelu, DGeluBGrad)"
+                ),
+            });
+        }
+        let io = EpilogueIo {
+            bias,
+            ..EpilogueIo::default()
+        };
+        self.matmul_with("matmul", stream, g, epilogue, a, b, io, c)
+    }
+
+    /// `C = gelu(alpha · op(A) · op(B) + beta · C [+ bias])` through cuBLASLt, writing the
+    /// GELU's input (the pre-activation, bias included) to `aux` as well: the forward of a
+    /// linear layer followed by GELU that keeps what [`Blas::matmul_dgelu`] needs
+    /// ([`Epilogue::GeluAuxBias`] with a bias, [`Epilogue::GeluAux`] without).
+    ///
+    /// **Row-major view** (see the [`epilogue`](crate::Epilogue) docs): `aux` is a row-major
+    /// `[m, n]` matrix, `C`'s shape, whose row stride is `aux_ld` (in elements; at least `n`
+    /// and a multiple of [`AUX_LD_MULTIPLE`](crate::AUX_LD_MULTIPLE) = 8, cuBLASLt's rule),
+    /// starting [`AUX_ALIGNMENT`](crate::AUX_ALIGNMENT)-aligned, of `C`'s type. The bias as for
+    /// [`Blas::matmul`]. f32 (also TF32), f16 and bf16 outputs; one product (no batch).
+    /// Errors: [`BlasError::AuxLeadingDimension`], [`BlasError::LeadingDimension`],
+    /// [`BlasError::Length`] and [`BlasError::Misaligned`] (operand `"aux"`),
+    /// [`BlasError::Epilogue`] for an f64 output or a batch, and those of [`Blas::matmul`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_gelu_aux<A: Element, C: Element>(
+        &self,
+        stream: &Stream,
+        g: &Gemm,
+        a: &DeviceSlice<A>,
+        b: &DeviceSlice<A>,
+        bias: Option<&DeviceSlice<C>>,
+        c: &mut DeviceSlice<C>,
+        aux: &mut DeviceSlice<C>,
+        aux_ld: usize,
+    ) -> Result<()> {
+        let epilogue = if bias.is_some() {
+            Epilogue::GeluAuxBias
+        } else {
+            Epilogue::GeluAux
+        };
+        let io = EpilogueIo {
+            bias,
+            aux: Some(AuxArg::Write(aux)),
+            aux_ld,
+            ..EpilogueIo::default()
+        };
+        self.matmul_with("matmul_gelu_aux", stream, g, epilogue, a, b, io, c)
+    }
+
+    /// GELU's backward fused into the GEMM that produces its output's gradient:
+    /// `C = (alpha · op(A) · op(B) + beta · C) ⊙ gelu'(aux)`, elementwise, with `aux` the
+    /// pre-activation [`Blas::matmul_gelu_aux`] wrote; with `bias_grad`, also the column sums of
+    /// that `C` (one per column, summed over the `m` rows) — the gradient of the bias of the
+    /// linear layer that made `aux` ([`Epilogue::DGeluBGrad`]; [`Epilogue::DGelu`] without).
+    ///
+    /// In an MLP `y = gelu(x·W₁ᵀ + b₁)·W₂ᵀ + b₂`, the `dH = dY · W₂` GEMM of the second layer's
+    /// backward (`op(A) = dY [rows, out]`, `op(B) = W₂ [out, hidden]`) with this epilogue gives
+    /// `d(pre) [rows, hidden]` and `db₁ [hidden]` at once. `aux` is a row-major `[m, n]` matrix
+    /// with row stride `aux_ld` (at least `n`, a multiple of 8), 16-byte aligned; `bias_grad`
+    /// holds at least `n` elements, 16-byte aligned, of `C`'s type. Types, batches and errors
+    /// as for [`Blas::matmul_gelu_aux`] (operands `"aux"`, `"bias_grad"`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_dgelu<A: Element, C: Element>(
+        &self,
+        stream: &Stream,
+        g: &Gemm,
+        a: &DeviceSlice<A>,
+        b: &DeviceSlice<A>,
+        aux: &DeviceSlice<C>,
+        aux_ld: usize,
+        bias_grad: Option<&mut DeviceSlice<C>>,
+        c: &mut DeviceSlice<C>,
+    ) -> Result<()> {
+        let epilogue = if bias_grad.is_some() {
+            Epilogue::DGeluBGrad
+        } else {
+            Epilogue::DGelu
+        };
+        let io = EpilogueIo {
+            bias_grad,
+            aux: Some(AuxArg::Read(aux)),
+            aux_ld,
+            ..EpilogueIo::default()
+        };
+        self.matmul_with("matmul_dgelu", stream, g, epilogue, a, b, io, c)
+    }
+
+    /// The one cuBLASLt call behind [`Blas::matmul`], [`Blas::matmul_gelu_aux`] and
+    /// [`Blas::matmul_dgelu`]: every check first, then the heuristic (cached) and the GEMM.
+    #[allow(clippy::too_many_arguments)]
+    fn matmul_with<A: Element, C: Element>(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+        g: &Gemm,
+        epilogue: Epilogue,
+        a: &DeviceSlice<A>,
+        b: &DeviceSlice<A>,
+        io: EpilogueIo<'_, C>,
+        c: &mut DeviceSlice<C>,
+    ) -> Result<()> {
+        let EpilogueIo {
+            bias,
+            bias_grad,
+            aux,
+            aux_ld,
+        } = io;
+        let p = g.plan(op, A::DTYPE, C::DTYPE, a.len(), b.len(), c.len())?;
+        check_bias(op, epilogue, bias.map(|b| (b.len(), b.as_raw_ptr())), g.n)?;
+        check_bias_grad(
+            op,
+            epilogue,
+            bias_grad.as_ref().map(|b| (b.len(), b.as_raw_ptr())),
+            g.n,
+        )?;
+        let aux_parts = aux.as_ref().map(|x| {
+            let (len, ptr) = match x {
+                AuxArg::Read(s) => (s.len(), s.as_raw_ptr()),
+                AuxArg::Write(s) => (s.len(), s.as_raw_ptr()),
+            };
+            (len, ptr, aux_ld)
+        });
+        check_aux(op, epilogue, aux_parts, g.m, g.n)?;
+        check_aux_types(op, epilogue, C::DTYPE)?;
+        if let Some(use_) = epilogue.aux() {
+            if p.batched {
+                return Err(BlasError::Epilogue {
+                    op,
+                    problem: format!(
+                        "the {epilogue:?} epilogue ({}) is supported for one product, not a \
+                         strided batch; call it once per matrix",
+                        match use_ {
+                            AuxUse::Write => "GELU forward with its auxiliary output",
+                            AuxUse::Read => "GELU backward",
+                        }
+                    ),
+                });
+            }
+        }
         if p.is_empty() {
             return Ok(());
         }
@@ -52,6 +199,10 @@ impl Blas {
         let bytes = inner.workspace_bytes;
         let (a_ptr, b_ptr, c_ptr) = (a.as_raw_ptr(), b.as_raw_ptr(), c.as_raw_ptr());
         let align = [alignment(b_ptr), alignment(a_ptr), alignment(c_ptr)];
+        let aux_ptr = aux_parts.map(|(_, ptr, _)| ptr);
+        let vector_ptr = bias
+            .map(|b| b.as_raw_ptr())
+            .or(bias_grad.as_ref().map(|b| b.as_raw_ptr()));
 
         let desc = MatmulDesc::new(lt, p.compute.compute, p.compute.scale.cuda())?;
         desc.set(
@@ -63,10 +214,19 @@ impl Blas {
             p.trans_second.cublas().0 as i32,
         )?;
         desc.set(DescAttr::CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue.lt().0)?;
-        if let Some(bias) = bias {
+        // The bias (read) or the bias gradient (written): one attribute, one element per row of
+        // cuBLASLt's D, i.e. per column of our row-major C.
+        if let Some(ptr) = vector_ptr {
+            desc.set(DescAttr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, ptr)?;
+        }
+        // The auxiliary matrix: cuBLASLt's D-shaped column-major [n, m] matrix with leading
+        // dimension aux_ld is, byte for byte, our row-major [m, n] with row stride aux_ld. Set
+        // before the heuristic, which reads the address for its alignment.
+        if let Some(ptr) = aux_ptr {
+            desc.set(DescAttr::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, ptr)?;
             desc.set(
-                DescAttr::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                bias.as_raw_ptr(),
+                DescAttr::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                aux_ld as i64,
             )?;
         }
         let batch = |stride| p.batched.then_some((p.count, stride));
@@ -81,16 +241,19 @@ impl Blas {
         let l_second = Layout::new(lt, ti, r2, c2, p.ld_second, batch(p.stride_second))?;
         let l_c = Layout::new(lt, to, p.m, p.n, p.ldc, batch(p.stride_c))?;
 
-        let key = AlgoKey::new(&p, epilogue, align, bytes);
+        let key = AlgoKey::new(&p, epilogue, align, bytes).with_vectors(
+            vector_ptr.map(alignment),
+            aux_ptr.map(|ptr| (aux_ld as i64, alignment(ptr))),
+        );
         let keep = self.keep_alive();
-        let mut st = self.lock_for(OP, stream)?;
+        let mut st = self.lock_for(op, stream)?;
         let ForStream {
             lt_handle,
             workspace: ws,
             ..
         } = st.workspace_for(stream, bytes)?;
         let no_algorithm = || BlasError::NoAlgorithm {
-            op: OP,
+            op,
             problem: describe(g, &p, epilogue, align),
             workspace: bytes,
         };
@@ -135,7 +298,7 @@ impl Blas {
         };
         if needed > bytes {
             return Err(BlasError::WorkspaceTooSmall {
-                op: OP,
+                op,
                 needed,
                 available: bytes,
             });
@@ -152,14 +315,25 @@ impl Blas {
         if let Some(bias) = bias {
             uses.push(ForeignUse::read(bias));
         }
+        if let Some(grad) = bias_grad {
+            uses.push(ForeignUse::write(grad));
+        }
+        match aux {
+            Some(AuxArg::Read(x)) => uses.push(ForeignUse::read(x)),
+            Some(AuxArg::Write(x)) => uses.push(ForeignUse::write(x)),
+            None => {}
+        }
         let (first, second) = (
             b_ptr as *const std::ffi::c_void,
             a_ptr as *const std::ffi::c_void,
         );
         let c_raw = c_ptr as *mut std::ffi::c_void;
         // SAFETY: `plan` checked the shape, leading dimensions, batch and lengths of A, B and C,
-        // and `check_bias` the bias's length (n) and alignment, so cuBLASLt reads and writes
-        // only inside the buffers in `uses`; the algorithm was chosen by the heuristic for these
+        // `check_bias` / `check_bias_grad` the bias's or bias gradient's length (n) and
+        // alignment, and `check_aux` the auxiliary matrix's leading dimension (>= n, a multiple
+        // of 8), length ((m - 1)·ld + n) and alignment (aux epilogues are refused for batches),
+        // so cuBLASLt reads and writes only inside the buffers in `uses` (each written one is a
+        // distinct `&mut` borrow); the algorithm was chosen by the heuristic for these
         // descriptors and alignments (the cache key holds all of them) and fits the workspace,
         // which belongs to this stream; the descriptors, algo, alpha and beta live on this frame
         // until the call returns; the handle is locked.
@@ -198,6 +372,31 @@ impl Blas {
     pub fn cached_algorithms(&self) -> usize {
         self.inner.algos.len()
     }
+}
+
+/// What an epilogue reads or writes besides A, B and C.
+struct EpilogueIo<'a, C: Element> {
+    bias: Option<&'a DeviceSlice<C>>,
+    bias_grad: Option<&'a mut DeviceSlice<C>>,
+    aux: Option<AuxArg<'a, C>>,
+    aux_ld: usize,
+}
+
+impl<C: Element> Default for EpilogueIo<'_, C> {
+    fn default() -> Self {
+        EpilogueIo {
+            bias: None,
+            bias_grad: None,
+            aux: None,
+            aux_ld: 0,
+        }
+    }
+}
+
+/// The auxiliary matrix, as the epilogue uses it.
+enum AuxArg<'a, C: Element> {
+    Read(&'a DeviceSlice<C>),
+    Write(&'a mut DeviceSlice<C>),
 }
 
 fn describe(g: &Gemm, p: &ColMajor, epilogue: Epilogue, align: [u32; 3]) -> String {

@@ -6,7 +6,7 @@
 //! | PyTorch | here |
 //! |---|---|
 //! | a tensor with `requires_grad=True`, `nn.Parameter` | [`Var::parameter`] |
-//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `linear`, `layer_norm`, `gelu`, `embedding`, `dropout`, `scaled_dot_product_attention`, `reshape`/`transpose`/`narrow`, `cross_entropy`, `fused_cross_entropy` |
+//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `linear`, `mlp_gelu` (a transformer's MLP as one op, GELU in cuBLASLt's epilogues for bf16/f16), `layer_norm`, `gelu`, `embedding`, `dropout`, `scaled_dot_product_attention`, `reshape`/`transpose`/`narrow`, `cross_entropy`, `fused_cross_entropy` |
 //! | `torch.autograd.Function` (seed 004's custom kernels with autograd) | [`Var::custom_op`] |
 //! | `loss.backward()`, `x.grad` | [`Var::backward`], [`Var::grad`] |
 //! | `with torch.no_grad():` | [`no_grad`] |

@@ -3,7 +3,9 @@
 //! seed gives bit-identical losses and weights on a rerun (dropout on); the KV-cache decode's
 //! logits equal the last position of a full forward of the whole prefix (prefill, then one
 //! position at a time, batch 2); sampling is reproducible and refills a full cache; bf16
-//! compute gives about the f32 loss and hands every gradient to the f32 weights.
+//! compute gives about the f32 loss and hands every gradient to the f32 weights; the fused MLP
+//! (`Var::mlp_gelu`, GELU in cuBLASLt's epilogues for bf16) against the chain it replaces: the
+//! same loss and gradients bit for bit in f32, within bf16's tolerance in bf16.
 
 use cuda_examples::gpt::{
     Batcher, Corpus, CosineSchedule, Gpt, GptConfig, KvCache, SampleConfig, TrainConfig, Trainer,
@@ -43,6 +45,12 @@ fn main() {
             "bf16_compute_is_close_to_f32_and_reaches_the_f32_weights",
             bf16_vs_f32,
         ),
+        gpu("fused_and_unfused_mlp_agree_f32_bit_for_bit", || {
+            fused_vs_unfused::<f32>(0.0, 0.0)
+        }),
+        gpu("fused_and_unfused_mlp_agree_bf16", || {
+            fused_vs_unfused::<bf16>(1e-2, 5e-2)
+        }),
     ]);
 }
 
@@ -338,6 +346,57 @@ fn bf16_vs_f32() -> TestResult {
             d <= 0.1,
             "{n}: bf16 gradient differs by {d} of its largest f32 value"
         );
+    }
+    Ok(())
+}
+
+/// The loss and every parameter's gradient with `Gpt::set_fused_mlp(true)` and `(false)`,
+/// computing in `U`: the loss within `loss_tol` (relative), each gradient within `grad_tol` of
+/// its largest value (0: identical).
+fn fused_vs_unfused<U: GradElement + AttentionElement + 'static>(
+    loss_tol: f64,
+    grad_tol: f32,
+) -> TestResult {
+    let corpus = Corpus::from_text(&text(), 32, "the test text")?;
+    let cfg = tiny(corpus.vocab.len(), 0.0);
+    let model = Gpt::<f32>::new(cfg, 9)?;
+    let (x, y) = batch(&mut Batcher::new(2), &corpus.train, 4, 32)?;
+    let mut runs = Vec::new();
+    for fused in [true, false] {
+        model.set_fused_mlp(fused);
+        for p in model.parameters() {
+            p.zero_grad();
+        }
+        let loss = model.loss_with(&model.weights_as::<U>()?, &x, &y)?;
+        loss.backward()?;
+        let l = loss.value().to_dtype::<f32>()?.item()? as f64;
+        let grads: Vec<Vec<f32>> = model
+            .parameters()
+            .iter()
+            .map(|p| Ok(p.grad()?.ok_or("no gradient")?.to_vec()?))
+            .collect::<Res<_>>()?;
+        runs.push((l, grads));
+    }
+    model.set_fused_mlp(true);
+    let what = std::any::type_name::<U>();
+    let ((la, ga), (lb, gb)) = (&runs[0], &runs[1]);
+    ensure!(
+        (la - lb).abs() <= loss_tol * lb.abs(),
+        "{what}: loss fused {la} vs unfused {lb}"
+    );
+    for ((n, _), (a, b)) in model.named_parameters().iter().zip(ga.iter().zip(gb)) {
+        if grad_tol == 0.0 {
+            ensure!(
+                a == b,
+                "{what}: {n}'s gradient differs between fused and unfused"
+            );
+        } else {
+            let d = rel_diff(a, b);
+            ensure!(
+                d <= grad_tol,
+                "{what}: {n}'s gradient differs by {d} of its largest value (fused vs unfused)"
+            );
+        }
     }
     Ok(())
 }

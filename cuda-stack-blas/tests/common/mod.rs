@@ -134,6 +134,14 @@ pub fn gelu(x: f64) -> f64 {
     0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
 }
 
+/// The derivative of [`gelu`] (the tanh form's own derivative, as PyTorch's
+/// `gelu_backward(approximate='tanh')`).
+pub fn gelu_grad(x: f64) -> f64 {
+    let c = (2.0 / std::f64::consts::PI).sqrt();
+    let t = (c * (x + 0.044715 * x * x * x)).tanh();
+    0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x)
+}
+
 /// The CPU reference, in f64: returns the expected `c` and, per element, the error scale
 /// `|alpha|·Σ|a·b| + |beta·c| + |bias|` that tolerances multiply. Elements of `c` outside the
 /// matrices (gaps of a leading dimension or a batch stride) must keep `c0`'s values (scale 0).
@@ -173,8 +181,12 @@ pub fn reference(
                 let x = g.alpha * sum + old + bv;
                 c[at] = match epilogue {
                     Epilogue::Relu | Epilogue::BiasRelu => x.max(0.0),
-                    Epilogue::Gelu | Epilogue::BiasGelu => gelu(x),
-                    Epilogue::None | Epilogue::Bias => x,
+                    Epilogue::Gelu
+                    | Epilogue::BiasGelu
+                    | Epilogue::GeluAux
+                    | Epilogue::GeluAuxBias => gelu(x),
+                    // The product only: the caller multiplies by gelu'(aux) (matmul_gelu_aux.rs).
+                    Epilogue::None | Epilogue::Bias | Epilogue::DGelu | Epilogue::DGeluBGrad => x,
                 };
                 scale[at] = g.alpha.abs() * abs + old.abs() + bv.abs();
             }

@@ -12,6 +12,7 @@ mod layer_norm;
 mod linear;
 mod loss;
 mod matmul;
+mod mlp;
 mod reduce;
 mod softmax;
 mod view;

@@ -251,6 +251,42 @@ pub trait TensorElement:
         Err(unsupported::<Self>("linear on cuBLAS", WHY_CUBLAS))
     }
 
+    /// `c = gelu(op(a) · op(b) [+ bias])` and `aux` = its input (row-major `[m, n]`, row stride
+    /// `aux_ld`) on cuBLASLt's `GELU_AUX[_BIAS]` epilogue (where `CUBLAS_GEMM`).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_gelu_aux_cublas(
+        _blas: &Blas,
+        _s: &Stream,
+        _g: &Gemm,
+        _a: &DeviceSlice<Self>,
+        _b: &DeviceSlice<Self>,
+        _bias: Option<&DeviceSlice<Self>>,
+        _c: &mut DeviceSlice<Self>,
+        _aux: &mut DeviceSlice<Self>,
+        _aux_ld: usize,
+    ) -> Result<()> {
+        Err(unsupported::<Self>("linear_gelu on cuBLAS", WHY_CUBLAS))
+    }
+
+    /// `c = (op(a) · op(b)) ⊙ gelu'(aux)` and, given, `bias_grad` = its column sums, on
+    /// cuBLASLt's `DGELU[_BGRAD]` epilogue (where `CUBLAS_GEMM`).
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn gemm_dgelu_cublas(
+        _blas: &Blas,
+        _s: &Stream,
+        _g: &Gemm,
+        _a: &DeviceSlice<Self>,
+        _b: &DeviceSlice<Self>,
+        _aux: &DeviceSlice<Self>,
+        _aux_ld: usize,
+        _bias_grad: Option<&mut DeviceSlice<Self>>,
+        _c: &mut DeviceSlice<Self>,
+    ) -> Result<()> {
+        Err(unsupported::<Self>("matmul_dgelu on cuBLAS", WHY_CUBLAS))
+    }
+
     /// `out = a op b` (same lengths).
     #[doc(hidden)]
     fn binary(
@@ -725,6 +761,34 @@ macro_rules! cublas_gemm {
                 Some(bias),
                 c,
             )?)
+        }
+
+        fn gemm_gelu_aux_cublas(
+            blas: &Blas,
+            s: &Stream,
+            g: &Gemm,
+            a: &DeviceSlice<Self>,
+            b: &DeviceSlice<Self>,
+            bias: Option<&DeviceSlice<Self>>,
+            c: &mut DeviceSlice<Self>,
+            aux: &mut DeviceSlice<Self>,
+            aux_ld: usize,
+        ) -> Result<()> {
+            Ok(blas.matmul_gelu_aux::<Self, Self>(s, g, a, b, bias, c, aux, aux_ld)?)
+        }
+
+        fn gemm_dgelu_cublas(
+            blas: &Blas,
+            s: &Stream,
+            g: &Gemm,
+            a: &DeviceSlice<Self>,
+            b: &DeviceSlice<Self>,
+            aux: &DeviceSlice<Self>,
+            aux_ld: usize,
+            bias_grad: Option<&mut DeviceSlice<Self>>,
+            c: &mut DeviceSlice<Self>,
+        ) -> Result<()> {
+            Ok(blas.matmul_dgelu::<Self, Self>(s, g, a, b, aux, aux_ld, bias_grad, c)?)
         }
     };
 }

@@ -195,10 +195,18 @@ impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
                 .linear(&bw.attn_proj.weight, Some(&bw.attn_proj.bias))?;
             x = x.add(&b.drop.forward(&a)?)?;
             let h = x.layer_norm(&bw.ln_2.weight, &bw.ln_2.bias, LN_EPS)?;
-            let m = h
-                .linear(&bw.c_fc.weight, Some(&bw.c_fc.bias))?
-                .gelu()?
-                .linear(&bw.c_proj.weight, Some(&bw.c_proj.bias))?;
+            let m = if self.fused_mlp() {
+                h.mlp_gelu(
+                    &bw.c_fc.weight,
+                    Some(&bw.c_fc.bias),
+                    &bw.c_proj.weight,
+                    Some(&bw.c_proj.bias),
+                )?
+            } else {
+                h.linear(&bw.c_fc.weight, Some(&bw.c_fc.bias))?
+                    .gelu()?
+                    .linear(&bw.c_proj.weight, Some(&bw.c_proj.bias))?
+            };
             x = x.add(&b.drop.forward(&m)?)?;
         }
         let x = x.layer_norm(&w.ln_f.weight, &w.ln_f.bias, LN_EPS)?;

@@ -135,7 +135,15 @@ impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
                 .contiguous()?
                 .reshape(&[b, t, c])?;
             x = (&x + &linear(&a, &bw.attn_proj)?)?;
-            let h = linear(&norm(&x, &bw.ln_2)?, &bw.c_fc)?.gelu()?;
+            let hn = norm(&x, &bw.ln_2)?;
+            // As the full forward computes it (Gpt::set_fused_mlp), so the decode's logits
+            // match its last position.
+            let h = if self.fused_mlp() {
+                let (wf, bf) = (bw.c_fc.weight.value(), bw.c_fc.bias.value());
+                hn.linear_gelu(&wf, Some(&bf))?.0
+            } else {
+                linear(&hn, &bw.c_fc)?.gelu()?
+            };
             x = (&x + &linear(&h, &bw.c_proj)?)?;
         }
         cache.len = past + t;

@@ -6,6 +6,7 @@ use cuda_stack_nn::{
     init, Dropout, Embedding, GradElement, LayerNorm, Linear, Module, Result, Var,
 };
 use cuda_stack_runtime::AttentionElement;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One pre-LayerNorm transformer block's layers.
 pub(crate) struct Block<T: GradElement> {
@@ -29,6 +30,9 @@ pub struct Gpt<T: GradElement> {
     pub(crate) drop: Dropout,
     pub(crate) blocks: Vec<Block<T>>,
     pub(crate) ln_f: LayerNorm<T>,
+    /// Whether each block's MLP is the one op [`Var::mlp_gelu`] (GELU in cuBLASLt's epilogues
+    /// for bf16/f16) or the chain `linear → gelu → linear`; see [`Gpt::set_fused_mlp`].
+    pub(crate) fused_mlp: AtomicBool,
 }
 
 /// Sets `v` to N(0, std²) drawn from `seed`.
@@ -92,6 +96,7 @@ impl<T: GradElement + AttentionElement> Gpt<T> {
             drop: Dropout::new(config.dropout, next())?,
             blocks,
             ln_f: LayerNorm::new(c, LN_EPS)?,
+            fused_mlp: AtomicBool::new(true),
         })
     }
 }
@@ -108,6 +113,21 @@ impl<T: GradElement> Gpt<T> {
         for b in &self.blocks {
             b.drop.set_training(training);
         }
+    }
+
+    /// Whether the MLPs run as [`Var::mlp_gelu`] (the default) or as the chain
+    /// `linear → gelu → linear` (`train_gpt --unfused-mlp`, to compare). For f32 (and f64, and
+    /// on the kernels backend) the two are the same ops, bit for bit; for bf16/f16 on cuBLAS the
+    /// fused op puts GELU in `c_fc`'s GEMM epilogue (forward) and GELU's derivative and `c_fc`'s
+    /// bias gradient in the epilogue of `c_proj`'s `dH = dY · W` GEMM (backward), removing the
+    /// GELU kernels and a column sum per layer; values agree to bf16's rounding.
+    pub fn set_fused_mlp(&self, fused: bool) {
+        self.fused_mlp.store(fused, Ordering::Relaxed);
+    }
+
+    /// See [`Gpt::set_fused_mlp`].
+    pub fn fused_mlp(&self) -> bool {
+        self.fused_mlp.load(Ordering::Relaxed)
     }
 
     /// Every parameter under nanoGPT's name, in the order of

@@ -110,6 +110,11 @@ pub struct Args {
     /// Start from this checkpoint (weights and iteration; AdamW's moments start at zero).
     #[arg(long)]
     pub resume: Option<PathBuf>,
+    /// Run each block's MLP as the chain linear → gelu → linear instead of the one op
+    /// `Var::mlp_gelu` (GELU in cuBLASLt's GEMM epilogues for bf16): to compare the two. f32
+    /// runs the same ops either way.
+    #[arg(long)]
+    pub unfused_mlp: bool,
     /// gpt2-124m: timed steps.
     #[arg(long, default_value_t = 20)]
     pub steps: usize,

@@ -18,10 +18,32 @@ impl<T: TensorElement> Tensor<T> {
     /// or a shape cuBLASLt has no algorithm for — a matmul and a broadcasting add. Both add the
     /// bias to the f32 (f64) accumulator or to its rounded product: results agree to a rounding.
     pub fn linear(&self, weight: &Tensor<T>, bias: Option<&Tensor<T>>) -> Result<Tensor<T>> {
-        const OP: &str = "linear";
-        self.same_device(OP, weight)?;
+        let (rows, in_f, out_f, out_shape) = self.linear_dims("linear", weight, bias)?;
+        if let Some(b) = bias {
+            if let Some(y) = self.linear_fused(weight, b, rows, in_f, out_f)? {
+                return y.reshape(&out_shape);
+            }
+        }
+        let x2 = self.contiguous()?.reshape(&[rows, in_f])?;
+        let y = x2.matmul(&weight.t()?)?;
+        let y = match bias {
+            Some(b) => y.add(b)?,
+            None => y,
+        };
+        y.reshape(&out_shape)
+    }
+
+    /// Checks `F.linear`'s shapes (`self` `[…, in]`, `weight` `[out, in]`, `bias` `[out]`, one
+    /// device) and returns `(rows, in, out, out_shape)`, `out_shape` being `[…, out]`.
+    pub(crate) fn linear_dims(
+        &self,
+        op: &'static str,
+        weight: &Tensor<T>,
+        bias: Option<&Tensor<T>>,
+    ) -> Result<(usize, usize, usize, Vec<usize>)> {
+        self.same_device(op, weight)?;
         let mismatch = |rhs: &[usize], why: String| TensorError::ShapeMismatch {
-            op: OP,
+            op,
             lhs: self.shape().to_vec(),
             rhs: rhs.to_vec(),
             why,
@@ -39,7 +61,7 @@ impl<T: TensorElement> Tensor<T> {
             ));
         }
         if let Some(b) = bias {
-            self.same_device(OP, b)?;
+            self.same_device(op, b)?;
             if b.shape() != [out_f] {
                 return Err(mismatch(
                     b.shape(),
@@ -52,18 +74,7 @@ impl<T: TensorElement> Tensor<T> {
             *last = out_f;
         }
         let rows: usize = self.shape()[..self.rank() - 1].iter().product();
-        if let Some(b) = bias {
-            if let Some(y) = self.linear_fused(weight, b, rows, in_f, out_f)? {
-                return y.reshape(&out_shape);
-            }
-        }
-        let x2 = self.contiguous()?.reshape(&[rows, in_f])?;
-        let y = x2.matmul(&weight.t()?)?;
-        let y = match bias {
-            Some(b) => y.add(b)?,
-            None => y,
-        };
-        y.reshape(&out_shape)
+        Ok((rows, in_f, out_f, out_shape))
     }
 
     /// The one-GEMM path of [`Tensor::linear`] (`[rows, out]`), or `None` where it does not

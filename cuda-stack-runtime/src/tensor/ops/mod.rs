@@ -21,6 +21,7 @@ mod gemm_operand;
 mod in_place;
 mod layer_norm;
 mod linear;
+mod linear_gelu;
 mod log_softmax;
 mod matmul;
 mod matmul_cublas;
