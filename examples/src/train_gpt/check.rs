@@ -56,7 +56,7 @@ pub fn run(a: &Args, dir: &Path) -> ProgramResult {
         .filter_map(Value::as_f64)
         .collect();
     let model = Gpt::<f32>::new(cfg, 0)?;
-    model.set_fused_mlp(!a.unfused_mlp);
+    model.set_fused_mlp(a.fused_mlp);
     let named = model.named_parameters();
     Checkpoint::open(dir.join("model.safetensors"))?.load_into(&named)?;
     let batch = Checkpoint::open(dir.join("batch.safetensors"))?;

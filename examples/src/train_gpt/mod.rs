@@ -110,11 +110,12 @@ pub struct Args {
     /// Start from this checkpoint (weights and iteration; AdamW's moments start at zero).
     #[arg(long)]
     pub resume: Option<PathBuf>,
-    /// Run each block's MLP as the chain linear → gelu → linear instead of the one op
-    /// `Var::mlp_gelu` (GELU in cuBLASLt's GEMM epilogues for bf16): to compare the two. f32
+    /// Run each block's MLP as the one op `Var::mlp_gelu` (GELU in cuBLASLt's GEMM epilogues for
+    /// bf16) instead of the chain linear → gelu → linear: to compare the two (the chain is the
+    /// default: on an H200 the fused op's step took 37.5 ms where the chain's took 35.4). f32
     /// runs the same ops either way.
     #[arg(long)]
-    pub unfused_mlp: bool,
+    pub fused_mlp: bool,
     /// gpt2-124m: timed steps.
     #[arg(long, default_value_t = 20)]
     pub steps: usize,
