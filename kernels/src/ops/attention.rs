@@ -17,6 +17,7 @@ use crate::launch::{grid, sms, to_i32};
 
 mod bwd;
 mod bwd_wgmma;
+mod family_override;
 mod fwd_wgmma;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
 pub use bwd::{
@@ -27,7 +28,7 @@ pub use bwd::{
 pub use bwd_wgmma::ATTENTION_BWD_ENV;
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
-use fwd_wgmma::FwdOverride;
+use family_override::FamilyOverride;
 pub use fwd_wgmma::ATTENTION_FWD_ENV;
 
 /// The largest head dimension the kernels take.
@@ -464,8 +465,8 @@ pub fn attention_fwd_with<T: AttentionElement>(
             return Err(unsupported("scaled_dot_product_attention (wgmma)", why))
         }
         (AttentionAlgo::Auto, m, w) => match (fwd_wgmma::fwd_override(), m, w) {
-            (Some(FwdOverride::Simt), ..) => Fwd::Simt,
-            (Some(FwdOverride::Mma), None, _) => Fwd::Mma,
+            (Some(FamilyOverride::Simt), ..) => Fwd::Simt,
+            (Some(FamilyOverride::Mma), None, _) => Fwd::Mma,
             (_, _, None) => Fwd::Wgmma,
             (_, None, _) => Fwd::Mma,
             _ => Fwd::Simt,

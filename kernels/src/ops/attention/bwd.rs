@@ -3,7 +3,8 @@
 //! either by its own kernel (deterministic) or fused into the dk/dv pass with f32 atomics
 //! ([`AttentionBwdDq`]; [`attention_bwd_dq_choice`] is the one place that choice is made).
 
-use super::bwd_wgmma::{self, BwdOverride};
+use super::bwd_wgmma;
+use super::family_override::FamilyOverride;
 use super::{
     check_dense, check_inputs, config, k_rows_of, q_rows_of, strides, tc_misfit, AttentionAlgo,
     AttentionElement, AttentionInput, AttentionShape, MMA_BWD_D128_DKDV_SMEM, MMA_ROWS, THREADS,
@@ -185,8 +186,8 @@ fn plan<T: AttentionElement>(
         (AttentionAlgo::Wgmma, _, Some(why)) => return Err(unsupported(OP_WG, why)),
         (AttentionAlgo::Auto, m, w) => match (bwd_wgmma::bwd_override(), m, w) {
             (_, None, _) if dq == AttentionBwdDq::Atomic => Family::Mma,
-            (Some(BwdOverride::Simt), ..) => Family::Simt,
-            (Some(BwdOverride::Mma), None, _) => Family::Mma,
+            (Some(FamilyOverride::Simt), ..) => Family::Simt,
+            (Some(FamilyOverride::Mma), None, _) => Family::Mma,
             // The atomic dq path asked for through its variable: the mma.sync kernels (the
             // wgmma backward has one dq path).
             (None, None, _) if dq_env_atomic() => Family::Mma,

@@ -2,6 +2,7 @@
 //! where it fits, its tensor maps, its launches; and [`ATTENTION_BWD_ENV`], which overrides the
 //! backward's automatic choice for measurements.
 
+use super::family_override::{family_override, FamilyOverride};
 use super::fwd_wgmma::head_map;
 use super::{AttentionElement, AttentionInput, AttentionShape};
 use crate::launch::sms;
@@ -12,27 +13,12 @@ use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 /// the backward pass's dq and dk/dv: `wgmma`, `mma` (the mma.sync kernels), or `simt`
 /// (case-insensitive; other values, and kernels that do not fit the problem, are ignored). Read
 /// at every call, so a benchmark can compare the families in one run. Without it, `Auto` runs
-/// the mma.sync backward where it fits (the wgmma backward has not been measured against it
-/// yet).
+/// the wgmma backward where it fits (compute capability 9.0), else the mma.sync one.
 pub const ATTENTION_BWD_ENV: &str = "CUDA_STACK_ATTN_BWD";
 
-/// The backward families [`ATTENTION_BWD_ENV`] names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum BwdOverride {
-    Wgmma,
-    Mma,
-    Simt,
-}
-
 /// The override [`ATTENTION_BWD_ENV`] asks for, if any.
-pub(super) fn bwd_override() -> Option<BwdOverride> {
-    let v = std::env::var(ATTENTION_BWD_ENV).ok()?;
-    match v.trim().to_ascii_lowercase().as_str() {
-        "wgmma" => Some(BwdOverride::Wgmma),
-        "mma" | "mma.sync" | "tensorcore" => Some(BwdOverride::Mma),
-        "simt" => Some(BwdOverride::Simt),
-        _ => None,
-    }
+pub(super) fn bwd_override() -> Option<FamilyOverride> {
+    family_override(ATTENTION_BWD_ENV)
 }
 
 /// Rows (query rows of the dq kernel, keys of the dk/dv kernel) per CTA (`ABW_DQ_BM`,

@@ -2,6 +2,7 @@
 //! its tensor maps, its launch; and [`ATTENTION_FWD_ENV`], which overrides the forward's
 //! automatic choice for measurements.
 
+use super::family_override::{family_override, FamilyOverride};
 use super::{AttentionElement, AttentionInput, AttentionShape};
 use crate::launch::sms;
 use crate::{dispatch, DType, Kernels, Result};
@@ -16,23 +17,9 @@ use cuda_stack_driver::{
 /// benchmark can compare the families in one run.
 pub const ATTENTION_FWD_ENV: &str = "CUDA_STACK_ATTN_FWD";
 
-/// The forward families [`ATTENTION_FWD_ENV`] names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum FwdOverride {
-    Wgmma,
-    Mma,
-    Simt,
-}
-
 /// The override [`ATTENTION_FWD_ENV`] asks for, if any.
-pub(super) fn fwd_override() -> Option<FwdOverride> {
-    let v = std::env::var(ATTENTION_FWD_ENV).ok()?;
-    match v.trim().to_ascii_lowercase().as_str() {
-        "wgmma" => Some(FwdOverride::Wgmma),
-        "mma" | "mma.sync" | "tensorcore" => Some(FwdOverride::Mma),
-        "simt" => Some(FwdOverride::Simt),
-        _ => None,
-    }
+pub(super) fn fwd_override() -> Option<FamilyOverride> {
+    family_override(ATTENTION_FWD_ENV)
 }
 
 /// Query rows per CTA (`AW_BM`).
