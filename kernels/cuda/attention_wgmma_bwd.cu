@@ -289,7 +289,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
         mbar_init(kv_empty, 8);
         for (int s = 0; s < ST; ++s) {
             mbar_init(full + 8 * s, 1 + 32);  // the copy thread's expect_tx, the lse warp's lanes
-            mbar_init(empty + 8 * s, 8);
+            mbar_init(empty + 8 * s, 256);  // every consumer thread (its own reads of lse, delta)
         }
         mbar_init_fence();
     }
@@ -380,7 +380,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             wgx_fence_acc(s);
             if (OVERLAP && qt > qt0) {  // the previous step's stage (Q, dO, lse, delta) has been read
                 __syncwarp();
-                if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % ST));
+                mbar_arrive(empty + 8 * ((it - 1) % ST));
             }
             // P^T: s[4 i + 2 rr + x] is key kr + 8 rr, query m0 + 8 i + 2 quad + x. Only tiles
             // where some key of the warpgroup is later than some query sees are masked.
@@ -426,16 +426,17 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
                 wgx_wait0();
                 wgx_fence_acc(gv);
                 wgx_fence_acc(gk);
-                __syncwarp();  // the warp's reads of lse and delta are done
-                if (lane == 0) mbar_arrive(empty + 8 * st);
+                // Every thread arrives after its own reads of the stage's lse and delta (one lane
+                // per warp after __syncwarp is ordered too, but compute-sanitizer's racecheck
+                // credits only the arriving thread's reads: it reported the ring's reuse as a race).
+                mbar_arrive(empty + 8 * st);
             }
         }
         wgx_wait0();  // nothing in flight; keeps the epilogue's reads after any product
         wgx_fence_acc(gv);
         wgx_fence_acc(gk);
         if (OVERLAP && qt0 < n_qt) {
-            __syncwarp();
-            if (lane == 0) mbar_arrive(empty + 8 * ((it - 1) % ST));
+            mbar_arrive(empty + 8 * ((it - 1) % ST));
         }
         if (qt0 < n_qt && lane == 0) mbar_arrive(kv_empty);  // every product that reads K and V is done
 
