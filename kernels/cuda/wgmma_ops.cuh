@@ -19,6 +19,8 @@ __device__ __forceinline__ unsigned long long wgx_desc(unsigned addr, unsigned l
 __device__ __forceinline__ void wgx_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgx_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgx_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Waits until at most one committed group is still in flight (the older ones are done).
+__device__ __forceinline__ void wgx_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
 
 // Keeps the compiler from moving reads or writes of an accumulator across the asynchronous wgmma
 // boundary (each asm "modifies" the register, in program order with the volatile asms).
