@@ -151,20 +151,26 @@ impl<T: GradElement> Classifier<T> {
 
 const NAMES: [&str; 4] = ["loss", "dx", "dW", "db"];
 
+/// One case of [`exact`]: the input's leading shape, in_features, classes, whether x requires
+/// grad, whether there is a bias, and the upstream gradient's scale.
+type Case = (&'static [usize], usize, usize, bool, bool, f64);
+
+/// Odd sizes (37 rows, 101 classes), a rank-3 input with a scaled upstream gradient, an input
+/// that does not require grad, a single row.
+const CASES: [Case; 5] = [
+    (&[37], 24, 101, true, true, 1.0),
+    (&[37], 24, 101, true, false, 1.0),
+    (&[3, 5], 24, 101, true, true, -2.5),
+    (&[64], 32, 512, false, true, 1.0),
+    (&[1], 8, 3, true, false, 0.5),
+];
+
 fn exact<T: GradElement>() -> TestResult {
     let _g = serial();
     let what = std::any::type_name::<T>();
     for backend in [MatmulBackend::Auto, MatmulBackend::Kernels] {
         with_matmul_backend(backend, || -> TestResult {
-            // (lead, in, classes, x requires grad, bias, upstream scale)
-            let cases: [(&[usize], usize, usize, bool, bool, f64); 5] = [
-                (&[37], 24, 101, true, true, 1.0),
-                (&[37], 24, 101, true, false, 1.0),
-                (&[3, 5], 24, 101, true, true, -2.5),
-                (&[64], 32, 512, false, true, 1.0),
-                (&[1], 8, 3, true, false, 0.5),
-            ];
-            for (lead, in_f, classes, x_grad, bias, scale) in cases {
+            for (lead, in_f, classes, x_grad, bias, scale) in CASES {
                 let c = Classifier::<T>::new(lead, in_f, classes, x_grad)?;
                 let (a, b) = (c.run(true, bias, scale)?, c.run(false, bias, scale)?);
                 for (i, name) in NAMES.iter().enumerate() {
