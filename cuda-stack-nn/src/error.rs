@@ -43,6 +43,21 @@ pub enum NnError {
         op: &'static str,
     },
 
+    /// A second backward through an op whose first backward wrote its gradient over the tensor
+    /// it had saved (in place, to save a buffer of that size), so it cannot run again — not
+    /// even through a retained graph ([`Var::backward_retain_graph`](crate::Var::backward_retain_graph)).
+    #[error(
+        "backward through `{op}` a second time: its first backward wrote the gradient over the \
+         tensor it saved (in place, to save a buffer of that size), so it runs once, even in a \
+         retained graph; {instead}"
+    )]
+    SavedTensorConsumed {
+        /// The op whose saved tensor is gone.
+        op: &'static str,
+        /// What to use instead to differentiate more than once.
+        instead: &'static str,
+    },
+
     /// `grad()` of a tensor that does not require grad.
     #[error(
         "grad: this {shape:?} tensor does not require grad, so it never has one; create it with \

@@ -6,7 +6,7 @@
 //! | PyTorch | here |
 //! |---|---|
 //! | a tensor with `requires_grad=True`, `nn.Parameter` | [`Var::parameter`] |
-//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `linear`, `mlp_gelu` (a transformer's MLP as one op, GELU in cuBLASLt's epilogues for bf16/f16), `layer_norm`, `gelu`, `embedding`, `dropout`, `scaled_dot_product_attention`, `reshape`/`transpose`/`narrow`, `cross_entropy`, `fused_cross_entropy` |
+//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `linear`, `mlp_gelu` (a transformer's MLP as one op, GELU in cuBLASLt's epilogues for bf16/f16), `layer_norm`, `gelu`, `embedding`, `dropout`, `scaled_dot_product_attention`, `reshape`/`transpose`/`narrow`, `cross_entropy`, `fused_cross_entropy`, `linear_cross_entropy` (a classifier and its loss as one op: the logits' gradient written over them, no second `[N, V]` buffer) |
 //! | `torch.autograd.Function` (seed 004's custom kernels with autograd) | [`Var::custom_op`] |
 //! | `loss.backward()`, `x.grad` | [`Var::backward`], [`Var::grad`] |
 //! | `with torch.no_grad():` | [`no_grad`] |
@@ -36,7 +36,9 @@
 //! mostly the dedicated backward kernels of `cuda-stack-kernels` (`relu_bwd`, `row_softmax_bwd`,
 //! `cross_entropy_bwd`, `bias_relu_bwd`), so a backward pass never waits for the host either.
 //! After a backward the saved tensors are freed (a second backward is
-//! [`NnError::GraphFreed`]) unless you ask to retain the graph.
+//! [`NnError::GraphFreed`]) unless you ask to retain the graph — except by an op whose backward
+//! overwrites what it saved ([`Var::linear_cross_entropy`]), which runs once
+//! ([`NnError::SavedTensorConsumed`]).
 //!
 //! ## Dtypes
 //! `Var<T>` exists for the dtypes with backward kernels ([`GradElement`]): **f32** to train,

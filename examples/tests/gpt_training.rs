@@ -5,7 +5,10 @@
 //! position at a time, batch 2); sampling is reproducible and refills a full cache; bf16
 //! compute gives about the f32 loss and hands every gradient to the f32 weights; the fused MLP
 //! (`Var::mlp_gelu`, GELU in cuBLASLt's epilogues for bf16) against the chain it replaces: the
-//! same loss and gradients bit for bit in f32, within bf16's tolerance in bf16.
+//! same loss and gradients bit for bit in f32, within bf16's tolerance in bf16; the training
+//! loss (`Gpt::loss_with`: the classifier and the loss as `Var::linear_cross_entropy`, the
+//! logits overwritten by their gradient) against the logits of `Gpt::forward_with` through
+//! `fused_cross_entropy`: the same loss and gradients bit for bit, in f32 and bf16.
 
 use cuda_examples::gpt::{
     Batcher, Corpus, CosineSchedule, Gpt, GptConfig, KvCache, SampleConfig, TrainConfig, Trainer,
@@ -50,6 +53,12 @@ fn main() {
         }),
         gpu("fused_and_unfused_mlp_agree_bf16", || {
             fused_vs_unfused::<bf16>(1e-2, 5e-2)
+        }),
+        gpu("loss_with_is_the_logits_loss_bit_for_bit_f32", || {
+            classifier_in_place::<f32>()
+        }),
+        gpu("loss_with_is_the_logits_loss_bit_for_bit_bf16", || {
+            classifier_in_place::<bf16>()
         }),
     ]);
 }
@@ -397,6 +406,59 @@ fn fused_vs_unfused<U: GradElement + AttentionElement + 'static>(
                 "{what}: {n}'s gradient differs by {d} of its largest value (fused vs unfused)"
             );
         }
+    }
+    Ok(())
+}
+
+/// `Gpt::loss_with` (the classifier and the loss as one op, `Var::linear_cross_entropy`) and
+/// the loss it replaced, `Gpt::forward_with`'s logits reshaped to `[B·T, V]` through
+/// `fused_cross_entropy`, computing in `U`: the same ops in the same order, so the same loss
+/// and every parameter's gradient (the tied `wte` included), bit for bit.
+fn classifier_in_place<U: GradElement + AttentionElement + 'static>() -> TestResult {
+    let corpus = Corpus::from_text(&text(), 32, "the test text")?;
+    let cfg = tiny(corpus.vocab.len(), 0.0);
+    let model = Gpt::<f32>::new(cfg, 10)?;
+    let (x, y) = batch(&mut Batcher::new(3), &corpus.train, 4, 32)?;
+    let mut runs = Vec::new();
+    for fused in [true, false] {
+        for p in model.parameters() {
+            p.zero_grad();
+        }
+        let w = model.weights_as::<U>()?;
+        let loss = if fused {
+            model.loss_with(&w, &x, &y)?
+        } else {
+            let n = x.numel();
+            model
+                .forward_with(&w, &x)?
+                .reshape(&[n, cfg.vocab])?
+                .fused_cross_entropy(&y.reshape(&[n])?)?
+        };
+        loss.backward()?;
+        let l = loss.value().to_dtype::<f32>()?.item()?.to_bits();
+        let grads: Vec<Vec<u32>> = model
+            .parameters()
+            .iter()
+            .map(|p| {
+                let g = p.grad()?.ok_or("no gradient")?.to_vec()?;
+                Ok(g.iter().map(|v| v.to_bits()).collect())
+            })
+            .collect::<Res<_>>()?;
+        runs.push((l, grads));
+    }
+    let what = std::any::type_name::<U>();
+    let ((la, ga), (lb, gb)) = (&runs[0], &runs[1]);
+    ensure!(
+        la == lb,
+        "{what}: loss_with {} vs the logits' loss {}",
+        f32::from_bits(*la),
+        f32::from_bits(*lb)
+    );
+    for ((n, _), (a, b)) in model.named_parameters().iter().zip(ga.iter().zip(gb)) {
+        ensure!(
+            a == b,
+            "{what}: {n}'s gradient differs between loss_with and the logits' loss"
+        );
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ mod dropout;
 mod embedding;
 mod layer_norm;
 mod linear;
+mod linear_cross_entropy;
 mod loss;
 mod matmul;
 mod mlp;

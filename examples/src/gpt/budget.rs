@@ -20,7 +20,8 @@ pub struct MemoryEstimate {
     /// transpose, the residual between, the MLP's 4C hidden before and after GELU) plus the
     /// embeddings' and the final LayerNorm's, in the compute dtype.
     pub activations: usize,
-    /// The logits and their gradient (`[B·T, vocab]` each, compute dtype).
+    /// The logits (`[B·T, vocab]`, compute dtype), counted once: their gradient is written
+    /// over them ([`cuda_stack_nn::Var::linear_cross_entropy`] in [`super::Gpt::loss_with`]).
     pub logits: usize,
     /// Temporaries of the backward (a few `[B·T, 4C]` gradients at a time) and GEMM workspace.
     pub workspace: usize,
@@ -40,7 +41,7 @@ impl MemoryEstimate {
             optimizer: 8 * p,
             compute_copies: if half { 2 * 2 * p } else { 0 },
             activations: tokens * (config.n_layer * 17 * c + 4 * c) * compute_bytes,
-            logits: 2 * tokens * v * compute_bytes,
+            logits: tokens * v * compute_bytes,
             workspace: 4 * tokens * 4 * c * compute_bytes + (256 << 20),
         }
     }
@@ -96,8 +97,9 @@ mod tests {
         let gib = |b: usize| b as f64 / (1u64 << 30) as f64;
         // Parameters, gradients and moments: 16 bytes per parameter, about 1.86 GiB.
         assert!((gib(m.parameters + m.gradients + m.optimizer) - 1.855).abs() < 0.01);
-        // Logits and their gradient at batch 16: 2 · 16384 · 50304 · 2 bytes = 3.07 GiB.
-        assert!((gib(m.logits) - 3.07).abs() < 0.01);
+        // The logits at batch 16 (their gradient written over them): 16384 · 50304 · 2 bytes
+        // = 1.54 GiB.
+        assert!((gib(m.logits) - 1.535).abs() < 0.01);
         // The whole step lands between torch.compile's 8.5 GiB and eager's 14.5 GiB peak.
         assert!(gib(m.total()) > 8.5 && gib(m.total()) < 15.0, "{m:?}");
         // Half the batch, less memory; f32 compute, more.

@@ -181,6 +181,15 @@ impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
         w: &GptWeights<U>,
         idx: &Tensor<i32>,
     ) -> Result<Var<U>> {
+        self.hidden_with(w, idx)?.linear(&w.wte, None)
+    }
+
+    /// The final LayerNorm's output `[B, T, n_embd]`: what the (tied) classifier reads.
+    fn hidden_with<U: GradElement + AttentionElement>(
+        &self,
+        w: &GptWeights<U>,
+        idx: &Tensor<i32>,
+    ) -> Result<Var<U>> {
         let (_, t) = self.check_ids("Gpt::forward", idx)?;
         let positions: Vec<i32> = (0..t as i32).collect();
         let pos = Tensor::from_slice_on(idx.device(), &positions, &[t])?;
@@ -209,29 +218,35 @@ impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
             };
             x = x.add(&b.drop.forward(&m)?)?;
         }
-        let x = x.layer_norm(&w.ln_f.weight, &w.ln_f.bias, LN_EPS)?;
-        x.linear(&w.wte, None)
+        x.layer_norm(&w.ln_f.weight, &w.ln_f.bias, LN_EPS)
     }
 
     /// The mean cross-entropy of the next-token predictions: `forward(idx)` against `targets`
-    /// (`[B, T]`), through the fused classifier, computed in `T`.
+    /// (`[B, T]`), through the fused classifier (the logits overwritten by their gradient in
+    /// the backward: see [`Gpt::loss_with`]), computed in `T`.
     pub fn loss(&self, idx: &Tensor<i32>, targets: &Tensor<i32>) -> Result<Var<T>> {
         self.loss_with(&self.weights_as::<T>()?, idx, targets)
     }
 
     /// [`Gpt::loss`] from `w`, computed in `U` (the loss value rounded once to `U`; the rows
     /// are summed in f32 for bf16/f16).
+    ///
+    /// The classifier and the loss are one op, [`Var::linear_cross_entropy`]: the logits
+    /// `[B·T, vocab]` live only inside its backward, which writes their gradient over them, so
+    /// the backward's peak holds one `[B·T, vocab]` buffer, not two (the largest of a GPT-2
+    /// step: 1.5 GiB in bf16 at 16 × 1024 tokens). The same ops, in the same order, as
+    /// [`Gpt::forward_with`]'s logits through [`Var::fused_cross_entropy`]: the same loss and
+    /// gradients, bit for bit. The graph can be differentiated once (a second backward through
+    /// a retained graph is [`NnError::SavedTensorConsumed`]).
     pub fn loss_with<U: GradElement + AttentionElement>(
         &self,
         w: &GptWeights<U>,
         idx: &Tensor<i32>,
         targets: &Tensor<i32>,
     ) -> Result<Var<U>> {
-        let (b, t) = self.check_targets(idx, targets)?;
-        let logits = self.forward_with(w, idx)?;
-        logits
-            .reshape(&[b * t, self.config.vocab])?
-            .fused_cross_entropy(&targets.reshape(&[b * t])?)
+        self.check_targets(idx, targets)?;
+        self.hidden_with(w, idx)?
+            .linear_cross_entropy(&w.wte, None, targets)
     }
 
     /// The mean loss as a 0-d f32 tensor on the device, not rounded to `U` (the rows' mean

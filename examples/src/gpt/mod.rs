@@ -23,6 +23,12 @@
 //! bias gradient) in the epilogue of `c_proj`'s `dY · W` GEMM (measured slower on an H200: 37.5
 //! against 35.4 ms a step); in f32 it is the chain's ops, bit for bit.
 //!
+//! Training's loss ([`Gpt::loss_with`]) runs the tied classifier and the cross-entropy as one op,
+//! [`cuda_stack_nn::Var::linear_cross_entropy`]: the logits never become a value of the graph,
+//! and the backward writes their gradient over them (llm.c's in-place classifier), so the step's
+//! largest tensor exists once, not twice — the same loss and gradients as
+//! [`Gpt::forward_with`]'s logits through `fused_cross_entropy`, bit for bit.
+//!
 //! Mixed precision: the parameters are f32 (`Gpt<f32>`); [`Gpt::weights_as`] gives them in a
 //! compute dtype (bf16: each cast once, its gradient returned to the f32 parameter), and
 //! [`Gpt::forward_with`] / [`Gpt::loss_with`] run every op in that dtype.

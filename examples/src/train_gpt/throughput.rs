@@ -39,8 +39,8 @@ fn does_not_fit(
         .find(|&b| MemoryEstimate::new(cfg, b, bytes).total() <= free);
     format!(
         "gpt2-124m at batch {batch} × {} tokens in {dtype} needs about {} (parameters {}, \
-         gradients {}, AdamW moments {}, {dtype} copies {}, activations {}, logits and their \
-         gradient {}, workspace {}, + 10 % for the allocator's rounding), but the {device} has \
+         gradients {}, AdamW moments {}, {dtype} copies {}, activations {}, logits (their \
+         gradient written over them) {}, workspace {}, + 10 % for the allocator's rounding), but the {device} has \
          {} free of {}: nothing was allocated. {}",
         cfg.block_size,
         format_bytes(est.total()),
