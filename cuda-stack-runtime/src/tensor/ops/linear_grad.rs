@@ -68,6 +68,18 @@ impl<T: GradElement> Tensor<T> {
     /// and [`Tensor::sum`] — the same ops as before this op existed, bit for bit. See the
     /// [module docs](self) for what differs on the fused path.
     pub fn linear_weight_grad(&self, x: &Tensor<T>, bias_grad: bool) -> Result<WeightGrads<T>> {
+        self.linear_weight_grad_with(x, bias_grad, linear_bias_grad())
+    }
+
+    /// [`Tensor::linear_weight_grad`] with the path chosen by the caller instead of
+    /// [`linear_bias_grad`] (for tests and benchmarks): [`LinearBiasGrad::Fused`] still takes
+    /// the separate path where the fused one does not apply.
+    pub fn linear_weight_grad_with(
+        &self,
+        x: &Tensor<T>,
+        bias_grad: bool,
+        how: LinearBiasGrad,
+    ) -> Result<WeightGrads<T>> {
         const OP: &str = "linear_weight_grad";
         self.same_device(OP, x)?;
         let (rank, xr) = (self.rank(), x.rank());
@@ -85,7 +97,7 @@ impl<T: GradElement> Tensor<T> {
         let rows: usize = self.shape()[..rank - 1].iter().product();
         let g2 = self.contiguous()?.reshape(&[rows, out_f])?;
         let x2 = x.contiguous()?.reshape(&[rows, in_f])?;
-        if bias_grad && linear_bias_grad() == LinearBiasGrad::Fused {
+        if bias_grad && how == LinearBiasGrad::Fused {
             if let Some((dw, db)) = g2.weight_grad_fused(&x2, rows, in_f, out_f)? {
                 return Ok((dw, Some(db)));
             }
