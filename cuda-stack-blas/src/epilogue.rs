@@ -651,7 +651,10 @@ mod tests {
                 found: 4,
                 expected,
                 ..
-            }) => assert!(expected.contains("row") && expected.contains('5'), "{expected}"),
+            }) => assert!(
+                expected.contains("row") && expected.contains('5'),
+                "{expected}"
+            ),
             other => panic!("{other:?}"),
         }
         assert!(check_bias_grad("t", Epilogue::BGradB, Some((12, 0x1000)), 5, 12).is_ok());

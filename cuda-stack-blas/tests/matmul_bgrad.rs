@@ -146,8 +146,7 @@ fn check<A: TestElem, C: TestElem>(
 }
 
 /// Shapes (m, n, k): multiples of 8, then odd ones (16-bit types may have no algorithm).
-const ALIGNED: &[(usize, usize, usize)] =
-    &[(8, 8, 8), (64, 96, 40), (128, 256, 64), (48, 40, 512)];
+const ALIGNED: &[(usize, usize, usize)] = &[(8, 8, 8), (64, 96, 40), (128, 256, 64), (48, 40, 512)];
 const ODD: &[(usize, usize, usize)] = &[(1, 8, 8), (13, 24, 40), (33, 17, 9), (61, 53, 47)];
 
 /// Every transpose pair and both epilogues at every shape; the linear layer's combination
@@ -218,7 +217,10 @@ fn linear_weight_gradient_shapes_in_bf16() -> TestResult {
         ensure!(ok || !must, "no algorithm for the weight gradient {g:?}");
         let padded = g.leading_dims(out_f, in_f, in_f + 8);
         let ok = check::<bf16, bf16>(&mut rng, &stream, &blas, &padded, Epilogue::BGradA, 1e-4)?;
-        ensure!(ok || !must, "no algorithm for the weight gradient {padded:?}");
+        ensure!(
+            ok || !must,
+            "no algorithm for the weight gradient {padded:?}"
+        );
     }
     Ok(())
 }
@@ -279,17 +281,41 @@ fn bgrad_errors() -> TestResult {
         other => return Err(format!("matmul with BGradA: {other:?}").into()),
     }
     let batched = Gemm::new(2, 12, 4).batched(2, 8, 0, 24);
-    match blas.matmul_bgrad(&stream, &batched, Epilogue::BGradB, &a, &b, &mut grad, &mut c) {
+    match blas.matmul_bgrad(
+        &stream,
+        &batched,
+        Epilogue::BGradB,
+        &a,
+        &b,
+        &mut grad,
+        &mut c,
+    ) {
         Err(BlasError::Epilogue { problem, .. }) if problem.contains("batch") => {}
         other => return Err(format!("batched: {other:?}").into()),
     }
     let scaled = g.scale(2.0, 0.0);
-    match blas.matmul_bgrad(&stream, &scaled, Epilogue::BGradA, &a, &b, &mut grad, &mut c) {
+    match blas.matmul_bgrad(
+        &stream,
+        &scaled,
+        Epilogue::BGradA,
+        &a,
+        &b,
+        &mut grad,
+        &mut c,
+    ) {
         Err(BlasError::Epilogue { problem, .. }) if problem.contains("alpha") => {}
         other => return Err(format!("alpha 2: {other:?}").into()),
     }
     let empty_k = Gemm::new(4, 12, 0);
-    match blas.matmul_bgrad(&stream, &empty_k, Epilogue::BGradA, &a, &b, &mut grad, &mut c) {
+    match blas.matmul_bgrad(
+        &stream,
+        &empty_k,
+        Epilogue::BGradA,
+        &a,
+        &b,
+        &mut grad,
+        &mut c,
+    ) {
         Err(BlasError::Epilogue { problem, .. }) if problem.contains("non-empty") => {}
         other => return Err(format!("k = 0: {other:?}").into()),
     }
@@ -321,7 +347,8 @@ fn bgrad_errors() -> TestResult {
         let (c_host, grad_host) = (stream.clone_dtoh(&c)?, stream.clone_dtoh(&grad)?);
         ensure!(c_host == [4.0f32; 48], "{e:?}: product {c_host:?}");
         ensure!(
-            grad_host[..len].iter().all(|&v| v == 4.0) && grad_host[len..].iter().all(|&v| v == 9.0),
+            grad_host[..len].iter().all(|&v| v == 4.0)
+                && grad_host[len..].iter().all(|&v| v == 9.0),
             "{e:?}: bias gradient {grad_host:?}"
         );
     }

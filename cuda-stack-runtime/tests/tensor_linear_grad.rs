@@ -123,15 +123,34 @@ fn case<T: GradElement>(rng: &mut Rng, lead: &[usize], in_f: usize, out_f: usize
             gw.shape()
         );
         let gb = gb.ok_or_else(|| format!("{what} {how:?}: no bias gradient"))?;
-        ensure!(gb.shape() == [out_f], "{what} {how:?}: db shape {:?}", gb.shape());
-        within(&format!("{what} {how:?}: dW"), seed, &host(&gw)?, &dw, &dw_allowed)?;
+        ensure!(
+            gb.shape() == [out_f],
+            "{what} {how:?}: db shape {:?}",
+            gb.shape()
+        );
+        within(
+            &format!("{what} {how:?}: dW"),
+            seed,
+            &host(&gw)?,
+            &dw,
+            &dw_allowed,
+        )?;
         let gbh = host(&gb)?;
         within(&format!("{what} {how:?}: db"), seed, &gbh, &db, &db_allowed)?;
         got_db.push(gbh);
         // Without the bias gradient: the weight gradient alone, no vector.
         let (gw2, none) = g.linear_weight_grad_with(&x, false, how)?;
-        ensure!(none.is_none(), "{what} {how:?}: a bias gradient was not asked for");
-        within(&format!("{what} {how:?}: dW alone"), seed, &host(&gw2)?, &dw, &dw_allowed)?;
+        ensure!(
+            none.is_none(),
+            "{what} {how:?}: a bias gradient was not asked for"
+        );
+        within(
+            &format!("{what} {how:?}: dW alone"),
+            seed,
+            &host(&gw2)?,
+            &dw,
+            &dw_allowed,
+        )?;
     }
     let twice: Vec<f64> = db_allowed.iter().map(|a| 2.0 * a).collect();
     within(
@@ -236,10 +255,7 @@ fn shape_errors() -> TestResult {
     let bad = Tensor::<f32>::zeros(&[2, 2, 5])?;
     ensure!(g.linear_weight_grad(&bad, true).is_err(), "rank 3 vs 2");
     let scalar = Tensor::<f32>::zeros(&[])?;
-    ensure!(
-        scalar.linear_weight_grad(&scalar, true).is_err(),
-        "rank 0"
-    );
+    ensure!(scalar.linear_weight_grad(&scalar, true).is_err(), "rank 0");
     // Zero rows: dW is zeros, db is zeros (an empty sum).
     let g0 = Tensor::<f32>::zeros(&[0, 3])?;
     let x0 = Tensor::<f32>::zeros(&[0, 5])?;

@@ -299,7 +299,10 @@ pub trait TensorElement:
         _bias_grad: &mut DeviceSlice<Self>,
         _c: &mut DeviceSlice<Self>,
     ) -> Result<()> {
-        Err(unsupported::<Self>("linear's weight gradient on cuBLAS", WHY_CUBLAS))
+        Err(unsupported::<Self>(
+            "linear's weight gradient on cuBLAS",
+            WHY_CUBLAS,
+        ))
     }
 
     /// `out = a op b` (same lengths).
