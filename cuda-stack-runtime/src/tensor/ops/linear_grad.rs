@@ -30,19 +30,27 @@ use cuda_stack_blas::{Gemm, Transpose, AUX_ALIGNMENT};
 /// benchmark can flip it between runs of the same program.
 pub const LINEAR_BGRAD_VAR: &str = "CUDA_STACK_LINEAR_BGRAD";
 
-/// How [`Tensor::linear_weight_grad`] computes the bias gradient.
+/// How [`Tensor::linear_weight_grad`] computes the bias gradient ([`linear_bias_grad`] chooses;
+/// the default is [`LinearBiasGrad::Separate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinearBiasGrad {
-    /// In the weight gradient's GEMM (cuBLASLt's bias-gradient epilogue), where it applies
-    /// (bf16/f16 on cuBLAS, cuBLASLt has an algorithm); the separate path elsewhere.
+    /// In the weight gradient's GEMM (cuBLASLt's bias-gradient epilogue, `BGRADB`), where it
+    /// applies — bf16/f16 on the cuBLAS matmul backend, a non-empty product, cuBLASLt has an
+    /// algorithm (odd 16-bit widths may not) — and the separate path elsewhere. The epilogue
+    /// saves the column sum's re-read of `dY` and its kernels, but cuBLASLt may choose another
+    /// (not split-K) kernel for the GEMM with the epilogue: measure
+    /// (`transformer_ops_bench --filter linear`). The bias gradient is accumulated in f32 and
+    /// rounded once to the 16-bit type, as the column sum does: the two agree to the 16-bit
+    /// rounding, not bit for bit (another summation order); `dW` is the same product on
+    /// cuBLASLt instead of `cublasGemmEx`, equal to its rounding.
     Fused,
     /// The weight-gradient GEMM, then a column sum of `dY` (`Tensor::sum(0)`).
     Separate,
 }
 
 /// The choice [`Tensor::linear_weight_grad`] makes: [`LINEAR_BGRAD_VAR`] when set to a known
-/// value, else [`LinearBiasGrad::Separate`] (the fused path is not yet measured faster; see the
-/// module docs). This is the one place the rule lives.
+/// value, else [`LinearBiasGrad::Separate`] (the fused path is not yet measured faster; see
+/// [`LinearBiasGrad::Fused`]). This is the one place the rule lives.
 pub fn linear_bias_grad() -> LinearBiasGrad {
     match std::env::var(LINEAR_BGRAD_VAR) {
         Ok(v) => match v.trim().to_ascii_lowercase().as_str() {
@@ -65,8 +73,8 @@ impl<T: GradElement> Tensor<T> {
     /// For bf16/f16 on cuBLAS with [`linear_bias_grad`] = [`LinearBiasGrad::Fused`] (the
     /// environment variable [`LINEAR_BGRAD_VAR`]), both come from one GEMM whose epilogue sums
     /// `dY` as it reads it; otherwise, and wherever cuBLASLt has no algorithm, [`Tensor::matmul`]
-    /// and [`Tensor::sum`] — the same ops as before this op existed, bit for bit. See the
-    /// [module docs](self) for what differs on the fused path.
+    /// and [`Tensor::sum`] — the same ops as before this op existed, bit for bit. See
+    /// [`LinearBiasGrad::Fused`] for what differs on the fused path.
     pub fn linear_weight_grad(&self, x: &Tensor<T>, bias_grad: bool) -> Result<WeightGrads<T>> {
         self.linear_weight_grad_with(x, bias_grad, linear_bias_grad())
     }
