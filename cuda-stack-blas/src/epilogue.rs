@@ -11,6 +11,17 @@
 //! matrix (the shape of `C`) whose row stride is the auxiliary leading dimension (`≥ n`, a
 //! multiple of 8), and the bias gradient has one element per **column** of `C` (`n`), the sum
 //! over the `m` rows — exactly `db` of a linear layer `x·Wᵀ + b` whose output gradient is `C`.
+//!
+//! ## The bias gradient of an operand (`BGRADA` / `BGRADB`), row-major
+//! cuBLASLt's `CUBLASLT_EPILOGUE_BGRADA` reduces its `A` over the GEMM's `k` (one element per
+//! row of its `D`) and `BGRADB` its `B` (one per column of `D`). This crate hands cuBLASLt our
+//! `B` as its `A` and our `A` as its `B` (see [`Gemm`](crate::Gemm)), so the names swap:
+//! [`Epilogue::BGradA`] — the sums over `k` of our `op(A)`, one per **row** of `C` (`m`) — is
+//! cuBLASLt's `BGRADB`, and [`Epilogue::BGradB`] — the sums over `k` of our `op(B)`, one per
+//! **column** of `C` (`n`) — is its `BGRADA`. A linear layer's weight gradient
+//! `dW[out, in] = dYᵀ · X` (`op(A) = dYᵀ`, `k` = the rows) with [`Epilogue::BGradA`] gives
+//! `db[out] = Σ_rows dY` too (the configuration PyTorch's, Transformer Engine's and llm.c's
+//! cuBLASLt weight-gradient GEMMs use).
 
 use crate::element::DataType;
 use crate::error::{BlasError, Result};
@@ -20,13 +31,18 @@ use cuda_stack_driver::cuda_stack_sys::cublaslt_types::cublasLtEpilogue_t;
 /// vector of `n` elements (one per output column, the `b` of `x·W + b`) added to every row;
 /// GELU is the tanh approximation, `0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`.
 ///
-/// The last four use an **auxiliary matrix** `aux` of `C`'s shape (row-major `[m, n]`, its own
+/// The bias-gradient epilogues ([`Epilogue::BGradA`], [`Epilogue::BGradB`]) write `C` as
+/// [`Epilogue::None`] does and also the sums over `k` of one input operand
+/// ([`Blas::matmul_bgrad`]); [`Blas::matmul`] refuses them.
+///
+/// The four GELU training epilogues use an **auxiliary matrix** `aux` of `C`'s shape (row-major `[m, n]`, its own
 /// leading dimension): the GELU forward writes its input there ([`Blas::matmul_gelu_aux`]) and
 /// the GELU backward reads it ([`Blas::matmul_dgelu`]); [`Blas::matmul`] refuses them.
 ///
 /// [`Blas::matmul`]: crate::Blas::matmul
 /// [`Blas::matmul_gelu_aux`]: crate::Blas::matmul_gelu_aux
 /// [`Blas::matmul_dgelu`]: crate::Blas::matmul_dgelu
+/// [`Blas::matmul_bgrad`]: crate::Blas::matmul_bgrad
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Epilogue {
     /// Nothing: a plain GEMM through cuBLASLt.
@@ -54,6 +70,16 @@ pub enum Epilogue {
     /// written to the bias-gradient vector (`CUBLASLT_EPILOGUE_DGELU_BGRAD`): the gradient of
     /// GELU's input and of the bias of the linear layer before it, in one GEMM.
     DGeluBGrad,
+    /// `x`, and the sums over `k` of `op(A)` — one per **row** of `C` (`m` elements,
+    /// `Σ_p op(A)[i, p]`) — written to the bias-gradient vector (cuBLASLt's
+    /// `CUBLASLT_EPILOGUE_BGRADB`: our `A` is its `B`). With `op(A) = dYᵀ` of a linear layer
+    /// (`C = dW = dYᵀ·X`), the vector is `db = Σ_rows dY`.
+    BGradA,
+    /// `x`, and the sums over `k` of `op(B)` — one per **column** of `C` (`n` elements,
+    /// `Σ_p op(B)[p, j]`) — written to the bias-gradient vector (cuBLASLt's
+    /// `CUBLASLT_EPILOGUE_BGRADA`: our `B` is its `A`). With `op(B) = dY` (`C = dWᵀ = Xᵀ·dY`,
+    /// a weight stored `[in, out]`), the vector is `db = Σ_rows dY`.
+    BGradB,
 }
 
 /// How an epilogue uses the auxiliary matrix.
@@ -74,9 +100,24 @@ impl Epilogue {
         )
     }
 
-    /// Whether it writes a bias gradient (the column sums of its result).
+    /// Whether it writes a bias gradient (the column sums of its result, or the sums over `k`
+    /// of an input operand).
     pub fn has_bias_grad(self) -> bool {
-        matches!(self, Epilogue::DGeluBGrad)
+        matches!(
+            self,
+            Epilogue::DGeluBGrad | Epilogue::BGradA | Epilogue::BGradB
+        )
+    }
+
+    /// How many elements its bias gradient has for a row-major `C[m, n]`: `m` for
+    /// [`Epilogue::BGradA`] (one per row), `n` for the others that write one (one per column);
+    /// `None` for those that write none.
+    pub fn bias_grad_len(self, m: usize, n: usize) -> Option<usize> {
+        match self {
+            Epilogue::BGradA => Some(m),
+            Epilogue::BGradB | Epilogue::DGeluBGrad => Some(n),
+            _ => None,
+        }
     }
 
     /// Whether it uses an auxiliary matrix (written by the GELU forward, read by its backward).
@@ -105,6 +146,9 @@ impl Epilogue {
             Epilogue::GeluAuxBias => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_AUX_BIAS,
             Epilogue::DGelu => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DGELU,
             Epilogue::DGeluBGrad => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DGELU_BGRAD,
+            // Swapped on purpose: cuBLASLt's A is our B and its B our A (see the module docs).
+            Epilogue::BGradA => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BGRADB,
+            Epilogue::BGradB => cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BGRADA,
         }
     }
 }
@@ -262,35 +306,42 @@ pub(crate) fn check_aux(
     Ok(())
 }
 
-/// Checks the bias-gradient vector: given exactly when the epilogue writes one, at least `n`
-/// elements, [`AUX_ALIGNMENT`]-aligned. `grad` is `(len, address)`.
+/// Checks the bias-gradient vector: given exactly when the epilogue writes one, at least
+/// [`Epilogue::bias_grad_len`] elements (`m` or `n`), [`AUX_ALIGNMENT`]-aligned. `grad` is
+/// `(len, address)`.
 pub(crate) fn check_bias_grad(
     op: &'static str,
     epilogue: Epilogue,
     grad: Option<(usize, u64)>,
+    m: usize,
     n: usize,
 ) -> Result<()> {
-    match (epilogue.has_bias_grad(), grad) {
-        (false, None) => Ok(()),
-        (true, None) => Err(BlasError::Epilogue {
+    match (epilogue.bias_grad_len(m, n), grad) {
+        (None, None) => Ok(()),
+        (Some(_), None) => Err(BlasError::Epilogue {
             op,
             problem: format!(
                 "the {epilogue:?} epilogue writes a bias gradient, but no vector was given"
             ),
         }),
-        (false, Some(_)) => Err(BlasError::Epilogue {
+        (None, Some(_)) => Err(BlasError::Epilogue {
             op,
             problem: format!(
                 "a bias-gradient vector was given, but the {epilogue:?} epilogue writes none; \
-                 use Epilogue::DGeluBGrad"
+                 use Epilogue::DGeluBGrad, BGradA or BGradB"
             ),
         }),
-        (true, Some((len, addr))) => {
-            if len < n {
+        (Some(need), Some((len, addr))) => {
+            if len < need {
+                let per = if epilogue == Epilogue::BGradA {
+                    "output row"
+                } else {
+                    "output column"
+                };
                 return Err(BlasError::Length {
                     op,
                     operand: "bias_grad",
-                    expected: format!("one value per output column ({n} elements)"),
+                    expected: format!("one value per {per} ({need} elements)"),
                     found: len,
                 });
             }
@@ -309,19 +360,62 @@ pub(crate) fn check_bias_grad(
     }
 }
 
-/// The element types the GELU auxiliary epilogues run on: f32 (also TF32), f16 and bf16
-/// outputs (cuBLASLt has no f64 kernels with these epilogues).
+/// The element types the GELU auxiliary and the bias-gradient epilogues run on: f32 (also
+/// TF32), f16 and bf16 outputs (cuBLASLt has no f64 kernels with these epilogues).
 pub(crate) fn check_aux_types(
     op: &'static str,
     epilogue: Epilogue,
     output: DataType,
 ) -> Result<()> {
-    if epilogue.has_aux() && !matches!(output, DataType::F32 | DataType::F16 | DataType::BF16) {
+    if (epilogue.has_aux() || epilogue.has_bias_grad())
+        && !matches!(output, DataType::F32 | DataType::F16 | DataType::BF16)
+    {
+        let instead = if epilogue.has_aux() {
+            "a separate GELU"
+        } else {
+            "a separate reduction"
+        };
         return Err(BlasError::Epilogue {
             op,
             problem: format!(
                 "the {epilogue:?} epilogue runs on f32, f16 and bf16 outputs, not {output:?}; \
-                 use Blas::gemm and a separate GELU for {output:?}"
+                 use Blas::gemm and {instead} for {output:?}"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The rules of the bias-gradient epilogues of an input operand ([`Epilogue::BGradA`],
+/// [`Epilogue::BGradB`]) beyond the vector's: `alpha = 1` (cuBLASLt does not document whether
+/// alpha scales the reduction; `beta` does not enter it), and a non-empty product (`m`, `n`,
+/// `k` > 0: with an empty `C` cuBLASLt runs nothing, and with `k = 0` no kernel, so the sums —
+/// zeros, or those of an operand — would not be written).
+pub(crate) fn check_bgrad_operand(
+    op: &'static str,
+    epilogue: Epilogue,
+    alpha: f64,
+    (m, n, k): (usize, usize, usize),
+) -> Result<()> {
+    if !matches!(epilogue, Epilogue::BGradA | Epilogue::BGradB) {
+        return Ok(());
+    }
+    if alpha != 1.0 {
+        return Err(BlasError::Epilogue {
+            op,
+            problem: format!(
+                "the {epilogue:?} epilogue is supported with alpha = 1 only (alpha is {alpha}): \
+                 cuBLASLt does not document whether alpha scales the operand's sums; scale the \
+                 result and the vector afterwards"
+            ),
+        });
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return Err(BlasError::Epilogue {
+            op,
+            problem: format!(
+                "the {epilogue:?} epilogue needs a non-empty product (m, n, k = {m}, {n}, {k}): \
+                 cuBLASLt would write no sums; reduce the operand separately"
             ),
         });
     }
@@ -496,18 +590,18 @@ mod tests {
 
     #[test]
     fn the_bias_gradient_and_type_rules() {
-        assert!(check_bias_grad("t", Epilogue::DGeluBGrad, Some((12, 0x1000)), 12).is_ok());
-        assert!(check_bias_grad("t", Epilogue::DGelu, None, 12).is_ok());
+        assert!(check_bias_grad("t", Epilogue::DGeluBGrad, Some((12, 0x1000)), 5, 12).is_ok());
+        assert!(check_bias_grad("t", Epilogue::DGelu, None, 5, 12).is_ok());
         assert!(matches!(
-            check_bias_grad("t", Epilogue::DGeluBGrad, None, 12),
+            check_bias_grad("t", Epilogue::DGeluBGrad, None, 5, 12),
             Err(BlasError::Epilogue { .. })
         ));
         assert!(matches!(
-            check_bias_grad("t", Epilogue::DGelu, Some((12, 0x1000)), 12),
+            check_bias_grad("t", Epilogue::DGelu, Some((12, 0x1000)), 5, 12),
             Err(BlasError::Epilogue { .. })
         ));
         assert!(matches!(
-            check_bias_grad("t", Epilogue::DGeluBGrad, Some((11, 0x1000)), 12),
+            check_bias_grad("t", Epilogue::DGeluBGrad, Some((11, 0x1000)), 5, 12),
             Err(BlasError::Length {
                 operand: "bias_grad",
                 found: 11,
@@ -515,7 +609,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            check_bias_grad("t", Epilogue::DGeluBGrad, Some((12, 0x1002)), 12),
+            check_bias_grad("t", Epilogue::DGeluBGrad, Some((12, 0x1002)), 5, 12),
             Err(BlasError::Misaligned {
                 operand: "bias_grad",
                 found: 2,
@@ -530,5 +624,64 @@ mod tests {
             Err(BlasError::Epilogue { .. })
         ));
         assert!(check_aux_types("t", Epilogue::BiasGelu, DataType::F64).is_ok());
+    }
+
+    #[test]
+    fn the_operand_bias_gradients() {
+        use cublasLtEpilogue_t as E;
+        // Swapped: our A is cuBLASLt's B. cublasLt.h (11.4 to 13.1): BGRADA = 256, BGRADB = 512.
+        assert_eq!(Epilogue::BGradA.lt(), E::CUBLASLT_EPILOGUE_BGRADB);
+        assert_eq!(Epilogue::BGradB.lt(), E::CUBLASLT_EPILOGUE_BGRADA);
+        assert_eq!(
+            [E::CUBLASLT_EPILOGUE_BGRADA.0, E::CUBLASLT_EPILOGUE_BGRADB.0],
+            [256, 512]
+        );
+        for e in [Epilogue::BGradA, Epilogue::BGradB] {
+            assert!(e.has_bias_grad() && !e.has_bias() && !e.has_aux(), "{e:?}");
+        }
+        assert_eq!(Epilogue::BGradA.bias_grad_len(5, 12), Some(5));
+        assert_eq!(Epilogue::BGradB.bias_grad_len(5, 12), Some(12));
+        assert_eq!(Epilogue::DGeluBGrad.bias_grad_len(5, 12), Some(12));
+        assert_eq!(Epilogue::Bias.bias_grad_len(5, 12), None);
+        // BGradA: one per row (m = 5); BGradB: one per column (n = 12).
+        assert!(check_bias_grad("t", Epilogue::BGradA, Some((5, 0x1000)), 5, 12).is_ok());
+        match check_bias_grad("t", Epilogue::BGradA, Some((4, 0x1000)), 5, 12) {
+            Err(BlasError::Length {
+                operand: "bias_grad",
+                found: 4,
+                expected,
+                ..
+            }) => assert!(
+                expected.contains("row") && expected.contains('5'),
+                "{expected}"
+            ),
+            other => panic!("{other:?}"),
+        }
+        assert!(check_bias_grad("t", Epilogue::BGradB, Some((12, 0x1000)), 5, 12).is_ok());
+        assert!(matches!(
+            check_bias_grad("t", Epilogue::BGradB, Some((11, 0x1000)), 5, 12),
+            Err(BlasError::Length { found: 11, .. })
+        ));
+        assert!(matches!(
+            check_bias_grad("t", Epilogue::BGradB, None, 5, 12),
+            Err(BlasError::Epilogue { .. })
+        ));
+        assert!(matches!(
+            check_bias_grad("t", Epilogue::BGradA, Some((8, 0x1008)), 5, 12),
+            Err(BlasError::Misaligned { found: 8, .. })
+        ));
+        assert!(matches!(
+            check_aux_types("t", Epilogue::BGradA, DataType::F64),
+            Err(BlasError::Epilogue { .. })
+        ));
+        assert!(check_aux_types("t", Epilogue::BGradB, DataType::BF16).is_ok());
+        assert!(check_bgrad_operand("t", Epilogue::BGradA, 1.0, (5, 12, 3)).is_ok());
+        assert!(check_bgrad_operand("t", Epilogue::DGeluBGrad, 2.0, (0, 12, 3)).is_ok());
+        for (alpha, mnk) in [(0.5, (5, 12, 3)), (1.0, (0, 12, 3)), (1.0, (5, 12, 0))] {
+            match check_bgrad_operand("t", Epilogue::BGradB, alpha, mnk) {
+                Err(BlasError::Epilogue { .. }) => {}
+                other => panic!("alpha {alpha}, {mnk:?}: {other:?}"),
+            }
+        }
     }
 }

@@ -14,6 +14,7 @@
 //! | f32 (TF32 off or on), f64, f16/bf16 → f16/bf16/f32 with f32 accumulation | [`Element`], [`Math`] |
 //! | the fused `relu(x·W + b)` of seed 004, and bias/ReLU/GELU epilogues | [`Blas::matmul`] with an [`Epilogue`] |
 //! | GELU for training: the forward keeping its pre-activation, the backward reading it (with the bias gradient) | [`Blas::matmul_gelu_aux`], [`Blas::matmul_dgelu`] |
+//! | a linear layer's weight gradient with its bias gradient (an operand's sums over `k`) in one GEMM | [`Blas::matmul_bgrad`] |
 //!
 //! ## Row-major
 //! Everything here is **row-major**, like the project's tensors: a `[rows, cols]` matrix with a

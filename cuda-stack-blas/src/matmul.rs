@@ -1,6 +1,8 @@
 //! `Blas::matmul`: a GEMM through cuBLASLt with a fused epilogue (bias, ReLU, GELU), and
 //! `Blas::matmul_gelu_aux` / `Blas::matmul_dgelu`: GELU's forward that keeps its input in an
-//! auxiliary matrix, and its backward that reads it (the MLP's training pair).
+//! auxiliary matrix, and its backward that reads it (the MLP's training pair); and
+//! `Blas::matmul_bgrad`: a GEMM that also writes the sums over `k` of one operand (a linear
+//! layer's weight gradient with its bias gradient).
 //!
 //! Seed 004's fused `relu(x·W + b)` is one call: `matmul` with [`Epilogue::BiasRelu`].
 //! cuBLASLt's heuristic (`cublasLtMatmulAlgoGetHeuristic`) costs tens of microseconds; it is
@@ -12,7 +14,8 @@
 use crate::algo_cache::AlgoKey;
 use crate::element::{Element, Scalars};
 use crate::epilogue::{
-    alignment, check_aux, check_aux_types, check_bias, check_bias_grad, AuxUse, Epilogue,
+    alignment, check_aux, check_aux_types, check_bgrad_operand, check_bias, check_bias_grad,
+    AuxUse, Epilogue,
 };
 use crate::error::{BlasError, Result};
 use crate::handle::{Blas, ForStream};
@@ -49,9 +52,10 @@ impl Blas {
             return Err(BlasError::Epilogue {
                 op: "matmul",
                 problem: format!(
-                    "the {epilogue:?} epilogue uses an auxiliary matrix; call \
-                     Blas::matmul_gelu_aux (GeluAux, GeluAuxBias) or Blas::matmul_dgelu \
-                     (DGelu, DGeluBGrad)"
+                    "the {epilogue:?} epilogue uses an auxiliary matrix or writes a bias \
+                     gradient; call Blas::matmul_gelu_aux (GeluAux, GeluAuxBias), \
+                     Blas::matmul_dgelu (DGelu, DGeluBGrad) or Blas::matmul_bgrad (BGradA, \
+                     BGradB)"
                 ),
             });
         }
@@ -139,8 +143,60 @@ impl Blas {
         self.matmul_with("matmul_dgelu", stream, g, epilogue, a, b, io, c)
     }
 
-    /// The one cuBLASLt call behind [`Blas::matmul`], [`Blas::matmul_gelu_aux`] and
-    /// [`Blas::matmul_dgelu`]: every check first, then the heuristic (cached) and the GEMM.
+    /// `C = alpha · op(A) · op(B) + beta · C` through cuBLASLt, and the sums over `k` of one
+    /// input operand written to `bias_grad`, in the same GEMM (cuBLASLt's `BGRADA` / `BGRADB`
+    /// epilogues; the names swap, see the [`epilogue`](crate::Epilogue) docs):
+    /// - [`Epilogue::BGradA`]: `bias_grad[i] = Σ_p op(A)[i, p]`, one per row of `C` (`m`);
+    /// - [`Epilogue::BGradB`]: `bias_grad[j] = Σ_p op(B)[p, j]`, one per column of `C` (`n`).
+    ///
+    /// A linear layer `Y = X·Wᵀ + b` with `dY [rows, out]`, `X [rows, in]`: the weight gradient
+    /// `dW [out, in] = dYᵀ · X` is `Gemm::new(out, in, rows).trans_a(Transpose::Yes)` with
+    /// `a = dY`, `b = X`, and [`Epilogue::BGradA`] gives `db = Σ_rows dY` (`out` elements) from
+    /// the same read of `dY`. The sums are accumulated in the compute type (f32 for 16-bit
+    /// inputs) and rounded once to `C`'s type.
+    ///
+    /// `bias_grad` holds at least `m` ([`Epilogue::BGradA`]) or `n` ([`Epilogue::BGradB`])
+    /// elements of `C`'s type, 16-byte aligned ([`AUX_ALIGNMENT`](crate::AUX_ALIGNMENT)); only
+    /// those are written. f32 (also TF32), f16 and bf16 outputs; one product (no batch);
+    /// `alpha = 1` (cuBLASLt does not document whether alpha scales the sums). cuBLASLt may have
+    /// no kernel with these epilogues for a transpose, type or alignment combination (odd 16-bit
+    /// leading dimensions, say): [`BlasError::NoAlgorithm`], nothing written — compute the
+    /// product with [`Blas::gemm`] and reduce separately. The heuristic may also pick another
+    /// kernel than the plain GEMM's (not split-K): measure before assuming it is faster.
+    /// Errors: [`BlasError::Epilogue`] for another epilogue, f64, a batch, `alpha ≠ 1` or an
+    /// empty product (`m`, `n` or `k` = 0: cuBLASLt would write no sums);
+    /// [`BlasError::Length`] and [`BlasError::Misaligned`] (operand `"bias_grad"`); and those of
+    /// [`Blas::matmul`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn matmul_bgrad<A: Element, C: Element>(
+        &self,
+        stream: &Stream,
+        g: &Gemm,
+        epilogue: Epilogue,
+        a: &DeviceSlice<A>,
+        b: &DeviceSlice<A>,
+        bias_grad: &mut DeviceSlice<C>,
+        c: &mut DeviceSlice<C>,
+    ) -> Result<()> {
+        if !matches!(epilogue, Epilogue::BGradA | Epilogue::BGradB) {
+            return Err(BlasError::Epilogue {
+                op: "matmul_bgrad",
+                problem: format!(
+                    "matmul_bgrad takes Epilogue::BGradA or BGradB, not {epilogue:?}; use \
+                     Blas::matmul or Blas::matmul_dgelu"
+                ),
+            });
+        }
+        let io = EpilogueIo {
+            bias_grad: Some(bias_grad),
+            ..EpilogueIo::default()
+        };
+        self.matmul_with("matmul_bgrad", stream, g, epilogue, a, b, io, c)
+    }
+
+    /// The one cuBLASLt call behind [`Blas::matmul`], [`Blas::matmul_gelu_aux`],
+    /// [`Blas::matmul_dgelu`] and [`Blas::matmul_bgrad`]: every check first, then the heuristic
+    /// (cached) and the GEMM.
     #[allow(clippy::too_many_arguments)]
     fn matmul_with<A: Element, C: Element>(
         &self,
@@ -165,8 +221,10 @@ impl Blas {
             op,
             epilogue,
             bias_grad.as_ref().map(|b| (b.len(), b.as_raw_ptr())),
+            g.m,
             g.n,
         )?;
+        check_bgrad_operand(op, epilogue, g.alpha, (g.m, g.n, g.k))?;
         let aux_parts = aux.as_ref().map(|x| {
             let (len, ptr) = match x {
                 AuxArg::Read(s) => (s.len(), s.as_raw_ptr()),
@@ -191,6 +249,15 @@ impl Blas {
                 });
             }
         }
+        if epilogue.has_bias_grad() && p.batched {
+            return Err(BlasError::Epilogue {
+                op,
+                problem: format!(
+                    "the {epilogue:?} epilogue (a bias gradient) is supported for one product, \
+                     not a strided batch; call it once per matrix"
+                ),
+            });
+        }
         if p.is_empty() {
             return Ok(());
         }
@@ -214,8 +281,9 @@ impl Blas {
             p.trans_second.cublas().0 as i32,
         )?;
         desc.set(DescAttr::CUBLASLT_MATMUL_DESC_EPILOGUE, epilogue.lt().0)?;
-        // The bias (read) or the bias gradient (written): one attribute, one element per row of
-        // cuBLASLt's D, i.e. per column of our row-major C.
+        // The bias (read) or the bias gradient (written): one attribute. One element per row of
+        // cuBLASLt's D, i.e. per column of our row-major C — except BGRADB (our BGradA): one per
+        // column of D, per row of C. Its type is C's (BIAS_DATA_TYPE left at its default).
         if let Some(ptr) = vector_ptr {
             desc.set(DescAttr::CUBLASLT_MATMUL_DESC_BIAS_POINTER, ptr)?;
         }
@@ -329,8 +397,8 @@ impl Blas {
         );
         let c_raw = c_ptr as *mut std::ffi::c_void;
         // SAFETY: `plan` checked the shape, leading dimensions, batch and lengths of A, B and C,
-        // `check_bias` / `check_bias_grad` the bias's or bias gradient's length (n) and
-        // alignment, and `check_aux` the auxiliary matrix's leading dimension (>= n, a multiple
+        // `check_bias` / `check_bias_grad` the bias's (n) or bias gradient's length (m for
+        // BGradA, n otherwise; bias-gradient epilogues are refused for batches) and alignment, and `check_aux` the auxiliary matrix's leading dimension (>= n, a multiple
         // of 8), length ((m - 1)·ld + n) and alignment (aux epilogues are refused for batches),
         // so cuBLASLt reads and writes only inside the buffers in `uses` (each written one is a
         // distinct `&mut` borrow); the algorithm was chosen by the heuristic for these

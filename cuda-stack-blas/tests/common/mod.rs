@@ -186,7 +186,12 @@ pub fn reference(
                     | Epilogue::GeluAux
                     | Epilogue::GeluAuxBias => gelu(x),
                     // The product only: the caller multiplies by gelu'(aux) (matmul_gelu_aux.rs).
-                    Epilogue::None | Epilogue::Bias | Epilogue::DGelu | Epilogue::DGeluBGrad => x,
+                    Epilogue::None
+                    | Epilogue::Bias
+                    | Epilogue::DGelu
+                    | Epilogue::DGeluBGrad
+                    | Epilogue::BGradA
+                    | Epilogue::BGradB => x,
                 };
                 scale[at] = g.alpha.abs() * abs + old.abs() + bv.abs();
             }

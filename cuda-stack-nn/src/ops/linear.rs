@@ -9,9 +9,11 @@ impl<T: GradElement> Var<T> {
     /// `self · weightᵀ (+ bias)`: `self` `[…, in]`, `weight` `[out, in]`, `bias` `[out]` →
     /// `[…, out]` (`torch.nn.functional.linear`). Forward: [`cuda_stack_runtime::Tensor::linear`]
     /// (one GEMM with the bias in cuBLASLt's epilogue where it can). Backward, with `g` and `x`
-    /// flattened to `[rows, out]` and `[rows, in]`: `dx = g · W`, `dW = gᵀ · x` (contiguous
-    /// `[out, in]`, no transpose kernel), `db = Σ_rows g` — each only when its input requires
-    /// grad. Saves `x` and `W`.
+    /// flattened to `[rows, out]` and `[rows, in]`: `dx = g · W`, and `dW = gᵀ · x` (contiguous
+    /// `[out, in]`, no transpose kernel) with `db = Σ_rows g` from
+    /// [`cuda_stack_runtime::Tensor::linear_weight_grad`] (one GEMM with the bias gradient in its
+    /// epilogue when `CUDA_STACK_LINEAR_BGRAD=fused`, bf16/f16 on cuBLAS; else the GEMM and a
+    /// column sum) — each only when its input requires grad. Saves `x` and `W`.
     pub fn linear(&self, weight: &Var<T>, bias: Option<&Var<T>>) -> Result<Var<T>> {
         let (x, w) = (self.value(), weight.value());
         let value = x.linear(&w, bias.map(|b| b.value()).as_ref())?;
@@ -32,14 +34,18 @@ impl<T: GradElement> Var<T> {
             } else {
                 None
             };
-            let gw = if nw {
-                Some(g2.t()?.matmul(&x.contiguous()?.reshape(&[rows, in_f])?)?)
+            let (gw, gb) = if nw {
+                let x2 = x.contiguous()?.reshape(&[rows, in_f])?;
+                let (gw, gb) = g2.linear_weight_grad(&x2, nb)?;
+                (Some(gw), gb)
+            } else if nb {
+                (None, Some(g2.sum(0)?))
             } else {
-                None
+                (None, None)
             };
             let mut grads = vec![gx, gw];
             if has_bias {
-                grads.push(if nb { Some(g2.sum(0)?) } else { None });
+                grads.push(gb);
             }
             Ok(grads)
         }))

@@ -17,7 +17,9 @@ impl<T: GradElement> Var<T> {
     ///
     /// Forward: [`cuda_stack_runtime::Tensor::linear_gelu`] (GELU and the bias in `c_fc`'s
     /// epilogue, keeping the pre-activation) then [`cuda_stack_runtime::Tensor::linear`].
-    /// Backward, with `g` `[rows, out]`: `dW_proj = gᵀ · h`, `db_proj = Σ_rows g`, then
+    /// Backward, with `g` `[rows, out]`: `dW_proj = gᵀ · h` and `db_proj = Σ_rows g`
+    /// ([`cuda_stack_runtime::Tensor::linear_weight_grad`]: one GEMM with
+    /// `CUDA_STACK_LINEAR_BGRAD=fused`), then
     /// [`cuda_stack_runtime::Tensor::matmul_dgelu`] — `d(pre) = (g · W_proj) ⊙ gelu'(pre)` and
     /// `db_fc = Σ_rows d(pre)` in one GEMM — then `dx = d(pre) · W_fc`, `dW_fc = d(pre)ᵀ · x`;
     /// each only when its input requires grad. Saves `x`, the pre-activation, `h = gelu(pre)`
@@ -62,12 +64,14 @@ impl<T: GradElement> Var<T> {
             let rows: usize = x.shape()[..x.rank() - 1].iter().product();
             // The incoming gradient may be any view (an expanded scalar from sum_all, say).
             let g2 = g.contiguous()?.reshape(&[rows, out_f])?;
-            let gwp = if nwp {
-                Some(g2.t()?.matmul(&h.reshape(&[rows, hidden])?)?)
+            let (gwp, gbp) = if nwp {
+                let (gw, gb) = g2.linear_weight_grad(&h.reshape(&[rows, hidden])?, nbp)?;
+                (Some(gw), gb)
+            } else if nbp {
+                (None, Some(g2.sum(0)?))
             } else {
-                None
+                (None, None)
             };
-            let gbp = if nbp { Some(g2.sum(0)?) } else { None };
             let (mut gx, mut gwf, mut gbf) = (None, None, None);
             if nx || nwf || nbf {
                 let pre2 = pre.reshape(&[rows, hidden])?;

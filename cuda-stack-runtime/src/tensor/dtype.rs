@@ -287,6 +287,24 @@ pub trait TensorElement:
         Err(unsupported::<Self>("matmul_dgelu on cuBLAS", WHY_CUBLAS))
     }
 
+    /// `c = op(a) · op(b)` and `bias_grad` = the sums over `k` of `op(a)` (one per row of `c`),
+    /// on cuBLASLt's bias-gradient epilogue (`Epilogue::BGradA`; where `CUBLAS_GEMM`).
+    #[doc(hidden)]
+    fn gemm_bgrad_a_cublas(
+        _blas: &Blas,
+        _s: &Stream,
+        _g: &Gemm,
+        _a: &DeviceSlice<Self>,
+        _b: &DeviceSlice<Self>,
+        _bias_grad: &mut DeviceSlice<Self>,
+        _c: &mut DeviceSlice<Self>,
+    ) -> Result<()> {
+        Err(unsupported::<Self>(
+            "linear's weight gradient on cuBLAS",
+            WHY_CUBLAS,
+        ))
+    }
+
     /// `out = a op b` (same lengths).
     #[doc(hidden)]
     fn binary(
@@ -789,6 +807,26 @@ macro_rules! cublas_gemm {
             c: &mut DeviceSlice<Self>,
         ) -> Result<()> {
             Ok(blas.matmul_dgelu::<Self, Self>(s, g, a, b, aux, aux_ld, bias_grad, c)?)
+        }
+
+        fn gemm_bgrad_a_cublas(
+            blas: &Blas,
+            s: &Stream,
+            g: &Gemm,
+            a: &DeviceSlice<Self>,
+            b: &DeviceSlice<Self>,
+            bias_grad: &mut DeviceSlice<Self>,
+            c: &mut DeviceSlice<Self>,
+        ) -> Result<()> {
+            Ok(blas.matmul_bgrad::<Self, Self>(
+                s,
+                g,
+                cuda_stack_blas::Epilogue::BGradA,
+                a,
+                b,
+                bias_grad,
+                c,
+            )?)
         }
     };
 }

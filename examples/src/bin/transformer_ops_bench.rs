@@ -6,9 +6,19 @@
 //! Effective bytes count each tensor the op must touch once (e.g. LayerNorm forward: read x,
 //! write y; the classifier: read the logits, write dlogits). Medians of 20 timed calls after a
 //! warm-up.
+//!
+//! `linear_bwd_*` (issue 33): a linear layer's weight and bias gradients, `dW = dYᵀ·X` and
+//! `db = Σ_rows dY`, in bf16 at GPT-2 124M's four shapes (16384 tokens; C = 768 → 2304, 768,
+//! 3072 and 3072 → 768): `gemm` is the weight gradient alone on `cublasGemmEx`, `lt` alone on
+//! cuBLASLt, `lt_bgrad` with the bias gradient in its epilogue (`Blas::matmul_bgrad`), and
+//! `tensor_separate` / `tensor_fused` are `Tensor::linear_weight_grad_with` (what `Var::linear`'s
+//! backward runs) on the two paths `CUDA_STACK_LINEAR_BGRAD` selects. A note says where cuBLASLt
+//! has no algorithm with the epilogue (the fused row then times the fallback). Bytes: read dY
+//! and X, write dW. Only these rows: `--filter linear`.
 
 use clap::Parser;
 use cuda_examples::timing::gpu_time;
+use cuda_stack_blas::{Blas, Epilogue, Gemm, Transpose};
 use cuda_stack_driver::half::bf16;
 use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, Stream};
 use cuda_stack_kernels::{ops, Element, Kernels};
@@ -20,6 +30,10 @@ use std::error::Error;
 struct Args {
     #[command(flatten)]
     common: cuda_examples::cli::Common,
+    /// Run only the sections whose name contains this (`layer_norm`, `gelu`, `classifier`,
+    /// `embedding`, `linear_bwd`).
+    #[arg(long)]
+    filter: Option<String>,
 }
 
 type Res<T> = Result<T, Box<dyn Error>>;
@@ -209,6 +223,77 @@ fn embedding(
     Ok(())
 }
 
+/// The weight and bias gradients of a linear layer `[tokens, in] -> [tokens, out]` in bf16 (see
+/// the module docs for the rows).
+fn linear_bwd(
+    ctx: &Context,
+    s: &Stream,
+    device: usize,
+    (tokens, in_f, out_f): (usize, usize, usize),
+    reps: usize,
+    out: &mut Vec<Row>,
+) -> Res<()> {
+    use cuda_stack_runtime::tensor::{LinearBiasGrad, Tensor};
+    let name = |what: &str| format!("linear_bwd_bf16_N{tokens}_{in_f}to{out_f}_{what}");
+    let bytes = 2.0 * (tokens * (in_f + out_f) + in_f * out_f) as f64;
+    let blas = Blas::get(ctx)?;
+    let dy = buf::<bf16>(s, tokens * out_f, 1.0)?;
+    let x = buf::<bf16>(s, tokens * in_f, 1.0)?;
+    let mut dw = zeros::<bf16>(s, out_f * in_f)?;
+    let mut db = zeros::<bf16>(s, out_f)?;
+    // dW [out, in] = ([tokens, out] read transposed) · [tokens, in].
+    let g = Gemm::new(out_f, in_f, tokens).trans_a(Transpose::Yes);
+    let t = gpu_time(ctx, s, reps, 3, |s| blas.gemm(s, &g, &dy, &x, &mut dw))?;
+    out.push(Row {
+        name: name("gemm"),
+        secs: t,
+        bytes,
+    });
+    let t = gpu_time(ctx, s, reps, 3, |s| {
+        blas.matmul(s, &g, Epilogue::None, &dy, &x, None, &mut dw)
+    })?;
+    out.push(Row {
+        name: name("lt"),
+        secs: t,
+        bytes,
+    });
+    match blas.matmul_bgrad(s, &g, Epilogue::BGradA, &dy, &x, &mut db, &mut dw) {
+        Ok(()) => {
+            let t = gpu_time(ctx, s, reps, 3, |s| {
+                blas.matmul_bgrad(s, &g, Epilogue::BGradA, &dy, &x, &mut db, &mut dw)
+            })?;
+            out.push(Row {
+                name: name("lt_bgrad"),
+                secs: t,
+                bytes,
+            });
+        }
+        Err(e) => eprintln!(
+            "note: {}: no fused bias gradient ({e}); tensor_fused times the fallback",
+            name("lt_bgrad")
+        ),
+    }
+    // The same through Tensor, on the runtime's stream for this device.
+    cuda_stack_runtime::set_device(device)?;
+    let ts = cuda_stack_runtime::stream_for(device)?;
+    let gt = Tensor::<bf16>::randn(&[tokens, out_f], 1)?;
+    let xt = Tensor::<bf16>::randn(&[tokens, in_f], 2)?;
+    for (how, what) in [
+        (LinearBiasGrad::Separate, "tensor_separate"),
+        (LinearBiasGrad::Fused, "tensor_fused"),
+    ] {
+        let t = gpu_time(ctx, &ts, reps, 3, |_| {
+            gt.linear_weight_grad_with(&xt, true, how).map(|_| ())
+        })?;
+        out.push(Row {
+            name: name(what),
+            secs: t,
+            bytes,
+        });
+    }
+    Ok(())
+}
+
 fn main() -> Res<()> {
     let a = Args::parse();
     let ctx = Context::new(a.common.device)?;
@@ -224,28 +309,52 @@ fn main() -> Res<()> {
     let t = gpu_time(&ctx, &s, reps, 3, |s| s.memcpy_dtod(&src, &mut dst))?;
     let copy_gbs = 2.0 * copy_n as f64 * 4.0 / t / 1e9;
 
-    let (r, c) = a.common.pick((512, 768), (8192, 768));
-    layer_norm::<f32>(&ctx, &s, &k, r, c, reps, &mut rows)?;
-    layer_norm::<bf16>(&ctx, &s, &k, r, c, reps, &mut rows)?;
-    let (r2, c2) = a.common.pick((64, 4096), (4096, 4096));
-    layer_norm::<f32>(&ctx, &s, &k, r2, c2, reps, &mut rows)?;
-    let n = a.common.pick(1 << 20, 8192 * 3072);
-    gelu::<f32>(&ctx, &s, &k, n, reps, &mut rows)?;
-    gelu::<bf16>(&ctx, &s, &k, n, reps, &mut rows)?;
-    let cr = a.common.pick(64, 8192);
-    classifier(&ctx, &s, &k, cr, 50257, reps, &mut rows)?;
-    let tokens = a.common.pick(1024, 8192);
-    embedding(&ctx, &s, &k, 50304, 768, tokens, reps, &mut rows)?;
-    embedding(
-        &ctx,
-        &s,
-        &k,
-        65,
-        384,
-        a.common.pick(2048, 16384),
-        reps,
-        &mut rows,
-    )?;
+    let on = |section: &str| a.filter.as_deref().is_none_or(|f| section.contains(f));
+    if on("layer_norm") {
+        let (r, c) = a.common.pick((512, 768), (8192, 768));
+        layer_norm::<f32>(&ctx, &s, &k, r, c, reps, &mut rows)?;
+        layer_norm::<bf16>(&ctx, &s, &k, r, c, reps, &mut rows)?;
+        let (r2, c2) = a.common.pick((64, 4096), (4096, 4096));
+        layer_norm::<f32>(&ctx, &s, &k, r2, c2, reps, &mut rows)?;
+    }
+    if on("gelu") {
+        let n = a.common.pick(1 << 20, 8192 * 3072);
+        gelu::<f32>(&ctx, &s, &k, n, reps, &mut rows)?;
+        gelu::<bf16>(&ctx, &s, &k, n, reps, &mut rows)?;
+    }
+    if on("classifier") {
+        let cr = a.common.pick(64, 8192);
+        classifier(&ctx, &s, &k, cr, 50257, reps, &mut rows)?;
+    }
+    if on("embedding") {
+        let tokens = a.common.pick(1024, 8192);
+        embedding(&ctx, &s, &k, 50304, 768, tokens, reps, &mut rows)?;
+        embedding(
+            &ctx,
+            &s,
+            &k,
+            65,
+            384,
+            a.common.pick(2048, 16384),
+            reps,
+            &mut rows,
+        )?;
+    }
+    if on("linear_bwd") {
+        // GPT-2 124M: c_attn 768 -> 2304, attn c_proj 768 -> 768, c_fc 768 -> 3072, mlp c_proj
+        // 3072 -> 768, over 16384 tokens (batch 16 × 1024).
+        let tokens = a.common.pick(1024, 16384);
+        for (in_f, out_f) in [(768, 2304), (768, 768), (768, 3072), (3072, 768)] {
+            linear_bwd(
+                &ctx,
+                &s,
+                a.common.device,
+                (tokens, in_f, out_f),
+                reps,
+                &mut rows,
+            )?;
+        }
+    }
 
     if a.common.json {
         let v: Vec<serde_json::Value> = rows
@@ -260,11 +369,11 @@ fn main() -> Res<()> {
         return Ok(());
     }
     println!("device-to-device copy: {copy_gbs:.0} GB/s");
-    println!("{:<44} {:>10} {:>9} {:>7}", "op", "µs", "GB/s", "% copy");
+    println!("{:<52} {:>10} {:>9} {:>7}", "op", "µs", "GB/s", "% copy");
     for r in &rows {
         let gbs = r.bytes / r.secs / 1e9;
         println!(
-            "{:<44} {:>10.1} {:>9.0} {:>6.0}%",
+            "{:<52} {:>10.1} {:>9.0} {:>6.0}%",
             r.name,
             r.secs * 1e6,
             gbs,
