@@ -56,5 +56,8 @@ use std::process::ExitCode;
 mod tg;
 
 fn main() -> ExitCode {
+    // SAFETY: the first statement of main: no other thread exists yet. `--gpus N` runs NCCL
+    // (its children inherit the setting too); never NVLink SHARP multicast.
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     exit::run("train_gpt", || tg::run(tg::Args::parse()))
 }
