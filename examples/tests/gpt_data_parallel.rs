@@ -136,8 +136,14 @@ fn two_ranks<U: GradElement + AttentionElement + 'static>(tol: f64) -> TestResul
         let same_bits = |a: &[f32], b: &[f32]| {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
         };
-        ensure!(same_bits(w0, w1), "{name}: the replicas differ after the step");
-        ensure!(same_bits(g0, g1), "{name}: the ranks' averaged gradients differ");
+        ensure!(
+            same_bits(w0, w1),
+            "{name}: the replicas differ after the step"
+        );
+        ensure!(
+            same_bits(g0, g1),
+            "{name}: the ranks' averaged gradients differ"
+        );
         let scale = g_ref.iter().fold(0.0f64, |m, x| m.max(x.abs() as f64));
         let worst = g0
             .iter()
@@ -166,7 +172,10 @@ fn refuses_accumulation() -> TestResult {
     match Trainer::<f32>::with_data_parallel(model, tc, comm, DataParallelConfig::default()) {
         Ok(_) => Err("grad_accum 2 was accepted".into()),
         Err(e) => {
-            ensure!(e.to_string().contains("grad_accum"), "unexpected error: {e}");
+            ensure!(
+                e.to_string().contains("grad_accum"),
+                "unexpected error: {e}"
+            );
             Ok(())
         }
     }

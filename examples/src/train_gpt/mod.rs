@@ -1,6 +1,7 @@
 //! `train_gpt`'s parts: the flags, and one file per run — the step-for-step check against
 //! PyTorch (`check`), nanoGPT's `shakespeare-char` training (`char_run`), the GPT-2 124M
-//! throughput and memory run (`throughput`); PyTorch's speed beside ours (`--torch FILE`,
+//! throughput and memory run (`throughput`) and its data-parallel form on several GPUs
+//! (`data_parallel`, `--gpus N`); PyTorch's speed beside ours (`--torch FILE`,
 //! `--torch-run`: [`TorchPlan`], `cuda_examples::gpt::torch_bench`).
 
 pub mod char_run;
