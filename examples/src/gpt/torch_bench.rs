@@ -729,6 +729,7 @@ mod tests {
             tf32: false,
             modes: "eager,compile".into(),
             device: 0,
+            gpus: 1,
         };
         let a = r.args().join(" ");
         assert_eq!(
@@ -736,6 +737,12 @@ mod tests {
             "tools/torch_gpt_bench.py --json --config gpt2 --batch 16 --grad-accum 1 --steps \
              20 --warmup 3 --dtype bf16 --modes eager,compile --device 0 --no-tf32"
         );
+        let ddp = TorchRequest {
+            gpus: 2,
+            modes: "eager".into(),
+            ..r.clone()
+        };
+        assert!(ddp.args().join(" ").ends_with("--no-tf32 --gpus 2"));
         assert!(TorchRequest {
             script: "/nonexistent/torch_gpt_bench.py".into(),
             ..r

@@ -457,7 +457,8 @@ fn ddp_table(ours: &RunFigures, torch: &TorchGpt) -> Table {
     }
     let mut t = Table::new(&head.iter().map(String::as_str).collect::<Vec<_>>());
     type Get = fn(&cuda_examples::gpt::torch_bench::TorchMode) -> Option<f64>;
-    let rows: [(&str, f64, Get, fn(f64) -> String); 5] = [
+    type Row<'a> = (&'a str, f64, Get, fn(f64) -> String);
+    let rows: [Row; 5] = [
         (
             "step time (slowest rank)",
             ours.step_ms,
