@@ -297,16 +297,19 @@ def run_ddp(mode, a, spec, cfg):
 
     world = a.gpus
     queue = mp.get_context("spawn").SimpleQueue()
+    died = None
     try:
         mp.spawn(ddp_worker, args=(world, mode, a, spec, cfg, free_port(), queue), nprocs=world,
                  join=True)
-    except Exception as e:  # noqa: BLE001 — a worker that died without reporting
-        return dict(error=short_error(e))
+    except Exception as e:  # noqa: BLE001 — a worker that died (its report may still be there)
+        died = short_error(e)
     got = {}
     while not queue.empty():
         rank, res = queue.get()
         got[rank] = res
     errors = [f"rank {r}: {v['error']}" for r, v in sorted(got.items()) if "error" in v]
+    if died:
+        errors.append(died)
     if errors or len(got) != world:
         return dict(error="; ".join(errors) or f"{len(got)} of {world} ranks reported")
     ranks = [got[r] for r in range(world)]
