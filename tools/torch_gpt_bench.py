@@ -340,8 +340,11 @@ def gib(b):
 
 
 def table(doc):
-    ddp = f"DDP on {doc['gpus']} x " if doc.get("gpus", 1) > 1 else ""
-    print(f"PyTorch {doc['torch']} on {ddp}{doc['gpu']}: {doc['config']}, batch {doc['batch']} x "
+    gpus = doc.get("gpus", 1)
+    on = doc["gpu"]
+    if gpus > 1:
+        on = f"{gpus} x {on} (DistributedDataParallel, batch per GPU)"
+    print(f"PyTorch {doc['torch']} on {on}: {doc['config']}, batch {doc['batch']} x "
           f"{doc['grad_accum']} x {doc['seq']}, {doc['dtype']}"
           f"{' autocast' if doc['dtype'] == 'bf16' else ''}, TF32 "
           f"{'allowed' if doc['tf32'] else 'off'}, dropout {doc['dropout']}, fused AdamW, "

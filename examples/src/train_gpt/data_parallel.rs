@@ -394,7 +394,7 @@ pub fn run(a: &Args) -> ProgramResult {
             steps,
             warmup,
             dtype,
-            tf32: true,
+            tf32: bytes == 2 || cuda_stack_runtime::tensor::allow_tf32(),
             modes: a.torch_modes(),
             device: q.device,
             gpus: n,
