@@ -2,7 +2,7 @@
 //! ranks (one thread per GPU) each take one step on half of a batch; afterwards the replicas'
 //! parameters and gradients are bit-identical across the ranks, and the averaged gradient is the
 //! one-GPU gradient of the whole batch (f32: within 1e-4 of each parameter's largest |gradient|;
-//! bf16 compute: within 2e-2). Small buckets put most parameters in buckets of their own, so
+//! bf16 compute: within 5e-2, the tolerance of the other bf16 gradient tests). Small buckets put most parameters in buckets of their own, so
 //! both of `DataParallel`'s paths run (a gradient reduced in place; gradients copied into a
 //! shared bucket). Ignored without two GPUs and NCCL. Also: gradient accumulation is refused
 //! with a typed error (one GPU).
@@ -27,7 +27,7 @@ fn main() {
         ),
         gpu2_nccl(
             "two_ranks_stay_identical_and_average_to_the_whole_batch_gradient_bf16",
-            || two_ranks::<bf16>(2e-2),
+            || two_ranks::<bf16>(5e-2),
         ),
         gpu_nccl(
             "data_parallel_trainer_refuses_gradient_accumulation",
