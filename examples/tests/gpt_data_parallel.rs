@@ -2,9 +2,9 @@
 //! ranks (one thread per GPU) each take one step on half of a batch; afterwards the replicas'
 //! parameters and gradients are bit-identical across the ranks, and the averaged gradient is the
 //! one-GPU gradient of the whole batch (f32: within 1e-4 of each parameter's largest |gradient|;
-//! bf16 compute: within 5e-2, the tolerance of the other bf16 gradient tests). Small buckets put most parameters in buckets of their own, so
-//! both of `DataParallel`'s paths run (a gradient reduced in place; gradients copied into a
-//! shared bucket). Ignored without two GPUs and NCCL. Also: gradient accumulation is refused
+//! bf16 compute: within 5e-2, the tolerance of the other bf16 gradient tests). Small buckets
+//! put most parameters in buckets of their own, so both of `DataParallel`'s paths run (a
+//! gradient reduced in place; gradients copied into a shared bucket). Ignored without two GPUs and NCCL. Also: gradient accumulation is refused
 //! with a typed error (one GPU).
 
 use cuda_examples::gpt::{Gpt, GptConfig, TrainConfig, Trainer};
