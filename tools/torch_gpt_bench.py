@@ -6,7 +6,7 @@ synthetic tokens the way nanoGPT's train.py does, in PyTorch eager and under tor
 GPU, so `train_gpt --torch-run` (or `--torch FILE`) can print its figures beside ours:
 
     python3 tools/torch_gpt_bench.py [--config gpt2|shakespeare] [--batch N] [--steps 10]
-                                     [--warmup 3] [--modes eager,compile] [--json]
+                                     [--warmup 3] [--modes eager,compile] [--gpus N] [--json]
 
   --config gpt2         12 layers, 12 heads, 768 wide, context 1024, vocabulary 50304, no
                         dropout; batch 16 x 1024 tokens uniform over GPT-2's 50257; AdamW lr 6e-4,
@@ -37,17 +37,33 @@ A mode that fails (torch.compile without Triton or a C compiler, out of memory, 
 {"error": "..."} and the next one still runs; the exit status is 0 whenever torch and a GPU were
 there. --json: one JSON object on stdout ({"torch", "gpu", "config", "batch", ..., "modes":
 {"eager": {...}, "compile": {...}}}), progress on stderr; without it, a table.
+
+--gpus N (N >= 2): DistributedDataParallel on GPUs --device .. --device+N-1, as `train_gpt --gpus N
+--torch-run` compares with: per mode, N fresh processes (torch.multiprocessing, spawn), one per
+GPU, NCCL backend (NCCL_NVLS_ENABLE=0, set before torch loads; the workers inherit it), DDP's
+defaults (bucket_cap_mb 25, gradient_as_bucket_view off); compile wraps the DDP module in
+torch.compile. --batch sequences per rank (the global batch is N x batch), each rank its own
+random tokens (generator seed + 1 + 1000 x rank), the same initial weights (seed; DDP also
+broadcasts rank 0's). Clipping sees the averaged gradients (DDP finishes its all-reduce in
+backward). After the warm-up every rank synchronizes and meets at a barrier, then times its steps;
+step_ms is the slowest rank's, tokens_per_s = N x batch x seq x steps / the slowest rank's seconds,
+peak_allocated_bytes the largest rank's (per_rank_peak_allocated_bytes: each), loss_first and
+loss_last the mean over the ranks, first_step_s and cuda_init_s rank 0's. The document has
+"gpus": N (1 without --gpus).
 """
 import argparse
 import gc
 import importlib
 import json
 import os
+import socket
 import statistics
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# Never NVLink SHARP multicast: set before torch (and NCCL) load; --gpus's workers inherit it.
+os.environ["NCCL_NVLS_ENABLE"] = "0"
 
 BENCH = {
     "gpt2": dict(batch=16, dropout=0.0, lr=6e-4, betas=(0.9, 0.95), token_vocab=50257),
@@ -165,12 +181,170 @@ def run_mode(mode, a, spec, torch, GPT, cfg):
     return res
 
 
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ddp_worker(rank, world, mode, a, spec, cfg, port, queue):
+    """Rank `rank` of a DDP run of `mode`: puts (rank, figures or {"error"}) on `queue`."""
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch_gpt_model import GPT
+
+    res = {}
+    try:
+        index = a.device + rank
+        torch.cuda.set_device(index)
+        torch.backends.cuda.matmul.allow_tf32 = not a.no_tf32
+        torch.backends.cudnn.allow_tf32 = not a.no_tf32
+        dev = torch.device("cuda", index)
+        t = time.perf_counter()
+        torch.zeros(1, device=dev)
+        torch.cuda.synchronize(dev)
+        cuda_init_s = time.perf_counter() - t
+        dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=world, device_id=dev,
+                                timeout=datetime.timedelta(seconds=120))
+        torch.manual_seed(a.seed)
+        g = torch.Generator(device=dev).manual_seed(a.seed + 1 + 1000 * rank)
+        seq = cfg["block_size"]
+        data = []
+        for _ in range(4):
+            d = torch.randint(0, spec["token_vocab"], (a.batch, seq + 1), generator=g, device=dev)
+            data.append((d[:, :-1].contiguous(), d[:, 1:].contiguous()))
+        torch.cuda.synchronize(dev)
+        t0 = time.perf_counter()
+        attn_dropout = 0.0 if a.no_attn_dropout else spec["dropout"]
+        model = GPT(cfg, spec["dropout"], attn_dropout).to(dev)
+        model.train()
+        ddp = DDP(model, device_ids=[index])  # bucket_cap_mb 25, DDP's defaults
+        decay = [p for p in model.parameters() if p.dim() >= 2]
+        no_decay = [p for p in model.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW(
+            [dict(params=decay, weight_decay=0.1), dict(params=no_decay, weight_decay=0.0)],
+            lr=spec["lr"], betas=spec["betas"], eps=1e-8, fused=True)
+        fwd = torch.compile(ddp) if mode == "compile" else ddp
+        params = list(model.parameters())
+
+        def step(i):
+            x, y = data[i % len(data)]
+            if a.dtype == "bf16":
+                with torch.autocast(device_type="cuda", dtype=torch.bfloat16):
+                    loss = fwd(x, y)
+            else:
+                loss = fwd(x, y)
+            loss.backward()  # DDP's all-reduce ends here: clipping sees averaged gradients
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            return loss.detach()
+
+        def mean(v):
+            x = torch.tensor([float(v)], device=dev, dtype=torch.float64)
+            dist.all_reduce(x)
+            return x.item() / world
+
+        if mode == "compile" and rank == 0:
+            log(f"{a.config} DDP {mode}: compiling (the first step) ...")
+        loss_first = step(0).item()
+        first = time.perf_counter() - t0
+        for i in range(a.warmup):
+            step(1 + i)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(a.steps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(a.steps)]
+        torch.cuda.synchronize(dev)
+        dist.barrier(device_ids=[index])
+        torch.cuda.synchronize(dev)
+        t1 = time.perf_counter()
+        loss = None
+        for i in range(a.steps):
+            starts[i].record()
+            loss = step(1 + a.warmup + i)
+            ends[i].record()
+        torch.cuda.synchronize(dev)
+        secs = time.perf_counter() - t1
+        ms = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+        res = dict(
+            gpu=torch.cuda.get_device_name(dev),
+            cuda_init_s=cuda_init_s,
+            first_step_s=first,
+            secs=secs,
+            step_ms_median=statistics.median(ms),
+            peak_allocated_bytes=torch.cuda.max_memory_allocated(dev),
+            peak_reserved_bytes=torch.cuda.max_memory_reserved(dev),
+            loss_first=mean(loss_first),
+            loss_last=mean(loss.item()),
+        )
+    except Exception as e:  # noqa: BLE001 — reported to the parent, which reports the mode
+        res = dict(error=short_error(e))
+    finally:
+        queue.put((rank, res))
+        try:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 — the process ends next
+            pass
+
+
+def run_ddp(mode, a, spec, cfg):
+    """One mode under DDP on a.gpus processes: the global figures, or {"error": ...}."""
+    import torch.multiprocessing as mp
+
+    world = a.gpus
+    queue = mp.get_context("spawn").SimpleQueue()
+    died = None
+    try:
+        mp.spawn(ddp_worker, args=(world, mode, a, spec, cfg, free_port(), queue), nprocs=world,
+                 join=True)
+    except Exception as e:  # noqa: BLE001 — a worker that died (its report may still be there)
+        died = short_error(e)
+    got = {}
+    while not queue.empty():
+        rank, res = queue.get()
+        got[rank] = res
+    errors = [f"rank {r}: {v['error']}" for r, v in sorted(got.items()) if "error" in v]
+    if died:
+        errors.append(died)
+    if errors or len(got) != world:
+        return dict(error="; ".join(errors) or f"{len(got)} of {world} ranks reported")
+    ranks = [got[r] for r in range(world)]
+    slowest = max(r["secs"] for r in ranks)
+    seq = cfg["block_size"]
+    res = dict(
+        gpu=ranks[0]["gpu"],
+        cuda_init_s=ranks[0]["cuda_init_s"],
+        first_step_s=ranks[0]["first_step_s"],
+        step_ms=slowest * 1e3 / a.steps,
+        step_ms_median=max(r["step_ms_median"] for r in ranks),
+        tokens_per_s=world * a.batch * seq * a.steps / slowest,
+        peak_allocated_bytes=max(r["peak_allocated_bytes"] for r in ranks),
+        peak_reserved_bytes=max(r["peak_reserved_bytes"] for r in ranks),
+        per_rank_peak_allocated_bytes=[r["peak_allocated_bytes"] for r in ranks],
+        per_rank_secs=[r["secs"] for r in ranks],
+        loss_first=ranks[0]["loss_first"],
+        loss_last=ranks[0]["loss_last"],
+    )
+    log(f"{a.config} DDP {mode} on {world} GPUs: first step {res['first_step_s']:.2f} s, "
+        f"{res['step_ms']:.2f} ms/step, {res['tokens_per_s']:.0f} tokens/s, peak "
+        f"{res['peak_allocated_bytes'] / 2**30:.2f} GiB (largest GPU)")
+    return res
+
+
 def gib(b):
     return f"{b / 2**30:.2f} GiB"
 
 
 def table(doc):
-    print(f"PyTorch {doc['torch']} on {doc['gpu']}: {doc['config']}, batch {doc['batch']} x "
+    gpus = doc.get("gpus", 1)
+    on = doc["gpu"]
+    if gpus > 1:
+        on = f"{gpus} x {on} (DistributedDataParallel, batch per GPU)"
+    print(f"PyTorch {doc['torch']} on {on}: {doc['config']}, batch {doc['batch']} x "
           f"{doc['grad_accum']} x {doc['seq']}, {doc['dtype']}"
           f"{' autocast' if doc['dtype'] == 'bf16' else ''}, TF32 "
           f"{'allowed' if doc['tf32'] else 'off'}, dropout {doc['dropout']}, fused AdamW, "
@@ -214,6 +388,8 @@ def main():
     ap.add_argument("--no-attn-dropout", action="store_true",
                     help="no dropout on the attention probabilities (nanoGPT has it)")
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--gpus", type=int, default=1,
+                    help="N >= 2: DistributedDataParallel on N GPUs, --batch per GPU")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--json", action="store_true", help="one JSON object on stdout")
     a = ap.parse_args()
@@ -223,8 +399,11 @@ def main():
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         ap.error(f"--modes: {bad or 'none'}; choose from {', '.join(MODES)}")
-    if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.grad_accum < 1:
-        ap.error("--batch, --steps and --grad-accum must be at least 1, --warmup at least 0")
+    if a.batch < 1 or a.steps < 1 or a.warmup < 0 or a.grad_accum < 1 or a.gpus < 1:
+        ap.error("--batch, --steps, --grad-accum and --gpus must be at least 1, --warmup at "
+                 "least 0")
+    if a.gpus > 1 and a.grad_accum != 1:
+        ap.error("--gpus N > 1 runs one micro-batch per step (--grad-accum 1)")
 
     t_import = time.perf_counter()
     try:
@@ -236,6 +415,9 @@ def main():
     if not torch.cuda.is_available():
         sys.exit(f"torch_gpt_bench: PyTorch {torch.__version__} sees no CUDA GPU")
     import_s = time.perf_counter() - t_import
+    if a.gpus > 1:
+        main_ddp(a, spec, modes, torch, import_s)
+        return
     tf32 = not a.no_tf32
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -272,6 +454,62 @@ def main():
         log(f"{a.config} {mode}: batch {a.batch} x {a.grad_accum} x {cfg['block_size']}, "
             f"{a.warmup} + {a.steps} steps ...")
         doc["modes"][mode] = run_mode(mode, a, spec, torch, GPT, cfg)
+    if a.json:
+        print(json.dumps(doc))
+    else:
+        table(doc)
+
+
+def main_ddp(a, spec, modes, torch, import_s):
+    """--gpus N: each mode under DDP in N fresh processes; this process makes no CUDA context."""
+    from torch_gpt_model import CONFIGS
+
+    count = torch.cuda.device_count()
+    if a.device + a.gpus > count:
+        sys.exit(f"torch_gpt_bench: --gpus {a.gpus} from --device {a.device}, but PyTorch sees "
+                 f"{count} GPU(s)")
+    import torch.distributed as dist
+
+    if not dist.is_available() or not dist.is_nccl_available():
+        sys.exit(f"torch_gpt_bench: PyTorch {torch.__version__} has no NCCL backend")
+    cfg = CONFIGS[a.config]
+    nccl = torch.cuda.nccl.version()
+    doc = dict(
+        torch=torch.__version__,
+        cuda=torch.version.cuda,
+        nccl=".".join(str(v) for v in nccl) if isinstance(nccl, tuple) else str(nccl),
+        gpu="?",
+        gpus=a.gpus,
+        ddp=dict(backend="nccl", bucket_cap_mb=25, gradient_as_bucket_view=False,
+                 processes=a.gpus, nvls_enable=os.environ.get("NCCL_NVLS_ENABLE")),
+        config=a.config,
+        model=cfg,
+        batch=a.batch,
+        grad_accum=1,
+        seq=cfg["block_size"],
+        dtype=a.dtype,
+        tf32=not a.no_tf32,
+        dropout=spec["dropout"],
+        attn_dropout=0.0 if a.no_attn_dropout else spec["dropout"],
+        optimizer=dict(name="AdamW", fused=True, lr=spec["lr"], betas=spec["betas"], eps=1e-8,
+                       weight_decay=0.1, weight_decay_on="parameters of 2+ dimensions"),
+        grad_clip=1.0,
+        steps=a.steps,
+        warmup=a.warmup,
+        import_s=import_s,
+        cuda_init_s=0.0,
+        modes={},
+    )
+    for mode in modes:
+        log(f"{a.config} DDP {mode}: {a.gpus} processes, batch {a.batch} x {cfg['block_size']} "
+            f"per GPU, {a.warmup} + {a.steps} steps ...")
+        res = run_ddp(mode, a, spec, cfg)
+        if "gpu" in res:
+            doc["gpu"] = res.pop("gpu")
+            doc["cuda_init_s"] = res.pop("cuda_init_s")
+        else:
+            log(f"{a.config} DDP {mode} failed: {res['error']}")
+        doc["modes"][mode] = res
     if a.json:
         print(json.dumps(doc))
     else:

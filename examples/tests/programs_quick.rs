@@ -77,7 +77,7 @@ fn main() {
             env!("CARGO_BIN_EXE_kernels_bench"),
             true,
         )));
-    let trials = runs
+    let mut trials: Vec<libtest_mimic::Trial> = runs
         .map(|(name, cargo, sweep)| {
             let exe = path(name, cargo);
             let title = if sweep {
@@ -114,5 +114,28 @@ fn main() {
             .with_ignored_flag(cuda_tests::no_gpu_reason().is_some())
         })
         .collect();
+    // train_gpt's data-parallel run (two processes, NCCL) on machines with two GPUs.
+    let exe = path("train_gpt", env!("CARGO_BIN_EXE_train_gpt"));
+    trials.push(
+        libtest_mimic::Trial::test("train_gpt --config gpt2-124m --gpus 2 --quick", move || {
+            let out = Command::new(&exe)
+                .args(["--config", "gpt2-124m", "--gpus", "2", "--quick"])
+                .output()
+                .map_err(|e| format!("running {}: {e}", exe.display()))?;
+            if out.status.success() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{} exited with {}\nstdout:\n{}\nstderr:\n{}",
+                    exe.display(),
+                    out.status,
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                )
+                .into())
+            }
+        })
+        .with_ignored_flag(cuda_tests::gpu_count() < 2 || cuda_tests::no_nccl_reason().is_some()),
+    );
     cuda_tests::run(trials);
 }

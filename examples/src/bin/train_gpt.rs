@@ -33,6 +33,16 @@
 //!   each side's training time projected to 5,000 iterations. PyTorch missing (no python3,
 //!   no torch, a mode that fails) does not fail the run: why is printed beside our figures.
 //!
+//! - `--gpus N` (gpt2-124m): data-parallel on GPUs `--device` .. `--device`+N-1 with
+//!   `cuda_stack_nn::DataParallel`, one process per GPU (see `train_gpt/data_parallel.rs` for
+//!   why), each rank on its own `--batch` sequences (global batch N × batch), gradients
+//!   averaged before clipping and AdamW; the one-GPU run comes first in the same invocation.
+//!   One table: step time, global tokens/s, scaling, peak memory per GPU, loss; the replicas
+//!   must end bit-identical. With `--torch-run`, PyTorch's `DistributedDataParallel` on the same
+//!   GPUs, batch and dtype (`tools/torch_gpt_bench.py --gpus N`, eager unless `--torch-modes`)
+//!   and a PASS/MISS line for "tokens/s ≥ 1.0× PyTorch DDP". Needs NCCL (found at run time);
+//!   `NCCL_NVLS_ENABLE=0` is set for every process.
+//!
 //! `--dtype f32|bf16` picks the compute dtype (shakespeare-char f32, gpt2-124m bf16 by
 //! default). `--quick`: 40 iterations (gpt2-124m: batch 4, 3 steps), for smoke tests.
 //!
@@ -41,6 +51,7 @@
 //! cargo run --release -p cuda-examples --bin train_gpt -- --iters 500 --dtype bf16
 //! cargo run --release -p cuda-examples --bin train_gpt -- --config gpt2-124m --batch 16
 //! cargo run --release -p cuda-examples --bin train_gpt -- --config gpt2-124m --torch-run
+//! cargo run --release -p cuda-examples --bin train_gpt -- --config gpt2-124m --gpus 2 --torch-run
 //! cargo run --release -p cuda-examples --bin train_gpt -- --iters 500 --dtype bf16 --torch-run
 //! python3 tools/torch_gpt_bench.py --config gpt2 --batch 16 --steps 20 --json > torch.json
 //! cargo run --release -p cuda-examples --bin train_gpt -- --config gpt2-124m --torch torch.json
@@ -56,5 +67,8 @@ use std::process::ExitCode;
 mod tg;
 
 fn main() -> ExitCode {
+    // SAFETY: the first statement of main: no other thread exists yet. `--gpus N` runs NCCL
+    // (its children inherit the setting too); never NVLink SHARP multicast.
+    unsafe { cuda_stack_nccl::disable_nvls_in_environment() };
     exit::run("train_gpt", || tg::run(tg::Args::parse()))
 }

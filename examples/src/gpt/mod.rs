@@ -42,7 +42,7 @@
 //! | `sample` | top-k sampling, [`Gpt::generate`] |
 //! | `corpus` | [`Corpus`]: character vocabulary, 90/10 split, [`Batcher`]'s random windows |
 //! | `schedule` | [`CosineSchedule`]: nanoGPT's `get_lr` |
-//! | `train` | [`TrainConfig`], [`decays`], [`adamw`], [`Trainer`]: an iteration, evaluation |
+//! | `train` | [`TrainConfig`], [`decays`], [`adamw`], [`Trainer`]: an iteration (data-parallel with [`Trainer::with_data_parallel`]), evaluation |
 //! | `budget` | [`MemoryEstimate`], [`flops_per_token`], [`bf16_dense_peak`] |
 //! | [`torch_bench`] | PyTorch's figures (`tools/torch_gpt_bench.py`) beside ours, the targets |
 

@@ -58,6 +58,9 @@ pub struct TorchGpt {
     pub dtype: String,
     /// Whether TF32 was allowed.
     pub tf32: bool,
+    /// GPUs (ranks) of the run: 1, or N for a `--gpus N` DistributedDataParallel run (each
+    /// mode then wraps the model in DDP, `batch` is per rank and the figures are global).
+    pub gpus: u64,
     /// Each mode the script ran, in [`MODES`] order: its figures, or why it failed.
     pub modes: Vec<(String, Result<TorchMode, String>)>,
     /// The whole JSON document (for our own `--json`).
@@ -116,6 +119,7 @@ impl TorchGpt {
             grad_accum: v["grad_accum"].as_u64().unwrap_or(1),
             dtype: v["dtype"].as_str().unwrap_or("bf16").to_string(),
             tf32: v["tf32"].as_bool().unwrap_or(true),
+            gpus: v["gpus"].as_u64().unwrap_or(1),
             modes: Vec::new(),
             doc: v.clone(),
         };
@@ -203,8 +207,10 @@ pub struct TorchRequest {
     pub tf32: bool,
     /// Comma-separated modes.
     pub modes: String,
-    /// The CUDA device ordinal.
+    /// The CUDA device ordinal (the first of `gpus`).
     pub device: usize,
+    /// GPUs: 1, or N > 1 for PyTorch DDP over N processes (`--gpus N`).
+    pub gpus: usize,
 }
 
 impl TorchRequest {
@@ -232,6 +238,10 @@ impl TorchRequest {
         ];
         if !self.tf32 {
             v.push("--no-tf32".into());
+        }
+        if self.gpus > 1 {
+            v.push("--gpus".into());
+            v.push(self.gpus.to_string());
         }
         v
     }
@@ -311,7 +321,7 @@ impl Target {
 }
 
 /// `n` with thousands separators.
-fn thousands(n: f64) -> String {
+pub fn thousands(n: f64) -> String {
     let s = format!("{:.0}", n.abs());
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -551,15 +561,26 @@ pub fn char_table(ours: &OursChar, torch: &TorchGpt) -> Table {
 pub fn describe(torch: &TorchGpt) -> Vec<String> {
     let d = &torch.doc;
     let mut v = vec![format!(
-        "PyTorch {} on {}: nanoGPT's GPT ({}), batch {} × {} × {}, {}, TF32 {}, fused AdamW, \
+        "PyTorch {} on {}{}{}: nanoGPT's GPT ({}), batch {} × {} × {}{}, {}, TF32 {}, fused AdamW, \
          clip 1.0, {} warm-up + {} timed steps (CUDA start-up {} s before the first step, not \
          counted)",
         torch.version,
+        if torch.gpus > 1 {
+            format!("{} × ", torch.gpus)
+        } else {
+            String::new()
+        },
         torch.gpu,
+        if torch.gpus > 1 {
+            ", DistributedDataParallel (NCCL, one process per GPU, 25 MiB buckets)"
+        } else {
+            ""
+        },
         torch.config,
         torch.batch,
         torch.grad_accum,
         d["seq"].as_u64().map_or("?".into(), |s| s.to_string()),
+        if torch.gpus > 1 { " per GPU" } else { "" },
         if torch.dtype == "bf16" {
             "bf16 autocast"
         } else {
@@ -708,6 +729,7 @@ mod tests {
             tf32: false,
             modes: "eager,compile".into(),
             device: 0,
+            gpus: 1,
         };
         let a = r.args().join(" ");
         assert_eq!(
@@ -715,6 +737,12 @@ mod tests {
             "tools/torch_gpt_bench.py --json --config gpt2 --batch 16 --grad-accum 1 --steps \
              20 --warmup 3 --dtype bf16 --modes eager,compile --device 0 --no-tf32"
         );
+        let ddp = TorchRequest {
+            gpus: 2,
+            modes: "eager".into(),
+            ..r.clone()
+        };
+        assert!(ddp.args().join(" ").ends_with("--no-tf32 --gpus 2"));
         assert!(TorchRequest {
             script: "/nonexistent/torch_gpt_bench.py".into(),
             ..r

@@ -3,13 +3,20 @@
 //! global gradient norm clipped, one AdamW step that decays the matrices and embeddings only;
 //! and the evaluation loss with dropout off. Parameters and optimizer state are f32; the
 //! forward and backward compute in `U` (f32, or bf16 for mixed precision).
+//!
+//! Data-parallel ([`Trainer::with_data_parallel`]): one trainer per rank (GPU), each on its own
+//! batch; the f32 parameters' gradients are averaged across the ranks by
+//! [`cuda_stack_nn::DataParallel`] (buckets all-reduced over NCCL while the backward pass runs;
+//! bf16's cast leaves hand their gradients to the f32 parameters, whose hooks feed the buckets),
+//! then every rank clips the averaged gradients and takes the same AdamW step.
 
 use super::forward::GptWeights;
 use super::model::Gpt;
 use super::schedule::CosineSchedule;
+use cuda_stack_nccl::Communicator;
 use cuda_stack_nn::{
-    clip_grad_scale, no_grad, Adam, AdamConfig, GradElement, NnError, Optimizer, ParamGroup,
-    Result, Var,
+    clip_grad_scale, no_grad, Adam, AdamConfig, DataParallel, DataParallelConfig, GradElement,
+    NnError, Optimizer, ParamGroup, Result, Var,
 };
 use cuda_stack_runtime::{AttentionElement, Tensor};
 use std::marker::PhantomData;
@@ -126,6 +133,8 @@ pub struct Trainer<U> {
     opt: Adam<f32>,
     config: TrainConfig,
     iter: usize,
+    /// The gradient exchange with the other ranks, when data-parallel.
+    ddp: Option<DataParallel<f32>>,
     compute: PhantomData<fn() -> U>,
 }
 
@@ -154,8 +163,42 @@ impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
             opt,
             config,
             iter: 0,
+            ddp: None,
             compute: PhantomData,
         })
+    }
+
+    /// A trainer of this rank's replica `model` for data-parallel training with the other
+    /// ranks of `comm` (a collective: every rank calls it, with the same model shapes).
+    /// `dp` as [`DataParallelConfig`] says; with its `broadcast_parameters` (the default) every
+    /// replica starts from rank 0's weights. Each [`Trainer::step`] then averages the
+    /// gradients across the ranks before clipping and AdamW, so every replica takes the same
+    /// step. Gradient accumulation is refused (`config.grad_accum` must be 1: a second
+    /// backward pass before the exchange ends is an error of `DataParallel`).
+    pub fn with_data_parallel(
+        model: Gpt<f32>,
+        config: TrainConfig,
+        comm: Communicator,
+        dp: DataParallelConfig,
+    ) -> Result<Trainer<U>> {
+        if config.grad_accum != 1 {
+            return Err(NnError::Invalid {
+                what: "Trainer::with_data_parallel",
+                problem: format!(
+                    "grad_accum = {}: data-parallel training runs one micro-batch per step \
+                     (raise the batch per GPU, or the number of GPUs, instead)",
+                    config.grad_accum
+                ),
+            });
+        }
+        let mut t = Trainer::new(model, config)?;
+        t.ddp = Some(DataParallel::new(t.params.clone(), comm, dp)?);
+        Ok(t)
+    }
+
+    /// The gradient exchange, when data-parallel.
+    pub fn data_parallel(&self) -> Option<&DataParallel<f32>> {
+        self.ddp.as_ref()
     }
 
     /// The model.
@@ -184,7 +227,8 @@ impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
     }
 
     /// One iteration over `micro` (`grad_accum` pairs of ids and targets, each `[batch, T]`):
-    /// see the module documentation. Nothing is read back to the host.
+    /// see the module documentation. Nothing is read back to the host. Data-parallel, the
+    /// returned loss is this rank's (see [`DataParallel::mean_over_ranks`] for the global one).
     pub fn step(&mut self, micro: &[(Tensor<i32>, Tensor<i32>)]) -> Result<StepStats> {
         if micro.len() != self.config.grad_accum {
             return Err(NnError::Invalid {
@@ -223,6 +267,11 @@ impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
         })?;
         if n > 1 {
             loss = loss.scale(1.0 / n as f32)?;
+        }
+        // Data-parallel: every gradient becomes the mean over the ranks (its bucket's
+        // all-reduce was queued during the backward pass); clipping sees the averaged ones.
+        if let Some(d) = &self.ddp {
+            d.finish_gradients()?;
         }
         // Clipping: the norm and the scale on the device, the scale applied by AdamW as it
         // reads each gradient (the same update as scaling the gradients first; one launch per

@@ -360,8 +360,9 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
             warmup: q.pick(3, TORCH_WARMUP),
             dtype,
             tf32: dtype == "bf16" || cuda_stack_runtime::tensor::allow_tf32(),
-            modes: a.torch_modes.clone(),
+            modes: a.torch_modes(),
             device: q.device,
+            gpus: 1,
         },
         &mut out,
     );

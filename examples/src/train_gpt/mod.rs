@@ -1,10 +1,12 @@
 //! `train_gpt`'s parts: the flags, and one file per run — the step-for-step check against
 //! PyTorch (`check`), nanoGPT's `shakespeare-char` training (`char_run`), the GPT-2 124M
-//! throughput and memory run (`throughput`); PyTorch's speed beside ours (`--torch FILE`,
+//! throughput and memory run (`throughput`) and its data-parallel form on several GPUs
+//! (`data_parallel`, `--gpus N`); PyTorch's speed beside ours (`--torch FILE`,
 //! `--torch-run`: [`TorchPlan`], `cuda_examples::gpt::torch_bench`).
 
 pub mod char_run;
 pub mod check;
+pub mod data_parallel;
 pub mod throughput;
 
 use cuda_examples::cli::Common;
@@ -139,9 +141,36 @@ pub struct Args {
     /// The script `--torch-run` runs.
     #[arg(long, default_value = "tools/torch_gpt_bench.py")]
     pub torch_script: PathBuf,
-    /// `--torch-run`: PyTorch's modes, comma-separated (eager, compile).
-    #[arg(long, default_value = "eager,compile")]
-    pub torch_modes: String,
+    /// `--torch-run`: PyTorch's modes, comma-separated (eager, compile; default both, and with
+    /// `--gpus N` > 1 `eager`: DistributedDataParallel around the eager module).
+    #[arg(long)]
+    pub torch_modes: Option<String>,
+    /// gpt2-124m: train data-parallel on this many GPUs (`--device` and the ones after it),
+    /// one process per GPU, each on its own `--batch` sequences (the global batch is N × batch),
+    /// gradients averaged with `DataParallel`; the one-GPU run comes first for the scaling.
+    /// 1 (the default): the one-GPU run alone.
+    #[arg(long, default_value_t = 1)]
+    pub gpus: usize,
+    /// Internal: run as rank RANK of a `--gpus` run (a child process).
+    #[arg(long, hide = true)]
+    pub dp_rank: Option<usize>,
+    /// Internal: the ranks of that run.
+    #[arg(long, hide = true, default_value_t = 1)]
+    pub dp_world: usize,
+    /// Internal: rank 0's address for NCCL's unique id.
+    #[arg(long, hide = true)]
+    pub dp_addr: Option<String>,
+}
+
+impl Args {
+    /// `--torch-modes`, or its default for this run.
+    pub fn torch_modes(&self) -> String {
+        match &self.torch_modes {
+            Some(m) => m.clone(),
+            None if self.gpus > 1 => "eager".into(),
+            None => "eager,compile".into(),
+        }
+    }
 }
 
 /// PyTorch's side as the flags ask for it.
@@ -195,6 +224,15 @@ impl TorchPlan {
 
 /// Runs what the flags ask for.
 pub fn run(a: Args) -> ProgramResult {
+    if let Some(rank) = a.dp_rank {
+        return match a.dtype {
+            None | Some(Dtype::Bf16) => data_parallel::worker::<bf16>(&a, rank),
+            Some(Dtype::F32) => data_parallel::worker::<f32>(&a, rank),
+        };
+    }
+    if a.gpus != 1 {
+        return data_parallel::run(&a);
+    }
     if let Some(dir) = &a.check {
         return check::run(&a, dir);
     }

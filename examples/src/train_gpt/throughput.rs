@@ -22,10 +22,10 @@ use serde_json::json;
 use std::time::Instant;
 
 /// GPT-2's real vocabulary (the model's 50304 rows are padded): synthetic tokens come from it.
-const GPT2_VOCAB: usize = 50257;
+pub const GPT2_VOCAB: usize = 50257;
 
 /// Why `est` does not fit in `free` bytes, with the largest batch that would.
-fn does_not_fit(
+pub fn does_not_fit(
     est: &MemoryEstimate,
     cfg: &GptConfig,
     batch: usize,
@@ -210,8 +210,9 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
             warmup,
             dtype,
             tf32: bytes == 2 || rt::tensor::allow_tf32(),
-            modes: a.torch_modes.clone(),
+            modes: a.torch_modes(),
             device: q.device,
+            gpus: 1,
         },
         &mut out,
     );
