@@ -12,7 +12,9 @@
 //
 // Layouts: q, k, v, out, dout, dq, dk, dv are strided views (element strides per batch, head and
 // row; the last dimension is contiguous), so q, k, v (and dq, dk, dv) can be slices of a packed
-// [B, N, 3, H, D] projection (and its gradient) and out (dout) a [B, N, H, D] array. lse and
+// [B, N, 3, H, D] projection (and its gradient) and out (dout) a [B, N, H, D] array. dv_at >= 0
+// puts dv's view dv_at elements past dk's first element (dk's buffer holds both, as the packed
+// gradient does; dv is then not accessed); dv_at < 0 puts it at dv. lse and
 // delta are dense [B, H, N], in the compute type (f32 for f32/f16/bf16, f64 for f64).
 //
 // Design: one warp per query row (forward, dQ) or per key row (dK, dV); the warp's own row of q
@@ -223,8 +225,8 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
                                               long long k_sb, long long k_sh, long long k_sr, long long v_sb,
                                               long long v_sh, long long v_sr, long long do_sb, long long do_sh,
                                               long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr,
-                                              long long dv_sb, long long dv_sh, long long dv_sr, C scale,
-                                              int causal) {
+                                              long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at,
+                                              C scale, int causal) {
     __shared__ C ks[ATT_WARPS][ATT_MAX_D];
     __shared__ C vs[ATT_WARPS][ATT_MAX_D];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -274,7 +276,7 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
             }
         }
         S* dkr = dk + b * dk_sb + h * dk_sh + j * dk_sr;
-        S* dvr = dv + b * dv_sb + h * dv_sh + j * dv_sr;
+        S* dvr = (dv_at >= 0 ? dk + dv_at : dv) + b * dv_sb + h * dv_sh + j * dv_sr;
 #pragma unroll
         for (int e = 0; e < ATT_SLOTS; ++e) {
             const int d = lane + 32 * e;
@@ -310,8 +312,8 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_f32(
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
     long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
     long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
-    long long dv_sr, float scale, int causal) {
-    attn_bwd_dkdv<float, float, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+    long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv<float, float, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_f64(
@@ -338,8 +340,8 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_f64(
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
     long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
     long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
-    long long dv_sr, double scale, int causal) {
-    attn_bwd_dkdv<double, double, double>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+    long long dv_sr, long long dv_at, double scale, int causal) {
+    attn_bwd_dkdv<double, double, double>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_f16(
@@ -366,8 +368,8 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_f16(
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
     long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
     long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
-    long long dv_sr, float scale, int causal) {
-    attn_bwd_dkdv<F16, f16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+    long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv<F16, f16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16(
@@ -394,6 +396,6 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_bf16(
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
     long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
     long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
-    long long dv_sr, float scale, int causal) {
-    attn_bwd_dkdv<BF16, bf16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+    long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv<BF16, bf16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }

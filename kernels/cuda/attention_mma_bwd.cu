@@ -8,7 +8,7 @@
 //
 // Requirements checked by the Rust op: q, k, v, dout, dq, dk, dv (and dq_acc) 16-byte aligned,
 // every stride of q, k, v, dout, dq, dk, dv a multiple of 8 elements (all are strided views:
-// batch, head, row; unit last stride; dq_acc is dense); D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt>
+// batch, head, row; unit last stride; dq_acc is dense; dv_at as in attention.cu); D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt>
 // and attn_bwd_fused_mma_d128_<dt> take AB_DKDV128_DYN_SMEM bytes of dynamic shared memory
 // (above the 48 KiB default with their static: the op raises the kernel's limit).
 //
@@ -357,7 +357,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
     float* __restrict__ dq_acc, unsigned short* __restrict__ dk, unsigned short* __restrict__ dv, int B, int H, int Nq,
     int Nk, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr,
     long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb,
-    long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale, int causal) {
+    long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale,
+    int causal) {
     constexpr int RB = ab_row_bytes<D>(), TILE = BM * RB, KV_TILE = AB_ROWS * RB;
     constexpr int KS = D / 16, ND = D / 8, NB = BM / 8;
     static_assert(NBUF == 1 || NBUF == 2, "one or two buffers");
@@ -508,7 +509,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
         }
         ab_wait_all();
         ab_store<E, D>(gk, dk + b * dk_sb + h * dk_sh, dk_sr, c0, Nk, scale, quad);
-        ab_store<E, D>(gv, dv + b * dv_sb + h * dv_sh, dv_sr, c0, Nk, 1.0f, quad);
+        ab_store<E, D>(gv, (dv_at >= 0 ? dk + dv_at : dv) + b * dv_sb + h * dv_sh, dv_sr, c0, Nk, 1.0f, quad);
     }
 }
 
@@ -534,19 +535,19 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d64_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 64, 64, 1, false, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d64_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 64, 64, 1, false, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_mma_d128_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
@@ -568,19 +569,19 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 128, 32, 2, true, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 128, 32, 2, true, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 // The fused backward (attn_bwd_dkdv_mma's FUSED): dk and dv as attn_bwd_dkdv_mma_*, and dQ added
@@ -592,37 +593,37 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d64_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 64, 64, 1, false, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d64_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 64, 64, 1, false, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d128_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 128, 32, 2, true, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d128_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
     long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
-    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, float scale,
-    int causal) {
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 128, 32, 2, true, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 // dq = round(acc * scale), 4 elements at a time (f32 in, 4 x 16-bit out): the fused backward's

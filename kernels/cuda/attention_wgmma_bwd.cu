@@ -20,7 +20,8 @@
 //   * lse, delta dense [B, H, Nq] (f32); dq the [B, H, Nq, D] view with element strides g_sb,
 //     g_sh, g_sr, dk and dv [B, H, Nk, D] views with dk_s*, dv_s* (unit last strides; the op asks
 //     for 16-byte aligned buffers and strides multiples of 8), so that they can be slices of a
-//     packed [B, N, 3, H, D] gradient; 4-byte aligned rows. q, k, v, dout are passed too (the kernels read only through the maps)
+//     packed [B, N, 3, H, D] gradient (dv_at >= 0: dv's view starts dv_at elements past dk's
+//     first element and dv is not accessed; < 0: at dv); 4-byte aligned rows. q, k, v, dout are passed too (the kernels read only through the maps)
 //     so that a launch orders their buffers.
 //
 // Two kernels, no atomics (the same bits every run; issue 33 wants bit-identical loss curves):
@@ -264,7 +265,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
                                                     const float* __restrict__ delta, unsigned short* __restrict__ dk,
                                                     unsigned short* __restrict__ dv, int B, int H, int Nq, int Nk,
                                                     long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
-                                                    long long dv_sh, long long dv_sr, float scale, int causal) {
+                                                    long long dv_sh, long long dv_sr, long long dv_at, float scale,
+                                                    int causal) {
     constexpr int BN = ABW_KV_BN, BM = ABW_KV_BM(D), ST = ABW_KV_STAGES(D);
     constexpr int KVT = ABW_TILE(BN, D), QT = ABW_TILE(BM, D);
     constexpr int NA = D / 2, NS = BM / 2, KB = BM / 16;
@@ -445,7 +447,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
         if (qt0 < n_qt && lane == 0) mbar_arrive(kv_empty);  // every product that reads K and V is done
 
         unsigned short* dkb = dk + w.b * dk_sb + w.h * dk_sh;
-        unsigned short* dvb = dv + w.b * dv_sb + w.h * dv_sh;
+        unsigned short* dvb = (dv_at >= 0 ? dk + dv_at : dv) + w.b * dv_sb + w.h * dv_sh;
         abw_store<E, D>(gk, dkb, dk_sr, kr, Nk, scale, quad);
         abw_store<E, D>(gv, dvb, dv_sr, kr, Nk, 1.0f, quad);
     }
@@ -643,9 +645,9 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const bf16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, bf16_t* __restrict__ dk, bf16_t* __restrict__ dv, int B,
                             int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
-                            long long dv_sh, long long dv_sr, float scale, int causal) {
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_wgmma<AbwBF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
-                                      scale, causal);
+                                      dv_at, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -665,9 +667,9 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const bf16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, bf16_t* __restrict__ dk, bf16_t* __restrict__ dv, int B,
                             int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
-                            long long dv_sh, long long dv_sr, float scale, int causal) {
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_wgmma<AbwBF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
-                                      scale, causal);
+                                      dv_at, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -687,9 +689,9 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const f16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, f16_t* __restrict__ dk, f16_t* __restrict__ dv, int B,
                             int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
-                            long long dv_sh, long long dv_sr, float scale, int causal) {
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_wgmma<AbwF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
-                                      scale, causal);
+                                      dv_at, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -709,7 +711,7 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const f16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, f16_t* __restrict__ dk, f16_t* __restrict__ dv, int B,
                             int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
-                            long long dv_sh, long long dv_sr, float scale, int causal) {
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_wgmma<AbwF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
-                                      scale, causal);
+                                      dv_at, scale, causal);
 }

@@ -504,7 +504,7 @@ pub(crate) type AttnDqWgmma<T> = Kernel<(
     i32,
 )>;
 /// `attn_bwd_dkdv_wgmma(tmQ, tmK, tmV, tmdO, q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk,
-/// dk strides, dv strides (batch, head, row), scale, causal)`.
+/// dk strides, dv strides (batch, head, row), dv_at, scale, causal)`.
 pub(crate) type AttnDkDvWgmma<T> = Kernel<(
     cuda_stack_driver::TensorMap,
     cuda_stack_driver::TensorMap,
@@ -522,6 +522,7 @@ pub(crate) type AttnDkDvWgmma<T> = Kernel<(
     i32,
     i32,
     i32,
+    i64,
     i64,
     i64,
     i64,
@@ -606,7 +607,7 @@ pub(crate) type AttnDq<T> = Kernel<(
     i32,
 )>;
 /// `attn_bwd_dkdv(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, strides of q, k, v, dout,
-/// dk, dv…, scale, causal)`.
+/// dk, dv…, dv_at, scale, causal)`.
 pub(crate) type AttnDkDv<T> = Kernel<(
     In<T>,
     In<T>,
@@ -639,11 +640,12 @@ pub(crate) type AttnDkDv<T> = Kernel<(
     i64,
     i64,
     i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
 /// `attn_bwd_fused_mma(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, D, strides of q,
-/// k, v, dout, dk, dv…, scale, causal)`.
+/// k, v, dout, dk, dv…, dv_at, scale, causal)`.
 pub(crate) type AttnFused<T> = Kernel<(
     In<T>,
     In<T>,
@@ -659,6 +661,7 @@ pub(crate) type AttnFused<T> = Kernel<(
     i32,
     i32,
     i32,
+    i64,
     i64,
     i64,
     i64,

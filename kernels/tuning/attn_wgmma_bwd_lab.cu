@@ -103,7 +103,7 @@ typedef void (*MmaDqFn)(const u16*, const u16*, const u16*, const u16*, const fl
 typedef void (*MmaKvFn)(const u16*, const u16*, const u16*, const u16*, const float*, const float*, u16*, u16*, int,
                         int, int, int, int, long long, long long, long long, long long, long long, long long,
                         long long, long long, long long, long long, long long, long long, long long, long long,
-                        long long, long long, long long, long long, float, int);
+                        long long, long long, long long, long long, long long, float, int);
 static const FwdFn FWD[2][2] = {{attn_fwd_wgmma_d64_bf16, attn_fwd_wgmma_d128_bf16},
                                 {attn_fwd_wgmma_d64_f16, attn_fwd_wgmma_d128_f16}};
 static const DeltaFn DELTA[2] = {attn_bwd_delta_bf16, attn_bwd_delta_f16};
@@ -255,7 +255,7 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     cudaStream_t s; RK(cudaStreamCreate(&s));
     // out, dO (dense copy), dq, dk, dv are dense [B, H, N, D] here: their (batch, head, row) strides.
     long long qsb = (long long)H * Nq * D, qsh = (long long)Nq * D, qsr = D;
-    long long ksb = (long long)H * Nk * D, ksh = (long long)Nk * D, ksr = D;
+    long long ksb = (long long)H * Nk * D, ksh = (long long)Nk * D, ksr = D, dv_at = -1;
 
     // Forward (out, lse) and delta.
     const int fsm = AW_SMEM_BYTES(D);
@@ -286,7 +286,7 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     void* dq_args[] = {&t[3], &t[4], &t[5], &t[6], &pq,  &pk,  &pv, &pdo, &lse, &delta, &odq,
                        &Bv,   &Hv,   &Nqv,  &Nkv,  &qsb, &qsh, &qsr, &sc, &cz};
     void* kv_args[] = {&t[3], &t[4], &t[5], &t[6], &pq,  &pk,  &pv,  &pdo, &lse, &delta, &odk, &odv,
-                       &Bv,   &Hv,   &Nqv,  &Nkv,  &ksb, &ksh, &ksr, &ksb, &ksh, &ksr,  &sc,  &cz};
+                       &Bv,   &Hv,   &Nqv,  &Nkv,  &ksb, &ksh, &ksr, &ksb, &ksh, &ksr,  &dv_at, &sc, &cz};
     auto launch_wg_dq = [&](u16* o) {
         odq = o;
         if (g_module) CK(cuLaunchKernel(g_mod_dq[f][dd], dq_grid, 1, 1, ABW_THREADS, 1, 1, dq_smem, (CUstream)s, dq_args, nullptr));
@@ -309,7 +309,8 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     auto launch_mma_kv = [&]() {
         MMA_KV[f][dd]<<<(unsigned)((long long)B * H * ((Nk + 63) / 64)), 128, mkv_smem, s>>>(
             pq, pk, pv, pdo_dense, lse, delta, gm + nq, gm + nq + nk, B, H, Nq, Nk, D, a.sb, a.sh, a.sr, bk.sb, bk.sh,
-            bk.sr, c.sb, c.sh, c.sr, qsb, qsh, qsr, ksb, ksh, ksr, ksb, ksh, ksr, scale, p.causal);
+            bk.sr, c.sb, c.sh, c.sr, qsb, qsh, qsr, ksb, ksh, ksr, ksb, ksh, ksr, dv_at, scale,
+            p.causal);
     };
     auto hang = [&](const char* what) {
         if (wait_for(s, 20.0)) return;
