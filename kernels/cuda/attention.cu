@@ -176,6 +176,7 @@ __device__ __forceinline__ void attn_bwd_dq(const S* __restrict__ q, const S* __
         const S* kb = k + b * k_sb + h * k_sh;
         const S* vb = v + b * v_sb + h * v_sh;
         const S* dor = dout + b * do_sb + h * do_sh + i * do_sr;
+        S* grow = dq + b * g_sb + h * g_sh + i * g_sr;
         __syncwarp();
         for (int d = lane; d < D; d += 32) {
             qs[warp][d] = DType<Tag>::load(qr[d]);
@@ -206,7 +207,6 @@ __device__ __forceinline__ void attn_bwd_dq(const S* __restrict__ q, const S* __
                 }
             }
         }
-        S* grow = dq + b * g_sb + h * g_sh + i * g_sr;
 #pragma unroll
         for (int e = 0; e < ATT_SLOTS; ++e) {
             const int d = lane + 32 * e;
