@@ -12,14 +12,14 @@ use cuda_stack_driver::DeviceSlice;
 /// buffer and must not overlap itself (no two elements at one address); both are checked before
 /// any launch.
 #[derive(Debug)]
-pub struct AttentionOutput<'a, T: Element> {
+pub struct AttentionOutput<'a, T> {
     /// The buffer (the view's first element is its first element).
     pub data: &'a mut DeviceSlice<T>,
     /// Batch, head and row strides in elements.
     pub strides: HeadStrides,
 }
 
-impl<'a, T: Element> AttentionOutput<'a, T> {
+impl<'a, T> AttentionOutput<'a, T> {
     /// A dense `[B, heads, rows, head_dim]` output.
     pub fn dense(data: &'a mut DeviceSlice<T>, heads: usize, rows: usize, head_dim: usize) -> Self {
         AttentionOutput {
@@ -45,7 +45,7 @@ impl<'a, T: Element> AttentionOutput<'a, T> {
 
 /// Where the backward pass writes dq, dk and dv.
 #[derive(Debug)]
-pub enum AttentionGrads<'a, T: Element> {
+pub enum AttentionGrads<'a, T> {
     /// Three buffers, each a strided view ([`AttentionOutput`]): dq `[B, H, Nq, D]`, dk and dv
     /// `[B, H, Nk, D]`.
     Separate {
@@ -63,7 +63,7 @@ pub enum AttentionGrads<'a, T: Element> {
     PackedQkv(&'a mut DeviceSlice<T>),
 }
 
-impl<'a, T: Element> AttentionGrads<'a, T> {
+impl<'a, T> AttentionGrads<'a, T> {
     /// Three dense outputs: dq `[B, H, Nq, D]`, dk and dv `[B, H, Nk, D]`.
     pub fn dense(
         shape: &AttentionShape,
