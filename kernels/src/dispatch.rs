@@ -690,7 +690,18 @@ family!(attn_bwd_fused_mma_d128 -> AttnFused<T>; "scaled_dot_product_attention_b
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_fused_mma_d128_f16, BF16 => attn_bwd_fused_mma_d128_bf16);
 /// `attn_bwd_dq_convert(acc, dq, B, H, Nq, D, dq strides (batch, head, row), scale)`.
-pub(crate) type AttnDqConvert<T> = Kernel<(In<f32>, Out<T>, i32, i32, i32, i32, i64, i64, i64, Scalar<T>)>;
+pub(crate) type AttnDqConvert<T> = Kernel<(
+    In<f32>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+)>;
 family!(attn_bwd_dq_convert -> AttnDqConvert<T>; "scaled_dot_product_attention_backward (fused, tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dq_convert_f16, BF16 => attn_bwd_dq_convert_bf16);

@@ -93,7 +93,12 @@ fn same_scalar<C: Compute>(what: &str, got: &[C], want: &[C]) -> TestResult {
 }
 
 fn same_f64(what: &str, got: &[f64], want: &[f64]) -> TestResult {
-    ensure!(got.len() == want.len(), "{what}: {} vs {} elements", got.len(), want.len());
+    ensure!(
+        got.len() == want.len(),
+        "{what}: {} vs {} elements",
+        got.len(),
+        want.len()
+    );
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let eq = g == w && g.is_sign_negative() == w.is_sign_negative() || g.is_nan() && w.is_nan();
         ensure!(eq, "{what}: element {i} is {g:e}, the dense path's {w:e}");
@@ -294,7 +299,10 @@ fn bad_views() -> TestResult {
         },
     };
     let r = ops::attention_fwd_strided(&k, &s, AttentionAlgo::Auto, &sh, x, x, x, o, &mut lse, 1.0);
-    ensure!(matches!(r, Err(Error::Invalid { .. })), "overlapping out: {r:?}");
+    ensure!(
+        matches!(r, Err(Error::Invalid { .. })),
+        "overlapping out: {r:?}"
+    );
     ensure!(
         s.clone_dtoh(&out)?.iter().all(|v| v.is_nan()),
         "a refused forward wrote out"
@@ -333,14 +341,41 @@ fn bad_views() -> TestResult {
         },
     };
     let mut packed = s.clone_htod(&vec![nan; 3 * len])?;
-    let r = bwd(&s, &sh, far, &mut delta, AttentionGrads::PackedQkv(&mut packed));
-    ensure!(matches!(r, Err(Error::Shape { .. })), "dout past its buffer: {r:?}");
+    let r = bwd(
+        &s,
+        &sh,
+        far,
+        &mut delta,
+        AttentionGrads::PackedQkv(&mut packed),
+    );
+    ensure!(
+        matches!(r, Err(Error::Shape { .. })),
+        "dout past its buffer: {r:?}"
+    );
     let mut short = s.clone_htod(&vec![nan; 3 * len - 1])?;
-    let r = bwd(&s, &sh, x, &mut delta, AttentionGrads::PackedQkv(&mut short));
-    ensure!(matches!(r, Err(Error::Shape { .. })), "short packed gradient: {r:?}");
+    let r = bwd(
+        &s,
+        &sh,
+        x,
+        &mut delta,
+        AttentionGrads::PackedQkv(&mut short),
+    );
+    ensure!(
+        matches!(r, Err(Error::Shape { .. })),
+        "short packed gradient: {r:?}"
+    );
     let cross = shape(b, h, n, n / 2, d, true);
-    let r = bwd(&s, &cross, x, &mut delta, AttentionGrads::PackedQkv(&mut packed));
-    ensure!(matches!(r, Err(Error::Invalid { .. })), "packed with Nq != Nk: {r:?}");
+    let r = bwd(
+        &s,
+        &cross,
+        x,
+        &mut delta,
+        AttentionGrads::PackedQkv(&mut packed),
+    );
+    ensure!(
+        matches!(r, Err(Error::Invalid { .. })),
+        "packed with Nq != Nk: {r:?}"
+    );
     ensure!(
         s.clone_dtoh(&packed)?.iter().all(|v| v.is_nan()),
         "a refused backward wrote the gradient"

@@ -36,8 +36,8 @@ use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 use family_override::FamilyOverride;
 pub use fwd_wgmma::ATTENTION_FWD_ENV;
-pub use views::{AttentionGrads, AttentionOutput};
 use views::check_output;
+pub use views::{AttentionGrads, AttentionOutput};
 
 /// The largest head dimension the kernels take.
 pub const ATTENTION_MAX_HEAD_DIM: usize = 256;

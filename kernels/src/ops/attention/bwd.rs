@@ -404,7 +404,18 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
         delta,
         dq_acc,
     };
-    bwd(kern, s, algo, dq_mode, shape, [q, k, v], io, grads, true, scale)
+    bwd(
+        kern,
+        s,
+        algo,
+        dq_mode,
+        shape,
+        [q, k, v],
+        io,
+        grads,
+        true,
+        scale,
+    )
 }
 
 /// [`attention_bwd_with_dq`] with `out` and `dout` strided views ([`AttentionInput`], as q, k,
@@ -440,7 +451,18 @@ pub fn attention_bwd_strided<T: AttentionElement>(
         delta,
         dq_acc,
     };
-    bwd(kern, s, algo, dq_mode, shape, [q, k, v], io, grads, false, scale)
+    bwd(
+        kern,
+        s,
+        algo,
+        dq_mode,
+        shape,
+        [q, k, v],
+        io,
+        grads,
+        false,
+        scale,
+    )
 }
 
 /// The backward's other operands: the forward's output and lse, the output gradient, the delta
@@ -742,10 +764,10 @@ fn fused_dq<T: AttentionElement>(
             // is written for (D = 128), its limit raised above.
             unsafe {
                 k_fused.launch(
-                    s, cfg, q.data, k.data, v.data, dout.data, lse, delta, acc, dk, dv, bb, hh,
-                    nq, nk, dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8],
-                    sdo[0], sdo[1], sdo[2], sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2],
-                    dv_at, scale, causal,
+                    s, cfg, q.data, k.data, v.data, dout.data, lse, delta, acc, dk, dv, bb, hh, nq,
+                    nk, dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], sdo[0],
+                    sdo[1], sdo[2], sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], dv_at, scale,
+                    causal,
                 )
             }?;
             Ok(())

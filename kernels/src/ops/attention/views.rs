@@ -130,7 +130,10 @@ impl<T: Element> AttentionGrads<'_, T> {
                 [
                     (base, l.dq),
                     (base.wrapping_add(hd.wrapping_mul(size)), l.dk),
-                    (base.wrapping_add(2u64.wrapping_mul(hd).wrapping_mul(size)), l.dv),
+                    (
+                        base.wrapping_add(2u64.wrapping_mul(hd).wrapping_mul(size)),
+                        l.dv,
+                    ),
                 ]
             }
         }
