@@ -21,6 +21,7 @@
 use crate::launch::{grid, sms, to_i32};
 
 mod bwd;
+mod bwd_fused;
 mod bwd_wgmma;
 mod family_override;
 mod fwd_wgmma;

@@ -432,9 +432,9 @@ impl<T: AttentionElement> Tensor<T> {
 
     /// [`Tensor::scaled_dot_product_attention_backward`] for self-attention (`Nq == Nk`) with
     /// the three gradients in one contiguous `[3, B, H, N, D]` tensor (`dq`, `dk`, `dv` along the
-    /// first dimension), written there by the kernels directly. A packed `[B, N, 3, H, D]`
-    /// projection's gradient is then one copy away (`permute(&[1, 3, 0, 2, 4])` then
-    /// `contiguous()`), where three separate gradients would need one copy each and a sum.
+    /// first dimension), written there by the kernels directly. (A packed `[B, N, 3, H, D]`
+    /// projection's gradient is [`Tensor::scaled_dot_product_attention_backward_packed`], with no
+    /// copy.)
     /// Errors as the three-tensor form, and when `Nq != Nk`.
     #[allow(clippy::too_many_arguments)]
     pub fn scaled_dot_product_attention_backward_stacked(
