@@ -4,10 +4,14 @@
 //! against the same computation composed from explicit matmul/softmax `Var`s (values and
 //! gradients within 1e-10 in f64), plus a gradcheck of the whole layer; and
 //! `Var::packed_qkv_attention` between the layer's own projections giving the layer's result
-//! and gradients bit for bit.
+//! and gradients bit for bit; and `Var::packed_qkv_attention` (token-major forward, packed
+//! backward, no copies) against the copying implementation it replaced (the `[B, H, N, D]`
+//! forward, permute + contiguous, the stacked backward, permute + contiguous), bit for bit, in
+//! bf16 and f16 at D = 64 and 128 (the tensor-core kernels) and D = 80 (SIMT).
 
 use cuda_stack_nn::{gradcheck, GradcheckOptions, Module, MultiHeadAttention, NnError, Var};
-use cuda_stack_runtime::Tensor;
+use cuda_stack_runtime::cuda_stack_driver::half::{bf16, f16};
+use cuda_stack_runtime::{AttentionElement, GradElement, Tensor, TensorElement};
 use cuda_tests::{ensure, gpu, TestResult};
 
 fn main() {
@@ -20,7 +24,83 @@ fn main() {
             "packed_qkv_attention_is_the_layer_between_its_projections",
             packed_public,
         ),
+        gpu(
+            "packed_qkv_attention_matches_the_copying_implementation_bf16",
+            packed_vs_copies::<bf16>,
+        ),
+        gpu(
+            "packed_qkv_attention_matches_the_copying_implementation_f16",
+            packed_vs_copies::<f16>,
+        ),
     ]);
+}
+
+/// The values of `t`, bit for bit comparable (through `to_f64`, one to one on these dtypes).
+fn bits<T: TensorElement>(t: &Tensor<T>) -> Result<Vec<u64>, Box<dyn std::error::Error>> {
+    Ok(t.contiguous()?
+        .to_vec()?
+        .iter()
+        .map(|x| x.to_f64().to_bits())
+        .collect())
+}
+
+/// `Var::packed_qkv_attention`'s value and gradient against the implementation before the
+/// kernels wrote token-major outputs and packed gradients: q, k, v views, the `[B, H, N, D]`
+/// forward, `permute(0, 2, 1, 3) + contiguous + reshape`; the upstream gradient made contiguous
+/// and permuted, the stacked `[3, B, H, N, D]` backward, `permute(1, 3, 0, 2, 4) + contiguous`.
+fn packed_vs_copies<T: GradElement + AttentionElement>() -> TestResult {
+    let (b, h) = (2, 2);
+    for d in [64, 80, 128] {
+        for n in [1, 17, 129, 300] {
+            for causal in [false, true] {
+                let c = h * d;
+                let seed = (d * 100 + n) as u64 + u64::from(causal);
+                let mk =
+                    |shape: &[usize], seed: u64| -> Result<Tensor<T>, Box<dyn std::error::Error>> {
+                        let v: Vec<T> = values(shape.iter().product(), seed)
+                            .into_iter()
+                            .map(T::from_f64)
+                            .collect();
+                        Ok(Tensor::from_slice(&v, shape)?)
+                    };
+                let x = Var::parameter(mk(&[b, n, 3 * c], seed)?);
+                let w = mk(&[b, n, c], seed + 1)?;
+                let y = x.packed_qkv_attention(h, causal)?;
+                // d(sum(y ∘ w))/dy = w exactly.
+                y.mul(&Var::constant(w.clone()))?.sum_all()?.backward()?;
+                let grad = x.grad()?.ok_or("no gradient for the projection")?;
+
+                let xv = x.value();
+                let packed = xv.reshape(&[b, n, 3, h, d])?;
+                let view = |i: usize| packed.select(2, i)?.permute(&[0, 2, 1, 3]);
+                let (q, k, v) = (view(0)?, view(1)?, view(2)?);
+                let (out, lse) = q.scaled_dot_product_attention_forward(&k, &v, causal, None)?;
+                let want_y = out
+                    .permute(&[0, 2, 1, 3])?
+                    .contiguous()?
+                    .reshape(&[b, n, c])?;
+                let g = w
+                    .contiguous()?
+                    .reshape(&[b, n, h, d])?
+                    .permute(&[0, 2, 1, 3])?
+                    .contiguous()?;
+                let stacked = q.scaled_dot_product_attention_backward_stacked(
+                    &k, &v, &out, &lse, &g, causal, None,
+                )?;
+                let want_grad =
+                    stacked
+                        .permute(&[1, 3, 0, 2, 4])?
+                        .contiguous()?
+                        .reshape(&[b, n, 3 * c])?;
+                let at = format!("D = {d}, N = {n}, causal {causal}");
+                ensure!(y.value().shape() == [b, n, c], "{at}: value shape");
+                ensure!(bits(&y.value())? == bits(&want_y)?, "{at}: values differ");
+                ensure!(grad.shape() == [b, n, 3 * c], "{at}: gradient shape");
+                ensure!(bits(&grad)? == bits(&want_grad)?, "{at}: gradients differ");
+            }
+        }
+    }
+    Ok(())
 }
 
 fn values(n: usize, seed: u64) -> Vec<f64> {

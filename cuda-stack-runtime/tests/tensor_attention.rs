@@ -3,11 +3,13 @@
 //! rounded inputs (tolerances relative to the largest reference magnitude, plus 1e-5 absolute:
 //! f32 out 1e-5, gradients 1e-4; bf16 out 1e-2, gradients 6e-2); shapes with many key blocks
 //! (run with `CUDA_STACK_ATTN_BWD_DQ=atomic` for the fused backward); empty problems (Nq = 0,
-//! Nk = 0); and
-//! every bad input is a typed error naming the operand.
+//! Nk = 0); the token-major forward, the backward reading `out` and `dout` as strided views and
+//! the packed `[B, N, 3, H, D]` backward against the contiguous forms, bit for bit (bf16, f16,
+//! f32; D = 64, 80, 128; N = 1, 17, 129, 300; causal and full); and every bad input is a typed
+//! error naming the operand.
 
 use cuda_stack_kernels::reference::{self, AttentionDims};
-use cuda_stack_runtime::cuda_stack_driver::half::bf16;
+use cuda_stack_runtime::cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_runtime::tensor::{AttentionElement, Tensor, TensorElement, TensorError};
 use cuda_tests::{ensure, gpu, TestResult};
 
@@ -19,7 +21,97 @@ fn main() {
         gpu("many_key_blocks_bf16", many_key_blocks),
         gpu("empty_problems", empty),
         gpu("bad_inputs_are_typed_errors", bad_inputs),
+        gpu("strided_layouts_match_bit_for_bit_bf16", layouts::<bf16>),
+        gpu("strided_layouts_match_bit_for_bit_f16", layouts::<f16>),
+        gpu("strided_layouts_match_bit_for_bit_f32", layouts::<f32>),
     ]);
+}
+
+/// Equal values, bit for bit (through `to_f64`, one to one on these dtypes; the sign of zero
+/// too; NaN matches NaN), in the same shape.
+fn same<T: TensorElement>(what: &str, got: &Tensor<T>, want: &Tensor<T>) -> TestResult {
+    ensure!(
+        got.shape() == want.shape(),
+        "{what}: shape {:?}, want {:?}",
+        got.shape(),
+        want.shape()
+    );
+    let (g, w) = (to_f64(&got.contiguous()?)?, to_f64(&want.contiguous()?)?);
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let eq = a == b && a.is_sign_negative() == b.is_sign_negative() || a.is_nan() && b.is_nan();
+        ensure!(eq, "{what}[{i}]: {a:e}, want {b:e}");
+    }
+    Ok(())
+}
+
+/// The token-major forward (`[B, N, H, D]`), the backward on `out` and `dout` as strided views,
+/// and the packed `[B, N, 3, H, D]` backward, against the contiguous forms on the same packed
+/// q, k, v views: the same bits (only the addresses differ).
+fn layouts<T: AttentionElement>() -> TestResult {
+    let (b, h) = (2, 2);
+    for d in [64, 80, 128] {
+        for n in [1, 17, 129, 300] {
+            for causal in [false, true] {
+                let seed = (d * 1000 + n) as u64 + u64::from(causal);
+                let x: Vec<T> = data(b * n * 3 * h * d, seed)
+                    .into_iter()
+                    .map(T::from_f64)
+                    .collect();
+                let qkv = Tensor::from_slice(&x, &[b, n, 3, h, d])?;
+                let view = |i: usize| qkv.select(2, i)?.permute(&[0, 2, 1, 3]);
+                let (q, k, v) = (view(0)?, view(1)?, view(2)?);
+                let at = format!("D = {d}, N = {n}, causal {causal}");
+                let (out, lse) = q.scaled_dot_product_attention_forward(&k, &v, causal, None)?;
+                let (tm, lse2) =
+                    q.scaled_dot_product_attention_forward_token_major(&k, &v, causal, None)?;
+                ensure!(
+                    tm.shape() == [b, n, h, d] && tm.is_contiguous(),
+                    "{at}: token-major out {:?}",
+                    tm.shape()
+                );
+                let out_view = tm.permute(&[0, 2, 1, 3])?;
+                same(&format!("{at}: out"), &out_view, &out)?;
+                same(&format!("{at}: lse"), &lse2, &lse)?;
+
+                let g: Vec<T> = data(b * h * n * d, seed + 7)
+                    .into_iter()
+                    .map(T::from_f64)
+                    .collect();
+                let dout = Tensor::from_slice(&g, &[b, h, n, d])?;
+                // dout as a [B, H, N, D] view of a [B, N, H, D] array (a [B, N, C] gradient).
+                let dout_view = dout
+                    .permute(&[0, 2, 1, 3])?
+                    .contiguous()?
+                    .permute(&[0, 2, 1, 3])?;
+                let (dq, dk, dv) = q.scaled_dot_product_attention_backward(
+                    &k, &v, &out, &lse, &dout, causal, None,
+                )?;
+                let (dq2, dk2, dv2) = q.scaled_dot_product_attention_backward(
+                    &k, &v, &out_view, &lse2, &dout_view, causal, None,
+                )?;
+                same(&format!("{at}: dq"), &dq2, &dq)?;
+                same(&format!("{at}: dk"), &dk2, &dk)?;
+                same(&format!("{at}: dv"), &dv2, &dv)?;
+                let stacked = q.scaled_dot_product_attention_backward_stacked(
+                    &k, &v, &out, &lse, &dout, causal, None,
+                )?;
+                let packed = q.scaled_dot_product_attention_backward_packed(
+                    &k, &v, &out_view, &lse2, &dout_view, causal, None,
+                )?;
+                ensure!(
+                    packed.shape() == [b, n, 3, h, d] && packed.is_contiguous(),
+                    "{at}: packed gradient {:?}",
+                    packed.shape()
+                );
+                same(
+                    &format!("{at}: packed vs stacked"),
+                    &packed,
+                    &stacked.permute(&[1, 3, 0, 2, 4])?,
+                )?;
+            }
+        }
+    }
+    Ok(())
 }
 
 fn data(n: usize, seed: u64) -> Vec<f64> {

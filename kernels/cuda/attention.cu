@@ -10,10 +10,12 @@
 // Backward, recomputing P from lse (FlashAttention-2): delta[i] = sum_d dO[i][d] * O[i][d];
 //   dP = dO V^T; dS = P * (dP - delta); dQ = scale * dS K; dK = scale * dS^T Q; dV = P^T dO.
 //
-// Layouts: q, k, v are strided views (element strides per batch, head and row; the last
-// dimension is contiguous), so they can be slices of a packed [B, N, 3, H, D] projection. out,
-// lse, delta, dout, dq, dk, dv are dense ([B, H, N, D] and [B, H, N]). lse and delta are in the
-// compute type (f32 for f32/f16/bf16, f64 for f64).
+// Layouts: q, k, v, out, dout, dq, dk, dv are strided views (element strides per batch, head and
+// row; the last dimension is contiguous), so q, k, v (and dq, dk, dv) can be slices of a packed
+// [B, N, 3, H, D] projection (and its gradient) and out (dout) a [B, N, H, D] array. dv_at >= 0
+// puts dv's view dv_at elements past dk's first element (dk's buffer holds both, as the packed
+// gradient does; dv is then not accessed); dv_at < 0 puts it at dv. lse and
+// delta are dense [B, H, N], in the compute type (f32 for f32/f16/bf16, f64 for f64).
 //
 // Design: one warp per query row (forward, dQ) or per key row (dK, dV); the warp's own row of q
 // (or k and v) lives in shared memory in the compute type; keys (or queries) are taken 32 at a
@@ -79,7 +81,8 @@ __device__ __forceinline__ void attn_fwd(const S* __restrict__ q, const S* __res
                                          S* __restrict__ out, C* __restrict__ lse, int B, int H, int Nq, int Nk,
                                          int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb,
                                          long long k_sh, long long k_sr, long long v_sb, long long v_sh,
-                                         long long v_sr, C scale, int causal) {
+                                         long long v_sr, long long o_sb, long long o_sh, long long o_sr, C scale,
+                                         int causal) {
     __shared__ C qs[ATT_WARPS][ATT_MAX_D];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const long long rows = (long long)B * H * Nq;
@@ -121,7 +124,7 @@ __device__ __forceinline__ void attn_fwd(const S* __restrict__ q, const S* __res
             m = m_new;
         }
         const C inv = end > 0 ? (C)1 / l : (C)0;
-        S* orow = out + r * D;
+        S* orow = out + b * o_sb + h * o_sh + i * o_sr;
 #pragma unroll
         for (int e = 0; e < ATT_SLOTS; ++e) {
             const int d = lane + 32 * e;
@@ -131,15 +134,22 @@ __device__ __forceinline__ void attn_fwd(const S* __restrict__ q, const S* __res
     }
 }
 
-// delta[r] = sum_d dout[r][d] * out[r][d] for rows r < rows (both dense, row length D).
+// delta[r] = sum_d dout[r][d] * out[r][d] for the rows r < B * H * N of the [B, H, N, D] views
+// out and dout (strided: batch, head, row; unit last stride); delta dense [B, H, N].
 template <typename Tag, typename S, typename C>
 __device__ __forceinline__ void attn_bwd_delta(const S* __restrict__ out, const S* __restrict__ dout,
-                                               C* __restrict__ delta, long long rows, int D) {
+                                               C* __restrict__ delta, int B, int H, int N, int D, long long o_sb,
+                                               long long o_sh, long long o_sr, long long do_sb, long long do_sh,
+                                               long long do_sr) {
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const long long rows = (long long)B * H * N;
     for (long long r = (long long)blockIdx.x * ATT_WARPS + warp; r < rows; r += (long long)gridDim.x * ATT_WARPS) {
+        const long long bh = r / N;
+        const int i = (int)(r - bh * N), b = (int)(bh / H), h = (int)(bh - (long long)b * H);
+        const S* orow = out + b * o_sb + h * o_sh + i * o_sr;
+        const S* dorow = dout + b * do_sb + h * do_sh + i * do_sr;
         C sum = (C)0;
-        for (int d = lane; d < D; d += 32)
-            sum += DType<Tag>::load(out[r * D + d]) * DType<Tag>::load(dout[r * D + d]);
+        for (int d = lane; d < D; d += 32) sum += DType<Tag>::load(orow[d]) * DType<Tag>::load(dorow[d]);
         sum = att_warp_sum(sum);
         if (lane == 0) delta[r] = sum;
     }
@@ -152,7 +162,9 @@ __device__ __forceinline__ void attn_bwd_dq(const S* __restrict__ q, const S* __
                                             const C* __restrict__ delta, S* __restrict__ dq, int B, int H, int Nq,
                                             int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
                                             long long k_sb, long long k_sh, long long k_sr, long long v_sb,
-                                            long long v_sh, long long v_sr, C scale, int causal) {
+                                            long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+                                            long long do_sr, long long g_sb, long long g_sh, long long g_sr, C scale,
+                                            int causal) {
     __shared__ C qs[ATT_WARPS][ATT_MAX_D];
     __shared__ C dos[ATT_WARPS][ATT_MAX_D];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -163,10 +175,12 @@ __device__ __forceinline__ void attn_bwd_dq(const S* __restrict__ q, const S* __
         const S* qr = q + b * q_sb + h * q_sh + i * q_sr;
         const S* kb = k + b * k_sb + h * k_sh;
         const S* vb = v + b * v_sb + h * v_sh;
+        const S* dor = dout + b * do_sb + h * do_sh + i * do_sr;
+        S* grow = dq + b * g_sb + h * g_sh + i * g_sr;
         __syncwarp();
         for (int d = lane; d < D; d += 32) {
             qs[warp][d] = DType<Tag>::load(qr[d]);
-            dos[warp][d] = DType<Tag>::load(dout[r * D + d]);
+            dos[warp][d] = DType<Tag>::load(dor[d]);
         }
         __syncwarp();
         const int end = att_key_end(i, Nq, Nk, causal);
@@ -193,7 +207,6 @@ __device__ __forceinline__ void attn_bwd_dq(const S* __restrict__ q, const S* __
                 }
             }
         }
-        S* grow = dq + r * D;
 #pragma unroll
         for (int e = 0; e < ATT_SLOTS; ++e) {
             const int d = lane + 32 * e;
@@ -210,7 +223,10 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
                                               S* __restrict__ dk, S* __restrict__ dv, int B, int H, int Nq, int Nk,
                                               int D, long long q_sb, long long q_sh, long long q_sr,
                                               long long k_sb, long long k_sh, long long k_sr, long long v_sb,
-                                              long long v_sh, long long v_sr, C scale, int causal) {
+                                              long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+                                              long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr,
+                                              long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at,
+                                              C scale, int causal) {
     __shared__ C ks[ATT_WARPS][ATT_MAX_D];
     __shared__ C vs[ATT_WARPS][ATT_MAX_D];
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -221,7 +237,7 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
         const S* kr = k + b * k_sb + h * k_sh + j * k_sr;
         const S* vr = v + b * v_sb + h * v_sh + j * v_sr;
         const S* qb = q + b * q_sb + h * q_sh;
-        const S* dob = dout + bh * Nq * D;  // dense [Nq, D] rows of this (b, h)
+        const S* dob = dout + b * do_sb + h * do_sh;  // the [Nq, D] rows of this (b, h), do_sr apart
         const C* lb = lse + bh * Nq;
         const C* db = delta + bh * Nq;
         __syncwarp();
@@ -239,7 +255,7 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
             C p = (C)0, ds = (C)0;
             if (i < Nq) {  // query i sees key j (i >= start), so lse[i] is finite
                 const C s = scale * att_dot<Tag>(ks[warp], qb + i * q_sr, D);
-                const C dp = att_dot<Tag>(vs[warp], dob + (long long)i * D, D);
+                const C dp = att_dot<Tag>(vs[warp], dob + i * do_sr, D);
                 p = att_exp(s - lb[i]);
                 ds = p * (dp - db[i]);
             }
@@ -248,7 +264,7 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
                 const C pt = __shfl_sync(ATT_FULL, p, t);
                 const C dst = __shfl_sync(ATT_FULL, ds, t);
                 const S* qi = qb + (i0 + t) * q_sr;
-                const S* doi = dob + (long long)(i0 + t) * D;
+                const S* doi = dob + (i0 + t) * do_sr;
 #pragma unroll
                 for (int e = 0; e < ATT_SLOTS; ++e) {
                     const int d = lane + 32 * e;
@@ -259,12 +275,14 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
                 }
             }
         }
+        S* dkr = dk + b * dk_sb + h * dk_sh + j * dk_sr;
+        S* dvr = (dv_at >= 0 ? dk + dv_at : dv) + b * dv_sb + h * dv_sh + j * dv_sr;
 #pragma unroll
         for (int e = 0; e < ATT_SLOTS; ++e) {
             const int d = lane + 32 * e;
             if (d < D) {
-                dk[r * D + d] = DType<Tag>::store(gk[e] * scale);
-                dv[r * D + d] = DType<Tag>::store(gv[e]);
+                dkr[d] = DType<Tag>::store(gk[e] * scale);
+                dvr[d] = DType<Tag>::store(gv[e]);
             }
         }
     }
@@ -273,91 +291,111 @@ __device__ __forceinline__ void attn_bwd_dkdv(const S* __restrict__ q, const S* 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_f32(
     const float* q, const float* k, const float* v, float* out, float* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_fwd<float, float, float>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh,
+    long long o_sr, float scale, int causal) {
+    attn_fwd<float, float, float>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_delta_f32(const float* out, const float* dout, float* delta,
-                                                                     long long rows, int D) {
-    attn_bwd_delta<float, float, float>(out, dout, delta, rows, D);
+    int B, int H, int N, int D, long long o_sb, long long o_sh, long long o_sr, long long do_sb, long long do_sh,
+    long long do_sr) {
+    attn_bwd_delta<float, float, float>(out, dout, delta, B, H, N, D, o_sb, o_sh, o_sr, do_sb, do_sh, do_sr);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_f32(
     const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq, int B,
     int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_bwd_dq<float, float, float>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
+    attn_bwd_dq<float, float, float>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_f32(
     const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dk, float* dv,
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_bwd_dkdv<float, float, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
+    long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv<float, float, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_f64(
     const double* q, const double* k, const double* v, double* out, double* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal) {
-    attn_fwd<double, double, double>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh,
+    long long o_sr, double scale, int causal) {
+    attn_fwd<double, double, double>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_delta_f64(const double* out, const double* dout, double* delta,
-                                                                     long long rows, int D) {
-    attn_bwd_delta<double, double, double>(out, dout, delta, rows, D);
+    int B, int H, int N, int D, long long o_sb, long long o_sh, long long o_sr, long long do_sb, long long do_sh,
+    long long do_sr) {
+    attn_bwd_delta<double, double, double>(out, dout, delta, B, H, N, D, o_sb, o_sh, o_sr, do_sb, do_sh, do_sr);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_f64(
     const double* q, const double* k, const double* v, const double* dout, const double* lse, const double* delta, double* dq, int B,
     int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal) {
-    attn_bwd_dq<double, double, double>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, double scale, int causal) {
+    attn_bwd_dq<double, double, double>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_f64(
     const double* q, const double* k, const double* v, const double* dout, const double* lse, const double* delta, double* dk, double* dv,
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, double scale, int causal) {
-    attn_bwd_dkdv<double, double, double>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
+    long long dv_sr, long long dv_at, double scale, int causal) {
+    attn_bwd_dkdv<double, double, double>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_fwd<F16, f16_t, float>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh,
+    long long o_sr, float scale, int causal) {
+    attn_fwd<F16, f16_t, float>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_delta_f16(const f16_t* out, const f16_t* dout, float* delta,
-                                                                     long long rows, int D) {
-    attn_bwd_delta<F16, f16_t, float>(out, dout, delta, rows, D);
+    int B, int H, int N, int D, long long o_sb, long long o_sh, long long o_sr, long long do_sb, long long do_sh,
+    long long do_sr) {
+    attn_bwd_delta<F16, f16_t, float>(out, dout, delta, B, H, N, D, o_sb, o_sh, o_sr, do_sb, do_sh, do_sr);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B,
     int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_bwd_dq<F16, f16_t, float>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
+    attn_bwd_dq<F16, f16_t, float>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv,
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_bwd_dkdv<F16, f16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
+    long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv<F16, f16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_fwd<BF16, bf16_t, float>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh,
+    long long o_sr, float scale, int causal) {
+    attn_fwd<BF16, bf16_t, float>(q, k, v, out, lse, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_delta_bf16(const bf16_t* out, const bf16_t* dout, float* delta,
-                                                                     long long rows, int D) {
-    attn_bwd_delta<BF16, bf16_t, float>(out, dout, delta, rows, D);
+    int B, int H, int N, int D, long long o_sb, long long o_sh, long long o_sr, long long do_sb, long long do_sh,
+    long long do_sr) {
+    attn_bwd_delta<BF16, bf16_t, float>(out, dout, delta, B, H, N, D, o_sb, o_sh, o_sr, do_sb, do_sh, do_sr);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B,
     int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_bwd_dq<BF16, bf16_t, float>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
+    attn_bwd_dq<BF16, bf16_t, float>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv,
     int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh,
-    long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
-    attn_bwd_dkdv<BF16, bf16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+    long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh,
+    long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv<BF16, bf16_t, float>(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }

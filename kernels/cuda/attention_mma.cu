@@ -2,13 +2,13 @@
 // f16 / bf16 q, k, v with f32 accumulation through mma.sync m16n8k16 (sm_80+), for head
 // dimensions 64 and 128 (templates); other head dimensions and the backward pass run on
 // attention.cu's SIMT kernels. Same semantics, layouts and signature as attention.cu's
-// attn_fwd_<dt> (see there): strided q/k/v, dense out [B, H, Nq, D] and lse [B, H, Nq] (f32),
+// attn_fwd_<dt> (see there): strided q/k/v and out, dense lse [B, H, Nq] (f32),
 // bottom-right aligned causal mask, a row that sees no key gives out = 0 and lse = -inf.
 //
 // cuda-stack-build: archs=80
 //
 // Requirements checked by the Rust op before it picks these kernels: q, k, v, out 16-byte
-// aligned and every stride of q, k, v a multiple of 8 elements (16-byte cp.async copies and
+// aligned and every stride of q, k, v, out a multiple of 8 elements (16-byte cp.async copies and
 // 4-byte fragment loads stay aligned); D == 64 or 128.
 //
 // Design (per CTA of 4 warps = 128 threads, EXACTLY, and AM_SMEM_BYTES(D, BN) of dynamic shared
@@ -100,6 +100,7 @@ __device__ __forceinline__ void attn_fwd_mma(const unsigned short* __restrict__ 
                                              float* __restrict__ lse, int B, int H, int Nq, int Nk, long long q_sb,
                                              long long q_sh, long long q_sr, long long k_sb, long long k_sh,
                                              long long k_sr, long long v_sb, long long v_sh, long long v_sr,
+                                             long long o_sb, long long o_sh, long long o_sr,
                                              float scale, int causal) {
     constexpr int RB = (D + AM_PAD) * 2;      // bytes per shared row
     constexpr int KS = D / 16;                // k steps of S = Q K^T
@@ -362,7 +363,7 @@ __device__ __forceinline__ void attn_fwd_mma(const unsigned short* __restrict__ 
                 asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
                              : "=r"(x0), "=r"(x1), "=r"(x2), "=r"(x3)
                              : "r"(stage + r * RB + ch * 16));
-                unsigned short* p = out + (bh * Nq + row) * D + ch * 8;
+                unsigned short* p = out + b * o_sb + h * o_sh + row * o_sr + ch * 8;
                 asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(x0), "r"(x1), "r"(x2), "r"(x3)
                              : "memory");
             }
@@ -382,28 +383,28 @@ __device__ __forceinline__ void attn_fwd_mma(const unsigned short* __restrict__ 
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_mma_d64_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb,
-    long long v_sh, long long v_sr, float scale, int causal) {
+    long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal) {
     attn_fwd_mma<MmBF16, 64, 64, true>(q, k, v, out, lse, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb,
-                                        v_sh, v_sr, scale, causal);
+                                        v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_mma_d128_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb,
-    long long v_sh, long long v_sr, float scale, int causal) {
+    long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal) {
     attn_fwd_mma<MmBF16, 128, 32, false>(q, k, v, out, lse, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb,
-                                        v_sh, v_sr, scale, causal);
+                                        v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_mma_d64_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb,
-    long long v_sh, long long v_sr, float scale, int causal) {
+    long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal) {
     attn_fwd_mma<MmF16, 64, 64, true>(q, k, v, out, lse, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb,
-                                        v_sh, v_sr, scale, causal);
+                                        v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_fwd_mma_d128_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D,
     long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb,
-    long long v_sh, long long v_sr, float scale, int causal) {
+    long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal) {
     attn_fwd_mma<MmF16, 128, 32, false>(q, k, v, out, lse, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh, k_sr, v_sb,
-                                        v_sh, v_sr, scale, causal);
+                                        v_sh, v_sr, o_sb, o_sh, o_sr, scale, causal);
 }

@@ -7,7 +7,8 @@
 // cuda-stack-build: archs=80
 //
 // Requirements checked by the Rust op: q, k, v, dout, dq, dk, dv (and dq_acc) 16-byte aligned,
-// every stride of q, k, v a multiple of 8 elements; D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt>
+// every stride of q, k, v, dout, dq, dk, dv a multiple of 8 elements (all are strided views:
+// batch, head, row; unit last stride; dq_acc is dense; dv_at as in attention.cu); D == 64 or 128. attn_bwd_dkdv_mma_d128_<dt>
 // and attn_bwd_fused_mma_d128_<dt> take AB_DKDV128_DYN_SMEM bytes of dynamic shared memory
 // (above the 48 KiB default with their static: the op raises the kernel's limit).
 //
@@ -175,15 +176,15 @@ __device__ __forceinline__ void ab_mul_acc(float (&acc)[ND][4], const float (&p)
     ab_mul_acc_packed<E, KB, ND, RB>(acc, pa, tile, lane_off_t);
 }
 
-// Rows r0, r0 + 8 (< N) of acc * mul, rounded, into the dense [.., D] rows at `base`.
+// Rows r0, r0 + 8 (< N) of acc * mul, rounded, into the [.., D] rows at `base`, `sr` apart.
 template <class E, int D>
-__device__ __forceinline__ void ab_store(const float (&acc)[D / 8][4], unsigned short* base, int r0, int N, float mul,
-                                         int quad) {
+__device__ __forceinline__ void ab_store(const float (&acc)[D / 8][4], unsigned short* base, long long sr, int r0,
+                                         int N, float mul, int quad) {
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
         const int row = r0 + 8 * rr;
         if (row >= N) continue;
-        unsigned short* p = base + (long long)row * D;
+        unsigned short* p = base + row * sr;
 #pragma unroll
         for (int n = 0; n < D / 8; ++n)
             *reinterpret_cast<unsigned*>(p + 8 * n + 2 * quad) = E::pack(acc[n][2 * rr] * mul, acc[n][2 * rr + 1] * mul);
@@ -240,7 +241,9 @@ __device__ __forceinline__ void attn_bwd_dq_mma(const unsigned short* __restrict
                                                 const float* __restrict__ delta, unsigned short* __restrict__ dq, int B,
                                                 int H, int Nq, int Nk, long long q_sb, long long q_sh, long long q_sr,
                                                 long long k_sb, long long k_sh, long long k_sr, long long v_sb,
-                                                long long v_sh, long long v_sr, float scale, int causal) {
+                                                long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+                                                long long do_sr, long long g_sb, long long g_sh, long long g_sr,
+                                                float scale, int causal) {
     constexpr int RB = ab_row_bytes<D>(), TILE = BN * RB, KS = D / 16, ND = D / 8, NB = BN / 8;
     static_assert(NBUF == 1 || NBUF == 2, "one or two buffers");
     // Buffer i: K at 2 i TILE, V after it.
@@ -259,7 +262,7 @@ __device__ __forceinline__ void attn_bwd_dq_mma(const unsigned short* __restrict
         const unsigned short* qb = q + b * q_sb + h * q_sh;
         const unsigned short* kb = k + b * k_sb + h * k_sh;
         const unsigned short* vb = v + b * v_sb + h * v_sh;
-        const unsigned short* dob = dout + bh * Nq * D;
+        const unsigned short* dob = dout + b * do_sb + h * do_sh;
         int kv_end = Nk;
         if (causal) {
             const long long e = (long long)m0 + AB_ROWS + Nk - Nq;
@@ -269,7 +272,7 @@ __device__ __forceinline__ void attn_bwd_dq_mma(const unsigned short* __restrict
         const int r0 = m0 + warp * 16 + lane / 4;
         unsigned qa[KS][4], da[KS][4];
         ab_frag_a<D>(qa, qb, q_sr, r0, Nq, quad);
-        ab_frag_a<D>(da, dob, D, r0, Nq, quad);
+        ab_frag_a<D>(da, dob, do_sr, r0, Nq, quad);
         float l2[2], dl[2];
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
@@ -332,7 +335,7 @@ __device__ __forceinline__ void attn_bwd_dq_mma(const unsigned short* __restrict
             }
         }
         ab_wait_all();
-        ab_store<E, D>(acc, dq + bh * Nq * D, r0, Nq, scale, quad);
+        ab_store<E, D>(acc, dq + b * g_sb + h * g_sh, g_sr, r0, Nq, scale, quad);
     }
 }
 
@@ -353,7 +356,9 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
     const unsigned short* __restrict__ dout, const float* __restrict__ lse, const float* __restrict__ delta,
     float* __restrict__ dq_acc, unsigned short* __restrict__ dk, unsigned short* __restrict__ dv, int B, int H, int Nq,
     int Nk, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr,
-    long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
+    long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb,
+    long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale,
+    int causal) {
     constexpr int RB = ab_row_bytes<D>(), TILE = BM * RB, KV_TILE = AB_ROWS * RB;
     constexpr int KS = D / 16, ND = D / 8, NB = BM / 8;
     static_assert(NBUF == 1 || NBUF == 2, "one or two buffers");
@@ -387,7 +392,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
         const unsigned short* qb = q + b * q_sb + h * q_sh;
         const unsigned short* kb = k + b * k_sb + h * k_sh;
         const unsigned short* vb = v + b * v_sb + h * v_sh;
-        const unsigned short* dob = dout + bh * Nq * D;
+        const unsigned short* dob = dout + b * do_sb + h * do_sh;
         const float* lb = lse + bh * Nq;
         const float* db = delta + bh * Nq;
         int q_start = 0;  // the first query that sees key n0
@@ -410,7 +415,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
         auto load_q = [&](int qt, int buf) {
             const int m0 = qt * BM;
             ab_load_tile<D, BM>(base + buf * 2 * TILE, qb, q_sr, m0, Nq);
-            ab_load_tile<D, BM>(base + buf * 2 * TILE + TILE, dob, D, m0, Nq);
+            ab_load_tile<D, BM>(base + buf * 2 * TILE + TILE, dob, do_sr, m0, Nq);
             if (threadIdx.x < BM) {
                 const int row = m0 + threadIdx.x;
                 lse_s[buf][threadIdx.x] = row < Nq ? lb[row] * LOG2E : 0.0f;
@@ -503,8 +508,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
             }
         }
         ab_wait_all();
-        ab_store<E, D>(gk, dk + bh * Nk * D, c0, Nk, scale, quad);
-        ab_store<E, D>(gv, dv + bh * Nk * D, c0, Nk, 1.0f, quad);
+        ab_store<E, D>(gk, dk + b * dk_sb + h * dk_sh, dk_sr, c0, Nk, scale, quad);
+        ab_store<E, D>(gv, (dv_at >= 0 ? dk + dv_at : dv) + b * dv_sb + h * dv_sh, dv_sr, c0, Nk, 1.0f, quad);
     }
 }
 
@@ -513,62 +518,70 @@ __device__ __forceinline__ void attn_bwd_dkdv_mma(
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_mma_d64_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
     bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb,
-    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
+    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
     attn_bwd_dq_mma<MmBF16, 64, 64, 1>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh,
-                                      k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                      k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_mma_d64_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta,
     f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb,
-    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
+    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
     attn_bwd_dq_mma<MmF16, 64, 64, 1>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh,
-                                      k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                      k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d64_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 64, 64, 1, false, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d64_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 64, 64, 1, false, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_mma_d128_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
     bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb,
-    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
+    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
     attn_bwd_dq_mma<MmBF16, 128, 32, 2>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh,
-                                      k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                      k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dq_mma_d128_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta,
     f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb,
-    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale, int causal) {
+    long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh,
+    long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
     attn_bwd_dq_mma<MmF16, 128, 32, 2>(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, q_sb, q_sh, q_sr, k_sb, k_sh,
-                                      k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                      k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, g_sb, g_sh, g_sr, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 128, 32, 2, true, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 128, 32, 2, true, false>(q, k, v, dout, lse, delta, nullptr, dk, dv, B, H, Nq, Nk, q_sb, q_sh, q_sr,
-                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
 // The fused backward (attn_bwd_dkdv_mma's FUSED): dk and dv as attn_bwd_dkdv_mma_*, and dQ added
@@ -579,54 +592,69 @@ extern "C" __global__ void __launch_bounds__(128) attn_bwd_dkdv_mma_d128_f16(
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d64_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 64, 64, 1, false, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d64_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 64, 64, 1, false, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d128_bf16(
     const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc,
     bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmBF16, 128, 32, 2, true, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 extern "C" __global__ void __launch_bounds__(128) attn_bwd_fused_mma_d128_f16(
     const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc,
     f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr,
-    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, float scale,
-    int causal) {
+    long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr,
+    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr,
+    long long dv_at, float scale, int causal) {
     attn_bwd_dkdv_mma<MmF16, 128, 32, 2, true, true>(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, q_sb,
-                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, scale, causal);
+                                                   q_sh, q_sr, k_sb, k_sh, k_sr, v_sb, v_sh, v_sr, do_sb, do_sh, do_sr, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
 }
 
-// dq[i] = round(acc[i] * scale) for the n4 16-byte groups of 4 (f32 in, 4 x 16-bit out): the
-// fused backward's last step. 16-byte aligned acc, 8-byte aligned dq; any block size and grid
-// (grid-stride).
+// dq = round(acc * scale), 4 elements at a time (f32 in, 4 x 16-bit out): the fused backward's
+// last step. acc is dense [B, H, Nq, D] (16-byte aligned), dq the [B, H, Nq, D] view with
+// strides (g_sb, g_sh, g_sr; unit last) whose groups of 4 are 8-byte aligned (D and the strides
+// multiples of 4, dq 8-byte aligned); any block size and grid (grid-stride over the
+// B * H * Nq * D / 4 groups).
 template <class E>
 __device__ __forceinline__ void attn_bwd_dq_convert(const float* __restrict__ acc, unsigned short* __restrict__ dq,
-                                                    long long n4, float scale) {
+                                                    int B, int H, int Nq, int D, long long g_sb, long long g_sh,
+                                                    long long g_sr, float scale) {
     const long long step = (long long)gridDim.x * blockDim.x;
+    const int d4 = D / 4;
+    const long long n4 = (long long)B * H * Nq * d4;
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += step) {
         const float4 a = reinterpret_cast<const float4*>(acc)[i];
+        const long long r = i / d4;
+        const int c = (int)(i - r * d4) * 4;
+        const long long bh = r / Nq;
+        const int row = (int)(r - bh * Nq), b = (int)(bh / H), h = (int)(bh - (long long)b * H);
         uint2 o;
         o.x = E::pack(a.x * scale, a.y * scale);
         o.y = E::pack(a.z * scale, a.w * scale);
-        reinterpret_cast<uint2*>(dq)[i] = o;
+        *reinterpret_cast<uint2*>(dq + b * g_sb + h * g_sh + row * g_sr + c) = o;
     }
 }
-extern "C" __global__ void attn_bwd_dq_convert_bf16(const float* acc, bf16_t* dq, long long n4, float scale) {
-    attn_bwd_dq_convert<MmBF16>(acc, dq, n4, scale);
+extern "C" __global__ void attn_bwd_dq_convert_bf16(const float* acc, bf16_t* dq, int B, int H, int Nq, int D,
+                                                    long long g_sb, long long g_sh, long long g_sr, float scale) {
+    attn_bwd_dq_convert<MmBF16>(acc, dq, B, H, Nq, D, g_sb, g_sh, g_sr, scale);
 }
-extern "C" __global__ void attn_bwd_dq_convert_f16(const float* acc, f16_t* dq, long long n4, float scale) {
-    attn_bwd_dq_convert<MmF16>(acc, dq, n4, scale);
+extern "C" __global__ void attn_bwd_dq_convert_f16(const float* acc, f16_t* dq, int B, int H, int Nq, int D,
+                                                   long long g_sb, long long g_sh, long long g_sr, float scale) {
+    attn_bwd_dq_convert<MmF16>(acc, dq, B, H, Nq, D, g_sb, g_sh, g_sr, scale);
 }

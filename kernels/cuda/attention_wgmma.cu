@@ -1,8 +1,8 @@
 // attention_wgmma.cu — the fused attention forward on Hopper (FlashAttention-3's structure): TMA
 // copies of Q, K and V tiles, warpgroup MMA (wgmma) for both products, a producer warpgroup and
 // two consumer warpgroups. f16 / bf16 q, k, v with f32 accumulation, head dimensions 64 and 128.
-// Same semantics as attention.cu's attn_fwd_<dt> and attention_mma.cu's kernels: strided q/k/v,
-// dense out [B, H, Nq, D] and lse [B, H, Nq] (f32), bottom-right aligned causal mask (query i sees
+// Same semantics as attention.cu's attn_fwd_<dt> and attention_mma.cu's kernels: strided q/k/v
+// and out, dense lse [B, H, Nq] (f32), bottom-right aligned causal mask (query i sees
 // key j iff j <= i + Nk - Nq), a row that sees no key gives out = 0 and lse = -inf.
 //
 // gen-ptx: archs=90a
@@ -15,7 +15,9 @@
 //     and v), the views' row, head and batch strides (bytes, multiples of 16), box {64, 128, 1, 1},
 //     128-byte swizzle, zero fill outside; q, k, v are passed too (the kernel reads only through
 //     the maps) so that a launch orders their buffers;
-//   * out dense [B, H, Nq, D] with 4-byte aligned rows, lse dense [B, H, Nq].
+//   * out the [B, H, Nq, D] view with element strides o_sb, o_sh, o_sr (unit last stride) and
+//     4-byte aligned rows (the op asks for 16-byte aligned out and strides multiples of 8),
+//     lse dense [B, H, Nq].
 //
 // Design (per CTA: 3 warpgroups; a query tile of 128 rows of one (b, h); key tiles of 128):
 //   * Warpgroup 0 produces: it gives its registers back (setmaxnreg) and one thread drives the
@@ -171,7 +173,8 @@ __device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int B, int H, i
 template <class E, int D>
 __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const TensorMap* tmK, const TensorMap* tmV,
                                                unsigned short* __restrict__ out, float* __restrict__ lse, int B, int H,
-                                               int Nq, int Nk, float scale, int causal) {
+                                               int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr,
+                                               float scale, int causal) {
     constexpr int TILE = AW_TILE_BYTES(D);
     constexpr int ATOMS = D / 64;
     constexpr int NO = D / 2;  // O accumulators per thread (64 x D over 128 threads)
@@ -367,7 +370,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             const int row = r0 + 8 * rr;
             if (row < Nq) {
                 const float inv = x > 0.0f ? 1.0f / x : 0.0f;
-                unsigned short* p = out + (w.bh * Nq + row) * D + 2 * quad;
+                unsigned short* p = out + w.b * o_sb + w.h * o_sh + row * o_sr + 2 * quad;
 #pragma unroll
                 for (int i = 0; i < D / 8; ++i)
                     *reinterpret_cast<unsigned*>(p + 8 * i) = E::pack(o[4 * i + 2 * rr] * inv, o[4 * i + 2 * rr + 1] * inv);
@@ -384,30 +387,34 @@ extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
     attn_fwd_wgmma_d64_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
                             const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
-                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
-    attn_fwd_wgmma<AwBF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
+                            long long o_sr, float scale, int causal) {
+    attn_fwd_wgmma<AwBF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
 extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
     attn_fwd_wgmma_d128_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
                             const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
-                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
-    attn_fwd_wgmma<AwBF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
+                            long long o_sr, float scale, int causal) {
+    attn_fwd_wgmma<AwBF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
 extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
     attn_fwd_wgmma_d64_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
                             const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
-                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
-    attn_fwd_wgmma<AwF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
+                            long long o_sr, float scale, int causal) {
+    attn_fwd_wgmma<AwF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
 extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
     attn_fwd_wgmma_d128_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
                             const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
-                            float* __restrict__ lse, int B, int H, int Nq, int Nk, float scale, int causal) {
-    attn_fwd_wgmma<AwF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, scale, causal);
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
+                            long long o_sr, float scale, int causal) {
+    attn_fwd_wgmma<AwF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }

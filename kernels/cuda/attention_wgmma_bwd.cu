@@ -17,8 +17,11 @@
 //     for q and dout, Nk for k and v), the views' row, head and batch strides (bytes, multiples
 //     of 16), box {64, 64, 1, 1}, 128-byte swizzle, zero fill outside; Nq >= 1 and Nk >= 1 (the
 //     maps need extents of at least one: the op serves Nq == 0 or Nk == 0 elsewhere);
-//   * lse, delta dense [B, H, Nq] (f32); dq dense [B, H, Nq, D], dk and dv dense [B, H, Nk, D],
-//     4-byte aligned rows. q, k, v, dout are passed too (the kernels read only through the maps)
+//   * lse, delta dense [B, H, Nq] (f32); dq the [B, H, Nq, D] view with element strides g_sb,
+//     g_sh, g_sr, dk and dv [B, H, Nk, D] views with dk_s*, dv_s* (unit last strides; the op asks
+//     for 16-byte aligned buffers and strides multiples of 8), so that they can be slices of a
+//     packed [B, N, 3, H, D] gradient (dv_at >= 0: dv's view starts dv_at elements past dk's
+//     first element and dv is not accessed; < 0: at dv); 4-byte aligned rows. q, k, v, dout are passed too (the kernels read only through the maps)
 //     so that a launch orders their buffers.
 //
 // Two kernels, no atomics (the same bits every run; issue 33 wants bit-identical loss curves):
@@ -213,16 +216,17 @@ __device__ __forceinline__ void abw_pack(unsigned (&a)[KB][4], const float (&s)[
     }
 }
 
-// Rows row0 and row0 + 8 (those < N) of a 64 x D accumulator times mul, rounded, into the dense
-// [.., D] rows at base (thread t of the warpgroup holds columns 8 i + 2 (t % 4), + 1).
+// Rows row0 and row0 + 8 (those < N) of a 64 x D accumulator times mul, rounded, into the
+// [.., D] rows at base, sr elements apart (thread t of the warpgroup holds columns 8 i + 2 (t % 4),
+// + 1).
 template <class E, int D>
-__device__ __forceinline__ void abw_store(const float (&acc)[D / 2], unsigned short* base, long long row0, long long N,
-                                          float mul, int quad) {
+__device__ __forceinline__ void abw_store(const float (&acc)[D / 2], unsigned short* base, long long sr,
+                                          long long row0, long long N, float mul, int quad) {
 #pragma unroll
     for (int rr = 0; rr < 2; ++rr) {
         const long long row = row0 + 8 * rr;
         if (row >= N) continue;
-        unsigned short* p = base + row * D + 2 * quad;
+        unsigned short* p = base + row * sr + 2 * quad;
 #pragma unroll
         for (int i = 0; i < D / 8; ++i)
             *reinterpret_cast<unsigned*>(p + 8 * i) = E::pack(acc[4 * i + 2 * rr] * mul, acc[4 * i + 2 * rr + 1] * mul);
@@ -260,7 +264,9 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
                                                     const TensorMap* tmdO, const float* __restrict__ lse,
                                                     const float* __restrict__ delta, unsigned short* __restrict__ dk,
                                                     unsigned short* __restrict__ dv, int B, int H, int Nq, int Nk,
-                                                    float scale, int causal) {
+                                                    long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
+                                                    long long dv_sh, long long dv_sr, long long dv_at, float scale,
+                                                    int causal) {
     constexpr int BN = ABW_KV_BN, BM = ABW_KV_BM(D), ST = ABW_KV_STAGES(D);
     constexpr int KVT = ABW_TILE(BN, D), QT = ABW_TILE(BM, D);
     constexpr int NA = D / 2, NS = BM / 2, KB = BM / 16;
@@ -440,10 +446,10 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
         }
         if (qt0 < n_qt && lane == 0) mbar_arrive(kv_empty);  // every product that reads K and V is done
 
-        unsigned short* dkb = dk + w.bh * (long long)Nk * D;
-        unsigned short* dvb = dv + w.bh * (long long)Nk * D;
-        abw_store<E, D>(gk, dkb, kr, Nk, scale, quad);
-        abw_store<E, D>(gv, dvb, kr, Nk, 1.0f, quad);
+        unsigned short* dkb = dk + w.b * dk_sb + w.h * dk_sh;
+        unsigned short* dvb = (dv_at >= 0 ? dk + dv_at : dv) + w.b * dv_sb + w.h * dv_sh;
+        abw_store<E, D>(gk, dkb, dk_sr, kr, Nk, scale, quad);
+        abw_store<E, D>(gv, dvb, dv_sr, kr, Nk, 1.0f, quad);
     }
 }
 
@@ -453,7 +459,8 @@ template <class E, int D>
 __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const TensorMap* tmK, const TensorMap* tmV,
                                                   const TensorMap* tmdO, const float* __restrict__ lse,
                                                   const float* __restrict__ delta, unsigned short* __restrict__ dq,
-                                                  int B, int H, int Nq, int Nk, float scale, int causal) {
+                                                  int B, int H, int Nq, int Nk, long long g_sb, long long g_sh,
+                                                  long long g_sr, float scale, int causal) {
     constexpr int BM = ABW_DQ_BM, BN = ABW_DQ_BN(D), ST = ABW_DQ_STAGES(D);
     constexpr int QT = ABW_TILE(BM, D), KT = ABW_TILE(BN, D);
     constexpr int NA = D / 2, NS = BN / 2, KB = BN / 16;
@@ -614,7 +621,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
         wgx_fence_acc(acc);
         if (n_kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
 
-        abw_store<E, D>(acc, dq + w.bh * (long long)Nq * D, r0, Nq, scale, quad);
+        abw_store<E, D>(acc, dq + w.b * g_sb + w.h * g_sh, g_sr, r0, Nq, scale, quad);
     }
 }
 
@@ -627,8 +634,8 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const bf16_t* __restrict__ q, const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                             const bf16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, bf16_t* __restrict__ dq, int B, int H, int Nq, int Nk,
-                            float scale, int causal) {
-    attn_bwd_dq_wgmma<AbwBF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, scale, causal);
+                            long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
+    attn_bwd_dq_wgmma<AbwBF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, g_sb, g_sh, g_sr, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -637,8 +644,10 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const bf16_t* __restrict__ q, const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                             const bf16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, bf16_t* __restrict__ dk, bf16_t* __restrict__ dv, int B,
-                            int H, int Nq, int Nk, float scale, int causal) {
-    attn_bwd_dkdv_wgmma<AbwBF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, scale, causal);
+                            int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv_wgmma<AbwBF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
+                                      dv_at, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -647,8 +656,8 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const bf16_t* __restrict__ q, const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                             const bf16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, bf16_t* __restrict__ dq, int B, int H, int Nq, int Nk,
-                            float scale, int causal) {
-    attn_bwd_dq_wgmma<AbwBF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, scale, causal);
+                            long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
+    attn_bwd_dq_wgmma<AbwBF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, g_sb, g_sh, g_sr, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -657,8 +666,10 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const bf16_t* __restrict__ q, const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
                             const bf16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, bf16_t* __restrict__ dk, bf16_t* __restrict__ dv, int B,
-                            int H, int Nq, int Nk, float scale, int causal) {
-    attn_bwd_dkdv_wgmma<AbwBF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, scale, causal);
+                            int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv_wgmma<AbwBF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
+                                      dv_at, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -667,8 +678,8 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const f16_t* __restrict__ q, const f16_t* __restrict__ k, const f16_t* __restrict__ v,
                             const f16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, f16_t* __restrict__ dq, int B, int H, int Nq, int Nk,
-                            float scale, int causal) {
-    attn_bwd_dq_wgmma<AbwF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, scale, causal);
+                            long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
+    attn_bwd_dq_wgmma<AbwF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, g_sb, g_sh, g_sr, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -677,8 +688,10 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const f16_t* __restrict__ q, const f16_t* __restrict__ k, const f16_t* __restrict__ v,
                             const f16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, f16_t* __restrict__ dk, f16_t* __restrict__ dv, int B,
-                            int H, int Nq, int Nk, float scale, int causal) {
-    attn_bwd_dkdv_wgmma<AbwF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, scale, causal);
+                            int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv_wgmma<AbwF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
+                                      dv_at, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -687,8 +700,8 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const f16_t* __restrict__ q, const f16_t* __restrict__ k, const f16_t* __restrict__ v,
                             const f16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, f16_t* __restrict__ dq, int B, int H, int Nq, int Nk,
-                            float scale, int causal) {
-    attn_bwd_dq_wgmma<AbwF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, scale, causal);
+                            long long g_sb, long long g_sh, long long g_sr, float scale, int causal) {
+    attn_bwd_dq_wgmma<AbwF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq, B, H, Nq, Nk, g_sb, g_sh, g_sr, scale, causal);
 }
 // @readonly: q, k, v, dout
 extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
@@ -697,6 +710,8 @@ extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
                             const f16_t* __restrict__ q, const f16_t* __restrict__ k, const f16_t* __restrict__ v,
                             const f16_t* __restrict__ dout, const float* __restrict__ lse,
                             const float* __restrict__ delta, f16_t* __restrict__ dk, f16_t* __restrict__ dv, int B,
-                            int H, int Nq, int Nk, float scale, int causal) {
-    attn_bwd_dkdv_wgmma<AbwF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, scale, causal);
+                            int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb,
+                            long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal) {
+    attn_bwd_dkdv_wgmma<AbwF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh, dk_sr, dv_sb, dv_sh, dv_sr,
+                                      dv_at, scale, causal);
 }

@@ -440,6 +440,9 @@ pub(crate) type AttnFwd<T> = Kernel<(
     i64,
     i64,
     i64,
+    i64,
+    i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
@@ -449,7 +452,8 @@ family!(attn_fwd_mma_d64 -> AttnFwd<T>; "scaled_dot_product_attention (tensor co
 family!(attn_fwd_mma_d128 -> AttnFwd<T>; "scaled_dot_product_attention (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_fwd_mma_d128_f16, BF16 => attn_fwd_mma_d128_bf16);
-/// `attn_fwd_wgmma(tmQ, tmK, tmV, q, k, v, out, lse, B, H, Nq, Nk, scale, causal)`.
+/// `attn_fwd_wgmma(tmQ, tmK, tmV, q, k, v, out, lse, B, H, Nq, Nk, out strides (batch, head,
+/// row), scale, causal)`.
 pub(crate) type AttnFwdWgmma<T> = Kernel<(
     cuda_stack_driver::TensorMap,
     cuda_stack_driver::TensorMap,
@@ -463,6 +467,9 @@ pub(crate) type AttnFwdWgmma<T> = Kernel<(
     i32,
     i32,
     i32,
+    i64,
+    i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
@@ -472,8 +479,8 @@ family!(attn_fwd_wgmma_d64 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wg
 family!(attn_fwd_wgmma_d128 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wgmma)",
     "the wgmma attention kernels exist for f16 and bf16";
     F16 => attn_fwd_wgmma_d128_f16, BF16 => attn_fwd_wgmma_d128_bf16);
-/// `attn_bwd_dq_wgmma(tmQ, tmK, tmV, tmdO, q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, scale,
-/// causal)`.
+/// `attn_bwd_dq_wgmma(tmQ, tmK, tmV, tmdO, q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, dq
+/// strides (batch, head, row), scale, causal)`.
 pub(crate) type AttnDqWgmma<T> = Kernel<(
     cuda_stack_driver::TensorMap,
     cuda_stack_driver::TensorMap,
@@ -490,11 +497,14 @@ pub(crate) type AttnDqWgmma<T> = Kernel<(
     i32,
     i32,
     i32,
+    i64,
+    i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
 /// `attn_bwd_dkdv_wgmma(tmQ, tmK, tmV, tmdO, q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk,
-/// scale, causal)`.
+/// dk strides, dv strides (batch, head, row), dv_at, scale, causal)`.
 pub(crate) type AttnDkDvWgmma<T> = Kernel<(
     cuda_stack_driver::TensorMap,
     cuda_stack_driver::TensorMap,
@@ -512,6 +522,13 @@ pub(crate) type AttnDkDvWgmma<T> = Kernel<(
     i32,
     i32,
     i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
@@ -540,9 +557,24 @@ family!(attn_bwd_dq_mma_d128 -> AttnDq<T>; "scaled_dot_product_attention_backwar
 family!(attn_bwd_dkdv_mma_d128 -> AttnDkDv<T>; "scaled_dot_product_attention_backward (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dkdv_mma_d128_f16, BF16 => attn_bwd_dkdv_mma_d128_bf16);
-/// `attn_bwd_delta(out, dout, delta, rows, D)`.
-pub(crate) type AttnDelta<T> = Kernel<(In<T>, In<T>, Out<Scalar<T>>, i64, i32)>;
-/// `attn_bwd_dq(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, strides…, scale, causal)`.
+/// `attn_bwd_delta(out, dout, delta, B, H, N, D, out strides, dout strides (batch, head, row))`.
+pub(crate) type AttnDelta<T> = Kernel<(
+    In<T>,
+    In<T>,
+    Out<Scalar<T>>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+)>;
+/// `attn_bwd_dq(q, k, v, dout, lse, delta, dq, B, H, Nq, Nk, D, strides of q, k, v, dout, dq…,
+/// scale, causal)`.
 pub(crate) type AttnDq<T> = Kernel<(
     In<T>,
     In<T>,
@@ -565,10 +597,17 @@ pub(crate) type AttnDq<T> = Kernel<(
     i64,
     i64,
     i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
-/// `attn_bwd_dkdv(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, strides…, scale, causal)`.
+/// `attn_bwd_dkdv(q, k, v, dout, lse, delta, dk, dv, B, H, Nq, Nk, D, strides of q, k, v, dout,
+/// dk, dv…, dv_at, scale, causal)`.
 pub(crate) type AttnDkDv<T> = Kernel<(
     In<T>,
     In<T>,
@@ -592,11 +631,21 @@ pub(crate) type AttnDkDv<T> = Kernel<(
     i64,
     i64,
     i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
-/// `attn_bwd_fused_mma(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, D, strides…,
-/// scale, causal)`.
+/// `attn_bwd_fused_mma(q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, D, strides of q,
+/// k, v, dout, dk, dv…, dv_at, scale, causal)`.
 pub(crate) type AttnFused<T> = Kernel<(
     In<T>,
     In<T>,
@@ -621,6 +670,16 @@ pub(crate) type AttnFused<T> = Kernel<(
     i64,
     i64,
     i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
     Scalar<T>,
     i32,
 )>;
@@ -630,8 +689,19 @@ family!(attn_bwd_fused_mma_d64 -> AttnFused<T>; "scaled_dot_product_attention_ba
 family!(attn_bwd_fused_mma_d128 -> AttnFused<T>; "scaled_dot_product_attention_backward (fused, tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_fused_mma_d128_f16, BF16 => attn_bwd_fused_mma_d128_bf16);
-/// `attn_bwd_dq_convert(acc, dq, n4, scale)`.
-pub(crate) type AttnDqConvert<T> = Kernel<(In<f32>, Out<T>, i64, Scalar<T>)>;
+/// `attn_bwd_dq_convert(acc, dq, B, H, Nq, D, dq strides (batch, head, row), scale)`.
+pub(crate) type AttnDqConvert<T> = Kernel<(
+    In<f32>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+)>;
 family!(attn_bwd_dq_convert -> AttnDqConvert<T>; "scaled_dot_product_attention_backward (fused, tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dq_convert_f16, BF16 => attn_bwd_dq_convert_bf16);

@@ -93,14 +93,17 @@ static bool wait_for(cudaStream_t s, double seconds) {
 
 // The kernels by [f16][D == 128]; every one takes 16-bit elements as unsigned short.
 typedef void (*FwdFn)(TensorMap, TensorMap, TensorMap, const u16*, const u16*, const u16*, u16*, float*, int, int,
-                      int, int, float, int);
-typedef void (*DeltaFn)(const u16*, const u16*, float*, long long, int);
+                      int, int, long long, long long, long long, float, int);
+typedef void (*DeltaFn)(const u16*, const u16*, float*, int, int, int, int, long long, long long, long long,
+                        long long, long long, long long);
 typedef void (*MmaDqFn)(const u16*, const u16*, const u16*, const u16*, const float*, const float*, u16*, int, int,
                         int, int, int, long long, long long, long long, long long, long long, long long, long long,
-                        long long, long long, float, int);
+                        long long, long long, long long, long long, long long, long long, long long, long long, float,
+                        int);
 typedef void (*MmaKvFn)(const u16*, const u16*, const u16*, const u16*, const float*, const float*, u16*, u16*, int,
                         int, int, int, int, long long, long long, long long, long long, long long, long long,
-                        long long, long long, long long, float, int);
+                        long long, long long, long long, long long, long long, long long, long long, long long,
+                        long long, long long, long long, long long, long long, float, int);
 static const FwdFn FWD[2][2] = {{attn_fwd_wgmma_d64_bf16, attn_fwd_wgmma_d128_bf16},
                                 {attn_fwd_wgmma_d64_f16, attn_fwd_wgmma_d128_f16}};
 static const DeltaFn DELTA[2] = {attn_bwd_delta_bf16, attn_bwd_delta_f16};
@@ -250,16 +253,21 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     int cz = p.causal, Bv = B, Hv = H, Nqv = Nq, Nkv = Nk;
     float sc = scale;
     cudaStream_t s; RK(cudaStreamCreate(&s));
+    // out, dO (dense copy), dq, dk, dv are dense [B, H, N, D] here: their (batch, head, row) strides.
+    long long qsb = (long long)H * Nq * D, qsh = (long long)Nq * D, qsr = D;
+    long long ksb = (long long)H * Nk * D, ksh = (long long)Nk * D, ksr = D, dv_at = -1;
 
     // Forward (out, lse) and delta.
     const int fsm = AW_SMEM_BYTES(D);
     RK(cudaFuncSetAttribute(FWD[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, fsm));
     const long long fq = (long long)B * H * ((Nq + 127) / 128);
     FWD[f][dd]<<<(int)std::min<long long>(fq, g_sms), AW_THREADS, fsm, s>>>(t[0], t[1], t[2], pq, pk, pv, out, lse, B,
-                                                                            H, Nq, Nk, scale, p.causal);
+                                                                            H, Nq, Nk, qsb, qsh, qsr, scale,
+                                                                            p.causal);
     const long long rows = (long long)B * H * Nq;
     const int dgrid = (int)std::min<long long>((rows + 3) / 4, (long long)g_sms * 64);
-    auto launch_delta = [&]() { DELTA[f]<<<dgrid, 128, 0, s>>>(out, pdo_dense, delta, rows, D); };
+    auto launch_delta = [&]() { DELTA[f]<<<dgrid, 128, 0, s>>>(out, pdo_dense, delta, B, H, Nq, D, qsb, qsh, qsr,
+                                                                  qsb, qsh, qsr); };
     launch_delta();
     RK(cudaGetLastError());
 
@@ -275,8 +283,10 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
         RK(cudaFuncSetAttribute(WG_KV[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, kv_smem));
     }
     u16 *odq, *odk, *odv;
-    void* dq_args[] = {&t[3], &t[4], &t[5], &t[6], &pq, &pk, &pv, &pdo, &lse, &delta, &odq, &Bv, &Hv, &Nqv, &Nkv, &sc, &cz};
-    void* kv_args[] = {&t[3], &t[4], &t[5], &t[6], &pq, &pk, &pv, &pdo, &lse, &delta, &odk, &odv, &Bv, &Hv, &Nqv, &Nkv, &sc, &cz};
+    void* dq_args[] = {&t[3], &t[4], &t[5], &t[6], &pq,  &pk,  &pv, &pdo, &lse, &delta, &odq,
+                       &Bv,   &Hv,   &Nqv,  &Nkv,  &qsb, &qsh, &qsr, &sc, &cz};
+    void* kv_args[] = {&t[3], &t[4], &t[5], &t[6], &pq,  &pk,  &pv,  &pdo, &lse, &delta, &odk, &odv,
+                       &Bv,   &Hv,   &Nqv,  &Nkv,  &ksb, &ksh, &ksr, &ksb, &ksh, &ksr,  &dv_at, &sc, &cz};
     auto launch_wg_dq = [&](u16* o) {
         odq = o;
         if (g_module) CK(cuLaunchKernel(g_mod_dq[f][dd], dq_grid, 1, 1, ABW_THREADS, 1, 1, dq_smem, (CUstream)s, dq_args, nullptr));
@@ -294,12 +304,13 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     auto launch_mma_dq = [&]() {
         MMA_DQ[f][dd]<<<(unsigned)((long long)B * H * ((Nq + 63) / 64)), 128, 0, s>>>(
             pq, pk, pv, pdo_dense, lse, delta, gm, B, H, Nq, Nk, D, a.sb, a.sh, a.sr, bk.sb, bk.sh, bk.sr, c.sb, c.sh,
-            c.sr, scale, p.causal);
+            c.sr, qsb, qsh, qsr, qsb, qsh, qsr, scale, p.causal);
     };
     auto launch_mma_kv = [&]() {
         MMA_KV[f][dd]<<<(unsigned)((long long)B * H * ((Nk + 63) / 64)), 128, mkv_smem, s>>>(
             pq, pk, pv, pdo_dense, lse, delta, gm + nq, gm + nq + nk, B, H, Nq, Nk, D, a.sb, a.sh, a.sr, bk.sb, bk.sh,
-            bk.sr, c.sb, c.sh, c.sr, scale, p.causal);
+            bk.sr, c.sb, c.sh, c.sr, qsb, qsh, qsr, ksb, ksh, ksr, ksb, ksh, ksr, dv_at, scale,
+            p.causal);
     };
     auto hang = [&](const char* what) {
         if (wait_for(s, 20.0)) return;

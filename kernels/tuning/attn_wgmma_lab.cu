@@ -126,13 +126,17 @@ static bool run(const Problem& p, int time_iters, unsigned seed) {
     unsigned short *pq = d + oq, *pk = d + ok, *pv = d + ov;
     int causal_ = p.causal;
     float scale_ = scale;
-    void* args[] = {&tq, &tk, &tv, &pq, &pk, &pv, &dout, &dlse, (void*)&B, (void*)&H, (void*)&Nq, (void*)&Nk, &scale_, &causal_};
+    // out is dense [B, H, Nq, D] here (the kernel takes its batch, head and row strides).
+    long long o_sb = (long long)H * Nq * D, o_sh = (long long)Nq * D, o_sr = D;
+    void* args[] = {&tq, &tk, &tv, &pq, &pk, &pv, &dout, &dlse, (void*)&B, (void*)&H, (void*)&Nq, (void*)&Nk,
+                    &o_sb, &o_sh, &o_sr, &scale_, &causal_};
     auto launch = [&]() {
         if (mf) {
             CK(cuFuncSetAttribute(mf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
             CK(cuLaunchKernel(mf, grid, 1, 1, AW_THREADS, 1, 1, smem, (CUstream)s, args, nullptr));
         } else {
-            kern<<<grid, AW_THREADS, smem, s>>>(tq, tk, tv, pq, pk, pv, dout, dlse, B, H, Nq, Nk, scale, p.causal);
+            kern<<<grid, AW_THREADS, smem, s>>>(tq, tk, tv, pq, pk, pv, dout, dlse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale,
+                                                p.causal);
         }
     };
     launch();

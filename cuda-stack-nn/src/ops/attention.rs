@@ -85,10 +85,13 @@ fn packed_views<T: AttentionElement>(qkv: &Tensor<T>, heads: usize) -> Result<[T
 }
 
 /// Multi-head attention over a packed projection `qkv` `[B, N, 3·C]` (q, k, v each `C = H·D`
-/// wide, heads contiguous inside): q, k and v are read in place as strided views; the result is
-/// `[B, N, C]` with the heads side by side. The caller checks the shapes (contiguous `qkv`,
-/// `3·C` divisible by `3·heads`). Backward: the three gradients interleaved back into the
-/// packed layout.
+/// wide, heads contiguous inside): q, k and v are read in place as strided views; the kernels
+/// write the result token-major, so it is `[B, N, C]` with the heads side by side with no copy
+/// (and the `[B, H, N, D]` view the backward reads shares its storage). Backward: the output
+/// gradient is read in place as a `[B, H, N, D]` view, and the kernels write dq, dk and dv
+/// straight into the packed `[B, N, 3, H, D]` layout of the projection's gradient (no copy; the
+/// same values as the three-tensor backward, bit for bit). The caller checks the shapes
+/// (contiguous `qkv`, `3·C` divisible by `3·heads`).
 pub(crate) fn packed_qkv_attention<T: GradElement + AttentionElement>(
     qkv: &Var<T>,
     heads: usize,
@@ -98,28 +101,26 @@ pub(crate) fn packed_qkv_attention<T: GradElement + AttentionElement>(
     let (b, n, c3) = (x.shape()[0], x.shape()[1], x.shape()[2]);
     let (c, d) = (c3 / 3, c3 / 3 / heads);
     let [q, k, v] = packed_views(&x, heads)?;
-    let (out, lse) = q.scaled_dot_product_attention_forward(&k, &v, causal, None)?;
-    // [B, H, N, D] -> [B, N, H, D] -> [B, N, C]
-    let value = out
-        .permute(&[0, 2, 1, 3])?
-        .contiguous()?
-        .reshape(&[b, n, c])?;
+    // out: contiguous [B, N, H, D]; [B, N, C] and the [B, H, N, D] view are free.
+    let (out, lse) = q.scaled_dot_product_attention_forward_token_major(&k, &v, causal, None)?;
+    let value = out.reshape(&[b, n, c])?;
+    let out = out.permute(&[0, 2, 1, 3])?;
     Ok(Var::from_op(
         value,
         "multi_head_attention",
         &[qkv],
         move |g| {
+            // [B, N, C] -> [B, N, H, D] -> a [B, H, N, D] view (no copy when g is contiguous).
             let g = g
                 .contiguous()?
                 .reshape(&[b, n, heads, d])?
                 .permute(&[0, 2, 1, 3])?;
-            // dq, dk, dv as one [3, B, H, N, D] tensor, then one copy into the packed
-            // [B, N, 3, H, D] layout of the projection.
-            let stacked = q.scaled_dot_product_attention_backward_stacked(
+            // dq, dk, dv written by the kernels into one [B, N, 3, H, D] tensor: the packed
+            // projection's gradient.
+            let packed = q.scaled_dot_product_attention_backward_packed(
                 &k, &v, &out, &lse, &g, causal, None,
             )?;
-            let full = stacked.permute(&[1, 3, 0, 2, 4])?.contiguous()?;
-            Ok(vec![Some(full.reshape(&[b, n, c3])?)])
+            Ok(vec![Some(packed.reshape(&[b, n, c3])?)])
         },
     ))
 }

@@ -7,7 +7,12 @@
 //!
 //! q is `[B, H, Nq, D]`, k and v are `[B, H, Nk, D]`, each a strided view ([`HeadStrides`]: batch,
 //! head and row strides in elements, unit last stride), so they may be slices of one packed
-//! `[B, N, 3, H, D]` projection. Outputs are dense. The causal mask is aligned bottom-right:
+//! `[B, N, 3, H, D]` projection. The `_strided` entry points ([`attention_fwd_strided`],
+//! [`attention_bwd_strided`]) take the forward's `out` ([`AttentionOutput`]), the backward's
+//! `out` and `dout` and its gradients ([`AttentionGrads`]) as strided views too, so that `out`
+//! can be a `[B, N, H, D]` array (the heads side by side, ready for the output projection) and
+//! dq, dk, dv one packed `[B, N, 3, H, D]` gradient, with no copy; the other entry points take
+//! dense outputs. lse and delta are dense. The causal mask is aligned bottom-right:
 //! query `i` sees key `j` iff `j <= i + Nk − Nq`; a query that sees no key gets `out = 0` and
 //! `lse = −inf` (and zero gradients). Deterministic (no atomics, fixed summation orders), except
 //! dq on the fused backward path ([`AttentionBwdDq::Atomic`]), which adds into an f32
@@ -16,20 +21,24 @@
 use crate::launch::{grid, sms, to_i32};
 
 mod bwd;
+mod bwd_fused;
 mod bwd_wgmma;
 mod family_override;
 mod fwd_wgmma;
+mod views;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
 pub use bwd::{
-    attention_bwd, attention_bwd_dq_choice, attention_bwd_dq_plan, attention_bwd_dq_workspace_len,
-    attention_bwd_tc_fits, attention_bwd_with, attention_bwd_with_dq, AttentionBwdDq,
-    ATTENTION_BWD_DQ_ENV,
+    attention_bwd, attention_bwd_dq_choice, attention_bwd_dq_plan, attention_bwd_dq_plan_strided,
+    attention_bwd_dq_workspace_len, attention_bwd_strided, attention_bwd_tc_fits,
+    attention_bwd_with, attention_bwd_with_dq, AttentionBwdDq, ATTENTION_BWD_DQ_ENV,
 };
 pub use bwd_wgmma::ATTENTION_BWD_ENV;
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 use family_override::FamilyOverride;
 pub use fwd_wgmma::ATTENTION_FWD_ENV;
+use views::check_output;
+pub use views::{AttentionGrads, AttentionOutput};
 
 /// The largest head dimension the kernels take.
 pub const ATTENTION_MAX_HEAD_DIM: usize = 256;
@@ -92,7 +101,7 @@ pub enum AttentionAlgo {
     /// `attn_fwd_mma_d{64,128}_<dt>` (`cuda/attention_mma.cu`) and
     /// `attn_bwd_{dq,dkdv}_mma_d{64,128}_<dt>` (`cuda/attention_mma_bwd.cu`); mma.sync, compute
     /// capability 8.0 and newer: f16 / bf16, D = 64 or 128, 16-byte aligned q, k, v, out (and
-    /// dout, dq, dk, dv) and strides that are multiples of 8 elements.
+    /// dout, dq, dk, dv) and strides (of every one of them) that are multiples of 8 elements.
     TensorCore,
     /// The forward on `attn_fwd_wgmma_d{64,128}_<dt>` (`cuda/attention_wgmma.cu`: TMA copies,
     /// warpgroup MMA, a producer and two consumer warpgroups; FlashAttention-3's structure), the
@@ -132,12 +141,14 @@ fn fwd_mma_smem(head_dim: usize) -> u32 {
     ((FWD_MMA_ROWS + 4 * keys) * (head_dim + 8) * 2) as u32
 }
 
-/// Why the tensor-core forward cannot run this problem, or `None` when it can.
+/// Why the tensor-core forward cannot run this problem, or `None` when it can. `outs`: the
+/// address and strides of every other view the kernels access (the forward's out; the
+/// backward's dout, dq, dk, dv), under the same rules as q, k, v.
 fn tc_misfit<T: AttentionElement>(
     cc: ComputeCapability,
     shape: &AttentionShape,
     inputs: [&AttentionInput<'_, T>; 3],
-    out_ptr: u64,
+    outs: &[(u64, HeadStrides)],
 ) -> Option<&'static str> {
     if !matches!(T::DTYPE, DType::F16 | DType::BF16) {
         return Some("the tensor-core kernels take f16 and bf16 only");
@@ -153,11 +164,11 @@ fn tc_misfit<T: AttentionElement>(
     if !inputs
         .iter()
         .all(|x| aligned(x.data.as_raw_ptr()) && strides_ok(x.strides))
-        || !aligned(out_ptr)
+        || !outs.iter().all(|&(p, st)| aligned(p) && strides_ok(st))
     {
         return Some(
-            "the tensor-core kernels need 16-byte aligned q, k, v and out, and strides that are \
-             multiples of 8 elements",
+            "the tensor-core kernels need 16-byte aligned q, k, v and out (dout, dq, dk, dv), \
+             and strides that are multiples of 8 elements",
         );
     }
     None
@@ -174,7 +185,8 @@ pub fn attention_tc_fits<T: AttentionElement>(
     v: &AttentionInput<'_, T>,
     out: &DeviceSlice<T>,
 ) -> bool {
-    tc_misfit(cc, shape, [q, k, v], out.as_raw_ptr()).is_none()
+    let dense = HeadStrides::dense(shape.heads, shape.q_len, shape.head_dim);
+    tc_misfit(cc, shape, [q, k, v], &[(out.as_raw_ptr(), dense)]).is_none()
 }
 
 /// The extents of one attention problem.
@@ -436,11 +448,52 @@ pub fn attention_fwd_with<T: AttentionElement>(
     lse: &mut DeviceSlice<T::Scalar>,
     scale: f64,
 ) -> Result<()> {
+    let out = AttentionOutput::dense(out, shape.heads, shape.q_len, shape.head_dim);
+    fwd(kern, s, algo, shape, [q, k, v], out, true, lse, scale)
+}
+
+/// [`attention_fwd_with`] with `out` a strided view ([`AttentionOutput`]: for example
+/// [`AttentionOutput::token_major`], a `[B, Nq, H, D]` array whose rows are the heads side by
+/// side). The view must lie inside its buffer and not overlap itself ([`Error::Shape`],
+/// [`Error::Invalid`]); the tensor-core kernels also need it 16-byte aligned with strides that
+/// are multiples of 8 elements (else [`AttentionAlgo::Auto`] runs the SIMT kernel). Every family
+/// writes the same values as into a dense `out`: only the addresses differ.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_fwd_strided<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: AttentionOutput<'_, T>,
+    lse: &mut DeviceSlice<T::Scalar>,
+    scale: f64,
+) -> Result<()> {
+    fwd(kern, s, algo, shape, [q, k, v], out, false, lse, scale)
+}
+
+/// The forward behind both entry points; `dense_out`: `out` must be exactly the dense
+/// `[B, H, Nq, D]` array (the classic contract), else any view inside its buffer.
+#[allow(clippy::too_many_arguments)]
+fn fwd<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    shape: &AttentionShape,
+    [q, k, v]: [AttentionInput<'_, T>; 3],
+    out: AttentionOutput<'_, T>,
+    dense_out: bool,
+    lse: &mut DeviceSlice<T::Scalar>,
+    scale: f64,
+) -> Result<()> {
     const OP: &str = "scaled_dot_product_attention";
     let scale = T::scale_scalar(scale);
     let limits = s.context().limits();
     let cc = limits.compute_capability;
-    let misfit = tc_misfit(cc, shape, [&q, &k, &v], out.as_raw_ptr()).or_else(|| {
+    let out_view = [(out.data.as_raw_ptr(), out.strides)];
+    let misfit = tc_misfit(cc, shape, [&q, &k, &v], &out_view).or_else(|| {
         // Every sm_80+ device allows at least 99 KiB per block (opt-in); checked all the same.
         (fwd_mma_smem(shape.head_dim) > limits.max_shared_per_block_optin)
             .then_some("the tensor-core kernels need more shared memory than this device allows")
@@ -492,22 +545,33 @@ pub fn attention_fwd_with<T: AttentionElement>(
         "[{}, {}, {}, {}]",
         shape.batch, shape.heads, shape.q_len, shape.head_dim
     );
-    check_dense(OP, "out", out.len(), &dims, q_rows * shape.head_dim)?;
+    let AttentionOutput {
+        data: out,
+        strides: out_st,
+    } = out;
+    if dense_out {
+        check_dense(OP, "out", out.len(), &dims, q_rows * shape.head_dim)?;
+    } else {
+        check_output(OP, "out", out.len(), 0, out_st, shape, shape.q_len)?;
+    }
     let lse_dims = format!("[{}, {}, {}]", shape.batch, shape.heads, shape.q_len);
     check_dense(OP, "lse", lse.len(), &lse_dims, q_rows)?;
     if q_rows == 0 {
         return Ok(());
     }
     if family == Fwd::Wgmma {
-        return fwd_wgmma::launch(kern, s, shape, &q, &k, &v, out, lse, scale);
+        return fwd_wgmma::launch(kern, s, shape, &q, &k, &v, (out, out_st), lse, scale);
     }
     let st = strides([q.strides, k.strides, v.strides]);
+    let [o_sb, o_sh, o_sr] = [out_st.batch, out_st.head, out_st.row].map(|x| x as i64);
     let sh = shape;
     // SAFETY: the kernel reads q, k, v only at (b, h, row, d) with b < B, h < H, row < Nq (q) or
     // Nk (k, v) and d < D through the strides given, whose largest offset `check_input` checked
-    // to lie inside each slice; it writes out[r·D + d] and lse[r] for rows r < B·H·Nq, the exact
-    // lengths checked above. Every size is an `int` (checked) and the grid-stride loop serves
-    // any grid.
+    // to lie inside each slice; it writes out at (b, h, row, d), row < Nq, through out's strides
+    // (each <= i64::MAX), whose largest offset was checked to lie inside out (dense: exactly
+    // B·H·Nq·D elements) and whose elements are distinct (no two threads write one address),
+    // and lse[r] for rows r < B·H·Nq, the exact length checked above. Every size is an `int`
+    // (checked) and the grid-stride loop serves any grid.
     let cfg = if tensor_cores {
         // One CTA of 128 threads per 128 query rows of one (b, h) (a grid-stride loop beyond),
         // with the dynamic shared memory the kernel is written for (above the 48 KiB default).
@@ -547,6 +611,9 @@ pub fn attention_fwd_with<T: AttentionElement>(
             st[6],
             st[7],
             st[8],
+            o_sb,
+            o_sh,
+            o_sr,
             scale,
             i32::from(sh.causal),
         )

@@ -117,8 +117,8 @@ pub fn compare_lse(what: &str, got: &[f64], want: &[f64], tol: f64) -> TestResul
 
 /// Device copies of q, k, v in `layout`, with the (offset, strides) of each view.
 pub struct Placed<T: cuda_stack_driver::DeviceRepr> {
-    bufs: Vec<DeviceBuffer<T>>,
-    views: [(usize, usize, HeadStrides); 3], // (buffer index, offset, strides)
+    pub bufs: Vec<DeviceBuffer<T>>,
+    pub views: [(usize, usize, HeadStrides); 3], // (buffer index, offset, strides)
 }
 
 #[allow(clippy::too_many_arguments)]

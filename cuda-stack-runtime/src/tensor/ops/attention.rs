@@ -14,8 +14,8 @@ use crate::tensor::{Tensor, TensorElement};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceSlice, Stream};
 use cuda_stack_kernels::ops::{
-    self, AttentionAlgo, AttentionBwdDq, AttentionInput, AttentionShape, HeadStrides,
-    ATTENTION_MAX_HEAD_DIM,
+    self, AttentionAlgo, AttentionBwdDq, AttentionGrads, AttentionInput, AttentionOutput,
+    AttentionShape, HeadStrides, ATTENTION_MAX_HEAD_DIM,
 };
 use cuda_stack_kernels::Kernels;
 
@@ -26,7 +26,8 @@ pub trait AttentionElement: TensorElement {
     /// The log-sum-exp dtype (the kernels' compute type).
     type Lse: TensorElement;
 
-    /// Queues `ops::attention_fwd` for this dtype.
+    /// Queues `ops::attention_fwd_strided` for this dtype (automatic kernels; `out` written
+    /// through its strides).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn attention_fwd(
@@ -34,22 +35,24 @@ pub trait AttentionElement: TensorElement {
         s: &Stream,
         shape: &AttentionShape,
         qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
-        out: &mut DeviceSlice<Self>,
+        out: (&mut DeviceSlice<Self>, HeadStrides),
         lse: &mut DeviceSlice<Self::Lse>,
         scale: f64,
     ) -> Result<()>;
 
-    /// `ops::attention_bwd_dq_plan` for this dtype (automatic kernels, automatic dq path):
+    /// `ops::attention_bwd_dq_plan_strided` for this dtype (automatic kernels, automatic dq
+    /// path; the gradients new dense buffers or, `packed`, one packed `[B, N, 3, H, D]` one):
     /// whether the backward adds dq atomically into an f32 workspace.
     #[doc(hidden)]
     fn attention_bwd_dq_plan(
         s: &Stream,
         shape: &AttentionShape,
         qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
-        dout: &DeviceSlice<Self>,
+        dout: (&DeviceSlice<Self>, HeadStrides),
+        packed: bool,
     ) -> Result<AttentionBwdDq>;
 
-    /// Queues `ops::attention_bwd_with_dq` for this dtype (automatic kernels; dq as `dq_mode`
+    /// Queues `ops::attention_bwd_strided` for this dtype (automatic kernels; dq as `dq_mode`
     /// says, with the f32 workspace `dq_acc` for `AttentionBwdDq::Atomic`).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -58,13 +61,13 @@ pub trait AttentionElement: TensorElement {
         s: &Stream,
         shape: &AttentionShape,
         qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
-        out: &DeviceSlice<Self>,
+        out: (&DeviceSlice<Self>, HeadStrides),
         lse: &DeviceSlice<Self::Lse>,
-        dout: &DeviceSlice<Self>,
+        dout: (&DeviceSlice<Self>, HeadStrides),
         delta: &mut DeviceSlice<Self::Lse>,
         dq_mode: AttentionBwdDq,
         dq_acc: Option<&mut DeviceSlice<f32>>,
-        grads: [&mut DeviceSlice<Self>; 3],
+        grads: AttentionGrads<'_, Self>,
         scale: f64,
     ) -> Result<()>;
 }
@@ -79,13 +82,23 @@ macro_rules! attention_element {
                 s: &Stream,
                 shape: &AttentionShape,
                 qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
-                out: &mut DeviceSlice<Self>,
+                (data, strides): (&mut DeviceSlice<Self>, HeadStrides),
                 lse: &mut DeviceSlice<$lse>,
                 scale: f64,
             ) -> Result<()> {
                 let [q, kk, v] = qkv.map(|(data, strides)| AttentionInput { data, strides });
-                Ok(ops::attention_fwd::<$t>(
-                    k, s, shape, q, kk, v, out, lse, scale,
+                let out = AttentionOutput { data, strides };
+                Ok(ops::attention_fwd_strided::<$t>(
+                    k,
+                    s,
+                    AttentionAlgo::Auto,
+                    shape,
+                    q,
+                    kk,
+                    v,
+                    out,
+                    lse,
+                    scale,
                 )?)
             }
 
@@ -93,10 +106,12 @@ macro_rules! attention_element {
                 s: &Stream,
                 shape: &AttentionShape,
                 qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
-                dout: &DeviceSlice<Self>,
+                (data, strides): (&DeviceSlice<Self>, HeadStrides),
+                packed: bool,
             ) -> Result<AttentionBwdDq> {
                 let [q, kk, v] = qkv.map(|(data, strides)| AttentionInput { data, strides });
-                Ok(ops::attention_bwd_dq_plan::<$t>(
+                let dout = AttentionInput { data, strides };
+                Ok(ops::attention_bwd_dq_plan_strided::<$t>(
                     s,
                     AttentionAlgo::Auto,
                     AttentionBwdDq::Auto,
@@ -104,7 +119,8 @@ macro_rules! attention_element {
                     &q,
                     &kk,
                     &v,
-                    dout,
+                    &dout,
+                    packed,
                 )?)
             }
 
@@ -113,18 +129,18 @@ macro_rules! attention_element {
                 s: &Stream,
                 shape: &AttentionShape,
                 qkv: [(&DeviceSlice<Self>, HeadStrides); 3],
-                out: &DeviceSlice<Self>,
+                out: (&DeviceSlice<Self>, HeadStrides),
                 lse: &DeviceSlice<$lse>,
-                dout: &DeviceSlice<Self>,
+                dout: (&DeviceSlice<Self>, HeadStrides),
                 delta: &mut DeviceSlice<$lse>,
                 dq_mode: AttentionBwdDq,
                 dq_acc: Option<&mut DeviceSlice<f32>>,
-                grads: [&mut DeviceSlice<Self>; 3],
+                grads: AttentionGrads<'_, Self>,
                 scale: f64,
             ) -> Result<()> {
-                let [q, kk, v] = qkv.map(|(data, strides)| AttentionInput { data, strides });
-                let [dq, dk, dv] = grads;
-                Ok(ops::attention_bwd_with_dq::<$t>(
+                let [q, kk, v, out, dout] = [qkv[0], qkv[1], qkv[2], out, dout]
+                    .map(|(data, strides)| AttentionInput { data, strides });
+                Ok(ops::attention_bwd_strided::<$t>(
                     k,
                     s,
                     AttentionAlgo::Auto,
@@ -138,9 +154,7 @@ macro_rules! attention_element {
                     dout,
                     delta,
                     dq_acc,
-                    dq,
-                    dk,
-                    dv,
+                    grads,
                     scale,
                 )?)
             }
@@ -159,16 +173,25 @@ fn head_strides<T: TensorElement>(
     what: &str,
     t: &Tensor<T>,
 ) -> Result<HeadStrides> {
-    if t.rank() != 4 {
+    head_strides_of(op, what, t.shape(), t.strides())
+}
+
+/// [`head_strides`] on a shape and its strides.
+fn head_strides_of(
+    op: &'static str,
+    what: &str,
+    shape: &[usize],
+    st: &[isize],
+) -> Result<HeadStrides> {
+    if shape.len() != 4 || st.len() != 4 {
         return Err(TensorError::InvalidArgument {
             op,
             problem: format!(
-                "`{what}` must have rank 4 ([batch, heads, rows, head_dim]), but has shape {:?}",
-                t.shape()
+                "`{what}` must have rank 4 ([batch, heads, rows, head_dim]), but has shape \
+                 {shape:?}"
             ),
         });
     }
-    let (shape, st) = (t.shape(), t.strides());
     if shape[3] > 1 && st[3] != 1 {
         return Err(TensorError::InvalidArgument {
             op,
@@ -315,6 +338,36 @@ impl<T: AttentionElement> Tensor<T> {
         causal: bool,
         scale: Option<f64>,
     ) -> Result<(Tensor<T>, Tensor<T::Lse>)> {
+        self.attention_forward(k, v, causal, scale, false)
+    }
+
+    /// [`Tensor::scaled_dot_product_attention_forward`] with the output written token-major: a
+    /// contiguous `[B, Nq, H, D]` tensor (each query row's heads side by side), so that
+    /// `reshape(&[B, Nq, H·D])` gives the merged heads a transformer's output projection takes
+    /// and `permute(&[0, 2, 1, 3])` the `[B, H, Nq, D]` result, both without a copy. The kernels
+    /// write the same values as in the `[B, H, Nq, D]` form, bit for bit; the row log-sum-exp is
+    /// `[B, H, Nq]` as there. The `[B, H, Nq, D]` view can be passed as `out` to the backward
+    /// ([`Tensor::scaled_dot_product_attention_backward`] reads `out` and `dout` in place).
+    pub fn scaled_dot_product_attention_forward_token_major(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> Result<(Tensor<T>, Tensor<T::Lse>)> {
+        self.attention_forward(k, v, causal, scale, true)
+    }
+
+    /// The forward behind both public forms: `out` contiguous `[B, H, Nq, D]`, or contiguous
+    /// `[B, Nq, H, D]` (`token_major`).
+    fn attention_forward(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+        token_major: bool,
+    ) -> Result<(Tensor<T>, Tensor<T::Lse>)> {
         const OP: &str = "scaled_dot_product_attention";
         let (shape, st) = check_qkv(OP, self, k, v, causal)?;
         let scale = scale.unwrap_or(1.0 / (shape.head_dim as f64).sqrt());
@@ -323,18 +376,24 @@ impl<T: AttentionElement> Tensor<T> {
         let kern = exec.kernels()?;
         let (qd, kd, vd) = (from_offset(self)?, from_offset(k)?, from_offset(v)?);
         let qkv = [(&*qd, st[0]), (&*kd, st[1]), (&*vd, st[2])];
-        // SAFETY: the forward kernel writes every element of out (B·H·Nq rows of D) and of lse
-        // (B·H·Nq), also for rows that see no key; the op checks both lengths.
+        let (b, h, n, d) = (shape.batch, shape.heads, shape.q_len, shape.head_dim);
+        let (out_st, out_shape) = if token_major {
+            (HeadStrides::token_major(h, n, d), [b, n, h, d])
+        } else {
+            (HeadStrides::dense(h, n, d), [b, h, n, d])
+        };
+        // SAFETY: the forward kernel writes every element of out (B·H·Nq rows of D, through
+        // strides that map them one to one onto the B·H·Nq·D elements of either layout) and of
+        // lse (B·H·Nq), also for rows that see no key; the op checks both lengths.
         let (out, lse) = unsafe {
             exec.storage_pair_with::<T, T::Lse>(self.numel(), rows, |out, lse| {
-                T::attention_fwd(&kern, exec.stream(), &shape, qkv, out, lse, scale)
+                T::attention_fwd(&kern, exec.stream(), &shape, qkv, (out, out_st), lse, scale)
             })
         }
         .map_err(|e| e.with_shape(self.shape()))?;
-        let out_shape = [shape.batch, shape.heads, shape.q_len, shape.head_dim];
         Ok((
             Tensor::from_storage(out, &out_shape)?,
-            Tensor::from_storage(lse, &out_shape[..3])?,
+            Tensor::from_storage(lse, &[b, h, n])?,
         ))
     }
 
@@ -342,7 +401,11 @@ impl<T: AttentionElement> Tensor<T> {
     /// q, given the forward's `out` and `lse` ([`Tensor::scaled_dot_product_attention_forward`])
     /// and the output gradient `dout` (`[B, H, Nq, D]`); `causal` and `scale` must be the
     /// forward's. Recomputes the probabilities from `lse` (FlashAttention-2's backward), with
-    /// no `Nq × Nk` buffer. The gradients are contiguous, shaped like q, k, v.
+    /// no `Nq × Nk` buffer. The gradients are contiguous, shaped like q, k, v. `out` and
+    /// `dout` are read in place: any `[B, H, Nq, D]` views with a contiguous last dimension and
+    /// non-negative strides (for example the `permute(&[0, 2, 1, 3])` view of
+    /// [`Tensor::scaled_dot_product_attention_forward_token_major`]'s output, or of a
+    /// `[B, Nq, H·D]` gradient reshaped to `[B, Nq, H, D]`); other strides are errors.
     ///
     /// On the tensor cores (f16/bf16, D = 64 or 128, sm_80+) dq is computed either by its own
     /// kernel (deterministic) or in the dk/dv pass, added atomically into a temporary f32
@@ -361,17 +424,17 @@ impl<T: AttentionElement> Tensor<T> {
         causal: bool,
         scale: Option<f64>,
     ) -> Result<(Tensor<T>, Tensor<T>, Tensor<T>)> {
-        match self.attention_backward(k, v, out, lse, dout, causal, scale, false)? {
+        match self.attention_backward(k, v, out, lse, dout, causal, scale, Layout::Three)? {
             Grads::Three(dq, dk, dv) => Ok((dq, dk, dv)),
-            Grads::Stacked(_) => Err(internal("three gradients", "one stacked tensor")),
+            Grads::One(_) => Err(internal("three gradients", "one tensor")),
         }
     }
 
     /// [`Tensor::scaled_dot_product_attention_backward`] for self-attention (`Nq == Nk`) with
     /// the three gradients in one contiguous `[3, B, H, N, D]` tensor (`dq`, `dk`, `dv` along the
-    /// first dimension), written there by the kernels directly. A packed `[B, N, 3, H, D]`
-    /// projection's gradient is then one copy away (`permute(&[1, 3, 0, 2, 4])` then
-    /// `contiguous()`), where three separate gradients would need one copy each and a sum.
+    /// first dimension), written there by the kernels directly. (A packed `[B, N, 3, H, D]`
+    /// projection's gradient is [`Tensor::scaled_dot_product_attention_backward_packed`], with no
+    /// copy.)
     /// Errors as the three-tensor form, and when `Nq != Nk`.
     #[allow(clippy::too_many_arguments)]
     pub fn scaled_dot_product_attention_backward_stacked(
@@ -384,14 +447,39 @@ impl<T: AttentionElement> Tensor<T> {
         causal: bool,
         scale: Option<f64>,
     ) -> Result<Tensor<T>> {
-        match self.attention_backward(k, v, out, lse, dout, causal, scale, true)? {
-            Grads::Stacked(g) => Ok(g),
+        match self.attention_backward(k, v, out, lse, dout, causal, scale, Layout::Stacked)? {
+            Grads::One(g) => Ok(g),
             Grads::Three(..) => Err(internal("one stacked tensor", "three gradients")),
         }
     }
 
-    /// The backward pass behind both public forms: the gradients as three new tensors or as one
-    /// `[3, B, H, N, D]` tensor (`stacked`, which needs `Nq == Nk`).
+    /// [`Tensor::scaled_dot_product_attention_backward`] for self-attention (`Nq == Nk == N`)
+    /// with the three gradients in one contiguous `[B, N, 3, H, D]` tensor (element
+    /// `[b, n, 0, h, d]` is `dq[b, h, n, d]`, `1` dk's, `2` dv's), written there by the kernels
+    /// directly: the gradient of a packed `[B, N, 3·H·D]` qkv projection (q, k, v each `H·D`
+    /// wide, heads contiguous inside) is its `reshape(&[B, N, 3·H·D])`, with no copy. The values
+    /// are those of the three-tensor form, bit for bit. Errors as the three-tensor form, and when
+    /// `Nq != Nk`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn scaled_dot_product_attention_backward_packed(
+        &self,
+        k: &Tensor<T>,
+        v: &Tensor<T>,
+        out: &Tensor<T>,
+        lse: &Tensor<T::Lse>,
+        dout: &Tensor<T>,
+        causal: bool,
+        scale: Option<f64>,
+    ) -> Result<Tensor<T>> {
+        match self.attention_backward(k, v, out, lse, dout, causal, scale, Layout::Packed)? {
+            Grads::One(g) => Ok(g),
+            Grads::Three(..) => Err(internal("one packed tensor", "three gradients")),
+        }
+    }
+
+    /// The backward pass behind the public forms: the gradients as three new tensors, one
+    /// `[3, B, H, N, D]` tensor or one `[B, N, 3, H, D]` tensor (`layout`; the last two need
+    /// `Nq == Nk`).
     #[allow(clippy::too_many_arguments)]
     fn attention_backward(
         &self,
@@ -402,21 +490,33 @@ impl<T: AttentionElement> Tensor<T> {
         dout: &Tensor<T>,
         causal: bool,
         scale: Option<f64>,
-        stacked: bool,
+        layout: Layout,
     ) -> Result<Grads<T>> {
         const OP: &str = "scaled_dot_product_attention_backward";
         let (shape, st) = check_qkv(OP, self, k, v, causal)?;
         let scale = scale.unwrap_or(1.0 / (shape.head_dim as f64).sqrt());
         let q_shape = [shape.batch, shape.heads, shape.q_len, shape.head_dim];
         let k_shape = [shape.batch, shape.heads, shape.kv_len, shape.head_dim];
-        if stacked && shape.q_len != shape.kv_len {
+        if layout != Layout::Three && shape.q_len != shape.kv_len {
+            let (op, dims) = if layout == Layout::Packed {
+                (
+                    "scaled_dot_product_attention_backward_packed",
+                    "[B, N, 3, H, D]",
+                )
+            } else {
+                (
+                    "scaled_dot_product_attention_backward_stacked",
+                    "[3, B, H, N, D]",
+                )
+            };
             return Err(TensorError::ShapeMismatch {
-                op: "scaled_dot_product_attention_backward_stacked",
+                op,
                 lhs: q_shape.to_vec(),
                 rhs: k_shape.to_vec(),
-                why: "stacking dq, dk and dv into one [3, B, H, N, D] tensor needs as many \
-                      queries as keys (Nq == Nk); use scaled_dot_product_attention_backward"
-                    .into(),
+                why: format!(
+                    "putting dq, dk and dv into one {dims} tensor needs as many queries as keys \
+                     (Nq == Nk); use scaled_dot_product_attention_backward"
+                ),
             });
         }
         check_same(OP, "out", out, &q_shape)?;
@@ -425,18 +525,26 @@ impl<T: AttentionElement> Tensor<T> {
         self.same_device(OP, out)?;
         self.same_device(OP, lse)?;
         self.same_device(OP, dout)?;
-        let (out, lse, dout) = (out.contiguous()?, lse.contiguous()?, dout.contiguous()?);
+        // out and dout are read in place (strided views, as q, k, v); lse is the forward's dense
+        // [B, H, Nq] (a copy only if the caller made it a view).
+        let (o_st, do_st) = (
+            head_strides(OP, "out", out)?,
+            head_strides(OP, "dout", dout)?,
+        );
+        let lse = lse.contiguous()?;
         let q_rows = self.numel() / shape.head_dim;
         let (q_len, k_len) = (self.numel(), k.numel());
         let exec = self.exec()?;
         let kern = exec.kernels()?;
         let (qd, kd, vd) = (from_offset(self)?, from_offset(k)?, from_offset(v)?);
-        let (od, ld, gd) = (out.dense()?, lse.dense()?, dout.dense()?);
+        let (od, ld, gd) = (from_offset(out)?, lse.dense()?, from_offset(dout)?);
         let qkv = [(&*qd, st[0]), (&*kd, st[1]), (&*vd, st[2])];
+        let (o_view, do_view) = ((&*od, o_st), (&*gd, do_st));
+        let packed = layout == Layout::Packed;
         // The dq path, decided before anything is allocated: the f32 workspace only for the
         // atomic one (which then runs: dq, dk, dv and the workspace are new allocations, 512-byte
-        // aligned, or 16-byte aligned thirds of one, as the plan assumes).
-        let mut dq_mode = T::attention_bwd_dq_plan(exec.stream(), &shape, qkv, &gd)?;
+        // aligned, or 16-byte aligned thirds of one, or one packed buffer, as the plan assumes).
+        let mut dq_mode = T::attention_bwd_dq_plan(exec.stream(), &shape, qkv, do_view, packed)?;
         let acc_len = if dq_mode == AttentionBwdDq::Atomic {
             ops::attention_bwd_dq_workspace_len(&shape)?
         } else {
@@ -446,28 +554,28 @@ impl<T: AttentionElement> Tensor<T> {
             // No dq to accumulate (Nq = 0), or the two-kernel path: no workspace either way.
             dq_mode = AttentionBwdDq::Separate;
         }
-        // Queues the backward into the three gradient buffers (the delta and dq workspaces are
-        // made inside).
-        let run = |dq: &mut DeviceSlice<T>, dk: &mut DeviceSlice<T>, dv: &mut DeviceSlice<T>| {
+        // Queues the backward into the gradient buffers (the delta and dq workspaces are made
+        // inside).
+        let run = |grads: AttentionGrads<'_, T>| {
             // SAFETY: the delta kernel writes every element of its workspace before the others
             // read it, and the atomic path zeroes every element of the dq workspace first (it
             // runs whenever that workspace is made: acc_len > 0 only for a planned Atomic, which
             // the op then runs or refuses with an error).
             unsafe {
                 let _delta = exec.storage_with::<T::Lse>(q_rows, |delta| {
-                    let mut bwd = |acc: Option<&mut DeviceSlice<f32>>| {
+                    let bwd = |acc: Option<&mut DeviceSlice<f32>>| {
                         T::attention_bwd(
                             &kern,
                             exec.stream(),
                             &shape,
                             qkv,
-                            &od,
+                            o_view,
                             &ld,
-                            &gd,
+                            do_view,
                             delta,
                             dq_mode,
                             acc,
-                            [&mut *dq, &mut *dk, &mut *dv],
+                            grads,
                             scale,
                         )
                     };
@@ -480,7 +588,20 @@ impl<T: AttentionElement> Tensor<T> {
             }
             Ok(())
         };
-        if stacked {
+        if layout == Layout::Packed {
+            // SAFETY: the dq kernel (or the atomic path's conversion) writes every element of
+            // dq's view (B·H·N rows of D), the dk/dv (or fused) kernel every element of dk's and
+            // dv's, also for rows that see no query or key; the three views of the packed
+            // [B, N, 3, H, D] buffer together cover each of its elements once. The op checks the
+            // length.
+            let all = unsafe {
+                exec.storage_with::<T>(3 * q_len, |all| run(AttentionGrads::PackedQkv(all)))
+            }
+            .map_err(|e| e.with_shape(self.shape()))?;
+            let (b, h, n, d) = (shape.batch, shape.heads, shape.q_len, shape.head_dim);
+            return Ok(Grads::One(Tensor::from_storage(all, &[b, n, 3, h, d])?));
+        }
+        if layout == Layout::Stacked {
             // SAFETY: the dq kernel (or the atomic path's conversion) writes every element of
             // dq (B·H·Nq rows of D), the dk/dv (or fused) kernel every element of dk and dv
             // (B·H·Nk rows of D), also for rows that see no query or key; with Nq == Nk the three
@@ -490,13 +611,13 @@ impl<T: AttentionElement> Tensor<T> {
                 exec.storage_with::<T>(3 * q_len, |all| {
                     let (mut dq, mut rest) = all.split_at_mut(q_len)?;
                     let (mut dk, mut dv) = rest.split_at_mut(k_len)?;
-                    run(&mut dq, &mut dk, &mut dv)
+                    run(AttentionGrads::dense(&shape, &mut dq, &mut dk, &mut dv))
                 })
             }
             .map_err(|e| e.with_shape(self.shape()))?;
             let mut stacked_shape = vec![3];
             stacked_shape.extend_from_slice(&q_shape);
-            return Ok(Grads::Stacked(Tensor::from_storage(all, &stacked_shape)?));
+            return Ok(Grads::One(Tensor::from_storage(all, &stacked_shape)?));
         }
         let mut kv: Option<StoragePair<T, T>> = None;
         // SAFETY: the dq kernel (or the atomic path's conversion) writes every element of dq
@@ -506,8 +627,9 @@ impl<T: AttentionElement> Tensor<T> {
         // the buffers.
         let dq = unsafe {
             exec.storage_with::<T>(q_len, |dq| {
-                let pair =
-                    exec.storage_pair_with::<T, T>(k_len, k_len, |dk, dv| run(dq, dk, dv))?;
+                let pair = exec.storage_pair_with::<T, T>(k_len, k_len, |dk, dv| {
+                    run(AttentionGrads::dense(&shape, dq, dk, dv))
+                })?;
                 kv = Some(pair);
                 Ok(())
             })
@@ -522,12 +644,24 @@ impl<T: AttentionElement> Tensor<T> {
     }
 }
 
-/// The backward's gradients: three tensors, or one `[3, B, H, N, D]` tensor.
+/// The backward's gradients: three tensors, or one `[3, B, H, N, D]` or `[B, N, 3, H, D]`
+/// tensor.
 enum Grads<T: TensorElement> {
     /// dq, dk, dv.
     Three(Tensor<T>, Tensor<T>, Tensor<T>),
-    /// dq, dk, dv stacked along a new first dimension.
-    Stacked(Tensor<T>),
+    /// dq, dk, dv in one tensor ([`Layout::Stacked`] or [`Layout::Packed`]).
+    One(Tensor<T>),
+}
+
+/// The layout the backward writes its gradients in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Layout {
+    /// Three contiguous tensors shaped like q, k, v.
+    Three,
+    /// One contiguous `[3, B, H, N, D]` tensor.
+    Stacked,
+    /// One contiguous `[B, N, 3, H, D]` tensor (a packed qkv projection's gradient).
+    Packed,
 }
 
 /// An internal inconsistency of the backward (never expected), as a typed error.
@@ -535,5 +669,44 @@ fn internal(wanted: &str, got: &str) -> TensorError {
     TensorError::InvalidArgument {
         op: "scaled_dot_product_attention_backward",
         problem: format!("internal error: wanted {wanted}, made {got}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_and_dout_strides_are_checked() {
+        const OP: &str = "scaled_dot_product_attention_backward";
+        // A [B, H, N, D] view of a [B, N, H, D] array: read in place.
+        let st = head_strides_of(OP, "out", &[2, 3, 5, 8], &[120, 8, 24, 1]);
+        assert!(matches!(
+            st,
+            Ok(HeadStrides {
+                batch: 120,
+                head: 8,
+                row: 24
+            })
+        ));
+        for what in ["out", "dout"] {
+            // A negative stride (a flipped view), a non-unit last stride, a wrong rank.
+            let bad: [(&[usize], &[isize]); 3] = [
+                (&[2, 3, 5, 8], &[120, 8, -24, 1]),
+                (&[2, 3, 5, 8], &[240, 16, 48, 2]),
+                (&[6, 5, 8], &[40, 8, 1]),
+            ];
+            for (shape, strides) in bad {
+                let r = head_strides_of(OP, what, shape, strides);
+                match r {
+                    Err(TensorError::InvalidArgument { problem, .. }) => {
+                        assert!(problem.contains(what), "{problem}")
+                    }
+                    other => panic!("{what} {shape:?} {strides:?}: {other:?}"),
+                }
+            }
+        }
+        // Size-1 dimensions may have any stride.
+        assert!(head_strides_of(OP, "dout", &[1, 1, 1, 1], &[-5, -3, -1, 7]).is_ok());
     }
 }

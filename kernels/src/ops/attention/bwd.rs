@@ -3,13 +3,14 @@
 //! either by its own kernel (deterministic) or fused into the dk/dv pass with f32 atomics
 //! ([`AttentionBwdDq`]; [`attention_bwd_dq_choice`] is the one place that choice is made).
 
-use super::bwd_wgmma;
 use super::family_override::FamilyOverride;
+use super::{bwd_fused, bwd_wgmma};
 use super::{
-    check_dense, check_inputs, config, k_rows_of, q_rows_of, strides, tc_misfit, AttentionAlgo,
-    AttentionElement, AttentionInput, AttentionShape, MMA_BWD_D128_DKDV_SMEM, MMA_ROWS, THREADS,
+    check_dense, check_input, check_inputs, config, k_rows_of, q_rows_of, strides, tc_misfit,
+    views, AttentionAlgo, AttentionElement, AttentionGrads, AttentionInput, AttentionShape,
+    HeadStrides, MMA_BWD_D128_DKDV_SMEM, MMA_ROWS, THREADS,
 };
-use crate::launch::{grid, sms, BLOCK};
+use crate::launch::{grid, sms};
 use crate::{dispatch, Error, Kernels, Result};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 
@@ -85,22 +86,25 @@ pub fn attention_bwd_dq_workspace_len(shape: &AttentionShape) -> Result<usize> {
 }
 
 /// Why the tensor-core backward cannot run this problem, or `None` when it can (the forward's
-/// rules — f16/bf16, D = 64 or 128, sm_80+, aligned views — and dout, dq, dk, dv 16-byte aligned
-/// too). `dense` holds their device addresses (0 for a buffer yet to be allocated, which the
+/// rules — f16/bf16, D = 64 or 128, sm_80+, 16-byte aligned views with strides that are
+/// multiples of 8 elements — for q, k, v and for dout, dq, dk, dv). `views` holds the latter's
+/// device addresses and strides (address 0 for a buffer yet to be allocated, which the
 /// allocators align to 256 bytes).
 fn tc_bwd_misfit<T: AttentionElement>(
     cc: ComputeCapability,
     shape: &AttentionShape,
     inputs: [&AttentionInput<'_, T>; 3],
-    dense: [u64; 4],
+    views: [(u64, HeadStrides); 4],
 ) -> Option<&'static str> {
-    if let Some(why) = tc_misfit(cc, shape, inputs, dense[0]) {
-        return Some(why);
-    }
-    if dense.iter().any(|p| p % 16 != 0) {
-        return Some("the tensor-core backward needs 16-byte aligned dout, dq, dk and dv");
-    }
-    None
+    tc_misfit(cc, shape, inputs, &views)
+}
+
+/// dout, dq, dk, dv as dense `[B, H, N, D]` arrays at these addresses.
+fn dense_views(shape: &AttentionShape, ptrs: [u64; 4]) -> [(u64, HeadStrides); 4] {
+    let (h, d) = (shape.heads, shape.head_dim);
+    let q = HeadStrides::dense(h, shape.q_len, d);
+    let k = HeadStrides::dense(h, shape.kv_len, d);
+    [(ptrs[0], q), (ptrs[1], q), (ptrs[2], k), (ptrs[3], k)]
 }
 
 /// Whether [`AttentionAlgo::Auto`] runs this backward problem on the tensor cores (f16/bf16,
@@ -117,7 +121,7 @@ pub fn attention_bwd_tc_fits<T: AttentionElement>(
     dk: &DeviceSlice<T>,
     dv: &DeviceSlice<T>,
 ) -> bool {
-    let dense = [dout, dq, dk, dv].map(|x| x.as_raw_ptr());
+    let dense = dense_views(shape, [dout, dq, dk, dv].map(|x| x.as_raw_ptr()));
     tc_bwd_misfit(cc, shape, [q, k, v], dense).is_none()
 }
 
@@ -135,7 +139,8 @@ struct Plan {
     dq: AttentionBwdDq,
 }
 
-/// The plan for `algo` and `dq` (`dense`: dout, dq, dk, dv addresses as [`tc_bwd_misfit`];
+/// The plan for `algo` and `dq` (`views`: dout, dq, dk, dv addresses and strides as
+/// [`tc_bwd_misfit`];
 /// `acc_ok`: a dq workspace is given, 16-byte aligned). Explicit requests that cannot run are
 /// [`Error::Unsupported`]; `Auto` falls back. [`AttentionAlgo::Auto`] runs the wgmma kernels
 /// where they fit (compute capability 9.0; measured on an H200, 2026-11-27: 0.36–0.53× the
@@ -153,7 +158,7 @@ fn plan<T: AttentionElement>(
     dq: AttentionBwdDq,
     shape: &AttentionShape,
     inputs: [&AttentionInput<'_, T>; 3],
-    dense: [u64; 4],
+    views: [(u64, HeadStrides); 4],
     acc_ok: bool,
 ) -> Result<Plan> {
     const OP_TC: &str = "scaled_dot_product_attention_backward (tensor cores)";
@@ -164,7 +169,7 @@ fn plan<T: AttentionElement>(
         why,
     };
     let limits = s.context().limits();
-    let misfit = tc_bwd_misfit(limits.compute_capability, shape, inputs, dense);
+    let misfit = tc_bwd_misfit(limits.compute_capability, shape, inputs, views);
     let wg_misfit = bwd_wgmma::misfit(
         limits.compute_capability,
         limits.max_shared_per_block_optin,
@@ -240,8 +245,36 @@ pub fn attention_bwd_dq_plan<T: AttentionElement>(
     v: &AttentionInput<'_, T>,
     dout: &DeviceSlice<T>,
 ) -> Result<AttentionBwdDq> {
-    let dense = [dout.as_raw_ptr(), 0, 0, 0];
+    let dense = dense_views(shape, [dout.as_raw_ptr(), 0, 0, 0]);
     Ok(plan(s, algo, dq, shape, [q, k, v], dense, true)?.dq)
+}
+
+/// [`attention_bwd_dq_plan`] for [`attention_bwd_strided`]: `dout` a strided view, dq, dk, dv
+/// new allocations, dense or one packed `[B, N, 3, H, D]` buffer (`packed`), and the dq
+/// workspace a new allocation.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_dq_plan_strided<T: AttentionElement>(
+    s: &Stream,
+    algo: AttentionAlgo,
+    dq: AttentionBwdDq,
+    shape: &AttentionShape,
+    q: &AttentionInput<'_, T>,
+    k: &AttentionInput<'_, T>,
+    v: &AttentionInput<'_, T>,
+    dout: &AttentionInput<'_, T>,
+    packed: bool,
+) -> Result<AttentionBwdDq> {
+    let mut views = dense_views(shape, [dout.data.as_raw_ptr(), 0, 0, 0]);
+    views[0].1 = dout.strides;
+    if packed {
+        let st = HeadStrides::packed_qkv(shape.heads, shape.q_len, shape.head_dim);
+        // dk's and dv's views start H·D and 2·H·D elements in (16-byte multiples where D is).
+        let hd = (shape.heads * shape.head_dim * std::mem::size_of::<T>()) as u64;
+        views[1] = (0, st);
+        views[2] = (hd, st);
+        views[3] = (2 * hd, st);
+    }
+    Ok(plan(s, algo, dq, shape, [q, k, v], views, true)?.dq)
 }
 
 /// The gradients of [`attention_fwd`](super::attention_fwd) (`dq`, dense `[B, H, Nq, D]`; `dk`,
@@ -360,11 +393,122 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
     dv: &mut DeviceSlice<T>,
     scale: f64,
 ) -> Result<()> {
+    let (h, nq, d) = (shape.heads, shape.q_len, shape.head_dim);
+    let out = AttentionInput::dense(out, h, nq, d);
+    let dout = AttentionInput::dense(dout, h, nq, d);
+    let grads = AttentionGrads::dense(shape, dq, dk, dv);
+    let io = Io {
+        out,
+        lse,
+        dout,
+        delta,
+        dq_acc,
+    };
+    bwd(
+        kern,
+        s,
+        algo,
+        dq_mode,
+        shape,
+        [q, k, v],
+        io,
+        grads,
+        true,
+        scale,
+    )
+}
+
+/// [`attention_bwd_with_dq`] with `out` and `dout` strided views ([`AttentionInput`], as q, k,
+/// v: for example `[B, H, Nq, D]` views of `[B, Nq, H, D]` arrays) and the gradients written as
+/// [`AttentionGrads`] says: three strided views, or one packed `[B, N, 3, H, D]` buffer (the
+/// gradient of a packed qkv projection, with no copy). Views must lie inside their buffers
+/// ([`Error::Shape`]) and outputs must not overlap themselves ([`Error::Invalid`]); the
+/// tensor-core kernels also need every view 16-byte aligned with strides that are multiples of
+/// 8 elements (else [`AttentionAlgo::Auto`] runs the SIMT kernels). Every family computes the
+/// same values as with dense buffers: only the addresses differ.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_bwd_strided<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    dq_mode: AttentionBwdDq,
+    shape: &AttentionShape,
+    q: AttentionInput<'_, T>,
+    k: AttentionInput<'_, T>,
+    v: AttentionInput<'_, T>,
+    out: AttentionInput<'_, T>,
+    lse: &DeviceSlice<T::Scalar>,
+    dout: AttentionInput<'_, T>,
+    delta: &mut DeviceSlice<T::Scalar>,
+    dq_acc: Option<&mut DeviceSlice<f32>>,
+    grads: AttentionGrads<'_, T>,
+    scale: f64,
+) -> Result<()> {
+    let io = Io {
+        out,
+        lse,
+        dout,
+        delta,
+        dq_acc,
+    };
+    bwd(
+        kern,
+        s,
+        algo,
+        dq_mode,
+        shape,
+        [q, k, v],
+        io,
+        grads,
+        false,
+        scale,
+    )
+}
+
+/// The backward's other operands: the forward's output and lse, the output gradient, the delta
+/// workspace and the atomic path's dq workspace.
+struct Io<'a, 'b, T: AttentionElement> {
+    out: AttentionInput<'a, T>,
+    lse: &'b DeviceSlice<T::Scalar>,
+    dout: AttentionInput<'a, T>,
+    delta: &'b mut DeviceSlice<T::Scalar>,
+    dq_acc: Option<&'b mut DeviceSlice<f32>>,
+}
+
+/// The `(batch, head, row)` strides as the kernels' `long long`s (each checked <= i64::MAX by
+/// `check_input` / `check_output` before a launch uses them).
+pub(super) fn st3(x: HeadStrides) -> [i64; 3] {
+    [x.batch as i64, x.head as i64, x.row as i64]
+}
+
+/// The backward behind both entry points; `dense`: out, dout, dq, dk, dv must be exactly the
+/// dense arrays (the classic contract), else any views inside their buffers.
+#[allow(clippy::too_many_arguments)]
+fn bwd<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    algo: AttentionAlgo,
+    dq_mode: AttentionBwdDq,
+    shape: &AttentionShape,
+    [q, k, v]: [AttentionInput<'_, T>; 3],
+    io: Io<'_, '_, T>,
+    mut grads: AttentionGrads<'_, T>,
+    dense: bool,
+    scale: f64,
+) -> Result<()> {
     const OP: &str = "scaled_dot_product_attention_backward";
+    let Io {
+        out,
+        lse,
+        dout,
+        delta,
+        dq_acc,
+    } = io;
     let scale = T::scale_scalar(scale);
-    let dense = [dout, &*dq, &*dk, &*dv].map(|x| x.as_raw_ptr());
+    let g = grads.views(shape);
+    let views = [(dout.data.as_raw_ptr(), dout.strides), g[0], g[1], g[2]];
     let acc_ok = dq_acc.as_ref().is_some_and(|a| a.as_raw_ptr() % 16 == 0);
-    let p = plan(s, algo, dq_mode, shape, [&q, &k, &v], dense, acc_ok)?;
+    let p = plan(s, algo, dq_mode, shape, [&q, &k, &v], views, acc_ok)?;
     let (tensor_cores, fused) = (p.family == Family::Mma, p.dq == AttentionBwdDq::Atomic);
     let d128 = shape.head_dim == 128;
     let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
@@ -417,14 +561,27 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
     let q_dims = format!("[{b}, {h}, {}, {d}]", shape.q_len);
     let k_dims = format!("[{b}, {h}, {}, {d}]", shape.kv_len);
     let r_dims = format!("[{b}, {h}, {}]", shape.q_len);
-    check_dense(OP, "out", out.len(), &q_dims, q_rows * d)?;
-    check_dense(OP, "dout", dout.len(), &q_dims, q_rows * d)?;
+    if dense {
+        check_dense(OP, "out", out.data.len(), &q_dims, q_rows * d)?;
+        check_dense(OP, "dout", dout.data.len(), &q_dims, q_rows * d)?;
+    } else {
+        check_input(OP, "out", &out, shape, shape.q_len)?;
+        check_input(OP, "dout", &dout, shape, shape.q_len)?;
+    }
     check_dense(OP, "lse", lse.len(), &r_dims, q_rows)?;
     check_dense(OP, "delta", delta.len(), &r_dims, q_rows)?;
-    check_dense(OP, "dq", dq.len(), &q_dims, q_rows * d)?;
-    check_dense(OP, "dk", dk.len(), &k_dims, k_rows * d)?;
-    check_dense(OP, "dv", dv.len(), &k_dims, k_rows * d)?;
+    match (&grads, dense) {
+        (AttentionGrads::Separate { dq, dk, dv }, true) => {
+            check_dense(OP, "dq", dq.data.len(), &q_dims, q_rows * d)?;
+            check_dense(OP, "dk", dk.data.len(), &k_dims, k_rows * d)?;
+            check_dense(OP, "dv", dv.data.len(), &k_dims, k_rows * d)?;
+        }
+        _ => views::check_grads(OP, &grads, shape)?,
+    }
     let st = strides([q.strides, k.strides, v.strides]);
+    let lay = grads.layout(shape);
+    let (so, sdo) = (st3(out.strides), st3(dout.strides));
+    let (sdq, sdk, sdv) = (st3(lay.dq), st3(lay.dk), st3(lay.dv));
     let sh = shape;
     let causal = i32::from(sh.causal);
     let dims = (
@@ -434,18 +591,28 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
         sh.kv_len as i32,
         d as i32,
     );
+    let (bb, hh, nq, nk, dd) = dims;
     if q_rows > 0 {
-        // SAFETY: reads out and dout at r·D + d and writes delta[r] for r < B·H·Nq, d < D: the
-        // exact lengths checked above.
+        // SAFETY: reads out and dout at (b, h, row, d), row < Nq, d < D, through their strides,
+        // whose largest offsets were checked to lie inside each slice (dense: exact lengths),
+        // and writes delta[r] for r < B·H·Nq: the exact length checked above.
         unsafe {
             k_delta.launch(
                 s,
                 &config(s, q_rows),
-                out,
-                dout,
+                out.data,
+                dout.data,
                 delta,
-                q_rows as i64,
-                d as i32,
+                bb,
+                hh,
+                nq,
+                dd,
+                so[0],
+                so[1],
+                so[2],
+                sdo[0],
+                sdo[1],
+                sdo[2],
             )
         }?;
     }
@@ -455,9 +622,9 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
             s,
             shape,
             [&q, &k, &v],
-            dout,
+            &dout,
             (lse, &*delta),
-            [dq, dk, dv],
+            &mut grads,
             scale,
         );
     }
@@ -479,32 +646,35 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
             }
         };
         check_dense(OP, "dq workspace", acc.len(), &q_dims, q_rows * d)?;
-        return fused_dq(
+        return bwd_fused::fused_dq(
             kern,
             s,
             &dkdv_cfg,
             dkdv_smem,
             (q_rows, k_rows),
             [q, k, v],
-            (dout, lse, &*delta),
+            (&dout, lse, &*delta),
             acc,
-            [dq, dk, dv],
+            &mut grads,
             dims,
             st,
             scale,
             causal,
         );
     }
-    let (bb, hh, nq, nk, dd) = dims;
     if q_rows > 0 {
+        let dq = grads.dq_buf();
         // SAFETY: q, k, v are read as in `attention_fwd` (extents checked by `check_inputs`);
-        // dout, lse, delta are read and dq written at query rows r < B·H·Nq (dense, lengths
-        // checked above). The tensor-core kernel accesses the same elements (its zero-filled
-        // copies of rows past Nk read nothing).
+        // dout is read at (b, h, row, d), row < Nq, through its strides (checked inside its
+        // slice), lse and delta at query rows r < B·H·Nq (dense, lengths checked); dq is written
+        // at (b, h, row, d), row < Nq, through its strides, the view checked inside its buffer
+        // and free of overlaps (dense: exact length). The tensor-core kernel accesses the same
+        // elements (its zero-filled copies of rows past Nk read nothing).
         unsafe {
             k_dq.launch(
-                s, &dq_cfg, q.data, k.data, v.data, dout, lse, &*delta, dq, bb, hh, nq, nk, dd,
-                st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], scale, causal,
+                s, &dq_cfg, q.data, k.data, v.data, dout.data, lse, &*delta, dq, bb, hh, nq, nk,
+                dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], sdo[0], sdo[1],
+                sdo[2], sdq[0], sdq[1], sdq[2], scale, causal,
             )
         }?;
     }
@@ -513,80 +683,26 @@ pub fn attention_bwd_with_dq<T: AttentionElement>(
         if f.limits().max_dynamic_shared_bytes < dkdv_smem {
             f.set_max_dynamic_shared_mem(dkdv_smem)?;
         }
-        // SAFETY: q, k, v as above; dout, lse, delta read at query rows of the same (b, h)
-        // (< B·H·Nq, lengths checked; none when Nq == 0); dk, dv written at key rows
-        // r < B·H·Nk (dense, lengths checked). The tensor-core kernel accesses the same
-        // elements (its zero-filled copies of query and key rows past Nq and Nk read nothing);
-        // at D = 128 it is launched with the dynamic shared memory it is written for, its
-        // limit raised above.
-        unsafe {
-            k_dkdv.launch(
-                s, &dkdv_cfg, q.data, k.data, v.data, dout, lse, &*delta, dk, dv, bb, hh, nq, nk,
-                dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], scale, causal,
-            )
-        }?;
-    }
-    Ok(())
-}
-
-/// The [`AttentionBwdDq::Atomic`] path after delta: zero `acc`, the fused kernel (dk, dv, and dq
-/// added into `acc`), then dq = round(acc · scale). The caller checked every length (`acc`:
-/// `B·H·Nq·D`, 16-byte aligned), that the problem fits the tensor cores, and wrote delta.
-#[allow(clippy::too_many_arguments)]
-fn fused_dq<T: AttentionElement>(
-    kern: &Kernels,
-    s: &Stream,
-    cfg: &LaunchConfig,
-    smem: u32,
-    (q_rows, k_rows): (usize, usize),
-    [q, k, v]: [AttentionInput<'_, T>; 3],
-    (dout, lse, delta): (
-        &DeviceSlice<T>,
-        &DeviceSlice<T::Scalar>,
-        &DeviceSlice<T::Scalar>,
-    ),
-    acc: &mut DeviceSlice<f32>,
-    [dq, dk, dv]: [&mut DeviceSlice<T>; 3],
-    (bb, hh, nq, nk, dd): (i32, i32, i32, i32, i32),
-    st: [i64; 9],
-    scale: T::Scalar,
-    causal: i32,
-) -> Result<()> {
-    let k_fused = if dd == 128 {
-        dispatch::attn_bwd_fused_mma_d128::<T>(kern)?
-    } else {
-        dispatch::attn_bwd_fused_mma_d64::<T>(kern)?
-    };
-    let k_convert = dispatch::attn_bwd_dq_convert::<T>(kern)?;
-    if q_rows > 0 {
-        s.memset_zeros(acc)?;
-    }
-    if k_rows > 0 {
-        let f = k_fused.function();
-        if f.limits().max_dynamic_shared_bytes < smem {
-            f.set_max_dynamic_shared_mem(smem)?;
-        }
-        // SAFETY: reads q, k, v, dout, lse, delta exactly as attn_bwd_dkdv_mma_* does (extents
-        // and lengths checked by the caller) and writes dk, dv at key rows < B·H·Nk as it does;
-        // adds into acc[(bh·Nq + row)·D + col] only for rows < Nq, cols < D of the CTA's own
-        // (b, h): inside the B·H·Nq·D elements checked. Launched with the dynamic shared memory
-        // it is written for (D = 128), its limit raised above.
-        unsafe {
-            k_fused.launch(
-                s, cfg, q.data, k.data, v.data, dout, lse, delta, &mut *acc, dk, dv, bb, hh, nq,
-                nk, dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8], scale,
-                causal,
-            )
-        }?;
-    }
-    if q_rows > 0 {
-        // B·H·Nq·D is a multiple of 4 (D is 64 or 128): n4 groups of 4 cover acc and dq.
-        let n4 = q_rows * dd as usize / 4;
-        let cfg = LaunchConfig::new(grid(n4 as u64, u64::from(BLOCK), i32::MAX as u64), BLOCK);
-        // SAFETY: reads acc and writes dq as 16-byte / 8-byte groups i < n4 = B·H·Nq·D / 4: both
-        // hold exactly B·H·Nq·D elements (checked), acc is 16-byte aligned (checked) and dq
-        // 16-byte aligned (the tensor-core precondition).
-        unsafe { k_convert.launch(s, &cfg, &*acc, dq, n4 as i64, scale) }?;
+        grads.with_dkdv(shape, |dk, dv, dv_at| {
+            // SAFETY: q, k, v, dout as above; lse, delta read at query rows of the same (b, h)
+            // (< B·H·Nq, lengths checked; none when Nq == 0); dk and dv written at (b, h, row,
+            // d), row < Nk, through their strides, each view checked inside its buffer and free
+            // of overlaps (dense: exact lengths); with `dv_at >= 0` (the packed gradient) dv's
+            // view lies dv_at elements past dk's inside dk's buffer (the packed buffer's exact
+            // length checked), disjoint from dk's view, and dv's (empty) buffer is not accessed.
+            // The tensor-core kernel accesses the same elements (its zero-filled copies of query
+            // and key rows past Nq and Nk read nothing); at D = 128 it is launched with the
+            // dynamic shared memory it is written for, its limit raised above.
+            unsafe {
+                k_dkdv.launch(
+                    s, &dkdv_cfg, q.data, k.data, v.data, dout.data, lse, &*delta, dk, dv, bb, hh,
+                    nq, nk, dd, st[0], st[1], st[2], st[3], st[4], st[5], st[6], st[7], st[8],
+                    sdo[0], sdo[1], sdo[2], sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2], dv_at,
+                    scale, causal,
+                )
+            }?;
+            Ok(())
+        })?;
     }
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use super::family_override::{family_override, FamilyOverride};
 use super::fwd_wgmma::head_map;
-use super::{AttentionElement, AttentionInput, AttentionShape};
+use super::{AttentionElement, AttentionGrads, AttentionInput, AttentionShape};
 use crate::launch::sms;
 use crate::{dispatch, Kernels, Result};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
@@ -93,25 +93,28 @@ pub(super) fn kernels<T: AttentionElement>(kern: &Kernels, head_dim: usize) -> R
 }
 
 /// Launches the wgmma backward's dq and dk/dv kernels (`kernels`, from [`kernels`]) after delta.
-/// The caller checked the shape, the inputs against their slices, dout, lse, delta, dq, dk and
-/// dv (dense, exact lengths), [`misfit`] (`None`), that `B·H·Nq > 0` and `Nk > 0`, and wrote
-/// delta.
+/// The caller checked the shape, the inputs and dout against their slices, lse and delta (dense,
+/// exact lengths), dq, dk and dv (views inside their buffers, free of overlaps), [`misfit`]
+/// (`None`: every view 16-byte aligned with strides that are multiples of 8 elements), that
+/// `B·H·Nq > 0` and `Nk > 0`, and wrote delta.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn launch<T: AttentionElement>(
     (k_dq, k_dkdv): Pair<'_, T>,
     s: &Stream,
     shape: &AttentionShape,
     [q, k, v]: [&AttentionInput<'_, T>; 3],
-    dout: &DeviceSlice<T>,
+    dout: &AttentionInput<'_, T>,
     (lse, delta): (&DeviceSlice<T::Scalar>, &DeviceSlice<T::Scalar>),
-    [dq, dk, dv]: [&mut DeviceSlice<T>; 3],
+    grads: &mut AttentionGrads<'_, T>,
     scale: T::Scalar,
 ) -> Result<()> {
-    let dense_dout = AttentionInput::dense(dout, shape.heads, shape.q_len, shape.head_dim);
+    let lay = grads.layout(shape);
+    let st = |x: super::HeadStrides| [x.batch as i64, x.head as i64, x.row as i64];
+    let (sdq, sdk, sdv) = (st(lay.dq), st(lay.dk), st(lay.dv));
     let map_q = head_map(q, shape, shape.q_len, BOX_ROWS)?;
     let map_k = head_map(k, shape, shape.kv_len, BOX_ROWS)?;
     let map_v = head_map(v, shape, shape.kv_len, BOX_ROWS)?;
-    let map_do = head_map(&dense_dout, shape, shape.q_len, BOX_ROWS)?;
+    let map_do = head_map(dout, shape, shape.q_len, BOX_ROWS)?;
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
     let causal = i32::from(shape.causal);
@@ -126,18 +129,20 @@ pub(super) fn launch<T: AttentionElement>(
         f.set_max_dynamic_shared_mem(bytes)?;
     }
     let cfg = LaunchConfig::new(grid(shape.q_len), THREADS).with_shared_mem(bytes);
-    // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v and the dense dout,
-    // whose largest offsets the caller checked to lie inside each slice (TensorMap::tiled checks
-    // it again; the copy engine reads nothing outside the extents). q, k, v and dout are passed
-    // so the launch orders those buffers. The kernel reads lse and delta and writes dq only at
-    // query rows r < B·H·Nq (dq: columns < D), the exact dense lengths the caller checked. Every
-    // extent is an `int` (checked by the caller), the block is the 384 threads and the shared
-    // memory the bytes the kernel is written for (its limit raised above), and its grid-stride
-    // loop serves any grid.
+    let dq = grads.dq_buf();
+    // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v and dout, whose
+    // largest offsets the caller checked to lie inside each slice (TensorMap::tiled checks it
+    // again; the copy engine reads nothing outside the extents). q, k, v and dout are passed so
+    // the launch orders those buffers. The kernel reads lse and delta only at query rows
+    // r < B·H·Nq (the exact dense lengths the caller checked) and writes dq at (b, h, row, d),
+    // row < Nq, d < D, through dq's strides: the view the caller checked inside its buffer and
+    // free of overlaps. Every extent is an `int` (checked by the caller), the block is the 384
+    // threads and the shared memory the bytes the kernel is written for (its limit raised
+    // above), and its grid-stride loop serves any grid.
     unsafe {
         k_dq.launch(
-            s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout, lse, delta, dq, bb,
-            hh, nq, nk, scale, causal,
+            s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout.data, lse, delta,
+            dq, bb, hh, nq, nk, sdq[0], sdq[1], sdq[2], scale, causal,
         )
     }?;
 
@@ -147,16 +152,22 @@ pub(super) fn launch<T: AttentionElement>(
         f.set_max_dynamic_shared_mem(bytes)?;
     }
     let cfg = LaunchConfig::new(grid(shape.kv_len), THREADS).with_shared_mem(bytes);
-    // SAFETY: as for the dq kernel: reads through the same maps, lse and delta at query rows
-    // < B·H·Nq; writes dk and dv only at key rows r < B·H·Nk and columns < D (dense, lengths
-    // checked by the caller); the 384 threads and the shared memory it is written for.
-    unsafe {
-        k_dkdv.launch(
-            s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout, lse, delta, dk, dv,
-            bb, hh, nq, nk, scale, causal,
-        )
-    }?;
-    Ok(())
+    grads.with_dkdv(shape, |dk, dv, dv_at| {
+        // SAFETY: as for the dq kernel: reads through the same maps, lse and delta at query rows
+        // < B·H·Nq; writes dk and dv only at (b, h, row, d), row < Nk, d < D, through their
+        // strides (views checked inside their buffers and free of overlaps by the caller; with
+        // dv_at >= 0, the packed gradient, dv's view lies dv_at elements past dk's inside dk's
+        // buffer, disjoint from it, and dv's empty buffer is not accessed); the 384 threads and
+        // the shared memory it is written for.
+        unsafe {
+            k_dkdv.launch(
+                s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout.data, lse,
+                delta, dk, dv, bb, hh, nq, nk, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1], sdv[2],
+                dv_at, scale, causal,
+            )
+        }?;
+        Ok(())
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! automatic choice for measurements.
 
 use super::family_override::{family_override, FamilyOverride};
-use super::{AttentionElement, AttentionInput, AttentionShape};
+use super::{AttentionElement, AttentionInput, AttentionShape, HeadStrides};
 use crate::launch::sms;
 use crate::{dispatch, DType, Kernels, Result};
 use cuda_stack_driver::{
@@ -90,8 +90,9 @@ pub(super) fn head_map<T: AttentionElement>(
 }
 
 /// Launches the wgmma forward. The caller checked the shape, the inputs against their slices,
-/// `out` and `lse` (dense, exact lengths), [`misfit`] (`None`), and that `B·H·Nq > 0` and
-/// `Nk > 0` (the maps need extents of at least 1).
+/// `out` (its strided view inside the slice, not overlapping itself) and `lse` (dense, exact
+/// length), [`misfit`] (`None`: out 16-byte aligned, strides multiples of 8), and that
+/// `B·H·Nq > 0` and `Nk > 0` (the maps need extents of at least 1).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn launch<T: AttentionElement>(
     kern: &Kernels,
@@ -100,7 +101,7 @@ pub(super) fn launch<T: AttentionElement>(
     q: &AttentionInput<'_, T>,
     k: &AttentionInput<'_, T>,
     v: &AttentionInput<'_, T>,
-    out: &mut DeviceSlice<T>,
+    (out, out_st): (&mut DeviceSlice<T>, HeadStrides),
     lse: &mut DeviceSlice<T::Scalar>,
     scale: T::Scalar,
 ) -> Result<()> {
@@ -125,8 +126,9 @@ pub(super) fn launch<T: AttentionElement>(
     // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v, whose largest
     // offsets the caller checked to lie inside each slice (TensorMap::tiled checks it again; the
     // copy engine reads nothing outside the extents and zero-fills the rest). q, k, v are passed
-    // so the launch orders those buffers. The kernel writes out[r·D + d] and lse[r] only for rows
-    // r < B·H·Nq and d < D, the exact dense lengths the caller checked. Every extent is an `int`
+    // so the launch orders those buffers. The kernel writes out at (b, h, row, d) with row < Nq,
+    // d < D through out's strides (each <= i64::MAX; the view checked inside out and free of
+    // overlaps) and lse[r] only for rows r < B·H·Nq, the exact dense length the caller checked. Every extent is an `int`
     // (checked by the caller), the block is the 384 threads and the shared memory the bytes the
     // kernel is written for, and its grid-stride loop serves any grid.
     unsafe {
@@ -145,6 +147,9 @@ pub(super) fn launch<T: AttentionElement>(
             shape.heads as i32,
             shape.q_len as i32,
             shape.kv_len as i32,
+            out_st.batch as i64,
+            out_st.head as i64,
+            out_st.row as i64,
             scale,
             i32::from(shape.causal),
         )
