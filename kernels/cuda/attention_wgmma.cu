@@ -41,7 +41,8 @@
 //     next tile's Q as soon as both consumers' last S product of the present one is done
 //     (q_empty), so copies overlap the epilogue. Full attention walks the tiles head by head (the
 //     CTAs running together share K and V in L2); causal, heaviest first across heads (aw_tile).
-//   * Epilogue: O / l rounded once, stored as 4-byte pairs straight from the accumulators;
+//   * Epilogue: O / l rounded once, stored straight from the accumulators (4-byte pairs at D = 64;
+//     at D = 128 regrouped within each quad of lanes into 16-byte stores);
 //     lse = (m + log2 l) ln 2.
 // No atomics: deterministic.
 #include "dtype.cuh"
@@ -368,14 +369,43 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             x += __shfl_xor_sync(0xffffffffu, x, 1);
             x += __shfl_xor_sync(0xffffffffu, x, 2);
             const int row = r0 + 8 * rr;
-            if (row < Nq) {
-                const float inv = x > 0.0f ? 1.0f / x : 0.0f;
-                unsigned short* p = out + w.b * o_sb + w.h * o_sh + row * o_sr + 2 * quad;
+            const float inv = x > 0.0f ? 1.0f / x : 0.0f;
+            unsigned short* p = out + w.b * o_sb + w.h * o_sh + row * o_sr;
+            if constexpr (D == 128) {
+                // The four lanes of a row hold columns 8 i + 2 quad (+1) for every i: a 4 x 4
+                // transpose within the quad (3 shuffles per 32 columns) leaves each lane 8
+                // consecutive columns, stored as one 16-byte write (the host checks out 16-byte
+                // aligned with strides of multiples of 8). A quarter of the store instructions,
+                // whole sectors: +3 to +9% at D = 128 (kernels/TUNING.md); at D = 64 it was slower.
 #pragma unroll
-                for (int i = 0; i < D / 8; ++i)
-                    *reinterpret_cast<unsigned*>(p + 8 * i) = E::pack(o[4 * i + 2 * rr] * inv, o[4 * i + 2 * rr + 1] * inv);
-                if (quad == 0) lse[w.bh * Nq + row] = x > 0.0f ? (m[rr] + log2f(x)) * 0.6931471805599453f : NEG_INF;
+                for (int g = 0; g < D / 32; ++g) {
+                    unsigned v[4], r[4];
+#pragma unroll
+                    for (int j = 0; j < 4; ++j)
+                        v[j] = E::pack(o[4 * (4 * g + j) + 2 * rr] * inv, o[4 * (4 * g + j) + 2 * rr + 1] * inv);
+#pragma unroll
+                    for (int j = 0; j < 4; ++j) r[j] = v[j];  // r[quad] stays this lane's own pair
+#pragma unroll
+                    for (int k = 1; k < 4; ++k) {
+                        // Lane quad ^ k gets our pair of its block 4 g + (quad ^ k) and gives us
+                        // its pair of block 4 g + quad (columns 2 (quad ^ k), + 1 of that block).
+                        const int to = quad ^ k;
+                        const unsigned send = to == 0 ? v[0] : to == 1 ? v[1] : to == 2 ? v[2] : v[3];
+                        const unsigned got = __shfl_xor_sync(0xffffffffu, send, k);
+#pragma unroll
+                        for (int j = 0; j < 4; ++j) r[j] = j == to ? got : r[j];
+                    }
+                    if (row < Nq) *reinterpret_cast<uint4*>(p + 8 * (4 * g + quad)) = make_uint4(r[0], r[1], r[2], r[3]);
+                }
+            } else {
+                if (row < Nq) {
+#pragma unroll
+                    for (int i = 0; i < D / 8; ++i)
+                        *reinterpret_cast<unsigned*>(p + 8 * i + 2 * quad) =
+                            E::pack(o[4 * i + 2 * rr] * inv, o[4 * i + 2 * rr + 1] * inv);
+                }
             }
+            if (row < Nq && quad == 0) lse[w.bh * Nq + row] = x > 0.0f ? (m[rr] + log2f(x)) * 0.6931471805599453f : NEG_INF;
         }
     }
 }
