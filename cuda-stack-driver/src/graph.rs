@@ -18,7 +18,11 @@
 //! `cuMemAlloc` made at capture time (not a graph memory node), and like every buffer the
 //! captured work uses, the graph keeps it alive — dropping the buffer during the capture (a
 //! temporary) leaves the memory with the graph, which frees it when it is dropped. This is what
-//! lets a whole training step, temporaries and all, be captured (PyTorch's graph-private pool).
+//! lets a whole training step, temporaries and all, be captured. A caching allocator above may
+//! reuse such a temporary for a later allocation *of the same capture* (PyTorch's graph-private
+//! pool) when the capture is its only other owner ([`crate::DeviceBuffer::held_only_by_capture`]):
+//! the capture is one chain of work on its stream, so the later user's nodes follow the earlier
+//! user's in every replay.
 
 use crate::module::ModuleInner;
 use crate::stream::Captured;
@@ -137,6 +141,8 @@ impl Capture {
         let drv = driver()?;
         let mut keep =
             std::mem::take(&mut *inner.captured.lock().unwrap_or_else(|p| p.into_inner()));
+        // The graph owns each allocation once; the set was for counting during the capture.
+        keep.held = Default::default();
         keep.allocations.sort_by_key(|a| Arc::as_ptr(a) as usize);
         keep.allocations.dedup_by_key(|a| Arc::as_ptr(a) as usize);
         keep.functions.sort_by_key(|f| f.as_raw() as usize);

@@ -12,6 +12,13 @@
 //! - **memory the graph owns**: the step's temporaries and gradients are allocated during the
 //!   capture (plain `cuMemAlloc`s at capture time, not graph nodes) and owned by the graph from
 //!   then on, so the caching allocator never hands them to anyone else; they are freed with it.
+//!   Within the capture, a temporary freed by the step is reused by the step's later
+//!   allocations of its size class (the caching allocator's *graph-private pool*, see
+//!   [`cuda_stack_runtime::caching`]): the capture is one chain of work on its stream, so in
+//!   every replay the later user runs after the earlier one. A captured step so needs about the
+//!   memory of an eager step's peak, not the sum of all its temporaries. (The eager warm-up's
+//!   cached blocks belong to the eager stream; `cuda_stack_runtime::empty_cache` before the
+//!   capture gives them back.)
 //!
 //! The inputs are static: the tensors the step read during the capture are the ones every replay
 //! reads. Feed new data by writing into them in place ([`Var::copy_from_`]) between replays.
