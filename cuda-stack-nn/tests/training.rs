@@ -690,7 +690,10 @@ fn captured_lr_schedule() -> TestResult {
         mc.forward(&x)?.cross_entropy(&t)?.backward()?;
         o.step()
     })?;
-    let e = sgd_graph.set_lr(0.5).err().ok_or("SGD's rate was 'changed'")?;
+    let e = sgd_graph
+        .set_lr(0.5)
+        .err()
+        .ok_or("SGD's rate was 'changed'")?;
     ensure!(e.to_string().contains("Adam"), "{e}");
     Ok(())
 }
