@@ -265,13 +265,21 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
         let micro = (0..tc.grad_accum)
             .map(|_| batch(&mut train_batches, &corpus.train, tc.batch, block))
             .collect::<Result<Vec<_>, _>>()?;
-        if want_graph && it > start && trainer.captured_kernels().is_none() {
+        if want_graph && it == start + 1 {
             // After one eager step (AdamW's state exists): every later step is a replay.
-            trainer.capture(&micro)?;
-            pb.println(format!(
-                "iter {it}: the step is captured into one CUDA graph ({} kernels)",
-                trainer.captured_kernels().unwrap_or(0)
-            ));
+            // `--graph auto` falls back to eager steps, saying why; `--graph on` fails.
+            match trainer.capture(&micro) {
+                Ok(()) => pb.println(format!(
+                    "iter {it}: the step is captured into one CUDA graph ({} kernels)",
+                    trainer.captured_kernels().unwrap_or(0)
+                )),
+                Err(e) if a.graph == super::GraphMode::Auto => {
+                    pb.println(format!(
+                        "iter {it}: the step could not be captured ({e}); it runs eagerly"
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
         let stats = trainer.step(&micro)?;
         pending.push((it, stats.loss));

@@ -139,10 +139,21 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     if a.graph.wanted(cfg.dropout) {
         rt::synchronize()?;
         let tc = Instant::now();
-        trainer.capture(&micro(1 + warmup))?;
-        trainer.step(&micro(1 + warmup))?;
-        rt::synchronize()?;
-        capture_s = Some(tc.elapsed().as_secs_f64());
+        match trainer.capture(&micro(1 + warmup)) {
+            Ok(()) => {
+                trainer.step(&micro(1 + warmup))?;
+                rt::synchronize()?;
+                capture_s = Some(tc.elapsed().as_secs_f64());
+            }
+            // `--graph auto` falls back to eager steps, saying why; `--graph on` fails.
+            Err(e) if a.graph == super::GraphMode::Auto => {
+                out.say(format!(
+                    "note: the step could not be captured ({e}); it runs eagerly"
+                ));
+                out.put("graph_error", json!(e.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        }
     }
     rt::synchronize()?;
     let t = Instant::now();
