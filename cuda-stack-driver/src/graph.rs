@@ -18,7 +18,11 @@
 //! `cuMemAlloc` made at capture time (not a graph memory node), and like every buffer the
 //! captured work uses, the graph keeps it alive — dropping the buffer during the capture (a
 //! temporary) leaves the memory with the graph, which frees it when it is dropped. This is what
-//! lets a whole training step, temporaries and all, be captured (PyTorch's graph-private pool).
+//! lets a whole training step, temporaries and all, be captured. A caching allocator above may
+//! reuse such a temporary for a later allocation *of the same capture* (PyTorch's graph-private
+//! pool) when the capture is its only other owner ([`crate::DeviceBuffer::held_only_by_capture`]):
+//! the capture is one chain of work on its stream, so the later user's nodes follow the earlier
+//! user's in every replay.
 
 use crate::module::ModuleInner;
 use crate::stream::Captured;
@@ -48,6 +52,9 @@ pub struct GraphExec {
     graph: Graph,
     /// Parameter values changed by [`GraphExec::set_kernel_param`], by (kernel node, parameter).
     overrides: std::collections::HashMap<(usize, usize), Vec<u8>>,
+    /// The graph's kernel nodes in node order, listed once (the graph never changes after
+    /// instantiation).
+    kernel_nodes: std::cell::OnceCell<Vec<CUgraphNode>>,
 }
 
 // SAFETY: graph handles may be used from any thread; the driver documents graph objects as not
@@ -137,6 +144,8 @@ impl Capture {
         let drv = driver()?;
         let mut keep =
             std::mem::take(&mut *inner.captured.lock().unwrap_or_else(|p| p.into_inner()));
+        // The graph owns each allocation once; the set was for counting during the capture.
+        keep.held = Default::default();
         keep.allocations.sort_by_key(|a| Arc::as_ptr(a) as usize);
         keep.allocations.dedup_by_key(|a| Arc::as_ptr(a) as usize);
         keep.functions.sort_by_key(|f| f.as_raw() as usize);
@@ -246,6 +255,7 @@ impl Graph {
             raw,
             graph: self,
             overrides: Default::default(),
+            kernel_nodes: Default::default(),
         })
     }
 }
@@ -298,7 +308,32 @@ impl GraphExec {
 
     /// Number of kernel nodes.
     pub fn kernel_node_count(&self) -> Result<usize> {
-        Ok(self.graph.kernel_nodes()?.len())
+        Ok(self.kernel_nodes()?.len())
+    }
+
+    fn kernel_nodes(&self) -> Result<&[CUgraphNode]> {
+        if let Some(n) = self.kernel_nodes.get() {
+            return Ok(n);
+        }
+        let nodes = self.graph.kernel_nodes()?;
+        Ok(self.kernel_nodes.get_or_init(|| nodes))
+    }
+
+    /// The indices (as [`GraphExec::set_kernel_param`] takes them) of the kernel nodes that
+    /// launch `function`, in node order.
+    pub fn kernel_nodes_launching(&self, function: &crate::Function) -> Result<Vec<usize>> {
+        let drv = driver()?;
+        let mut out = Vec::new();
+        for (i, &node) in self.kernel_nodes()?.iter().enumerate() {
+            // SAFETY: all-zero is a valid value for this C struct before the driver fills it.
+            let mut p: cuda_stack_sys::CUDA_KERNEL_NODE_PARAMS = unsafe { std::mem::zeroed() };
+            // SAFETY: live node of this graph; out-pointer.
+            unsafe { drv.cuGraphKernelNodeGetParams_v2(node, &mut p)? };
+            if p.func == function.as_raw() {
+                out.push(i);
+            }
+        }
+        Ok(out)
     }
 
     /// Changes scalar parameter `param` of the `kernel_node`-th kernel node (in the graph's node
@@ -317,7 +352,7 @@ impl GraphExec {
         value: T,
     ) -> Result<()> {
         let drv = driver()?;
-        let nodes = self.graph.kernel_nodes()?;
+        let nodes = self.kernel_nodes()?;
         let node = *nodes.get(kernel_node).ok_or_else(|| Error::OutOfBounds {
             op: "GraphExec::set_kernel_param (kernel node)",
             start: kernel_node,

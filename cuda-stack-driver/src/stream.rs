@@ -44,14 +44,32 @@ pub(crate) struct StreamInner {
 /// What the work captured into a graph references, so the graph can own it.
 #[derive(Default)]
 pub(crate) struct Captured {
-    /// Device allocations read or written by captured work.
+    /// Device allocations read or written by captured work, each once (see `held`).
     pub(crate) allocations: Vec<Arc<crate::memory::Allocation>>,
+    /// The addresses of the records in `allocations`: a capture holds one strong reference per
+    /// allocation it used, however often it used it, so "held by this capture and nothing
+    /// else" is a count ([`crate::DeviceBuffer::held_only_by_capture`]).
+    pub(crate) held: std::collections::HashSet<usize>,
     /// Kernels (each keeps its module loaded).
     pub(crate) functions: Vec<crate::Function>,
     /// Objects other libraries' captured work needs (see [`Stream::enqueue_foreign`]).
     pub(crate) foreign: Vec<Arc<dyn std::any::Any + Send + Sync>>,
     /// Whether the captured work has run yet (see [`crate::CaptureTicket`]).
     pub(crate) ticket: Option<crate::CaptureTicket>,
+}
+
+impl Captured {
+    /// Keeps the allocation at `ptr` alive for the graph (once): `arc` makes the strong
+    /// reference, and is called only when the capture does not hold one yet.
+    pub(crate) fn hold(
+        &mut self,
+        ptr: *const crate::memory::Allocation,
+        arc: impl FnOnce() -> Arc<crate::memory::Allocation>,
+    ) {
+        if self.held.insert(ptr as usize) {
+            self.allocations.push(arc());
+        }
+    }
 }
 
 /// Held for the duration of one enqueue (check, driver call, bookkeeping): while it lives, the

@@ -12,11 +12,23 @@
 //! - **memory the graph owns**: the step's temporaries and gradients are allocated during the
 //!   capture (plain `cuMemAlloc`s at capture time, not graph nodes) and owned by the graph from
 //!   then on, so the caching allocator never hands them to anyone else; they are freed with it.
+//!   Within the capture, a temporary freed by the step is reused by the step's later
+//!   allocations of its size class (the caching allocator's *graph-private pool*, see
+//!   [`cuda_stack_runtime::caching`]): the capture is one chain of work on its stream, so in
+//!   every replay the later user runs after the earlier one. A captured step so needs about the
+//!   memory of an eager step's peak, not the sum of all its temporaries. (The eager warm-up's
+//!   cached blocks belong to the eager stream; `cuda_stack_runtime::empty_cache` before the
+//!   capture gives them back.)
 //!
 //! The inputs are static: the tensors the step read during the capture are the ones every replay
 //! reads. Feed new data by writing into them in place ([`Var::copy_from_`]) between replays.
 //! Warm the optimizer up with at least one eager step first, so its state exists before the
 //! capture (as PyTorch's documentation asks).
+//!
+//! Host scalars are recorded too: Adam's learning rate can follow a schedule through
+//! [`CapturedStep::set_lr`] (it rewrites the rate in the graph's update nodes), but a
+//! [`crate::Dropout`] replays the mask it drew during the capture (its position advances on the
+//! host), so capture steps without dropout (or with `p = 0`).
 //!
 //! ## Values stay values
 //! A replay rewrites, in place, the parameters, their gradients and the `Var`s the step returned
@@ -37,7 +49,7 @@ use crate::error::{NnError, Result};
 use crate::optim::Optimizer;
 use crate::Var;
 use cuda_stack_runtime::cuda_stack_driver::{GraphExec, Stream};
-use cuda_stack_runtime::{use_stream, GradElement, Runtime};
+use cuda_stack_runtime::{adam_many_lr_param, use_stream, DType, GradElement, Runtime};
 
 /// A training step captured into one CUDA graph; [`CapturedStep::replay`] runs it again.
 ///
@@ -55,6 +67,17 @@ pub struct CapturedStep {
     stream: Stream,
     /// The parameters, gradients and outputs a replay rewrites, checked before each one.
     targets: Box<dyn GuardedReplay>,
+    /// Where the captured Adam updates take their learning rate ([`CapturedStep::set_lr`]).
+    lr: LrNodes,
+}
+
+/// The kernel nodes of the multi-tensor Adam update in a captured step, and which of their
+/// parameters is the learning rate.
+struct LrNodes {
+    nodes: Vec<usize>,
+    param: usize,
+    /// The rate is an `f64` (f64 parameters), else an `f32`.
+    wide: bool,
 }
 
 /// What a captured step may return: values without tensors, and [`Var`]s of the step's element
@@ -169,11 +192,26 @@ impl CapturedStep {
         let mut outputs = Vec::new();
         out.static_vars(&mut outputs);
         let targets = Box::new(ReplayTargets::record(&params, &outputs));
+        // The multi-tensor Adam kernel's nodes, if `T` has one (f32, f64): their rate can follow
+        // a schedule.
+        let lr = match adam_many_lr_param::<T>(rt.ordinal()) {
+            Ok((f, param)) => LrNodes {
+                nodes: exec.kernel_nodes_launching(&f)?,
+                param,
+                wide: T::DTYPE == DType::F64,
+            },
+            Err(_) => LrNodes {
+                nodes: Vec::new(),
+                param: 0,
+                wide: false,
+            },
+        };
         Ok((
             CapturedStep {
                 exec,
                 stream,
                 targets,
+                lr,
             },
             out,
         ))
@@ -188,6 +226,44 @@ impl CapturedStep {
             self.exec.launch(&self.stream)?;
             Ok(())
         })
+    }
+
+    /// Sets the learning rate of the Adam / AdamW updates ([`crate::Adam`]) the step captured,
+    /// for the replays queued from now on (a schedule's `param_group["lr"] = lr`); replays
+    /// already queued keep theirs. The rate is an argument of the update kernels, recorded at
+    /// the capture: this rewrites it in the graph's copy of those nodes (a few driver calls, no
+    /// new capture). Call the optimizer's own `set_lr` too if it also takes eager steps.
+    ///
+    /// An error when `lr` is negative or not finite, or when the step launched no multi-tensor
+    /// Adam update (SGD's rate stays the one it was captured with).
+    pub fn set_lr(&mut self, lr: f64) -> Result<()> {
+        if !(lr.is_finite() && lr >= 0.0) {
+            return Err(NnError::Invalid {
+                what: "CapturedStep::set_lr",
+                problem: format!("lr = {lr}: must be finite and non-negative"),
+            });
+        }
+        if self.lr.nodes.is_empty() {
+            return Err(NnError::Invalid {
+                what: "CapturedStep::set_lr",
+                problem: "the captured step launches no Adam update whose rate could be changed \
+                          (only Adam / AdamW's rate can follow a schedule in a captured step)"
+                    .into(),
+            });
+        }
+        for &node in &self.lr.nodes {
+            // SAFETY: parameter `param` of these nodes' kernel (`adam_many_lr_param`) is the
+            // learning rate, of this width: a factor of the update, on which no memory access
+            // depends, so the kernel stays within its buffers whatever the value.
+            unsafe {
+                if self.lr.wide {
+                    self.exec.set_kernel_param(node, self.lr.param, lr)?;
+                } else {
+                    self.exec.set_kernel_param(node, self.lr.param, lr as f32)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The number of kernels one replay launches.

@@ -30,6 +30,10 @@ fn main() {
             captured,
         ),
         gpu("capture_errors_say_what_to_do", capture_errors),
+        gpu(
+            "captured_adamw_step_follows_a_learning_rate_schedule_bit_for_bit",
+            captured_lr_schedule,
+        ),
     ]);
 }
 
@@ -600,5 +604,96 @@ fn capture_errors() -> TestResult {
     .ok_or("shared parameter")?;
     drop(keep);
     ensure!(e.to_string().contains("not updated in place"), "{e}");
+    Ok(())
+}
+
+/// A captured AdamW step whose rate changes before every replay ([`CapturedStep::set_lr`])
+/// matches eager steps that set the same rates, bit for bit; SGD's captured rate cannot be
+/// changed (an error, not a silent no-op).
+fn captured_lr_schedule() -> TestResult {
+    let batches = [
+        Tensor::<f32>::randn(&[32, 64], 8)?,
+        Tensor::<f32>::randn(&[32, 64], 9)?,
+    ];
+    let labels: Vec<usize> = (0..32).map(|i| (i * 3) % 10).collect();
+    let t = class_targets(&labels, 10)?;
+    let lr = |i: usize| 1e-2 / (1.0 + i as f64);
+    let model = || -> Result<(Sequential<f32>, Adam<f32>), NnError> {
+        let m = Sequential::<f32>::new()
+            .append(Linear::new(64, 48, 1)?)
+            .append(Relu)
+            .append(Linear::new(48, 10, 2)?);
+        let cfg = AdamConfig {
+            weight_decay: 0.1,
+            decoupled_weight_decay: true,
+            ..AdamConfig::new(lr(0))
+        };
+        let o = Adam::new(m.parameters(), cfg)?;
+        Ok((m, o))
+    };
+    let steps = 8;
+    let (ma, mut oa) = model()?;
+    let mut eager_loss = 0.0;
+    for i in 0..steps {
+        oa.set_lr(lr(i))?;
+        oa.zero_grad();
+        let loss = ma
+            .forward(&Var::constant(batches[i % 2].clone()))?
+            .cross_entropy(&t)?;
+        loss.backward()?;
+        oa.step()?;
+        eager_loss = loss.value().item()?;
+    }
+    let (mb, mut ob) = model()?;
+    let x = Var::constant(Tensor::<f32>::zeros(&[32, 64])?);
+    x.copy_from_(&batches[0])?;
+    ob.zero_grad();
+    mb.forward(&x)?.cross_entropy(&t)?.backward()?;
+    ob.step()?;
+    let (mut graph, loss) = CapturedStep::capture(&mut ob, |opt| {
+        opt.zero_grad();
+        let loss = mb.forward(&x)?.cross_entropy(&t)?;
+        loss.backward()?;
+        opt.step()?;
+        Ok(loss)
+    })?;
+    ensure!(
+        graph.set_lr(f64::NAN).is_err() && graph.set_lr(-1.0).is_err(),
+        "a NaN or negative rate was accepted"
+    );
+    for i in 1..steps {
+        x.copy_from_(&batches[i % 2])?;
+        graph.set_lr(lr(i))?;
+        graph.replay()?;
+    }
+    graph.synchronize()?;
+    let graph_loss = loss.value().item()?;
+    ensure!(
+        graph_loss.to_bits() == eager_loss.to_bits(),
+        "loss {graph_loss} vs {eager_loss}"
+    );
+    for (i, (a, b)) in ma.parameters().iter().zip(mb.parameters()).enumerate() {
+        let (va, vb) = (a.value().to_vec()?, b.value().to_vec()?);
+        ensure!(
+            va.iter().zip(&vb).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "parameter {i} differs between eager and replayed steps with a schedule"
+        );
+    }
+
+    // SGD: no rate to change.
+    let (mc, mut oc) = mlp_and_opt(false)?;
+    oc.zero_grad();
+    mc.forward(&x)?.cross_entropy(&t)?.backward()?;
+    oc.step()?;
+    let (mut sgd_graph, _) = CapturedStep::capture(oc.as_mut(), |o| {
+        o.zero_grad();
+        mc.forward(&x)?.cross_entropy(&t)?.backward()?;
+        o.step()
+    })?;
+    let e = sgd_graph
+        .set_lr(0.5)
+        .err()
+        .ok_or("SGD's rate was 'changed'")?;
+    ensure!(e.to_string().contains("Adam"), "{e}");
     Ok(())
 }

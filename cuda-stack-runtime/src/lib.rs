@@ -79,9 +79,9 @@ mod stream_scope;
 // `src/tensor/` and be declared here:
 pub mod tensor;
 pub use tensor::{
-    adam4_, adam_many_, clip_grad_norm_, clip_grad_scale, sgd4_, sgd_momentum4_, to_dtype_many,
-    zeros_like_many, AdamParams, AdamSlot, AttentionElement, DType, FloatElement, GradElement,
-    Layout, SgdParams, Tensor, TensorElement, TensorError,
+    adam4_, adam_many_, adam_many_lr_param, clip_grad_norm_, clip_grad_scale, sgd4_,
+    sgd_momentum4_, to_dtype_many, zeros_like_many, AdamParams, AdamSlot, AttentionElement, DType,
+    FloatElement, GradElement, Layout, SgdParams, Tensor, TensorElement, TensorError,
 };
 
 pub use caching::{CachedBuffer, CachingAllocator, MemoryStats, Pool, PoolStats};

@@ -37,6 +37,23 @@ fn main() {
             reuse_on_home_ordered,
         ),
         gpu("blocks_held_by_a_graph_are_not_cached", graph_held_blocks),
+        // Graph-private pools: reuse within one capture, and nowhere else.
+        gpu(
+            "a_capture_reuses_its_own_freed_temporaries_and_replays_correctly",
+            capture_reuses_own_temporaries,
+        ),
+        gpu(
+            "a_capture_pool_block_is_never_handed_out_after_the_capture",
+            capture_pool_closed_after_end,
+        ),
+        gpu(
+            "blocks_of_another_graph_or_capture_are_not_reused_in_a_capture",
+            capture_pool_refuses_shared_blocks,
+        ),
+        gpu(
+            "an_abandoned_capture_leaves_the_allocator_consistent",
+            abandoned_capture_consistent,
+        ),
         gpu("out_of_memory_empties_the_cache_and_retries", oom_retry),
         gpu("summary_reports_the_counters", summary_counts),
     ]);
@@ -343,6 +360,239 @@ fn graph_held_blocks() -> TestResult {
         "the graph wrote into a new buffer"
     );
     drop(exec);
+    Ok(())
+}
+
+/// Reserved bytes equal live plus cached bytes, per pool (the counters agree with each other).
+fn counters_agree(a: &CachingAllocator, what: &str) -> TestResult {
+    let st = a.stats();
+    ensure!(
+        st.reserved_bytes() >= st.allocated_bytes(),
+        "{what}: reserved {} < allocated {}",
+        st.reserved_bytes(),
+        st.allocated_bytes()
+    );
+    ensure!(
+        st.small.frees <= st.small.allocs && st.large.frees <= st.large.allocs,
+        "{what}: more frees than allocations"
+    );
+    ensure!(
+        st.small.allocs - st.small.frees == st.small.active_blocks as u64
+            && st.large.allocs - st.large.frees == st.large.active_blocks as u64,
+        "{what}: active blocks {}/{} vs allocations minus frees",
+        st.small.active_blocks,
+        st.large.active_blocks
+    );
+    Ok(())
+}
+
+/// Inside one capture: a temporary written, copied out and freed; a second temporary of the
+/// same class takes its memory (same address, a cache hit), is written with other data and
+/// copied out. Every replay must give both outputs their own data: the second user's nodes run
+/// after the first's.
+fn capture_reuses_own_temporaries() -> TestResult {
+    let _g = serial();
+    let (ctx, s, a) = setup()?;
+    for n in [3000usize, 3 * MIB] {
+        let mut src_a = s.clone_htod(&pattern(n, 10))?;
+        let mut src_b = s.clone_htod(&pattern(n, 11))?;
+        let mut out1 = s.alloc_zeros::<u8>(n)?;
+        let mut out2 = s.alloc_zeros::<u8>(n)?;
+        s.synchronize()?;
+        let cap = ctx.begin_capture()?;
+        let cs = cap.stream().clone();
+        let before = a.stats();
+        let mut t1 = unsafe_alloc(&a, &cs, n)?;
+        let t1_ptr = t1.as_raw_ptr();
+        cs.memcpy_dtod(&src_a, &mut t1)?;
+        cs.memcpy_dtod(&t1, &mut out1)?;
+        drop(t1);
+        let mut t2 = unsafe_alloc(&a, &cs, n)?;
+        ensure!(
+            t2.as_raw_ptr() == t1_ptr,
+            "n={n}: the second temporary did not reuse the first's block"
+        );
+        let mid = a.stats();
+        ensure!(
+            mid.small.cache_hits + mid.large.cache_hits
+                == before.small.cache_hits + before.large.cache_hits + 1,
+            "n={n}: the reuse was not counted as a hit"
+        );
+        cs.memcpy_dtod(&src_b, &mut t2)?;
+        cs.memcpy_dtod(&t2, &mut out2)?;
+        drop(t2);
+        let exec = cap.end()?.instantiate()?;
+        counters_agree(&a, "after the capture")?;
+        for round in 0..3u64 {
+            let (pa, pb) = (pattern(n, 20 + round), pattern(n, 40 + round));
+            s.memcpy_htod(&pa, &mut src_a)?;
+            s.memcpy_htod(&pb, &mut src_b)?;
+            exec.launch(&s)?;
+            ensure!(s.clone_dtoh(&out1)? == pa, "n={n} round {round}: out1");
+            ensure!(s.clone_dtoh(&out2)? == pb, "n={n} round {round}: out2");
+        }
+        drop(exec);
+        counters_agree(&a, "after the graph")?;
+    }
+    Ok(())
+}
+
+/// A block the capture freed stays out of every later allocation while the graph lives: an
+/// allocation on the capture's stream after the capture, and one on another stream, get other
+/// memory, and the graph's replays do not touch them.
+fn capture_pool_closed_after_end() -> TestResult {
+    let _g = serial();
+    let (ctx, s, a) = setup()?;
+    let n = 4096;
+    let src = s.clone_htod(&pattern(n, 7))?;
+    let mut out = s.alloc_zeros::<u8>(n)?;
+    s.synchronize()?;
+    let cap = ctx.begin_capture()?;
+    let cs = cap.stream().clone();
+    let mut t = unsafe_alloc(&a, &cs, n)?;
+    let t_ptr = t.as_raw_ptr();
+    cs.memcpy_dtod(&src, &mut t)?;
+    cs.memcpy_dtod(&t, &mut out)?;
+    drop(t);
+    let exec = cap.end()?.instantiate()?;
+    let after = a.stats();
+    ensure!(
+        after.small.cached_blocks == 0,
+        "the capture's private block is still counted as cached"
+    );
+    // After the capture, on its stream and on another: other memory.
+    let mut x = a.alloc_zeros::<u8>(&cs, n)?;
+    let mut y = a.alloc_zeros::<u8>(&s, n)?;
+    ensure!(
+        x.as_raw_ptr() != t_ptr && y.as_raw_ptr() != t_ptr,
+        "a block the capture freed was handed out after it"
+    );
+    cs.memset_bytes(&mut x, 0x33)?;
+    s.memset_bytes(&mut y, 0x44)?;
+    cs.synchronize()?;
+    for _ in 0..3 {
+        exec.launch(&s)?;
+    }
+    ensure!(s.clone_dtoh(&out)? == pattern(n, 7), "the graph's output");
+    ensure!(
+        cs.clone_dtoh(&x)?.iter().all(|&b| b == 0x33),
+        "a replay wrote the buffer allocated on the capture stream after the capture"
+    );
+    ensure!(
+        s.clone_dtoh(&y)?.iter().all(|&b| b == 0x44),
+        "a replay wrote a buffer allocated after the capture"
+    );
+    counters_agree(&a, "end")?;
+    Ok(())
+}
+
+/// A block that another graph or another capture also used is not put in a capture's private
+/// pool: the next allocation of the capture is a miss with other memory. And a block a finished
+/// graph holds is not reused by a later capture.
+fn capture_pool_refuses_shared_blocks() -> TestResult {
+    let _g = serial();
+    let (ctx, s, a) = setup()?;
+    let n = 2048;
+    // A finished graph's block.
+    let mut old = a.alloc_zeros::<u8>(&s, n)?;
+    let old_ptr = old.as_raw_ptr();
+    s.synchronize()?;
+    let g1 = s.capture(|st| st.memset_bytes(&mut old, 1))?;
+    drop(old);
+    // Two captures in progress at once; a block of the second's stream used by both.
+    let c1 = ctx.begin_capture()?;
+    let c2 = ctx.begin_capture()?;
+    let mut shared = unsafe_alloc(&a, c2.stream(), n)?;
+    let shared_ptr = shared.as_raw_ptr();
+    c2.stream().memset_bytes(&mut shared, 2)?;
+    c1.stream().memset_bytes(&mut shared, 3)?;
+    drop(shared);
+    // A block of the second's stream that only the first capture used.
+    let mut foreign = unsafe_alloc(&a, c2.stream(), n)?;
+    let foreign_ptr = foreign.as_raw_ptr();
+    c1.stream().memset_bytes(&mut foreign, 4)?;
+    drop(foreign);
+    let misses = a.stats().small.cache_misses;
+    let mut fresh = unsafe_alloc(&a, c2.stream(), n)?;
+    let fresh_ptr = fresh.as_raw_ptr();
+    ensure!(
+        fresh_ptr != shared_ptr && fresh_ptr != foreign_ptr && fresh_ptr != old_ptr,
+        "a capture reused a block another graph or capture holds"
+    );
+    ensure!(
+        a.stats().small.cache_misses == misses + 1,
+        "the allocation was not a miss"
+    );
+    c2.stream().memset_bytes(&mut fresh, 5)?;
+    drop(fresh);
+    let g2 = c2.end()?;
+    let g1b = c1.end()?;
+    counters_agree(&a, "end")?;
+    drop((g1, g2, g1b));
+    Ok(())
+}
+
+/// A runtime error as the driver's (what a capture closure returns).
+fn as_driver_error(e: cuda_stack_runtime::Error) -> cuda_stack_runtime::cuda_stack_driver::Error {
+    match e {
+        cuda_stack_runtime::Error::Driver(d) => d,
+        other => cuda_stack_runtime::cuda_stack_driver::Error::Unsupported {
+            what: "CachingAllocator::alloc",
+            why: other.to_string(),
+        },
+    }
+}
+
+/// A capture abandoned with an error after its private pool filled: the pool is given up (the
+/// memory goes back to the driver), the counters agree, and a later capture allocates afresh.
+fn abandoned_capture_consistent() -> TestResult {
+    let _g = serial();
+    let (ctx, s, a) = setup()?;
+    let n = 64 * MIB;
+    s.synchronize()?;
+    let (free_before, _) = ctx.mem_get_info()?;
+    let reserved_before = a.memory_reserved();
+    let r = ctx.capture(|cs| {
+        let mut t = unsafe { a.alloc::<u8>(cs, n) }.map_err(as_driver_error)?;
+        cs.memset_bytes(&mut t, 9)?;
+        drop(t);
+        Err(cuda_stack_runtime::cuda_stack_driver::Error::Unsupported {
+            what: "this step",
+            why: "the test abandons it".into(),
+        })
+    });
+    ensure!(r.is_err(), "the capture did not fail");
+    let st = a.stats();
+    ensure!(
+        st.large.cached_blocks == 0 && st.allocated_bytes() == 0,
+        "the abandoned capture left blocks: {st:?}"
+    );
+    ensure!(
+        a.memory_reserved() == reserved_before,
+        "reserved {} after the abandoned capture, {reserved_before} before",
+        a.memory_reserved()
+    );
+    counters_agree(&a, "after the abandoned capture")?;
+    ctx.synchronize()?;
+    let (free_after, _) = ctx.mem_get_info()?;
+    ensure!(
+        free_after + 8 * MIB >= free_before,
+        "the abandoned capture's memory was not given back: {} MiB less free",
+        (free_before - free_after) / MIB
+    );
+    // A new capture: fresh memory (the old block may have the same address again, since it was
+    // freed; what matters is that it is a miss).
+    let misses = a.stats().large.cache_misses;
+    let g = ctx.capture(|cs| {
+        let mut t = unsafe { a.alloc::<u8>(cs, n) }.map_err(as_driver_error)?;
+        cs.memset_bytes(&mut t, 1)
+    })?;
+    ensure!(
+        a.stats().large.cache_misses == misses + 1,
+        "the new capture took a block of the abandoned one"
+    );
+    drop(g);
+    counters_agree(&a, "end")?;
     Ok(())
 }
 

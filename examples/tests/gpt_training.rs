@@ -60,6 +60,15 @@ fn main() {
         gpu("loss_with_is_the_logits_loss_bit_for_bit_bf16", || {
             classifier_in_place::<bf16>()
         }),
+        gpu(
+            "captured_iterations_match_eager_ones_bit_for_bit_with_the_schedule_f32",
+            captured_vs_eager::<f32>,
+        ),
+        gpu(
+            "captured_iterations_match_eager_ones_bit_for_bit_with_the_schedule_bf16",
+            captured_vs_eager::<bf16>,
+        ),
+        gpu("a_model_with_dropout_is_not_captured", dropout_not_captured),
     ]);
 }
 
@@ -117,8 +126,19 @@ struct Run {
 }
 
 fn run<U: GradElement + AttentionElement + 'static>(iters: usize, seed: u64) -> Res<Run> {
+    run_with::<U>(iters, seed, 0.1, None)
+}
+
+/// [`run`] with `dropout`, the iteration captured into a CUDA graph before iteration
+/// `capture_at` (every later iteration a replay).
+fn run_with<U: GradElement + AttentionElement + 'static>(
+    iters: usize,
+    seed: u64,
+    dropout: f64,
+    capture_at: Option<usize>,
+) -> Res<Run> {
     let corpus = Corpus::from_text(&text(), 32, "the test text")?;
-    let cfg = tiny(corpus.vocab.len(), 0.1);
+    let cfg = tiny(corpus.vocab.len(), dropout);
     let tc = train_config(iters);
     let mut trainer = Trainer::<U>::new(Gpt::<f32>::new(cfg, seed)?, tc)?;
     let eval = |trainer: &Trainer<U>| -> Res<f32> {
@@ -136,10 +156,14 @@ fn run<U: GradElement + AttentionElement + 'static>(iters: usize, seed: u64) -> 
     let before = eval(&trainer)?;
     let mut batcher = Batcher::new(seed);
     let mut losses = Vec::new();
-    for _ in 0..iters {
+    for i in 0..iters {
         let micro = (0..tc.grad_accum)
             .map(|_| batch(&mut batcher, &corpus.train, tc.batch, 32))
             .collect::<Res<Vec<_>>>()?;
+        if capture_at == Some(i) {
+            trainer.capture(&micro)?;
+            ensure!(trainer.captured_kernels().is_some(), "not captured");
+        }
         losses.push(trainer.step(&micro)?.loss.item()?);
     }
     let after = eval(&trainer)?;
@@ -460,5 +484,41 @@ fn classifier_in_place<U: GradElement + AttentionElement + 'static>() -> TestRes
             "{what}: {n}'s gradient differs between loss_with and the logits' loss"
         );
     }
+    Ok(())
+}
+
+/// The iteration captured once (after two eager ones) and replayed with new batches and the
+/// scheduled rate (warm-up, then cosine decay: a different rate at every iteration) gives the
+/// eager run's losses, evaluation and weights bit for bit.
+fn captured_vs_eager<U: GradElement + AttentionElement + 'static>() -> TestResult {
+    let eager = run_with::<U>(12, 7, 0.0, None)?;
+    let graph = run_with::<U>(12, 7, 0.0, Some(2))?;
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    ensure!(
+        bits(&eager.losses) == bits(&graph.losses),
+        "losses differ: eager {:?}, captured {:?}",
+        eager.losses,
+        graph.losses
+    );
+    ensure!(
+        eager.after.to_bits() == graph.after.to_bits(),
+        "evaluation differs: {} vs {}",
+        eager.after,
+        graph.after
+    );
+    for (i, (x, y)) in eager.weights.iter().zip(&graph.weights).enumerate() {
+        ensure!(bits(x) == bits(y), "parameter {i} differs");
+    }
+    Ok(())
+}
+
+/// Dropout's mask position advances on the host: a captured step would repeat its mask, so
+/// the capture is refused, saying why.
+fn dropout_not_captured() -> TestResult {
+    let e = match run_with::<f32>(3, 1, 0.1, Some(1)) {
+        Ok(_) => return Err("a model with dropout was captured".into()),
+        Err(e) => e,
+    };
+    ensure!(e.to_string().contains("dropout"), "{e}");
     Ok(())
 }

@@ -20,6 +20,10 @@ fn main() {
         gpu("capture_is_on_its_own_stream", capture_own_stream),
         gpu("capture_vs_enqueue_stress_threads", capture_stress),
         gpu("capture_refuses_what_a_graph_cannot_own", capture_refusals),
+        gpu(
+            "capture_private_pool_closes_with_the_capture_threads",
+            capture_pool_stress,
+        ),
         // 4. Errors after work was queued leave it tracked or finished.
         gpu("error_after_launch_settles_the_stream", error_after_launch),
         gpu("error_after_dtod_settles_the_stream", error_after_dtod),
@@ -224,6 +228,96 @@ fn capture_stress() -> TestResult {
             accepted.load(Ordering::SeqCst),
             ran.load(Ordering::SeqCst)
         );
+    }
+    Ok(())
+}
+
+/// The caching allocator's graph-private pool under threads: workers queue work on temporaries
+/// of a capture stream, free them and allocate again (so the pool is in use), while the main
+/// thread ends the capture at an arbitrary moment; many rounds. A block the capture freed while
+/// holding it must never go to an allocation that started after the capture had ended (the graph
+/// still holds it, so the driver cannot hand its address out: only the pool could), and the
+/// graphs replay.
+fn capture_pool_stress() -> TestResult {
+    use cuda_stack_runtime::CachingAllocator;
+    use std::collections::HashSet;
+    use std::sync::Mutex;
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    let alloc = CachingAllocator::new(&ctx);
+    let n = 4096;
+    let threads = 4;
+    for round in 0..30 {
+        let cap = ctx.begin_capture()?;
+        let start = Arc::new(Barrier::new(threads + 1));
+        // Addresses of blocks freed while the capture held them (and only the capture did).
+        let freed = Arc::new(Mutex::new(HashSet::<u64>::new()));
+        // Addresses handed out by allocations that began after the capture had ended.
+        let after_end = Arc::new(Mutex::new(Vec::<u64>::new()));
+        let mut handles = Vec::new();
+        for _ in 0..threads {
+            let cs = cap.stream().clone();
+            let (alloc, start, freed, after_end) = (
+                alloc.clone(),
+                start.clone(),
+                freed.clone(),
+                after_end.clone(),
+            );
+            let x = s.clone_htod(&vec![7u8; n])?;
+            let mut y = s.alloc_zeros::<u8>(n)?;
+            s.synchronize()?;
+            handles.push(std::thread::spawn(move || -> Result<(), String> {
+                start.wait();
+                let mut kept = Vec::new();
+                for i in 0..40 {
+                    let ended = cs.capture_ticket().is_none();
+                    // SAFETY: written by the copy below before anything reads it.
+                    let mut t = unsafe { alloc.alloc::<u8>(&cs, n) }.map_err(|e| e.to_string())?;
+                    let p = t.as_raw_ptr();
+                    if ended {
+                        after_end.lock().unwrap_or_else(|e| e.into_inner()).push(p);
+                    }
+                    cs.memcpy_dtod(&x, &mut t).map_err(|e| e.to_string())?;
+                    cs.memcpy_dtod(&t, &mut y).map_err(|e| e.to_string())?;
+                    let still = cs.capture_ticket().is_some();
+                    if i % 5 == 0 {
+                        kept.push(t); // some stay live past the end
+                    } else {
+                        drop(t);
+                        if still {
+                            // Freed while the capture was (at least just before) in progress.
+                            freed.lock().unwrap_or_else(|e| e.into_inner()).insert(p);
+                        }
+                    }
+                }
+                drop(kept);
+                drop((x, y));
+                Ok(())
+            }));
+        }
+        start.wait();
+        std::thread::sleep(Duration::from_micros(40 * (round % 9) as u64));
+        let graph = cap.end();
+        for h in handles {
+            h.join().map_err(|_| "worker panicked")??;
+        }
+        let graph = graph?;
+        // Blocks freed during the capture and held by it are alive (held by `graph`): an
+        // allocation that began after the end can only have one of their addresses if the pool
+        // handed it out.
+        let freed = freed.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for p in after_end.lock().unwrap_or_else(|e| e.into_inner()).iter() {
+            ensure!(
+                !freed.contains(p),
+                "round {round}: a block the capture freed ({p:#x}) went to an allocation made \
+                 after the capture ended"
+            );
+        }
+        let exec = graph.instantiate()?;
+        for _ in 0..2 {
+            exec.launch(&s)?;
+        }
+        s.synchronize()?;
     }
     Ok(())
 }

@@ -140,8 +140,7 @@ impl Allocation {
                 .captured
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .allocations
-                .push(self.clone());
+                .hold(Arc::as_ptr(self), || self.clone());
             return Ok(());
         }
         self.order_before(stream)
@@ -160,18 +159,18 @@ impl Allocation {
         let a = unsafe { &*this };
         if stream.is_capturing() {
             a.refuse_external_capture()?;
-            // SAFETY: `this` came from `Arc::as_ptr` of a live Arc (caller's contract), so taking
-            // one more strong reference is valid.
-            let arc = unsafe {
-                Arc::increment_strong_count(this);
-                Arc::from_raw(this)
-            };
             stream
                 .captured
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .allocations
-                .push(arc);
+                .hold(this, || {
+                    // SAFETY: `this` came from `Arc::as_ptr` of a live Arc (caller's contract),
+                    // so taking one more strong reference is valid.
+                    unsafe {
+                        Arc::increment_strong_count(this);
+                        Arc::from_raw(this)
+                    }
+                });
             return Ok(());
         }
         a.order_before(stream)

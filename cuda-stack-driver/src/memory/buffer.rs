@@ -62,6 +62,35 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
         Arc::strong_count(&self.alloc)
     }
 
+    /// The capture in progress on this buffer's home stream, when that capture is the only
+    /// owner of the memory besides this buffer: it recorded work using the buffer, and no other
+    /// graph and no other capture did. `None` otherwise (no capture on the home stream, the
+    /// capture never used the buffer, or something else holds it too).
+    ///
+    /// This is what a caching allocator needs to reuse a capture's temporary *within the same
+    /// capture* (a graph-private pool): a capture records the work of its stream as one chain
+    /// (work queued later on the stream runs after the earlier work in every replay, and no
+    /// other stream's work can join the graph — see [`crate::graph`]), so a later user of the
+    /// memory recorded on the same capture is ordered after every earlier use, in every replay.
+    /// `&mut self` because the answer holds only while nobody can queue more work on the buffer;
+    /// it can turn stale only towards `None` (a graph dropping its hold), never the other way.
+    pub fn held_only_by_capture(&mut self) -> Option<crate::CaptureTicket> {
+        let home = &self.alloc.home;
+        if !home.is_capturing() {
+            return None;
+        }
+        let captured = home.captured.lock().unwrap_or_else(|p| p.into_inner());
+        let ticket = captured
+            .ticket
+            .as_ref()
+            .filter(|t| t.state() == crate::CaptureState::Capturing)?;
+        // This buffer and the capture's single hold: no other graph or capture (each would hold
+        // a reference of its own).
+        let only = captured.held.contains(&(Arc::as_ptr(&self.alloc) as usize))
+            && Arc::strong_count(&self.alloc) == 2;
+        only.then(|| ticket.clone())
+    }
+
     /// Bytes allocated.
     pub fn allocated_bytes(&self) -> usize {
         self.alloc.bytes

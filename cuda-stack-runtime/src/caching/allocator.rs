@@ -73,7 +73,7 @@ impl CachingAllocator {
             .ok_or_else(overflow)?;
         let (class, pool) = size_class(requested).ok_or_else(overflow)?;
         let info = BlockInfo::new(stream, class, pool, requested);
-        let block = match self.shared.take_cached(&info) {
+        let block = match self.shared.take_cached(stream, &info) {
             Some(b) => b,
             None => self.shared.alloc_block(stream, &info)?,
         };

@@ -26,6 +26,25 @@
 //!   block before the earlier work is done.
 //! - **Graphs**: a block that a CUDA graph captured work on is not cached when returned (a graph
 //!   launch might still write it); it is freed when the graph is dropped.
+//! - **Graph-private pools** (reuse *within* a capture, PyTorch's `graph_pool_handle`): a block
+//!   returned while a capture is in progress on its home stream, and held by that capture and by
+//!   nothing else (no other graph, no other capture:
+//!   [`cuda_stack_driver::DeviceBuffer::held_only_by_capture`]), goes to a free list private to
+//!   that capture. Later allocations for that stream **during the same capture** take it (same
+//!   size class, counted as cache hits) before the general cache. This is sound because a capture
+//!   records its stream's work as one chain: `cuda-stack-driver` refuses event records and
+//!   cross-stream use of a capturing stream's buffers, and foreign libraries must queue on the
+//!   stream they are given, so in every replay the new user's nodes run after every node of the
+//!   old user (and consecutive replays are ordered through the blocks' own stream tracking).
+//!   So a captured step needs the *peak* of its temporaries, not their sum. When the capture ends
+//!   (or is abandoned), its private list is given up (counted as driver frees): those blocks are
+//!   held by the graph, never handed out again, and freed when the graph is dropped (at once for
+//!   an abandoned capture). Whenever a condition cannot be established — the block is used by
+//!   another graph or capture, its home stream is not the capturing one, the capture has ended —
+//!   the block is handled by the rule above (not reused). A buffer allocated during a capture and
+//!   kept after it may share its memory with the capture's temporaries, so replays rewrite it —
+//!   as they rewrite every buffer the captured work writes: read what a capture produced as an
+//!   output of the graph, after a replay.
 //! - **Out of memory**: when the driver cannot allocate, the cache is emptied, the device
 //!   synchronized, and the allocation retried once.
 //!

@@ -239,6 +239,11 @@ pub trait GradElement: TensorElement<Sum = Self, Max = Self> + FloatElement {
         grad_scale: Option<&DeviceSlice<Self>>,
         params: AdamParams<f64>,
     ) -> Result<()>;
+
+    /// The kernel [`GradElement::adam_many`] launches (see
+    /// `cuda_stack_kernels::ops::adam_many_kernel`).
+    #[doc(hidden)]
+    fn adam_many_kernel(k: &Kernels) -> Result<&cuda_stack_driver::Function>;
 }
 
 macro_rules! grad_element {
@@ -521,6 +526,10 @@ macro_rules! grad_element {
                 Ok(ops::adam_many::<$t>(
                     k, s, tensors, steps, grad_scale, params,
                 )?)
+            }
+
+            fn adam_many_kernel(k: &Kernels) -> Result<&cuda_stack_driver::Function> {
+                Ok(ops::adam_many_kernel::<$t>(k)?)
             }
         }
     };

@@ -109,9 +109,9 @@ pub use matmul_backend::{
     with_matmul_backend, MatmulBackend, ALLOW_TF32_VAR, MATMUL_BACKEND_VAR,
 };
 pub use ops::{
-    adam4_, adam_many_, clip_grad_norm_, clip_grad_scale, linear_bias_grad, sgd4_, sgd_momentum4_,
-    to_dtype_many, zeros_like_many, AdamParams, AdamSlot, AttentionElement, Fp8Cast,
-    LinearBiasGrad, SgdParams, LINEAR_BGRAD_VAR,
+    adam4_, adam_many_, adam_many_lr_param, clip_grad_norm_, clip_grad_scale, linear_bias_grad,
+    sgd4_, sgd_momentum4_, to_dtype_many, zeros_like_many, AdamParams, AdamSlot, AttentionElement,
+    Fp8Cast, LinearBiasGrad, SgdParams, LINEAR_BGRAD_VAR,
 };
 
 use std::sync::Arc;

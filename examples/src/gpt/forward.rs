@@ -191,8 +191,12 @@ impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
         idx: &Tensor<i32>,
     ) -> Result<Var<U>> {
         let (_, t) = self.check_ids("Gpt::forward", idx)?;
-        let positions: Vec<i32> = (0..t as i32).collect();
-        let pos = Tensor::from_slice_on(idx.device(), &positions, &[t])?;
+        let pos = if self.positions.device() == idx.device() && t <= self.positions.numel() {
+            self.positions.narrow(0, 0, t)?
+        } else {
+            let positions: Vec<i32> = (0..t as i32).collect();
+            Tensor::from_slice_on(idx.device(), &positions, &[t])?
+        };
         let x = w.wte.embedding(idx)?.add(&w.wpe.embedding(&pos)?)?;
         let mut x = self.drop.forward(&x)?;
         let heads = self.config.n_head;

@@ -33,6 +33,9 @@ pub struct Gpt<T: GradElement> {
     /// Whether each block's MLP is the one op [`Var::mlp_gelu`] (GELU in cuBLASLt's epilogues
     /// for bf16/f16) or the chain `linear → gelu → linear`; see [`Gpt::set_fused_mlp`].
     pub(crate) fused_mlp: AtomicBool,
+    /// The positions `0 .. block_size` on the device, made once: a forward takes a view of
+    /// its first `T` (no host copy per forward, which a CUDA graph capture could not hold).
+    pub(crate) positions: cuda_stack_runtime::Tensor<i32>,
 }
 
 /// Sets `v` to N(0, std²) drawn from `seed`.
@@ -97,6 +100,10 @@ impl<T: GradElement + AttentionElement> Gpt<T> {
             blocks,
             ln_f: LayerNorm::new(c, LN_EPS)?,
             fused_mlp: AtomicBool::new(false),
+            positions: {
+                let p: Vec<i32> = (0..config.block_size as i32).collect();
+                cuda_stack_runtime::Tensor::from_vec(p, &[config.block_size])?
+            },
         })
     }
 }

@@ -9,14 +9,22 @@
 //! [`cuda_stack_nn::DataParallel`] (buckets all-reduced over NCCL while the backward pass runs;
 //! bf16's cast leaves hand their gradients to the f32 parameters, whose hooks feed the buckets),
 //! then every rank clips the averaged gradients and takes the same AdamW step.
+//!
+//! Where the shapes are fixed, the iteration can be captured once into a CUDA graph
+//! ([`Trainer::capture`], `cuda_stack_nn::CapturedStep`) and every later [`Trainer::step`]
+//! replays it: the batch is copied into the graph's static inputs in place, the scheduled rate
+//! is written into the graph's AdamW nodes (`CapturedStep::set_lr`), and one launch runs the
+//! forward, the backward, the clipping and the update. Dropout cannot be captured (its mask
+//! position advances on the host, so a replay would repeat the captured mask): a model with
+//! dropout > 0 is refused.
 
 use super::forward::GptWeights;
 use super::model::Gpt;
 use super::schedule::CosineSchedule;
 use cuda_stack_nccl::Communicator;
 use cuda_stack_nn::{
-    clip_grad_scale, no_grad, Adam, AdamConfig, DataParallel, DataParallelConfig, GradElement,
-    NnError, Optimizer, ParamGroup, Result, Var,
+    clip_grad_scale, no_grad, Adam, AdamConfig, CapturedStep, DataParallel, DataParallelConfig,
+    GradElement, NnError, Optimizer, ParamGroup, Result, Var,
 };
 use cuda_stack_runtime::{AttentionElement, Tensor};
 use std::marker::PhantomData;
@@ -135,7 +143,89 @@ pub struct Trainer<U> {
     iter: usize,
     /// The gradient exchange with the other ranks, when data-parallel.
     ddp: Option<DataParallel<f32>>,
+    /// The iteration captured into a CUDA graph, once [`Trainer::capture`] made it.
+    graph: Option<GraphedStep>,
     compute: PhantomData<fn() -> U>,
+}
+
+/// An iteration captured into a CUDA graph: what a replay reads (the static micro-batches)
+/// and writes (the loss and the gradient norm).
+struct GraphedStep {
+    step: CapturedStep,
+    inputs: Vec<(Tensor<i32>, Tensor<i32>)>,
+    loss: Var<f32>,
+    grad_norm: Option<Var<f32>>,
+    kernels: usize,
+}
+
+/// Copies `src` into the static input `dst` in place; an error if that would not be in place
+/// (another handle shares `dst`), since the graph would keep reading the old storage.
+fn feed(dst: &mut Tensor<i32>, src: &Tensor<i32>) -> Result<()> {
+    let before = dst.data_ptr();
+    dst.copy_from_(src)?;
+    if dst.data_ptr() != before {
+        return Err(NnError::Invalid {
+            what: "Trainer::step (captured)",
+            problem: "a static input of the graph is shared with another handle, so it was \
+                      copied instead of written in place"
+                .into(),
+        });
+    }
+    Ok(())
+}
+
+/// One iteration's forward, backward, clipping and update (the rate already set), recording
+/// nothing on the host: what [`Trainer::step`] runs eagerly and [`Trainer::capture`] captures.
+fn run_step<U: GradElement + AttentionElement + 'static>(
+    model: &Gpt<f32>,
+    params: &[Var<f32>],
+    config: &TrainConfig,
+    opt: &mut Adam<f32>,
+    ddp: Option<&DataParallel<f32>>,
+    micro: &[(Tensor<i32>, Tensor<i32>)],
+) -> Result<(Tensor<f32>, Option<Tensor<f32>>)> {
+    opt.zero_grad();
+    let n = micro.len();
+    let mut total: Option<Tensor<f32>> = None;
+    for (x, y) in micro {
+        // Cast for each forward: the cast leaves hand their gradients to the parameters.
+        let w: GptWeights<U> = model.weights_as::<U>()?;
+        let loss = model.loss_with(&w, x, y)?;
+        if n > 1 {
+            loss.scale(1.0 / n as f64)?.backward()?;
+        } else {
+            loss.backward()?;
+        }
+        let l = loss.value().to_dtype::<f32>()?;
+        total = Some(match total {
+            None => l,
+            Some(t) => (&t + &l)?,
+        });
+    }
+    let mut loss = total.ok_or_else(|| NnError::Invalid {
+        what: "Trainer::step",
+        problem: "no micro-batch".into(),
+    })?;
+    if n > 1 {
+        loss = loss.scale(1.0 / n as f32)?;
+    }
+    // Data-parallel: every gradient becomes the mean over the ranks (its bucket's all-reduce
+    // was queued during the backward pass); clipping sees the averaged ones.
+    if let Some(d) = ddp {
+        d.finish_gradients()?;
+    }
+    // Clipping: the norm and the scale on the device, the scale applied by AdamW as it
+    // reads each gradient (the same update as scaling the gradients first; one launch per
+    // 192 tensors for the norm, none for the scaling).
+    let grad_norm = if config.grad_clip > 0.0 {
+        let (norm, scale) = clip_grad_scale(params, config.grad_clip)?;
+        opt.step_with_grad_scale(&scale)?;
+        Some(norm)
+    } else {
+        opt.step()?;
+        None
+    };
+    Ok((loss, grad_norm))
 }
 
 impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
@@ -164,6 +254,7 @@ impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
             config,
             iter: 0,
             ddp: None,
+            graph: None,
             compute: PhantomData,
         })
     }
@@ -229,6 +320,8 @@ impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
     /// One iteration over `micro` (`grad_accum` pairs of ids and targets, each `[batch, T]`):
     /// see the module documentation. Nothing is read back to the host. Data-parallel, the
     /// returned loss is this rank's (see [`DataParallel::mean_over_ranks`] for the global one).
+    /// Once [`Trainer::capture`] has run, the iteration is a replay of the captured graph
+    /// (`micro` must then have the captured shapes).
     pub fn step(&mut self, micro: &[(Tensor<i32>, Tensor<i32>)]) -> Result<StepStats> {
         if micro.len() != self.config.grad_accum {
             return Err(NnError::Invalid {
@@ -242,54 +335,114 @@ impl<U: GradElement + AttentionElement + 'static> Trainer<U> {
         }
         let lr = self.config.schedule.lr_at(self.iter);
         self.opt.set_lr(lr)?;
-        self.model.set_training(true);
-        self.opt.zero_grad();
-        let n = micro.len();
-        let mut total: Option<Tensor<f32>> = None;
-        for (x, y) in micro {
-            // Cast for each forward: the cast leaves hand their gradients to the parameters.
-            let w: GptWeights<U> = self.model.weights_as::<U>()?;
-            let loss = self.model.loss_with(&w, x, y)?;
-            if n > 1 {
-                loss.scale(1.0 / n as f64)?.backward()?;
-            } else {
-                loss.backward()?;
+        if let Some(g) = &mut self.graph {
+            for ((sx, sy), (x, y)) in g.inputs.iter_mut().zip(micro) {
+                feed(sx, x)?;
+                feed(sy, y)?;
             }
-            let l = loss.value().to_dtype::<f32>()?;
-            total = Some(match total {
-                None => l,
-                Some(t) => (&t + &l)?,
+            g.step.set_lr(lr)?;
+            g.step.replay()?;
+            self.iter += 1;
+            // Copies: the graph rewrites its outputs at the next replay, which a handle kept
+            // by the caller would refuse.
+            let loss = g.loss.value().deep_copy()?;
+            let grad_norm = match &g.grad_norm {
+                Some(v) => Some(v.value().deep_copy()?),
+                None => None,
+            };
+            return Ok(StepStats {
+                loss,
+                grad_norm,
+                lr,
             });
         }
-        let mut loss = total.ok_or_else(|| NnError::Invalid {
-            what: "Trainer::step",
-            problem: "no micro-batch".into(),
-        })?;
-        if n > 1 {
-            loss = loss.scale(1.0 / n as f32)?;
-        }
-        // Data-parallel: every gradient becomes the mean over the ranks (its bucket's
-        // all-reduce was queued during the backward pass); clipping sees the averaged ones.
-        if let Some(d) = &self.ddp {
-            d.finish_gradients()?;
-        }
-        // Clipping: the norm and the scale on the device, the scale applied by AdamW as it
-        // reads each gradient (the same update as scaling the gradients first; one launch per
-        // 192 tensors for the norm, none for the scaling).
-        let grad_norm = if self.config.grad_clip > 0.0 {
-            let (norm, scale) = clip_grad_scale(&self.params, self.config.grad_clip)?;
-            self.opt.step_with_grad_scale(&scale)?;
-            Some(norm)
-        } else {
-            self.opt.step()?;
-            None
-        };
+        self.model.set_training(true);
+        let (loss, grad_norm) = run_step::<U>(
+            &self.model,
+            &self.params,
+            &self.config,
+            &mut self.opt,
+            self.ddp.as_ref(),
+            micro,
+        )?;
         self.iter += 1;
         Ok(StepStats {
             loss,
             grad_norm,
             lr,
         })
+    }
+
+    /// Captures the iteration into a CUDA graph, with `micro`'s shapes: every later
+    /// [`Trainer::step`] replays it (see the module documentation). Nothing runs now and the
+    /// iteration count does not advance. Take at least one eager step first (AdamW's state must
+    /// exist). Refused when the model has dropout (a replay would repeat the captured mask).
+    /// The caching allocator's free blocks are given back first: the capture cannot reuse the
+    /// eager steps' blocks (they belong to another stream), and reuses its own temporaries
+    /// within the capture, so the captured step needs about an eager step's peak.
+    pub fn capture(&mut self, micro: &[(Tensor<i32>, Tensor<i32>)]) -> Result<()> {
+        let dropout = self.model.config().dropout;
+        if dropout > 0.0 {
+            return Err(NnError::Invalid {
+                what: "Trainer::capture",
+                problem: format!(
+                    "dropout {dropout}: its mask position advances on the host, so every replay \
+                     would repeat the mask drawn during the capture; train eagerly"
+                ),
+            });
+        }
+        if self.ddp.is_some() {
+            return Err(NnError::Invalid {
+                what: "Trainer::capture",
+                problem: "data-parallel: the gradient exchange runs on NCCL's own schedule, \
+                          which a CUDA graph of this stream cannot hold; train eagerly"
+                    .into(),
+            });
+        }
+        if micro.len() != self.config.grad_accum {
+            return Err(NnError::Invalid {
+                what: "Trainer::capture",
+                problem: format!(
+                    "{} micro-batches for grad_accum = {}",
+                    micro.len(),
+                    self.config.grad_accum
+                ),
+            });
+        }
+        self.graph = None;
+        // The static inputs: storages of their own, rewritten in place before each replay.
+        let inputs = micro
+            .iter()
+            .map(|(x, y)| Ok((x.deep_copy()?, y.deep_copy()?)))
+            .collect::<Result<Vec<_>>>()?;
+        cuda_stack_runtime::empty_cache()?;
+        self.opt.set_lr(self.config.schedule.lr_at(self.iter))?;
+        self.model.set_training(true);
+        let (model, params, config) = (&self.model, &self.params, &self.config);
+        let (step, (loss, grad_norm)) = CapturedStep::capture(&mut self.opt, |opt| {
+            let (loss, norm) = run_step::<U>(model, params, config, opt, None, &inputs)?;
+            Ok((Var::constant(loss), norm.map(Var::constant)))
+        })?;
+        let kernels = step.kernel_count()?;
+        self.graph = Some(GraphedStep {
+            step,
+            inputs,
+            loss,
+            grad_norm,
+            kernels,
+        });
+        Ok(())
+    }
+
+    /// The number of kernels one replay launches, once [`Trainer::capture`] has run (`None`:
+    /// the steps run eagerly).
+    pub fn captured_kernels(&self) -> Option<usize> {
+        self.graph.as_ref().map(|g| g.kernels)
+    }
+
+    /// Drops the captured graph: later steps run eagerly.
+    pub fn release_graph(&mut self) {
+        self.graph = None;
     }
 
     /// The mean loss over `batches` (pairs of ids and targets) with dropout off and no graph

@@ -179,6 +179,18 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
         tc.grad_clip,
         a.seed
     ));
+    let want_graph = a.graph.wanted(cfg.dropout);
+    out.say(if want_graph {
+        "the step: one CUDA graph replay, captured after the first eager step".to_string()
+    } else if cfg.dropout > 0.0 {
+        format!(
+            "the step: eager (dropout {} cannot be captured: a replay would repeat the mask \
+             drawn during the capture)",
+            cfg.dropout
+        )
+    } else {
+        "the step: eager (--graph off)".to_string()
+    });
 
     let mut train_batches = Batcher::new(a.seed);
     let mut eval_batches = Batcher::new(a.seed ^ 0x5eed_e7a1);
@@ -253,6 +265,22 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
         let micro = (0..tc.grad_accum)
             .map(|_| batch(&mut train_batches, &corpus.train, tc.batch, block))
             .collect::<Result<Vec<_>, _>>()?;
+        if want_graph && it == start + 1 {
+            // After one eager step (AdamW's state exists): every later step is a replay.
+            // `--graph auto` falls back to eager steps, saying why; `--graph on` fails.
+            match trainer.capture(&micro) {
+                Ok(()) => pb.println(format!(
+                    "iter {it}: the step is captured into one CUDA graph ({} kernels)",
+                    trainer.captured_kernels().unwrap_or(0)
+                )),
+                Err(e) if a.graph == super::GraphMode::Auto => {
+                    pb.println(format!(
+                        "iter {it}: the step could not be captured ({e}); it runs eagerly"
+                    ));
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         let stats = trainer.step(&micro)?;
         pending.push((it, stats.loss));
         window.1 += 1;

@@ -38,6 +38,29 @@ pub enum Dtype {
     Bf16,
 }
 
+/// Whether the training step runs as a captured CUDA graph.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GraphMode {
+    /// Captured where the step can be: the model has no dropout (gpt2-124m), since dropout's
+    /// mask position advances on the host and a replay would repeat the captured mask.
+    Auto,
+    /// Captured (an error for a model with dropout).
+    On,
+    /// Every step eager.
+    Off,
+}
+
+impl GraphMode {
+    /// Whether to capture a model with this dropout.
+    pub fn wanted(self, dropout: f64) -> bool {
+        match self {
+            GraphMode::Auto => dropout == 0.0,
+            GraphMode::On => true,
+            GraphMode::Off => false,
+        }
+    }
+}
+
 /// The flags.
 #[derive(clap::Parser)]
 #[command(
@@ -118,6 +141,13 @@ pub struct Args {
     /// runs the same ops either way.
     #[arg(long)]
     pub fused_mlp: bool,
+    /// The training step as one captured CUDA graph (`cuda_stack_nn::CapturedStep`), replayed
+    /// with the batch copied in place and the scheduled rate written into the graph's AdamW
+    /// nodes; captured after the first eager step (gpt2-124m: after the warm-up steps). `auto`:
+    /// where the model has no dropout (gpt2-124m yes, shakespeare-char's dropout 0.2 no); `off`
+    /// runs every step eagerly, to compare.
+    #[arg(long, value_enum, default_value_t = GraphMode::Auto)]
+    pub graph: GraphMode,
     /// gpt2-124m: timed steps.
     #[arg(long, default_value_t = 20)]
     pub steps: usize,

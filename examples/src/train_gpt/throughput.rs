@@ -133,6 +133,28 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     for i in 0..warmup {
         trainer.step(&micro(1 + i))?;
     }
+    // The step captured into one CUDA graph, then replayed once untimed (its first launch
+    // uploads it).
+    let mut capture_s = None;
+    if a.graph.wanted(cfg.dropout) {
+        rt::synchronize()?;
+        let tc = Instant::now();
+        match trainer.capture(&micro(1 + warmup)) {
+            Ok(()) => {
+                trainer.step(&micro(1 + warmup))?;
+                rt::synchronize()?;
+                capture_s = Some(tc.elapsed().as_secs_f64());
+            }
+            // `--graph auto` falls back to eager steps, saying why; `--graph on` fails.
+            Err(e) if a.graph == super::GraphMode::Auto => {
+                out.say(format!(
+                    "note: the step could not be captured ({e}); it runs eagerly"
+                ));
+                out.put("graph_error", json!(e.to_string()));
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
     rt::synchronize()?;
     let t = Instant::now();
     let mut last = None;
@@ -147,11 +169,22 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     let flops = flops_per_token(&cfg) * tokens_per_s;
     let mfu = peak.map(|p| flops / p);
     let (peak_alloc, peak_reserved) = (rt::max_memory_allocated()?, rt::max_memory_reserved()?);
+    let graph_kernels = trainer.captured_kernels();
 
     let mut t = Table::new(&["figure", "value"]);
     t.row(&[
         "time to the first step (context, weights, first step)".into(),
         format!("{first_step:.2} s"),
+    ]);
+    t.row(&[
+        "step".into(),
+        match (graph_kernels, capture_s) {
+            (Some(k), Some(c)) => format!(
+                "one CUDA graph replay ({k} kernels; capture + first replay {:.2} s)",
+                c
+            ),
+            _ => "eager (--graph off, or dropout > 0)".into(),
+        },
     ]);
     t.row(&[
         "step time".into(),
@@ -255,6 +288,9 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     out.put("steps", json!(steps));
     out.put("first_step_s", json!(first_step));
     out.put("step_ms", json!(secs * 1e3 / steps as f64));
+    out.put("graph", json!(graph_kernels.is_some()));
+    out.put("graph_kernels", json!(graph_kernels));
+    out.put("capture_s", json!(capture_s));
     out.put("tokens_per_s", json!(tokens_per_s));
     out.put("model_tflops", json!(flops / 1e12));
     out.put("mfu", json!(mfu));

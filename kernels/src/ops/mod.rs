@@ -90,7 +90,8 @@ pub use layer_norm::{layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_nor
 pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};
 pub use multi_tensor::{
-    adam_many, cast_many, fill_many, scale_many, sumsq_partials_many, sumsq_parts_many, AdamTensor,
+    adam_many, adam_many_kernel, cast_many, fill_many, scale_many, sumsq_partials_many,
+    sumsq_parts_many, AdamTensor, ADAM_MANY_LR_PARAM,
 };
 pub use optim::{
     adam, adam4, increment_counters, sgd, sgd4, sgd_momentum, sgd_momentum4, AdamParams, SgdParams,

@@ -14,6 +14,21 @@ use crate::tensor::{DType, GradElement, Tensor, TensorElement};
 use cuda_stack_driver::DeviceSlice;
 use cuda_stack_kernels::ops::{self, AdamParams, AdamTensor};
 
+/// The kernel [`adam_many_`] launches for `T` on device `ordinal`, and the index of its
+/// learning-rate parameter (a `T::Scalar`: `f32` for f32, `f64` for f64). The rate only
+/// scales the update (no memory access depends on it), so a CUDA graph that captured the update
+/// can be given another rate for its later replays
+/// ([`cuda_stack_driver::GraphExec::set_kernel_param`] on its nodes that launch this kernel):
+/// how a captured training step follows a learning-rate schedule.
+pub fn adam_many_lr_param<T: GradElement>(
+    ordinal: usize,
+) -> Result<(cuda_stack_driver::Function, usize)> {
+    let exec = crate::tensor::storage::Exec::on(ordinal)?;
+    let k = exec.kernels()?;
+    let f = T::adam_many_kernel(&k)?.clone();
+    Ok((f, ops::ADAM_MANY_LR_PARAM))
+}
+
 /// [`TensorError::DeviceMismatch`] unless every tensor is on `xs[0]`'s device.
 fn one_device<T: TensorElement>(op: &'static str, xs: &[&Tensor<T>]) -> Result<()> {
     if let Some((first, rest)) = xs.split_first() {

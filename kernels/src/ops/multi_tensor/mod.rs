@@ -222,6 +222,17 @@ pub struct AdamTensor<'a, T> {
     pub weight_decay: f64,
 }
 
+/// The kernel [`adam_many`] launches for `T` (once per [`MTA_CAP`] tensors); its parameter
+/// [`ADAM_MANY_LR_PARAM`] is the learning rate, a `T::Scalar`.
+pub fn adam_many_kernel<T: Element>(k: &Kernels) -> Result<&Function> {
+    dispatch::mt_adam::<T>(k)
+}
+
+/// The index of the learning rate among the parameters of [`adam_many_kernel`]'s kernel
+/// (`mt_adam(MtAdamTable t, const int* steps, T lr, …)`). The rate only scales the update: no
+/// memory access depends on it, so a captured graph's copy may be changed between replays.
+pub const ADAM_MANY_LR_PARAM: usize = 2;
+
 /// [`super::adam`] for every tensor of `tensors` — one launch per [`MTA_CAP`] non-empty
 /// tensors, each tensor with its own step counter and weight decay (`params.weight_decay` is
 /// not used) — and, with `grad_scale` (one element on the device, e.g. the clip coefficient
