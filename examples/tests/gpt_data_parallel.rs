@@ -112,7 +112,14 @@ fn rank<U: GradElement + AttentionElement + 'static>(comm: Communicator) -> Res<
     state(&t)
 }
 
+/// Held by each two-rank test for its whole run: the two tests each start a pair of NCCL ranks
+/// on the same two GPUs, and run side by side (libtest's default threads) the binary once ended
+/// after the first test's line, with exit status 0 and no verdict (2 × H200, session 42); one
+/// after the other they pass.
+static TWO_RANKS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn two_ranks<U: GradElement + AttentionElement + 'static>(tol: f64) -> TestResult {
+    let _serial = TWO_RANKS.lock().unwrap_or_else(|e| e.into_inner());
     // The one-GPU reference: the whole batch on GPU 0.
     set_device(0)?;
     let mut one = Trainer::<U>::new(Gpt::<f32>::new(cfg(), SEED)?, train_config(2 * HALF))?;
