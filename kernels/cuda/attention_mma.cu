@@ -44,6 +44,7 @@
 // tiles; the natural grid is one CTA per tile). kernels/tools/attn_fwd_mma_emu.py emulates this
 // kernel lane by lane (fragments, ldmatrix, cp.async timing, barriers) against an f64 reference.
 #include "dtype.cuh"
+#include "ex2.cuh"
 #include "mma_warp_tile.cuh"
 #include "shared_address.cuh"
 
@@ -62,12 +63,6 @@ __device__ __forceinline__ void am_cp16(unsigned dst, const void* src, int bytes
 }
 __device__ __forceinline__ void am_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void am_wait_all() { asm volatile("cp.async.wait_group 0;" ::: "memory"); }
-// 2^x, denormal results flushed to zero (the probabilities and rescale factors; ex2(-inf) = +0).
-__device__ __forceinline__ float am_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 // A value the compiler must treat as new at this point, so that it cannot hoist products of it
 // out of the key loop and keep them live: it did (one 64-bit address per copy), and spilled.
 __device__ __forceinline__ long long am_opaque(long long x) {
@@ -283,14 +278,14 @@ __device__ __forceinline__ void attn_fwd_mma(const unsigned short* __restrict__ 
                     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                     const float m_new = fmaxf(m[i][rr], mx * mul);
                     const float m_use = m_new == NEG_INF ? 0.0f : m_new;  // no key seen yet: all p = 0
-                    const float corr = am_exp2(m[i][rr] - m_use);
+                    const float corr = ex2_approx(m[i][rr] - m_use);
                     const float nm = -m_use;
                     float sum = 0.0f;
 #pragma unroll
                     for (int n = 0; n < NB; ++n)
 #pragma unroll
                         for (int c = 0; c < 2; ++c) {
-                            const float p = am_exp2(fmaf(s[i][n][2 * rr + c], mul, nm));
+                            const float p = ex2_approx(fmaf(s[i][n][2 * rr + c], mul, nm));
                             s[i][n][2 * rr + c] = p;
                             sum += p;
                         }

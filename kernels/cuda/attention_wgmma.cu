@@ -46,6 +46,7 @@
 //     lse = (m + log2 l) ln 2.
 // No atomics: deterministic.
 #include "dtype.cuh"
+#include "ex2.cuh"
 #include "shared_address.cuh"
 #include "tma.cuh"
 #include "wgmma_ops.cuh"
@@ -63,12 +64,6 @@
 #define AW_SMEM_BYTES(D) ((1 + 2 * AW_STAGES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
 
 // ---- wgmma (descriptors, fence / commit / wait and the register lists: wgmma_ops.cuh) ---------
-
-__device__ __forceinline__ float aw_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
 
 // The element types: the PTX type name, the pair rounding (lo in the low half).
 #define AW_ELEMENT(NAME, STORAGE, PTX)                                                                          \
@@ -108,24 +103,6 @@ __device__ __forceinline__ float aw_exp2(float x) {
 AW_ELEMENT(AwBF16, bf16_t, "bf16")
 AW_ELEMENT(AwF16, f16_t, "f16")
 #undef AW_ELEMENT
-
-// Waits for the phase of parity `parity` of an mbarrier to complete. The spin loop lives inside one
-// asm statement (as CUTLASS's does), so the compiler sees straight-line code and no divergent
-// branch next to the wgmma instructions. Lab builds with TMA_SPIN_* use tma.cuh's checked loop.
-__device__ __forceinline__ void aw_bar_wait(unsigned bar, unsigned parity) {
-#if defined(TMA_SPIN_LIMIT) || defined(TMA_SPIN_RECORD)
-    mbar_wait(bar, parity);
-#else
-    asm volatile(
-        "{ .reg .pred p;\n"
-        "AW_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@!p bra AW_WAIT;\n"
-        "}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-#endif
-}
 
 // One 4-D box {64, 128, 1, 1} at (c0, c1, c2, c3) into shared memory at dst.
 __device__ __forceinline__ void aw_tma_4d(unsigned dst, const TensorMap* map, int c0, int c1, int c2, int c3,
@@ -215,14 +192,14 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
                 const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal);
                 if (w.n_kt == 0) continue;  // no key seen: the consumers write zeros
-                if (nq > 0) aw_bar_wait(q_empty, (nq - 1) & 1);
+                if (nq > 0) mbar_wait_spin(q_empty, (nq - 1) & 1);
                 mbar_expect_tx(q_full, TILE);
 #pragma unroll
                 for (int a = 0; a < ATOMS; ++a) aw_tma_4d(sQ + a * AW_ATOM, tmQ, 64 * a, w.m0, w.h, w.b, q_full);
                 ++nq;
                 for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
                     const int s = it % ST;
-                    if (it >= ST) aw_bar_wait(kvempty + 8 * s, ((it / ST) & 1) ^ 1);
+                    if (it >= ST) mbar_wait_spin(kvempty + 8 * s, ((it / ST) & 1) ^ 1);
                     const unsigned k_dst = sK + 2 * s * TILE, v_dst = k_dst + TILE;
                     mbar_expect_tx(kfull + 8 * s, TILE);
 #pragma unroll
@@ -269,7 +246,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         for (int i = 0; i < NO; ++i) o[i] = 0.0f;
         float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
         if (w.n_kt > 0) {
-            aw_bar_wait(q_full, nq & 1);
+            mbar_wait_spin(q_full, nq & 1);
             ++nq;
         }
         float s[64];
@@ -278,7 +255,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             const int st = it % ST;
             const unsigned ph = (it / ST) & 1;
             const unsigned k_tile = sK + 2 * st * TILE, v_tile = k_tile + TILE;
-            aw_bar_wait(kfull + 8 * st, ph);
+            mbar_wait_spin(kfull + 8 * st, ph);
             // S = Q K^T: k steps of 16 (32 bytes) within each 64-column atom.
             wgx_fence();
 #pragma unroll
@@ -323,14 +300,14 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float m_new = fmaxf(m[rr], mx * mul);
                 const float m_use = m_new == NEG_INF ? 0.0f : m_new;
-                const float corr = aw_exp2(m[rr] - m_use);
+                const float corr = ex2_approx(m[rr] - m_use);
                 const float nm = -m_use;
                 float sum = 0.0f;
 #pragma unroll
                 for (int i = 0; i < 16; ++i)
 #pragma unroll
                     for (int x = 0; x < 2; ++x) {
-                        const float p = aw_exp2(fmaf(s[4 * i + 2 * rr + x], mul, nm));
+                        const float p = ex2_approx(fmaf(s[4 * i + 2 * rr + x], mul, nm));
                         s[4 * i + 2 * rr + x] = p;
                         sum += p;
                     }
@@ -352,7 +329,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
 
             // O += P V: k step kb = keys 16 kb .. + 15 = 16 rows of 128 bytes of the V tile; the
             // D columns are ATOMS atoms of 64, AW_ATOM apart (the leading byte offset).
-            aw_bar_wait(vfull + 8 * st, ph);
+            mbar_wait_spin(vfull + 8 * st, ph);
             wgx_fence();
 #pragma unroll
             for (int kb = 0; kb < AW_BN / 16; ++kb) E::pv(o, pa[kb], wgx_desc(v_tile + kb * 16 * 128, AW_ATOM, 1024));

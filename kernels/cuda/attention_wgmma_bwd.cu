@@ -57,6 +57,7 @@
 // loops; barrier waits spin inside one asm statement. Whole tiles are skipped only on CTA-uniform
 // conditions (the causal range of query or key tiles of the CTA).
 #include "dtype.cuh"
+#include "ex2.cuh"
 #include "shared_address.cuh"
 #include "tma.cuh"
 #include "wgmma_ops.cuh"
@@ -100,14 +101,6 @@
 // dQ: Q, dO tiles; per stage a K and a V tile; then the barriers.
 #define ABW_DQ_SMEM_BYTES(D) (2 * ABW_TILE(ABW_DQ_BM, D) + ABW_DQ_STAGES(D) * 2 * ABW_TILE(ABW_DQ_BN(D), D) + 1024 + 256)
 
-__device__ __forceinline__ float abw_exp2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-
-__device__ __forceinline__ void abw_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;" ::: "memory"); }
-
 // The element types: the wgmma_ops.cuh tag (for the shared-memory products), the products with A
 // from registers, the pair rounding (lo in the low half).
 #define ABW_ELEMENT(NAME, TAG, PTX)                                                                            \
@@ -138,24 +131,6 @@ __device__ __forceinline__ void abw_wait1() { asm volatile("wgmma.wait_group.syn
 ABW_ELEMENT(AbwBF16, WgxBF16, "bf16")
 ABW_ELEMENT(AbwF16, WgxF16, "f16")
 #undef ABW_ELEMENT
-
-// Waits for the phase of parity `parity` of an mbarrier to complete, spinning inside one asm
-// statement (no divergent branch next to the wgmma instructions). Lab builds with TMA_SPIN_* use
-// tma.cuh's checked loop.
-__device__ __forceinline__ void abw_bar_wait(unsigned bar, unsigned parity) {
-#if defined(TMA_SPIN_LIMIT) || defined(TMA_SPIN_RECORD)
-    mbar_wait(bar, parity);
-#else
-    asm volatile(
-        "{ .reg .pred p;\n"
-        "ABW_WAIT:\n"
-        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-        "@!p bra ABW_WAIT;\n"
-        "}" ::"r"(bar),
-        "r"(parity)
-        : "memory");
-#endif
-}
 
 // The 64-row boxes of an R-row tile starting at row r0 of an N-row operand that hold any row:
 // boxes wholly past N are not copied (their rows of the tile then hold stale data, which only
@@ -313,7 +288,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             const int qt0 = first_qt(w.tile);
             if (qt0 >= n_qt) continue;  // no query sees these keys: the consumers write zeros
             if (warp == 0) {
-                if (nkv > 0) abw_bar_wait(kv_empty, (nkv - 1) & 1);
+                if (nkv > 0) mbar_wait_spin(kv_empty, (nkv - 1) & 1);
                 const int nb = abw_boxes<BN>(w.tile * BN, Nk);
                 mbar_expect_tx(kv_full, 2 * nb * (D / 64) * ABW_BOX * 128);
                 abw_load_tile<BN, D>(sK, tmK, w.tile * BN, nb, w.h, w.b, kv_full);
@@ -322,7 +297,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             ++nkv;
             for (int qt = qt0; qt < n_qt; ++qt, ++it) {
                 const int s = it % ST;
-                if (it >= ST) abw_bar_wait(empty + 8 * s, ((it / ST) & 1) ^ 1);
+                if (it >= ST) mbar_wait_spin(empty + 8 * s, ((it / ST) & 1) ^ 1);
                 if (warp == 0) {
                     const unsigned q_dst = sQ + 2 * s * QT;
                     mbar_expect_tx(full + 8 * s, 2 * QT);
@@ -368,21 +343,21 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
 #pragma unroll
         for (int i = 0; i < NA; ++i) gk[i] = gv[i] = 0.0f;
         if (qt0 < n_qt) {
-            abw_bar_wait(kv_full, nkv & 1);
+            mbar_wait_spin(kv_full, nkv & 1);
             ++nkv;
         }
         for (int qt = qt0; qt < n_qt; ++qt, ++it) {
             const int st = it % ST;
             const int m0 = qt * BM;
             const unsigned q_tile = sQ + 2 * st * QT, do_tile = q_tile + QT;
-            abw_bar_wait(full + 8 * st, (it / ST) & 1);
+            mbar_wait_spin(full + 8 * st, (it / ST) & 1);
             // S^T = K Q^T, dP^T = V dO^T (the warpgroup's 64 keys against the tile's BM queries).
             wgx_fence();
             abw_mul_ss<E, BM, BN, D>(s, sK + c * 64 * 128, q_tile);
             wgx_commit();
             abw_mul_ss<E, BM, BN, D>(dp, sV + c * 64 * 128, do_tile);
             wgx_commit();
-            abw_wait1();  // S^T (and, ABW_KV_OVERLAP, the previous step's dV, dK products)
+            wgx_wait1();  // S^T (and, ABW_KV_OVERLAP, the previous step's dV, dK products)
             wgx_fence_acc(s);
             if (OVERLAP && qt > qt0) {  // the previous step's stage (Q, dO, lse, delta) has been read
                 __syncwarp();
@@ -397,8 +372,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
                 const float2 l = *reinterpret_cast<const float2*>(l2 + 8 * i + 2 * quad);
 #pragma unroll
                 for (int rr = 0; rr < 2; ++rr) {
-                    float p0 = abw_exp2(fmaf(s[4 * i + 2 * rr], sl2, -l.x));
-                    float p1 = abw_exp2(fmaf(s[4 * i + 2 * rr + 1], sl2, -l.y));
+                    float p0 = ex2_approx(fmaf(s[4 * i + 2 * rr], sl2, -l.x));
+                    float p1 = ex2_approx(fmaf(s[4 * i + 2 * rr + 1], sl2, -l.y));
                     if (part) {
                         const long long lim = (long long)(m0 + 8 * i + 2 * quad) + shift;  // keys <= lim seen
                         const long long key = kr + 8 * rr;
@@ -508,7 +483,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
                 const int qt = n_qt - 1 - w.tile;
                 const int n_kt = key_tiles(qt);
                 if (n_kt == 0) continue;  // no key seen: the consumers write zeros
-                if (nq > 0) abw_bar_wait(q_empty, (nq - 1) & 1);
+                if (nq > 0) mbar_wait_spin(q_empty, (nq - 1) & 1);
                 const int nb = abw_boxes<BM>(qt * BM, Nq);
                 mbar_expect_tx(q_full, 2 * nb * (D / 64) * ABW_BOX * 128);
                 abw_load_tile<BM, D>(sQ, tmQ, qt * BM, nb, w.h, w.b, q_full);
@@ -516,7 +491,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
                 ++nq;
                 for (int kt = 0; kt < n_kt; ++kt, ++it) {
                     const int s = it % ST;
-                    if (it >= ST) abw_bar_wait(kvempty + 8 * s, ((it / ST) & 1) ^ 1);
+                    if (it >= ST) mbar_wait_spin(kvempty + 8 * s, ((it / ST) & 1) ^ 1);
                     const unsigned k_dst = sK + 2 * s * KT;
                     mbar_expect_tx(kfull + 8 * s, KT);
                     abw_load_tile<BN, D>(k_dst, tmK, kt * BN, BN / ABW_BOX, w.h, w.b, kfull + 8 * s);
@@ -569,22 +544,22 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
 #pragma unroll
         for (int i = 0; i < NA; ++i) acc[i] = 0.0f;
         if (n_kt > 0) {
-            abw_bar_wait(q_full, nq & 1);
+            mbar_wait_spin(q_full, nq & 1);
             ++nq;
         }
         for (int kt = 0; kt < n_kt; ++kt, ++it) {
             const int st = it % ST;
             const unsigned ph = (it / ST) & 1;
             const unsigned k_tile = sK + 2 * st * KT, v_tile = k_tile + KT;
-            abw_bar_wait(kfull + 8 * st, ph);
+            mbar_wait_spin(kfull + 8 * st, ph);
             wgx_fence();
             abw_mul_ss<E, BN, BM, D>(s, sQ + c * 64 * 128, k_tile);  // S = Q K^T
             wgx_commit();
-            abw_bar_wait(vfull + 8 * st, ph);
+            mbar_wait_spin(vfull + 8 * st, ph);
             wgx_fence();  // (a fence after the wait: ptxas injects one before dP's products otherwise, C7519)
             abw_mul_ss<E, BN, BM, D>(dp, sdO + c * 64 * 128, v_tile);  // dP = dO V^T
             wgx_commit();
-            abw_wait1();  // S, and the previous tile's dQ += dS K
+            wgx_wait1();  // S, and the previous tile's dQ += dS K
             wgx_fence_acc(s);
             if (kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
             // P: s[4 i + 2 rr + x] is row r0 + 8 rr, key kt BN + 8 i + 2 quad + x.
@@ -596,7 +571,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
                 for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
                     for (int x = 0; x < 2; ++x) {
-                        const float p = abw_exp2(fmaf(s[4 * i + 2 * rr + x], sl2, -l2[rr]));
+                        const float p = ex2_approx(fmaf(s[4 * i + 2 * rr + x], sl2, -l2[rr]));
                         s[4 * i + 2 * rr + x] = 8 * i + x < lim ? p : 0.0f;
                     }
             }

@@ -20,6 +20,7 @@
 // packets when every pointer is 16-byte aligned, scalar otherwise and for the tail; 64-bit
 // indices.
 #include "dtype.cuh"
+#include "ex2.cuh"
 
 __device__ __forceinline__ double th(double v) { return tanh(v); }
 
@@ -43,11 +44,6 @@ template <typename F> __device__ __forceinline__ F gelu_dx(F x, F dy) {
 // e = inf). 1 - s as e * s where that avoids cancellation (e < 1), else 1 - s (s <= 1/2 there:
 // no cancellation; also e = inf, s = 0). Half-precision GELU is instruction-bound, so every
 // instruction here counts.
-__device__ __forceinline__ float gelu_ex2(float v) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
-    return r;
-}
 __device__ __forceinline__ float gelu_rcp(float v) {
     float r;
     asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(v));
@@ -56,12 +52,12 @@ __device__ __forceinline__ float gelu_rcp(float v) {
 #define GELU_C2 2.3022082f  // 2 * sqrt(2 / pi) * log2(e)
 template <> __device__ __forceinline__ float gelu_y<float>(float x) {
     const float x2 = x * x;
-    const float e = gelu_ex2(-GELU_C2 * (x + gelu_a<float>() * x2 * x));
+    const float e = ex2_approx(-GELU_C2 * (x + gelu_a<float>() * x2 * x));
     return x * gelu_rcp(1.0f + e);
 }
 template <> __device__ __forceinline__ float gelu_dx<float>(float x, float dy) {
     const float x2 = x * x;
-    const float e = gelu_ex2(-GELU_C2 * (x + gelu_a<float>() * x2 * x));
+    const float e = ex2_approx(-GELU_C2 * (x + gelu_a<float>() * x2 * x));
     const float s = gelu_rcp(1.0f + e);
     const float one_minus_s = e < 1.0f ? e * s : 1.0f - s;
     const float du = gelu_k<float>() * (1.0f + 3.0f * gelu_a<float>() * x2);

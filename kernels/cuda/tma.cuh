@@ -1,5 +1,5 @@
 // tma.cuh — Hopper's asynchronous copy engine (TMA) and the mbarriers that count its bytes
-// (sm_90+; PTX ISA 8.0). Shared by gemm_wgmma.cu and gemm_mma_tma.cu.
+// (sm_90+; PTX ISA 8.0). Shared by the wgmma GEMMs and attention kernels and gemm_mma_tma.cu.
 #pragma once
 
 // The opaque 128-byte CUtensorMap, passed by value as a __grid_constant__ parameter.
@@ -65,6 +65,25 @@ __device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity) {
     }
 }
 #endif
+
+// mbar_wait with the spin loop inside one asm statement (as CUTLASS's): the compiler sees
+// straight-line code, so no divergent branch sits next to wgmma instructions (the attention
+// kernels' waits; a loop around try_wait put one there, kernels/TUNING.md). Lab builds with
+// TMA_SPIN_* take mbar_wait's checked loop instead.
+__device__ __forceinline__ void mbar_wait_spin(unsigned bar, unsigned parity) {
+#if defined(TMA_SPIN_LIMIT) || defined(TMA_SPIN_RECORD)
+    mbar_wait(bar, parity);
+#else
+    asm volatile(
+        "{ .reg .pred p;\n"
+        "MBAR_SPIN:\n"
+        "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra MBAR_SPIN;\n"
+        "}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+#endif
+}
 
 // One box of a 2-D tensor map into shared memory at `dst`; completion is counted in bytes on `bar`.
 __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, int c0, int c1, unsigned bar) {
