@@ -7,6 +7,7 @@ f32 and writes what each step computed, so the Rust model can be compared step f
 
     python3 tools/torch_gpt.py --out DIR [--config tiny|shakespeare|gpt2] [--batch 4]
                                [--seq 64] [--steps 20] [--lr 1e-3] [--seed 1337]
+                               [--device cuda|cpu]
     train_gpt --check DIR
 
 DIR receives:
@@ -39,6 +40,8 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seed", type=int, default=1337)
+    ap.add_argument("--device", default="cuda",
+                    help="cuda (default) or cpu: the committed test fixture was written on the CPU")
     a = ap.parse_args()
     from safetensors.torch import save_file
 
@@ -48,7 +51,7 @@ def main():
     c = CONFIGS[a.config]
     if a.seq > c["block_size"]:
         raise SystemExit(f"--seq {a.seq} exceeds the config's block_size {c['block_size']}")
-    dev = "cuda"
+    dev = a.device
     model = GPT(c).to(dev)
     os.makedirs(a.out, exist_ok=True)
     save_file({k: v.detach().contiguous() for k, v in model.state_dict().items()},
@@ -73,7 +76,9 @@ def main():
     with open(os.path.join(a.out, "expected.json"), "w") as f:
         json.dump(dict(config=c, batch=a.batch, seq=a.seq, lr=a.lr, betas=betas, eps=eps,
                        weight_decay=0.0, steps=a.steps, losses=losses,
-                       torch=torch.__version__, device=torch.cuda.get_device_name()), f, indent=1)
+                       torch=torch.__version__,
+                       device=torch.cuda.get_device_name() if dev.startswith("cuda") else dev),
+                  f, indent=1)
     print(f"torch_gpt: {a.config}, {a.steps} steps, losses {losses[0]:.6f} -> {losses[-1]:.6f}")
 
 

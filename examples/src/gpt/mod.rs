@@ -43,6 +43,7 @@
 //! | `corpus` | [`Corpus`]: character vocabulary, 90/10 split, [`Batcher`]'s random windows |
 //! | `schedule` | [`CosineSchedule`]: nanoGPT's `get_lr` |
 //! | `train` | [`TrainConfig`], [`decays`], [`adamw`], [`Trainer`]: an iteration (data-parallel with [`Trainer::with_data_parallel`]), evaluation |
+//! | [`parity`] | [`parity::compare_with_torch`]: step for step against `tools/torch_gpt.py`'s files |
 //! | `budget` | [`MemoryEstimate`], [`flops_per_token`], [`bf16_dense_peak`] |
 //! | [`torch_bench`] | PyTorch's figures (`tools/torch_gpt_bench.py`) beside ours, the targets |
 
@@ -52,6 +53,7 @@ mod corpus;
 mod forward;
 mod kv_cache;
 mod model;
+pub mod parity;
 mod sample;
 mod schedule;
 pub mod torch_bench;

@@ -1,163 +1,97 @@
-//! `train_gpt --check DIR`: the GPT of `cuda_examples::gpt`, checked step for step against
-//! PyTorch (issue 33; llm.c's `test_gpt2` idea).
+//! `train_gpt --check DIR [--dtype f32|bf16]`: the GPT of `cuda_examples::gpt`, checked step
+//! for step against PyTorch (issue 33; llm.c's `test_gpt2` idea).
 //!
 //! `--check DIR` reads what `tools/torch_gpt.py --out DIR` wrote — the initial weights, a batch,
-//! PyTorch's step-0 gradients and the losses of its AdamW steps — loads the same weights into
-//! this model and compares, in f32:
-//! - the step-0 loss, within `--loss-tol` relative (1e-5);
-//! - every parameter's step-0 gradient, within `--grad-tol` (1e-3) of that parameter's largest
-//!   |gradient| (GEMM and reduction orders differ, so gradients agree to float rounding
-//!   accumulated through the layers, not bit for bit);
+//! PyTorch's step-0 gradients (f32) and the losses of its AdamW steps — loads the same weights
+//! into this model and compares ([`cuda_examples::gpt::parity`]):
+//! - the step-0 loss, within `--loss-tol` relative (f32 1e-5, bf16 1e-2);
+//! - every parameter's step-0 gradient, within `--grad-tol` of that parameter's largest
+//!   |gradient| (f32 1e-3, bf16 5e-2);
 //! - the loss before each of the following AdamW steps (betas, eps, learning rate from the
-//!   file; no weight decay), within `--steps-tol` relative (1e-4).
+//!   file; no weight decay), within `--steps-tol` relative (f32 1e-4, bf16 2e-2).
 //!
-//! The table lists the worst parameters; the exit status is non-zero on any mismatch.
+//! `--dtype bf16` computes in bf16 on f32 parameters (autocast's rule) against the same f32
+//! PyTorch run. The table lists the worst parameters; the exit status is non-zero on any
+//! mismatch. The GPU test `gpt_parity` runs the same comparison on a committed fixture.
 //!
 //! ```text
 //! python3 tools/torch_gpt.py --out /tmp/gpt-check --config tiny --steps 20
 //! cargo run --release -p cuda-examples --bin train_gpt -- --check /tmp/gpt-check
+//! cargo run --release -p cuda-examples --bin train_gpt -- --check /tmp/gpt-check --dtype bf16
 //! ```
 
 use super::Args;
 use cuda_examples::bench::Table;
 use cuda_examples::exit::ProgramResult;
-use cuda_examples::gpt::{Gpt, GptConfig};
-use cuda_stack_nn::checkpoint::Checkpoint;
-use cuda_stack_nn::{Adam, AdamConfig, Optimizer};
-use serde_json::Value;
+use cuda_examples::gpt::parity::{compare_with_torch, ParityTolerances};
+use cuda_stack_nn::GradElement;
+use cuda_stack_runtime::AttentionElement;
 use std::path::Path;
 
-fn num(v: &Value, key: &str) -> Result<f64, String> {
-    v[key]
-        .as_f64()
-        .ok_or_else(|| format!("expected.json has no number `{key}`"))
-}
-
-/// Runs the comparison with the files in `dir`.
-pub fn run(a: &Args, dir: &Path) -> ProgramResult {
+/// Runs the comparison with the files in `dir`, computing in `U`.
+pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args, dir: &Path) -> ProgramResult {
     cuda_stack_runtime::set_device(a.common.device)?;
-    let text = std::fs::read_to_string(dir.join("expected.json"))
-        .map_err(|e| format!("reading {}: {e}", dir.join("expected.json").display()))?;
-    let exp: Value = serde_json::from_str(&text)?;
-    let c = &exp["config"];
-    let size = |k: &str| num(c, k).map(|v| v as usize);
-    let cfg = GptConfig {
-        vocab: size("vocab")?,
-        block_size: size("block_size")?,
-        n_layer: size("n_layer")?,
-        n_head: size("n_head")?,
-        n_embd: size("n_embd")?,
-        dropout: 0.0,
+    let bf16 = std::mem::size_of::<U>() == 2;
+    let base = if bf16 {
+        ParityTolerances::BF16
+    } else {
+        ParityTolerances::F32
     };
-    let losses: Vec<f64> = exp["losses"]
-        .as_array()
-        .ok_or("expected.json has no `losses`")?
-        .iter()
-        .filter_map(Value::as_f64)
-        .collect();
-    let model = Gpt::<f32>::new(cfg, 0)?;
-    model.set_fused_mlp(a.fused_mlp);
-    let named = model.named_parameters();
-    Checkpoint::open(dir.join("model.safetensors"))?.load_into(&named)?;
-    let batch = Checkpoint::open(dir.join("batch.safetensors"))?;
-    let (x, y) = (batch.tensor::<i32>("x")?, batch.tensor::<i32>("y")?);
+    let tol = ParityTolerances {
+        loss: a.loss_tol.unwrap_or(base.loss),
+        grad: a.grad_tol.unwrap_or(base.grad),
+        steps: a.steps_tol.unwrap_or(base.steps),
+    };
+    let r = compare_with_torch::<U>(dir, tol, a.fused_mlp)?;
     println!(
-        "train_gpt --check: {cfg:?}, batch {:?}, {} steps of PyTorch {}",
-        x.shape(),
-        losses.len(),
-        exp["torch"].as_str().unwrap_or("?")
+        "train_gpt --check ({}): {:?}, batch {:?}, {} steps of {}",
+        if bf16 { "bf16 compute" } else { "f32" },
+        r.config,
+        r.batch_shape,
+        r.step_losses.len() + 1,
+        r.torch
     );
-    let mut failures = Vec::new();
-
-    // Step 0: the loss and every gradient.
-    let loss = model.loss(&x, &y)?;
-    loss.backward()?;
-    let l0 = f64::from(loss.value().item()?);
-    let want0 = *losses.first().ok_or("no losses in expected.json")?;
-    let rel0 = (l0 - want0).abs() / want0.abs();
-    println!("step 0 loss {l0:.7} (PyTorch {want0:.7}), relative difference {rel0:.2e}");
-    if rel0 > a.loss_tol {
-        failures.push(format!(
-            "step-0 loss differs by {rel0:.2e} > {}",
-            a.loss_tol
-        ));
-    }
-    let grads = Checkpoint::open(dir.join("grads.safetensors"))?;
-    let mut rows = Vec::new();
-    for (n, p) in &named {
-        let want = grads.tensor::<f32>(n)?.to_vec()?;
-        let got = p
-            .grad()?
-            .ok_or_else(|| format!("no gradient for {n}"))?
-            .to_vec()?;
-        let scale = want
-            .iter()
-            .fold(0.0f32, |m, v| m.max(v.abs()))
-            .max(f32::MIN_POSITIVE);
-        let err = got
-            .iter()
-            .zip(&want)
-            .fold(0.0f32, |m, (g, w)| m.max((g - w).abs()));
-        let rel = f64::from(err / scale);
-        if rel > a.grad_tol || got.len() != want.len() {
-            failures.push(format!("gradient of {n}: {rel:.2e} of its largest value"));
-        }
-        rows.push((rel, n.clone(), scale));
-    }
-    rows.sort_by(|p, q| q.0.total_cmp(&p.0));
+    println!(
+        "step 0 loss {:.7} (PyTorch {:.7}), relative difference {:.2e} (tolerance {})",
+        r.step0_loss.0,
+        r.step0_loss.1,
+        r.step0_relative(),
+        tol.loss
+    );
     let mut t = Table::new(&[
         "parameter (worst first)",
         "max |Δgrad| / max |grad|",
         "max |grad|",
     ]);
-    for (rel, n, scale) in rows.iter().take(8) {
-        t.row(&[n.clone(), format!("{rel:.2e}"), format!("{scale:.3e}")]);
+    for g in r.grads.iter().take(8) {
+        t.row(&[
+            g.name.clone(),
+            format!("{:.2e}", g.relative),
+            format!("{:.3e}", g.scale),
+        ]);
     }
     t.print();
-
-    // The AdamW steps.
-    let betas = &exp["betas"];
-    let config = AdamConfig {
-        lr: num(&exp, "lr")?,
-        betas: (
-            betas[0].as_f64().ok_or("betas")?,
-            betas[1].as_f64().ok_or("betas")?,
-        ),
-        eps: num(&exp, "eps")?,
-        weight_decay: 0.0,
-        decoupled_weight_decay: true,
-    };
-    let params = named.iter().map(|(_, p)| p.clone()).collect();
-    let mut opt = Adam::new(params, config)?;
-    opt.step()?; // step 0's update, from the gradients checked above
-    let mut worst: f64 = 0.0;
-    for (i, want) in losses.iter().enumerate().skip(1) {
-        opt.zero_grad();
-        let l = model.loss(&x, &y)?;
-        l.backward()?;
-        opt.step()?;
-        let got = f64::from(l.value().item()?);
-        let rel = (got - want).abs() / want.abs();
-        worst = worst.max(rel);
-        if rel > a.steps_tol {
-            failures.push(format!("step {i} loss {got} vs PyTorch {want}: {rel:.2e}"));
-        }
-    }
     println!(
-        "steps 1..{}: worst relative loss difference {worst:.2e} (tolerance {})",
-        losses.len(),
-        a.steps_tol
+        "gradients: worst {:.2e} of the parameter's largest |gradient| (tolerance {})",
+        r.grads.first().map_or(0.0, |g| g.relative),
+        tol.grad
     );
-    if failures.is_empty() {
+    println!(
+        "steps 1..{}: worst relative loss difference {:.2e} (tolerance {})",
+        r.step_losses.len(),
+        r.worst_step_relative(),
+        tol.steps
+    );
+    if r.passed() {
         println!(
             "PASS: loss, gradients and {} steps match PyTorch",
-            losses.len()
+            r.step_losses.len() + 1
         );
         Ok(())
     } else {
-        for f in &failures {
+        for f in &r.failures {
             println!("MISS: {f}");
         }
-        Err(format!("{} mismatches with PyTorch", failures.len()).into())
+        Err(format!("{} mismatches with PyTorch", r.failures.len()).into())
     }
 }
