@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # mutate.sh — evidence that run.sh can fail: each line below breaks cuda/attention_mma_bwd.cu
 # in one place (a wrong ldmatrix offset, a missing barrier or wait, a buffer overwritten while in
-# use, an off-by-one mask...; the two-kernel path and the fused one), and the emulator (run.sh
-# quick: D = 64 and 128) must report a wrong result or an error for every one ("caught"). The anchors are the source text at the time of writing: a mutation whose
+# use, an off-by-one mask, a stride of dout, dq, dk or dv mixed up, dv_at ignored...; the two-kernel
+# path and the fused one), and the emulator (run.sh quick: D = 64 and 128; dense, strided and packed
+# gradients) must report a wrong result or an error for every one ("caught"). The anchors are the source text at the time of writing: a mutation whose
 # anchor no longer matches exactly once reports BAD ANCHOR.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,10 +26,13 @@ PY
   then
     echo "BAD ANCHOR : $desc"; missed=$((missed + 1)); continue
   fi
-  if CUDA_SRC="$out/cuda" "$here/run.sh" quick > "$out/log" 2>&1; then
+  CUDA_SRC="$out/cuda" "$here/run.sh" quick > "$out/log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
     echo "MISSED     : $desc"; missed=$((missed + 1))
   else
-    echo "caught     : $desc -- $(grep -m1 -E 'FAIL|EMU ERROR|error' "$out/log" | cut -c1-110)"
+    why=$(grep -m1 -E 'FAIL|EMU ERROR|error' "$out/log" | cut -c1-110)
+    echo "caught     : $desc -- ${why:-exit status $rc, no report (a crash: a guard-page fault or the like)}"
   fi
 done <<'LIST'
 dkdv A operand lane offset|const unsigned ka_s = k_tile + warp * 16 * RB + off_t;|const unsigned ka_s = k_tile + warp * 16 * RB + off;
@@ -55,6 +59,13 @@ fused no K tile at D = 64|        if (K_SMEM && qt0 < n_qt) ab_load_tile|       
 fused dQ of the other 8 rows|ab_red_add(p + 8 * n + 1, acc[n][2 * rr + 1]);|ab_red_add(p + 8 * n + 1, acc[n][2 * (1 - rr) + 1]);
 convert without the scale|o.x = E::pack(a.x * scale, a.y * scale);|o.x = E::pack(a.x, a.y * scale);
 mul_bt B operand lane offset (both)|            ldsm_x4(tile + lane_off + p * 16 * RB + ks * 32, b0, b1, b2, b3);|            ldsm_x4(tile + lane_off + p * 16 * RB + ks * 16, b0, b1, b2, b3);
+dkdv dv_at ignored (dv written at the dv argument)|(dv_at >= 0 ? dk + dv_at : dv) + b * dv_sb|dv + b * dv_sb
+dkdv dv stored with dk's row stride|h * dv_sh, dv_sr, c0, Nk, 1.0f, quad);|h * dv_sh, dk_sr, c0, Nk, 1.0f, quad);
+dkdv dk stored with dv's head stride|ab_store<E, D>(gk, dk + b * dk_sb + h * dk_sh, dk_sr|ab_store<E, D>(gk, dk + b * dk_sb + h * dv_sh, dk_sr
+dkdv dO tile with q's row stride|ab_load_tile<D, BM>(base + buf * 2 * TILE + TILE, dob, do_sr, m0, Nq);|ab_load_tile<D, BM>(base + buf * 2 * TILE + TILE, dob, q_sr, m0, Nq);
+dq dO fragments with q's row stride|ab_frag_a<D>(da, dob, do_sr, r0, Nq, quad);|ab_frag_a<D>(da, dob, q_sr, r0, Nq, quad);
+dq stored with dO's row stride|ab_store<E, D>(acc, dq + b * g_sb + h * g_sh, g_sr, r0, Nq, scale, quad);|ab_store<E, D>(acc, dq + b * g_sb + h * g_sh, do_sr, r0, Nq, scale, quad);
+convert writes dq dense (strides ignored)|*reinterpret_cast<uint2*>(dq + b * g_sb + h * g_sh + row * g_sr + c) = o;|*reinterpret_cast<uint2*>(dq + 4 * i) = o;
 LIST
 echo "$missed mutation(s) missed or unanchored"
 [ "$missed" -eq 0 ]
