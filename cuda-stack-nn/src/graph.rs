@@ -8,6 +8,7 @@
 //! is retained, each node's closure is dropped once run, freeing its saved tensors; a second
 //! backward through it is [`NnError::GraphFreed`].
 
+use crate::deferred_cast::PassGuard;
 use crate::error::{NnError, Result};
 use crate::lock::lock;
 use crate::record::Meta;
@@ -42,7 +43,16 @@ impl<T: GradElement> Var<T> {
         self.run_backward(Some(grad.clone()), retain_graph)
     }
 
+    /// One backward pass: `backward_pass` inside a `PassGuard`, which converts the
+    /// cast leaves' deferred gradients when the outermost pass ends (see `deferred_cast.rs`),
+    /// after an error too.
     fn run_backward(&self, seed: Option<Tensor<T>>, retain: bool) -> Result<()> {
+        let pass = PassGuard::enter();
+        let result = self.backward_pass(seed, retain);
+        pass.finish(result)
+    }
+
+    fn backward_pass(&self, seed: Option<Tensor<T>>, retain: bool) -> Result<()> {
         let root = &self.inner.meta;
         if !root.requires_grad {
             return Err(NnError::NoGradPath {
@@ -73,15 +83,24 @@ impl<T: GradElement> Var<T> {
                 meta.run_grad_hooks()?;
                 continue;
             };
+            // A folding node gets what is pending for its first input (see `Node::folds_first`);
+            // what it leaves there goes back into the pass.
+            let mut pending = match node.inputs.first() {
+                Some(first) if node.folds_first && first.requires_grad => grads.remove(&first.id),
+                _ => None,
+            };
             let input_grads = {
                 let mut slot = lock(&node.backward);
                 let f = slot.as_ref().ok_or(NnError::GraphFreed { op: node.op })?;
-                let out = f(&g)?;
+                let out = f(&g, &mut pending)?;
                 if !retain {
                     *slot = None;
                 }
                 out
             };
+            if let (Some(p), Some(first)) = (pending, node.inputs.first()) {
+                grads.insert(first.id, p);
+            }
             for (input, ig) in node.inputs.iter().zip(input_grads) {
                 let Some(ig) = ig else { continue };
                 if !input.requires_grad {

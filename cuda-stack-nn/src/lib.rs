@@ -84,7 +84,7 @@
 //! record  init                            the autograd record; weight init  -> error, lock
 //! var                                     Var                               -> record, grad_mode
 //! graph  hook  ops  layers  optim         backward, hooks, ops, modules     -> var, record
-//!   gradcheck  capture_targets  checkpoint
+//!   gradcheck  capture_targets  checkpoint  deferred_cast
 //! capture  parallel                       CapturedStep, DataParallel        -> optim, hook, var
 //! zero                                    ShardedOptimizer (ZeRO-1)         -> parallel, optim
 //! ```
@@ -92,6 +92,7 @@
 mod capture;
 mod capture_targets;
 pub mod checkpoint;
+mod deferred_cast;
 mod error;
 mod grad_mode;
 pub mod gradcheck;

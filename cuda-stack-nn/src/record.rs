@@ -43,14 +43,22 @@ impl<T: GradElement> Meta<T> {
     }
 }
 
-/// A backward closure: the output's gradient in, one gradient per input out.
+/// A backward closure: the output's gradient in, one gradient per input out. For a node that
+/// folds (see [`Node::folds_first`]) the second argument holds the gradient already pending
+/// for its first input: a closure that takes it (`Option::take`) returns it inside its first
+/// gradient; one left in place stays pending and the first gradient is added to it as usual.
 pub(crate) type BackwardFn<T> =
-    Box<dyn Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync>;
+    Box<dyn Fn(&Tensor<T>, &mut Option<Tensor<T>>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync>;
 
 /// How a computed value was made.
 pub(crate) struct Node<T: GradElement> {
     pub(crate) op: &'static str,
     pub(crate) inputs: Vec<Arc<Meta<T>>>,
+    /// Whether the backward takes the gradient pending for its first input and returns it
+    /// with its own added (LayerNorm: the residual stream's gradient added in its `dx` kernel,
+    /// instead of a separate add). The backward pass hands it over; for other nodes it stays
+    /// in the pass and the node's gradient is added to it.
+    pub(crate) folds_first: bool,
     /// Dropped once run unless the graph is retained, which frees the saved tensors.
     pub(crate) backward: Mutex<Option<BackwardFn<T>>>,
 }
@@ -59,11 +67,13 @@ impl<T: GradElement> Node<T> {
     pub(crate) fn new(
         op: &'static str,
         inputs: Vec<Arc<Meta<T>>>,
+        folds_first: bool,
         backward: BackwardFn<T>,
     ) -> Node<T> {
         Node {
             op,
             inputs,
+            folds_first,
             backward: Mutex::new(Some(backward)),
         }
     }

@@ -91,13 +91,40 @@ impl<T: GradElement> Var<T> {
         inputs: &[&Var<T>],
         backward: impl Fn(&Tensor<T>) -> Result<Vec<Option<Tensor<T>>>> + Send + Sync + 'static,
     ) -> Var<T> {
+        Var::from_node(value, op, inputs, false, Box::new(move |g, _| backward(g)))
+    }
+
+    /// [`Var::from_op`] for an op whose backward adds the gradient already pending for its
+    /// **first** input into that input's gradient itself (in its own kernel, saving an add):
+    /// `backward(g, pending)` returns one gradient per input; where it takes the gradient out
+    /// of `pending` (`Option::take`), its first gradient must include it. The pass hands over
+    /// what has been summed for the first input so far (gradients arriving later are added as
+    /// usual; one left in `pending` stays pending), so the result is the same sum either way.
+    pub(crate) fn from_op_folding_first(
+        value: Tensor<T>,
+        op: &'static str,
+        inputs: &[&Var<T>],
+        backward: impl Fn(&Tensor<T>, &mut Option<Tensor<T>>) -> Result<Vec<Option<Tensor<T>>>>
+            + Send
+            + Sync
+            + 'static,
+    ) -> Var<T> {
+        Var::from_node(value, op, inputs, true, Box::new(backward))
+    }
+
+    fn from_node(
+        value: Tensor<T>,
+        op: &'static str,
+        inputs: &[&Var<T>],
+        folds_first: bool,
+        backward: BackwardFn<T>,
+    ) -> Var<T> {
         let needs = is_grad_enabled() && inputs.iter().any(|v| v.inner.meta.requires_grad);
         if !needs {
             return Var::constant(value);
         }
-        let backward: BackwardFn<T> = Box::new(backward);
         let edges = inputs.iter().map(|v| Arc::clone(&v.inner.meta)).collect();
-        let node = Node::new(op, edges, backward);
+        let node = Node::new(op, edges, folds_first, backward);
         Var::make(value, true, Some(node))
     }
 

@@ -31,6 +31,10 @@ fn main() {
         gpu("cast_gradients_reach_the_sources_hooks", cast_hooks),
         gpu("grad_scaler_skips_backs_off_and_grows", grad_scaler),
         gpu("cast_many_equals_cast_one_by_one", cast_many_bf16),
+        gpu(
+            "deferred_cast_gradients_equal_immediate_ones",
+            deferred_cast_gradients,
+        ),
     ]);
 }
 
@@ -323,5 +327,123 @@ fn cast_many_bf16() -> TestResult {
         Var::cast_many::<bf16>(&[a[1].clone(), c]).is_err(),
         "cast of a computed value"
     );
+    Ok(())
+}
+
+/// The gradients of casts whose sources have no hooks are converted in one batch when the
+/// backward pass ends; with a (no-op) grad-ready hook on the source they are converted at once.
+/// Both give the same bits: 150 parameters of odd shapes (lengths 1 to 300, more than one
+/// launch's table), one unused, one cast twice, over two accumulating backward passes — and
+/// the batched gradients are there as soon as `backward` returns.
+fn deferred_cast_gradients() -> TestResult {
+    const N: usize = 150;
+    const UNUSED: usize = 3;
+    const TWICE: usize = 7;
+    let shape = |i: usize| -> Vec<usize> {
+        let n = 1 + (i * 97) % 300;
+        match i % 3 {
+            0 => vec![n],
+            1 => vec![n, 1],
+            _ if n % 3 == 0 => vec![3, n / 3],
+            _ => vec![1, n],
+        }
+    };
+    let make = || -> Res<Vec<Var<f32>>> {
+        (0..N)
+            .map(|i| {
+                let s = shape(i);
+                let v = values(s.iter().product(), 500 + i as u64, 2.0);
+                Ok(Var::parameter(Tensor::from_vec(v, &s)?))
+            })
+            .collect()
+    };
+    // `deferred`: no hooks (batched); `immediate`: the same values, each with a no-op hook.
+    let (deferred, immediate) = (make()?, make()?);
+    let _hooks = immediate
+        .iter()
+        .map(|p| p.register_grad_ready_hook(|_| Ok(())))
+        .collect::<Result<Vec<_>, _>>()?;
+    // The shape of cast `i` (`N`: the second cast of parameter `TWICE`), and its weights in
+    // pass `pass`, bf16 values.
+    let cast_shape = |i: usize| if i == N { shape(TWICE) } else { shape(i) };
+    let weight = |i: usize, pass: u64| -> Vec<f32> {
+        let n = cast_shape(i).iter().product();
+        values(n, 3000 + 211 * pass + i as u64, 1.0)
+            .into_iter()
+            .map(|x| bf16::from_f32(x).to_f32())
+            .collect()
+    };
+    let weight_of = |i: usize, pass: u64| -> Res<Var<bf16>> {
+        let w: Vec<bf16> = weight(i, pass).into_iter().map(bf16::from_f32).collect();
+        Ok(Var::constant(Tensor::from_vec(w, &cast_shape(i))?))
+    };
+    // Σ_i Σ (c_i · w_i) over the casts but the unused one, plus the second cast's term.
+    let loss = |cs: &[Var<bf16>], second: &Var<bf16>, pass: u64| -> Res<Var<bf16>> {
+        let mut total = second.mul(&weight_of(N, pass)?)?.sum_all()?;
+        for (i, c) in cs.iter().enumerate() {
+            if i != UNUSED {
+                total = total.add(&c.mul(&weight_of(i, pass)?)?.sum_all()?)?;
+            }
+        }
+        Ok(total)
+    };
+    let casts_d = Var::cast_many::<bf16>(&deferred)?;
+    let casts_i = Var::cast_many::<bf16>(&immediate)?;
+    let (second_d, second_i) = (
+        deferred[TWICE].cast::<bf16>()?,
+        immediate[TWICE].cast::<bf16>()?,
+    );
+    for pass in 0..2u64 {
+        loss(&casts_d, &second_d, pass)?.backward()?;
+        // The batch was converted before `backward` returned.
+        for (i, p) in deferred.iter().enumerate() {
+            ensure!(
+                p.grad()?.is_some() == (i != UNUSED),
+                "pass {pass}: parameter {i} has a gradient: {}",
+                p.grad()?.is_some()
+            );
+        }
+        loss(&casts_i, &second_i, pass)?.backward()?;
+        for (i, (d, m)) in deferred.iter().zip(&immediate).enumerate() {
+            let (gd, gm) = match (d.grad()?, m.grad()?) {
+                (None, None) if i == UNUSED => continue,
+                (Some(gd), Some(gm)) => (gd.to_vec()?, gm.to_vec()?),
+                (gd, gm) => {
+                    return Err(format!(
+                        "pass {pass}: parameter {i}: deferred gradient {}, immediate {}",
+                        gd.is_some(),
+                        gm.is_some()
+                    )
+                    .into())
+                }
+            };
+            let same =
+                gd.len() == gm.len() && gd.iter().zip(&gm).all(|(a, b)| a.to_bits() == b.to_bits());
+            ensure!(
+                same,
+                "pass {pass}: parameter {i}: the batched gradient differs from the immediate one"
+            );
+            // And both are the exact sums of the weights (widening to f32 is exact).
+            if i != TWICE {
+                let mut want = weight(i, 0);
+                if pass == 1 {
+                    for (w, x) in want.iter_mut().zip(weight(i, 1)) {
+                        *w += x;
+                    }
+                }
+                ensure!(
+                    gd.iter()
+                        .zip(&want)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "pass {pass}: parameter {i}: gradient {:?}… vs Σ weights {:?}…",
+                    &gd[..gd.len().min(4)],
+                    &want[..want.len().min(4)]
+                );
+            }
+        }
+        for c in casts_d.iter().chain([&second_d]) {
+            ensure!(c.grad()?.is_none(), "a cast leaf kept a gradient");
+        }
+    }
     Ok(())
 }

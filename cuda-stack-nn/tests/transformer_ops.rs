@@ -20,6 +20,11 @@ fn main() {
             dropout_layer_cpu,
         ),
         gpu("gradcheck_layer_norm", grad_layer_norm),
+        gpu("gradcheck_residual_stream", grad_residual_stream),
+        gpu(
+            "add_layer_norm_equals_add_then_layer_norm",
+            add_layer_norm_bits,
+        ),
         gpu("gradcheck_gelu", grad_gelu),
         gpu("gradcheck_fused_cross_entropy", grad_fused_ce),
         gpu("gradcheck_embedding", grad_embedding),
@@ -82,6 +87,118 @@ fn grad_layer_norm() -> TestResult {
                 t64(&[c], 7, 0.5)?,
             ],
         )?;
+    }
+    Ok(())
+}
+
+/// A pre-LayerNorm residual stream, two blocks deep: `x` feeds a LayerNorm and the first add,
+/// each sum feeds the next add and a LayerNorm (whose backward folds the stream's gradient
+/// into its dx kernel), and both the sums and the norms reach the output.
+fn grad_residual_stream() -> TestResult {
+    for (shape, seed) in [
+        (vec![3usize, 5], 20u64),
+        (vec![2, 3, 4], 30),
+        (vec![2, 600], 40),
+    ] {
+        let c = *shape.last().ok_or("shape")?;
+        let proj = Var::constant(t64(&shape, seed, 1.0)?);
+        let proj2 = Var::constant(t64(&shape, seed + 1, 1.0)?);
+        let affine = |k: u64| -> Result<Tensor<f64>, Box<dyn std::error::Error>> {
+            Ok(Tensor::from_vec(
+                values(c, seed + k, 0.5).iter().map(|v| v + 1.0).collect(),
+                &[c],
+            )?)
+        };
+        let stream = |v: &[Var<f64>]| -> cuda_stack_nn::Result<Var<f64>> {
+            let h = v[0].layer_norm(&v[2], &v[3], 1e-5)?;
+            let r1 = h.gelu()?.add(&v[1])?;
+            let (s1, y1) = v[0].add_layer_norm(&r1, &v[4], &v[5], 1e-5)?;
+            let (s2, y2) = s1.add_layer_norm(&y1.gelu()?, &v[2], &v[5], 1e-5)?;
+            y2.mul(&proj)?.sum_all()?.add(&s2.mul(&proj2)?.sum_all()?)
+        };
+        check(
+            &format!("residual stream {shape:?}"),
+            stream,
+            &[
+                t64(&shape, seed + 2, 2.0)?,
+                t64(&shape, seed + 3, 1.0)?,
+                affine(4)?,
+                t64(&[c], seed + 5, 0.5)?,
+                affine(6)?,
+                t64(&[c], seed + 7, 0.5)?,
+            ],
+        )?;
+    }
+    Ok(())
+}
+
+/// `Var::add_layer_norm` gives the same bits as `Var::add` then `Var::layer_norm`: values and
+/// every gradient (f32, warp rows and block rows; the sum also read downstream).
+fn add_layer_norm_bits() -> TestResult {
+    for (rows, c) in [(33usize, 768usize), (5, 1500)] {
+        let t32 = |seed: u64,
+                   scale: f64,
+                   shift: f64|
+         -> Result<Tensor<f32>, Box<dyn std::error::Error>> {
+            let v: Vec<f32> = values(rows * c, seed, scale)
+                .iter()
+                .map(|x| (x + shift) as f32)
+                .collect();
+            Ok(Tensor::from_vec(v, &[rows, c])?)
+        };
+        let p32 = |seed: u64, shift: f64| -> Result<Tensor<f32>, Box<dyn std::error::Error>> {
+            let v: Vec<f32> = values(c, seed, 0.5)
+                .iter()
+                .map(|x| (x + shift) as f32)
+                .collect();
+            Ok(Tensor::from_vec(v, &[c])?)
+        };
+        let (x0, r0, w0, b0) = (
+            t32(91, 3.0, 1.0)?,
+            t32(92, 1.0, 0.0)?,
+            p32(93, 1.0)?,
+            p32(94, 0.0)?,
+        );
+        let (proj, proj2) = (
+            Var::constant(t32(95, 1.0, 0.0)?),
+            Var::constant(t32(96, 1.0, 0.0)?),
+        );
+        let mut runs = Vec::new();
+        for fused in [true, false] {
+            let (x, r, w, b) = (
+                Var::parameter(x0.clone()),
+                Var::parameter(r0.clone()),
+                Var::parameter(w0.clone()),
+                Var::parameter(b0.clone()),
+            );
+            let (s, y) = if fused {
+                x.add_layer_norm(&r, &w, &b, 1e-5)?
+            } else {
+                let s = x.add(&r)?;
+                let y = s.layer_norm(&w, &b, 1e-5)?;
+                (s, y)
+            };
+            let loss = y.mul(&proj)?.sum_all()?.add(&s.mul(&proj2)?.sum_all()?)?;
+            loss.backward()?;
+            let mut out = vec![s.value().to_vec()?, y.value().to_vec()?];
+            for v in [&x, &r, &w, &b] {
+                out.push(v.grad()?.ok_or("grad")?.to_vec()?);
+            }
+            runs.push(out);
+        }
+        for (k, name) in ["sum", "y", "dx", "dres", "dweight", "dbias"]
+            .iter()
+            .enumerate()
+        {
+            let (a, b) = (&runs[0][k], &runs[1][k]);
+            ensure!(a.len() == b.len(), "[{rows}, {c}] {name}: lengths differ");
+            for (i, (p, q)) in a.iter().zip(b).enumerate() {
+                ensure!(
+                    p.to_bits() == q.to_bits(),
+                    "[{rows}, {c}] {name}[{i}]: fused {p}, add then layer_norm {q}"
+                );
+            }
+        }
     }
     Ok(())
 }

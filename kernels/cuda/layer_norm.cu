@@ -26,6 +26,10 @@
 //     row (row r = blockIdx.x, + gridDim.x): rows of up to 256 * 16 = 4096 elements (double:
 //     2048) stay in registers; the op uses them above a warp's reach (1024 columns; double 512
 //     forward, 256 backward).
+//   layer_norm_fwd_add_<dt>, layer_norm_fwd_add_block_<dt>: the forward of x + res (also written
+//     out, as `sum`), launched as their plain twins.
+//   layer_norm_bwd_dx*: with add_res != 0, dx = (the LayerNorm dx, in the compute type) + res,
+//     rounded once: a pending gradient of x folded in (res is not read when add_res == 0).
 //   layer_norm_bwd_params_<dt>: block (32, 8) EXACTLY, grid (ceil(C / (32 N)), P), P <= 65535,
 //     N the 16-byte packet's elements where C % N == 0 and x, dy are 16-byte aligned, else 1
 //     (any gridDim.x is correct).
@@ -78,8 +82,10 @@ template <int T> __device__ __forceinline__ int col_of(int i, int tid, int V, bo
 }
 
 // One row of LayerNorm forward by the T threads that share it (tid in [0, T)).
-template <typename Tag, int T>
+template <typename Tag, int T, bool ADD>
 __device__ __forceinline__ void layer_norm_fwd_row(const typename DType<Tag>::Storage* xr,
+                                                   const typename DType<Tag>::Storage* rr,
+                                                   typename DType<Tag>::Storage* sr,
                                                    const typename DType<Tag>::Storage* w,
                                                    const typename DType<Tag>::Storage* b,
                                                    typename DType<Tag>::Storage* yr, int C,
@@ -98,7 +104,14 @@ __device__ __forceinline__ void layer_norm_fwd_row(const typename DType<Tag>::St
             for (int p = 0; p < ITEMS / V; ++p) {
                 const int c0 = (p * T + tid) * V;
                 if (c0 < C) {
-                    const Pack<S> pk = load_pack(xr + c0);
+                    Pack<S> pk = load_pack(xr + c0);
+                    if (ADD) {  // the sum rounded to S, as the add kernel rounds it
+                        const Pack<S> rk = load_pack(rr + c0);
+#pragma unroll
+                        for (int j = 0; j < V; ++j)
+                            pk.v[j] = D::store(D::load(pk.v[j]) + D::load(rk.v[j]));
+                        store_pack(sr + c0, pk);
+                    }
 #pragma unroll
                     for (int j = 0; j < V; ++j) v[p * V + j] = D::load(pk.v[j]);
                 } else {
@@ -110,7 +123,16 @@ __device__ __forceinline__ void layer_norm_fwd_row(const typename DType<Tag>::St
 #pragma unroll
             for (int i = 0; i < ITEMS; ++i) {
                 const int c = i * T + tid;
-                v[i] = c < C ? D::load(xr[c]) : (F)0;
+                if (c < C) {
+                    S e = xr[c];
+                    if (ADD) {
+                        e = D::store(D::load(e) + D::load(rr[c]));
+                        sr[c] = e;
+                    }
+                    v[i] = D::load(e);
+                } else {
+                    v[i] = (F)0;
+                }
             }
         }
         F s = (F)0;
@@ -147,7 +169,17 @@ __device__ __forceinline__ void layer_norm_fwd_row(const typename DType<Tag>::St
         }
     } else {
         F s = (F)0;
-        for (int c = tid; c < C; c += T) s += D::load(xr[c]);
+        if (ADD) {
+            // Each thread re-reads only the columns it wrote: the sum row is the input from here.
+            for (int c = tid; c < C; c += T) {
+                const S e = D::store(D::load(xr[c]) + D::load(rr[c]));
+                sr[c] = e;
+                s += D::load(e);
+            }
+            xr = sr;
+        } else {
+            for (int c = tid; c < C; c += T) s += D::load(xr[c]);
+        }
         mean = row_sum(s) / (F)C;
         F q = (F)0;
         for (int c = tid; c < C; c += T) {
@@ -161,8 +193,10 @@ __device__ __forceinline__ void layer_norm_fwd_row(const typename DType<Tag>::St
 }
 
 // Rows per block: 8 (a warp each) for T = 32, 1 for T = 256.
-template <typename Tag, int T>
+template <typename Tag, int T, bool ADD>
 __device__ __forceinline__ void layer_norm_fwd(const typename DType<Tag>::Storage* x,
+                                               const typename DType<Tag>::Storage* res,
+                                               typename DType<Tag>::Storage* sum,
                                                const typename DType<Tag>::Storage* w,
                                                const typename DType<Tag>::Storage* b,
                                                typename DType<Tag>::Storage* y,
@@ -175,11 +209,14 @@ __device__ __forceinline__ void layer_norm_fwd(const typename DType<Tag>::Storag
     enum { PER_BLOCK = 256 / T };
     const int tid = threadIdx.x % T;
     // Every row start is 16-byte aligned when the base is and C is a multiple of the packet.
-    const bool vec = (C % Pack<S>::N == 0) && aligned16(x, y) && aligned16(w, b);
+    const bool vec = (C % Pack<S>::N == 0) && aligned16(x, y) && aligned16(w, b) &&
+                     (!ADD || aligned16(res, sum));
     for (int r = blockIdx.x * PER_BLOCK + threadIdx.x / T; r < rows; r += gridDim.x * PER_BLOCK) {
         F mean, rstd;
-        layer_norm_fwd_row<Tag, T>(x + (u64)r * (u64)C, w, b, y + (u64)r * (u64)C, C, eps, vec,
-                                   tid, mean, rstd);
+        const u64 base = (u64)r * (u64)C;
+        layer_norm_fwd_row<Tag, T, ADD>(x + base, ADD ? res + base : nullptr,
+                                        ADD ? sum + base : nullptr, w, b, y + base, C, eps, vec,
+                                        tid, mean, rstd);
         if (tid == 0) {
             mean_out[r] = mean;
             rstd_out[r] = rstd;
@@ -192,6 +229,8 @@ template <typename Tag, int T>
 __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>::Storage* xr,
                                                       const typename DType<Tag>::Storage* w,
                                                       const typename DType<Tag>::Storage* dyr,
+                                                      const typename DType<Tag>::Storage* resr,
+                                                      bool add_res,
                                                       typename DType<Tag>::Storage* dxr, int C,
                                                       typename DType<Tag>::Compute mean,
                                                       typename DType<Tag>::Compute rstd, bool vec,
@@ -241,9 +280,17 @@ __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>:
                 const int c0 = (p * T + tid) * V;
                 if (c0 < C) {
                     Pack<S> o;
+                    if (add_res) {
+                        const Pack<S> rk = load_pack(resr + c0);
 #pragma unroll
-                    for (int j = 0; j < V; ++j)
-                        o.v[j] = D::store(rstd * (g[p * V + j] - mg - xh[p * V + j] * mgx));
+                        for (int j = 0; j < V; ++j)
+                            o.v[j] = D::store(rstd * (g[p * V + j] - mg - xh[p * V + j] * mgx) +
+                                              D::load(rk.v[j]));
+                    } else {
+#pragma unroll
+                        for (int j = 0; j < V; ++j)
+                            o.v[j] = D::store(rstd * (g[p * V + j] - mg - xh[p * V + j] * mgx));
+                    }
                     store_pack(dxr + c0, o);
                 }
             }
@@ -251,7 +298,11 @@ __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>:
 #pragma unroll
             for (int i = 0; i < ITEMS; ++i) {
                 const int c = i * T + tid;
-                if (c < C) dxr[c] = D::store(rstd * (g[i] - mg - xh[i] * mgx));
+                if (c < C) {
+                    F o = rstd * (g[i] - mg - xh[i] * mgx);
+                    if (add_res) o += D::load(resr[c]);
+                    dxr[c] = D::store(o);
+                }
             }
         }
     } else {
@@ -265,7 +316,9 @@ __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>:
         for (int c = tid; c < C; c += T) {
             const F xh = (D::load(xr[c]) - mean) * rstd;
             const F g = D::load(dyr[c]) * D::load(w[c]);
-            dxr[c] = D::store(rstd * (g - mg - xh * mgx));
+            F o = rstd * (g - mg - xh * mgx);
+            if (add_res) o += D::load(resr[c]);
+            dxr[c] = D::store(o);
         }
     }
 }
@@ -276,17 +329,21 @@ __device__ __forceinline__ void layer_norm_bwd_dx(const typename DType<Tag>::Sto
                                                   const typename DType<Tag>::Compute* mean_in,
                                                   const typename DType<Tag>::Compute* rstd_in,
                                                   const typename DType<Tag>::Storage* dy,
+                                                  const typename DType<Tag>::Storage* res,
+                                                  int add_res,
                                                   typename DType<Tag>::Storage* dx, int rows,
                                                   int C) {
     typedef DType<Tag> D;
     typedef typename D::Storage S;
     enum { PER_BLOCK = 256 / T };
     const int tid = threadIdx.x % T;
-    const bool vec = (C % Pack<S>::N == 0) && aligned16(x, dy, dx) && aligned16(w);
+    const bool add = add_res != 0;
+    const bool vec = (C % Pack<S>::N == 0) && aligned16(x, dy, dx) && aligned16(w) &&
+                     (!add || aligned16(res));
     for (int r = blockIdx.x * PER_BLOCK + threadIdx.x / T; r < rows; r += gridDim.x * PER_BLOCK) {
         const u64 base = (u64)r * (u64)C;
-        layer_norm_bwd_dx_row<Tag, T>(x + base, w, dy + base, dx + base, C, mean_in[r], rstd_in[r],
-                                      vec, tid);
+        layer_norm_bwd_dx_row<Tag, T>(x + base, w, dy + base, add ? res + base : nullptr, add,
+                                      dx + base, C, mean_in[r], rstd_in[r], vec, tid);
     }
 }
 
@@ -450,11 +507,11 @@ __device__ __forceinline__ void layer_norm_bwd_params_reduce(
 
 extern "C" __global__ void layer_norm_fwd_f32(const float* x, const float* w, const float* b, float* y,
                                           float* mean, float* rstd, int rows, int C, float eps) {
-    layer_norm_fwd<float, 32>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<float, 32, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean,
-                                             const float* rstd, const float* dy, float* dx, int rows, int C) {
-    layer_norm_bwd_dx<float, 32>(x, w, mean, rstd, dy, dx, rows, C);
+                                             const float* rstd, const float* dy, const float* res, int add_res, float* dx, int rows, int C) {
+    layer_norm_bwd_dx<float, 32>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_f32(const float* x, const float* mean, const float* rstd,
                                                  const float* dy, float* partial_w, float* partial_b,
@@ -468,11 +525,11 @@ extern "C" __global__ void layer_norm_bwd_params_reduce_f32(const float* partial
 
 extern "C" __global__ void layer_norm_fwd_f64(const double* x, const double* w, const double* b, double* y,
                                           double* mean, double* rstd, int rows, int C, double eps) {
-    layer_norm_fwd<double, 32>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<double, 32, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean,
-                                             const double* rstd, const double* dy, double* dx, int rows, int C) {
-    layer_norm_bwd_dx<double, 32>(x, w, mean, rstd, dy, dx, rows, C);
+                                             const double* rstd, const double* dy, const double* res, int add_res, double* dx, int rows, int C) {
+    layer_norm_bwd_dx<double, 32>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_f64(const double* x, const double* mean, const double* rstd,
                                                  const double* dy, double* partial_w, double* partial_b,
@@ -486,11 +543,11 @@ extern "C" __global__ void layer_norm_bwd_params_reduce_f64(const double* partia
 
 extern "C" __global__ void layer_norm_fwd_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y,
                                           float* mean, float* rstd, int rows, int C, float eps) {
-    layer_norm_fwd<F16, 32>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<F16, 32, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean,
-                                             const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C) {
-    layer_norm_bwd_dx<F16, 32>(x, w, mean, rstd, dy, dx, rows, C);
+                                             const float* rstd, const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<F16, 32>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_f16(const f16_t* x, const float* mean, const float* rstd,
                                                  const f16_t* dy, float* partial_w, float* partial_b,
@@ -504,11 +561,11 @@ extern "C" __global__ void layer_norm_bwd_params_reduce_f16(const float* partial
 
 extern "C" __global__ void layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y,
                                           float* mean, float* rstd, int rows, int C, float eps) {
-    layer_norm_fwd<BF16, 32>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<BF16, 32, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean,
-                                             const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C) {
-    layer_norm_bwd_dx<BF16, 32>(x, w, mean, rstd, dy, dx, rows, C);
+                                             const float* rstd, const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<BF16, 32>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
 }
 extern "C" __global__ void layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd,
                                                  const bf16_t* dy, float* partial_w, float* partial_b,
@@ -524,43 +581,87 @@ extern "C" __global__ void layer_norm_bwd_params_reduce_bf16(const float* partia
 extern "C" __global__ void
 layer_norm_fwd_block_f32(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
                           int rows, int C, float eps) {
-    layer_norm_fwd<float, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<float, 256, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void
 layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd,
-                             const float* dy, float* dx, int rows, int C) {
-    layer_norm_bwd_dx<float, 256>(x, w, mean, rstd, dy, dx, rows, C);
+                             const float* dy, const float* res, int add_res, float* dx, int rows, int C) {
+    layer_norm_bwd_dx<float, 256>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
 }
 
 extern "C" __global__ void
 layer_norm_fwd_block_f64(const double* x, const double* w, const double* b, double* y, double* mean, double* rstd,
                           int rows, int C, double eps) {
-    layer_norm_fwd<double, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<double, 256, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void
 layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd,
-                             const double* dy, double* dx, int rows, int C) {
-    layer_norm_bwd_dx<double, 256>(x, w, mean, rstd, dy, dx, rows, C);
+                             const double* dy, const double* res, int add_res, double* dx, int rows, int C) {
+    layer_norm_bwd_dx<double, 256>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
 }
 
 extern "C" __global__ void
 layer_norm_fwd_block_f16(const f16_t* x, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd,
                           int rows, int C, float eps) {
-    layer_norm_fwd<F16, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<F16, 256, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void
 layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd,
-                             const f16_t* dy, f16_t* dx, int rows, int C) {
-    layer_norm_bwd_dx<F16, 256>(x, w, mean, rstd, dy, dx, rows, C);
+                             const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<F16, 256>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
 }
 
 extern "C" __global__ void
 layer_norm_fwd_block_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd,
                           int rows, int C, float eps) {
-    layer_norm_fwd<BF16, 256>(x, w, b, y, mean, rstd, rows, C, eps);
+    layer_norm_fwd<BF16, 256, false>(x, nullptr, nullptr, w, b, y, mean, rstd, rows, C, eps);
 }
 extern "C" __global__ void
 layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd,
-                             const bf16_t* dy, bf16_t* dx, int rows, int C) {
-    layer_norm_bwd_dx<BF16, 256>(x, w, mean, rstd, dy, dx, rows, C);
+                             const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, int rows, int C) {
+    layer_norm_bwd_dx<BF16, 256>(x, w, mean, rstd, dy, res, add_res, dx, rows, C);
+}
+
+// LayerNorm of a residual sum: sum = x + res (rounded to the storage type, exactly as the add
+// kernel rounds it), written out, and y = LayerNorm(sum) computed from the rounded sum — the
+// same bits as `add` then `layer_norm_fwd`, in one pass over the row. Launch as the plain twins.
+extern "C" __global__ void
+layer_norm_fwd_add_f32(const float* x, const float* res, float* sum, const float* w, const float* b, float* y,
+                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<float, 32, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_fwd_add_f64(const double* x, const double* res, double* sum, const double* w, const double* b, double* y,
+                          double* mean, double* rstd, int rows, int C, double eps) {
+    layer_norm_fwd<double, 32, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_fwd_add_f16(const f16_t* x, const f16_t* res, f16_t* sum, const f16_t* w, const f16_t* b, f16_t* y,
+                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<F16, 32, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_fwd_add_bf16(const bf16_t* x, const bf16_t* res, bf16_t* sum, const bf16_t* w, const bf16_t* b, bf16_t* y,
+                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<BF16, 32, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_fwd_add_block_f32(const float* x, const float* res, float* sum, const float* w, const float* b, float* y,
+                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<float, 256, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_fwd_add_block_f64(const double* x, const double* res, double* sum, const double* w, const double* b, double* y,
+                          double* mean, double* rstd, int rows, int C, double eps) {
+    layer_norm_fwd<double, 256, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_fwd_add_block_f16(const f16_t* x, const f16_t* res, f16_t* sum, const f16_t* w, const f16_t* b, f16_t* y,
+                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<F16, 256, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
+}
+extern "C" __global__ void
+layer_norm_fwd_add_block_bf16(const bf16_t* x, const bf16_t* res, bf16_t* sum, const bf16_t* w, const bf16_t* b, bf16_t* y,
+                          float* mean, float* rstd, int rows, int C, float eps) {
+    layer_norm_fwd<BF16, 256, true>(x, res, sum, w, b, y, mean, rstd, rows, C, eps);
 }

@@ -301,6 +301,215 @@ fn layer_norm_all<T: Element>() -> TestResult {
     Ok(())
 }
 
+/// `layer_norm_fwd_add` against `layer_norm_fwd` of its own `sum` (bit for bit: the sum is
+/// rounded once and normalized from the rounded values) and `sum` against the host's rounded
+/// sum; `layer_norm_bwd_add` against `layer_norm_bwd` (dweight, dbias bit for bit) and against
+/// the host's `pending + dx`. Residual and pending buffers at every offset pairing with `x`
+/// (packet path, scalar path, mixed alignment).
+fn layer_norm_add_all<T: Element>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    let eps = 1e-5;
+    let dt = T::DTYPE;
+    let sc = |v: f64| <T::Scalar as Compute>::of_f64(v);
+    for &rows in LN_ROWS {
+        for &cols in LN_COLS {
+            for &off in OFFSETS {
+                for &roff in OFFSETS {
+                    let what = format!(
+                        "add_layer_norm {dt} [{rows}, {cols}] offsets x {off}, residual {roff}"
+                    );
+                    let n = rows * cols;
+                    let x: Vec<T> = data::<f64>(11, n, 2.0)
+                        .iter()
+                        .map(|v| T::from_f64(v + 3.0))
+                        .collect();
+                    let res: Vec<T> = data(12, n, 1.0);
+                    let w: Vec<T> = data(13, cols, 1.5);
+                    let b: Vec<T> = data(14, cols, 0.5);
+                    let dy: Vec<T> = data(15, n, 1.0);
+                    let pend: Vec<T> = data(16, n, 0.5);
+                    let (bx, br, bw, bb, bdy, bp) = (
+                        upload(&s, &x, off)?,
+                        upload(&s, &res, roff)?,
+                        upload(&s, &w, off)?,
+                        upload(&s, &b, off)?,
+                        upload(&s, &dy, off)?,
+                        upload(&s, &pend, roff)?,
+                    );
+                    let (xv, rv, wv, bv) = (
+                        bx.slice(off..)?,
+                        br.slice(roff..)?,
+                        bw.slice(off..)?,
+                        bb.slice(off..)?,
+                    );
+                    let mut sum = poisoned::<T>(&s, n, roff)?;
+                    let mut y = poisoned::<T>(&s, n, off)?;
+                    let mut mean = poisoned::<T::Scalar>(&s, rows, off)?;
+                    let mut rstd = poisoned::<T::Scalar>(&s, rows, off)?;
+                    ops::layer_norm_fwd_add::<T>(
+                        &k,
+                        &s,
+                        &xv,
+                        &rv,
+                        &mut sum.slice_mut(roff..)?,
+                        &wv,
+                        &bv,
+                        &mut y.slice_mut(off..)?,
+                        &mut mean.slice_mut(off..)?,
+                        &mut rstd.slice_mut(off..)?,
+                        rows,
+                        cols,
+                        sc(eps),
+                    )?;
+                    let got_sum = download(&s, &sum, roff)?;
+                    let want_sum: Vec<T> = x
+                        .iter()
+                        .zip(&res)
+                        .map(|(a, r)| T::from_f64(a.to_f64() + r.to_f64()))
+                        .collect();
+                    check(&format!("{what}: sum"), &got_sum, &want_sum, |_, w| {
+                        ulp(dt, w)
+                    })?;
+                    // The plain kernel on the device's sum: the same bits. The sum sits where
+                    // `sum` did (offset roff), so both kernels take the same path (packets or
+                    // scalars: they sum a row in different orders).
+                    let bs = upload(&s, &got_sum, roff)?;
+                    let mut y2 = poisoned::<T>(&s, n, off)?;
+                    let mut m2 = poisoned::<T::Scalar>(&s, rows, off)?;
+                    let mut r2 = poisoned::<T::Scalar>(&s, rows, off)?;
+                    ops::layer_norm_fwd::<T>(
+                        &k,
+                        &s,
+                        &bs.slice(roff..)?,
+                        &wv,
+                        &bv,
+                        &mut y2.slice_mut(off..)?,
+                        &mut m2.slice_mut(off..)?,
+                        &mut r2.slice_mut(off..)?,
+                        rows,
+                        cols,
+                        sc(eps),
+                    )?;
+                    check_bits(
+                        &format!("{what}: y"),
+                        &download(&s, &y, off)?,
+                        &download(&s, &y2, off)?,
+                    )?;
+                    check_bits(
+                        &format!("{what}: mean"),
+                        &download(&s, &mean, off)?,
+                        &download(&s, &m2, off)?,
+                    )?;
+                    check_bits(
+                        &format!("{what}: rstd"),
+                        &download(&s, &rstd, off)?,
+                        &download(&s, &r2, off)?,
+                    )?;
+
+                    // Backward with and without the pending gradient.
+                    let ws = ops::layer_norm_workspace_len(rows, cols)?;
+                    let mut outs = Vec::new();
+                    for fold in [false, true] {
+                        let mut dx = poisoned::<T>(&s, n, roff)?;
+                        let mut dw = poisoned::<T>(&s, cols, off)?;
+                        let mut db = poisoned::<T>(&s, cols, off)?;
+                        let mut pw = poisoned::<T::Scalar>(&s, ws, 0)?;
+                        let mut pb = poisoned::<T::Scalar>(&s, ws, 0)?;
+                        let (mv, rsv, dyv) =
+                            (mean.slice(off..)?, rstd.slice(off..)?, bdy.slice(off..)?);
+                        let (xs, dxs) = (bs.slice(roff..)?, &mut dx.slice_mut(roff..)?);
+                        let (dws, dbs) = (&mut dw.slice_mut(off..)?, &mut db.slice_mut(off..)?);
+                        if fold {
+                            ops::layer_norm_bwd_add::<T>(
+                                &k,
+                                &s,
+                                &xs,
+                                &wv,
+                                &mv,
+                                &rsv,
+                                &dyv,
+                                &bp.slice(roff..)?,
+                                dxs,
+                                dws,
+                                dbs,
+                                &mut pw,
+                                &mut pb,
+                                rows,
+                                cols,
+                            )?;
+                        } else {
+                            ops::layer_norm_bwd::<T>(
+                                &k, &s, &xs, &wv, &mv, &rsv, &dyv, dxs, dws, dbs, &mut pw, &mut pb,
+                                rows, cols,
+                            )?;
+                        }
+                        outs.push((
+                            download(&s, &dx, roff)?,
+                            download(&s, &dw, off)?,
+                            download(&s, &db, off)?,
+                        ));
+                    }
+                    let (plain, folded) = (&outs[0], &outs[1]);
+                    check_bits(&format!("{what}: dweight"), &folded.1, &plain.1)?;
+                    check_bits(&format!("{what}: dbias"), &folded.2, &plain.2)?;
+                    // pending + dx: the plain dx is itself rounded, so allow its rounding and
+                    // the fused result's (one each), plus the plain kernel's own tolerance.
+                    let m = scalars_f64(&download(&s, &mean, off)?);
+                    let r = scalars_f64(&download(&s, &rstd, off)?);
+                    let (ref_dx, _, _) =
+                        reference::layer_norm_bwd(&got_sum, &w, &m, &r, &dy, rows, cols);
+                    let want: Vec<T> = ref_dx
+                        .iter()
+                        .zip(&pend)
+                        .map(|(d, p)| T::from_f64(d.to_f64() + p.to_f64()))
+                        .collect();
+                    check(
+                        &format!("{what}: dx + pending"),
+                        &folded.0,
+                        &want,
+                        |i, w| {
+                            let d = ref_dx[i].to_f64().abs();
+                            match dt {
+                                DType::F32 => 1e-4 * (1.0 + d) + ulp(dt, w),
+                                DType::F64 => 1e-10 * (1.0 + d),
+                                _ => 2.0 * ulp(dt, d) + ulp(dt, w) + 1e-3,
+                            }
+                        },
+                    )?;
+                }
+            }
+        }
+    }
+    // A residual of the wrong length is refused before any launch.
+    let x = s.alloc_zeros::<T>(6)?;
+    let short = s.alloc_zeros::<T>(5)?;
+    let mut sum = s.alloc_zeros::<T>(6)?;
+    let mut y = s.alloc_zeros::<T>(6)?;
+    let mut m = s.alloc_zeros::<T::Scalar>(2)?;
+    let mut r = s.alloc_zeros::<T::Scalar>(2)?;
+    let w = s.alloc_zeros::<T>(3)?;
+    let e = ops::layer_norm_fwd_add::<T>(
+        &k,
+        &s,
+        &x,
+        &short,
+        &mut sum,
+        &w,
+        &w,
+        &mut y,
+        &mut m,
+        &mut r,
+        2,
+        3,
+        sc(eps),
+    );
+    ensure!(
+        e.is_err(),
+        "add_layer_norm with a 5-element residual for [2, 3] must fail"
+    );
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------------------------
 // GELU
 
@@ -811,6 +1020,10 @@ fn main() {
         gpu("layer_norm_f64", layer_norm_all::<f64>),
         gpu("layer_norm_f16", layer_norm_all::<f16>),
         gpu("layer_norm_bf16", layer_norm_all::<bf16>),
+        gpu("add_layer_norm_f32", layer_norm_add_all::<f32>),
+        gpu("add_layer_norm_f64", layer_norm_add_all::<f64>),
+        gpu("add_layer_norm_f16", layer_norm_add_all::<f16>),
+        gpu("add_layer_norm_bf16", layer_norm_add_all::<bf16>),
         gpu("gelu_f32", gelu_all::<f32>),
         gpu("gelu_f64", gelu_all::<f64>),
         gpu("gelu_f16", gelu_all::<f16>),

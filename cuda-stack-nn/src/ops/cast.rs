@@ -4,12 +4,17 @@
 //!
 //! A graph holds one dtype, so a cast starts a new graph: the cast value is a **leaf** of the
 //! `U` graph. When a backward pass of that graph has its gradient, the gradient is converted
-//! to `T`, added to the source's gradient, and the source's grad-ready hooks run (so a
-//! data-parallel wrapper on the f32 parameters still sees every gradient as it is ready). The
-//! cast leaf keeps no gradient of its own. Because the source must receive the gradient
-//! directly, it must itself be a leaf (a parameter or an input) — casting a computed value is
-//! an error: cast the parameters and compute in `U` from there, as autocast does for a
-//! layer's weights.
+//! to `T`, added to the source's gradient, and the source's grad-ready hooks run. A source
+//! with grad-ready hooks or a gradient sink (a data-parallel wrapper's f32 parameters) gets its
+//! gradient at once, so its hooks still see every gradient as it is ready; the gradients of
+//! the other sources (no hooks, no sink) are converted together, in one launch per table of
+//! 136, when the backward pass ends — instead of one launch per parameter — and added in the
+//! order they came: the same values, present when `backward` returns (see
+//! `deferred_cast.rs`). The cast leaf keeps no gradient of its own.
+//!
+//! Because the source must receive the gradient directly, it must itself be a leaf (a
+//! parameter or an input) — casting a computed value is an error: cast the parameters and
+//! compute in `U` from there, as autocast does for a layer's weights.
 
 use crate::error::{NnError, Result};
 use crate::lock::lock;
@@ -87,6 +92,10 @@ impl<T: GradElement> Var<T> {
             // otherwise be added again by the next backward).
             if let Some(m) = me.upgrade() {
                 *lock(&m.grad) = None;
+            }
+            // A source without hooks or sink gets it, converted in a batch, when the pass ends.
+            if crate::deferred_cast::defer(&source, g) {
+                return Ok(());
             }
             source.accumulate_grad(g.to_dtype::<T>()?)?;
             source.run_grad_hooks()

@@ -20,13 +20,14 @@ pub trait FloatElement: TensorElement {
     /// The dtype of statistics and losses: f32 (f64 for f64).
     type Stat: TensorElement;
 
-    /// LayerNorm forward.
+    /// LayerNorm forward; of `x + res` (written to `sum`) when `add` is `(res, sum)`.
     #[doc(hidden)]
-    #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     fn layer_norm_fwd(
         k: &Kernels,
         s: &Stream,
         x: &DeviceSlice<Self>,
+        add: Option<(&DeviceSlice<Self>, &mut DeviceSlice<Self>)>,
         w: &DeviceSlice<Self>,
         b: &DeviceSlice<Self>,
         y: &mut DeviceSlice<Self>,
@@ -37,7 +38,7 @@ pub trait FloatElement: TensorElement {
         eps: f64,
     ) -> Result<()>;
 
-    /// LayerNorm backward (with its two partial-sum workspaces).
+    /// LayerNorm backward (with its two partial-sum workspaces); `pending` added into `dx`.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn layer_norm_bwd(
@@ -48,6 +49,7 @@ pub trait FloatElement: TensorElement {
         mean: &DeviceSlice<Self::Stat>,
         rstd: &DeviceSlice<Self::Stat>,
         dy: &DeviceSlice<Self>,
+        pending: Option<&DeviceSlice<Self>>,
         dx: &mut DeviceSlice<Self>,
         dw: &mut DeviceSlice<Self>,
         db: &mut DeviceSlice<Self>,
@@ -170,6 +172,7 @@ macro_rules! float_element {
                 k: &Kernels,
                 s: &Stream,
                 x: &DeviceSlice<$t>,
+                add: Option<(&DeviceSlice<$t>, &mut DeviceSlice<$t>)>,
                 w: &DeviceSlice<$t>,
                 b: &DeviceSlice<$t>,
                 y: &mut DeviceSlice<$t>,
@@ -179,19 +182,37 @@ macro_rules! float_element {
                 cols: usize,
                 eps: f64,
             ) -> Result<()> {
-                Ok(ops::layer_norm_fwd::<$t>(
-                    k,
-                    s,
-                    x,
-                    w,
-                    b,
-                    y,
-                    mean,
-                    rstd,
-                    rows,
-                    cols,
-                    eps as $stat,
-                )?)
+                match add {
+                    None => ops::layer_norm_fwd::<$t>(
+                        k,
+                        s,
+                        x,
+                        w,
+                        b,
+                        y,
+                        mean,
+                        rstd,
+                        rows,
+                        cols,
+                        eps as $stat,
+                    )?,
+                    Some((res, sum)) => ops::layer_norm_fwd_add::<$t>(
+                        k,
+                        s,
+                        x,
+                        res,
+                        sum,
+                        w,
+                        b,
+                        y,
+                        mean,
+                        rstd,
+                        rows,
+                        cols,
+                        eps as $stat,
+                    )?,
+                }
+                Ok(())
             }
 
             fn layer_norm_bwd(
@@ -202,6 +223,7 @@ macro_rules! float_element {
                 mean: &DeviceSlice<$stat>,
                 rstd: &DeviceSlice<$stat>,
                 dy: &DeviceSlice<$t>,
+                pending: Option<&DeviceSlice<$t>>,
                 dx: &mut DeviceSlice<$t>,
                 dw: &mut DeviceSlice<$t>,
                 db: &mut DeviceSlice<$t>,
@@ -210,9 +232,15 @@ macro_rules! float_element {
                 rows: usize,
                 cols: usize,
             ) -> Result<()> {
-                Ok(ops::layer_norm_bwd::<$t>(
-                    k, s, x, w, mean, rstd, dy, dx, dw, db, partial_w, partial_b, rows, cols,
-                )?)
+                match pending {
+                    None => ops::layer_norm_bwd::<$t>(
+                        k, s, x, w, mean, rstd, dy, dx, dw, db, partial_w, partial_b, rows, cols,
+                    )?,
+                    Some(p) => ops::layer_norm_bwd_add::<$t>(
+                        k, s, x, w, mean, rstd, dy, p, dx, dw, db, partial_w, partial_b, rows, cols,
+                    )?,
+                }
+                Ok(())
             }
 
             fn gelu_fwd(

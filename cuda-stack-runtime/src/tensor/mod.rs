@@ -27,7 +27,7 @@
 //! | `log_softmax`, `F.pad` with zeros | [`Tensor::log_softmax`], [`Tensor::zero_pad`] |
 //! | `F.scaled_dot_product_attention` (fused, FlashAttention-style; f32, f64, f16, bf16: [`AttentionElement`]) | [`Tensor::scaled_dot_product_attention`], [`Tensor::scaled_dot_product_attention_forward`] (+ row log-sum-exp), [`Tensor::scaled_dot_product_attention_backward`] |
 //! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |
-//! | `F.layer_norm`, `F.gelu(approximate='tanh')`, `F.embedding`, `F.dropout`, llm.c's fused classifier, `clip_grad_norm_` (f32, f64, f16, bf16: [`FloatElement`]; clipping f32, f64) | [`Tensor::layer_norm`], [`Tensor::layer_norm_backward`], [`Tensor::gelu`], [`Tensor::gelu_backward`], [`Tensor::embedding`], [`Tensor::embedding_backward`], [`Tensor::dropout`], [`Tensor::classifier_loss`], [`Tensor::fused_classifier`], [`Tensor::fused_classifier_`], [`clip_grad_norm_`] |
+//! | `F.layer_norm`, `F.gelu(approximate='tanh')`, `F.embedding`, `F.dropout`, llm.c's fused classifier, `clip_grad_norm_` (f32, f64, f16, bf16: [`FloatElement`]; clipping f32, f64) | [`Tensor::layer_norm`], [`Tensor::layer_norm_backward`], [`Tensor::add_layer_norm`], [`Tensor::layer_norm_backward_add`], [`Tensor::gelu`], [`Tensor::gelu_backward`], [`Tensor::embedding`], [`Tensor::embedding_backward`], [`Tensor::dropout`], [`Tensor::classifier_loss`], [`Tensor::fused_classifier`], [`Tensor::fused_classifier_`], [`clip_grad_norm_`] |
 //! | Transformer Engine's FP8 casts (`Float8Tensor`, amax, delayed scaling) | [`Tensor::to_fp8`], [`Tensor::to_fp8_current`], [`Tensor::from_fp8`], [`Tensor::amax`], [`Tensor::fp8_scale`] (e4m3 / e5m2, compute capability 8.9+) |
 //! | `t.to(torch.float16)`, `.half()`, `.float()` | [`Tensor::to_dtype`] (f32 ↔ f64/f16/bf16/i32, f16 ↔ bf16, f64 ↔ i32; one rounding) |
 //! | `t.copy_(src)`, in-place ops | [`Tensor::copy_from_`], [`Tensor::is_exclusive`] (in place only through an unshared handle; copy-on-write otherwise) |
@@ -110,8 +110,8 @@ pub use matmul_backend::{
 };
 pub use ops::{
     adam4_, adam_many_, adam_many_lr_param, clip_grad_norm_, clip_grad_scale, linear_bias_grad,
-    sgd4_, sgd_momentum4_, to_dtype_many, zeros_like_many, AdamParams, AdamSlot, AttentionElement,
-    Fp8Cast, LinearBiasGrad, SgdParams, LINEAR_BGRAD_VAR,
+    sgd4_, sgd_momentum4_, to_dtype_many, zeros_like_many, AdamParams, AdamSlot, AddLayerNorm,
+    AttentionElement, Fp8Cast, LinearBiasGrad, SgdParams, LINEAR_BGRAD_VAR,
 };
 
 use std::sync::Arc;

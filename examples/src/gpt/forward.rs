@@ -200,29 +200,35 @@ impl<T: GradElement + AttentionElement + 'static> Gpt<T> {
         let x = w.wte.embedding(idx)?.add(&w.wpe.embedding(&pos)?)?;
         let mut x = self.drop.forward(&x)?;
         let heads = self.config.n_head;
-        for (b, bw) in self.blocks.iter().zip(&w.blocks) {
-            let h = x.layer_norm(&bw.ln_1.weight, &bw.ln_1.bias, LN_EPS)?;
+        // Each residual add is fused into the LayerNorm that reads the sum (`add_layer_norm`:
+        // one kernel for the add and the norm, and in the backward the stream's gradient added
+        // in the LayerNorm's dx kernel): the next block's ln_1, or ln_f after the last block.
+        let first_ln = w.blocks.first().map_or(&w.ln_f, |bw| &bw.ln_1);
+        let mut h = x.layer_norm(&first_ln.weight, &first_ln.bias, LN_EPS)?;
+        for (i, (b, bw)) in self.blocks.iter().zip(&w.blocks).enumerate() {
             let qkv = h.linear(&bw.c_attn.weight, Some(&bw.c_attn.bias))?;
             let a = qkv
                 .packed_qkv_attention(heads, true)?
                 .linear(&bw.attn_proj.weight, Some(&bw.attn_proj.bias))?;
-            x = x.add(&b.drop.forward(&a)?)?;
-            let h = x.layer_norm(&bw.ln_2.weight, &bw.ln_2.bias, LN_EPS)?;
+            let (x1, h2) =
+                x.add_layer_norm(&b.drop.forward(&a)?, &bw.ln_2.weight, &bw.ln_2.bias, LN_EPS)?;
             let m = if self.fused_mlp() {
-                h.mlp_gelu(
+                h2.mlp_gelu(
                     &bw.c_fc.weight,
                     Some(&bw.c_fc.bias),
                     &bw.c_proj.weight,
                     Some(&bw.c_proj.bias),
                 )?
             } else {
-                h.linear(&bw.c_fc.weight, Some(&bw.c_fc.bias))?
+                h2.linear(&bw.c_fc.weight, Some(&bw.c_fc.bias))?
                     .gelu()?
                     .linear(&bw.c_proj.weight, Some(&bw.c_proj.bias))?
             };
-            x = x.add(&b.drop.forward(&m)?)?;
+            let next_ln = w.blocks.get(i + 1).map_or(&w.ln_f, |next| &next.ln_1);
+            (x, h) =
+                x1.add_layer_norm(&b.drop.forward(&m)?, &next_ln.weight, &next_ln.bias, LN_EPS)?;
         }
-        x.layer_norm(&w.ln_f.weight, &w.ln_f.bias, LN_EPS)
+        Ok(h)
     }
 
     /// The mean cross-entropy of the next-token predictions: `forward(idx)` against `targets`

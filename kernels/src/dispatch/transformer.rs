@@ -21,13 +21,29 @@ pub(crate) type LayerNormFwd<T> = Kernel<(
     i32,
     Scalar<T>,
 )>;
-/// `layer_norm_bwd_dx(x, w, mean, rstd, dy, dx, rows, C)`.
+/// `layer_norm_fwd_add(x, res, sum, w, b, y, mean, rstd, rows, C, eps)`.
+pub(crate) type LayerNormFwdAdd<T> = Kernel<(
+    In<T>,
+    In<T>,
+    Out<T>,
+    In<T>,
+    In<T>,
+    Out<T>,
+    Out<Scalar<T>>,
+    Out<Scalar<T>>,
+    i32,
+    i32,
+    Scalar<T>,
+)>;
+/// `layer_norm_bwd_dx(x, w, mean, rstd, dy, res, add_res, dx, rows, C)`.
 pub(crate) type LayerNormBwdDx<T> = Kernel<(
     In<T>,
     In<T>,
     In<Scalar<T>>,
     In<Scalar<T>>,
     In<T>,
+    In<T>,
+    i32,
     Out<T>,
     i32,
     i32,
@@ -102,6 +118,12 @@ family!(layer_norm_fwd_block -> LayerNormFwd<T>; "layer_norm", WHY_FLOAT;
 family!(layer_norm_bwd_dx_block -> LayerNormBwdDx<T>; "layer_norm_backward", WHY_FLOAT;
     F32 => layer_norm_bwd_dx_block_f32, F64 => layer_norm_bwd_dx_block_f64,
     F16 => layer_norm_bwd_dx_block_f16, BF16 => layer_norm_bwd_dx_block_bf16);
+family!(layer_norm_fwd_add -> LayerNormFwdAdd<T>; "add_layer_norm", WHY_FLOAT;
+    F32 => layer_norm_fwd_add_f32, F64 => layer_norm_fwd_add_f64,
+    F16 => layer_norm_fwd_add_f16, BF16 => layer_norm_fwd_add_bf16);
+family!(layer_norm_fwd_add_block -> LayerNormFwdAdd<T>; "add_layer_norm", WHY_FLOAT;
+    F32 => layer_norm_fwd_add_block_f32, F64 => layer_norm_fwd_add_block_f64,
+    F16 => layer_norm_fwd_add_block_f16, BF16 => layer_norm_fwd_add_block_bf16);
 family!(layer_norm_bwd_params -> LayerNormBwdParams<T>; "layer_norm_backward", WHY_FLOAT;
     F32 => layer_norm_bwd_params_f32, F64 => layer_norm_bwd_params_f64,
     F16 => layer_norm_bwd_params_f16, BF16 => layer_norm_bwd_params_bf16);

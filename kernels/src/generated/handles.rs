@@ -919,7 +919,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 456 kernels, in manifest order.
+/// The names of all 464 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1223,6 +1223,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "layer_norm_bwd_params_reduce_f16",
     "layer_norm_bwd_params_reduce_f32",
     "layer_norm_bwd_params_reduce_f64",
+    "layer_norm_fwd_add_bf16",
+    "layer_norm_fwd_add_block_bf16",
+    "layer_norm_fwd_add_block_f16",
+    "layer_norm_fwd_add_block_f32",
+    "layer_norm_fwd_add_block_f64",
+    "layer_norm_fwd_add_f16",
+    "layer_norm_fwd_add_f32",
+    "layer_norm_fwd_add_f64",
     "layer_norm_fwd_bf16",
     "layer_norm_fwd_block_bf16",
     "layer_norm_fwd_block_f16",
@@ -1679,14 +1687,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `thread_hierarchy` | `unsigned int* out` | `cuda/introspect.cu` |
 /// | `empty_kernel` | (none) | `cuda/launch_bench.cu` |
 /// | `four_args` | `float* a`, `const float* b`, `float s`, `unsigned int n` | `cuda/launch_bench.cu` |
-/// | `layer_norm_bwd_dx_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `bf16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
-/// | `layer_norm_bwd_dx_block_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `bf16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
-/// | `layer_norm_bwd_dx_block_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
-/// | `layer_norm_bwd_dx_block_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
-/// | `layer_norm_bwd_dx_block_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
-/// | `layer_norm_bwd_dx_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
-/// | `layer_norm_bwd_dx_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
-/// | `layer_norm_bwd_dx_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `const bf16_t* res`, `int add_res`, `bf16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `const bf16_t* res`, `int add_res`, `bf16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `const f16_t* res`, `int add_res`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `const float* res`, `int add_res`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_block_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `const double* res`, `int add_res`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `const f16_t* res`, `int add_res`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `const float* res`, `int add_res`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_dx_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `const double* res`, `int add_res`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_bf16` | `const bf16_t* x`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_f16` | `const f16_t* x`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_f32` | `const float* x`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
@@ -1695,6 +1703,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `layer_norm_bwd_params_reduce_f16` | `const float* partial_w`, `const float* partial_b`, `f16_t* dw`, `f16_t* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_reduce_f32` | `const float* partial_w`, `const float* partial_b`, `float* dw`, `float* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_reduce_f64` | `const double* partial_w`, `const double* partial_b`, `double* dw`, `double* db`, `int parts`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_bf16` | `const bf16_t* x`, `const bf16_t* res`, `bf16_t* sum`, `const bf16_t* w`, `const bf16_t* b`, `bf16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_block_bf16` | `const bf16_t* x`, `const bf16_t* res`, `bf16_t* sum`, `const bf16_t* w`, `const bf16_t* b`, `bf16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_block_f16` | `const f16_t* x`, `const f16_t* res`, `f16_t* sum`, `const f16_t* w`, `const f16_t* b`, `f16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_block_f32` | `const float* x`, `const float* res`, `float* sum`, `const float* w`, `const float* b`, `float* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_block_f64` | `const double* x`, `const double* res`, `double* sum`, `const double* w`, `const double* b`, `double* y`, `double* mean`, `double* rstd`, `int rows`, `int C`, `double eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_f16` | `const f16_t* x`, `const f16_t* res`, `f16_t* sum`, `const f16_t* w`, `const f16_t* b`, `f16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_f32` | `const float* x`, `const float* res`, `float* sum`, `const float* w`, `const float* b`, `float* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
+/// | `layer_norm_fwd_add_f64` | `const double* x`, `const double* res`, `double* sum`, `const double* w`, `const double* b`, `double* y`, `double* mean`, `double* rstd`, `int rows`, `int C`, `double eps` | `cuda/layer_norm.cu` |
 /// | `layer_norm_fwd_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const bf16_t* b`, `bf16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
 /// | `layer_norm_fwd_block_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const bf16_t* b`, `bf16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
 /// | `layer_norm_fwd_block_f16` | `const f16_t* x`, `const f16_t* w`, `const f16_t* b`, `f16_t* y`, `float* mean`, `float* rstd`, `int rows`, `int C`, `float eps` | `cuda/layer_norm.cu` |
@@ -4434,22 +4450,22 @@ fn load_launch_bench(m: &cuda_stack_driver::Module) -> crate::Result<LaunchBench
 /// The kernels of `cuda/layer_norm.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::layer_norm_kernels`].
 #[derive(Clone, Debug)]
 pub struct LayerNormKernels {
-    /// `layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>,
-    /// `layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_block_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>,
-    /// `layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_block_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>,
-    /// `layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_block_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
-    /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>,
-    /// `layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
-    /// `layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)`.
-    pub layer_norm_bwd_dx_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, const float* res, int add_res, float* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, const double* res, int add_res, double* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_block_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>,
+    /// `layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, const float* res, int add_res, float* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, const double* res, int add_res, double* dx, int rows, int C)`.
+    pub layer_norm_bwd_dx_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>,
     /// `layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd, const bf16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
     pub layer_norm_bwd_params_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `layer_norm_bwd_params_f16(const f16_t* x, const float* mean, const float* rstd, const f16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
@@ -4466,6 +4482,22 @@ pub struct LayerNormKernels {
     pub layer_norm_bwd_params_reduce_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `layer_norm_bwd_params_reduce_f64(const double* partial_w, const double* partial_b, double* dw, double* db, int parts, int C)`.
     pub layer_norm_bwd_params_reduce_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `layer_norm_fwd_add_bf16(const bf16_t* x, const bf16_t* res, bf16_t* sum, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_add_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_add_block_bf16(const bf16_t* x, const bf16_t* res, bf16_t* sum, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_add_block_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_add_block_f16(const f16_t* x, const f16_t* res, f16_t* sum, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_add_block_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_add_block_f32(const float* x, const float* res, float* sum, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_add_block_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_add_block_f64(const double* x, const double* res, double* sum, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)`.
+    pub layer_norm_fwd_add_block_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
+    /// `layer_norm_fwd_add_f16(const f16_t* x, const f16_t* res, f16_t* sum, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_add_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_add_f32(const float* x, const float* res, float* sum, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)`.
+    pub layer_norm_fwd_add_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
+    /// `layer_norm_fwd_add_f64(const double* x, const double* res, double* sum, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)`.
+    pub layer_norm_fwd_add_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>,
     /// `layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
     pub layer_norm_fwd_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>,
     /// `layer_norm_fwd_block_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)`.
@@ -4491,49 +4523,49 @@ fn load_layer_norm(m: &cuda_stack_driver::Module) -> crate::Result<LayerNormKern
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_dx_bf16")? },
+        layer_norm_bwd_dx_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_dx_bf16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_block_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_dx_block_bf16")? },
+        layer_norm_bwd_dx_block_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>("layer_norm_bwd_dx_block_bf16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_block_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>("layer_norm_bwd_dx_block_f16")? },
+        layer_norm_bwd_dx_block_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>("layer_norm_bwd_dx_block_f16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_block_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("layer_norm_bwd_dx_block_f32")? },
+        layer_norm_bwd_dx_block_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>("layer_norm_bwd_dx_block_f32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_block_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_dx_block_f64")? },
+        layer_norm_bwd_dx_block_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_dx_block_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>("layer_norm_bwd_dx_f16")? },
+        layer_norm_bwd_dx_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>("layer_norm_bwd_dx_f16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("layer_norm_bwd_dx_f32")? },
+        layer_norm_bwd_dx_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>("layer_norm_bwd_dx_f32")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
-        layer_norm_bwd_dx_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_dx_f64")? },
+        layer_norm_bwd_dx_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_dx_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -4582,6 +4614,54 @@ fn load_layer_norm(m: &cuda_stack_driver::Module) -> crate::Result<LayerNormKern
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         layer_norm_bwd_params_reduce_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_params_reduce_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_add_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_block_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_add_block_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_block_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_add_block_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_block_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_add_block_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_block_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("layer_norm_fwd_add_block_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_add_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>("layer_norm_fwd_add_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_fwd_add_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>("layer_norm_fwd_add_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -7604,43 +7684,43 @@ impl Kernels {
         Ok(&self.launch_bench_kernels()?.four_args)
     }
 
-    /// `layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_bf16)
     }
 
-    /// `layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, bf16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_block_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_block_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_bf16)
     }
 
-    /// `layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_block_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_block_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_f16)
     }
 
-    /// `layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_block_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_block_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, const float* res, int add_res, float* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_f32)
     }
 
-    /// `layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_block_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_block_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, const double* res, int add_res, double* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_block_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_block_f64)
     }
 
-    /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, f16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f16)
     }
 
-    /// `layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, float* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, const float* res, int add_res, float* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f32)
     }
 
-    /// `layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, double* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
-    pub fn layer_norm_bwd_dx_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+    /// `layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, const double* res, int add_res, double* dx, int rows, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_dx_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f64)
     }
 
@@ -7682,6 +7762,46 @@ impl Kernels {
     /// `layer_norm_bwd_params_reduce_f64(const double* partial_w, const double* partial_b, double* dw, double* db, int parts, int C)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
     pub fn layer_norm_bwd_params_reduce_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_reduce_f64)
+    }
+
+    /// `layer_norm_fwd_add_bf16(const bf16_t* x, const bf16_t* res, bf16_t* sum, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_bf16)
+    }
+
+    /// `layer_norm_fwd_add_block_bf16(const bf16_t* x, const bf16_t* res, bf16_t* sum, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_block_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_block_bf16)
+    }
+
+    /// `layer_norm_fwd_add_block_f16(const f16_t* x, const f16_t* res, f16_t* sum, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_block_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_block_f16)
+    }
+
+    /// `layer_norm_fwd_add_block_f32(const float* x, const float* res, float* sum, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_block_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_block_f32)
+    }
+
+    /// `layer_norm_fwd_add_block_f64(const double* x, const double* res, double* sum, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_block_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_block_f64)
+    }
+
+    /// `layer_norm_fwd_add_f16(const f16_t* x, const f16_t* res, f16_t* sum, const f16_t* w, const f16_t* b, f16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_f16)
+    }
+
+    /// `layer_norm_fwd_add_f32(const float* x, const float* res, float* sum, const float* w, const float* b, float* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_f32)
+    }
+
+    /// `layer_norm_fwd_add_f64(const double* x, const double* res, double* sum, const double* w, const double* b, double* y, double* mean, double* rstd, int rows, int C, double eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_fwd_add_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_fwd_add_f64)
     }
 
     /// `layer_norm_fwd_bf16(const bf16_t* x, const bf16_t* w, const bf16_t* b, bf16_t* y, float* mean, float* rstd, int rows, int C, float eps)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
@@ -9579,28 +9699,28 @@ impl Kernels {
         if let Some(f) = self.layer_norm.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_bf16.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_bf16.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f16.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f32.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f64.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_dx_block_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f16.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f32.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f32.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
-            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f64.function().clone())? };
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_params_bf16.function().clone())? };
@@ -9627,6 +9747,30 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_params_reduce_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_add_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_add_block_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_add_block_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_add_block_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.layer_norm_fwd_add_block_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_add_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_add_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.layer_norm_fwd_add_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, f32)>::from_function(f.layer_norm_fwd_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -9649,7 +9793,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.layer_norm_fwd_f64.function().clone())? };
-            n += 24;
+            n += 32;
         }
         if let Some(f) = self.log_softmax.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -10436,6 +10580,14 @@ impl Kernels {
             "layer_norm_bwd_params_reduce_f16" => self.layer_norm_bwd_params_reduce_f16().ok().map(|k| k.function()),
             "layer_norm_bwd_params_reduce_f32" => self.layer_norm_bwd_params_reduce_f32().ok().map(|k| k.function()),
             "layer_norm_bwd_params_reduce_f64" => self.layer_norm_bwd_params_reduce_f64().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_bf16" => self.layer_norm_fwd_add_bf16().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_block_bf16" => self.layer_norm_fwd_add_block_bf16().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_block_f16" => self.layer_norm_fwd_add_block_f16().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_block_f32" => self.layer_norm_fwd_add_block_f32().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_block_f64" => self.layer_norm_fwd_add_block_f64().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_f16" => self.layer_norm_fwd_add_f16().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_f32" => self.layer_norm_fwd_add_f32().ok().map(|k| k.function()),
+            "layer_norm_fwd_add_f64" => self.layer_norm_fwd_add_f64().ok().map(|k| k.function()),
             "layer_norm_fwd_bf16" => self.layer_norm_fwd_bf16().ok().map(|k| k.function()),
             "layer_norm_fwd_block_bf16" => self.layer_norm_fwd_block_bf16().ok().map(|k| k.function()),
             "layer_norm_fwd_block_f16" => self.layer_norm_fwd_block_f16().ok().map(|k| k.function()),

@@ -95,29 +95,104 @@ pub fn layer_norm_fwd<T: Element>(
     } else {
         dispatch::layer_norm_fwd::<T>(k)?
     };
-    let cfg = if block {
-        block_config(rows)
-    } else {
-        row_config(rows)
-    };
-    check_matrix(OP, "x", x.len(), rows, cols)?;
-    check_matrix(OP, "y", y.len(), rows, cols)?;
-    check_len(OP, "weight", weight.len(), cols)?;
-    check_len(OP, "bias", bias.len(), cols)?;
-    check_len(OP, "mean", mean.len(), rows)?;
-    check_len(OP, "rstd", rstd.len(), rows)?;
-    check_cols(OP, rows, cols)?;
-    let (r, c) = (to_int_dim(OP, "rows", rows)?, to_int_dim(OP, "cols", cols)?);
+    let plan = FwdPlan::check(OP, x, weight, bias, y, mean, rstd, rows, cols)?;
     if rows == 0 {
         return Ok(());
     }
     // SAFETY: the kernel reads rows · cols elements of x, cols of weight and bias, writes
     // rows · cols of y and rows of mean and rstd (row r < rows, column c < cols only); every
-    // length was checked above. rows, cols <= 2^30 (checked): the row counter steps by
-    // gridDim.x · 8 <= 65535 · 8 < 2^20 from below rows and the column counters by at most 256
-    // from below cols, so no `int` counter passes 2^31 − 1 (the grid-stride loops end).
-    unsafe { kernel.launch(s, &cfg, x, weight, bias, y, mean, rstd, r, c, eps) }?;
+    // length was checked by `FwdPlan::check`. rows, cols <= 2^30 (checked): the row counter
+    // steps by gridDim.x · 8 <= 65535 · 8 < 2^20 from below rows and the column counters by at
+    // most 256 from below cols, so no `int` counter passes 2^31 − 1 (the grid-stride loops end).
+    unsafe {
+        kernel.launch(
+            s, &plan.cfg, x, weight, bias, y, mean, rstd, plan.r, plan.c, eps,
+        )
+    }?;
     Ok(())
+}
+
+/// [`layer_norm_fwd`] of the sum `x + res`, which is written to `sum` as well (the residual
+/// stream of a pre-LayerNorm transformer): `sum` rounded to `T` exactly as the `add` kernel
+/// rounds it and `y` computed from the rounded sum, so `sum`, `y`, `mean` and `rstd` are the
+/// same bits as an `add` followed by [`layer_norm_fwd`], in one pass over the row instead of
+/// three. `res` and `sum` are `[rows, cols]`, like `x`.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_fwd_add<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    res: &DeviceSlice<T>,
+    sum: &mut DeviceSlice<T>,
+    weight: &DeviceSlice<T>,
+    bias: &DeviceSlice<T>,
+    y: &mut DeviceSlice<T>,
+    mean: &mut DeviceSlice<T::Scalar>,
+    rstd: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    cols: usize,
+    eps: T::Scalar,
+) -> Result<()> {
+    const OP: &str = "add_layer_norm";
+    let block = cols > warp_max_cols::<T>(false);
+    let kernel = if block {
+        dispatch::layer_norm_fwd_add_block::<T>(k)?
+    } else {
+        dispatch::layer_norm_fwd_add::<T>(k)?
+    };
+    let plan = FwdPlan::check(OP, x, weight, bias, y, mean, rstd, rows, cols)?;
+    check_matrix(OP, "res", res.len(), rows, cols)?;
+    check_matrix(OP, "sum", sum.len(), rows, cols)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    // SAFETY: as `layer_norm_fwd`; the kernel also reads rows · cols elements of res and writes
+    // rows · cols of sum (row r < rows, column c < cols only; each thread re-reads only the sum
+    // elements it wrote), both lengths checked above. `sum` and `y` are distinct `&mut` borrows,
+    // so the kernel's writes never alias its inputs.
+    unsafe {
+        kernel.launch(
+            s, &plan.cfg, x, res, sum, weight, bias, y, mean, rstd, plan.r, plan.c, eps,
+        )
+    }?;
+    Ok(())
+}
+
+/// The checked extents and launch shape of a forward LayerNorm.
+struct FwdPlan {
+    cfg: LaunchConfig,
+    r: i32,
+    c: i32,
+}
+
+impl FwdPlan {
+    #[allow(clippy::too_many_arguments)]
+    fn check<T: Element>(
+        op: &'static str,
+        x: &DeviceSlice<T>,
+        weight: &DeviceSlice<T>,
+        bias: &DeviceSlice<T>,
+        y: &DeviceSlice<T>,
+        mean: &DeviceSlice<T::Scalar>,
+        rstd: &DeviceSlice<T::Scalar>,
+        rows: usize,
+        cols: usize,
+    ) -> Result<FwdPlan> {
+        check_matrix(op, "x", x.len(), rows, cols)?;
+        check_matrix(op, "y", y.len(), rows, cols)?;
+        check_len(op, "weight", weight.len(), cols)?;
+        check_len(op, "bias", bias.len(), cols)?;
+        check_len(op, "mean", mean.len(), rows)?;
+        check_len(op, "rstd", rstd.len(), rows)?;
+        check_cols(op, rows, cols)?;
+        let (r, c) = (to_int_dim(op, "rows", rows)?, to_int_dim(op, "cols", cols)?);
+        let cfg = if cols > warp_max_cols::<T>(false) {
+            block_config(rows)
+        } else {
+            row_config(rows)
+        };
+        Ok(FwdPlan { cfg, r, c })
+    }
 }
 
 /// The backward pass of [`layer_norm_fwd`]: `dx`, `dweight` and `dbias` from `dy`, the input
@@ -143,6 +218,71 @@ pub fn layer_norm_bwd<T: Element>(
     rows: usize,
     cols: usize,
 ) -> Result<()> {
+    layer_norm_bwd_impl(
+        k, s, x, weight, mean, rstd, dy, None, dx, dweight, dbias, partial_w, partial_b, rows, cols,
+    )
+}
+
+/// [`layer_norm_bwd`] with a gradient `pending` (`[rows, cols]`) already owed to `x` folded
+/// into `dx`: `dx = pending + (the LayerNorm's dx)`, added in the compute type and rounded
+/// once. This is the residual stream's backward in a pre-LayerNorm transformer, where `x`'s
+/// gradient is the sum of the stream's and the LayerNorm's: one pass instead of a `dx` kernel
+/// and an `add`. `dweight` and `dbias` are exactly [`layer_norm_bwd`]'s.
+#[allow(clippy::too_many_arguments)]
+pub fn layer_norm_bwd_add<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    weight: &DeviceSlice<T>,
+    mean: &DeviceSlice<T::Scalar>,
+    rstd: &DeviceSlice<T::Scalar>,
+    dy: &DeviceSlice<T>,
+    pending: &DeviceSlice<T>,
+    dx: &mut DeviceSlice<T>,
+    dweight: &mut DeviceSlice<T>,
+    dbias: &mut DeviceSlice<T>,
+    partial_w: &mut DeviceSlice<T::Scalar>,
+    partial_b: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
+    layer_norm_bwd_impl(
+        k,
+        s,
+        x,
+        weight,
+        mean,
+        rstd,
+        dy,
+        Some(pending),
+        dx,
+        dweight,
+        dbias,
+        partial_w,
+        partial_b,
+        rows,
+        cols,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn layer_norm_bwd_impl<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    x: &DeviceSlice<T>,
+    weight: &DeviceSlice<T>,
+    mean: &DeviceSlice<T::Scalar>,
+    rstd: &DeviceSlice<T::Scalar>,
+    dy: &DeviceSlice<T>,
+    pending: Option<&DeviceSlice<T>>,
+    dx: &mut DeviceSlice<T>,
+    dweight: &mut DeviceSlice<T>,
+    dbias: &mut DeviceSlice<T>,
+    partial_w: &mut DeviceSlice<T::Scalar>,
+    partial_b: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    cols: usize,
+) -> Result<()> {
     const OP: &str = "layer_norm_backward";
     let block = cols > warp_max_cols::<T>(true);
     let kdx = if block {
@@ -160,6 +300,9 @@ pub fn layer_norm_bwd<T: Element>(
     check_matrix(OP, "x", x.len(), rows, cols)?;
     check_matrix(OP, "dy", dy.len(), rows, cols)?;
     check_matrix(OP, "dx", dx.len(), rows, cols)?;
+    if let Some(p) = pending {
+        check_matrix(OP, "pending", p.len(), rows, cols)?;
+    }
     check_len(OP, "weight", weight.len(), cols)?;
     check_len(OP, "dweight", dweight.len(), cols)?;
     check_len(OP, "dbias", dbias.len(), cols)?;
@@ -175,10 +318,20 @@ pub fn layer_norm_bwd<T: Element>(
     }
     let (parts, chunk) = layer_norm_parts(rows);
     if rows > 0 {
-        // SAFETY: rows · cols elements of x, dy, dx, cols of weight, rows of mean and rstd,
-        // all checked above; the kernel touches row r < rows, column c < cols only. rows, cols
-        // <= 2^30 (checked), so its `int` counters (steps < 2^20) stay below 2^31, as forward.
-        unsafe { kdx.launch(s, &dx_cfg, x, weight, mean, rstd, dy, dx, r, c) }?;
+        // Without a pending gradient the kernel does not read `res` (add_res = 0): dy stands in.
+        let (res, add_res) = match pending {
+            Some(p) => (p, 1),
+            None => (dy, 0),
+        };
+        // SAFETY: rows · cols elements of x, dy, dx (and of res when add_res = 1), cols of
+        // weight, rows of mean and rstd, all checked above; the kernel touches row r < rows,
+        // column c < cols only. rows, cols <= 2^30 (checked), so its `int` counters (steps
+        // < 2^20) stay below 2^31, as forward. dx is a `&mut` borrow: it aliases no input.
+        unsafe {
+            kdx.launch(
+                s, &dx_cfg, x, weight, mean, rstd, dy, res, add_res, dx, r, c,
+            )
+        }?;
         // The kernel's packet path (16-byte loads of N elements) where the buffers allow it:
         // a block tile of 32 · N columns, else 32 (its rule, mirrored here for the grid).
         let n = 16 / std::mem::size_of::<T>();

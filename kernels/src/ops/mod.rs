@@ -86,7 +86,10 @@ pub use gemm_tc::{
 pub use gemm_wgx::{WgxKernel, WgxReduceKernel};
 pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
-pub use layer_norm::{layer_norm_bwd, layer_norm_fwd, layer_norm_parts, layer_norm_workspace_len};
+pub use layer_norm::{
+    layer_norm_bwd, layer_norm_bwd_add, layer_norm_fwd, layer_norm_fwd_add, layer_norm_parts,
+    layer_norm_workspace_len,
+};
 pub use log_softmax::{cross_entropy_bwd, cross_entropy_fwd, row_softmax, row_softmax_bwd};
 pub use matmul::{matmul, MatmulAlgo};
 pub use multi_tensor::{

@@ -36,6 +36,7 @@ pub use attention::AttentionElement;
 pub use clip::{clip_grad_norm_, clip_grad_scale};
 pub use foreach::{adam_many_, adam_many_lr_param, to_dtype_many, zeros_like_many, AdamSlot};
 pub use fp8::Fp8Cast;
+pub use layer_norm::AddLayerNorm;
 pub use linear_grad::{linear_bias_grad, LinearBiasGrad, LINEAR_BGRAD_VAR};
 pub use optim::{adam4_, sgd4_, sgd_momentum4_, AdamParams, SgdParams};
 
