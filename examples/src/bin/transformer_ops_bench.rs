@@ -276,8 +276,8 @@ fn linear_bwd(
     // The same through Tensor, on the runtime's stream for this device.
     cuda_stack_runtime::set_device(device)?;
     let ts = cuda_stack_runtime::stream_for(device)?;
-    let gt = Tensor::<bf16>::randn(&[tokens, out_f], 1)?;
-    let xt = Tensor::<bf16>::randn(&[tokens, in_f], 2)?;
+    let gt = Tensor::<f32>::randn(&[tokens, out_f], 1)?.to_dtype::<bf16>()?;
+    let xt = Tensor::<f32>::randn(&[tokens, in_f], 2)?.to_dtype::<bf16>()?;
     for (how, what) in [
         (LinearBiasGrad::Separate, "tensor_separate"),
         (LinearBiasGrad::Fused, "tensor_fused"),
