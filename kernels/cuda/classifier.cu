@@ -168,7 +168,8 @@ __device__ __forceinline__ void classifier(const typename DType<Tag>::Storage* x
                                            const typename DType<Tag>::Compute* g,
                                            typename DType<Tag>::Compute* loss,
                                            typename DType<Tag>::Storage* dx, int rows, int V,
-                                           typename DType<Tag>::Compute scale) {
+                                           typename DType<Tag>::Compute scale,
+                                           typename DType<Tag>::Compute* lse_out) {
     typedef DType<Tag> D;
     typedef typename D::Storage S;
     typedef typename D::Compute F;
@@ -187,7 +188,10 @@ __device__ __forceinline__ void classifier(const typename DType<Tag>::Storage* x
         const F xt = ok ? D::load(xr[t]) : (F)0;
         F m, s;
         row_pass1<Tag>(xr, rs1, V, m, s);
-        if (threadIdx.x == 0) loss[r] = ok ? m + lg(s) - xt : nan_of((F)0);
+        if (threadIdx.x == 0) {
+            loss[r] = ok ? m + lg(s) - xt : nan_of((F)0);
+            if (lse_out) lse_out[r] = m + lg(s);
+        }
         if (!GRAD) continue;
         const F inv = (F)1 / s;
         for (int c = threadIdx.x; c < rs.head; c += CLS_THREADS) {
@@ -233,57 +237,149 @@ __device__ __forceinline__ void classifier(const typename DType<Tag>::Storage* x
 
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 classifier_loss_f32(const float* logits, const int* targets, float* loss, int rows, int V) {
-    classifier<float, false>(logits, targets, (float*)0, loss, (float*)0, rows, V, (float)0);
+    classifier<float, false>(logits, targets, (float*)0, loss, (float*)0, rows, V, (float)0, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_f32(const float* logits, const int* targets, const float* g, float* loss,
                         float* dlogits, int rows, int V, float scale) {
-    classifier<float, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+    classifier<float, true>(logits, targets, g, loss, dlogits, rows, V, scale, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_inplace_f32(float* logits, const int* targets, const float* g, float* loss, int rows,
                                 int V, float scale) {
-    classifier<float, true>(logits, targets, g, loss, logits, rows, V, scale);
+    classifier<float, true>(logits, targets, g, loss, logits, rows, V, scale, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 classifier_loss_f64(const double* logits, const int* targets, double* loss, int rows, int V) {
-    classifier<double, false>(logits, targets, (double*)0, loss, (double*)0, rows, V, (double)0);
+    classifier<double, false>(logits, targets, (double*)0, loss, (double*)0, rows, V, (double)0, (double*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_f64(const double* logits, const int* targets, const double* g, double* loss,
                         double* dlogits, int rows, int V, double scale) {
-    classifier<double, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+    classifier<double, true>(logits, targets, g, loss, dlogits, rows, V, scale, (double*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_inplace_f64(double* logits, const int* targets, const double* g, double* loss, int rows,
                                 int V, double scale) {
-    classifier<double, true>(logits, targets, g, loss, logits, rows, V, scale);
+    classifier<double, true>(logits, targets, g, loss, logits, rows, V, scale, (double*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 classifier_loss_f16(const f16_t* logits, const int* targets, float* loss, int rows, int V) {
-    classifier<F16, false>(logits, targets, (float*)0, loss, (f16_t*)0, rows, V, (float)0);
+    classifier<F16, false>(logits, targets, (float*)0, loss, (f16_t*)0, rows, V, (float)0, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_f16(const f16_t* logits, const int* targets, const float* g, float* loss,
                         f16_t* dlogits, int rows, int V, float scale) {
-    classifier<F16, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+    classifier<F16, true>(logits, targets, g, loss, dlogits, rows, V, scale, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_inplace_f16(f16_t* logits, const int* targets, const float* g, float* loss, int rows,
                                 int V, float scale) {
-    classifier<F16, true>(logits, targets, g, loss, logits, rows, V, scale);
+    classifier<F16, true>(logits, targets, g, loss, logits, rows, V, scale, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 classifier_loss_bf16(const bf16_t* logits, const int* targets, float* loss, int rows, int V) {
-    classifier<BF16, false>(logits, targets, (float*)0, loss, (bf16_t*)0, rows, V, (float)0);
+    classifier<BF16, false>(logits, targets, (float*)0, loss, (bf16_t*)0, rows, V, (float)0, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_bf16(const bf16_t* logits, const int* targets, const float* g, float* loss,
                         bf16_t* dlogits, int rows, int V, float scale) {
-    classifier<BF16, true>(logits, targets, g, loss, dlogits, rows, V, scale);
+    classifier<BF16, true>(logits, targets, g, loss, dlogits, rows, V, scale, (float*)0);
 }
 extern "C" __global__ void __launch_bounds__(CLS_THREADS)
 fused_classifier_inplace_bf16(bf16_t* logits, const int* targets, const float* g, float* loss, int rows,
                                 int V, float scale) {
-    classifier<BF16, true>(logits, targets, g, loss, logits, rows, V, scale);
+    classifier<BF16, true>(logits, targets, g, loss, logits, rows, V, scale, (float*)0);
+}
+
+// The loss pass saving each row's log-sum-exp, and the gradient from it: the backward of a
+// cross-entropy whose forward already made the losses reads each logits row once (one
+// exponential per element) instead of repeating the loss pass.
+//   classifier_loss_lse_<dt>: classifier_loss_<dt> (the same losses) plus lse[r] = m + log(s).
+//   classifier_grad_lse_inplace_<dt>: over the logits, dlogits[r][c] =
+//     (exp(x[c] - lse[r]) - (c == t)) * (g[0] * scale); a bad target gives a NaN row.
+// Launch: block 512 EXACTLY, any grid (rows blockIdx.x, + gridDim.x).
+template <typename Tag>
+__device__ __forceinline__ void classifier_grad_lse(typename DType<Tag>::Storage* x,
+                                                    const int* targets,
+                                                    const typename DType<Tag>::Compute* lse,
+                                                    const typename DType<Tag>::Compute* g,
+                                                    int rows, int V,
+                                                    typename DType<Tag>::Compute scale) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    const int N = Pack<S>::N;
+    const F gs = g[0] * scale;
+    for (int r = blockIdx.x; r < rows; r += gridDim.x) {
+        S* xr = x + (u64)r * (u64)V;
+        const RowSplit rs = row_split((const S*)xr, (const S*)xr, V, true);
+        const int t = targets[r];
+        const bool ok = t >= 0 && t < V;
+        const F L = lse[r];
+        auto one = [&](F v, int c) -> S {
+            return D::store(ok ? (ex(v - L) - (c == t ? (F)1 : (F)0)) * gs : nan_of((F)0));
+        };
+        for (int c = threadIdx.x; c < rs.head; c += CLS_THREADS) xr[c] = one(D::load(xr[c]), c);
+        S* xb = xr + rs.head;
+        const int U = ClsUnroll<Tag>::PASS2;
+        int p = threadIdx.x;
+        for (; p + (U - 1) * CLS_THREADS < rs.packs; p += U * CLS_THREADS) {
+            Pack<S> pk[U];
+#pragma unroll
+            for (int u = 0; u < U; ++u) pk[u] = load_pack(xb + (u64)(p + u * CLS_THREADS) * N);
+#pragma unroll
+            for (int u = 0; u < U; ++u) {
+                const int c0 = rs.head + (p + u * CLS_THREADS) * N;
+#pragma unroll
+                for (int j = 0; j < N; ++j) pk[u].v[j] = one(D::load(pk[u].v[j]), c0 + j);
+                store_pack(xb + (u64)(p + u * CLS_THREADS) * N, pk[u]);
+            }
+        }
+        for (; p < rs.packs; p += CLS_THREADS) {
+            Pack<S> pk = load_pack(xb + (u64)p * N);
+            const int c0 = rs.head + p * N;
+#pragma unroll
+            for (int j = 0; j < N; ++j) pk.v[j] = one(D::load(pk.v[j]), c0 + j);
+            store_pack(xb + (u64)p * N, pk);
+        }
+        for (int c = rs.head + rs.packs * N + threadIdx.x; c < V; c += CLS_THREADS)
+            xr[c] = one(D::load(xr[c]), c);
+    }
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_lse_f32(const float* logits, const int* targets, float* loss, float* lse, int rows, int V) {
+    classifier<float, false>(logits, targets, (float*)0, loss, (float*)0, rows, V, (float)0, lse);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_grad_lse_inplace_f32(float* logits, const int* targets, const float* lse, const float* g,
+                                 int rows, int V, float scale) {
+    classifier_grad_lse<float>(logits, targets, lse, g, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_lse_f64(const double* logits, const int* targets, double* loss, double* lse, int rows, int V) {
+    classifier<double, false>(logits, targets, (double*)0, loss, (double*)0, rows, V, (double)0, lse);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_grad_lse_inplace_f64(double* logits, const int* targets, const double* lse, const double* g,
+                                 int rows, int V, double scale) {
+    classifier_grad_lse<double>(logits, targets, lse, g, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_lse_f16(const f16_t* logits, const int* targets, float* loss, float* lse, int rows, int V) {
+    classifier<F16, false>(logits, targets, (float*)0, loss, (f16_t*)0, rows, V, (float)0, lse);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_grad_lse_inplace_f16(f16_t* logits, const int* targets, const float* lse, const float* g,
+                                 int rows, int V, float scale) {
+    classifier_grad_lse<F16>(logits, targets, lse, g, rows, V, scale);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_loss_lse_bf16(const bf16_t* logits, const int* targets, float* loss, float* lse, int rows, int V) {
+    classifier<BF16, false>(logits, targets, (float*)0, loss, (bf16_t*)0, rows, V, (float)0, lse);
+}
+extern "C" __global__ void __launch_bounds__(CLS_THREADS)
+classifier_grad_lse_inplace_bf16(bf16_t* logits, const int* targets, const float* lse, const float* g,
+                                 int rows, int V, float scale) {
+    classifier_grad_lse<BF16>(logits, targets, lse, g, rows, V, scale);
 }

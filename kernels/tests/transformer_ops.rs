@@ -680,6 +680,69 @@ fn classifier_all<T: Element>() -> TestResult {
                     &got_dl,
                     |_, w| 2.0 * ulp(dt, w),
                 )?;
+                // The loss pass that saves log-sum-exps: the same losses, lse = loss + x[t];
+                // then the gradient from lse alone, over a fresh copy of the logits.
+                let mut loss4 = poisoned::<T::Scalar>(&s, rows, off)?;
+                let mut lse = poisoned::<T::Scalar>(&s, rows, off)?;
+                ops::classifier_loss_lse::<T>(
+                    &k,
+                    &s,
+                    &bl.slice(off..)?,
+                    &bt.slice(off..)?,
+                    &mut loss4.slice_mut(off..)?,
+                    &mut lse.slice_mut(off..)?,
+                    rows,
+                    classes,
+                )?;
+                let got_lse = scalars_f64(&download(&s, &lse, off)?);
+                check(
+                    &format!("{what}: classifier_loss_lse loss"),
+                    &scalars_f64(&download(&s, &loss4, off)?),
+                    &scalars_f64(&got_loss),
+                    same_loss,
+                )?;
+                let want_lse: Vec<f64> = (0..rows)
+                    .map(|r| {
+                        let row = &logits[r * classes..(r + 1) * classes];
+                        let m = row
+                            .iter()
+                            .map(|v| v.to_f64())
+                            .fold(f64::NEG_INFINITY, f64::max);
+                        m + row.iter().map(|v| (v.to_f64() - m).exp()).sum::<f64>().ln()
+                    })
+                    .collect();
+                check(&format!("{what}: lse"), &got_lse, &want_lse, |_, w| {
+                    if dt == DType::F64 {
+                        1e-12 * (1.0 + w.abs())
+                    } else {
+                        2e-6 * (1.0 + w.abs())
+                    }
+                })?;
+                let mut fresh = upload(&s, &logits, off)?;
+                ops::classifier_grad_lse_inplace::<T>(
+                    &k,
+                    &s,
+                    &mut fresh.slice_mut(off..)?,
+                    &bt.slice(off..)?,
+                    &lse.slice(off..)?,
+                    &bg,
+                    rows,
+                    classes,
+                    <T::Scalar as Compute>::of_f64(scale),
+                )?;
+                let from_lse = s.clone_dtoh(&fresh)?;
+                // exp(x − lse) carries the rounding of x − lse (|lse| up to ~15 here): a few
+                // 1e-6 relative in f32, beside the reference's own tolerance.
+                check(
+                    &format!("{what}: dlogits from lse"),
+                    &from_lse[off..],
+                    &want_dl,
+                    |_, w| match dt {
+                        DType::F32 => 2e-5 * w.abs() + 1e-7 * gs,
+                        DType::F64 => 1e-12 * (w.abs() + gs),
+                        _ => ulp(dt, w) + 2e-5 * w.abs(),
+                    },
+                )?;
             }
         }
     }

@@ -60,10 +60,11 @@ impl<T: GradElement> Var<T> {
     /// ops in the same order (a GPU test checks them bit for bit) — with one `[N, classes]`
     /// buffer fewer at the backward's peak.
     ///
-    /// Forward: [`Tensor::linear`] (the logits), [`Tensor::classifier_loss`] and a mean. The
-    /// logits are saved by the backward closure **alone** — no `Var` holds them — so when the
-    /// backward runs, [`Tensor::fused_classifier_`] writes `(softmax − onehot) · g / N` over them
-    /// in place ([`Tensor::is_exclusive`] holds: nothing else has a handle). Then, with that
+    /// Forward: [`Tensor::linear`] (the logits), [`Tensor::classifier_loss_lse`] (the loss rows
+    /// and each row's log-sum-exp) and a mean. The logits are saved by the backward closure
+    /// **alone** — no `Var` holds them — so when the backward runs,
+    /// [`Tensor::classifier_grad_lse_`] writes `(softmax − onehot) · g / N` over them in place,
+    /// reading each element once ([`Tensor::is_exclusive`] holds: nothing else has a handle). Then, with that
     /// gradient `G` `[N, classes]` and `x` flattened to `[N, in]`, [`Var::linear`]'s backward:
     /// `dx = G · W`, `dW = Gᵀ · x`, `db = Σ_rows G` (each only when its input requires grad),
     /// and `G` is freed. Saves `x`, `W`, the targets and the logits.
@@ -92,7 +93,8 @@ impl<T: GradElement> Var<T> {
         let logits = x.linear(&w, b.as_ref())?.reshape(&[rows, classes])?;
         let t = targets.contiguous()?.reshape(&[rows])?;
         // As `fused_cross_entropy`: the rows in the statistics dtype, their mean rounded once.
-        let value = logits.classifier_loss(&t)?.mean_all()?.to_dtype::<T>()?;
+        let (loss_rows, lse) = logits.classifier_loss_lse(&t)?;
+        let value = loss_rows.mean_all()?.to_dtype::<T>()?;
         let inv = 1.0 / rows.max(1) as f64;
         let (nx, nw) = (self.requires_grad(), weight.requires_grad());
         let nb = bias.is_some_and(Var::requires_grad);
@@ -110,7 +112,7 @@ impl<T: GradElement> Var<T> {
             // The logits become their gradient `[rows, classes]`, in place (this closure held
             // the only handle); then `linear`'s backward with it as the incoming gradient, op
             // for op. It is freed when the closure returns.
-            g2.fused_classifier_(&t, &g.to_dtype::<T::Stat>()?, inv)?;
+            g2.classifier_grad_lse_(&t, &lse, &g.to_dtype::<T::Stat>()?, inv)?;
             let gx = if nx {
                 Some(g2.matmul(&w)?.reshape(x.shape())?)
             } else {

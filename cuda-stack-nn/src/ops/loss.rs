@@ -43,17 +43,18 @@ impl<T: GradElement> Var<T> {
     /// The mean cross-entropy of logits `self` (`[N, V]`) against class indices `targets`
     /// (`[N]`), computed with llm.c's fused classifier: the same value and gradient as
     /// [`Var::cross_entropy`], for large vocabularies. Forward: one pass over the logits (the
-    /// loss-only kernel, a block per row) and a mean. Backward: **one** kernel that reads each
-    /// logits row twice (online max/sum, then the gradient) and writes
-    /// `(softmax − onehot) · g / N` with the upstream gradient `g` read on the device — the
-    /// kernel is deferred to the backward pass (rather than run in the forward with `g = 1` and
-    /// rescaled later) so that nothing `[N, V]`-sized is stored between the passes and no extra
-    /// scaling pass is needed: 3 passes over `[N, V]` in all (torch's unfused loss takes 5–6).
+    /// loss kernel, a block per row, which also saves each row's log-sum-exp) and a mean.
+    /// Backward: a copy of the logits (they belong to `self`), then **one** kernel that reads and
+    /// writes each element once: `(exp(x − lse) − onehot) · g / N`, with the upstream gradient
+    /// `g` read on the device — deferred to the backward pass (rather than run in the forward
+    /// with `g = 1` and rescaled later) so that nothing `[N, V]`-sized is stored between the
+    /// passes and no extra scaling pass is needed. [`Var::linear_cross_entropy`] skips the copy.
     pub fn fused_cross_entropy(&self, targets: &Tensor<i32>) -> Result<Var<T>> {
         let x = self.value();
         // The loss rows are in the statistics dtype (f32 for f16/bf16): the mean is taken there
         // and rounded once to `T` for the graph.
-        let value = x.classifier_loss(targets)?.mean_all()?.to_dtype::<T>()?;
+        let (rows, lse) = x.classifier_loss_lse(targets)?;
+        let value = rows.mean_all()?.to_dtype::<T>()?;
         let t = targets.clone();
         let inv = 1.0 / x.shape()[0].max(1) as f64;
         Ok(Var::from_op(
@@ -61,7 +62,9 @@ impl<T: GradElement> Var<T> {
             "fused_cross_entropy",
             &[self],
             move |g| {
-                let (_, dlogits) = x.fused_classifier(&t, &g.to_dtype::<T::Stat>()?, inv)?;
+                // A handle of `x` shares its storage: the in-place kernel works on a copy.
+                let mut dlogits = x.clone();
+                dlogits.classifier_grad_lse_(&t, &lse, &g.to_dtype::<T::Stat>()?, inv)?;
                 Ok(vec![Some(dlogits)])
             },
         ))

@@ -90,6 +90,35 @@ pub trait FloatElement: TensorElement {
         classes: usize,
     ) -> Result<()>;
 
+    /// Per-row cross-entropy and log-sum-exp.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn classifier_loss_lse(
+        k: &Kernels,
+        s: &Stream,
+        logits: &DeviceSlice<Self>,
+        targets: &DeviceSlice<i32>,
+        loss: &mut DeviceSlice<Self::Stat>,
+        lse: &mut DeviceSlice<Self::Stat>,
+        rows: usize,
+        classes: usize,
+    ) -> Result<()>;
+
+    /// The classifier's gradient from saved log-sum-exps, over the logits.
+    #[doc(hidden)]
+    #[allow(clippy::too_many_arguments)]
+    fn classifier_grad_lse_inplace(
+        k: &Kernels,
+        s: &Stream,
+        logits: &mut DeviceSlice<Self>,
+        targets: &DeviceSlice<i32>,
+        lse: &DeviceSlice<Self::Stat>,
+        g: &DeviceSlice<Self::Stat>,
+        rows: usize,
+        classes: usize,
+        scale: f64,
+    ) -> Result<()>;
+
     /// The fused classifier, into a new gradient buffer.
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
@@ -296,6 +325,45 @@ macro_rules! float_element {
                     g,
                     loss,
                     dlogits,
+                    rows,
+                    classes,
+                    scale as $stat,
+                )?)
+            }
+
+            fn classifier_loss_lse(
+                k: &Kernels,
+                s: &Stream,
+                logits: &DeviceSlice<$t>,
+                targets: &DeviceSlice<i32>,
+                loss: &mut DeviceSlice<$stat>,
+                lse: &mut DeviceSlice<$stat>,
+                rows: usize,
+                classes: usize,
+            ) -> Result<()> {
+                Ok(ops::classifier_loss_lse::<$t>(
+                    k, s, logits, targets, loss, lse, rows, classes,
+                )?)
+            }
+
+            fn classifier_grad_lse_inplace(
+                k: &Kernels,
+                s: &Stream,
+                logits: &mut DeviceSlice<$t>,
+                targets: &DeviceSlice<i32>,
+                lse: &DeviceSlice<$stat>,
+                g: &DeviceSlice<$stat>,
+                rows: usize,
+                classes: usize,
+                scale: f64,
+            ) -> Result<()> {
+                Ok(ops::classifier_grad_lse_inplace::<$t>(
+                    k,
+                    s,
+                    logits,
+                    targets,
+                    lse,
+                    g,
                     rows,
                     classes,
                     scale as $stat,

@@ -69,6 +69,19 @@ pub(crate) type GeluFwd<T> = Kernel<(In<T>, Out<T>, u64)>;
 pub(crate) type GeluBwd<T> = Kernel<(In<T>, In<T>, Out<T>, u64)>;
 /// `classifier_loss(logits, targets, loss, rows, V)`.
 pub(crate) type ClassifierLoss<T> = Kernel<(In<T>, In<i32>, Out<Scalar<T>>, i32, i32)>;
+/// `classifier_loss_lse(logits, targets, loss, lse, rows, V)`.
+pub(crate) type ClassifierLossLse<T> =
+    Kernel<(In<T>, In<i32>, Out<Scalar<T>>, Out<Scalar<T>>, i32, i32)>;
+/// `classifier_grad_lse_inplace(logits, targets, lse, g, rows, V, scale)`.
+pub(crate) type ClassifierGradLse<T> = Kernel<(
+    Out<T>,
+    In<i32>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    i32,
+    i32,
+    Scalar<T>,
+)>;
 /// `fused_classifier(logits, targets, g, loss, dlogits, rows, V, scale)`.
 pub(crate) type FusedClassifier<T> = Kernel<(
     In<T>,
@@ -137,6 +150,12 @@ family!(gelu_bwd -> GeluBwd<T>; "gelu_backward", WHY_FLOAT;
 family!(classifier_loss -> ClassifierLoss<T>; "classifier_loss", WHY_FLOAT;
     F32 => classifier_loss_f32, F64 => classifier_loss_f64,
     F16 => classifier_loss_f16, BF16 => classifier_loss_bf16);
+family!(classifier_loss_lse -> ClassifierLossLse<T>; "classifier_loss_lse", WHY_FLOAT;
+    F32 => classifier_loss_lse_f32, F64 => classifier_loss_lse_f64,
+    F16 => classifier_loss_lse_f16, BF16 => classifier_loss_lse_bf16);
+family!(classifier_grad_lse -> ClassifierGradLse<T>; "classifier_grad_lse", WHY_FLOAT;
+    F32 => classifier_grad_lse_inplace_f32, F64 => classifier_grad_lse_inplace_f64,
+    F16 => classifier_grad_lse_inplace_f16, BF16 => classifier_grad_lse_inplace_bf16);
 family!(fused_classifier -> FusedClassifier<T>; "fused_classifier", WHY_FLOAT;
     F32 => fused_classifier_f32, F64 => fused_classifier_f64,
     F16 => fused_classifier_f16, BF16 => fused_classifier_bf16);

@@ -919,7 +919,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 464 kernels, in manifest order.
+/// The names of all 472 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1009,10 +1009,18 @@ pub static KERNEL_NAMES: &[&str] = &[
     "cast_f64_i32",
     "cast_i32_f32",
     "cast_i32_f64",
+    "classifier_grad_lse_inplace_bf16",
+    "classifier_grad_lse_inplace_f16",
+    "classifier_grad_lse_inplace_f32",
+    "classifier_grad_lse_inplace_f64",
     "classifier_loss_bf16",
     "classifier_loss_f16",
     "classifier_loss_f32",
     "classifier_loss_f64",
+    "classifier_loss_lse_bf16",
+    "classifier_loss_lse_f16",
+    "classifier_loss_lse_f32",
+    "classifier_loss_lse_f64",
     "fused_classifier_bf16",
     "fused_classifier_f16",
     "fused_classifier_f32",
@@ -1489,10 +1497,18 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `cast_f64_i32` | `const double* x`, `int* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_i32_f32` | `const int* x`, `float* out`, `unsigned long long n` | `cuda/cast.cu` |
 /// | `cast_i32_f64` | `const int* x`, `double* out`, `unsigned long long n` | `cuda/cast.cu` |
+/// | `classifier_grad_lse_inplace_bf16` | `bf16_t* logits`, `const int* targets`, `const float* lse`, `const float* g`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `classifier_grad_lse_inplace_f16` | `f16_t* logits`, `const int* targets`, `const float* lse`, `const float* g`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `classifier_grad_lse_inplace_f32` | `float* logits`, `const int* targets`, `const float* lse`, `const float* g`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
+/// | `classifier_grad_lse_inplace_f64` | `double* logits`, `const int* targets`, `const double* lse`, `const double* g`, `int rows`, `int V`, `double scale` | `cuda/classifier.cu` |
 /// | `classifier_loss_bf16` | `const bf16_t* logits`, `const int* targets`, `float* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
 /// | `classifier_loss_f16` | `const f16_t* logits`, `const int* targets`, `float* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
 /// | `classifier_loss_f32` | `const float* logits`, `const int* targets`, `float* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
 /// | `classifier_loss_f64` | `const double* logits`, `const int* targets`, `double* loss`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `classifier_loss_lse_bf16` | `const bf16_t* logits`, `const int* targets`, `float* loss`, `float* lse`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `classifier_loss_lse_f16` | `const f16_t* logits`, `const int* targets`, `float* loss`, `float* lse`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `classifier_loss_lse_f32` | `const float* logits`, `const int* targets`, `float* loss`, `float* lse`, `int rows`, `int V` | `cuda/classifier.cu` |
+/// | `classifier_loss_lse_f64` | `const double* logits`, `const int* targets`, `double* loss`, `double* lse`, `int rows`, `int V` | `cuda/classifier.cu` |
 /// | `fused_classifier_bf16` | `const bf16_t* logits`, `const int* targets`, `const float* g`, `float* loss`, `bf16_t* dlogits`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
 /// | `fused_classifier_f16` | `const f16_t* logits`, `const int* targets`, `const float* g`, `float* loss`, `f16_t* dlogits`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
 /// | `fused_classifier_f32` | `const float* logits`, `const int* targets`, `const float* g`, `float* loss`, `float* dlogits`, `int rows`, `int V`, `float scale` | `cuda/classifier.cu` |
@@ -2726,6 +2742,14 @@ fn load_cast(m: &cuda_stack_driver::Module) -> crate::Result<CastKernels> {
 /// The kernels of `cuda/classifier.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::classifier_kernels`].
 #[derive(Clone, Debug)]
 pub struct ClassifierKernels {
+    /// `classifier_grad_lse_inplace_bf16(bf16_t* logits, const int* targets, const float* lse, const float* g, int rows, int V, float scale)`.
+    pub classifier_grad_lse_inplace_bf16: Kernel<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>,
+    /// `classifier_grad_lse_inplace_f16(f16_t* logits, const int* targets, const float* lse, const float* g, int rows, int V, float scale)`.
+    pub classifier_grad_lse_inplace_f16: Kernel<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>,
+    /// `classifier_grad_lse_inplace_f32(float* logits, const int* targets, const float* lse, const float* g, int rows, int V, float scale)`.
+    pub classifier_grad_lse_inplace_f32: Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>,
+    /// `classifier_grad_lse_inplace_f64(double* logits, const int* targets, const double* lse, const double* g, int rows, int V, double scale)`.
+    pub classifier_grad_lse_inplace_f64: Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, i32, f64)>,
     /// `classifier_loss_bf16(const bf16_t* logits, const int* targets, float* loss, int rows, int V)`.
     pub classifier_loss_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `classifier_loss_f16(const f16_t* logits, const int* targets, float* loss, int rows, int V)`.
@@ -2734,6 +2758,14 @@ pub struct ClassifierKernels {
     pub classifier_loss_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `classifier_loss_f64(const double* logits, const int* targets, double* loss, int rows, int V)`.
     pub classifier_loss_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `classifier_loss_lse_bf16(const bf16_t* logits, const int* targets, float* loss, float* lse, int rows, int V)`.
+    pub classifier_loss_lse_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `classifier_loss_lse_f16(const f16_t* logits, const int* targets, float* loss, float* lse, int rows, int V)`.
+    pub classifier_loss_lse_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `classifier_loss_lse_f32(const float* logits, const int* targets, float* loss, float* lse, int rows, int V)`.
+    pub classifier_loss_lse_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>,
+    /// `classifier_loss_lse_f64(const double* logits, const int* targets, double* loss, double* lse, int rows, int V)`.
+    pub classifier_loss_lse_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>,
     /// `fused_classifier_bf16(const bf16_t* logits, const int* targets, const float* g, float* loss, bf16_t* dlogits, int rows, int V, float scale)`.
     pub fused_classifier_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>,
     /// `fused_classifier_f16(const f16_t* logits, const int* targets, const float* g, float* loss, f16_t* dlogits, int rows, int V, float scale)`.
@@ -2759,6 +2791,30 @@ fn load_classifier(m: &cuda_stack_driver::Module) -> crate::Result<ClassifierKer
         // sizes) when generated; the SASS was compiled from the same source and options in the
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_grad_lse_inplace_bf16: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>("classifier_grad_lse_inplace_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_grad_lse_inplace_f16: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>("classifier_grad_lse_inplace_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_grad_lse_inplace_f32: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>("classifier_grad_lse_inplace_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_grad_lse_inplace_f64: unsafe { m.kernel_prechecked::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, i32, f64)>("classifier_grad_lse_inplace_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         classifier_loss_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>("classifier_loss_bf16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
@@ -2778,6 +2834,30 @@ fn load_classifier(m: &cuda_stack_driver::Module) -> crate::Result<ClassifierKer
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         classifier_loss_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>("classifier_loss_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_lse_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("classifier_loss_lse_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_lse_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("classifier_loss_lse_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_lse_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>("classifier_loss_lse_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        classifier_loss_lse_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>("classifier_loss_lse_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -6694,6 +6774,26 @@ impl Kernels {
         Ok(&self.cast_kernels()?.cast_i32_f64)
     }
 
+    /// `classifier_grad_lse_inplace_bf16(bf16_t* logits, const int* targets, const float* lse, const float* g, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_grad_lse_inplace_bf16(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.classifier_grad_lse_inplace_bf16)
+    }
+
+    /// `classifier_grad_lse_inplace_f16(f16_t* logits, const int* targets, const float* lse, const float* g, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_grad_lse_inplace_f16(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.classifier_grad_lse_inplace_f16)
+    }
+
+    /// `classifier_grad_lse_inplace_f32(float* logits, const int* targets, const float* lse, const float* g, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_grad_lse_inplace_f32(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>> {
+        Ok(&self.classifier_kernels()?.classifier_grad_lse_inplace_f32)
+    }
+
+    /// `classifier_grad_lse_inplace_f64(double* logits, const int* targets, const double* lse, const double* g, int rows, int V, double scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_grad_lse_inplace_f64(&self) -> crate::Result<&Kernel<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, i32, f64)>> {
+        Ok(&self.classifier_kernels()?.classifier_grad_lse_inplace_f64)
+    }
+
     /// `classifier_loss_bf16(const bf16_t* logits, const int* targets, float* loss, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
     pub fn classifier_loss_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
         Ok(&self.classifier_kernels()?.classifier_loss_bf16)
@@ -6712,6 +6812,26 @@ impl Kernels {
     /// `classifier_loss_f64(const double* logits, const int* targets, double* loss, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
     pub fn classifier_loss_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>> {
         Ok(&self.classifier_kernels()?.classifier_loss_f64)
+    }
+
+    /// `classifier_loss_lse_bf16(const bf16_t* logits, const int* targets, float* loss, float* lse, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_lse_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_lse_bf16)
+    }
+
+    /// `classifier_loss_lse_f16(const f16_t* logits, const int* targets, float* loss, float* lse, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_lse_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_lse_f16)
+    }
+
+    /// `classifier_loss_lse_f32(const float* logits, const int* targets, float* loss, float* lse, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_lse_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_lse_f32)
+    }
+
+    /// `classifier_loss_lse_f64(const double* logits, const int* targets, double* loss, double* lse, int rows, int V)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
+    pub fn classifier_loss_lse_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>> {
+        Ok(&self.classifier_kernels()?.classifier_loss_lse_f64)
     }
 
     /// `fused_classifier_bf16(const bf16_t* logits, const int* targets, const float* g, float* loss, bf16_t* dlogits, int rows, int V, float scale)` from `cuda/classifier.cu` (the first call of any of that file's kernels loads it).
@@ -9063,6 +9183,18 @@ impl Kernels {
         if let Some(f) = self.classifier.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>::from_function(f.classifier_grad_lse_inplace_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>::from_function(f.classifier_grad_lse_inplace_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, i32, f32)>::from_function(f.classifier_grad_lse_inplace_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, i32, f64)>::from_function(f.classifier_grad_lse_inplace_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.classifier_loss_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -9073,6 +9205,18 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.classifier_loss_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.classifier_loss_lse_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.classifier_loss_lse_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32)>::from_function(f.classifier_loss_lse_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.classifier_loss_lse_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<i32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, f32)>::from_function(f.fused_classifier_bf16.function().clone())? };
@@ -9097,7 +9241,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static mut DeviceSlice<f64>, &'static DeviceSlice<i32>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.fused_classifier_inplace_f64.function().clone())? };
-            n += 12;
+            n += 20;
         }
         if let Some(f) = self.coalescing.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -10366,10 +10510,18 @@ impl Kernels {
             "cast_f64_i32" => self.cast_f64_i32().ok().map(|k| k.function()),
             "cast_i32_f32" => self.cast_i32_f32().ok().map(|k| k.function()),
             "cast_i32_f64" => self.cast_i32_f64().ok().map(|k| k.function()),
+            "classifier_grad_lse_inplace_bf16" => self.classifier_grad_lse_inplace_bf16().ok().map(|k| k.function()),
+            "classifier_grad_lse_inplace_f16" => self.classifier_grad_lse_inplace_f16().ok().map(|k| k.function()),
+            "classifier_grad_lse_inplace_f32" => self.classifier_grad_lse_inplace_f32().ok().map(|k| k.function()),
+            "classifier_grad_lse_inplace_f64" => self.classifier_grad_lse_inplace_f64().ok().map(|k| k.function()),
             "classifier_loss_bf16" => self.classifier_loss_bf16().ok().map(|k| k.function()),
             "classifier_loss_f16" => self.classifier_loss_f16().ok().map(|k| k.function()),
             "classifier_loss_f32" => self.classifier_loss_f32().ok().map(|k| k.function()),
             "classifier_loss_f64" => self.classifier_loss_f64().ok().map(|k| k.function()),
+            "classifier_loss_lse_bf16" => self.classifier_loss_lse_bf16().ok().map(|k| k.function()),
+            "classifier_loss_lse_f16" => self.classifier_loss_lse_f16().ok().map(|k| k.function()),
+            "classifier_loss_lse_f32" => self.classifier_loss_lse_f32().ok().map(|k| k.function()),
+            "classifier_loss_lse_f64" => self.classifier_loss_lse_f64().ok().map(|k| k.function()),
             "fused_classifier_bf16" => self.fused_classifier_bf16().ok().map(|k| k.function()),
             "fused_classifier_f16" => self.fused_classifier_f16().ok().map(|k| k.function()),
             "fused_classifier_f32" => self.fused_classifier_f32().ok().map(|k| k.function()),

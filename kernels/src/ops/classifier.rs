@@ -144,3 +144,63 @@ pub fn fused_classifier_inplace<T: Element>(
     unsafe { kernel.launch(s, &config(rows), logits, targets, g, loss, r, c, scale) }?;
     Ok(())
 }
+
+/// [`classifier_loss`] (the same losses) that also saves each row's log-sum-exp,
+/// `lse[r] = logsumexp(logits[r])` (`rows` elements), for [`classifier_grad_lse_inplace`]:
+/// a cross-entropy's forward, whose backward then reads the logits once.
+#[allow(clippy::too_many_arguments)]
+pub fn classifier_loss_lse<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    logits: &DeviceSlice<T>,
+    targets: &DeviceSlice<i32>,
+    loss: &mut DeviceSlice<T::Scalar>,
+    lse: &mut DeviceSlice<T::Scalar>,
+    rows: usize,
+    classes: usize,
+) -> Result<()> {
+    const OP: &str = "classifier_loss_lse";
+    let kernel = dispatch::classifier_loss_lse::<T>(k)?;
+    let (r, c) = check(OP, logits.len(), targets.len(), loss.len(), rows, classes)?;
+    check_len(OP, "lse", lse.len(), rows)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    // SAFETY: as classifier_loss (the same kernel body and `int` counter bounds), plus lse[r]
+    // for row r < rows of the checked lse.
+    unsafe { kernel.launch(s, &config(rows), logits, targets, loss, lse, r, c) }?;
+    Ok(())
+}
+
+/// The gradient of `scale · Σ_r loss[r]` times the one-element upstream gradient `g`, written
+/// **over the logits** from the row log-sum-exps [`classifier_loss_lse`] saved:
+/// `dlogits[r][c] = (exp(logits[r][c] − lse[r]) − [c == targets[r]]) · g[0] · scale` — one
+/// read and one write of each element, one exponential (the fused classifier reads each row
+/// twice). A bad target gives a NaN row. The probabilities agree with
+/// [`fused_classifier_inplace`]'s `exp(x − m) / s` to the rounding of `x − lse`, not bit for bit.
+#[allow(clippy::too_many_arguments)]
+pub fn classifier_grad_lse_inplace<T: Element>(
+    k: &Kernels,
+    s: &Stream,
+    logits: &mut DeviceSlice<T>,
+    targets: &DeviceSlice<i32>,
+    lse: &DeviceSlice<T::Scalar>,
+    g: &DeviceSlice<T::Scalar>,
+    rows: usize,
+    classes: usize,
+    scale: T::Scalar,
+) -> Result<()> {
+    const OP: &str = "classifier_grad_lse_inplace";
+    let kernel = dispatch::classifier_grad_lse::<T>(k)?;
+    let (r, c) = check(OP, logits.len(), targets.len(), lse.len(), rows, classes)?;
+    check_len(OP, "g", g.len(), 1)?;
+    if rows == 0 {
+        return Ok(());
+    }
+    // SAFETY: block 512 as required; row r < rows of the checked [rows, classes] logits (each
+    // element read, then written, by one thread), targets[r] (a column only when
+    // 0 <= t < classes), lse[r] and g[0], all checked; the `int` counters step as in
+    // classifier_loss and stay below 2^31.
+    unsafe { kernel.launch(s, &config(rows), logits, targets, lse, g, r, c, scale) }?;
+    Ok(())
+}

@@ -58,7 +58,8 @@ pub use bias_relu::{
 pub use binary_strided::{binary_strided, binary_strided_fits};
 pub use cast::cast;
 pub use classifier::{
-    classifier_loss, fused_classifier, fused_classifier_inplace, CLASSIFIER_THREADS,
+    classifier_grad_lse_inplace, classifier_loss, classifier_loss_lse, fused_classifier,
+    fused_classifier_inplace, CLASSIFIER_THREADS,
 };
 pub use coalescing::{
     copy_coalesced, copy_strided, skinny_v4_fits, transpose, transpose_aligned_tile,

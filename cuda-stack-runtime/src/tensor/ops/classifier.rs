@@ -153,4 +153,75 @@ impl<T: FloatElement> Tensor<T> {
         .map_err(|e| e.with_shape(&shape))?;
         Tensor::from_storage(loss, &[rows])
     }
+
+    /// [`Tensor::classifier_loss`] (the same losses) and each row's log-sum-exp
+    /// `logsumexp(self[r])`, both `[N]` in [`FloatElement::Stat`]: the forward of a
+    /// cross-entropy whose backward is [`Tensor::classifier_grad_lse_`]. One pass over the logits.
+    #[allow(clippy::type_complexity)] // (loss rows, lse): both documented above
+    pub fn classifier_loss_lse(
+        &self,
+        targets: &Tensor<i32>,
+    ) -> Result<(Tensor<T::Stat>, Tensor<T::Stat>)> {
+        const OP: &str = "classifier_loss_lse";
+        let (rows, classes) = logits_shape(OP, self, targets)?;
+        let (x, t) = (self.contiguous()?, targets.contiguous()?);
+        let exec = self.exec()?;
+        let k = exec.kernels()?;
+        let (xv, tv) = (x.dense()?, t.dense()?);
+        // SAFETY: the kernel writes the loss and the log-sum-exp of each of the `rows` rows.
+        let (loss, lse) = unsafe {
+            exec.storage_pair_with(rows, rows, |loss, lse| {
+                T::classifier_loss_lse(&k, exec.stream(), &xv, &tv, loss, lse, rows, classes)
+            })
+        }
+        .map_err(|e| e.with_shape(self.shape()))?;
+        Ok((
+            Tensor::from_storage(loss, &[rows])?,
+            Tensor::from_storage(lse, &[rows])?,
+        ))
+    }
+
+    /// The gradient of `scale · Σ_r loss[r]` times the one-element upstream gradient `grad`
+    /// with respect to the logits `self`, written **over** them:
+    /// `(exp(self[r] − lse[r]) − onehot(targets[r])) · grad · scale`, from the log-sum-exps
+    /// [`Tensor::classifier_loss_lse`] returned — each element read and written once (the
+    /// fused classifier reads each row twice). In place when [`Tensor::is_exclusive`]; a shared
+    /// tensor or a view first becomes a private copy, as for every in-place op.
+    pub fn classifier_grad_lse_(
+        &mut self,
+        targets: &Tensor<i32>,
+        lse: &Tensor<T::Stat>,
+        grad: &Tensor<T::Stat>,
+        scale: f64,
+    ) -> Result<()> {
+        const OP: &str = "classifier_grad_lse_";
+        let (rows, classes) = logits_shape(OP, self, targets)?;
+        check_upstream(OP, self, grad)?;
+        self.same_device(OP, lse)?;
+        if lse.shape() != [rows] {
+            return Err(TensorError::ShapeMismatch {
+                op: OP,
+                lhs: self.shape().to_vec(),
+                rhs: lse.shape().to_vec(),
+                why: format!("lse must be [{rows}]: one value per row, from classifier_loss_lse"),
+            });
+        }
+        let shape = self.shape().to_vec();
+        let (t, l, g) = (targets.contiguous()?, lse.contiguous()?, grad.contiguous()?);
+        let (tv, lv, gv) = (t.dense()?, l.dense()?, g.dense()?);
+        let (exec, logits) = self.exclusive_mut()?;
+        let k = exec.kernels()?;
+        T::classifier_grad_lse_inplace(
+            &k,
+            exec.stream(),
+            logits,
+            &tv,
+            &lv,
+            &gv,
+            rows,
+            classes,
+            scale,
+        )
+        .map_err(|e| e.with_shape(&shape))
+    }
 }
