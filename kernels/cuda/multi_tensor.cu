@@ -32,7 +32,8 @@
 //              host's block counts (sumsq_parts(n), >= 1 per tensor, an empty tensor writing
 //              one 0) the partial buffer is bit-identical to the per-tensor kernels', so
 //              clip_coef's norm is too.
-//   mt_cast:   dst[i] = src[i] converted (each element rounded once, as cast.cu)
+//   mt_cast:   dst[i] = src[i] converted (each element rounded once, as cast.cu); 16-byte
+//              packets where both tensors are 16-byte aligned
 //   mt_adam:   optim.cu's adam with t = steps[step[j]], wd = (T)wd[j] and, when scale != 0,
 //              g = g * scale[0] rounded once (__fmul_rn: the bits an in-place scale_by_device
 //              before the update would have stored).
@@ -157,12 +158,41 @@ template <typename T> __device__ __forceinline__ void mt_sumsq(const MtTable1& t
 // ---------------------------------------------------------------------------------------------
 // casts
 
+// Where both tensors are 16-byte aligned, groups of G elements (a 16-byte packet of the narrower
+// type, two of the wider: 8 elements for f32 <-> 16-bit), group g by local thread g of the
+// tensor's grid-stride walk, then the last n % G elements one by one; otherwise every element one
+// by one. Each element is converted alone, so the path changes no value.
 template <typename From, typename To> __device__ __forceinline__ void mt_cast(const MtTable2& t) {
+    typedef typename DType<From>::Storage SF;
+    typedef typename DType<To>::Storage ST;
+    enum { NF = Pack<SF>::N, NT = Pack<ST>::N, G = NF > NT ? NF : NT };
     MtRange r;
     if (!mt_range(t.block_start, t.len, t.count, MT2_CAP, r)) return;
-    const typename DType<From>::Storage* x = (const typename DType<From>::Storage*)t.src[r.j];
-    typename DType<To>::Storage* out = (typename DType<To>::Storage*)t.dst[r.j];
-    for (u64 i = r.start; i < r.n; i += r.stride)
+    const SF* x = (const SF*)t.src[r.j];
+    ST* out = (ST*)t.dst[r.j];
+    u64 done = 0;
+    if (aligned16(x, out)) {
+        const u64 groups = r.n / G;
+        for (u64 g = r.start; g < groups; g += r.stride) {
+            SF a[G];
+#pragma unroll
+            for (int k = 0; k < G / NF; ++k) {
+                const Pack<SF> pk = load_pack(x + g * G + k * NF);
+#pragma unroll
+                for (int j = 0; j < NF; ++j) a[k * NF + j] = pk.v[j];
+            }
+#pragma unroll
+            for (int k = 0; k < G / NT; ++k) {
+                Pack<ST> o;
+#pragma unroll
+                for (int j = 0; j < NT; ++j)
+                    o.v[j] = DType<To>::store((typename DType<To>::Compute)DType<From>::load(a[k * NT + j]));
+                store_pack(out + g * G + k * NT, o);
+            }
+        }
+        done = groups * G;
+    }
+    for (u64 i = done + r.start; i < r.n; i += r.stride)
         out[i] = DType<To>::store((typename DType<To>::Compute)DType<From>::load(x[i]));
 }
 

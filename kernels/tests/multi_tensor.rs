@@ -218,70 +218,74 @@ fn sumsq<T: Element>() -> TestResult {
 
 fn casts<H: Element>(to_half: fn(f32) -> H, to_f32: fn(H) -> f32) -> TestResult {
     let (_ctx, s, k) = setup()?;
-    let n = lens(MT2_CAP + 11);
-    let host: Vec<Vec<f32>> = n
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| data(200 + i as u64, l, 70.0))
-        .collect();
-    // f32 -> half
-    let src = uploads(&s, &host)?;
-    let mut dst: Vec<DeviceBuffer<H>> = n
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| upload(&s, &vec![H::from_f64(0.0); l], off(i + 1)))
-        .collect::<Res<_>>()?;
-    {
-        let sv: Vec<_> = src
+    // Destinations at the other offset than their sources (shift 1: every pair misaligned, the
+    // scalar path), then at the same one (shift 0: even tensors 16-byte aligned, the packet path).
+    for shift in [1usize, 0] {
+        let n = lens(MT2_CAP + 11);
+        let host: Vec<Vec<f32>> = n
             .iter()
             .enumerate()
-            .map(|(i, b)| b.slice(off(i)..))
-            .collect::<Result<_, _>>()?;
-        let sr: Vec<&DeviceSlice<f32>> = sv.iter().map(|v| &**v).collect();
-        let mut dv: Vec<_> = dst
-            .iter_mut()
-            .enumerate()
-            .map(|(i, b)| b.slice_mut(off(i + 1)..))
-            .collect::<Result<_, _>>()?;
-        let mut dr: Vec<&mut DeviceSlice<H>> = dv.iter_mut().map(|v| &mut **v).collect();
-        ops::cast_many::<f32, H>(&k, &s, &sr, &mut dr)?;
-    }
-    let mut halves = Vec::new();
-    for (i, b) in dst.iter().enumerate() {
-        let want: Vec<H> = host[i].iter().map(|&x| to_half(x)).collect();
-        let got = download(&s, b, off(i + 1))?;
-        check_bits(&format!("f32 -> {}", H::DTYPE), &got, &want)?;
-        halves.push(got);
-    }
-    // half -> f32 (exact)
-    let src = uploads(&s, &halves)?;
-    let mut back: Vec<DeviceBuffer<f32>> = n
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| upload(&s, &vec![0.0f32; l], off(i + 1)))
-        .collect::<Res<_>>()?;
-    {
-        let sv: Vec<_> = src
+            .map(|(i, &l)| data(200 + i as u64, l, 70.0))
+            .collect();
+        // f32 -> half
+        let src = uploads(&s, &host)?;
+        let mut dst: Vec<DeviceBuffer<H>> = n
             .iter()
             .enumerate()
-            .map(|(i, b)| b.slice(off(i)..))
-            .collect::<Result<_, _>>()?;
-        let sr: Vec<&DeviceSlice<H>> = sv.iter().map(|v| &**v).collect();
-        let mut dv: Vec<_> = back
-            .iter_mut()
+            .map(|(i, &l)| upload(&s, &vec![H::from_f64(0.0); l], off(i + shift)))
+            .collect::<Res<_>>()?;
+        {
+            let sv: Vec<_> = src
+                .iter()
+                .enumerate()
+                .map(|(i, b)| b.slice(off(i)..))
+                .collect::<Result<_, _>>()?;
+            let sr: Vec<&DeviceSlice<f32>> = sv.iter().map(|v| &**v).collect();
+            let mut dv: Vec<_> = dst
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| b.slice_mut(off(i + shift)..))
+                .collect::<Result<_, _>>()?;
+            let mut dr: Vec<&mut DeviceSlice<H>> = dv.iter_mut().map(|v| &mut **v).collect();
+            ops::cast_many::<f32, H>(&k, &s, &sr, &mut dr)?;
+        }
+        let mut halves = Vec::new();
+        for (i, b) in dst.iter().enumerate() {
+            let want: Vec<H> = host[i].iter().map(|&x| to_half(x)).collect();
+            let got = download(&s, b, off(i + shift))?;
+            check_bits(&format!("f32 -> {}", H::DTYPE), &got, &want)?;
+            halves.push(got);
+        }
+        // half -> f32 (exact)
+        let src = uploads(&s, &halves)?;
+        let mut back: Vec<DeviceBuffer<f32>> = n
+            .iter()
             .enumerate()
-            .map(|(i, b)| b.slice_mut(off(i + 1)..))
-            .collect::<Result<_, _>>()?;
-        let mut dr: Vec<&mut DeviceSlice<f32>> = dv.iter_mut().map(|v| &mut **v).collect();
-        ops::cast_many::<H, f32>(&k, &s, &sr, &mut dr)?;
-    }
-    for (i, b) in back.iter().enumerate() {
-        let want: Vec<f32> = halves[i].iter().map(|&x| to_f32(x)).collect();
-        check_bits(
-            &format!("{} -> f32", H::DTYPE),
-            &download(&s, b, off(i + 1))?,
-            &want,
-        )?;
+            .map(|(i, &l)| upload(&s, &vec![0.0f32; l], off(i + shift)))
+            .collect::<Res<_>>()?;
+        {
+            let sv: Vec<_> = src
+                .iter()
+                .enumerate()
+                .map(|(i, b)| b.slice(off(i)..))
+                .collect::<Result<_, _>>()?;
+            let sr: Vec<&DeviceSlice<H>> = sv.iter().map(|v| &**v).collect();
+            let mut dv: Vec<_> = back
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| b.slice_mut(off(i + shift)..))
+                .collect::<Result<_, _>>()?;
+            let mut dr: Vec<&mut DeviceSlice<f32>> = dv.iter_mut().map(|v| &mut **v).collect();
+            ops::cast_many::<H, f32>(&k, &s, &sr, &mut dr)?;
+        }
+        for (i, b) in back.iter().enumerate() {
+            let want: Vec<f32> = halves[i].iter().map(|&x| to_f32(x)).collect();
+            check_bits(
+                &format!("{} -> f32", H::DTYPE),
+                &download(&s, b, off(i + shift))?,
+                &want,
+            )?;
+        }
     }
     // Unsupported pairs and length mismatches are errors.
     let a = s.alloc_zeros::<f64>(3)?;
