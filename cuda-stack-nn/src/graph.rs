@@ -7,6 +7,13 @@
 //! training can start reducing a gradient while the rest of the backward runs. Unless the graph
 //! is retained, each node's closure is dropped once run, freeing its saved tensors; a second
 //! backward through it is [`NnError::GraphFreed`].
+//!
+//! A node that folds (`Node::folds_first`: LayerNorm) is handed the gradient summed so far for
+//! its first input and returns it with its own added, in its own kernel: in a pre-LayerNorm
+//! residual stream the LayerNorm of a sum runs after every other consumer of that sum (they
+//! all depend on its output), so the stream's gradient reaches it whole and no add is launched.
+//! Cast leaves' gradients are converted in one batch when the outermost pass ends
+//! (`deferred_cast.rs`).
 
 use crate::deferred_cast::PassGuard;
 use crate::error::{NnError, Result};
