@@ -6,7 +6,7 @@
 //! | PyTorch | here |
 //! |---|---|
 //! | a tensor with `requires_grad=True`, `nn.Parameter` | [`Var::parameter`] |
-//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `linear`, `mlp_gelu` (a transformer's MLP as one op, GELU in cuBLASLt's epilogues for bf16/f16), `layer_norm`, `gelu`, `embedding`, `dropout`, `scaled_dot_product_attention`, `reshape`/`transpose`/`narrow`, `cross_entropy`, `fused_cross_entropy`, `linear_cross_entropy` (a classifier and its loss as one op: the logits' gradient written over them, no second `[N, V]` buffer) |
+//! | ops on it record `grad_fn` | [`Var`]'s ops: `add sub mul div` (broadcasting), `matmul`, `relu`, `tanh`, `scale`, `sum_all`/`mean_all`/`sum`/`mean`, `softmax`, `log_softmax`, `bias_relu`, `linear`, `mlp_gelu` (a transformer's MLP as one op, GELU in cuBLASLt's epilogues for bf16/f16), `layer_norm`, `add_layer_norm` (a residual add and the LayerNorm of the sum in one kernel, the stream's gradient added in the LayerNorm's backward), `gelu`, `embedding`, `dropout`, `scaled_dot_product_attention`, `reshape`/`transpose`/`narrow`, `cross_entropy`, `fused_cross_entropy`, `linear_cross_entropy` (a classifier and its loss as one op: the logits' gradient written over them, no second `[N, V]` buffer) |
 //! | `torch.autograd.Function` (seed 004's custom kernels with autograd) | [`Var::custom_op`] |
 //! | `loss.backward()`, `x.grad` | [`Var::backward`], [`Var::grad`] |
 //! | `with torch.no_grad():` | [`no_grad`] |
