@@ -83,10 +83,21 @@ pub fn col_parts(outer: usize, size: usize, inner: usize, sm_count: u32) -> usiz
 
 /// How many parts the reduced dimension of `size` is split into for `outer × inner` columns when
 /// `inner` is a multiple of 16 bytes (`reduce_cols16_*` on aligned rows, `reduce_cols_*` with the
-/// same parts on unaligned ones): enough column blocks for 8 per SM, at most one part per 64
-/// rows (measured on an H200: 65536 × 128 f32 264 parts 6.5× `torch.sum`, 4096² 9 parts 1.33×).
-pub fn col16_parts(outer: usize, size: usize, inner: usize, sm_count: u32) -> usize {
-    let col_blocks = outer.saturating_mul(inner.div_ceil(32)).max(1);
+/// same parts on unaligned ones): enough blocks of `reduce_cols16_*` — `32 · packet` columns
+/// each, `packet` the elements of a 16-byte load (4 for f32, 8 for f16/bf16, 2 for f64) — for
+/// 8 per SM, at most one part per 64 rows. Counting its blocks as 32 columns wide (as before
+/// 2026-11-28) launched a bf16 bias gradient of 16384 × 768 as 132 blocks, one per SM: about
+/// half the H200's bandwidth.
+pub fn col16_parts(
+    outer: usize,
+    size: usize,
+    inner: usize,
+    packet: usize,
+    sm_count: u32,
+) -> usize {
+    let col_blocks = outer
+        .saturating_mul(inner.div_ceil(32 * packet.max(1)))
+        .max(1);
     let want = fill(u64::from(sm_count)).div_ceil(col_blocks);
     want.min(size.div_ceil(64)).clamp(1, GRID_YZ_MAX)
 }
@@ -318,7 +329,7 @@ fn cols<T: DeviceRepr, A: DeviceRepr>(
     };
     // By shape alone: an unaligned x of a 16-byte shape sums in reduce_cols16's parts.
     let parts = if rows16 {
-        col16_parts(outer, size, inner, sm_count)
+        col16_parts(outer, size, inner, v, sm_count)
     } else {
         col_parts(outer, size, inner, sm_count)
     };
@@ -401,11 +412,15 @@ mod tests {
 
     #[test]
     fn sixteen_byte_rows_keep_the_fill_plan() {
-        assert_eq!(col16_parts(1, 4096, 4096, 132), 9);
-        assert_eq!(col16_parts(1, 65_536, 128, 132), 264);
-        assert_eq!(col16_parts(1, 8192, 65_536, 132), 1);
-        assert_eq!(col16_parts(1, 4096, 1, 132), 64);
-        assert_eq!(col16_parts(1, 100_000, 33, 132), 528);
-        assert_eq!(col16_parts(1, 0, 33, 132), 1);
+        // f32 (4 a packet): 32 column blocks of 128 for 4096 columns.
+        assert_eq!(col16_parts(1, 4096, 4096, 4, 132), 33);
+        assert_eq!(col16_parts(1, 65_536, 128, 4, 132), 1024);
+        assert_eq!(col16_parts(1, 8192, 65_536, 4, 132), 3);
+        assert_eq!(col16_parts(1, 4096, 1, 4, 132), 64);
+        assert_eq!(col16_parts(1, 100_000, 33, 4, 132), 1056);
+        assert_eq!(col16_parts(1, 0, 33, 4, 132), 1);
+        // bf16 (8 a packet): GPT-2's bias gradients fill the GPU.
+        assert_eq!(col16_parts(1, 16_384, 768, 8, 132), 256);
+        assert_eq!(col16_parts(1, 16_384, 3072, 8, 132), 88);
     }
 }
