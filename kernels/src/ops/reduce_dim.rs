@@ -88,13 +88,7 @@ pub fn col_parts(outer: usize, size: usize, inner: usize, sm_count: u32) -> usiz
 /// 8 per SM, at most one part per 64 rows. Counting its blocks as 32 columns wide (as before
 /// 2026-11-28) launched a bf16 bias gradient of 16384 × 768 as 132 blocks, one per SM: about
 /// half the H200's bandwidth.
-pub fn col16_parts(
-    outer: usize,
-    size: usize,
-    inner: usize,
-    packet: usize,
-    sm_count: u32,
-) -> usize {
+pub fn col16_parts(outer: usize, size: usize, inner: usize, packet: usize, sm_count: u32) -> usize {
     let col_blocks = outer
         .saturating_mul(inner.div_ceil(32 * packet.max(1)))
         .max(1);
