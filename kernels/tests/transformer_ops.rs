@@ -507,6 +507,24 @@ fn layer_norm_add_all<T: Element>() -> TestResult {
         e.is_err(),
         "add_layer_norm with a 5-element residual for [2, 3] must fail"
     );
+    // So is a pending gradient of the wrong length in the backward.
+    let ws = ops::layer_norm_workspace_len(2, 3)?;
+    let (mut dx, mut dw, mut db) = (
+        s.alloc_zeros::<T>(6)?,
+        s.alloc_zeros::<T>(3)?,
+        s.alloc_zeros::<T>(3)?,
+    );
+    let (mut pw, mut pb) = (
+        s.alloc_zeros::<T::Scalar>(ws)?,
+        s.alloc_zeros::<T::Scalar>(ws)?,
+    );
+    let e = ops::layer_norm_bwd_add::<T>(
+        &k, &s, &x, &w, &m, &r, &x, &short, &mut dx, &mut dw, &mut db, &mut pw, &mut pb, 2, 3,
+    );
+    ensure!(
+        e.is_err(),
+        "layer_norm_bwd_add with a 5-element pending gradient for [2, 3] must fail"
+    );
     Ok(())
 }
 
@@ -731,6 +749,27 @@ fn classifier_all<T: Element>() -> TestResult {
                     <T::Scalar as Compute>::of_f64(scale),
                 )?;
                 let from_lse = s.clone_dtoh(&fresh)?;
+                if rows > 0 {
+                    // One log-sum-exp short: refused, the logits untouched.
+                    let mut kept = upload(&s, &logits, off)?;
+                    let e = ops::classifier_grad_lse_inplace::<T>(
+                        &k,
+                        &s,
+                        &mut kept.slice_mut(off..)?,
+                        &bt.slice(off..)?,
+                        &lse.slice(off..off + rows - 1)?,
+                        &bg,
+                        rows,
+                        classes,
+                        <T::Scalar as Compute>::of_f64(scale),
+                    );
+                    ensure!(e.is_err(), "{what}: a short lse must be refused");
+                    check_bits(
+                        &format!("{what}: logits after a refused gradient"),
+                        &download(&s, &kept, off)?,
+                        &logits,
+                    )?;
+                }
                 // exp(x − lse) carries the rounding of x − lse (|lse| up to ~15 here): a few
                 // 1e-6 relative in f32, beside the reference's own tolerance.
                 check(

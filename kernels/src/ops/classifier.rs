@@ -1,7 +1,9 @@
 //! The fused classifier (`cuda/classifier.cu`, as llm.c does it): per-row cross-entropy and
 //! the gradient of the losses with respect to the logits in one kernel that reads each logits
-//! row twice and never stores the softmax. f32, f64, f16 and bf16 logits; losses, the
-//! upstream gradient and the scale in [`Element::Scalar`].
+//! row twice and never stores the softmax; or split across a forward and a backward, the loss
+//! pass saving each row's log-sum-exp ([`classifier_loss_lse`]) so that the gradient
+//! ([`classifier_grad_lse_inplace`]) reads each row once. f32, f64, f16 and bf16 logits;
+//! losses, log-sum-exps, the upstream gradient and the scale in [`Element::Scalar`].
 
 use crate::dispatch;
 use crate::launch::{check_len, check_matrix, to_int_dim};
@@ -192,7 +194,9 @@ pub fn classifier_grad_lse_inplace<T: Element>(
 ) -> Result<()> {
     const OP: &str = "classifier_grad_lse_inplace";
     let kernel = dispatch::classifier_grad_lse::<T>(k)?;
-    let (r, c) = check(OP, logits.len(), targets.len(), lse.len(), rows, classes)?;
+    // No loss buffer here: `check`'s loss length is given as `rows`, and lse is checked by name.
+    let (r, c) = check(OP, logits.len(), targets.len(), rows, rows, classes)?;
+    check_len(OP, "lse", lse.len(), rows)?;
     check_len(OP, "g", g.len(), 1)?;
     if rows == 0 {
         return Ok(());
