@@ -8,8 +8,9 @@
 //   saved: mean[r], rstd[r] as S.
 // Backward, given dy, x, w and the saved mean, rstd (xhat = (x - mean) * rstd, g = dy * w[c]):
 //   dx = rstd * (g - (sum g) / C - xhat * (sum g * xhat) / C)
-//   dw[c] = sum_r dy * xhat,  db[c] = sum_r dy — reduced deterministically in two kernels:
-//   layer_norm_bwd_params writes partial[p][c] for row chunk p (chunk = ceil(rows / P) rows),
+//   dw[c] = sum_r dy * xhat,  db[c] = sum_r dy — reduced deterministically in two steps:
+//   layer_norm_bwd_params (or layer_norm_bwd_fused, which computes dx in the same pass and sums
+//   in the same order) writes partial[p][c] for row chunk p (chunk = ceil(rows / P) rows),
 //   layer_norm_bwd_params_reduce sums the P partials in 16 phases (p mod 16), each in increasing
 //   p, then the phases in increasing order. Bit-identical run to run
 //   for a given (rows, C, P) and the same buffers (the 16-byte path and the scalar path, chosen
@@ -34,6 +35,10 @@
 //     N the 16-byte packet's elements where C % N == 0 and x, dy are 16-byte aligned, else 1
 //     (any gridDim.x is correct).
 //   layer_norm_bwd_params_reduce_<dt>: block (32, 16) EXACTLY, grid ceil(C / 32) (any grid).
+//   layer_norm_bwd_fused_<dt>: block 256 EXACTLY, grid P (any grid: the chunks are a grid-stride
+//     loop), dynamic shared memory 2 * 8 * S_ROW * sizeof(compute type), S_ROW = C rounded up
+//     to 32 * N (N the 16-byte packet's elements) when C <= 32 * Items::BWD (1024; f64 256),
+//     else C (the op uses it only for rows a warp holds).
 #include "dtype.cuh"
 
 #define FULL_MASK 0xffffffffu
@@ -224,8 +229,11 @@ __device__ __forceinline__ void layer_norm_fwd(const typename DType<Tag>::Storag
     }
 }
 
-// One row of the dx backward by the T threads that share it.
-template <typename Tag, int T>
+// One row of the dx backward by the T threads that share it. With ACC (T = 32 only), the row's
+// parameter-gradient terms are also added to this warp's accumulators in shared memory:
+// acc_w[s] += dy * xhat, acc_b[s] += dy, where s = acc_slot(i, tid) for cached element i (a
+// conflict-free, lane-interleaved layout; see acc_slot_of_col) and s = c on the long-row path.
+template <typename Tag, int T, bool ACC = false>
 __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>::Storage* xr,
                                                       const typename DType<Tag>::Storage* w,
                                                       const typename DType<Tag>::Storage* dyr,
@@ -234,7 +242,9 @@ __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>:
                                                       typename DType<Tag>::Storage* dxr, int C,
                                                       typename DType<Tag>::Compute mean,
                                                       typename DType<Tag>::Compute rstd, bool vec,
-                                                      int tid) {
+                                                      int tid,
+                                                      typename DType<Tag>::Compute* acc_w = nullptr,
+                                                      typename DType<Tag>::Compute* acc_b = nullptr) {
     typedef DType<Tag> D;
     typedef typename D::Storage S;
     typedef typename D::Compute F;
@@ -254,6 +264,11 @@ __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>:
                     for (int j = 0; j < V; ++j) {
                         xh[p * V + j] = (D::load(xk.v[j]) - mean) * rstd;
                         g[p * V + j] = D::load(dk.v[j]) * D::load(wk.v[j]);
+                        if (ACC) {
+                            const F d = D::load(dk.v[j]);
+                            acc_w[(p * V + j) * 32 + tid] += d * xh[p * V + j];
+                            acc_b[(p * V + j) * 32 + tid] += d;
+                        }
                     }
                 } else {
 #pragma unroll
@@ -266,6 +281,11 @@ __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>:
                 const int c = i * T + tid;
                 xh[i] = c < C ? (D::load(xr[c]) - mean) * rstd : (F)0;
                 g[i] = c < C ? D::load(dyr[c]) * D::load(w[c]) : (F)0;
+                if (ACC && c < C) {
+                    const F d = D::load(dyr[c]);
+                    acc_w[i * 32 + tid] += d * xh[i];
+                    acc_b[i * 32 + tid] += d;
+                }
             }
         }
 #pragma unroll
@@ -311,6 +331,11 @@ __device__ __forceinline__ void layer_norm_bwd_dx_row(const typename DType<Tag>:
             const F g = D::load(dyr[c]) * D::load(w[c]);
             sg += g;
             sgx += g * xh;
+            if (ACC) {
+                const F d = D::load(dyr[c]);
+                acc_w[c] += d * xh;
+                acc_b[c] += d;
+            }
         }
         const F mg = row_sum(sg) / (F)C, mgx = row_sum(sgx) / (F)C;
         for (int c = tid; c < C; c += T) {
@@ -344,6 +369,77 @@ __device__ __forceinline__ void layer_norm_bwd_dx(const typename DType<Tag>::Sto
         const u64 base = (u64)r * (u64)C;
         layer_norm_bwd_dx_row<Tag, T>(x + base, w, dy + base, add ? res + base : nullptr, add,
                                       dx + base, C, mean_in[r], rstd_in[r], vec, tid);
+    }
+}
+
+// Where column c's accumulator sits in a warp's shared-memory row (see layer_norm_bwd_dx_row):
+// on the cached path, element i of lane tid is slot i * 32 + tid (consecutive lanes, consecutive
+// banks); that element's column is col_of<32>(i, tid, V, vec), so invert it. Long rows: slot c.
+__device__ __forceinline__ int acc_slot_of_col(int c, int V, bool vec, bool cached) {
+    if (!cached) return c;
+    if (!vec) return c;  // c = i * 32 + tid
+    const int q = c / V, j = c % V;  // packet q = p * 32 + tid, element j of it
+    return ((q / 32) * V + j) * 32 + q % 32;
+}
+
+// dx as layer_norm_bwd_dx (warp per row) and, in the same pass over x and dy, the parameter
+// gradients' partial sums of layer_norm_bwd_params: block p (a grid-stride loop over the
+// chunks) takes rows [p * chunk, min((p + 1) * chunk, rows)), warp k of its 8 the rows
+// r0 + k, r0 + k + 8, ... in increasing order, each warp adding its rows' terms into its own
+// row of shared memory; then partial[p][c] = warp 0's + warp 1's + ... + warp 7's. That is
+// layer_norm_bwd_params' order exactly (thread phase ty = k sums the same rows in the same
+// order, the phases are added in the same order, each term is dy * ((x - mean) * rstd)), so the
+// partials — and dw, db after layer_norm_bwd_params_reduce — are the same bits as the two-kernel
+// path, with x and dy read once. Dynamic shared memory: 2 * 8 * S_ROW compute-type elements,
+// S_ROW = C rounded up to 32 * (16 / sizeof(storage)) where C <= 32 * Items::BWD (the cached
+// path), else C.
+template <typename Tag>
+__device__ __forceinline__ void layer_norm_bwd_fused(const typename DType<Tag>::Storage* x,
+                                                     const typename DType<Tag>::Storage* w,
+                                                     const typename DType<Tag>::Compute* mean_in,
+                                                     const typename DType<Tag>::Compute* rstd_in,
+                                                     const typename DType<Tag>::Storage* dy,
+                                                     const typename DType<Tag>::Storage* res,
+                                                     int add_res, typename DType<Tag>::Storage* dx,
+                                                     typename DType<Tag>::Compute* partial_w,
+                                                     typename DType<Tag>::Compute* partial_b,
+                                                     int rows, int C, int chunk) {
+    typedef DType<Tag> D;
+    typedef typename D::Storage S;
+    typedef typename D::Compute F;
+    enum { V = Pack<S>::N, ITEMS = Items<F>::BWD };
+    extern __shared__ __align__(16) unsigned char ln_fused_smem[];
+    const bool cached = C <= 32 * ITEMS;
+    const int srow = cached ? (C + 32 * V - 1) / (32 * V) * (32 * V) : C;
+    F* acc_w = reinterpret_cast<F*>(ln_fused_smem);
+    F* acc_b = acc_w + 8 * srow;
+    const int tid = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const bool add = add_res != 0;
+    const bool vec = (C % V == 0) && aligned16(x, dy, dx) && aligned16(w) && (!add || aligned16(res));
+    for (int p = blockIdx.x; (u64)p * (u64)chunk < (u64)rows; p += gridDim.x) {
+        const int r0 = p * chunk;
+        const int r1 = (u64)r0 + (u64)chunk < (u64)rows ? r0 + chunk : rows;
+        for (int i = threadIdx.x; i < 8 * srow; i += 256) acc_w[i] = acc_b[i] = (F)0;
+        __syncthreads();
+        for (int r = r0 + warp; r < r1; r += 8) {
+            const u64 base = (u64)r * (u64)C;
+            layer_norm_bwd_dx_row<Tag, 32, true>(x + base, w, dy + base, add ? res + base : nullptr,
+                                                 add, dx + base, C, mean_in[r], rstd_in[r], vec,
+                                                 tid, acc_w + warp * srow, acc_b + warp * srow);
+        }
+        __syncthreads();
+        for (int c = threadIdx.x; c < C; c += 256) {
+            const int sl = acc_slot_of_col(c, V, vec, cached);
+            F tw = acc_w[sl], tb = acc_b[sl];
+#pragma unroll
+            for (int k = 1; k < 8; ++k) {
+                tw += acc_w[k * srow + sl];
+                tb += acc_b[k * srow + sl];
+            }
+            partial_w[(u64)p * (u64)C + c] = tw;
+            partial_b[(u64)p * (u64)C + c] = tb;
+        }
+        __syncthreads();
     }
 }
 
@@ -575,6 +671,32 @@ extern "C" __global__ void layer_norm_bwd_params_bf16(const bf16_t* x, const flo
 extern "C" __global__ void layer_norm_bwd_params_reduce_bf16(const float* partial_w, const float* partial_b,
                                                         bf16_t* dw, bf16_t* db, int parts, int C) {
     layer_norm_bwd_params_reduce<BF16>(partial_w, partial_b, dw, db, parts, C);
+}
+
+// dx and the parameter partials in one pass (see layer_norm_bwd_fused).
+extern "C" __global__ void
+layer_norm_bwd_fused_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy,
+                          const float* res, int add_res, float* dx, float* partial_w, float* partial_b, int rows,
+                          int C, int chunk) {
+    layer_norm_bwd_fused<float>(x, w, mean, rstd, dy, res, add_res, dx, partial_w, partial_b, rows, C, chunk);
+}
+extern "C" __global__ void
+layer_norm_bwd_fused_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy,
+                          const double* res, int add_res, double* dx, double* partial_w, double* partial_b, int rows,
+                          int C, int chunk) {
+    layer_norm_bwd_fused<double>(x, w, mean, rstd, dy, res, add_res, dx, partial_w, partial_b, rows, C, chunk);
+}
+extern "C" __global__ void
+layer_norm_bwd_fused_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy,
+                          const f16_t* res, int add_res, f16_t* dx, float* partial_w, float* partial_b, int rows,
+                          int C, int chunk) {
+    layer_norm_bwd_fused<F16>(x, w, mean, rstd, dy, res, add_res, dx, partial_w, partial_b, rows, C, chunk);
+}
+extern "C" __global__ void
+layer_norm_bwd_fused_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy,
+                          const bf16_t* res, int add_res, bf16_t* dx, float* partial_w, float* partial_b, int rows,
+                          int C, int chunk) {
+    layer_norm_bwd_fused<BF16>(x, w, mean, rstd, dy, res, add_res, dx, partial_w, partial_b, rows, C, chunk);
 }
 
 // Block-per-row twins (256 threads share a row) for rows longer than a warp can hold.

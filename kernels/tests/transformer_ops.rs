@@ -25,7 +25,7 @@
 //!   device's scale; the norm bit-identical across two runs.
 
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, Stream};
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 use cuda_stack_kernels::{ops, reference, Compute, DType, Element, Kernels};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 use std::sync::Arc;
@@ -300,6 +300,176 @@ fn layer_norm_all<T: Element>() -> TestResult {
     ensure!(e.is_err(), "layer_norm of [2, 0] must fail");
     Ok(())
 }
+
+/// The one-pass backward (`layer_norm_bwd_fused_*`: dx and the parameter partials together,
+/// what `ops::layer_norm_bwd` runs for rows up to 1024 columns) against the two-kernel path it
+/// replaced (`layer_norm_bwd_dx_*`, `layer_norm_bwd_params_*`, then the same
+/// `layer_norm_bwd_params_reduce_*`), launched here through the raw handles: dx, dweight and
+/// dbias **bit for bit**, with and without a pending gradient, at offsets 0 and 1 (the packet
+/// and the scalar paths), at chunkings of 1 to 256 parts.
+macro_rules! one_pass_equals_two_pass {
+    ($name:ident, $t:ty, $dx:ident, $params:ident, $reduce:ident) => {
+        fn $name() -> TestResult {
+            type T = $t;
+            type S = <T as Element>::Scalar;
+            let (_ctx, s, k) = setup()?;
+            for &rows in &[1usize, 7, 64, 513, 4099, 16384] {
+                for &cols in &[1usize, 3, 32, 33, 256, 300, 768, 1000, 1023, 1024] {
+                    if cols > 256 && T::DTYPE == DType::F64 {
+                        continue; // f64 rows a warp holds: up to 256 columns
+                    }
+                    for &off in OFFSETS {
+                        for add in [false, true] {
+                            let what = format!(
+                                "one-pass layer_norm_bwd {} [{rows}, {cols}] offset {off} pending {add}",
+                                T::DTYPE
+                            );
+                            let n = rows * cols;
+                            let x: Vec<T> = data(11, n, 2.0);
+                            let w: Vec<T> = data(12, cols, 1.5);
+                            let dy: Vec<T> = data(13, n, 1.0);
+                            let pend: Vec<T> = data(14, n, 1.0);
+                            let (bx, bw, bdy, bp) = (
+                                upload(&s, &x, off)?,
+                                upload(&s, &w, off)?,
+                                upload(&s, &dy, off)?,
+                                upload(&s, &pend, off)?,
+                            );
+                            let (xv, wv, dyv, pv) = (
+                                bx.slice(off..)?,
+                                bw.slice(off..)?,
+                                bdy.slice(off..)?,
+                                bp.slice(off..)?,
+                            );
+                            let mut y = s.alloc_zeros::<T>(n)?;
+                            let mut mean = s.alloc_zeros::<S>(rows)?;
+                            let mut rstd = s.alloc_zeros::<S>(rows)?;
+                            ops::layer_norm_fwd::<T>(
+                                &k, &s, &xv, &wv, &wv, &mut y, &mut mean, &mut rstd, rows, cols,
+                                <S as Compute>::of_f64(1e-5),
+                            )?;
+                            let ws = ops::layer_norm_workspace_len(rows, cols)?;
+                            let (parts, chunk) = ops::layer_norm_parts(rows);
+                            // The op (one pass).
+                            let mut dx1 = poisoned::<T>(&s, n, off)?;
+                            let mut dw1 = s.alloc_zeros::<T>(cols)?;
+                            let mut db1 = s.alloc_zeros::<T>(cols)?;
+                            let mut pw = s.alloc_zeros::<S>(ws)?;
+                            let mut pb = s.alloc_zeros::<S>(ws)?;
+                            if add {
+                                ops::layer_norm_bwd_add::<T>(
+                                    &k, &s, &xv, &wv, &mean, &rstd, &dyv, &pv,
+                                    &mut dx1.slice_mut(off..)?, &mut dw1, &mut db1, &mut pw,
+                                    &mut pb, rows, cols,
+                                )?;
+                            } else {
+                                ops::layer_norm_bwd::<T>(
+                                    &k, &s, &xv, &wv, &mean, &rstd, &dyv,
+                                    &mut dx1.slice_mut(off..)?, &mut dw1, &mut db1, &mut pw,
+                                    &mut pb, rows, cols,
+                                )?;
+                            }
+                            // The two-kernel path, as ops::layer_norm_bwd launched it before.
+                            let mut dx2 = poisoned::<T>(&s, n, off)?;
+                            let mut dw2 = s.alloc_zeros::<T>(cols)?;
+                            let mut db2 = s.alloc_zeros::<T>(cols)?;
+                            let mut pw2 = s.alloc_zeros::<S>(ws)?;
+                            let mut pb2 = s.alloc_zeros::<S>(ws)?;
+                            let (r, c) = (rows as i32, cols as i32);
+                            let packet = 16 / std::mem::size_of::<T>();
+                            let vec = cols % packet == 0 && off == 0;
+                            let tile = if vec { 32 * packet } else { 32 };
+                            // SAFETY: the kernels' launch contracts (layer_norm.cu): dx block
+                            // 256 (8 rows a block), params block (32, 8) with a column-tile grid
+                            // and `parts` chunks of `chunk` rows (parts · cols = ws partials),
+                            // reduce block (32, 16); every buffer holds what the shapes name.
+                            unsafe {
+                                k.$dx()?.launch(
+                                    &s,
+                                    &LaunchConfig::new(rows.div_ceil(8) as u32, 256),
+                                    &xv,
+                                    &wv,
+                                    &mean,
+                                    &rstd,
+                                    &dyv,
+                                    if add { &pv } else { &dyv },
+                                    add as i32,
+                                    &mut dx2.slice_mut(off..)?,
+                                    r,
+                                    c,
+                                )?;
+                                k.$params()?.launch(
+                                    &s,
+                                    &LaunchConfig::new(
+                                        (cols.div_ceil(tile) as u32, parts as u32, 1),
+                                        (32, 8, 1),
+                                    ),
+                                    &xv,
+                                    &mean,
+                                    &rstd,
+                                    &dyv,
+                                    &mut pw2,
+                                    &mut pb2,
+                                    r,
+                                    c,
+                                    chunk as i32,
+                                )?;
+                                k.$reduce()?.launch(
+                                    &s,
+                                    &LaunchConfig::new(cols.div_ceil(32) as u32, (32, 16, 1)),
+                                    &pw2,
+                                    &pb2,
+                                    &mut dw2,
+                                    &mut db2,
+                                    parts as i32,
+                                    c,
+                                )?;
+                            }
+                            check_bits(
+                                &format!("{what}: dx"),
+                                &download(&s, &dx1, off)?,
+                                &download(&s, &dx2, off)?,
+                            )?;
+                            check_bits(&format!("{what}: partial_w"), &s.clone_dtoh(&pw)?, &s.clone_dtoh(&pw2)?)?;
+                            check_bits(&format!("{what}: partial_b"), &s.clone_dtoh(&pb)?, &s.clone_dtoh(&pb2)?)?;
+                            check_bits(&format!("{what}: dweight"), &s.clone_dtoh(&dw1)?, &s.clone_dtoh(&dw2)?)?;
+                            check_bits(&format!("{what}: dbias"), &s.clone_dtoh(&db1)?, &s.clone_dtoh(&db2)?)?;
+                        }
+                    }
+                }
+            }
+            Ok(())
+        }
+    };
+}
+one_pass_equals_two_pass!(
+    ln_one_pass_f32,
+    f32,
+    layer_norm_bwd_dx_f32,
+    layer_norm_bwd_params_f32,
+    layer_norm_bwd_params_reduce_f32
+);
+one_pass_equals_two_pass!(
+    ln_one_pass_f64,
+    f64,
+    layer_norm_bwd_dx_f64,
+    layer_norm_bwd_params_f64,
+    layer_norm_bwd_params_reduce_f64
+);
+one_pass_equals_two_pass!(
+    ln_one_pass_f16,
+    f16,
+    layer_norm_bwd_dx_f16,
+    layer_norm_bwd_params_f16,
+    layer_norm_bwd_params_reduce_f16
+);
+one_pass_equals_two_pass!(
+    ln_one_pass_bf16,
+    bf16,
+    layer_norm_bwd_dx_bf16,
+    layer_norm_bwd_params_bf16,
+    layer_norm_bwd_params_reduce_bf16
+);
 
 /// `layer_norm_fwd_add` against `layer_norm_fwd` of its own `sum` (bit for bit: the sum is
 /// rounded once and normalized from the rounded values) and `sum` against the host's rounded
@@ -766,7 +936,7 @@ fn classifier_all<T: Element>() -> TestResult {
                     ensure!(e.is_err(), "{what}: a short lse must be refused");
                     check_bits(
                         &format!("{what}: logits after a refused gradient"),
-                        &download(&s, &kept, off)?,
+                        &s.clone_dtoh(&kept)?[off..],
                         &logits,
                     )?;
                 }
@@ -1122,6 +1292,10 @@ fn main() {
         gpu("layer_norm_f64", layer_norm_all::<f64>),
         gpu("layer_norm_f16", layer_norm_all::<f16>),
         gpu("layer_norm_bf16", layer_norm_all::<bf16>),
+        gpu("layer_norm_one_pass_equals_two_pass_f32", ln_one_pass_f32),
+        gpu("layer_norm_one_pass_equals_two_pass_f64", ln_one_pass_f64),
+        gpu("layer_norm_one_pass_equals_two_pass_f16", ln_one_pass_f16),
+        gpu("layer_norm_one_pass_equals_two_pass_bf16", ln_one_pass_bf16),
         gpu("add_layer_norm_f32", layer_norm_add_all::<f32>),
         gpu("add_layer_norm_f64", layer_norm_add_all::<f64>),
         gpu("add_layer_norm_f16", layer_norm_add_all::<f16>),

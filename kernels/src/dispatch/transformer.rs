@@ -48,6 +48,23 @@ pub(crate) type LayerNormBwdDx<T> = Kernel<(
     i32,
     i32,
 )>;
+/// `layer_norm_bwd_fused(x, w, mean, rstd, dy, res, add_res, dx, partial_w, partial_b, rows, C,
+/// chunk)`.
+pub(crate) type LayerNormBwdFused<T> = Kernel<(
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    In<T>,
+    In<T>,
+    i32,
+    Out<T>,
+    Out<Scalar<T>>,
+    Out<Scalar<T>>,
+    i32,
+    i32,
+    i32,
+)>;
 /// `layer_norm_bwd_params(x, mean, rstd, dy, partial_w, partial_b, rows, C, chunk)`.
 pub(crate) type LayerNormBwdParams<T> = Kernel<(
     In<T>,
@@ -137,6 +154,9 @@ family!(layer_norm_fwd_add -> LayerNormFwdAdd<T>; "add_layer_norm", WHY_FLOAT;
 family!(layer_norm_fwd_add_block -> LayerNormFwdAdd<T>; "add_layer_norm", WHY_FLOAT;
     F32 => layer_norm_fwd_add_block_f32, F64 => layer_norm_fwd_add_block_f64,
     F16 => layer_norm_fwd_add_block_f16, BF16 => layer_norm_fwd_add_block_bf16);
+family!(layer_norm_bwd_fused -> LayerNormBwdFused<T>; "layer_norm_backward", WHY_FLOAT;
+    F32 => layer_norm_bwd_fused_f32, F64 => layer_norm_bwd_fused_f64,
+    F16 => layer_norm_bwd_fused_f16, BF16 => layer_norm_bwd_fused_bf16);
 family!(layer_norm_bwd_params -> LayerNormBwdParams<T>; "layer_norm_backward", WHY_FLOAT;
     F32 => layer_norm_bwd_params_f32, F64 => layer_norm_bwd_params_f64,
     F16 => layer_norm_bwd_params_f16, BF16 => layer_norm_bwd_params_bf16);

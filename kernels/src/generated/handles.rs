@@ -919,7 +919,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 472 kernels, in manifest order.
+/// The names of all 476 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1223,6 +1223,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "layer_norm_bwd_dx_f16",
     "layer_norm_bwd_dx_f32",
     "layer_norm_bwd_dx_f64",
+    "layer_norm_bwd_fused_bf16",
+    "layer_norm_bwd_fused_f16",
+    "layer_norm_bwd_fused_f32",
+    "layer_norm_bwd_fused_f64",
     "layer_norm_bwd_params_bf16",
     "layer_norm_bwd_params_f16",
     "layer_norm_bwd_params_f32",
@@ -1711,6 +1715,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `layer_norm_bwd_dx_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `const f16_t* res`, `int add_res`, `f16_t* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_dx_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `const float* res`, `int add_res`, `float* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_dx_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `const double* res`, `int add_res`, `double* dx`, `int rows`, `int C` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_fused_bf16` | `const bf16_t* x`, `const bf16_t* w`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `const bf16_t* res`, `int add_res`, `bf16_t* dx`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_fused_f16` | `const f16_t* x`, `const f16_t* w`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `const f16_t* res`, `int add_res`, `f16_t* dx`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_fused_f32` | `const float* x`, `const float* w`, `const float* mean`, `const float* rstd`, `const float* dy`, `const float* res`, `int add_res`, `float* dx`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
+/// | `layer_norm_bwd_fused_f64` | `const double* x`, `const double* w`, `const double* mean`, `const double* rstd`, `const double* dy`, `const double* res`, `int add_res`, `double* dx`, `double* partial_w`, `double* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_bf16` | `const bf16_t* x`, `const float* mean`, `const float* rstd`, `const bf16_t* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_f16` | `const f16_t* x`, `const float* mean`, `const float* rstd`, `const f16_t* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
 /// | `layer_norm_bwd_params_f32` | `const float* x`, `const float* mean`, `const float* rstd`, `const float* dy`, `float* partial_w`, `float* partial_b`, `int rows`, `int C`, `int chunk` | `cuda/layer_norm.cu` |
@@ -4546,6 +4554,14 @@ pub struct LayerNormKernels {
     pub layer_norm_bwd_dx_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, i32, i32)>,
     /// `layer_norm_bwd_dx_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, const double* res, int add_res, double* dx, int rows, int C)`.
     pub layer_norm_bwd_dx_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>,
+    /// `layer_norm_bwd_fused_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_fused_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `layer_norm_bwd_fused_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_fused_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `layer_norm_bwd_fused_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, const float* res, int add_res, float* dx, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_fused_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
+    /// `layer_norm_bwd_fused_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, const double* res, int add_res, double* dx, double* partial_w, double* partial_b, int rows, int C, int chunk)`.
+    pub layer_norm_bwd_fused_f64: Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>,
     /// `layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd, const bf16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
     pub layer_norm_bwd_params_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>,
     /// `layer_norm_bwd_params_f16(const f16_t* x, const float* mean, const float* rstd, const f16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)`.
@@ -4646,6 +4662,30 @@ fn load_layer_norm(m: &cuda_stack_driver::Module) -> crate::Result<LayerNormKern
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         layer_norm_bwd_dx_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>("layer_norm_bwd_dx_f64")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_fused_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("layer_norm_bwd_fused_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_fused_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("layer_norm_bwd_fused_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_fused_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>("layer_norm_bwd_fused_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        layer_norm_bwd_fused_f64: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>("layer_norm_bwd_fused_f64")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -7844,6 +7884,26 @@ impl Kernels {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_dx_f64)
     }
 
+    /// `layer_norm_bwd_fused_bf16(const bf16_t* x, const bf16_t* w, const float* mean, const float* rstd, const bf16_t* dy, const bf16_t* res, int add_res, bf16_t* dx, float* partial_w, float* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_fused_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_fused_bf16)
+    }
+
+    /// `layer_norm_bwd_fused_f16(const f16_t* x, const f16_t* w, const float* mean, const float* rstd, const f16_t* dy, const f16_t* res, int add_res, f16_t* dx, float* partial_w, float* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_fused_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_fused_f16)
+    }
+
+    /// `layer_norm_bwd_fused_f32(const float* x, const float* w, const float* mean, const float* rstd, const float* dy, const float* res, int add_res, float* dx, float* partial_w, float* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_fused_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_fused_f32)
+    }
+
+    /// `layer_norm_bwd_fused_f64(const double* x, const double* w, const double* mean, const double* rstd, const double* dy, const double* res, int add_res, double* dx, double* partial_w, double* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
+    pub fn layer_norm_bwd_fused_f64(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>> {
+        Ok(&self.layer_norm_kernels()?.layer_norm_bwd_fused_f64)
+    }
+
     /// `layer_norm_bwd_params_bf16(const bf16_t* x, const float* mean, const float* rstd, const bf16_t* dy, float* partial_w, float* partial_b, int rows, int C, int chunk)` from `cuda/layer_norm.cu` (the first call of any of that file's kernels loads it).
     pub fn layer_norm_bwd_params_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>> {
         Ok(&self.layer_norm_kernels()?.layer_norm_bwd_params_bf16)
@@ -9867,6 +9927,18 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, i32, i32)>::from_function(f.layer_norm_bwd_dx_f64.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_fused_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_fused_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, i32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_fused_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, i32, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, i32)>::from_function(f.layer_norm_bwd_fused_f64.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32)>::from_function(f.layer_norm_bwd_params_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -9937,7 +10009,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, &'static mut DeviceSlice<f64>, i32, i32, f64)>::from_function(f.layer_norm_fwd_f64.function().clone())? };
-            n += 32;
+            n += 36;
         }
         if let Some(f) = self.log_softmax.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -10724,6 +10796,10 @@ impl Kernels {
             "layer_norm_bwd_dx_f16" => self.layer_norm_bwd_dx_f16().ok().map(|k| k.function()),
             "layer_norm_bwd_dx_f32" => self.layer_norm_bwd_dx_f32().ok().map(|k| k.function()),
             "layer_norm_bwd_dx_f64" => self.layer_norm_bwd_dx_f64().ok().map(|k| k.function()),
+            "layer_norm_bwd_fused_bf16" => self.layer_norm_bwd_fused_bf16().ok().map(|k| k.function()),
+            "layer_norm_bwd_fused_f16" => self.layer_norm_bwd_fused_f16().ok().map(|k| k.function()),
+            "layer_norm_bwd_fused_f32" => self.layer_norm_bwd_fused_f32().ok().map(|k| k.function()),
+            "layer_norm_bwd_fused_f64" => self.layer_norm_bwd_fused_f64().ok().map(|k| k.function()),
             "layer_norm_bwd_params_bf16" => self.layer_norm_bwd_params_bf16().ok().map(|k| k.function()),
             "layer_norm_bwd_params_f16" => self.layer_norm_bwd_params_f16().ok().map(|k| k.function()),
             "layer_norm_bwd_params_f32" => self.layer_norm_bwd_params_f32().ok().map(|k| k.function()),

@@ -34,6 +34,16 @@ fn warp_max_cols<T: Element>(backward: bool) -> usize {
     }
 }
 
+/// The dynamic shared memory of `layer_norm_bwd_fused_*` for rows of `cols` (at most
+/// [`warp_max_cols`]`(true)`, the rows a warp keeps in registers): two accumulators for each of
+/// 8 warps, over `cols` rounded up to 32 16-byte packets (the kernel's slot layout). At most
+/// 64 KiB (f32/f16/bf16 at 1024 columns), 32 KiB for f64.
+fn fused_smem_bytes<T: Element>(cols: usize) -> u32 {
+    let packet = 16 / std::mem::size_of::<T>();
+    let row = cols.div_ceil(32 * packet) * 32 * packet;
+    (2 * 8 * row * std::mem::size_of::<T::Scalar>()) as u32
+}
+
 /// `(parts, chunk)`: the row chunks of the parameter gradients' first kernel, chosen from
 /// `rows` alone (so `dweight`/`dbias` are bit-identical on every run and every GPU). Every
 /// chunk holds at least one row.
@@ -197,9 +207,11 @@ impl FwdPlan {
 
 /// The backward pass of [`layer_norm_fwd`]: `dx`, `dweight` and `dbias` from `dy`, the input
 /// `x`, `weight` and the saved `mean`, `rstd`. `dx` per row (one warp per row, two row sums);
-/// `dweight = Σ_rows dy · xhat` and `dbias = Σ_rows dy` in two deterministic kernels: per-chunk
-/// partial sums into `partial_w`, `partial_b` (each [`layer_norm_workspace_len`] elements),
-/// then a sum over the chunks in order — bit-identical on every run. `rows` and `cols` are at
+/// `dweight = Σ_rows dy · xhat` and `dbias = Σ_rows dy` deterministically: per-chunk partial
+/// sums into `partial_w`, `partial_b` (each [`layer_norm_workspace_len`] elements) — for rows a
+/// warp holds in registers (up to 1024 columns, f64 256) in the same kernel as `dx`, one pass
+/// over `x` and `dy`; for longer rows in a second kernel, with the same summation order — then
+/// a sum over the chunks in order: bit-identical on every run. `rows` and `cols` are at
 /// most 2^30 each ([`Error::TooLarge`] otherwise).
 #[allow(clippy::too_many_arguments)]
 pub fn layer_norm_bwd<T: Element>(
@@ -317,12 +329,50 @@ fn layer_norm_bwd_impl<T: Element>(
         return Ok(());
     }
     let (parts, chunk) = layer_norm_parts(rows);
-    if rows > 0 {
-        // Without a pending gradient the kernel does not read `res` (add_res = 0): dy stands in.
-        let (res, add_res) = match pending {
-            Some(p) => (p, 1),
-            None => (dy, 0),
-        };
+    // Without a pending gradient the kernels do not read `res` (add_res = 0): dy stands in.
+    let (res, add_res) = match pending {
+        Some(p) => (p, 1),
+        None => (dy, 0),
+    };
+    if rows > 0 && !block {
+        // dx and the partials in one pass over x and dy (the same bits as the two kernels
+        // below: layer_norm.cu's layer_norm_bwd_fused says why).
+        let kfused = dispatch::layer_norm_bwd_fused::<T>(k)?;
+        let smem = fused_smem_bytes::<T>(cols);
+        let f = kfused.function();
+        if f.limits().max_dynamic_shared_bytes < smem {
+            f.set_max_dynamic_shared_mem(smem)?;
+        }
+        let cfg = LaunchConfig::new(parts.clamp(1, 65535) as u32, 256).with_shared_mem(smem);
+        // SAFETY: block 256 as the kernel requires, with the dynamic shared memory it takes
+        // for `cols` (fused_smem_bytes, the limit raised above where needed); rows · cols
+        // elements of x, dy, dx (and of res when add_res = 1), cols of weight, rows of mean
+        // and rstd, all checked above; chunk p covers rows [p · chunk, min((p + 1) · chunk,
+        // rows)) and parts · chunk >= rows, so every written partial index p · cols + c <
+        // parts · cols = ws, the checked workspace length. rows, cols <= 2^30 (checked): the
+        // row counter steps by 8 from below rows, the chunk counter by gridDim.x = parts <=
+        // 256, the column counter by 256. dx and the partials are `&mut` borrows: they alias
+        // no input.
+        unsafe {
+            kfused.launch(
+                s,
+                &cfg,
+                x,
+                weight,
+                mean,
+                rstd,
+                dy,
+                res,
+                add_res,
+                dx,
+                partial_w,
+                partial_b,
+                r,
+                c,
+                to_i32(OP, "chunk", chunk)?,
+            )
+        }?;
+    } else if rows > 0 {
         // SAFETY: rows · cols elements of x, dy, dx (and of res when add_res = 1), cols of
         // weight, rows of mean and rstd, all checked above; the kernel touches row r < rows,
         // column c < cols only. rows, cols <= 2^30 (checked), so its `int` counters (steps
