@@ -61,7 +61,7 @@ where
     U: cuda_stack_nn::GradElement + cuda_stack_runtime::AttentionElement + 'static,
 {
     let dir = folder(what, GRADS, EXPECTED)?;
-    let r = compare_with_torch::<U>(&dir, tol, false);
+    let r = compare_with_torch::<U>(&dir, tol, true); // the default, fused MLP
     let _ = std::fs::remove_dir_all(&dir);
     let r = r?;
     show(what, &r);

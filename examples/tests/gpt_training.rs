@@ -410,7 +410,7 @@ fn fused_vs_unfused<U: GradElement + AttentionElement + 'static>(
             .collect::<Res<_>>()?;
         runs.push((l, grads));
     }
-    model.set_fused_mlp(false); // back to the default
+    model.set_fused_mlp(true); // back to the default
     let what = std::any::type_name::<U>();
     let ((la, ga), (lb, gb)) = (&runs[0], &runs[1]);
     ensure!(

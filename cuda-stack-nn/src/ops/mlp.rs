@@ -1,7 +1,7 @@
 //! `mlp_gelu`: a transformer's MLP, `gelu(x · W_fcᵀ + b_fc) · W_projᵀ + b_proj`, as one op, so
 //! that GELU can live in the epilogues of the GEMMs around it — forward in `c_fc`'s
 //! (`GELU_AUX_BIAS`), backward in the `dH = dY · W_proj` GEMM of `c_proj`'s backward
-//! (`DGELU_BGRAD`, which also gives `c_fc`'s bias gradient). GELU's backward needs the
+//! (`DGELU`; `c_fc`'s bias gradient is a column sum of its result). GELU's backward needs the
 //! gradient of GELU's **output**, which only the next layer's backward produces: an op for `c_fc`
 //! alone could not fuse it without reaching across the autograd graph; one op for the pair
 //! keeps autograd's contract (each op's backward sees only its own output's gradient).
@@ -20,8 +20,8 @@ impl<T: GradElement> Var<T> {
     /// Backward, with `g` `[rows, out]`: `dW_proj = gᵀ · h` and `db_proj = Σ_rows g`
     /// ([`cuda_stack_runtime::Tensor::linear_weight_grad`]: one GEMM with
     /// `CUDA_STACK_LINEAR_BGRAD=fused`), then
-    /// [`cuda_stack_runtime::Tensor::matmul_dgelu`] — `d(pre) = (g · W_proj) ⊙ gelu'(pre)` and
-    /// `db_fc = Σ_rows d(pre)` in one GEMM — then `dx = d(pre) · W_fc`, `dW_fc = d(pre)ᵀ · x`;
+    /// [`cuda_stack_runtime::Tensor::matmul_dgelu`] — `d(pre) = (g · W_proj) ⊙ gelu'(pre)` in
+    /// one GEMM, `db_fc = Σ_rows d(pre)` — then `dx = d(pre) · W_fc`, `dW_fc = d(pre)ᵀ · x`;
     /// each only when its input requires grad. Saves `x`, the pre-activation, `h = gelu(pre)`
     /// and both weights (what `linear`, `gelu`, `linear` save).
     ///

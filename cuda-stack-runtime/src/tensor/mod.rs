@@ -23,7 +23,7 @@
 //! | `sum`, `mean`, `amax` | [`Tensor::sum_all`], [`Tensor::sum`], [`Tensor::mean_all`], [`Tensor::mean`], [`Tensor::max_all`], [`Tensor::max`] (+ `_keepdim`) |
 //! | `softmax(dim)`, `relu`, `tanh`, `x * alpha` | [`Tensor::softmax`], [`Tensor::relu`], [`Tensor::tanh`], [`Tensor::scale`] |
 //! | seed 004's fused `relu(x * scale + bias)` | [`Tensor::bias_relu`], [`Tensor::bias_relu_backward`] |
-//! | `F.linear`, and an MLP's `gelu(F.linear(x, W, b))` with GELU in cuBLASLt's epilogues (forward `GELU_AUX_BIAS`, backward `DGELU_BGRAD`; bf16/f16 on cuBLAS only, exactly the unfused ops otherwise) | [`Tensor::linear`], [`Tensor::linear_gelu`], [`Tensor::matmul_dgelu`] |
+//! | `F.linear`, and an MLP's `gelu(F.linear(x, W, b))` with GELU in cuBLASLt's epilogues (forward `GELU_AUX_BIAS`, backward `DGELU`, `DGELU_BGRAD` opt-in; bf16/f16 on cuBLAS only, exactly the unfused ops otherwise) | [`Tensor::linear`], [`Tensor::linear_gelu`], [`Tensor::matmul_dgelu`] |
 //! | `log_softmax`, `F.pad` with zeros | [`Tensor::log_softmax`], [`Tensor::zero_pad`] |
 //! | `F.scaled_dot_product_attention` (fused, FlashAttention-style; f32, f64, f16, bf16: [`AttentionElement`]) | [`Tensor::scaled_dot_product_attention`], [`Tensor::scaled_dot_product_attention_forward`] (+ row log-sum-exp), [`Tensor::scaled_dot_product_attention_backward`] |
 //! | autograd's backward kernels, `F.cross_entropy`, `optim` update rules (f32, f64: [`GradElement`]) | [`Tensor::relu_backward`], [`Tensor::tanh_backward`], [`Tensor::softmax_backward`], [`Tensor::log_softmax_backward`], [`Tensor::cross_entropy_rows`], [`Tensor::cross_entropy_backward`], [`Tensor::sgd_`], [`Tensor::sgd_momentum_`], [`Tensor::adam_`] (in place) |

@@ -144,7 +144,7 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
 
     cuda_stack_runtime::set_device(q.device)?;
     let model = Gpt::<f32>::new(cfg, a.seed)?;
-    model.set_fused_mlp(a.fused_mlp);
+    model.set_fused_mlp(a.mlp.fused());
     let start = match &a.resume {
         Some(p) => resume(p, &model)?,
         None => 0,

@@ -42,7 +42,7 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args, dir: &Path) ->
         grad: a.grad_tol.unwrap_or(base.grad),
         steps: a.steps_tol.unwrap_or(base.steps),
     };
-    let r = compare_with_torch::<U>(dir, tol, a.fused_mlp)?;
+    let r = compare_with_torch::<U>(dir, tol, a.mlp.fused())?;
     println!(
         "train_gpt --check ({}): {:?}, batch {:?}, {} steps of {}",
         if bf16 { "bf16 compute" } else { "f32" },

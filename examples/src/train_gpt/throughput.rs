@@ -107,7 +107,7 @@ pub fn run<U: GradElement + AttentionElement + 'static>(a: &Args) -> ProgramResu
     ));
 
     let model = Gpt::<f32>::new(cfg, a.seed)?;
-    model.set_fused_mlp(a.fused_mlp);
+    model.set_fused_mlp(a.mlp.fused());
     let mut tc = TrainConfig::gpt2_124m();
     tc.batch = batch;
     tc.grad_accum = a.grad_accum;

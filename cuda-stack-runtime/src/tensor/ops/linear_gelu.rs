@@ -1,7 +1,7 @@
 //! `linear_gelu` and `matmul_dgelu`: an MLP's `gelu(x · Wᵀ + b)` with the GELU fused into the
 //! GEMM that feeds it, and GELU's backward fused into the GEMM that produces its output's
-//! gradient — cuBLASLt's `GELU_AUX_BIAS` and `DGELU_BGRAD` epilogues, as PyTorch's fused MLPs,
-//! Transformer Engine and llm.c use them.
+//! gradient — cuBLASLt's `GELU_AUX_BIAS` and `DGELU` epilogues (`DGELU_BGRAD` opted in: see
+//! [`Tensor::matmul_dgelu`]), as PyTorch's fused MLPs, Transformer Engine and llm.c use them.
 //!
 //! ## When the epilogues are used (the rule)
 //! Both ops take the fused path only for **bf16 and f16**, on the **cuBLAS** matmul backend
@@ -20,6 +20,7 @@
 //! rounding once: both are a rounding closer to the exact result than the unfused ops, and agree
 //! with them to the 16-bit type's rounding.
 
+use super::linear_grad::{linear_bias_grad, LinearBiasGrad};
 use super::matmul_cublas::{choose, Chosen};
 use crate::tensor::error::{Result, TensorError};
 use crate::tensor::{DType, FloatElement, GradElement, Tensor};
@@ -144,10 +145,15 @@ impl<T: GradElement> Tensor<T> {
     /// gelu'(pre)` (`pre`'s shape, contiguous) and, when `bias_grad`, its column sums `[hidden]`
     /// — the gradient of the bias of the linear layer that made `pre`.
     ///
-    /// For bf16/f16 on cuBLAS this is one GEMM with GELU's derivative and the column sums in its
-    /// epilogue (`CUBLASLT_EPILOGUE_DGELU_BGRAD`, or `DGELU` and a column sum); otherwise
-    /// [`Tensor::matmul`], [`Tensor::gelu_backward`] and [`Tensor::sum`] (the rule: see
-    /// [`Tensor::linear_gelu`]).
+    /// For bf16/f16 on cuBLAS this is one GEMM with GELU's derivative in its epilogue
+    /// (`CUBLASLT_EPILOGUE_DGELU`) and the bias gradient a column sum of `d(pre)`
+    /// ([`Tensor::sum`]); with [`LINEAR_BGRAD_VAR`](crate::tensor::LINEAR_BGRAD_VAR) set to
+    /// `fused` (see [`linear_bias_grad`](crate::tensor::linear_bias_grad)) the column sums
+    /// come from the epilogue too (`DGELU_BGRAD`). That is opt-in because it measured slower:
+    /// on an H200 cuBLASLt runs `DGELU_BGRAD` as the GEMM plus a separate epilogue kernel of
+    /// ~320 µs for GPT-2's `[16384, 3072]` (12 of them, 3.85 ms a step), where the column sum
+    /// takes ~13 µs. Otherwise [`Tensor::matmul`], [`Tensor::gelu_backward`] and
+    /// [`Tensor::sum`] (the rule: see [`Tensor::linear_gelu`]).
     pub fn matmul_dgelu(
         &self,
         weight: &Tensor<T>,
@@ -204,7 +210,8 @@ impl<T: GradElement> Tensor<T> {
     }
 
     /// The fused path of [`Tensor::matmul_dgelu`] on `[rows, out]` and `[rows, hidden]`, or
-    /// `None` where it does not apply. Tries `DGELU_BGRAD`, then `DGELU` and a column sum.
+    /// `None` where it does not apply. `DGELU` and a column sum, or (opted in, see
+    /// [`Tensor::matmul_dgelu`]) `DGELU_BGRAD` first.
     fn matmul_dgelu_fused(
         &self,
         weight: &Tensor<T>,
@@ -229,7 +236,7 @@ impl<T: GradElement> Tensor<T> {
         // Row-major: [rows, out] · [out, hidden] = [rows, hidden], the shape of pre.
         let g = Gemm::new(rows, hidden, out_f).leading_dims(out_f, hidden, hidden);
         let n = rows * hidden;
-        if bias_grad {
+        if bias_grad && linear_bias_grad() == LinearBiasGrad::Fused {
             // SAFETY: with k = out_f > 0 and beta = 0, the GEMM writes every element of d(pre),
             // and the epilogue every one of the `hidden` column sums (or it fails, and both
             // are dropped unread).

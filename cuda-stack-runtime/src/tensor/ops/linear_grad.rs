@@ -33,8 +33,9 @@ use cuda_stack_blas::{Gemm, Transpose, AUX_ALIGNMENT};
 /// benchmark can flip it between runs of the same program.
 pub const LINEAR_BGRAD_VAR: &str = "CUDA_STACK_LINEAR_BGRAD";
 
-/// How [`Tensor::linear_weight_grad`] computes the bias gradient ([`linear_bias_grad`] chooses;
-/// the default is [`LinearBiasGrad::Separate`]).
+/// How [`Tensor::linear_weight_grad`] (and [`Tensor::matmul_dgelu`], whose `DGELU_BGRAD`
+/// epilogue is the same kind of column sum) computes the bias gradient ([`linear_bias_grad`]
+/// chooses; the default is [`LinearBiasGrad::Separate`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinearBiasGrad {
     /// In the weight gradient's GEMM (cuBLASLt's bias-gradient epilogue, `BGRADB`), where it

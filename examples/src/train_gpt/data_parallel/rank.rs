@@ -94,7 +94,7 @@ pub fn worker<U: GradElement + AttentionElement + 'static>(a: &Args, rank: usize
 
     // The same seed on every rank: identical replicas (DataParallel broadcasts rank 0's too).
     let model = Gpt::<f32>::new(cfg, a.seed)?;
-    model.set_fused_mlp(a.fused_mlp);
+    model.set_fused_mlp(a.mlp.fused());
     let mut tc = TrainConfig::gpt2_124m();
     tc.batch = batch;
     let mut trainer = match comm {
