@@ -148,7 +148,7 @@ impl<T: GradElement> Tensor<T> {
     /// For bf16/f16 on cuBLAS this is one GEMM with GELU's derivative in its epilogue
     /// (`CUBLASLT_EPILOGUE_DGELU`) and the bias gradient a column sum of `d(pre)`
     /// ([`Tensor::sum`]); with [`LINEAR_BGRAD_VAR`](crate::tensor::LINEAR_BGRAD_VAR) set to
-    /// `fused` (see [`linear_bias_grad`](crate::tensor::linear_bias_grad)) the column sums
+    /// `fused` (see [`linear_bias_grad`]) the column sums
     /// come from the epilogue too (`DGELU_BGRAD`). That is opt-in because it measured slower:
     /// on an H200 cuBLASLt runs `DGELU_BGRAD` as the GEMM plus a separate epilogue kernel of
     /// ~320 µs for GPT-2's `[16384, 3072]` (12 of them, 3.85 ms a step), where the column sum
