@@ -321,7 +321,8 @@ macro_rules! one_pass_equals_two_pass {
                     for &off in OFFSETS {
                         for add in [false, true] {
                             let what = format!(
-                                "one-pass layer_norm_bwd {} [{rows}, {cols}] offset {off} pending {add}",
+                                "one-pass layer_norm_bwd {} [{rows}, {cols}] offset {off} \
+                                 pending {add}",
                                 T::DTYPE
                             );
                             let n = rows * cols;
@@ -345,7 +346,16 @@ macro_rules! one_pass_equals_two_pass {
                             let mut mean = s.alloc_zeros::<S>(rows)?;
                             let mut rstd = s.alloc_zeros::<S>(rows)?;
                             ops::layer_norm_fwd::<T>(
-                                &k, &s, &xv, &wv, &wv, &mut y, &mut mean, &mut rstd, rows, cols,
+                                &k,
+                                &s,
+                                &xv,
+                                &wv,
+                                &wv,
+                                &mut y,
+                                &mut mean,
+                                &mut rstd,
+                                rows,
+                                cols,
                                 <S as Compute>::of_f64(1e-5),
                             )?;
                             let ws = ops::layer_norm_workspace_len(rows, cols)?;
@@ -358,15 +368,38 @@ macro_rules! one_pass_equals_two_pass {
                             let mut pb = s.alloc_zeros::<S>(ws)?;
                             if add {
                                 ops::layer_norm_bwd_add::<T>(
-                                    &k, &s, &xv, &wv, &mean, &rstd, &dyv, &pv,
-                                    &mut dx1.slice_mut(off..)?, &mut dw1, &mut db1, &mut pw,
-                                    &mut pb, rows, cols,
+                                    &k,
+                                    &s,
+                                    &xv,
+                                    &wv,
+                                    &mean,
+                                    &rstd,
+                                    &dyv,
+                                    &pv,
+                                    &mut dx1.slice_mut(off..)?,
+                                    &mut dw1,
+                                    &mut db1,
+                                    &mut pw,
+                                    &mut pb,
+                                    rows,
+                                    cols,
                                 )?;
                             } else {
                                 ops::layer_norm_bwd::<T>(
-                                    &k, &s, &xv, &wv, &mean, &rstd, &dyv,
-                                    &mut dx1.slice_mut(off..)?, &mut dw1, &mut db1, &mut pw,
-                                    &mut pb, rows, cols,
+                                    &k,
+                                    &s,
+                                    &xv,
+                                    &wv,
+                                    &mean,
+                                    &rstd,
+                                    &dyv,
+                                    &mut dx1.slice_mut(off..)?,
+                                    &mut dw1,
+                                    &mut db1,
+                                    &mut pw,
+                                    &mut pb,
+                                    rows,
+                                    cols,
                                 )?;
                             }
                             // The two-kernel path, as ops::layer_norm_bwd launched it before.
@@ -430,10 +463,15 @@ macro_rules! one_pass_equals_two_pass {
                                 &download(&s, &dx1, off)?,
                                 &download(&s, &dx2, off)?,
                             )?;
-                            check_bits(&format!("{what}: partial_w"), &s.clone_dtoh(&pw)?, &s.clone_dtoh(&pw2)?)?;
-                            check_bits(&format!("{what}: partial_b"), &s.clone_dtoh(&pb)?, &s.clone_dtoh(&pb2)?)?;
-                            check_bits(&format!("{what}: dweight"), &s.clone_dtoh(&dw1)?, &s.clone_dtoh(&dw2)?)?;
-                            check_bits(&format!("{what}: dbias"), &s.clone_dtoh(&db1)?, &s.clone_dtoh(&db2)?)?;
+                            for (name, a, b) in [("partial_w", &pw, &pw2), ("partial_b", &pb, &pb2)]
+                            {
+                                let (a, b) = (s.clone_dtoh(a)?, s.clone_dtoh(b)?);
+                                check_bits(&format!("{what}: {name}"), &a, &b)?;
+                            }
+                            for (name, a, b) in [("dweight", &dw1, &dw2), ("dbias", &db1, &db2)] {
+                                let (a, b) = (s.clone_dtoh(a)?, s.clone_dtoh(b)?);
+                                check_bits(&format!("{what}: {name}"), &a, &b)?;
+                            }
                         }
                     }
                 }

@@ -139,9 +139,6 @@ const WHY_TRAIN: &str = "clipping kernels exist for f32 and f64 (the training dt
 family!(layer_norm_fwd -> LayerNormFwd<T>; "layer_norm", WHY_FLOAT;
     F32 => layer_norm_fwd_f32, F64 => layer_norm_fwd_f64,
     F16 => layer_norm_fwd_f16, BF16 => layer_norm_fwd_bf16);
-family!(layer_norm_bwd_dx -> LayerNormBwdDx<T>; "layer_norm_backward", WHY_FLOAT;
-    F32 => layer_norm_bwd_dx_f32, F64 => layer_norm_bwd_dx_f64,
-    F16 => layer_norm_bwd_dx_f16, BF16 => layer_norm_bwd_dx_bf16);
 family!(layer_norm_fwd_block -> LayerNormFwd<T>; "layer_norm", WHY_FLOAT;
     F32 => layer_norm_fwd_block_f32, F64 => layer_norm_fwd_block_f64,
     F16 => layer_norm_fwd_block_f16, BF16 => layer_norm_fwd_block_bf16);

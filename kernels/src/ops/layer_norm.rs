@@ -296,18 +296,9 @@ fn layer_norm_bwd_impl<T: Element>(
     cols: usize,
 ) -> Result<()> {
     const OP: &str = "layer_norm_backward";
+    // Rows a warp holds: one pass (layer_norm_bwd_fused). Longer rows: the block-per-row dx
+    // kernel, then the parameter partials (layer_norm_bwd_params), summed in the same order.
     let block = cols > warp_max_cols::<T>(true);
-    let kdx = if block {
-        dispatch::layer_norm_bwd_dx_block::<T>(k)?
-    } else {
-        dispatch::layer_norm_bwd_dx::<T>(k)?
-    };
-    let dx_cfg = if block {
-        block_config(rows)
-    } else {
-        row_config(rows)
-    };
-    let kparams = dispatch::layer_norm_bwd_params::<T>(k)?;
     let kreduce = dispatch::layer_norm_bwd_reduce::<T>(k)?;
     check_matrix(OP, "x", x.len(), rows, cols)?;
     check_matrix(OP, "dy", dy.len(), rows, cols)?;
@@ -345,7 +336,9 @@ fn layer_norm_bwd_impl<T: Element>(
         }
         let cfg = LaunchConfig::new(parts.clamp(1, 65535) as u32, 256).with_shared_mem(smem);
         // SAFETY: block 256 as the kernel requires, with the dynamic shared memory it takes
-        // for `cols` (fused_smem_bytes, the limit raised above where needed); rows · cols
+        // for `cols` (fused_smem_bytes, the limit raised above where needed: the kernel's
+        // accumulator row is `cols` rounded up to 32 packets on its cached path and `cols`
+        // otherwise, never more than fused_smem_bytes' row, whichever path it takes); rows · cols
         // elements of x, dy, dx (and of res when add_res = 1), cols of weight, rows of mean
         // and rstd, all checked above; chunk p covers rows [p · chunk, min((p + 1) · chunk,
         // rows)) and parts · chunk >= rows, so every written partial index p · cols + c <
@@ -373,13 +366,27 @@ fn layer_norm_bwd_impl<T: Element>(
             )
         }?;
     } else if rows > 0 {
-        // SAFETY: rows · cols elements of x, dy, dx (and of res when add_res = 1), cols of
-        // weight, rows of mean and rstd, all checked above; the kernel touches row r < rows,
-        // column c < cols only. rows, cols <= 2^30 (checked), so its `int` counters (steps
-        // < 2^20) stay below 2^31, as forward. dx is a `&mut` borrow: it aliases no input.
+        let kdx = dispatch::layer_norm_bwd_dx_block::<T>(k)?;
+        let kparams = dispatch::layer_norm_bwd_params::<T>(k)?;
+        // SAFETY: block 256 (one block per row, any grid); rows · cols elements of x, dy, dx
+        // (and of res when add_res = 1), cols of weight, rows of mean and rstd, all checked
+        // above; the kernel touches row r < rows, column c < cols only. rows, cols <= 2^30
+        // (checked), so its `int` counters (steps < 2^20) stay below 2^31, as forward. dx is a
+        // `&mut` borrow: it aliases no input.
         unsafe {
             kdx.launch(
-                s, &dx_cfg, x, weight, mean, rstd, dy, res, add_res, dx, r, c,
+                s,
+                &block_config(rows),
+                x,
+                weight,
+                mean,
+                rstd,
+                dy,
+                res,
+                add_res,
+                dx,
+                r,
+                c,
             )
         }?;
         // The kernel's packet path (16-byte loads of N elements) where the buffers allow it:
