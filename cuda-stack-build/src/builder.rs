@@ -5,7 +5,7 @@ use crate::diagnostics::{self, Severity};
 use crate::discover::{self, Compiler, CompilerInfo, Found};
 use crate::env::Env;
 use crate::error::BuildError;
-use crate::handles::{self, HandleFile, HandleStyle};
+use crate::handles::{self, HandleFile, HandleStyle, SassFile};
 use crate::isa::{IsaVersion, DEFAULT_FLOOR};
 use crate::job::{Compiled, Job};
 use crate::signature::{self, KernelDecl, RustType, TypeMap};
@@ -584,7 +584,11 @@ impl Build {
                         sass: f
                             .cubins
                             .iter()
-                            .map(|c| (c.arch, file_name(&c.path)))
+                            .map(|c| SassFile {
+                                arch: c.arch,
+                                min_driver: info.version.map_or(0, |(major, _)| major * 1000),
+                                path: file_name(&c.path),
+                            })
                             .collect(),
                         kernels: f.kernels.clone(),
                     })

@@ -18,6 +18,20 @@ pub enum HandleStyle {
     CudaKernelsCrate,
 }
 
+/// One cubin of a [`HandleFile`].
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SassFile {
+    /// Its real architecture.
+    pub arch: Arch,
+    /// The oldest driver that loads it, as `cuDriverGetVersion` reports one (`13000` for CUDA
+    /// 13.0): the major version of the toolkit whose ptxas made it, times 1000 (CUDA's minor
+    /// version compatibility: a 12.x cubin loads on every 12.x driver); 0 when unknown.
+    pub min_driver: u32,
+    /// The file (in `OUT_DIR`, or relative to the kernels folder for
+    /// [`HandleStyle::CudaKernelsCrate`]).
+    pub path: String,
+}
+
 /// One compiled source file, as the handles see it.
 #[derive(Clone, Debug)]
 pub struct HandleFile {
@@ -30,9 +44,9 @@ pub struct HandleFile {
     pub targets: Vec<(Arch, String)>,
     /// Its fatbin in `OUT_DIR`, if one was made.
     pub fatbin: Option<String>,
-    /// Its SASS: a cubin per real architecture (`sm_90`, `sm_90a`), by file (in `OUT_DIR`, or
-    /// relative to the kernels folder for [`HandleStyle::CudaKernelsCrate`]).
-    pub sass: Vec<(Arch, String)>,
+    /// Its SASS: a cubin per real architecture (`sm_90`, `sm_90a`), and where a file has two for
+    /// one architecture, one per driver they need (see [`SassFile::min_driver`]).
+    pub sass: Vec<SassFile>,
     /// Its kernels.
     pub kernels: Vec<KernelDecl>,
 }
@@ -109,13 +123,19 @@ pub fn generate(style: &HandleStyle, files: &[HandleFile]) -> String {
             w("        sass: &[],".into());
         } else {
             w("        sass: &[".into());
-            for (arch, path) in &sass {
+            for SassFile {
+                arch,
+                min_driver,
+                path,
+            } in &sass
+            {
                 w(format!("            {sass_image} {{"));
                 w(format!("                arch: \"{}\",", arch.real_name()));
                 w(format!(
                     "                cc: {cc} {{ major: {}, minor: {} }},",
                     arch.major, arch.minor
                 ));
+                w(format!("                min_driver: {min_driver},"));
                 w(format!("                cubin: {},", g.embed_bytes(path)));
                 w("            },".into());
             }
@@ -264,7 +284,22 @@ impl Gen<'_> {
         sass.sort();
         let sass: Vec<String> = sass
             .iter()
-            .map(|(a, _)| format!("`{}`", a.real_name()))
+            .map(|s| {
+                // A second cubin for one architecture is the one for newer drivers.
+                if sass
+                    .iter()
+                    .any(|o| o.arch == s.arch && o.min_driver < s.min_driver)
+                {
+                    format!(
+                        "`{}` (for drivers from CUDA {}.{})",
+                        s.arch.real_name(),
+                        s.min_driver / 1000,
+                        (s.min_driver % 1000) / 10
+                    )
+                } else {
+                    format!("`{}`", s.arch.real_name())
+                }
+            })
             .collect();
         let sass = if sass.is_empty() {
             String::new()

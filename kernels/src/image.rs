@@ -15,13 +15,20 @@ use cuda_stack_driver::{ComputeCapability, Context, JitOptions, Module, ModuleIm
 use std::time::{Duration, Instant};
 
 /// One file's SASS for one real architecture: a cubin compiled by the same NVRTC, from the same
-/// source and options, as the file's PTX.
+/// source and options, as the file's PTX; or, for the few files listed in
+/// `kernels/tools/gen-kernels` where it was measured faster, a second cubin for the same
+/// architecture assembled from that PTX by a newer ptxas, which only newer drivers load
+/// ([`SassImage::min_driver`]).
 #[derive(Debug)]
 pub struct SassImage {
     /// The real architecture, e.g. `"sm_90"`, `"sm_90a"`.
     pub arch: &'static str,
     /// Its compute capability.
     pub cc: ComputeCapability,
+    /// The oldest driver that loads it, as `cuDriverGetVersion` reports one (`12000`: every
+    /// CUDA 12 driver, by CUDA's minor version compatibility; `13000`: CUDA 13.0, R580); 0 when
+    /// unknown.
+    pub min_driver: u32,
     /// The cubin.
     pub cubin: &'static [u8],
 }
@@ -40,15 +47,48 @@ impl SassImage {
 }
 
 impl PtxFile {
-    /// The SASS a device of compute capability `cc` runs best: the newest that runs on it (see
-    /// [`SassImage::runs_on`]), the architecture-specific one of two for the same capability.
-    /// `None` when none does (a GPU newer than the SASS: the PTX is JIT-compiled there).
-    pub fn pick_sass(&self, cc: ComputeCapability) -> Option<&'static SassImage> {
-        self.sass
+    /// The SASS images a device of compute capability `cc` under a driver of version `driver`
+    /// (`cuDriverGetVersion`; `None`: unknown) can run, best first: the newest architecture that
+    /// runs on it (see [`SassImage::runs_on`]), the architecture-specific one of two for the same
+    /// capability, and of two cubins for one architecture the one from the newer ptxas where the
+    /// driver loads it ([`SassImage::min_driver`]; an unknown driver gets only the cubins every
+    /// supported driver loads). Empty when none runs (a GPU newer than the SASS: the PTX is
+    /// JIT-compiled there).
+    pub fn sass_candidates(
+        &self,
+        cc: ComputeCapability,
+        driver: Option<i32>,
+    ) -> Vec<&'static SassImage> {
+        let floor = self.sass.iter().map(|s| s.min_driver).min().unwrap_or(0);
+        let loads = |s: &SassImage| match driver {
+            Some(v) => i64::from(s.min_driver) <= i64::from(v),
+            None => s.min_driver <= floor,
+        };
+        let mut v: Vec<&'static SassImage> = self
+            .sass
             .iter()
-            .filter(|s| s.runs_on(cc))
-            .max_by_key(|s| (s.cc, s.arch.ends_with('a')))
+            .filter(|s| s.runs_on(cc) && loads(s))
+            .collect();
+        v.sort_by_key(|s| std::cmp::Reverse((s.cc, s.arch.ends_with('a'), s.min_driver)));
+        v
     }
+
+    /// The first of [`PtxFile::sass_candidates`]: what [`load_image`] loads unless the driver
+    /// refuses it.
+    pub fn pick_sass(
+        &self,
+        cc: ComputeCapability,
+        driver: Option<i32>,
+    ) -> Option<&'static SassImage> {
+        self.sass_candidates(cc, driver).first().copied()
+    }
+}
+
+/// The loaded driver's `cuDriverGetVersion` (e.g. `13000`), or `None` when it could not say.
+pub fn driver_version() -> Option<i32> {
+    cuda_stack_driver::cuda_stack_sys::Driver::get()
+        .ok()
+        .and_then(|d| d.version())
 }
 
 /// Which image to load where both exist.
@@ -96,10 +136,13 @@ pub struct LoadedImage {
     pub arch: &'static str,
     /// The image's size in bytes.
     pub bytes: usize,
+    /// For SASS, the oldest driver the cubin needs ([`SassImage::min_driver`]; which of two
+    /// cubins for one architecture ran); 0 for PTX.
+    pub min_driver: u32,
     /// Wall time of the load (for PTX, the driver's JIT compile, unless its cache had it).
     pub took: Duration,
-    /// Why the SASS was not used where the file has one for the device (it failed to load:
-    /// the driver's error), else `None`.
+    /// Why a SASS image the file has for the device was not used (it failed to load: the
+    /// driver's error; a later one or the PTX was loaded instead), else `None`.
     pub fallback: Option<String>,
 }
 
@@ -109,34 +152,41 @@ impl std::fmt::Display for LoadedImage {
             ImageKind::Sass => "SASS",
             ImageKind::Ptx => "PTX, JIT-compiled",
         };
+        write!(f, "{}: {} {kind}", self.file, self.arch)?;
+        if self.kind == ImageKind::Sass && self.min_driver >= 13000 {
+            write!(
+                f,
+                " for drivers from CUDA {}.{}",
+                self.min_driver / 1000,
+                (self.min_driver % 1000) / 10
+            )?;
+        }
         write!(
             f,
-            "{}: {} {kind} ({} KiB) in {:.1} ms",
-            self.file,
-            self.arch,
+            " ({} KiB) in {:.1} ms",
             self.bytes.div_ceil(1024),
             self.took.as_secs_f64() * 1e3
         )?;
         if let Some(why) = &self.fallback {
-            write!(f, " (its SASS did not load: {why})")?;
+            write!(f, " (a SASS image did not load: {why})")?;
         }
         Ok(())
     }
 }
 
-/// Loads `file` into `ctx`: its SASS for the device unless `pref` is
-/// [`ImagePreference::Ptx`] or none fits, else the newest PTX target the device can run
-/// ([`PtxFile::pick`]). A SASS image the driver refuses falls back to the PTX, and the
-/// [`LoadedImage`] says why.
+/// Loads `file` into `ctx`: its SASS for the device and driver unless `pref` is
+/// [`ImagePreference::Ptx`] or none fits ([`PtxFile::sass_candidates`], tried best first), else
+/// the newest PTX target the device can run ([`PtxFile::pick`]). A SASS image the driver refuses
+/// falls back to the next one, then to the PTX, and the [`LoadedImage`] says why.
 pub fn load_image(
     ctx: &Context,
     file: &'static PtxFile,
     pref: ImagePreference,
 ) -> Result<(Module, LoadedImage)> {
     let cc = ctx.limits().compute_capability;
-    let mut fallback = None;
+    let mut fallback: Option<String> = None;
     if pref == ImagePreference::MachineCode {
-        if let Some(sass) = file.pick_sass(cc) {
+        for sass in file.sass_candidates(cc, driver_version()) {
             let start = Instant::now();
             match ctx.load_module(ModuleImage::Cubin(sass.cubin), &JitOptions::default()) {
                 Ok(m) => {
@@ -145,12 +195,19 @@ pub fn load_image(
                         kind: ImageKind::Sass,
                         arch: sass.arch,
                         bytes: sass.cubin.len(),
+                        min_driver: sass.min_driver,
                         took: start.elapsed(),
-                        fallback: None,
+                        fallback,
                     };
                     return Ok((m, loaded));
                 }
-                Err(e) => fallback = Some(e.to_string()),
+                Err(e) => {
+                    let why = format!("{} cubin of {} bytes: {e}", sass.arch, sass.cubin.len());
+                    fallback = Some(match fallback {
+                        Some(before) => format!("{before}; {why}"),
+                        None => why,
+                    });
+                }
             }
         }
     }
@@ -162,6 +219,7 @@ pub fn load_image(
         kind: ImageKind::Ptx,
         arch: target.arch,
         bytes: target.ptx.len(),
+        min_driver: 0,
         took: start.elapsed(),
         fallback,
     };
@@ -189,28 +247,39 @@ mod tests {
             SassImage {
                 arch: "sm_75",
                 cc: cc(7, 5),
+                min_driver: 12000,
                 cubin: &[],
             },
             SassImage {
                 arch: "sm_80",
                 cc: cc(8, 0),
+                min_driver: 12000,
                 cubin: &[],
             },
             SassImage {
                 arch: "sm_90",
                 cc: cc(9, 0),
+                min_driver: 12000,
                 cubin: &[],
             },
             SassImage {
                 arch: "sm_90a",
                 cc: cc(9, 0),
+                min_driver: 13000,
+                cubin: &[1],
+            },
+            SassImage {
+                arch: "sm_90a",
+                cc: cc(9, 0),
+                min_driver: 12000,
                 cubin: &[],
             },
         ],
     };
 
     fn picked(major: i32, minor: i32) -> Option<&'static str> {
-        FILE.pick_sass(cc(major, minor)).map(|s| s.arch)
+        FILE.pick_sass(cc(major, minor), Some(12040))
+            .map(|s| s.arch)
     }
 
     #[test]
@@ -226,6 +295,36 @@ mod tests {
         assert_eq!(picked(10, 0), None);
         assert_eq!(picked(12, 0), None);
         assert_eq!(picked(7, 0), None);
+    }
+
+    #[test]
+    fn of_two_cubins_for_one_architecture_the_driver_picks() {
+        let h100 = cc(9, 0);
+        let drivers = |d: Option<i32>| -> Vec<(&str, u32)> {
+            FILE.sass_candidates(h100, d)
+                .iter()
+                .map(|s| (s.arch, s.min_driver))
+                .collect()
+        };
+        // A CUDA 13 driver gets the newer ptxas's cubin first, then the older one to fall back on.
+        assert_eq!(
+            drivers(Some(13000)),
+            [("sm_90a", 13000), ("sm_90a", 12000), ("sm_90", 12000)]
+        );
+        assert_eq!(
+            FILE.pick_sass(h100, Some(13020)).map(|s| s.cubin.len()),
+            Some(1)
+        );
+        // A CUDA 12 driver, or one that could not say, never gets the CUDA 13 cubin.
+        for d in [Some(12080), Some(12000), None] {
+            assert_eq!(drivers(d), [("sm_90a", 12000), ("sm_90", 12000)], "{d:?}");
+        }
+        // Other architectures are unaffected.
+        assert_eq!(drivers(Some(13000)).len(), 3);
+        assert_eq!(
+            FILE.pick_sass(cc(8, 6), Some(13000)).map(|s| s.arch),
+            Some("sm_80")
+        );
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Which image each kernel file loads (SASS or PTX), and that the handles made without the
 //! driver's parameter probe agree with the driver, on both paths.
 
-use cuda_stack_kernels::image::{ImageKind, ImagePreference};
+use cuda_stack_kernels::image::{driver_version, ImageKind, ImagePreference};
 use cuda_stack_kernels::{ops, Kernels, KERNEL_NAMES, PTX_FILES};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 
@@ -12,17 +12,21 @@ fn runnable(cc: cuda_stack_driver::ComputeCapability) -> usize {
 
 fn every_file_ships_sass_for_turing_ampere_and_hopper() -> TestResult {
     for f in PTX_FILES {
-        let archs: Vec<&str> = f.sass.iter().map(|s| s.arch).collect();
-        let want: &[&str] = match f.name {
-            "gemm_mma" | "attention_mma" | "attention_mma_bwd" => &["sm_80", "sm_90"],
-            "gemm_wgmma"
-            | "gemm_wgmma_fp8"
-            | "gemm_wgmma_tiles"
-            | "attention_wgmma"
-            | "attention_wgmma_bwd" => &["sm_90a"],
+        // (architecture, oldest driver): NVRTC 12.4's cubins load on every CUDA 12 driver.
+        let archs: Vec<(&str, u32)> = f.sass.iter().map(|s| (s.arch, s.min_driver)).collect();
+        let want: &[(&str, u32)] = match f.name {
+            "gemm_mma" | "attention_mma" | "attention_mma_bwd" => {
+                &[("sm_80", 12000), ("sm_90", 12000)]
+            }
+            "gemm_wgmma" | "gemm_wgmma_fp8" | "gemm_wgmma_tiles" | "attention_wgmma_bwd" => {
+                &[("sm_90a", 12000)]
+            }
+            // The forward also ships its PTX assembled by CUDA 13.0's ptxas (gen-kernels'
+            // CUDA13_SASS), for drivers from 13.0.
+            "attention_wgmma" => &[("sm_90a", 12000), ("sm_90a", 13000)],
             // FP8 conversions exist from sm_89 on: Hopper's SASS; Ada JIT-compiles the PTX.
-            "fp8" => &["sm_90"],
-            _ => &["sm_75", "sm_80", "sm_90"],
+            "fp8" => &[("sm_90", 12000)],
+            _ => &[("sm_75", 12000), ("sm_80", 12000), ("sm_90", 12000)],
         };
         ensure!(
             archs == want,
@@ -67,11 +71,21 @@ fn load_and_verify(pref: ImagePreference) -> TestResult {
             .ok_or("unknown file")?;
         let want = match pref {
             ImagePreference::Ptx => ImageKind::Ptx,
-            ImagePreference::MachineCode if file.pick_sass(cc).is_some() => ImageKind::Sass,
+            ImagePreference::MachineCode if file.pick_sass(cc, driver_version()).is_some() => {
+                ImageKind::Sass
+            }
             ImagePreference::MachineCode => ImageKind::Ptx,
         };
         ensure!(l.kind == want, "{l}: expected {want:?}");
         ensure!(l.fallback.is_none(), "{l}: the SASS failed to load");
+        // Of two cubins for the device's architecture, the one for this driver ran.
+        if let (ImageKind::Sass, Some(best)) = (l.kind, file.pick_sass(cc, driver_version())) {
+            ensure!(
+                l.min_driver == best.min_driver && l.bytes == best.cubin.len(),
+                "{l}: expected the cubin for drivers from {}",
+                best.min_driver
+            );
+        }
     }
     let checked = k.verify_with_driver()?;
     let expected: usize = KERNEL_NAMES

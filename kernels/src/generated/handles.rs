@@ -26,16 +26,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/activation_grad.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/activation_grad.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/activation_grad.sm_90.cubin"),
             },
         ],
@@ -54,16 +57,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention.sm_90.cubin"),
             },
         ],
@@ -82,11 +88,13 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention_mma.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention_mma.sm_90.cubin"),
             },
         ],
@@ -105,11 +113,13 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention_mma_bwd.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention_mma_bwd.sm_90.cubin"),
             },
         ],
@@ -128,7 +138,14 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_90a",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention_wgmma.sm_90a.cubin"),
+            },
+            SassImage {
+                arch: "sm_90a",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 13000,
+                cubin: include_bytes!("../../sass/attention_wgmma.sm_90a.cuda13.cubin"),
             },
         ],
     },
@@ -146,6 +163,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_90a",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/attention_wgmma_bwd.sm_90a.cubin"),
             },
         ],
@@ -164,16 +182,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/binary_strided.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/binary_strided.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/binary_strided.sm_90.cubin"),
             },
         ],
@@ -192,16 +213,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/cast.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/cast.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/cast.sm_90.cubin"),
             },
         ],
@@ -220,16 +244,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/classifier.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/classifier.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/classifier.sm_90.cubin"),
             },
         ],
@@ -248,16 +275,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/coalescing.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/coalescing.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/coalescing.sm_90.cubin"),
             },
         ],
@@ -276,16 +306,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/dropout.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/dropout.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/dropout.sm_90.cubin"),
             },
         ],
@@ -304,16 +337,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/elementwise.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/elementwise.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/elementwise.sm_90.cubin"),
             },
         ],
@@ -332,16 +368,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/embedding.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/embedding.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/embedding.sm_90.cubin"),
             },
         ],
@@ -360,6 +399,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/fp8.sm_90.cubin"),
             },
         ],
@@ -378,16 +418,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gelu.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gelu.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gelu.sm_90.cubin"),
             },
         ],
@@ -406,11 +449,13 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gemm_mma.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gemm_mma.sm_90.cubin"),
             },
         ],
@@ -429,6 +474,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_90a",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gemm_wgmma.sm_90a.cubin"),
             },
         ],
@@ -447,6 +493,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_90a",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gemm_wgmma_fp8.sm_90a.cubin"),
             },
         ],
@@ -465,6 +512,7 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_90a",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/gemm_wgmma_tiles.sm_90a.cubin"),
             },
         ],
@@ -483,16 +531,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/grad_norm.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/grad_norm.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/grad_norm.sm_90.cubin"),
             },
         ],
@@ -511,16 +562,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/introspect.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/introspect.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/introspect.sm_90.cubin"),
             },
         ],
@@ -539,16 +593,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/launch_bench.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/launch_bench.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/launch_bench.sm_90.cubin"),
             },
         ],
@@ -567,16 +624,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/layer_norm.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/layer_norm.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/layer_norm.sm_90.cubin"),
             },
         ],
@@ -595,16 +655,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/log_softmax.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/log_softmax.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/log_softmax.sm_90.cubin"),
             },
         ],
@@ -623,16 +686,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/matmul_naive.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/matmul_naive.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/matmul_naive.sm_90.cubin"),
             },
         ],
@@ -651,16 +717,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/matmul_tiled.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/matmul_tiled.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/matmul_tiled.sm_90.cubin"),
             },
         ],
@@ -679,16 +748,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/multi_tensor.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/multi_tensor.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/multi_tensor.sm_90.cubin"),
             },
         ],
@@ -707,16 +779,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/optim.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/optim.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/optim.sm_90.cubin"),
             },
         ],
@@ -735,16 +810,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/pad_rows.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/pad_rows.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/pad_rows.sm_90.cubin"),
             },
         ],
@@ -763,16 +841,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/random.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/random.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/random.sm_90.cubin"),
             },
         ],
@@ -791,16 +872,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/reduce.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/reduce.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/reduce.sm_90.cubin"),
             },
         ],
@@ -819,16 +903,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/sgemm.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/sgemm.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/sgemm.sm_90.cubin"),
             },
         ],
@@ -847,16 +934,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/softmax.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/softmax.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/softmax.sm_90.cubin"),
             },
         ],
@@ -875,16 +965,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/strided_copy.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/strided_copy.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/strided_copy.sm_90.cubin"),
             },
         ],
@@ -903,16 +996,19 @@ pub static PTX_FILES: &[PtxFile] = &[
             SassImage {
                 arch: "sm_75",
                 cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/vector_add.sm_75.cubin"),
             },
             SassImage {
                 arch: "sm_80",
                 cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/vector_add.sm_80.cubin"),
             },
             SassImage {
                 arch: "sm_90",
                 cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
                 cubin: include_bytes!("../../sass/vector_add.sm_90.cubin"),
             },
         ],
@@ -2355,7 +2451,7 @@ fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<Attent
     })
 }
 
-/// The kernels of `cuda/attention_wgmma.cu` (PTX for `compute_90a`; SASS for `sm_90a`), from [`Kernels::attention_wgmma_kernels`].
+/// The kernels of `cuda/attention_wgmma.cu` (PTX for `compute_90a`; SASS for `sm_90a`, `sm_90a` (for drivers from CUDA 13.0)), from [`Kernels::attention_wgmma_kernels`].
 #[derive(Clone, Debug)]
 pub struct AttentionWgmmaKernels {
     /// `attn_fwd_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.

@@ -12,7 +12,7 @@
 
 mod json;
 
-use cuda_stack_build::handles::{HandleFile, HandleStyle};
+use cuda_stack_build::handles::{HandleFile, HandleStyle, SassFile};
 use cuda_stack_build::{Arch, Build, Compiler, KernelDecl, ParamKind, RustType, DEFAULT_ARCH};
 use json::{obj, s, Json};
 use std::path::{Path, PathBuf};
@@ -26,6 +26,19 @@ const NVRTC_WHEEL: &str = "nvidia-cuda-nvrtc-cu12==12.4.127";
 /// 8.6 and 8.9: A10, L4, RTX 30xx/40xx) and Hopper (H100, H200). NVRTC 12.4 knows no newer
 /// GPU; Blackwell JIT-compiles the PTX. About 1.7-2.4 MB per architecture.
 const SASS_ARCHS: &[&str] = &["75", "80", "90"];
+/// Files whose `sm_90a` PTX also gets a cubin from CUDA 13.0's ptxas
+/// (`sass/<file>.sm_90a.cuda13.cubin`), loaded on drivers from CUDA 13.0 (R580) in place of NVRTC
+/// 12.4's: the same PTX, a newer assembler. Listed only where it was measured faster on an H200
+/// (kernels/TUNING.md): the wgmma attention forward, +4 to +14% on every case of
+/// `attention_bench`'s sweep (2026-11-28). The wgmma backward measured the same or slower.
+const CUDA13_SASS: &[&str] = &["attention_wgmma"];
+/// The ptxas that assembles [`CUDA13_SASS`] (from the PyPI wheel `nvidia-cuda-nvcc==13.0.88`,
+/// which `tools/install-nvcc-wheel` installs; `kernels/tools/gen-ptx` passes its path in
+/// `PTXAS_CUDA13`).
+const PTXAS_CUDA13_VERSION: &str = "V13.0.88";
+/// The driver version ([`cuda_stack_build::handles::SassFile::min_driver`]) a CUDA 13 cubin needs.
+const CUDA13_DRIVER: u32 = 13000;
+
 /// Options every file is compiled with. No --use_fast_math: tests compare against exact IEEE
 /// CPU references.
 const BASE_OPTIONS: &[&str] = &["-std=c++17"];
@@ -132,6 +145,7 @@ fn ptx(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
                 std::fs::rename(&c.path, tmp.join("sass").join(name))?;
             }
         }
+        cuda13_sass(&out, &tmp.join("sass"))?;
         let new = outputs(&tmp)?;
         if check {
             let old = outputs(kernels_dir)?;
@@ -182,6 +196,51 @@ fn ptx(kernels_dir: &Path, check: bool) -> Res<ExitCode> {
     result
 }
 
+/// Assembles each [`CUDA13_SASS`] file's `sm_90a` PTX with CUDA 13.0's ptxas into
+/// `sass_dir/<file>.sm_90a.cuda13.cubin` (ptxas's default optimisation, as NVRTC's own cubins).
+fn cuda13_sass(out: &cuda_stack_build::Output, sass_dir: &Path) -> Res<()> {
+    let ptxas = std::env::var("PTXAS_CUDA13").map_err(|_| {
+        "PTXAS_CUDA13 is not set (run through kernels/tools/gen-ptx, which installs CUDA 13.0's ptxas)"
+    })?;
+    let version = std::process::Command::new(&ptxas)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{ptxas}: {e}"))?;
+    let version = String::from_utf8_lossy(&version.stdout).into_owned();
+    if !version.contains(PTXAS_CUDA13_VERSION) {
+        return Err(format!("{ptxas} is not ptxas {PTXAS_CUDA13_VERSION}: {version}").into());
+    }
+    for stem in CUDA13_SASS {
+        let f = out
+            .files
+            .iter()
+            .find(|f| f.stem == *stem)
+            .ok_or_else(|| format!("CUDA13_SASS names {stem}, which is not a kernel file"))?;
+        let ptx = f
+            .ptx
+            .iter()
+            .find(|p| p.arch.real_name() == "sm_90a")
+            .ok_or_else(|| format!("{stem} has no compute_90a PTX for CUDA13_SASS"))?;
+        let cubin = sass_dir.join(format!("{stem}.sm_90a.cuda13.cubin"));
+        let run = std::process::Command::new(&ptxas)
+            .arg("-arch=sm_90a")
+            .arg(&ptx.path)
+            .arg("-o")
+            .arg(&cubin)
+            .output()
+            .map_err(|e| format!("{ptxas}: {e}"))?;
+        if !run.status.success() || !run.stderr.is_empty() {
+            return Err(format!(
+                "ptxas {PTXAS_CUDA13_VERSION} on {stem}'s sm_90a PTX: {}{}",
+                String::from_utf8_lossy(&run.stdout),
+                String::from_utf8_lossy(&run.stderr)
+            )
+            .into());
+        }
+    }
+    Ok(())
+}
+
 /// `kernels.json`, `ptx/*.ptx` and `sass/*.cubin` under `root`.
 fn outputs(root: &Path) -> Res<Vec<String>> {
     let mut names = vec!["kernels.json".to_string()];
@@ -199,8 +258,10 @@ fn outputs(root: &Path) -> Res<Vec<String>> {
     Ok(names)
 }
 
-/// The committed SASS of the file `stem`: each `sass/<stem>.sm_XY.cubin`, with its architecture.
-fn committed_sass(kernels_dir: &Path, stem: &str) -> Res<Vec<(Arch, String)>> {
+/// The committed SASS of the file `stem`: each `sass/<stem>.sm_XY.cubin` (NVRTC 12.4's: every
+/// CUDA 12 driver loads it) and `sass/<stem>.sm_XY.cuda13.cubin` (CUDA 13.0's ptxas), with its
+/// architecture and the driver it needs.
+fn committed_sass(kernels_dir: &Path, stem: &str) -> Res<Vec<SassFile>> {
     let mut v = Vec::new();
     let prefix = format!("{stem}.");
     for name in outputs(kernels_dir)? {
@@ -211,10 +272,18 @@ fn committed_sass(kernels_dir: &Path, stem: &str) -> Res<Vec<(Arch, String)>> {
         else {
             continue;
         };
-        if !rest.starts_with("sm_") || rest.contains('.') {
+        let (arch, min_driver) = match rest.strip_suffix(".cuda13") {
+            Some(arch) => (arch, CUDA13_DRIVER),
+            None => (rest, NVRTC_VERSION.0 * 1000),
+        };
+        if !arch.starts_with("sm_") || arch.contains('.') {
             continue;
         }
-        v.push((Arch::parse(rest)?, name));
+        v.push(SassFile {
+            arch: Arch::parse(arch)?,
+            min_driver,
+            path: name,
+        });
     }
     v.sort();
     Ok(v)
@@ -265,6 +334,16 @@ fn manifest(out: &cuda_stack_build::Output) -> Res<Json> {
             ("sass", sass_map),
             ("options", Json::Arr(options)),
         ];
+        if CUDA13_SASS.contains(&f.stem.as_str()) {
+            entry.push((
+                "sass_cuda13",
+                obj(vec![
+                    ("sm_90a", s(&format!("sass/{}.sm_90a.cuda13.cubin", f.stem))),
+                    ("ptxas", s(PTXAS_CUDA13_VERSION)),
+                    ("min_driver", Json::Int(i64::from(CUDA13_DRIVER))),
+                ]),
+            ));
+        }
         // A file without the portable target loads lazily, only where one of its targets runs.
         if !f.ptx.iter().any(|t| t.arch == DEFAULT_ARCH) {
             entry.push(("optional", Json::Bool(true)));
@@ -314,7 +393,7 @@ fn manifest(out: &cuda_stack_build::Output) -> Res<Json> {
     Ok(obj(vec![
         (
             "comment",
-            s("Generated by kernels/tools/gen-ptx; do not edit. Paths are relative to kernels/. Each file's SASS (sass/*.cubin) is compiled by the same NVRTC from the same source and options as its PTX. A pointer parameter with written=false is only read by the kernel. Scalar and struct parameters are passed by value."),
+            s("Generated by kernels/tools/gen-ptx; do not edit. Paths are relative to kernels/. Each file's SASS (sass/*.cubin) is compiled by the same NVRTC from the same source and options as its PTX; a file's sass_cuda13 cubin is its sm_90a PTX assembled by CUDA 13.0's ptxas, for drivers from CUDA 13.0. A pointer parameter with written=false is only read by the kernel. Scalar and struct parameters are passed by value."),
         ),
         ("nvrtc", s(&format!("{}.{}", NVRTC_VERSION.0, NVRTC_VERSION.1))),
         ("nvrtc_wheel", s(NVRTC_WHEEL)),
