@@ -334,7 +334,7 @@ fn layer_norm_bwd_impl<T: Element>(
         if f.limits().max_dynamic_shared_bytes < smem {
             f.set_max_dynamic_shared_mem(smem)?;
         }
-        let cfg = LaunchConfig::new(parts.clamp(1, 65535) as u32, 256).with_shared_mem(smem);
+        let cfg = LaunchConfig::new(parts as u32, 256).with_shared_mem(smem);
         // SAFETY: block 256 as the kernel requires, with the dynamic shared memory it takes
         // for `cols` (fused_smem_bytes, the limit raised above where needed: the kernel's
         // accumulator row is `cols` rounded up to 32 packets on its cached path and `cols`
