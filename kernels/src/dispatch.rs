@@ -545,6 +545,42 @@ family!(attn_bwd_dkdv_wgmma_d64 -> AttnDkDvWgmma<T>;
 family!(attn_bwd_dkdv_wgmma_d128 -> AttnDkDvWgmma<T>;
     "scaled_dot_product_attention_backward (wgmma)", WHY_WGMMA_BWD;
     F16 => attn_bwd_dkdv_wgmma_d128_f16, BF16 => attn_bwd_dkdv_wgmma_d128_bf16);
+/// `attn_bwd_fused_wgmma(tmQ, tmK, tmV, tmdO, q, k, v, dout, lse, delta, dq_acc, dk, dv, B, H,
+/// Nq, Nk, dk strides, dv strides (batch, head, row), dv_at, scale, causal)`.
+pub(crate) type AttnFusedWgmma<T> = Kernel<(
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    Out<f32>,
+    Out<T>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+    i32,
+)>;
+family!(attn_bwd_fused_wgmma_d64 -> AttnFusedWgmma<T>;
+    "scaled_dot_product_attention_backward (fused, wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_fused_wgmma_d64_f16, BF16 => attn_bwd_fused_wgmma_d64_bf16);
+family!(attn_bwd_fused_wgmma_d128 -> AttnFusedWgmma<T>;
+    "scaled_dot_product_attention_backward (fused, wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_fused_wgmma_d128_f16, BF16 => attn_bwd_fused_wgmma_d128_bf16);
 family!(attn_bwd_dq_mma_d64 -> AttnDq<T>; "scaled_dot_product_attention_backward (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dq_mma_d64_f16, BF16 => attn_bwd_dq_mma_d64_bf16);

@@ -424,7 +424,8 @@ fn wgmma_forward<T: AttentionElement>() -> TestResult {
 /// full, odd lengths (the edges of the 64-row boxes and 128-row CTAs), Nq ≠ Nk both ways (rows
 /// that see no key, key tiles no query sees), packed QKV views, more tiles than SMs (the
 /// barrier phases across a CTA's tiles), Nk = 0 and Nq = 0 (served by the mma.sync kernels);
-/// a rerun gives the same bits (no atomics); the atomic dq path with it is `Unsupported`.
+/// a rerun gives the same bits (no atomics); the atomic dq path without a workspace is
+/// `Unsupported` (`attention_fused.rs` tests the one-pass kernel).
 /// Elsewhere forcing it is `Unsupported`, nothing launched.
 fn wgmma_backward<T: AttentionElement>() -> TestResult {
     let (ctx, s, k) = setup()?;

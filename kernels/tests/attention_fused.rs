@@ -1,7 +1,9 @@
 //! The fused tensor-core attention backward (`AttentionBwdDq::Atomic`: `attn_bwd_fused_mma_*`,
-//! dq added into an f32 workspace with atomics, then `attn_bwd_dq_convert_*`) against the f64
-//! CPU reference and against the two-kernel path (`AttentionBwdDq::Separate`) on the same inputs,
-//! f16 and bf16, D = 64 and 128, causal and full:
+//! dq added into an f32 workspace with atomics, then `attn_bwd_dq_convert_*`; on compute
+//! capability 9.0 also `attn_bwd_fused_wgmma_*`, `wgmma_fused_*`, its adds bulk reductions from
+//! shared memory) against the f64 CPU reference and against the two-kernel path of the same
+//! family (`AttentionBwdDq::Separate`) on the same inputs, f16 and bf16, D = 64 and 128, causal
+//! and full:
 //! - every output against the reference with `attention.rs`'s tolerances (the workspace starts
 //!   as NaN: the path must zero it);
 //! - dk and dv bit for bit equal to the two-kernel path's (the fused kernel computes them the
@@ -59,19 +61,20 @@ fn close<T: AttentionElement>(what: &str, a: &[T], b: &[T], bound: f64) -> Res<u
     Ok(differ)
 }
 
-/// One shape both ways: the two-kernel path and the fused one against the reference, dk/dv bit
-/// for bit equal, dq within `ulps`. Returns how many dq elements differ in their bits.
+/// One shape both ways on the kernel family `tc` (`TensorCore` or `Wgmma`): the two-kernel path
+/// and the fused one against the reference, dk/dv bit for bit equal, dq within `ulps`. Returns
+/// how many dq elements differ in their bits.
 fn both_ways<T: AttentionElement>(
     k: &cuda_stack_kernels::Kernels,
     s: &cuda_stack_driver::Stream,
     sh: cuda_stack_kernels::ops::AttentionShape,
     layout: Layout,
     seed: u64,
+    tc: AttentionAlgo,
 ) -> Res<usize> {
-    let tc = AttentionAlgo::TensorCore;
     let sep = case_dq::<T>(k, s, sh, layout, seed, tc, AttentionBwdDq::Separate)?;
     let fus = case_dq::<T>(k, s, sh, layout, seed, tc, AttentionBwdDq::Atomic)?;
-    let label = format!("{:?} {sh:?} {layout:?}", T::DTYPE);
+    let label = format!("{:?} {tc:?} {sh:?} {layout:?}", T::DTYPE);
     let bits = |v: &[T]| v.iter().map(|x| x.to_f64().to_bits()).collect::<Vec<_>>();
     ensure!(
         bits(&sep.dk) == bits(&fus.dk),
@@ -93,11 +96,47 @@ fn has_tc(ctx: &cuda_stack_driver::Context) -> bool {
     ctx.limits().compute_capability >= (ComputeCapability { major: 8, minor: 0 })
 }
 
+/// Whether the family `algo` runs here: the mma.sync kernels from 8.0, the wgmma ones on 9.0.
+fn runs(ctx: &cuda_stack_driver::Context, algo: AttentionAlgo) -> bool {
+    match algo {
+        AttentionAlgo::Wgmma => {
+            ctx.limits().compute_capability == (ComputeCapability { major: 9, minor: 0 })
+        }
+        _ => has_tc(ctx),
+    }
+}
+
 /// D = 64 and 128: Nq = Nk ∈ {1, 17, 64, 65, 130, 257} dense and packed; Nq ≠ Nk both ways
 /// (tile edges, rows that see no key, key tiles no query sees), Nk = 0, Nq = 0; causal and full.
 fn fused_sweep<T: AttentionElement>() -> TestResult {
+    sweep::<T>(AttentionAlgo::TensorCore)
+}
+
+/// [`fused_sweep`] on the wgmma kernels (compute capability 9.0; elsewhere nothing to run), with
+/// shapes past the 128-key tiles (a ragged last key tile whose zero-filled rows must add nothing
+/// to dq) and more tiles than SMs.
+fn wgmma_fused_sweep<T: AttentionElement>() -> TestResult {
+    sweep::<T>(AttentionAlgo::Wgmma)?;
     let (ctx, s, k) = setup()?;
-    if !has_tc(&ctx) {
+    if !runs(&ctx, AttentionAlgo::Wgmma) {
+        return Ok(());
+    }
+    for d in [64, 128] {
+        for causal in [false, true] {
+            for (nq, nk) in [(300, 900), (900, 300), (1000, 1000)] {
+                let sh = shape(2, 3, nq, nk, d, causal);
+                both_ways::<T>(&k, &s, sh, Layout::Dense, 7, AttentionAlgo::Wgmma)?;
+            }
+            let sh = shape(16, 12, 300, 300, d, causal);
+            both_ways::<T>(&k, &s, sh, Layout::Dense, 9, AttentionAlgo::Wgmma)?;
+        }
+    }
+    Ok(())
+}
+
+fn sweep<T: AttentionElement>(tc: AttentionAlgo) -> TestResult {
+    let (ctx, s, k) = setup()?;
+    if !runs(&ctx, tc) {
         return Ok(());
     }
     let pairs = [
@@ -120,20 +159,21 @@ fn fused_sweep<T: AttentionElement>() -> TestResult {
             for n in [1, 17, 64, 65, 130, 257] {
                 for layout in [Layout::Dense, Layout::Packed] {
                     let sh = shape(2, 3, n, n, d, causal);
-                    differ += both_ways::<T>(&k, &s, sh, layout, (d + n * 5) as u64)?;
+                    differ += both_ways::<T>(&k, &s, sh, layout, (d + n * 5) as u64, tc)?;
                     total += 2 * 3 * n * d;
                 }
             }
             for &(nq, nk) in &pairs {
                 let sh = shape(2, 3, nq, nk, d, causal);
-                differ += both_ways::<T>(&k, &s, sh, Layout::Dense, (d + nq * 7 + nk) as u64)?;
+                let seed = (d + nq * 7 + nk) as u64;
+                differ += both_ways::<T>(&k, &s, sh, Layout::Dense, seed, tc)?;
                 total += 2 * 3 * nq * d;
             }
         }
     }
     let dt = T::DTYPE;
     println!(
-        "fused_sweep {dt:?}: {differ} of {total} dq elements differ from the two-kernel path's"
+        "fused_sweep {dt:?} {tc:?}: {differ} of {total} dq elements differ from the two-kernel path's"
     );
     Ok(())
 }
@@ -142,11 +182,19 @@ fn fused_sweep<T: AttentionElement>() -> TestResult {
 /// times against the reference, each run's dq against the first within `ulps`, and once through
 /// `AttentionBwdDq::Auto` with a workspace (the shape rule or `CUDA_STACK_ATTN_BWD_DQ`).
 fn fused_repeat<T: AttentionElement>() -> TestResult {
+    repeat::<T>(AttentionAlgo::TensorCore)
+}
+
+/// [`fused_repeat`] on the wgmma kernels (compute capability 9.0).
+fn wgmma_fused_repeat<T: AttentionElement>() -> TestResult {
+    repeat::<T>(AttentionAlgo::Wgmma)
+}
+
+fn repeat<T: AttentionElement>(tc: AttentionAlgo) -> TestResult {
     let (ctx, s, k) = setup()?;
-    if !has_tc(&ctx) {
+    if !runs(&ctx, tc) {
         return Ok(());
     }
-    let tc = AttentionAlgo::TensorCore;
     for (sh, layout) in [
         (shape(2, 4, 1024, 1024, 64, true), Layout::Packed),
         (shape(1, 3, 700, 1300, 128, true), Layout::Dense),
@@ -163,7 +211,7 @@ fn fused_repeat<T: AttentionElement>() -> TestResult {
             )?;
             let (dt, len) = (T::DTYPE, again.dq.len());
             println!(
-                "fused_repeat {dt:?} {sh:?}: run {run}: {n} of {len} dq elements differ from run 0"
+                "fused_repeat {dt:?} {tc:?} {sh:?}: run {run}: {n} of {len} dq elements differ from run 0"
             );
         }
         case_dq::<T>(
@@ -181,15 +229,40 @@ fn fused_repeat<T: AttentionElement>() -> TestResult {
 
 /// A few small shapes for the sanitizers (one or two CTAs per (b, h); N off the tiles; causal).
 fn fused_small<T: AttentionElement>() -> TestResult {
+    small::<T>(AttentionAlgo::TensorCore)
+}
+
+/// [`fused_small`] on the wgmma kernels (compute capability 9.0), plus a shape with two key
+/// tiles per (b, h) adding into the same rows.
+fn wgmma_fused_small<T: AttentionElement>() -> TestResult {
+    small::<T>(AttentionAlgo::Wgmma)?;
     let (ctx, s, k) = setup()?;
-    if !has_tc(&ctx) {
+    if runs(&ctx, AttentionAlgo::Wgmma) {
+        for causal in [false, true] {
+            let sh = shape(1, 1, 200, 250, 64, causal);
+            both_ways::<T>(&k, &s, sh, Layout::Dense, 6, AttentionAlgo::Wgmma)?;
+        }
+    }
+    Ok(())
+}
+
+fn small<T: AttentionElement>(tc: AttentionAlgo) -> TestResult {
+    let (ctx, s, k) = setup()?;
+    if !runs(&ctx, tc) {
         return Ok(());
     }
     for d in [64, 128] {
         for causal in [false, true] {
-            both_ways::<T>(&k, &s, shape(1, 2, 65, 65, d, causal), Layout::Packed, 3)?;
-            both_ways::<T>(&k, &s, shape(1, 1, 33, 70, d, causal), Layout::Dense, 4)?;
-            both_ways::<T>(&k, &s, shape(1, 1, 70, 33, d, causal), Layout::Dense, 5)?;
+            both_ways::<T>(
+                &k,
+                &s,
+                shape(1, 2, 65, 65, d, causal),
+                Layout::Packed,
+                3,
+                tc,
+            )?;
+            both_ways::<T>(&k, &s, shape(1, 1, 33, 70, d, causal), Layout::Dense, 4, tc)?;
+            both_ways::<T>(&k, &s, shape(1, 1, 70, 33, d, causal), Layout::Dense, 5, tc)?;
         }
     }
     Ok(())
@@ -314,5 +387,11 @@ fn main() {
         gpu("fused_repeat_f16", fused_repeat::<f16>),
         gpu("fused_repeat_bf16", fused_repeat::<bf16>),
         gpu("fused_misfits", fused_misfits),
+        gpu("wgmma_fused_small_f16", wgmma_fused_small::<f16>),
+        gpu("wgmma_fused_small_bf16", wgmma_fused_small::<bf16>),
+        gpu("wgmma_fused_sweep_f16", wgmma_fused_sweep::<f16>),
+        gpu("wgmma_fused_sweep_bf16", wgmma_fused_sweep::<bf16>),
+        gpu("wgmma_fused_repeat_f16", wgmma_fused_repeat::<f16>),
+        gpu("wgmma_fused_repeat_bf16", wgmma_fused_repeat::<bf16>),
     ]);
 }

@@ -18,9 +18,11 @@ fn every_file_ships_sass_for_turing_ampere_and_hopper() -> TestResult {
             "gemm_mma" | "attention_mma" | "attention_mma_bwd" => {
                 &[("sm_80", 12000), ("sm_90", 12000)]
             }
-            "gemm_wgmma" | "gemm_wgmma_fp8" | "gemm_wgmma_tiles" | "attention_wgmma_bwd" => {
-                &[("sm_90a", 12000)]
-            }
+            "gemm_wgmma"
+            | "gemm_wgmma_fp8"
+            | "gemm_wgmma_tiles"
+            | "attention_wgmma_bwd"
+            | "attention_wgmma_bwd_fused" => &[("sm_90a", 12000)],
             // The forward also ships its PTX assembled by CUDA 13.0's ptxas (gen-kernels'
             // CUDA13_SASS), for drivers from 13.0.
             "attention_wgmma" => &[("sm_90a", 12000), ("sm_90a", 13000)],

@@ -5,7 +5,16 @@
 // attention.cu's delta kernel, encodes the 4-D tensor maps as kernels/src/ops/attention/
 // bwd_wgmma.rs does, and checks dq, dk, dv against a CPU reference in f64 (on the rounded inputs,
 // the GPU's lse and the GPU's rounded out for delta) and against the mma.sync backward
-// (cuda/attention_mma_bwd.cu), and that a second run gives the same bits.
+// (cuda/attention_mma_bwd.cu), and that a second run gives the same bits. It runs the one-pass
+// backward (cuda/attention_wgmma_bwd_fused.cu: memset, attn_bwd_fused_wgmma_*, the dq conversion)
+// too: its dq against the reference, its dk and dv against the dk/dv kernel's bits, its time
+// beside the two kernels' (one-pass variants: -DABF_MBAR_SYNC=0, -DABF_DQ_PAD=32,
+// -DABF_LAB_SKIP=1..3).
+//
+// Off the GPU machine, with the nvcc 13.0 wheels of tools/install-nvcc-wheel (headers and a
+// static cudart) and a stub libcuda.so.1 that only has to link (gcc -shared -fPIC
+// -Wl,-soname,libcuda.so.1 of empty cu* functions):
+//   N=$(tools/install-nvcc-wheel)/nvidia/cu13; $N/bin/nvcc ... -L$N/lib -L<stub dir> -lcuda
 //
 //   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o attn_bwd_lab \
 //       kernels/tuning/attn_wgmma_bwd_lab.cu -lcuda
@@ -40,6 +49,7 @@
 #include "../cuda/attention_mma_bwd.cu"
 #include "../cuda/attention_wgmma.cu"
 #include "../cuda/attention_wgmma_bwd.cu"
+#include "../cuda/attention_wgmma_bwd_fused.cu"
 
 #define CK(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { const char* s_; cuGetErrorString(r_, &s_); \
     fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, s_); exit(1); } } while (0)
@@ -113,6 +123,11 @@ static const MmaKvFn MMA_KV[2][2] = {{attn_bwd_dkdv_mma_d64_bf16, attn_bwd_dkdv_
                                      {attn_bwd_dkdv_mma_d64_f16, attn_bwd_dkdv_mma_d128_f16}};
 static const void* const WG_DQ[2][2] = {{(const void*)attn_bwd_dq_wgmma_d64_bf16, (const void*)attn_bwd_dq_wgmma_d128_bf16},
                                         {(const void*)attn_bwd_dq_wgmma_d64_f16, (const void*)attn_bwd_dq_wgmma_d128_f16}};
+static const void* const WG_FU[2][2] = {
+    {(const void*)attn_bwd_fused_wgmma_d64_bf16, (const void*)attn_bwd_fused_wgmma_d128_bf16},
+    {(const void*)attn_bwd_fused_wgmma_d64_f16, (const void*)attn_bwd_fused_wgmma_d128_f16}};
+typedef void (*ConvFn)(const float*, u16*, int, int, int, int, long long, long long, long long, float);
+static const ConvFn CONV[2] = {(ConvFn)attn_bwd_dq_convert_bf16, (ConvFn)attn_bwd_dq_convert_f16};
 static const void* const WG_KV[2][2] = {
     {(const void*)attn_bwd_dkdv_wgmma_d64_bf16, (const void*)attn_bwd_dkdv_wgmma_d128_bf16},
     {(const void*)attn_bwd_dkdv_wgmma_d64_f16, (const void*)attn_bwd_dkdv_wgmma_d128_f16}};
@@ -234,11 +249,13 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     u16* d; RK(cudaMalloc(&d, hbuf.size() * 2));
     RK(cudaMemcpy(d, hbuf.data(), hbuf.size() * 2, cudaMemcpyHostToDevice));
     u16 *pq = d + ref.oq, *pk = d + ref.ok, *pv = d + ref.ov, *pdo = d + ref.odo, *pdo_dense = d + odense;
-    u16* g; RK(cudaMalloc(&g, (nq + 2 * nk) * 2 * 3 + nq * 2));  // out; dq, dk, dv for wgmma, again, mma
+    u16* g; RK(cudaMalloc(&g, (nq + 2 * nk) * 2 * 4 + nq * 2));  // out; dq, dk, dv for wgmma, again, mma, fused
     u16* out = g; u16* gw = g + nq; u16* gw2 = gw + nq + 2 * nk; u16* gm = gw2 + nq + 2 * nk;
+    u16* gf = gm + nq + 2 * nk;
+    float* acc; RK(cudaMalloc(&acc, nq * 4));
     float *lse, *delta;
     RK(cudaMalloc(&lse, (size_t)B * H * Nq * 4)); RK(cudaMalloc(&delta, (size_t)B * H * Nq * 4));
-    RK(cudaMemset(g, 0xff, (nq + 2 * nk) * 6 + nq * 2));  // NaN everywhere: every element must be written
+    RK(cudaMemset(g, 0xff, (nq + 2 * nk) * 8 + nq * 2));  // NaN everywhere: every element must be written
     CUtensorMap m[7];
     encode(&m[0], pq, D, Nq, H, B, ref.vq, 128, f);  // the forward's maps
     encode(&m[1], pk, D, Nk, H, B, ref.vk, 128, f);
@@ -297,6 +314,20 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
         if (g_module) CK(cuLaunchKernel(g_mod_kv[f][dd], kv_grid, 1, 1, ABW_THREADS, 1, 1, kv_smem, (CUstream)s, kv_args, nullptr));
         else RK(cudaLaunchKernel(WG_KV[f][dd], kv_grid, ABW_THREADS, kv_args, kv_smem, s));
     };
+    // The fused wgmma backward (dk, dv, and dq through the f32 workspace) into gf.
+    const int fu_smem = ABF_SMEM_BYTES(D);
+    RK(cudaFuncSetAttribute(WG_FU[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, fu_smem));
+    u16 *fdk, *fdv;
+    float* facc = acc;
+    void* fu_args[] = {&t[3], &t[4], &t[5], &t[6], &pq,  &pk,  &pv,  &pdo, &lse, &delta, &facc, &fdk, &fdv,
+                       &Bv,   &Hv,   &Nqv,  &Nkv,  &ksb, &ksh, &ksr, &ksb, &ksh, &ksr,  &dv_at, &sc, &cz};
+    const int cgrid = (int)std::min<long long>(((long long)nq / 4 + 255) / 256, (long long)g_sms * 16);
+    auto launch_fused = [&](u16* o) {
+        fdk = o + nq; fdv = o + nq + nk;
+        RK(cudaMemsetAsync(acc, 0, nq * 4, s));
+        RK(cudaLaunchKernel(WG_FU[f][dd], kv_grid, ABW_THREADS, fu_args, fu_smem, s));
+        CONV[f]<<<std::max(cgrid, 1), 256, 0, s>>>(acc, o, B, H, Nq, D, qsb, qsh, qsr, scale);
+    };
     // The mma.sync backward (dense dO) into gm.
     const int mkv_smem = dd ? AB_DKDV128_DYN_SMEM : 0;
     if (dd) RK(cudaFuncSetAttribute(MMA_KV[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, mkv_smem));
@@ -330,21 +361,26 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     launch_mma_dq();
     launch_mma_kv();
     hang("mma.sync");
+    launch_fused(gf);
+    hang("fused");
     RK(cudaGetLastError());
 
     const size_t ng = nq + 2 * nk;
-    std::vector<u16> hw(ng), hw2(ng), hm(ng), hout(nq);
+    std::vector<u16> hw(ng), hw2(ng), hm(ng), hf(ng), hout(nq);
     std::vector<float> hlse(rows);
     RK(cudaMemcpy(hw.data(), gw, ng * 2, cudaMemcpyDeviceToHost));
     RK(cudaMemcpy(hw2.data(), gw2, ng * 2, cudaMemcpyDeviceToHost));
     RK(cudaMemcpy(hm.data(), gm, ng * 2, cudaMemcpyDeviceToHost));
+    RK(cudaMemcpy(hf.data(), gf, ng * 2, cudaMemcpyDeviceToHost));
+    // The fused kernel's dk, dv: the same bits as the dk/dv kernel's.
+    const bool fsame = memcmp(hw.data() + nq, hf.data() + nq, 2 * nk * 2) == 0;
     RK(cudaMemcpy(hout.data(), out, nq * 2, cudaMemcpyDeviceToHost));
     RK(cudaMemcpy(hlse.data(), lse, rows * 4, cudaMemcpyDeviceToHost));
     const bool same = memcmp(hw.data(), hw2.data(), ng * 2) == 0;
     auto part = [&](const std::vector<u16>& v, size_t o, size_t n) { return std::vector<u16>(v.begin() + o, v.begin() + o + n); };
     const char* names[3] = {"dq", "dk", "dv"};
     const size_t offs[3] = {0, nq, nq + nk}, lens[3] = {nq, nk, nk};
-    bool ok = same;
+    bool ok = same && fsame;
     char line[512];
     int len = snprintf(line, sizeof line, "B%d H%d Nq%d Nk%d D%d causal%d packed%d %s:", B, H, Nq, Nk, D, p.causal,
                        p.packed, f ? "f16" : "bf16");
@@ -368,19 +404,25 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
             ok = ok && e <= tol * mr + 1e-5;
             len += snprintf(line + len, sizeof line - len, " %s %.2e (mma %.2e)", names[i], e / std::max(mr, 1e-30),
                             em / std::max(mrm, 1e-30));
+            if (i == 0) {  // the fused kernel's dq
+                double mrf;
+                const double ef = abs_err(part(hf, 0, nq), *refs[0], f, &mrf);
+                ok = ok && ef <= tol * mrf + 1e-5;
+                len += snprintf(line + len, sizeof line - len, " (fused %.2e)", ef / std::max(mrf, 1e-30));
+            }
         }
     } else {
         for (int i = 0; i < 3; ++i)
             len += snprintf(line + len, sizeof line - len, " %s vs mma %.2e", names[i],
                             rel_diff(part(hw, offs[i], lens[i]), part(hm, offs[i], lens[i]), f));
     }
-    printf("%s %s%s\n", ok ? "ok  " : "FAIL", line, same ? "" : " RERUN DIFFERS");
+    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", line, same ? "" : " RERUN DIFFERS", fsame ? "" : " FUSED DK/DV DIFFER");
 
     if (time_iters > 0) {
         cudaEvent_t e[8];
         for (auto& x : e) RK(cudaEventCreate(&x));
-        for (int i = 0; i < 3; ++i) { launch_wg_dq(gw); launch_wg_kv(gw); launch_mma_dq(); launch_mma_kv(); }
-        float ms[5] = {0, 0, 0, 0, 0};
+        for (int i = 0; i < 3; ++i) { launch_wg_dq(gw); launch_wg_kv(gw); launch_mma_dq(); launch_mma_kv(); launch_fused(gf); }
+        float ms[6] = {0, 0, 0, 0, 0, 0};
         // Interleaved rounds so that clocks and temperature hit both families alike.
         const int rounds = 4;
         for (int round = 0; round < rounds; ++round) {
@@ -395,8 +437,10 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
             RK(cudaEventRecord(e[4], s));
             for (int i = 0; i < time_iters; ++i) launch_delta();
             RK(cudaEventRecord(e[5], s));
-            RK(cudaEventSynchronize(e[5]));
-            for (int k = 0; k < 5; ++k) {
+            for (int i = 0; i < time_iters; ++i) launch_fused(gf);
+            RK(cudaEventRecord(e[6], s));
+            RK(cudaEventSynchronize(e[6]));
+            for (int k = 0; k < 6; ++k) {
                 float x;
                 RK(cudaEventElapsedTime(&x, e[k], e[k + 1]));
                 ms[k] += x;
@@ -405,7 +449,7 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
         RK(cudaGetLastError());
         const double n = (double)rounds * time_iters;
         const double wdq = ms[0] * 1e3 / n, wkv = ms[1] * 1e3 / n, mdq = ms[2] * 1e3 / n, mkv = ms[3] * 1e3 / n;
-        const double del = ms[4] * 1e3 / n;
+        const double del = ms[4] * 1e3 / n, fu = ms[5] * 1e3 / n;
         printf("time B%d H%d N%d D%d causal%d %s (%d SMs): delta %.1f us\n", B, H, Nq, D, p.causal, f ? "f16" : "bf16",
                g_sms, del);
         printf("  wgmma    dq %.1f us + dkdv %.1f us = %.1f us: bwd %.1f TFLOP/s, +delta %.1f TFLOP/s\n", wdq, wkv,
@@ -413,11 +457,13 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
         printf("  mma.sync dq %.1f us + dkdv %.1f us = %.1f us: bwd %.1f TFLOP/s, +delta %.1f TFLOP/s\n", mdq, mkv,
                mdq + mkv, tflops(p, mdq + mkv), tflops(p, mdq + mkv + del));
         printf("  wgmma / mma.sync time: %.3f (dq %.3f, dkdv %.3f)\n", (wdq + wkv) / (mdq + mkv), wdq / mdq, wkv / mkv);
+        printf("  fused    memset + fused + convert %.1f us: bwd %.1f TFLOP/s, +delta %.1f TFLOP/s; / two kernels %.3f\n",
+               fu, tflops(p, fu), tflops(p, fu + del), fu / (wdq + wkv));
         for (auto& x : e) RK(cudaEventDestroy(x));
     }
     fflush(stdout);
     RK(cudaStreamDestroy(s));
-    RK(cudaFree(d)); RK(cudaFree(g)); RK(cudaFree(lse)); RK(cudaFree(delta));
+    RK(cudaFree(d)); RK(cudaFree(g)); RK(cudaFree(lse)); RK(cudaFree(delta)); RK(cudaFree(acc));
     return ok;
 }
 

@@ -169,6 +169,25 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "attention_wgmma_bwd_fused",
+        source: "cuda/attention_wgmma_bwd_fused.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_90a",
+                min_cc: ComputeCapability { major: 9, minor: 0 },
+                ptx: include_str!("../../ptx/attention_wgmma_bwd_fused.sm90a.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_90a",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/attention_wgmma_bwd_fused.sm_90a.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "binary_strided",
         source: "cuda/binary_strided.cu",
         targets: &[
@@ -1015,7 +1034,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 476 kernels, in manifest order.
+/// The names of all 480 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1073,6 +1092,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_bwd_dq_wgmma_d128_f16",
     "attn_bwd_dq_wgmma_d64_bf16",
     "attn_bwd_dq_wgmma_d64_f16",
+    "attn_bwd_fused_wgmma_d128_bf16",
+    "attn_bwd_fused_wgmma_d128_f16",
+    "attn_bwd_fused_wgmma_d64_bf16",
+    "attn_bwd_fused_wgmma_d64_f16",
     "add_strided_bf16",
     "add_strided_f16",
     "add_strided_f32",
@@ -1565,6 +1588,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_bwd_dq_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
 /// | `attn_bwd_dq_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
 /// | `attn_bwd_dq_wgmma_d64_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
+/// | `attn_bwd_fused_wgmma_d128_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd_fused.cu` |
+/// | `attn_bwd_fused_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd_fused.cu` |
+/// | `attn_bwd_fused_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd_fused.cu` |
+/// | `attn_bwd_fused_wgmma_d64_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd_fused.cu` |
 /// | `add_strided_bf16` | `const bf16_t* a`, `const bf16_t* b`, `bf16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
 /// | `add_strided_f16` | `const f16_t* a`, `const f16_t* b`, `f16_t* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
 /// | `add_strided_f32` | `const float* a`, `const float* b`, `float* out`, `BinaryStrides layout` | `cuda/binary_strided.cu` |
@@ -1999,6 +2026,8 @@ pub struct Kernels {
     attention_wgmma: crate::family::LazyModule<AttentionWgmmaKernels>,
     /// `cuda/attention_wgmma_bwd.cu`, loaded on the first call of [`Kernels::attention_wgmma_bwd_kernels`] or of one of its kernels.
     attention_wgmma_bwd: crate::family::LazyModule<AttentionWgmmaBwdKernels>,
+    /// `cuda/attention_wgmma_bwd_fused.cu`, loaded on the first call of [`Kernels::attention_wgmma_bwd_fused_kernels`] or of one of its kernels.
+    attention_wgmma_bwd_fused: crate::family::LazyModule<AttentionWgmmaBwdFusedKernels>,
     /// `cuda/binary_strided.cu`, loaded on the first call of [`Kernels::binary_strided_kernels`] or of one of its kernels.
     binary_strided: crate::family::LazyModule<BinaryStridedKernels>,
     /// `cuda/cast.cu`, loaded on the first call of [`Kernels::cast_kernels`] or of one of its kernels.
@@ -2564,6 +2593,48 @@ fn load_attention_wgmma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<Atte
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_bwd_dq_wgmma_d64_f16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>("attn_bwd_dq_wgmma_d64_f16")? },
+    })
+}
+
+/// The kernels of `cuda/attention_wgmma_bwd_fused.cu` (PTX for `compute_90a`; SASS for `sm_90a`), from [`Kernels::attention_wgmma_bwd_fused_kernels`].
+#[derive(Clone, Debug)]
+pub struct AttentionWgmmaBwdFusedKernels {
+    /// `attn_bwd_fused_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_fused_wgmma_d128_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_fused_wgmma_d128_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_fused_wgmma_d128_f16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_fused_wgmma_d64_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_fused_wgmma_d64_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_fused_wgmma_d64_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_fused_wgmma_d64_f16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+}
+
+fn load_attention_wgmma_bwd_fused(m: &cuda_stack_driver::Module) -> crate::Result<AttentionWgmmaBwdFusedKernels> {
+    Ok(AttentionWgmmaBwdFusedKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_wgmma_d128_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_wgmma_d128_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_wgmma_d128_f16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_wgmma_d128_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_wgmma_d64_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_wgmma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_wgmma_d64_f16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_wgmma_d64_f16")? },
     })
 }
 
@@ -6228,35 +6299,36 @@ impl Kernels {
             attention_mma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
             attention_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
             attention_wgmma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
-            binary_strided: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
-            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
-            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
-            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
-            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            gemm_wgmma_tiles: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[33], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[34], pref),
+            attention_wgmma_bwd_fused: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            binary_strided: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            gemm_wgmma_tiles: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[33], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[34], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[35], pref),
         }
     }
 
@@ -6294,6 +6366,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn attention_wgmma_bwd_kernels(&self) -> crate::Result<&AttentionWgmmaBwdKernels> {
         self.attention_wgmma_bwd.get(load_attention_wgmma_bwd)
+    }
+
+    /// The kernels of `cuda/attention_wgmma_bwd_fused.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn attention_wgmma_bwd_fused_kernels(&self) -> crate::Result<&AttentionWgmmaBwdFusedKernels> {
+        self.attention_wgmma_bwd_fused.get(load_attention_wgmma_bwd_fused)
     }
 
     /// The kernels of `cuda/binary_strided.cu`, loaded on the first call and kept. Fails with
@@ -6748,6 +6826,26 @@ impl Kernels {
     /// `attn_bwd_dq_wgmma_d64_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)` from `cuda/attention_wgmma_bwd.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_bwd_dq_wgmma_d64_f16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_wgmma_bwd_kernels()?.attn_bwd_dq_wgmma_d64_f16)
+    }
+
+    /// `attn_bwd_fused_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_wgmma_d128_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_wgmma_d128_bf16)
+    }
+
+    /// `attn_bwd_fused_wgmma_d128_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_wgmma_d128_f16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_wgmma_d128_f16)
+    }
+
+    /// `attn_bwd_fused_wgmma_d64_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_wgmma_d64_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_wgmma_d64_bf16)
+    }
+
+    /// `attn_bwd_fused_wgmma_d64_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_wgmma_d64_f16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_wgmma_d64_f16)
     }
 
     /// `add_strided_bf16(const bf16_t* a, const bf16_t* b, bf16_t* out, BinaryStrides layout)` from `cuda/binary_strided.cu` (the first call of any of that file's kernels loads it).
@@ -8860,6 +8958,7 @@ impl Kernels {
             self.attention_mma_bwd.loaded(),
             self.attention_wgmma.loaded(),
             self.attention_wgmma_bwd.loaded(),
+            self.attention_wgmma_bwd_fused.loaded(),
             self.binary_strided.loaded(),
             self.cast.loaded(),
             self.classifier.loaded(),
@@ -8919,6 +9018,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.attention_wgmma_bwd_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.attention_wgmma_bwd_fused_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -9233,6 +9336,21 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_wgmma_d64_f16.function().clone())? };
             n += 8;
+        }
+        if let Some(f) = self.attention_wgmma_bwd_fused.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_wgmma_d128_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_wgmma_d128_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_wgmma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_wgmma_d64_f16.function().clone())? };
+            n += 4;
         }
         if let Some(f) = self.binary_strided.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -10646,6 +10764,10 @@ impl Kernels {
             "attn_bwd_dq_wgmma_d128_f16" => self.attn_bwd_dq_wgmma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_dq_wgmma_d64_bf16" => self.attn_bwd_dq_wgmma_d64_bf16().ok().map(|k| k.function()),
             "attn_bwd_dq_wgmma_d64_f16" => self.attn_bwd_dq_wgmma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_fused_wgmma_d128_bf16" => self.attn_bwd_fused_wgmma_d128_bf16().ok().map(|k| k.function()),
+            "attn_bwd_fused_wgmma_d128_f16" => self.attn_bwd_fused_wgmma_d128_f16().ok().map(|k| k.function()),
+            "attn_bwd_fused_wgmma_d64_bf16" => self.attn_bwd_fused_wgmma_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_fused_wgmma_d64_f16" => self.attn_bwd_fused_wgmma_d64_f16().ok().map(|k| k.function()),
             "add_strided_bf16" => self.add_strided_bf16().ok().map(|k| k.function()),
             "add_strided_f16" => self.add_strided_f16().ok().map(|k| k.function()),
             "add_strided_f32" => self.add_strided_f32().ok().map(|k| k.function()),

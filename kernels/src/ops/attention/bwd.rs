@@ -27,16 +27,18 @@ pub enum AttentionBwdDq {
     /// without a dq workspace, [`AttentionBwdDq::Separate`].
     #[default]
     Auto,
-    /// `attn_bwd_dq_mma_*` beside `attn_bwd_dkdv_mma_*`: dq's kernel recomputes S, P and dP per
-    /// query tile (3 of its 4 GEMMs repeat the dk/dv kernel's work); no atomics, the same bits
-    /// every run.
+    /// dq's own kernel beside the dk/dv kernel (`attn_bwd_dq_mma_*` / `attn_bwd_dq_wgmma_*`):
+    /// dq's kernel recomputes S, P and dP per query tile (3 of its GEMMs repeat the dk/dv
+    /// kernel's work); no atomics, the same bits every run.
     Separate,
-    /// `attn_bwd_fused_mma_*` (FlashAttention-2's backward): one pass over the key blocks
-    /// computes dk, dv and each (query tile, key block)'s share of dq, added into an f32
-    /// workspace (`B·H·Nq·D` elements, zeroed first) with `red.global.add.f32`;
-    /// `attn_bwd_dq_convert_*` then scales and rounds it into dq. The order of the atomic adds
-    /// varies from run to run, so **dq is not bitwise reproducible** (it differs in the last
-    /// bits; dk and dv are the same bits as with [`AttentionBwdDq::Separate`]).
+    /// One pass over the key blocks computes dk, dv and each (query tile, key block)'s share of
+    /// dq, added into an f32 workspace (`B·H·Nq·D` elements, zeroed first):
+    /// `attn_bwd_fused_mma_*` (FlashAttention-2's backward, `red.global.add.f32`) or, on
+    /// compute capability 9.0, `attn_bwd_fused_wgmma_*` (FlashAttention-3's: bulk reductions of
+    /// each tile's dQ from shared memory); `attn_bwd_dq_convert_*` then scales and rounds it into
+    /// dq. The order of the adds varies from run to run, so **dq is not bitwise reproducible**
+    /// (it differs in the last bits; dk and dv are the same bits as with
+    /// [`AttentionBwdDq::Separate`]).
     Atomic,
 }
 
@@ -67,12 +69,6 @@ pub fn attention_bwd_dq_choice(
     }
     let _ = (sm_count, shape);
     AttentionBwdDq::Separate
-}
-
-/// Whether [`ATTENTION_BWD_DQ_ENV`] asks for the atomic dq path.
-fn dq_env_atomic() -> bool {
-    std::env::var(ATTENTION_BWD_DQ_ENV)
-        .is_ok_and(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "atomic" | "fused"))
 }
 
 /// The f32 elements of the dq workspace [`AttentionBwdDq::Atomic`] needs: `B·H·Nq·D`
@@ -146,12 +142,11 @@ struct Plan {
 /// where they fit (compute capability 9.0; measured on an H200, 2026-11-27: 0.36–0.53× the
 /// mma.sync backward's time at every benchmark shape, kernels/TUNING.md), else the mma.sync
 /// kernels, else SIMT, unless [`ATTENTION_BWD_ENV`](super::ATTENTION_BWD_ENV) names a family
-/// (which then decides over [`ATTENTION_BWD_DQ_ENV`]: the wgmma backward has one dq path, its
-/// own kernel); an explicit [`AttentionBwdDq::Atomic`], or [`ATTENTION_BWD_DQ_ENV`] set to
-/// `atomic` without a family override, runs on the mma.sync kernels, the atomic path's only
-/// home ([`AttentionAlgo::Wgmma`] with it is `Unsupported`). Problems without a query or a key
-/// run on the mma.sync kernels when the wgmma ones are asked for (the same zeros; the tensor
-/// maps need extents of at least one).
+/// (an explicit [`AttentionBwdDq::Atomic`] is never sent to SIMT, which has no atomic path). On
+/// the wgmma and mma.sync families, dq is then [`attention_bwd_dq_choice`]'s: the wgmma
+/// family's atomic path is the one-pass `attn_bwd_fused_wgmma_*`, the mma.sync family's
+/// `attn_bwd_fused_mma_*`. Problems without a query or a key run on the mma.sync kernels when
+/// the wgmma ones are asked for (the same zeros; the tensor maps need extents of at least one).
 fn plan<T: AttentionElement>(
     s: &Stream,
     algo: AttentionAlgo,
@@ -180,22 +175,12 @@ fn plan<T: AttentionElement>(
         (AttentionAlgo::Simt, ..) => Family::Simt,
         (AttentionAlgo::TensorCore, None, _) => Family::Mma,
         (AttentionAlgo::TensorCore, Some(why), _) => return Err(unsupported(OP_TC, why)),
-        (AttentionAlgo::Wgmma, _, None) if dq == AttentionBwdDq::Atomic => {
-            return Err(unsupported(
-                OP_WG,
-                "the atomic dq path runs on the mma.sync kernels only; the wgmma backward \
-                 computes dq by its own kernel (deterministic)",
-            ))
-        }
         (AttentionAlgo::Wgmma, _, None) => Family::Wgmma,
         (AttentionAlgo::Wgmma, _, Some(why)) => return Err(unsupported(OP_WG, why)),
         (AttentionAlgo::Auto, m, w) => match (bwd_wgmma::bwd_override(), m, w) {
-            (_, None, _) if dq == AttentionBwdDq::Atomic => Family::Mma,
-            (Some(FamilyOverride::Simt), ..) => Family::Simt,
+            // An explicit atomic dq path is never sent to the SIMT kernels (which have none).
+            (Some(FamilyOverride::Simt), ..) if dq != AttentionBwdDq::Atomic => Family::Simt,
             (Some(FamilyOverride::Mma), None, _) => Family::Mma,
-            // The atomic dq path asked for through its variable: the mma.sync kernels (the
-            // wgmma backward has one dq path).
-            (None, None, _) if dq_env_atomic() => Family::Mma,
             (_, _, None) => Family::Wgmma,
             (_, None, _) => Family::Mma,
             _ => Family::Simt,
@@ -216,16 +201,16 @@ fn plan<T: AttentionElement>(
                  128, sm_80+, aligned buffers)",
             ))
         }
-        (Family::Simt | Family::Wgmma, _) => AttentionBwdDq::Separate,
-        (Family::Mma, AttentionBwdDq::Atomic) if !acc_ok => {
+        (Family::Simt, _) => AttentionBwdDq::Separate,
+        (_, AttentionBwdDq::Atomic) if !acc_ok => {
             return Err(unsupported(
                 OP_TC,
                 "the atomic dq path needs a 16-byte aligned f32 dq workspace of \
                  attention_bwd_dq_workspace_len elements",
             ))
         }
-        (Family::Mma, AttentionBwdDq::Auto) if !acc_ok => AttentionBwdDq::Separate,
-        (Family::Mma, d) => attention_bwd_dq_choice(sm_count, shape, d),
+        (_, AttentionBwdDq::Auto) if !acc_ok => AttentionBwdDq::Separate,
+        (_, d) => attention_bwd_dq_choice(sm_count, shape, d),
     };
     Ok(Plan { family, dq })
 }
@@ -514,6 +499,8 @@ fn bwd<T: AttentionElement>(
     let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
     // The wgmma kernels, or the SIMT / mma.sync ones (one signature).
     let (wgmma, k_dq, k_dkdv) = match (p.family, d128) {
+        // The one-pass kernel is looked up by bwd_wgmma::launch_fused.
+        (Family::Wgmma, _) if fused => (None, None, None),
         (Family::Wgmma, _) => (
             Some(bwd_wgmma::kernels::<T>(kern, shape.head_dim)?),
             None,
@@ -615,6 +602,27 @@ fn bwd<T: AttentionElement>(
                 sdo[2],
             )
         }?;
+    }
+    if p.family == Family::Wgmma && fused {
+        let Some(acc) = dq_acc else {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: "internal error: the atomic dq path was planned without a workspace"
+                    .into(),
+            });
+        };
+        check_dense(OP, "dq workspace", acc.len(), &q_dims, q_rows * d)?;
+        return bwd_wgmma::launch_fused(
+            kern,
+            s,
+            shape,
+            [&q, &k, &v],
+            &dout,
+            (lse, &*delta),
+            acc,
+            &mut grads,
+            scale,
+        );
     }
     if let Some(pair) = wgmma {
         return bwd_wgmma::launch(

@@ -37,7 +37,6 @@ pub(super) fn fused_dq<T: AttentionElement>(
     } else {
         dispatch::attn_bwd_fused_mma_d64::<T>(kern)?
     };
-    let k_convert = dispatch::attn_bwd_dq_convert::<T>(kern)?;
     if q_rows > 0 {
         s.memset_zeros(acc)?;
     }
@@ -76,29 +75,47 @@ pub(super) fn fused_dq<T: AttentionElement>(
         })?;
     }
     if q_rows > 0 {
-        // B·H·Nq·D is a multiple of 4 (D is 64 or 128): n4 groups of 4 cover acc and dq.
-        let n4 = q_rows * dd as usize / 4;
-        let cfg = LaunchConfig::new(grid(n4 as u64, u64::from(BLOCK), i32::MAX as u64), BLOCK);
-        let shape = AttentionShape {
-            batch: bb as usize,
-            heads: hh as usize,
-            q_len: nq as usize,
-            kv_len: nk as usize,
-            head_dim: dd as usize,
-            causal: causal != 0,
-        };
-        let sdq = st3(grads.layout(&shape).dq);
-        let dq = grads.dq_buf();
-        // SAFETY: reads acc as 16-byte groups i < n4 = B·H·Nq·D / 4 (exactly B·H·Nq·D
-        // elements, 16-byte aligned: checked) and writes the matching 4 elements of dq at
-        // (b, h, row, d..d + 4), row < Nq, d + 4 <= D, through dq's strides: the view checked
-        // inside its buffer and free of overlaps; 8-byte aligned groups (dq 16-byte aligned,
-        // strides multiples of 8 elements: the tensor-core precondition).
-        unsafe {
-            k_convert.launch(
-                s, &cfg, &*acc, dq, bb, hh, nq, dd, sdq[0], sdq[1], sdq[2], scale,
-            )
-        }?;
+        convert_dq(kern, s, acc, grads, (bb, hh, nq, nk, dd), scale, causal)?;
     }
+    Ok(())
+}
+
+/// dq = round(acc · scale) through dq's strides (`attn_bwd_dq_convert_*`): the last step of both
+/// atomic dq paths (the mma.sync fused kernel's and the wgmma one's). The caller checked `acc`
+/// (`B·H·Nq·D` elements, 16-byte aligned), dq's view and that the problem fits the tensor cores
+/// (dq 16-byte aligned, strides multiples of 8 elements), and that `B·H·Nq > 0`.
+pub(super) fn convert_dq<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    acc: &DeviceSlice<f32>,
+    grads: &mut AttentionGrads<'_, T>,
+    (bb, hh, nq, nk, dd): (i32, i32, i32, i32, i32),
+    scale: T::Scalar,
+    causal: i32,
+) -> Result<()> {
+    let k_convert = dispatch::attn_bwd_dq_convert::<T>(kern)?;
+    // B·H·Nq·D is a multiple of 4 (D is 64 or 128): n4 groups of 4 cover acc and dq.
+    let n4 = bb as usize * hh as usize * nq as usize * dd as usize / 4;
+    let cfg = LaunchConfig::new(grid(n4 as u64, u64::from(BLOCK), i32::MAX as u64), BLOCK);
+    let shape = AttentionShape {
+        batch: bb as usize,
+        heads: hh as usize,
+        q_len: nq as usize,
+        kv_len: nk as usize,
+        head_dim: dd as usize,
+        causal: causal != 0,
+    };
+    let sdq = st3(grads.layout(&shape).dq);
+    let dq = grads.dq_buf();
+    // SAFETY: reads acc as 16-byte groups i < n4 = B·H·Nq·D / 4 (exactly B·H·Nq·D elements,
+    // 16-byte aligned: checked by the caller) and writes the matching 4 elements of dq at
+    // (b, h, row, d..d + 4), row < Nq, d + 4 <= D, through dq's strides: the view checked inside
+    // its buffer and free of overlaps; 8-byte aligned groups (dq 16-byte aligned, strides
+    // multiples of 8 elements: the tensor-core precondition).
+    unsafe {
+        k_convert.launch(
+            s, &cfg, acc, dq, bb, hh, nq, dd, sdq[0], sdq[1], sdq[2], scale,
+        )
+    }?;
     Ok(())
 }

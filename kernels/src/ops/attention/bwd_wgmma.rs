@@ -1,4 +1,5 @@
-//! The Hopper backward (`attn_bwd_{dq,dkdv}_wgmma_d{64,128}_*`, `cuda/attention_wgmma_bwd.cu`):
+//! The Hopper backward (`attn_bwd_{dq,dkdv}_wgmma_d{64,128}_*`, `cuda/attention_wgmma_bwd.cu`,
+//! and the one-pass `attn_bwd_fused_wgmma_d{64,128}_*`, `cuda/attention_wgmma_bwd_fused.cu`):
 //! where it fits, its tensor maps, its launches; and [`ATTENTION_BWD_ENV`], which overrides the
 //! backward's automatic choice for measurements.
 
@@ -52,6 +53,22 @@ pub(super) fn dkdv_smem(head_dim: usize) -> u32 {
     2 * tile(128, head_dim) + stages * (2 * tile(64, head_dim) + 8 * 64) + 1024 + 256
 }
 
+/// The dynamic shared memory of `attn_bwd_fused_wgmma_d{64,128}_*` (`ABF_SMEM_BYTES` in
+/// `cuda/attention_wgmma_bwd_fused.cu`): the K and V tiles of 128 keys, 3 stages of Q and dO
+/// tiles of 64 (D = 128) or 128 (D = 64) query rows with their lse and delta, the dS tile (128
+/// keys of those rows, 16-bit), the f32 dQ staging tile (the rows' `4·D` bytes each), plus 1 KiB
+/// of alignment and the barriers: 196.25 KiB at D = 64, 210.75 KiB at D = 128.
+pub(super) fn fused_smem(head_dim: usize) -> u32 {
+    let bm = if head_dim == 128 { 64 } else { 128 };
+    let row = head_dim as u32 * 4;
+    2 * tile(128, head_dim)
+        + 3 * (2 * tile(bm, head_dim) + 8 * bm)
+        + 128 * bm * 2
+        + bm * row
+        + 1024
+        + 256
+}
+
 /// Why the wgmma backward cannot run this problem (which the mma.sync backward can: `tc_misfit`
 /// is its verdict), or `None` when it can: compute capability 9.0 exactly (the kernels are
 /// `sm_90a` PTX) and the shared memory. (The caller runs problems without a query or a key on
@@ -68,7 +85,8 @@ pub(super) fn misfit(
     if cc != (ComputeCapability { major: 9, minor: 0 }) {
         return Some("the wgmma attention kernels need compute capability 9.0 (sm_90a)");
     }
-    if dq_smem(shape.head_dim).max(dkdv_smem(shape.head_dim)) > optin_smem {
+    let d = shape.head_dim;
+    if dq_smem(d).max(dkdv_smem(d)).max(fused_smem(d)) > optin_smem {
         return Some("the wgmma attention kernels need more shared memory than this device allows");
     }
     None
@@ -90,6 +108,18 @@ pub(super) fn kernels<T: AttentionElement>(kern: &Kernels, head_dim: usize) -> R
             dispatch::attn_bwd_dkdv_wgmma_d64::<T>(kern)?,
         )
     })
+}
+
+/// Looks up (loading its module on first use) the kernel [`launch_fused`] runs.
+pub(super) fn fused_kernel<T: AttentionElement>(
+    kern: &Kernels,
+    head_dim: usize,
+) -> Result<&dispatch::AttnFusedWgmma<T>> {
+    if head_dim == 128 {
+        dispatch::attn_bwd_fused_wgmma_d128::<T>(kern)
+    } else {
+        dispatch::attn_bwd_fused_wgmma_d64::<T>(kern)
+    }
 }
 
 /// Launches the wgmma backward's dq and dk/dv kernels (`kernels`, from [`kernels`]) after delta.
@@ -170,6 +200,65 @@ pub(super) fn launch<T: AttentionElement>(
     })
 }
 
+/// The one-pass wgmma backward ([`AttentionBwdDq::Atomic`](super::AttentionBwdDq::Atomic) on
+/// compute capability 9.0) after delta: zero `acc`, `attn_bwd_fused_wgmma_*` (dk and dv as the
+/// dk/dv kernel computes them, and each tile's share of dq added into `acc` by bulk reductions),
+/// then dq = round(acc · scale). The caller checked what [`launch`] needs, that `acc` holds
+/// exactly `B·H·Nq·D` elements and is 16-byte aligned, and that `B·H·Nq > 0` and `Nk > 0`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn launch_fused<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    shape: &AttentionShape,
+    [q, k, v]: [&AttentionInput<'_, T>; 3],
+    dout: &AttentionInput<'_, T>,
+    (lse, delta): (&DeviceSlice<T::Scalar>, &DeviceSlice<T::Scalar>),
+    acc: &mut DeviceSlice<f32>,
+    grads: &mut AttentionGrads<'_, T>,
+    scale: T::Scalar,
+) -> Result<()> {
+    let k_fused = fused_kernel::<T>(kern, shape.head_dim)?;
+    let lay = grads.layout(shape);
+    let st = |x: super::HeadStrides| [x.batch as i64, x.head as i64, x.row as i64];
+    let (sdk, sdv) = (st(lay.dk), st(lay.dv));
+    let map_q = head_map(q, shape, shape.q_len, BOX_ROWS)?;
+    let map_k = head_map(k, shape, shape.kv_len, BOX_ROWS)?;
+    let map_v = head_map(v, shape, shape.kv_len, BOX_ROWS)?;
+    let map_do = head_map(dout, shape, shape.q_len, BOX_ROWS)?;
+    let (bb, hh) = (shape.batch as i32, shape.heads as i32);
+    let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
+    let causal = i32::from(shape.causal);
+    let bh = (shape.batch * shape.heads) as u64;
+    let grid = (bh * shape.kv_len.div_ceil(ROWS) as u64).min(sms(s)).max(1) as u32;
+    s.memset_zeros(acc)?;
+    let bytes = fused_smem(shape.head_dim);
+    let f = k_fused.function();
+    if f.limits().max_dynamic_shared_bytes < bytes {
+        f.set_max_dynamic_shared_mem(bytes)?;
+    }
+    let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(bytes);
+    {
+        let acc = &mut *acc;
+        grads.with_dkdv(shape, |dk, dv, dv_at| {
+            // SAFETY: reads through the maps, lse and delta, and writes dk and dv, exactly as the
+            // dk/dv kernel (see `launch`); adds into acc[(bh·Nq + row)·D + col] only for rows
+            // < Nq, cols < D of the CTA's own (b, h): inside the B·H·Nq·D elements (16-byte
+            // aligned) the caller checked. The 384 threads and the shared memory it is written
+            // for (its limit raised above); its grid-stride loop serves any grid.
+            unsafe {
+                k_fused.launch(
+                    s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout.data, lse,
+                    delta, acc, dk, dv, bb, hh, nq, nk, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1],
+                    sdv[2], dv_at, scale, causal,
+                )
+            }?;
+            Ok(())
+        })?;
+    }
+    let d = shape.head_dim as i32;
+    super::bwd_fused::convert_dq(kern, s, acc, grads, (bb, hh, nq, nk, d), scale, causal)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,9 +270,12 @@ mod tests {
         assert_eq!(dq_smem(128), 197_888);
         assert_eq!(dkdv_smem(64), 135_424);
         assert_eq!(dkdv_smem(128), 199_936);
+        // ABF_SMEM_BYTES in cuda/attention_wgmma_bwd_fused.cu.
+        assert_eq!(fused_smem(64), 200_960);
+        assert_eq!(fused_smem(128), 215_808);
         // An H100's or H200's opt-in limit per block: 227 KiB.
         for d in [64, 128] {
-            assert!(dq_smem(d).max(dkdv_smem(d)) <= 227 * 1024);
+            assert!(dq_smem(d).max(dkdv_smem(d)).max(fused_smem(d)) <= 227 * 1024);
         }
     }
 }

@@ -1,0 +1,399 @@
+// attention_wgmma_bwd_fused.cu — the Hopper attention backward in one pass over the key tiles
+// (FlashAttention-3's backward: 5 GEMMs where attention_wgmma_bwd.cu's two kernels run 7), f16 /
+// bf16 with f32 accumulation, head dimensions 64 and 128. attn_bwd_fused_wgmma_* computes dK and
+// dV exactly as attn_bwd_dkdv_wgmma_* does (same products, same order: the same bits) and, from
+// the same dS, each (query tile, key tile)'s share of dQ, which it adds into an f32 workspace;
+// attn_bwd_dq_convert_<dt> (attention_mma_bwd.cu) then rounds dq_acc * scale into dq. The adds
+// of a query row's key tiles come in whatever order the CTAs reach them, so dq is **not**
+// bitwise reproducible (the last bits vary run to run; dk and dv do not). The op runs it only
+// when asked for (AttentionBwdDq::Atomic).
+//
+// gen-ptx: archs=90a
+//
+// Host contract (kernels/src/ops/attention/bwd_wgmma.rs checks it before every launch): that of
+// attn_bwd_dkdv_wgmma_* (attention_wgmma_bwd.cu) with ABF_SMEM_BYTES(D) of dynamic shared
+// memory, plus dq_acc: the dense [B, H, Nq, D] f32 workspace, zeroed, 16-byte aligned.
+//
+// Per CTA (128 keys of one (b, h), consumer warpgroup c owning keys 64 (c - 1) ..) and query tile
+// of ABF_BM(D) rows (64 at D = 128, 128 at D = 64, as FlashAttention-3's tiles):
+//   * S^T, dP^T, P^T, dS^T, dV += P^T dO, dK += dS^T Q as in attn_bwd_dkdv_wgmma_* (no overlap of
+//     the dV, dK products with the next tile's: this kernel's registers hold the dQ block too);
+//   * dS^T, rounded, goes to a shared tile (128 keys x BM queries, the 128-byte swizzle of a TMA
+//     box, so that it is the M-major A operand of a wgmma); once both warpgroups' halves are
+//     written (mbarrier ds_full; each issues its dV, dK products first, and rewrites its half
+//     only when both have read the last one: ds_free), each warpgroup computes a 64 x 64 block
+//     of dQ = dS K over all 128 keys
+//     (D = 128: the tile's 64 queries x its half of the columns; D = 64: its half of the 128
+//     queries x all 64 columns) with both operands in shared memory (dS M-major, K N-major);
+//   * the block goes to an f32 staging tile laid out as the tile's dense rows of dq_acc, and warp 2
+//     of the producer warpgroup adds it into dq_acc with one cp.reduce.async.bulk (rows < Nq
+//     only) while the consumers go on; the staging tile is reused when its reads are done
+//     (dq_empty).
+#include "attention_wgmma_bwd.cuh"
+
+// Lab builds only (kernels/tuning/attn_wgmma_bwd_lab.cu; wrong dq, for timing where the time
+// goes): ABF_LAB_SKIP 1 skips the bulk reductions, 2 also the dQ product, 3 also the
+// two consumer barriers and the dS tile's stores.
+#ifndef ABF_LAB_SKIP
+#define ABF_LAB_SKIP 0
+#endif
+#define ABF_STAGES 3                       // Q + dO stages (the dS and dQ tiles take the rest)
+#define ABF_BM(D) ((D) == 128 ? 64 : 128)  // query rows per step
+// ABF_DQ_PAD (lab): bytes of padding per row of the f32 dQ staging tile. 0 (shipped) makes the
+// tile the dense rows of dq_acc: one bulk reduction per tile (4-way bank conflicts on the
+// stores); 32 spreads a half-warp's 8-byte stores over the 32 banks, and the reductions then go
+// row by row (64 or 128 of them a step: 10-30% slower at D = 64 on an H200, kernels/TUNING.md).
+#ifndef ABF_DQ_PAD
+#define ABF_DQ_PAD 0
+#endif
+// ABF_MBAR_SYNC (lab): 1 (shipped) hands the dS tile between the consumer warpgroups with
+// mbarriers (each waits only where it needs the other's half, and issues dV, dK before that); 0
+// with two named barriers (both warpgroups in lock-step; 0-2% slower).
+#ifndef ABF_MBAR_SYNC
+#define ABF_MBAR_SYNC 1
+#endif
+#define ABF_DQ_ROW(D) ((D) * 4 + ABF_DQ_PAD)  // bytes per row of the f32 dQ staging tile
+// K, V tiles; per stage a Q and a dO tile; the dS tile; the dQ staging tile; per stage lse and
+// delta; then the barriers (and up to 1023 bytes to reach a 1024-byte boundary first):
+// 210.75 KiB at D = 128, 196.25 KiB at D = 64.
+#define ABF_SMEM_BYTES(D)                                                                                  \
+    (2 * ABW_TILE(ABW_KV_BN, D) + ABF_STAGES * (2 * ABW_TILE(ABF_BM(D), D) + 8 * ABF_BM(D)) +             \
+     ABW_KV_BN * ABF_BM(D) * 2 + ABF_BM(D) * ABF_DQ_ROW(D) + 1024 + 256)
+
+// The consumer warpgroups' named barrier (ids 1 and 2; 0 is __syncthreads).
+__device__ __forceinline__ void abf_consumers_sync(int id) {
+    asm volatile("bar.sync %0, 256;" ::"r"(id) : "memory");
+}
+// Orders this thread's shared-memory writes before later reads by the async proxy (wgmma operand
+// reads, bulk copies) that a barrier orders after them.
+__device__ __forceinline__ void abf_fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+template <class E, int D>
+__device__ __forceinline__ void attn_bwd_fused_wgmma(const TensorMap* tmQ, const TensorMap* tmK, const TensorMap* tmV,
+                                                     const TensorMap* tmdO, const float* __restrict__ lse,
+                                                     const float* __restrict__ delta, float* __restrict__ dq_acc,
+                                                     unsigned short* __restrict__ dk, unsigned short* __restrict__ dv,
+                                                     int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh,
+                                                     long long dk_sr, long long dv_sb, long long dv_sh,
+                                                     long long dv_sr, long long dv_at, float scale, int causal) {
+    constexpr int BN = ABW_KV_BN, BM = ABF_BM(D), ST = ABF_STAGES;
+    constexpr int KVT = ABW_TILE(BN, D), QT = ABW_TILE(BM, D), DST = BN * BM * 2, DQR = ABF_DQ_ROW(D);
+    constexpr int NA = D / 2, NS = BM / 2, KB = BM / 16;
+    extern __shared__ unsigned char abw_smem[];
+    const unsigned base = (smem_u32(abw_smem) + 1023u) & ~1023u;
+    const unsigned sK = base, sV = base + KVT, sQ = base + 2 * KVT;  // stage s: Q at sQ + 2 s QT, dO after it
+    const unsigned sdS = sQ + 2 * ST * QT;                           // BM / 64 atoms of 128 keys x 64 queries
+    const unsigned sdQ = sdS + DST;                                  // BM rows of DQR bytes
+    const unsigned sL = sdQ + BM * DQR;                              // stage s: lse at sL + 8 s BM, delta after it
+    const unsigned bars = sL + 8 * ST * BM;
+    const unsigned kv_full = bars, kv_empty = bars + 8, dq_full = bars + 16, dq_empty = bars + 24;
+    const unsigned ds_full = bars + 32, ds_free = bars + 40;  // the dS tile: both halves written / read
+    const unsigned full = bars + 48, empty = full + 8 * ST;
+    const float LOG2E = 1.4426950408889634f, sl2 = scale * LOG2E;
+    const float INF = __int_as_float(0x7f800000);
+    const long long shift = (long long)Nk - Nq;
+
+    const int n_kt = (Nk + BN - 1) / BN, n_qt = (Nq + BM - 1) / BM;
+    const long long tiles = (long long)B * H * n_kt;
+    auto first_qt = [&](int kt) {
+        if (!causal) return 0;
+        const long long s0 = (long long)kt * BN - shift;
+        return (int)((s0 <= 0 ? 0 : (s0 >= Nq ? Nq : s0)) / BM);
+    };
+
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+        mbar_init(kv_empty, 8);
+        mbar_init(dq_full, 256);  // every consumer thread, after its writes of the staging tile
+        mbar_init(dq_empty, 1);   // the reducing warp's lane 0, once the bulk reads are done
+        mbar_init(ds_full, 256);  // every consumer thread, after its stores of dS (and the fence)
+        mbar_init(ds_free, 256);  // every consumer thread, once its dQ product is done
+        for (int s = 0; s < ST; ++s) {
+            mbar_init(full + 8 * s, 1 + 32);
+            mbar_init(empty + 8 * s, 256);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();
+
+    const int wg = __shfl_sync(0xffffffffu, (int)(threadIdx.x / 128), 0);
+    if (wg == 0) {
+        // 40 + 2 x 232 registers a thread: the 168 x 3 the launch allocated (more would leave
+        // the consumers' setmaxnreg.inc waiting for registers the CTA never gets: a hang).
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+        if (warp > 2 || (warp == 0 && lane > 0)) return;
+        int it = 0, nkv = 0;
+        for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+            const AbwTile w = abw_tile(t, n_kt, B, H, causal);
+            const int qt0 = first_qt(w.tile);
+            if (qt0 >= n_qt) continue;
+            if (warp == 0) {
+                // Every box, those wholly past Nk too (the copy engine fills them with zeros): dQ
+                // = dS K reads all 128 key rows, and a stale row (NaN bits, say) times dS = 0
+                // would not be 0.
+                if (nkv > 0) mbar_wait_spin(kv_empty, (nkv - 1) & 1);
+                mbar_expect_tx(kv_full, 2 * KVT);
+                abw_load_tile<BN, D>(sK, tmK, w.tile * BN, BN / ABW_BOX, w.h, w.b, kv_full);
+                abw_load_tile<BN, D>(sV, tmV, w.tile * BN, BN / ABW_BOX, w.h, w.b, kv_full);
+            }
+            ++nkv;
+            for (int qt = qt0; qt < n_qt; ++qt, ++it) {
+                const int s = it % ST;
+                if (warp == 2) {
+                    // The staging tile of step `it` into dq_acc rows qt BM .. (< Nq) of (b, h).
+                    mbar_wait_spin(dq_full, it & 1);
+                    const int rows = Nq - qt * BM < BM ? Nq - qt * BM : BM;
+                    float* g = dq_acc + ((long long)w.bh * Nq + (long long)qt * BM) * D;
+                    if (ABF_DQ_PAD == 0) {
+                        if (lane == 0 && ABF_LAB_SKIP == 0)
+                            asm volatile(
+                                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(g),
+                                "r"(sdQ), "r"(rows * D * 4)
+                                : "memory");
+                    } else {
+                        for (int r = lane; r < rows && ABF_LAB_SKIP == 0; r += 32)
+                            asm volatile(
+                                "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;" ::"l"(
+                                    g + (long long)r * D),
+                                "r"(sdQ + r * DQR), "n"(D * 4)
+                                : "memory");
+                    }
+                    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+                    asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+                    __syncwarp();
+                    if (lane == 0) mbar_arrive(dq_empty);
+                    continue;
+                }
+                if (it >= ST) mbar_wait_spin(empty + 8 * s, ((it / ST) & 1) ^ 1);
+                if (warp == 0) {
+                    const unsigned q_dst = sQ + 2 * s * QT;
+                    mbar_expect_tx(full + 8 * s, 2 * QT);
+                    abw_load_tile<BM, D>(q_dst, tmQ, qt * BM, BM / ABW_BOX, w.h, w.b, full + 8 * s);
+                    abw_load_tile<BM, D>(q_dst + QT, tmdO, qt * BM, BM / ABW_BOX, w.h, w.b, full + 8 * s);
+                } else {
+                    float* ls = reinterpret_cast<float*>(abw_smem + (sL - smem_u32(abw_smem))) + 2 * s * BM;
+#pragma unroll
+                    for (int x = 0; x < BM / 32; ++x) {
+                        const int r = qt * BM + 32 * x + lane;
+                        float l = INF, dl = 0.0f;
+                        if (r < Nq) {
+                            const float v = lse[w.bh * Nq + r];
+                            l = v == -INF ? INF : v * LOG2E;
+                            dl = delta[w.bh * Nq + r];
+                        }
+                        ls[32 * x + lane] = l;
+                        ls[BM + 32 * x + lane] = dl;
+                    }
+                    mbar_arrive(full + 8 * s);
+                }
+            }
+        }
+        // The global writes of the last adds are done before the kernel ends (its results are
+        // read by the next kernel on the stream).
+        if (warp == 2) asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+        return;
+    }
+
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+    const int c = wg - 1;
+    const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
+    const float* lsh = reinterpret_cast<const float*>(abw_smem + (sL - smem_u32(abw_smem)));
+    // This warpgroup's 64 x 64 block of dQ: D = 128, the tile's queries x columns 64 c ..; D = 64,
+    // queries 64 c .. x every column. A = dS (queries M-major in atom qa of the dS tile), B = K
+    // (columns N-major in atom ka of the K tile), k = the 128 keys.
+    const int qa = D == 128 ? 0 : c, ka = D == 128 ? c : 0;
+    float s[NS], dp[NS], gk[NA], gv[NA], gq[32];
+#pragma unroll
+    for (int i = 0; i < NS; ++i) s[i] = dp[i] = 0.0f;
+    unsigned pa[KB][4], pd[KB][4];
+    int it = 0, nkv = 0;
+    for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const AbwTile w = abw_tile(t, n_kt, B, H, causal);
+        const int qt0 = first_qt(w.tile);
+        const int k0 = w.tile * BN + 64 * c;
+        const int kl = 64 * c + 16 * warp + lane / 4;  // this thread's keys within the tile: kl, kl + 8
+        const int kr = w.tile * BN + kl;
+        const bool ragged = (long long)w.tile * BN + BN > Nk;  // the tile holds keys past Nk
+#pragma unroll
+        for (int i = 0; i < NA; ++i) gk[i] = gv[i] = 0.0f;
+        if (qt0 < n_qt) {
+            mbar_wait_spin(kv_full, nkv & 1);
+            ++nkv;
+        }
+        for (int qt = qt0; qt < n_qt; ++qt, ++it) {
+            const int st = it % ST;
+            const int m0 = qt * BM;
+            const unsigned q_tile = sQ + 2 * st * QT, do_tile = q_tile + QT;
+            mbar_wait_spin(full + 8 * st, (it / ST) & 1);
+            // S^T = K Q^T, dP^T = V dO^T.
+            wgx_fence();
+            abw_mul_ss<E, BM, BN, D>(s, sK + c * 64 * 128, q_tile);
+            wgx_commit();
+            abw_mul_ss<E, BM, BN, D>(dp, sV + c * 64 * 128, do_tile);
+            wgx_commit();
+            wgx_wait1();
+            wgx_fence_acc(s);
+            const float* l2 = lsh + 2 * st * BM;
+            // Masked: keys later than a query sees (causal) and keys past Nk (zero rows of K and
+            // V, whose P = exp(-lse) must not reach dS: dQ sums dS over every row of the tile).
+            const bool part = ragged || (causal && (long long)k0 + 63 > (long long)m0 + shift);
+#pragma unroll
+            for (int i = 0; i < BM / 8; ++i) {
+                const float2 l = *reinterpret_cast<const float2*>(l2 + 8 * i + 2 * quad);
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    float p0 = ex2_approx(fmaf(s[4 * i + 2 * rr], sl2, -l.x));
+                    float p1 = ex2_approx(fmaf(s[4 * i + 2 * rr + 1], sl2, -l.y));
+                    if (part) {
+                        // Keys <= lim0 (lim1) seen by query column 0 (1) of the pair.
+                        const long long lq = causal ? (long long)(m0 + 8 * i + 2 * quad) + shift : (long long)Nk;
+                        const long long lim0 = lq < Nk - 1 ? lq : Nk - 1, lim1 = lq + 1 < Nk - 1 ? lq + 1 : Nk - 1;
+                        const long long key = kr + 8 * rr;
+                        if (key > lim0) p0 = 0.0f;
+                        if (key > lim1) p1 = 0.0f;
+                    }
+                    s[4 * i + 2 * rr] = p0;
+                    s[4 * i + 2 * rr + 1] = p1;
+                }
+            }
+            wgx_wait0();
+            wgx_fence_acc(dp);
+#pragma unroll
+            for (int i = 0; i < BM / 8; ++i) {
+                const float2 dl = *reinterpret_cast<const float2*>(l2 + BM + 8 * i + 2 * quad);
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    dp[4 * i + 2 * rr] = s[4 * i + 2 * rr] * (dp[4 * i + 2 * rr] - dl.x);
+                    dp[4 * i + 2 * rr + 1] = s[4 * i + 2 * rr + 1] * (dp[4 * i + 2 * rr + 1] - dl.y);
+                }
+            }
+            abw_pack<E, KB>(pa, s);
+            abw_pack<E, KB>(pd, dp);
+            // dS^T into the shared tile: key row kl (+ 8), queries 16 kb + 8 h + 2 quad (+ 1) in
+            // atom (16 kb) / 64; both warpgroups' products of the previous step that read the
+            // tile are done (each waited for its own before this barrier).
+            if (ABF_MBAR_SYNC) {
+                if (it > 0) mbar_wait_spin(ds_free, (it - 1) & 1);
+            } else if (ABF_LAB_SKIP < 3) {
+                abf_consumers_sync(1);
+            }
+#pragma unroll
+            for (int kb = 0; kb < KB && ABF_LAB_SKIP < 3; ++kb)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int rr = 0; rr < 2; ++rr) {
+                        const int col = (16 * kb + 8 * h) % 64, row = kl + 8 * rr;
+                        const unsigned addr = sdS + (16 * kb / 64) * (BN * 128) + row * 128 +
+                                              ((((col * 2) >> 4) ^ (row & 7)) << 4) + 4 * quad;
+                        asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(pd[kb][2 * h + rr]) : "memory");
+                    }
+            abf_fence_async_shared();
+            if (ABF_MBAR_SYNC)
+                mbar_arrive(ds_full);
+            else if (ABF_LAB_SKIP < 3)
+                abf_consumers_sync(2);
+            // dV += P^T dO, dK += dS^T Q (registers), dQ block = dS K (shared, both transposed).
+            // gq is defined here, not before the loop, so that its registers are free while S^T
+            // and dP^T are live (its first product overwrites it).
+#pragma unroll
+            for (int i = 0; i < 32; ++i) gq[i] = 0.0f;
+            wgx_fence();
+            abw_mul_rs<E, KB, BM, D>(gv, pa, do_tile);
+            abw_mul_rs<E, KB, BM, D>(gk, pd, q_tile);
+            if (ABF_MBAR_SYNC) {  // the other warpgroup's half of dS, while dV and dK run
+                wgx_commit();
+                mbar_wait_spin(ds_full, it & 1);
+                wgx_fence();
+            }
+#pragma unroll
+            for (int kk = 0; kk < BN / 16 && ABF_LAB_SKIP < 2; ++kk)
+                WgxMma<typename E::Tag, 64, 1, 1>::run(gq, wgx_desc(sdS + qa * (BN * 128) + kk * 16 * 128, BN * 128, 1024),
+                                                       wgx_desc(sK + ka * (BN * 128) + kk * 16 * 128, BN * 128, 1024),
+                                                       kk > 0);
+            wgx_commit();
+            wgx_wait0();
+            wgx_fence_acc(gv);
+            wgx_fence_acc(gk);
+            wgx_fence_acc(gq);
+            if (ABF_MBAR_SYNC) mbar_arrive(ds_free);
+            mbar_arrive(empty + 8 * st);  // this thread's reads of the stage (Q, dO, lse, delta) are done
+            // The dQ block into the staging tile once the previous step's bulk reads are done:
+            // gq[4 i + 2 rr + x] is row 16 warp + lane / 4 + 8 rr of the block, column 8 i + 2 quad + x.
+            if (it > 0) mbar_wait_spin(dq_empty, (it - 1) & 1);
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int rr = 0; rr < 2; ++rr) {
+                    const int row = 64 * qa + 16 * warp + lane / 4 + 8 * rr, col = 64 * ka + 8 * i + 2 * quad;
+                    asm volatile("st.shared.v2.f32 [%0], {%1, %2};" ::"r"(sdQ + row * DQR + col * 4),
+                                 "f"(gq[4 * i + 2 * rr]), "f"(gq[4 * i + 2 * rr + 1])
+                                 : "memory");
+                }
+            abf_fence_async_shared();
+            mbar_arrive(dq_full);
+        }
+        if (qt0 < n_qt && lane == 0) mbar_arrive(kv_empty);  // every product that reads K and V is done
+
+        unsigned short* dkb = dk + w.b * dk_sb + w.h * dk_sh;
+        unsigned short* dvb = (dv_at >= 0 ? dk + dv_at : dv) + w.b * dv_sb + w.h * dv_sh;
+        abw_store<E, D>(gk, dkb, dk_sr, kr, Nk, scale, quad);
+        abw_store<E, D>(gv, dvb, dv_sr, kr, Nk, 1.0f, quad);
+    }
+}
+
+// q, k, v, dout are not read here (the tensor maps address them); they are parameters so that a
+// launch orders their buffers like any other kernel argument.
+// @readonly: q, k, v, dout
+extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
+    attn_bwd_fused_wgmma_d64_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const __grid_constant__ TensorMap tmdO,
+                            const bf16_t* __restrict__ q, const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
+                            const bf16_t* __restrict__ dout, const float* __restrict__ lse,
+                            const float* __restrict__ delta, float* __restrict__ dq_acc, bf16_t* __restrict__ dk,
+                            bf16_t* __restrict__ dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh,
+                            long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at,
+                            float scale, int causal) {
+    attn_bwd_fused_wgmma<AbwBF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh,
+                                     dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
+}
+// @readonly: q, k, v, dout
+extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
+    attn_bwd_fused_wgmma_d128_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const __grid_constant__ TensorMap tmdO,
+                            const bf16_t* __restrict__ q, const bf16_t* __restrict__ k, const bf16_t* __restrict__ v,
+                            const bf16_t* __restrict__ dout, const float* __restrict__ lse,
+                            const float* __restrict__ delta, float* __restrict__ dq_acc, bf16_t* __restrict__ dk,
+                            bf16_t* __restrict__ dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh,
+                            long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at,
+                            float scale, int causal) {
+    attn_bwd_fused_wgmma<AbwBF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh,
+                                     dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
+}
+// @readonly: q, k, v, dout
+extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
+    attn_bwd_fused_wgmma_d64_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const __grid_constant__ TensorMap tmdO,
+                            const f16_t* __restrict__ q, const f16_t* __restrict__ k, const f16_t* __restrict__ v,
+                            const f16_t* __restrict__ dout, const float* __restrict__ lse,
+                            const float* __restrict__ delta, float* __restrict__ dq_acc, f16_t* __restrict__ dk,
+                            f16_t* __restrict__ dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh,
+                            long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at,
+                            float scale, int causal) {
+    attn_bwd_fused_wgmma<AbwF16, 64>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh,
+                                     dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
+}
+// @readonly: q, k, v, dout
+extern "C" __global__ void __launch_bounds__(ABW_THREADS, 1)
+    attn_bwd_fused_wgmma_d128_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const __grid_constant__ TensorMap tmdO,
+                            const f16_t* __restrict__ q, const f16_t* __restrict__ k, const f16_t* __restrict__ v,
+                            const f16_t* __restrict__ dout, const float* __restrict__ lse,
+                            const float* __restrict__ delta, float* __restrict__ dq_acc, f16_t* __restrict__ dk,
+                            f16_t* __restrict__ dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh,
+                            long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at,
+                            float scale, int causal) {
+    attn_bwd_fused_wgmma<AbwF16, 128>(&tmQ, &tmK, &tmV, &tmdO, lse, delta, dq_acc, dk, dv, B, H, Nq, Nk, dk_sb, dk_sh,
+                                     dk_sr, dv_sb, dv_sh, dv_sr, dv_at, scale, causal);
+}
