@@ -37,6 +37,14 @@ pub(super) fn fused_dq<T: AttentionElement>(
     } else {
         dispatch::attn_bwd_fused_mma_d64::<T>(kern)?
     };
+    let shape = AttentionShape {
+        batch: bb as usize,
+        heads: hh as usize,
+        q_len: nq as usize,
+        kv_len: nk as usize,
+        head_dim: dd as usize,
+        causal: causal != 0,
+    };
     if q_rows > 0 {
         s.memset_zeros(acc)?;
     }
@@ -45,14 +53,6 @@ pub(super) fn fused_dq<T: AttentionElement>(
         if f.limits().max_dynamic_shared_bytes < smem {
             f.set_max_dynamic_shared_mem(smem)?;
         }
-        let shape = AttentionShape {
-            batch: bb as usize,
-            heads: hh as usize,
-            q_len: nq as usize,
-            kv_len: nk as usize,
-            head_dim: dd as usize,
-            causal: causal != 0,
-        };
         let lay = grads.layout(&shape);
         let (sdo, sdk, sdv) = (st3(dout.strides), st3(lay.dk), st3(lay.dv));
         let acc = &mut *acc;
@@ -75,7 +75,7 @@ pub(super) fn fused_dq<T: AttentionElement>(
         })?;
     }
     if q_rows > 0 {
-        convert_dq(kern, s, acc, grads, (bb, hh, nq, nk, dd), scale, causal)?;
+        convert_dq(kern, s, &shape, acc, grads, scale)?;
     }
     Ok(())
 }
@@ -87,25 +87,19 @@ pub(super) fn fused_dq<T: AttentionElement>(
 pub(super) fn convert_dq<T: AttentionElement>(
     kern: &Kernels,
     s: &Stream,
+    shape: &AttentionShape,
     acc: &DeviceSlice<f32>,
     grads: &mut AttentionGrads<'_, T>,
-    (bb, hh, nq, nk, dd): (i32, i32, i32, i32, i32),
     scale: T::Scalar,
-    causal: i32,
 ) -> Result<()> {
     let k_convert = dispatch::attn_bwd_dq_convert::<T>(kern)?;
-    // B·H·Nq·D is a multiple of 4 (D is 64 or 128): n4 groups of 4 cover acc and dq.
-    let n4 = bb as usize * hh as usize * nq as usize * dd as usize / 4;
+    // B·H·Nq·D is a multiple of 4 (D is 64 or 128): n4 groups of 4 cover acc and dq. Every
+    // extent is an `int` (checked by the caller).
+    let n4 = shape.batch * shape.heads * shape.q_len * shape.head_dim / 4;
     let cfg = LaunchConfig::new(grid(n4 as u64, u64::from(BLOCK), i32::MAX as u64), BLOCK);
-    let shape = AttentionShape {
-        batch: bb as usize,
-        heads: hh as usize,
-        q_len: nq as usize,
-        kv_len: nk as usize,
-        head_dim: dd as usize,
-        causal: causal != 0,
-    };
-    let sdq = st3(grads.layout(&shape).dq);
+    let (bb, hh) = (shape.batch as i32, shape.heads as i32);
+    let (nq, dd) = (shape.q_len as i32, shape.head_dim as i32);
+    let sdq = st3(grads.layout(shape).dq);
     let dq = grads.dq_buf();
     // SAFETY: reads acc as 16-byte groups i < n4 = B·H·Nq·D / 4 (exactly B·H·Nq·D elements,
     // 16-byte aligned: checked by the caller) and writes the matching 4 elements of dq at

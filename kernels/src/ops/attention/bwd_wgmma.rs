@@ -122,6 +122,21 @@ pub(super) fn fused_kernel<T: AttentionElement>(
     }
 }
 
+/// The four tensor maps both launches read through: q, k, v and dout as `[B, H, rows, D]` views
+/// in boxes of [`BOX_ROWS`] rows.
+fn maps<T: AttentionElement>(
+    shape: &AttentionShape,
+    [q, k, v]: [&AttentionInput<'_, T>; 3],
+    dout: &AttentionInput<'_, T>,
+) -> Result<[cuda_stack_driver::TensorMap; 4]> {
+    Ok([
+        head_map(q, shape, shape.q_len, BOX_ROWS)?,
+        head_map(k, shape, shape.kv_len, BOX_ROWS)?,
+        head_map(v, shape, shape.kv_len, BOX_ROWS)?,
+        head_map(dout, shape, shape.q_len, BOX_ROWS)?,
+    ])
+}
+
 /// Launches the wgmma backward's dq and dk/dv kernels (`kernels`, from [`kernels`]) after delta.
 /// The caller checked the shape, the inputs and dout against their slices, lse and delta (dense,
 /// exact lengths), dq, dk and dv (views inside their buffers, free of overlaps), [`misfit`]
@@ -141,10 +156,7 @@ pub(super) fn launch<T: AttentionElement>(
     let lay = grads.layout(shape);
     let st = |x: super::HeadStrides| [x.batch as i64, x.head as i64, x.row as i64];
     let (sdq, sdk, sdv) = (st(lay.dq), st(lay.dk), st(lay.dv));
-    let map_q = head_map(q, shape, shape.q_len, BOX_ROWS)?;
-    let map_k = head_map(k, shape, shape.kv_len, BOX_ROWS)?;
-    let map_v = head_map(v, shape, shape.kv_len, BOX_ROWS)?;
-    let map_do = head_map(dout, shape, shape.q_len, BOX_ROWS)?;
+    let [map_q, map_k, map_v, map_do] = maps(shape, [q, k, v], dout)?;
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
     let causal = i32::from(shape.causal);
@@ -221,10 +233,7 @@ pub(super) fn launch_fused<T: AttentionElement>(
     let lay = grads.layout(shape);
     let st = |x: super::HeadStrides| [x.batch as i64, x.head as i64, x.row as i64];
     let (sdk, sdv) = (st(lay.dk), st(lay.dv));
-    let map_q = head_map(q, shape, shape.q_len, BOX_ROWS)?;
-    let map_k = head_map(k, shape, shape.kv_len, BOX_ROWS)?;
-    let map_v = head_map(v, shape, shape.kv_len, BOX_ROWS)?;
-    let map_do = head_map(dout, shape, shape.q_len, BOX_ROWS)?;
+    let [map_q, map_k, map_v, map_do] = maps(shape, [q, k, v], dout)?;
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
     let causal = i32::from(shape.causal);
@@ -255,8 +264,7 @@ pub(super) fn launch_fused<T: AttentionElement>(
             Ok(())
         })?;
     }
-    let d = shape.head_dim as i32;
-    super::bwd_fused::convert_dq(kern, s, acc, grads, (bb, hh, nq, nk, d), scale, causal)
+    super::bwd_fused::convert_dq(kern, s, shape, acc, grads, scale)
 }
 
 #[cfg(test)]
