@@ -23,8 +23,9 @@
 //! [--torch FILE] [--filter TEXT] [--device N] [--json] [--bwd-dq auto|atomic|separate]`;
 //! `--cases` prints the case list as JSON for running the script by hand. `--bwd-dq` picks how
 //! the tensor-core backward computes dq (it sets `CUDA_STACK_ATTN_BWD_DQ` for the run): `atomic`
-//! is the fused one-pass backward (dq added in f32 with atomics), `separate` the deterministic
-//! two-kernel one, `auto` (the default) leaves the choice to
+//! is the fused one-pass backward (dq added in f32 in whatever order the tiles finish: on
+//! compute capability 9.0 the wgmma one, `attn_bwd_fused_wgmma_*`, elsewhere the mma.sync
+//! one), `separate` the deterministic two-kernel one, `auto` (the default) leaves the choice to
 //! `cuda_stack_kernels::ops::attention_bwd_dq_choice` (or to the variable, when already set).
 //! Compare the two with `--filter sdpa` run once each way on the same machine.
 
