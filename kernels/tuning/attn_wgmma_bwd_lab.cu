@@ -29,6 +29,9 @@
 //   ./attn_bwd_lab rep B H Nq Nk D causal R  # R checked runs with new seeds (intermittent hangs, races)
 //   ... --module FILE                        # the wgmma backward from a PTX or cubin (e.g. the committed
 //                                            #   kernels/sass/attention_wgmma_bwd.sm_90a.cubin, 12.4 SASS)
+//   ... [--module FILE] --fused-module FILE  # the one pass from a PTX or cubin (the committed
+//                                            #   kernels/sass/attention_wgmma_bwd_fused.sm_90a.cubin;
+//                                            #   the lab must be built with the same -DABF_* flags)
 // TFLOP/s count the backward as 2.5 forwards: 2.5 · 4·B·H·N²·D, halved when causal (FlashAttention's
 // convention); "bwd" is dq + dk/dv, "+delta" adds the shared delta kernel.
 #include <cuda.h>
@@ -134,6 +137,10 @@ static const void* const WG_KV[2][2] = {
 // `--module FILE`: the wgmma backward kernels from that module instead.
 static CUfunction g_mod_dq[2][2], g_mod_kv[2][2];
 static bool g_module = false;
+// `--fused-module FILE`: the one-pass kernels from that module (e.g. the committed
+// kernels/sass/attention_wgmma_bwd_fused.sm_90a.cubin) instead.
+static CUfunction g_mod_fu[2][2];
+static bool g_fmodule = false;
 static int g_sms = 0;
 
 struct Problem {
@@ -316,7 +323,8 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     };
     // The fused wgmma backward (dk, dv, and dq through the f32 workspace) into gf.
     const int fu_smem = ABF_SMEM_BYTES(D);
-    RK(cudaFuncSetAttribute(WG_FU[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, fu_smem));
+    if (g_fmodule) CK(cuFuncSetAttribute(g_mod_fu[f][dd], CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, fu_smem));
+    else RK(cudaFuncSetAttribute(WG_FU[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, fu_smem));
     u16 *fdk, *fdv;
     float* facc = acc;
     void* fu_args[] = {&t[3], &t[4], &t[5], &t[6], &pq,  &pk,  &pv,  &pdo, &lse, &delta, &facc, &fdk, &fdv,
@@ -325,7 +333,8 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     auto launch_fused = [&](u16* o) {
         fdk = o + nq; fdv = o + nq + nk;
         RK(cudaMemsetAsync(acc, 0, nq * 4, s));
-        RK(cudaLaunchKernel(WG_FU[f][dd], kv_grid, ABW_THREADS, fu_args, fu_smem, s));
+        if (g_fmodule) CK(cuLaunchKernel(g_mod_fu[f][dd], kv_grid, 1, 1, ABW_THREADS, 1, 1, fu_smem, (CUstream)s, fu_args, nullptr));
+        else RK(cudaLaunchKernel(WG_FU[f][dd], kv_grid, ABW_THREADS, fu_args, fu_smem, s));
         CONV[f]<<<std::max(cgrid, 1), 256, 0, s>>>(acc, o, B, H, Nq, D, qsb, qsh, qsr, scale);
     };
     // The mma.sync backward (dense dO) into gm.
@@ -491,14 +500,34 @@ int main(int argc, char** argv) {
             RK(cudaFuncGetAttributes(&a, WG_KV[f][dd]));
             printf(" %s: %d registers, %zu local bytes\n", kn[1][f][dd], a.numRegs, a.localSizeBytes);
         }
-    if (argc >= 4 && !strcmp(argv[argc - 2], "--module")) {
+    // A module file's bytes, NUL-terminated (cuModuleLoadData takes PTX text or a cubin).
+    auto read_file = [](const char* path) {
         std::vector<char> buf;
-        FILE* fp = fopen(argv[argc - 1], "rb");
-        if (!fp) { perror(argv[argc - 1]); return 1; }
+        FILE* fp = fopen(path, "rb");
+        if (!fp) { perror(path); exit(1); }
         char tmp[65536]; size_t n;
         while ((n = fread(tmp, 1, sizeof tmp, fp)) > 0) buf.insert(buf.end(), tmp, tmp + n);
         fclose(fp);
         buf.push_back(0);
+        return buf;
+    };
+    if (argc >= 4 && !strcmp(argv[argc - 2], "--fused-module")) {  // last on the line when both are given
+        std::vector<char> buf = read_file(argv[argc - 1]);
+        CUmodule mod;
+        CK(cuModuleLoadData(&mod, buf.data()));
+        const char* fn[2][2] = {{"attn_bwd_fused_wgmma_d64_bf16", "attn_bwd_fused_wgmma_d128_bf16"},
+                                {"attn_bwd_fused_wgmma_d64_f16", "attn_bwd_fused_wgmma_d128_f16"}};
+        for (int f = 0; f < 2; ++f)
+            for (int dd = 0; dd < 2; ++dd) CK(cuModuleGetFunction(&g_mod_fu[f][dd], mod, fn[f][dd]));
+        int r1, r2;
+        CK(cuFuncGetAttribute(&r1, CU_FUNC_ATTRIBUTE_NUM_REGS, g_mod_fu[0][0]));
+        CK(cuFuncGetAttribute(&r2, CU_FUNC_ATTRIBUTE_NUM_REGS, g_mod_fu[0][1]));
+        printf("fused module %s: d64 %d registers, d128 %d registers\n", argv[argc - 1], r1, r2);
+        g_fmodule = true;
+        argc -= 2;
+    }
+    if (argc >= 4 && !strcmp(argv[argc - 2], "--module")) {
+        std::vector<char> buf = read_file(argv[argc - 1]);
         CUmodule mod;
         CK(cuModuleLoadData(&mod, buf.data()));
         for (int f = 0; f < 2; ++f)
