@@ -212,6 +212,17 @@ fn plan<T: AttentionElement>(
         (_, AttentionBwdDq::Auto) if !acc_ok => AttentionBwdDq::Separate,
         (_, d) => attention_bwd_dq_choice(sm_count, shape, d),
     };
+    // The one pass holds more in shared memory than either of the two wgmma kernels.
+    if family == Family::Wgmma
+        && dq == AttentionBwdDq::Atomic
+        && bwd_wgmma::fused_smem(shape.head_dim) > limits.max_shared_per_block_optin
+    {
+        return Err(unsupported(
+            OP_WG,
+            "the one-pass wgmma backward (the atomic dq path) needs more shared memory than \
+             this device allows",
+        ));
+    }
     Ok(Plan { family, dq })
 }
 
@@ -565,6 +576,21 @@ fn bwd<T: AttentionElement>(
         }
         _ => views::check_grads(OP, &grads, shape)?,
     }
+    // The atomic dq path's workspace, checked with the other operands (before delta launches).
+    let acc = match (fused, dq_acc) {
+        (false, _) => None,
+        (true, Some(a)) => {
+            check_dense(OP, "dq workspace", a.len(), &q_dims, q_rows * d)?;
+            Some(a)
+        }
+        (true, None) => {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: "internal error: the atomic dq path was planned without a workspace"
+                    .into(),
+            })
+        }
+    };
     let st = strides([q.strides, k.strides, v.strides]);
     let lay = grads.layout(shape);
     let (so, sdo) = (st3(out.strides), st3(dout.strides));
@@ -603,27 +629,22 @@ fn bwd<T: AttentionElement>(
             )
         }?;
     }
-    if p.family == Family::Wgmma && fused {
-        let Some(acc) = dq_acc else {
-            return Err(Error::Invalid {
-                op: OP,
-                problem: "internal error: the atomic dq path was planned without a workspace"
-                    .into(),
-            });
-        };
-        check_dense(OP, "dq workspace", acc.len(), &q_dims, q_rows * d)?;
-        return bwd_wgmma::launch_fused(
-            kern,
-            s,
-            shape,
-            [&q, &k, &v],
-            &dout,
-            (lse, &*delta),
-            acc,
-            &mut grads,
-            scale,
-        );
-    }
+    let acc = match (p.family, acc) {
+        (Family::Wgmma, Some(acc)) => {
+            return bwd_wgmma::launch_fused(
+                kern,
+                s,
+                shape,
+                [&q, &k, &v],
+                &dout,
+                (lse, &*delta),
+                acc,
+                &mut grads,
+                scale,
+            )
+        }
+        (_, acc) => acc,
+    };
     if let Some(pair) = wgmma {
         return bwd_wgmma::launch(
             pair,
@@ -642,18 +663,7 @@ fn bwd<T: AttentionElement>(
             problem: "internal error: no dq and dk/dv kernels were planned".into(),
         });
     };
-    if fused {
-        let acc = match dq_acc {
-            Some(a) => a,
-            None => {
-                return Err(Error::Invalid {
-                    op: OP,
-                    problem: "internal error: the atomic dq path was planned without a workspace"
-                        .into(),
-                })
-            }
-        };
-        check_dense(OP, "dq workspace", acc.len(), &q_dims, q_rows * d)?;
+    if let Some(acc) = acc {
         return bwd_fused::fused_dq(
             kern,
             s,

@@ -85,8 +85,7 @@ pub(super) fn misfit(
     if cc != (ComputeCapability { major: 9, minor: 0 }) {
         return Some("the wgmma attention kernels need compute capability 9.0 (sm_90a)");
     }
-    let d = shape.head_dim;
-    if dq_smem(d).max(dkdv_smem(d)).max(fused_smem(d)) > optin_smem {
+    if dq_smem(shape.head_dim).max(dkdv_smem(shape.head_dim)) > optin_smem {
         return Some("the wgmma attention kernels need more shared memory than this device allows");
     }
     None
@@ -154,7 +153,7 @@ pub(super) fn launch<T: AttentionElement>(
     scale: T::Scalar,
 ) -> Result<()> {
     let lay = grads.layout(shape);
-    let st = |x: super::HeadStrides| [x.batch as i64, x.head as i64, x.row as i64];
+    let st = super::bwd::st3;
     let (sdq, sdk, sdv) = (st(lay.dq), st(lay.dk), st(lay.dv));
     let [map_q, map_k, map_v, map_do] = maps(shape, [q, k, v], dout)?;
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
@@ -231,7 +230,7 @@ pub(super) fn launch_fused<T: AttentionElement>(
 ) -> Result<()> {
     let k_fused = fused_kernel::<T>(kern, shape.head_dim)?;
     let lay = grads.layout(shape);
-    let st = |x: super::HeadStrides| [x.batch as i64, x.head as i64, x.row as i64];
+    let st = super::bwd::st3;
     let (sdk, sdv) = (st(lay.dk), st(lay.dv));
     let [map_q, map_k, map_v, map_do] = maps(shape, [q, k, v], dout)?;
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
