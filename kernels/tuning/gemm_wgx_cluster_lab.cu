@@ -1,0 +1,477 @@
+// gemm_wgx_cluster_lab.cu — issue 34 item 2 (wgmma bf16 >= 1.0x cuBLAS at 4096^3 and 8192^3): the
+// library's 128 x 256 Hopper GEMMs beside candidates, and cuBLAS, in one process.
+//
+// Candidates (gemm_wgxc<E, TA, TB, CL, PIPE>, below): gemm_wgx's persistent 128 x 256 kernel
+// (1 producer + 2 consumer warpgroups, 3-stage TMA ring, C through shared memory) with
+//   CL = 2:   clusters of two CTAs on vertically adjacent tiles (same n0). Each CTA loads its own A
+//             and half of the shared B tile, multicast into both CTAs' stages: the L2 -> SM bytes
+//             per tile fall from 48 KB to 32 KB. A stage is refilled only when the consumers of
+//             both CTAs have released it (each consumer warp arrives on both CTAs' empty barrier).
+//   PIPE = 1: the consumers keep one k tile of wgmmas in flight (wait_group 1) and hand back the
+//             stage before it, instead of waiting for each k tile's products (wait_group 0).
+// The library's kernels (gemm_wgmma_bf16_*, gemm_wgx_128x256_bf16_*) are compiled in from
+// kernels/cuda. cuBLAS (cublasGemmEx, bf16, f32 compute, default algorithm) is loaded at run time
+// from $CUBLAS_LIB and timed in alternation with ours. Every kernel's output is compared with
+// cuBLAS's first (max |ours - cublas| / max |cublas|).
+//
+// Build (nvcc 12.4+; no libcuda needed at link time: the tensor-map encoder comes from
+// cudaGetDriverEntryPoint):
+//   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o gemm_wgx_cluster_lab \
+//        kernels/tuning/gemm_wgx_cluster_lab.cu -ldl
+// Run:  CUBLAS_LIB=/path/libcublas.so.12 ./gemm_wgx_cluster_lab [M N K layout]...   (layout nn|nt)
+#include <cuda_runtime.h>
+#include <cuda.h>
+#include <dlfcn.h>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../cuda/gemm_wgmma.cu"
+#include "../cuda/gemm_wgmma_tiles.cu"
+
+// ---- cluster helpers -----------------------------------------------------------------------------
+
+template <int CL>
+__device__ __forceinline__ unsigned lab_cluster_rank() {
+    if (CL == 1) return 0;
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ void lab_cluster_sync() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+// Arrive on the barrier at the same shared offset in CTA `cta` of the cluster (own CTA included).
+// LAB_PLAIN = 1 (default): the arrive and the producer's wait with their default semantics
+// (release / acquire at CTA scope; the stage's reads were wgmma's, complete at wait_group); 0:
+// release.cluster / acquire.cluster, which may fence every arrive.
+#ifndef LAB_PLAIN
+#define LAB_PLAIN 1
+#endif
+#if LAB_PLAIN
+#define LAB_ARRIVE_SEM ""
+#define LAB_WAIT_SEM ""
+#else
+#define LAB_ARRIVE_SEM ".release.cluster"
+#define LAB_WAIT_SEM ".acquire.cluster"
+#endif
+__device__ __forceinline__ void lab_arrive_cluster(unsigned bar, unsigned cta) {
+    asm volatile(
+        "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1;\n"
+        "mbarrier.arrive" LAB_ARRIVE_SEM ".shared::cluster.b64 _, [ra]; }" ::"r"(bar),
+        "r"(cta)
+        : "memory");
+}
+__device__ __forceinline__ void lab_wait_cluster(unsigned bar, unsigned parity) {
+    asm volatile(
+        "{ .reg .pred p;\n"
+        "LAB_WAIT_CL:\n"
+        "mbarrier.try_wait.parity" LAB_WAIT_SEM ".shared::cta.b64 p, [%0], %1;\n"
+        "@!p bra LAB_WAIT_CL;\n"
+        "}" ::"r"(bar),
+        "r"(parity)
+        : "memory");
+}
+__device__ __forceinline__ void lab_tma_mc(unsigned dst, const TensorMap* map, int c0, int c1, unsigned bar,
+                                           unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+        : "memory");
+}
+
+// ---- the candidate --------------------------------------------------------------------------------
+
+// ST stages; STAGED = 1: C through shared memory (wgmma_store.cuh), 0: from the fragment
+// (gemm_wgmma.cu's wg_epilogue), which frees the epilogue buffers for a 4th stage.
+template <class E, int TA, int TB, int CL, int PIPE, int ST = 3, int STAGED = 1>
+__device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap* tmB, typename E::T* __restrict__ C,
+                                          int M, int N, int K, int ldc, int group) {
+    typedef GemmWgx<128, 256, ST> G;
+    extern __shared__ unsigned char lab_smem[];
+    const unsigned base = (smem_u32(lab_smem) + 1023u) & ~1023u;
+    const unsigned epi = base + G::STAGES * G::STAGE_BYTES;
+    const unsigned bars = epi + STAGED * G::CONSUMERS * G::EPI_BYTES;
+    const unsigned rank = lab_cluster_rank<CL>();
+    const int tiles_m = (M + G::BM - 1) / G::BM, tiles_n = (N + G::BN - 1) / G::BN;
+    const int rows_c = (tiles_m + CL - 1) / CL;  // cluster rows of tiles
+    const int units = rows_c * tiles_n;
+    const int cid = blockIdx.x / CL, ncl = gridDim.x / CL;
+    const int ktiles = (K + WGX_BK - 1) / WGX_BK;
+    const int group_rows = max(group / CL, 1);  // tile rows walked together / CL
+
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < G::STAGES; ++s) {
+            mbar_init(bars + 8 * s, 1);
+            mbar_init(bars + 8 * (G::STAGES + s), 4 * G::CONSUMERS * CL);
+        }
+        mbar_init_fence();
+    }
+    if (CL > 1) lab_cluster_sync(); else __syncthreads();
+
+    const int wg = threadIdx.x / 128;
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+        if (threadIdx.x == 0) {
+            int it = 0;
+            for (int u = cid; u < units; u += ncl) {
+                const int per_group = group_rows * tiles_n, group = u / per_group;
+                const int first = group * group_rows, here = min(rows_c - first, group_rows), in = u % per_group;
+                const int m0 = ((first + in % here) * CL + (int)rank) * G::BM, n0 = (in / here) * G::BN;
+                for (int kt = 0; kt < ktiles; ++kt, ++it) {
+                    const int s = it % G::STAGES;
+                    if (it >= G::STAGES) {
+                        if (CL > 1) lab_wait_cluster(bars + 8 * (G::STAGES + s), ((it / G::STAGES) & 1) ^ 1);
+                        else mbar_wait(bars + 8 * (G::STAGES + s), ((it / G::STAGES) & 1) ^ 1);
+                    }
+                    const unsigned full = bars + 8 * s;
+                    mbar_expect_tx(full, G::STAGE_BYTES);
+                    const unsigned sa = base + s * G::STAGE_BYTES, sb = sa + G::A_BYTES;
+                    const int k0 = kt * WGX_BK;
+                    if (TA) {
+                        tma_load_2d(sa, tmA, m0, k0, full);
+                        tma_load_2d(sa + 64 * WGX_ROW_BYTES, tmA, m0 + 64, k0, full);
+                    } else {
+                        tma_load_2d(sa, tmA, k0, m0, full);
+                    }
+                    if (CL == 1) {
+                        if (TB) {
+#pragma unroll
+                            for (int j = 0; j < 4; ++j) tma_load_2d(sb + j * 64 * WGX_ROW_BYTES, tmB, n0 + 64 * j, k0, full);
+                        } else {
+                            tma_load_2d(sb, tmB, k0, n0, full);
+                        }
+                    } else {
+                        if (TB) {
+#pragma unroll
+                            for (int j = 0; j < 2; ++j) {
+                                const int jj = 2 * (int)rank + j;
+                                lab_tma_mc(sb + jj * 64 * WGX_ROW_BYTES, tmB, n0 + 64 * jj, k0, full, 3);
+                            }
+                        } else {
+                            lab_tma_mc(sb + rank * 128 * WGX_ROW_BYTES, tmB, k0, n0 + 128 * (int)rank, full, 3);
+                        }
+                    }
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+        const int c = wg - 1;
+        const unsigned a_step = TA ? 16 * WGX_ROW_BYTES : 32, b_step = TB ? 16 * WGX_ROW_BYTES : 32;
+        const unsigned lbo = 64 * WGX_ROW_BYTES, sbo = 8 * WGX_ROW_BYTES;
+        float d[G::ACC];
+#pragma unroll
+        for (int i = 0; i < G::ACC; ++i) d[i] = 0.0f;
+        int it = 0;
+        for (int u = cid; u < units; u += ncl) {
+            const int per_group = group_rows * tiles_n, group = u / per_group;
+            const int first = group * group_rows, here = min(rows_c - first, group_rows), in = u % per_group;
+            const int m0 = ((first + in % here) * CL + (int)rank) * G::BM, n0 = (in / here) * G::BN;
+            int kt = 0;
+            do {
+                const int s = it % G::STAGES;
+                mbar_wait(bars + 8 * s, (it / G::STAGES) & 1);
+                const unsigned sa = base + s * G::STAGE_BYTES + c * 64 * WGX_ROW_BYTES;
+                const unsigned sb = base + s * G::STAGE_BYTES + G::A_BYTES;
+                wgx_fence();
+#pragma unroll
+                for (int kk = 0; kk < WGX_BK / 16; ++kk) {
+                    WgxMma<E, 256, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
+                                                wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo), kt > 0 || kk > 0);
+                }
+                wgx_commit();
+                int rel = s;
+                if (PIPE) {
+                    wgx_wait1();
+                    rel = kt > 0 ? (it + G::STAGES - 1) % G::STAGES : -1;
+                } else {
+                    wgx_wait0();
+                }
+                if (rel >= 0 && threadIdx.x % 32 == 0) {
+#pragma unroll
+                    for (int p = 0; p < CL; ++p) {
+                        if (CL > 1) lab_arrive_cluster(bars + 8 * (G::STAGES + rel), p);
+                        else mbar_arrive(bars + 8 * (G::STAGES + rel));
+                    }
+                }
+                ++it;
+            } while (++kt < ktiles);
+            if (PIPE) {
+                wgx_wait0();
+                const int rel = (it - 1) % G::STAGES;
+                if (threadIdx.x % 32 == 0) {
+#pragma unroll
+                    for (int p = 0; p < CL; ++p) {
+                        if (CL > 1) lab_arrive_cluster(bars + 8 * (G::STAGES + rel), p);
+                        else mbar_arrive(bars + 8 * (G::STAGES + rel));
+                    }
+                }
+            }
+            wgx_fence_acc(d);
+            if (STAGED) {
+                unsigned char* buf = lab_smem + (epi - smem_u32(lab_smem)) + c * G::EPI_BYTES;
+                wgx_store_c_staged<E, 256>(d, buf, C, M, N, ldc, m0 + 64 * c, n0, 1 + c);
+            } else {
+                wg_epilogue<WgBF16>(d, C, M, N, ldc, m0 + 64 * c, n0);
+            }
+        }
+    }
+    // No CTA leaves while its peer may still multicast into it or arrive on its barriers.
+    if (CL > 1) lab_cluster_sync();
+}
+
+#define LAB_ENTRY(name, CLV, PIPEV, TA, TB, EXTRA, ...)                                                          \
+    extern "C" __global__ void __launch_bounds__(384, 1) EXTRA name(const __grid_constant__ TensorMap tmA,        \
+                                                                    const __grid_constant__ TensorMap tmB,        \
+                                                                    bf16_t* __restrict__ C, int M, int N, int K, \
+                                                                    int ldc, int group) {                        \
+        gemm_wgxc<WgxBF16, TA, TB, CLV, PIPEV __VA_ARGS__>(&tmA, &tmB, C, M, N, K, ldc, group);                                     \
+    }
+LAB_ENTRY(c1p0_nn, 1, 0, 0, 1, )
+LAB_ENTRY(c1p1_nn, 1, 1, 0, 1, )
+LAB_ENTRY(c2p0_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1))
+LAB_ENTRY(c2p1_nn, 2, 1, 0, 1, __cluster_dims__(2, 1, 1))
+LAB_ENTRY(c1p0_nt, 1, 0, 0, 0, )
+LAB_ENTRY(c1p1_nt, 1, 1, 0, 0, )
+LAB_ENTRY(c2p0_nt, 2, 0, 0, 0, __cluster_dims__(2, 1, 1))
+LAB_ENTRY(c2p1_nt, 2, 1, 0, 0, __cluster_dims__(2, 1, 1))
+LAB_ENTRY(s4d0_nn, 1, 0, 0, 1, , , 4, 0)
+LAB_ENTRY(s4d1_nn, 1, 1, 0, 1, , , 4, 0)
+LAB_ENTRY(s4d0_nt, 1, 0, 0, 0, , , 4, 0)
+LAB_ENTRY(s4d1_nt, 1, 1, 0, 0, , , 4, 0)
+
+// ---- host ------------------------------------------------------------------------------------------
+
+#define RK(x)                                                                                            \
+    do {                                                                                                 \
+        cudaError_t r_ = (x);                                                                            \
+        if (r_ != cudaSuccess) {                                                                         \
+            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r_));           \
+            exit(1);                                                                                     \
+        }                                                                                                \
+    } while (0)
+
+typedef CUresult (*EncodeFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                             const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                             CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+static EncodeFn encode_fn;
+
+// A row-major [rows, cols] bf16 matrix, cols contiguous, as a map with box {bc, br}.
+static TensorMap tmap(const void* p, int rows, int cols, int bc, int br) {
+    CUtensorMap m;
+    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)cols * 2};
+    cuuint32_t box[2] = {(cuuint32_t)bc, (cuuint32_t)br}, es[2] = {1, 1};
+    CUresult r = encode_fn(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)p, dims, strides, box, es,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled failed (%d)\n", (int)r);
+        exit(1);
+    }
+    TensorMap t;
+    memcpy(&t, &m, sizeof t);
+    return t;
+}
+
+typedef int (*CublasCreate)(void**);
+typedef int (*CublasGemmEx)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                            const void*, void*, int, int, int, int);
+static void* cublas;
+static CublasGemmEx gemm_ex;
+
+// Row-major C[M,N] = A[M,K] @ op(B): nn B [K,N]; nt B [N,K].
+static void run_cublas(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, bool nt) {
+    float one = 1, zero = 0;
+    // column-major view: C^T [N,M] = op(B)^T [N,K] . A^T [K,M]
+    int r = gemm_ex(cublas, nt ? 1 : 0, 0, N, M, K, &one, B, 14, nt ? K : N, A, 14, K, &zero, C, 14, N, 68, -1);
+    if (r) {
+        fprintf(stderr, "cublasGemmEx failed (%d)\n", r);
+        exit(1);
+    }
+}
+
+struct Variant {
+    const char* name;
+    const void* fn;
+    int cl;       // cluster size (0: the library's non-persistent gemm_wgmma)
+    int lib_wgx;  // 1: the library's gemm_wgx (its own signature)
+    int group;    // candidates: tile rows walked together
+    int smem;     // candidates: dynamic shared memory (0: gemm_wgx's)
+};
+
+__global__ void fill_bf16(bf16_t* p, size_t n, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned x = (unsigned)i * 2654435761u ^ seed;
+        x ^= x >> 13;
+        x *= 0x5bd1e995u;
+        x ^= x >> 15;
+        p[i] = f32_to_bf16(((x & 0xffff) / 32768.0f) - 1.0f);
+    }
+}
+__global__ void diff_bf16(const bf16_t* a, const bf16_t* b, size_t n, float* out) {
+    float md = 0, mr = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        float x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
+        md = fmaxf(md, fabsf(x - y));
+        mr = fmaxf(mr, fabsf(y));
+        if (x != x) md = INFINITY;
+    }
+    atomicMax((int*)&out[0], __float_as_int(md));
+    atomicMax((int*)&out[1], __float_as_int(mr));
+}
+
+int main(int argc, char** argv) {
+    RK(cudaFree(0));
+    cudaDriverEntryPointQueryResult q;
+    RK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", (void**)&encode_fn, cudaEnableDefault, &q));
+    const char* lib = getenv("CUBLAS_LIB");
+    void* h = lib ? dlopen(lib, RTLD_NOW) : nullptr;
+    if (!h) {
+        fprintf(stderr, "set CUBLAS_LIB to libcublas.so (%s)\n", dlerror());
+        return 1;
+    }
+    ((CublasCreate)dlsym(h, "cublasCreate_v2"))(&cublas);
+    gemm_ex = (CublasGemmEx)dlsym(h, "cublasGemmEx");
+    int dev = 0, sms = 0;
+    RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    cudaDeviceProp prop;
+    RK(cudaGetDeviceProperties(&prop, dev));
+    printf("device %s, %d SMs\n", prop.name, sms);
+
+    struct Shape { int M, N, K; bool nt; };
+    std::vector<Shape> shapes;
+    for (int i = 1; i + 3 < argc; i += 4) shapes.push_back({atoi(argv[i]), atoi(argv[i + 1]), atoi(argv[i + 2]), !strcmp(argv[i + 3], "nt")});
+    if (shapes.empty()) shapes = {{4096, 4096, 4096, false}, {8192, 8192, 8192, false}, {4096, 4096, 4096, true},
+                                  {8192, 8192, 8192, true}, {6144, 6144, 6144, false}, {4096, 4104, 4096, false}};
+    const int reps = getenv("LAB_REPS") ? atoi(getenv("LAB_REPS")) : 20;
+    const int rounds = getenv("LAB_ROUNDS") ? atoi(getenv("LAB_ROUNDS")) : 5;
+
+    const int wgx_smem = Wgx128x256::SMEM;
+    const int S4D_SMEM = 4 * GemmWgx<128, 256, 4>::STAGE_BYTES + 1024 + 2 * 4 * 8;
+    std::vector<Variant> vs_nn = {{"lib gemm_wgmma", (const void*)gemm_wgmma_bf16_nn, 0, 0, 0},
+                                  {"lib wgx128x256", (const void*)gemm_wgx_128x256_bf16_nn, 1, 1, 0},
+                                  {"c1p0 g8", (const void*)c1p0_nn, 1, 0, 8},
+                                  {"c1p1 g8", (const void*)c1p1_nn, 1, 0, 8},
+                                  {"c1p1 g16", (const void*)c1p1_nn, 1, 0, 16},
+                                  {"c2p0 g8", (const void*)c2p0_nn, 2, 0, 8},
+                                  {"c2p1 g8", (const void*)c2p1_nn, 2, 0, 8},
+                                  {"c2p1 g16", (const void*)c2p1_nn, 2, 0, 16},
+                                  {"s4 direct p0", (const void*)s4d0_nn, 1, 0, 8, S4D_SMEM},
+                                  {"s4 direct p1", (const void*)s4d1_nn, 1, 0, 8, S4D_SMEM}};
+    std::vector<Variant> vs_nt = {{"lib gemm_wgmma", (const void*)gemm_wgmma_bf16_nt, 0, 0, 0},
+                                  {"lib wgx128x256", (const void*)gemm_wgx_128x256_bf16_nt, 1, 1, 0},
+                                  {"c1p0 g8", (const void*)c1p0_nt, 1, 0, 8},
+                                  {"c1p1 g8", (const void*)c1p1_nt, 1, 0, 8},
+                                  {"c1p1 g16", (const void*)c1p1_nt, 1, 0, 16},
+                                  {"c2p0 g8", (const void*)c2p0_nt, 2, 0, 8},
+                                  {"c2p1 g8", (const void*)c2p1_nt, 2, 0, 8},
+                                  {"c2p1 g16", (const void*)c2p1_nt, 2, 0, 16},
+                                  {"s4 direct p0", (const void*)s4d0_nt, 1, 0, 8, S4D_SMEM},
+                                  {"s4 direct p1", (const void*)s4d1_nt, 1, 0, 8, S4D_SMEM}};
+    // LAB_NO_CL=1: leave the cluster candidates out.
+    if (getenv("LAB_NO_CL"))
+        for (auto* vs : {&vs_nn, &vs_nt})
+            vs->erase(std::remove_if(vs->begin(), vs->end(), [](const Variant& v) { return v.cl == 2; }), vs->end());
+    for (auto* vs : {&vs_nn, &vs_nt})
+        for (auto& v : *vs)
+            RK(cudaFuncSetAttribute(v.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    v.cl == 0 ? WG_SMEM_BYTES : v.smem ? v.smem : wgx_smem));
+    // How many clusters of two fit at once (a GPC with an odd number of free SMs leaves one idle).
+    int max_cl2 = 0;
+    {
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = dim3(2 * sms);
+        cfg.blockDim = dim3(384);
+        cfg.dynamicSmemBytes = wgx_smem;
+        RK(cudaOccupancyMaxActiveClusters(&max_cl2, (void*)c2p0_nn, &cfg));
+    }
+    printf("max active clusters of 2: %d\n", max_cl2);
+
+    cudaEvent_t e0, e1;
+    RK(cudaEventCreate(&e0));
+    RK(cudaEventCreate(&e1));
+    float* dd;
+    RK(cudaMalloc(&dd, 8));
+    for (const Shape& sh : shapes) {
+        const int M = sh.M, N = sh.N, K = sh.K;
+        bf16_t *A, *B, *C, *R;
+        RK(cudaMalloc(&A, (size_t)M * K * 2));
+        RK(cudaMalloc(&B, (size_t)K * N * 2));
+        RK(cudaMalloc(&C, (size_t)M * N * 2));
+        RK(cudaMalloc(&R, (size_t)M * N * 2));
+        fill_bf16<<<1024, 256>>>(A, (size_t)M * K, 1);
+        fill_bf16<<<1024, 256>>>(B, (size_t)K * N, 2);
+        run_cublas(A, B, R, M, N, K, sh.nt);
+        auto& vs = sh.nt ? vs_nt : vs_nn;
+        const TensorMap mA = tmap(A, M, K, 64, 128);
+        const TensorMap mB_wg = sh.nt ? tmap(B, N, K, 64, 256) : tmap(B, K, N, 64, 64);
+        const TensorMap mB_c2 = sh.nt ? tmap(B, N, K, 64, 128) : tmap(B, K, N, 64, 64);
+        const int tiles_m = (M + 127) / 128, tiles_n = (N + 255) / 256;
+        auto launch = [&](const Variant& v) {
+            int ldc = N, splits = 1, kt_per = (K + 63) / 64;
+            unsigned char* out = (unsigned char*)C;
+            if (v.cl == 0) {
+                void* args[] = {(void*)&mA, (void*)&mB_wg, &A, &B, &C, (void*)&M, (void*)&N, (void*)&K, &ldc};
+                RK(cudaLaunchKernel(v.fn, dim3(tiles_m * tiles_n), dim3(384), args, WG_SMEM_BYTES, 0));
+            } else if (v.lib_wgx) {
+                void* args[] = {(void*)&mA, (void*)&mB_wg, &A, &B, &out, (void*)&M, (void*)&N, (void*)&K, &ldc, &splits, &kt_per};
+                RK(cudaLaunchKernel(v.fn, dim3(std::min(tiles_m * tiles_n, sms)), dim3(384), args, wgx_smem, 0));
+            } else {
+                const TensorMap& mb = v.cl == 2 ? mB_c2 : mB_wg;
+                int group = v.group;
+                void* args[] = {(void*)&mA, (void*)&mb, &C, (void*)&M, (void*)&N, (void*)&K, &ldc, &group};
+                const int units = ((tiles_m + v.cl - 1) / v.cl) * tiles_n;
+                const int grid = v.cl == 2 ? 2 * std::min(units, max_cl2) : std::min(units, sms);
+                RK(cudaLaunchKernel(v.fn, dim3(grid), dim3(384), args, v.smem ? v.smem : wgx_smem, 0));
+            }
+        };
+        printf("\n%d x %d x %d %s\n", M, N, K, sh.nt ? "nt" : "nn");
+        bool ok = true;
+        for (auto& v : vs) {
+            RK(cudaMemset(C, 0xff, (size_t)M * N * 2));
+            launch(v);
+            RK(cudaMemset(dd, 0, 8));
+            diff_bf16<<<1024, 256>>>(C, R, (size_t)M * N, dd);
+            float hd[2];
+            RK(cudaMemcpy(hd, dd, 8, cudaMemcpyDeviceToHost));
+            const float rel = hd[0] / hd[1];
+            printf("  check %-16s max|d|/max|ref| = %.2e %s\n", v.name, rel, rel < 1e-2 ? "ok" : "FAIL");
+            if (!(rel < 1e-2)) ok = false;
+        }
+        if (!ok) printf("  (timing anyway)\n");
+        const double flop = 2.0 * M * N * K;
+        std::vector<std::vector<float>> t(vs.size() + 1);
+        for (int r = 0; r < rounds; ++r) {
+            for (size_t i = 0; i <= vs.size(); ++i) {
+                for (int w = 0; w < 3; ++w) i == 0 ? run_cublas(A, B, C, M, N, K, sh.nt) : launch(vs[i - 1]);
+                RK(cudaEventRecord(e0));
+                for (int k = 0; k < reps; ++k) i == 0 ? run_cublas(A, B, C, M, N, K, sh.nt) : launch(vs[i - 1]);
+                RK(cudaEventRecord(e1));
+                RK(cudaEventSynchronize(e1));
+                float ms;
+                RK(cudaEventElapsedTime(&ms, e0, e1));
+                t[i].push_back(ms * 1000 / reps);
+            }
+        }
+        std::vector<float> med(t.size());
+        for (size_t i = 0; i < t.size(); ++i) {
+            std::sort(t[i].begin(), t[i].end());
+            med[i] = t[i][t[i].size() / 2];
+        }
+        for (size_t i = 0; i < t.size(); ++i)
+            printf("  %-16s %9.1f us  %6.1f TFLOP/s  x cuBLAS %.3f\n", i == 0 ? "cuBLAS" : vs[i - 1].name, med[i],
+                   flop / med[i] / 1e6, med[0] / med[i]);
+        RK(cudaFree(A));
+        RK(cudaFree(B));
+        RK(cudaFree(C));
+        RK(cudaFree(R));
+    }
+    return 0;
+}
