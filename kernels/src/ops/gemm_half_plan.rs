@@ -4,8 +4,8 @@
 //!
 //! | kernel | tile | blocks | where the plan puts it (H100 sweep, kernels/TUNING.md), and why |
 //! |---|---|---|---|
-//! | `gemm_wgmma_*` ([`HalfPlan::Wide`]) | 128 × 256 | one per tile | more than one wave of tiles and a long K (4096³, 8192³: 0.89–1.03× cuBLAS): kept where it has over one wave of tiles and the model puts it within 10% of the best |
-//! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | small K (16–256) with a large M × N: C's write is the cost (1.03× at 8192 × 8192 × 64, was 0.33×); also one wave of tiles (2048³, 1024 × 4096 × 1024) |
+//! | `gemm_wgmma_*` ([`HalfPlan::Wide`]) | 128 × 256 | one per tile | empty products only (K = 0 writes zeros); [`gemm_half_with_plan`](super::gemm_half_with_plan) still runs it on request |
+//! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | large products (4096³, 6144³, 8192³: 0.97–1.05× cuBLAS on two H200s, where `gemm_wgmma_*` gave 0.81–0.96× in the same runs); small K (16–256) with a large M × N: C's write is the cost (1.03× at 8192 × 8192 × 64, was 0.33×); one wave of tiles (2048³, 1024 × 4096 × 1024) |
 //! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | odd mid shapes (4095 × 4097 × 1023, 2039 × 1021 × 4093), 512² × 16384 with split-K |
 //! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): a 128-tall tile would compute 2–128× the rows; split-K spreads the stream of B over every SM |
 //! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)`; 1000³ (128 units); long K over a tiny output (64² × 131072: 64 slices) |
@@ -196,14 +196,18 @@ pub fn half_plan_cost(plan: HalfPlan, m: usize, n: usize, k: usize, sm_count: u3
     }
 }
 
-/// The plan [`gemm_half`](super::gemm_half) runs an `m × n × k` product with (`m, n, k >= 1`) on
-/// the kernel family `family` (as [`tc_choice`](super::tc_choice) resolved it) over `sm_count`
-/// SMs: `MmaSync` for that family; on Hopper the cheapest plan by [`half_plan_cost`] among
-/// [`HalfPlan::Wide`] and every [`HalfTile`] with 1..=[`HALF_MAX_SPLITS`] slices (at most one
-/// wave of units, a workspace within [`HALF_MAX_WORKSPACE`]), keeping `Wide` when it is within
-/// 10% of that and has more than one wave of tiles (it is the measured kernel at the large
-/// shapes; within one wave the persistent 128 × 256 tiles do its work with a better epilogue). The table of which kernel wins
-/// where is in this module's documentation.
+/// The plan [`gemm_half`](super::gemm_half) runs an `m × n × k` product with, on the kernel
+/// family `family` (as [`tc_choice`](super::tc_choice) resolved it) over `sm_count` SMs:
+/// `MmaSync` for that family; on Hopper, [`HalfPlan::Wide`] for an empty product, else the
+/// cheapest plan by [`half_plan_cost`] among every [`HalfTile`] with 1..=[`HALF_MAX_SPLITS`]
+/// slices (at most one wave of units, a workspace within [`HALF_MAX_WORKSPACE`]). The table of
+/// which kernel wins where is in this module's documentation.
+///
+/// `Wide` (`gemm_wgmma_*`, one block per tile) is no longer a candidate: until issue 34's second
+/// round the plan kept it wherever it had more than one wave of tiles and was within 10% of the
+/// best, as the measured kernel at 4096³ and 8192³; measured beside the persistent 128 × 256
+/// kernel on two H200s (`kernels/tuning/gemm_wgx_cluster_lab.cu`, kernels/TUNING.md), the
+/// persistent kernel was 4–13% faster at 4096³, 6144³ and 8192³, in both layouts measured.
 pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u32) -> HalfPlan {
     if family != TcAlgo::Wgmma {
         return HalfPlan::MmaSync;
@@ -213,8 +217,11 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
     }
     let sms = sm_count.max(1) as usize;
     let cost = |p| half_plan_cost(p, m, n, k, sm_count);
-    let wide = cost(HalfPlan::Wide);
-    let mut best = (wide, HalfPlan::Wide);
+    let first = HalfPlan::Tiles {
+        tile: HalfTile::T128x256,
+        splits: 1,
+    };
+    let mut best = (cost(first), first);
     for tile in HalfTile::ALL {
         let tiles = (m.div_ceil(tile.bm()) * n.div_ceil(tile.bn())).max(1);
         let kt = k.div_ceil(HALF_KTILE).max(1);
@@ -232,13 +239,7 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
             }
         }
     }
-    // Within one wave the persistent kernels do the same work with a better epilogue.
-    let wide_tiles = m.div_ceil(128) * n.div_ceil(256);
-    if wide <= 1.1 * best.0 && wide_tiles > sms {
-        HalfPlan::Wide
-    } else {
-        best.1
-    }
+    best.1
 }
 
 #[cfg(test)]
@@ -262,9 +263,14 @@ mod tests {
     }
 
     #[test]
-    fn large_squares_keep_the_measured_kernel() {
-        assert_eq!(plan(4096, 4096, 4096), HalfPlan::Wide);
-        assert_eq!(plan(8192, 8192, 8192), HalfPlan::Wide);
+    fn large_squares_run_the_persistent_wide_tile() {
+        let wide = HalfPlan::Tiles {
+            tile: HalfTile::T128x256,
+            splits: 1,
+        };
+        for n in [4096, 6144, 8192] {
+            assert_eq!(plan(n, n, n), wide, "{n}^3");
+        }
     }
 
     #[test]
