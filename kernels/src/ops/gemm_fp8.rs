@@ -28,7 +28,10 @@ use std::fmt::Debug;
 
 const OP: &str = "gemm_fp8";
 const THREADS: u32 = 384;
-const SMEM: u32 = 4 * (128 * 128 + 256 * 128) + 1024 + 2 * 4 * 8;
+/// Bytes of one pipeline stage: a 128 × 128-byte A box and a 256 × 128-byte B box.
+const STAGE_BYTES: u32 = (128 + 256) * 128;
+/// One consumer warpgroup's bf16 epilogue buffer: 64 rows of 256 results, each row padded by 16 bytes.
+const EPI_BYTES: u32 = 64 * (256 * 2 + 16);
 const TILE_M: usize = 128;
 const TILE_N: usize = 256;
 /// fp8 values of k per 128-byte box row.
@@ -52,6 +55,17 @@ impl Fp8GemmOut for f32 {
 }
 impl Fp8GemmOut for bf16 {
     const DTYPE: DType = DType::BF16;
+}
+
+/// Dynamic shared memory of the kernels writing `out` (`Fp8Out<T>::SMEM` in gemm_wgmma_fp8.cu):
+/// a bf16 C goes through two epilogue buffers beside 3 stages; an f32 C is stored from the
+/// fragment, beside 4 stages.
+fn smem_bytes(out: DType) -> u32 {
+    if out == DType::BF16 {
+        3 * STAGE_BYTES + 2 * EPI_BYTES + 1024 + 2 * 3 * 8
+    } else {
+        4 * STAGE_BYTES + 1024 + 2 * 4 * 8
+    }
 }
 
 /// The signature of a `gemm_wgmma_fp8_*` entry.
@@ -169,31 +183,36 @@ pub fn gemm_fp8<A: Fp8, B: Fp8, C: Fp8GemmOut>(
     check_tma("a", a.as_raw_ptr(), lda)?;
     check_tma("b", b.as_raw_ptr(), ldb)?;
     let kern = kernel::<A, B, C>(k)?;
-    if kern.function().limits().max_dynamic_shared_bytes < SMEM {
-        kern.function().set_max_dynamic_shared_mem(SMEM)?;
+    let smem = smem_bytes(C::DTYPE);
+    if kern.function().limits().max_dynamic_shared_bytes < smem {
+        kern.function().set_max_dynamic_shared_mem(smem)?;
     }
     let (m64, n64, k64) = (m as u64, n as u64, kdim as u64);
     let b128 = TensorMapSwizzle::B128;
     let u8e = TensorMapElement::U8;
     let map_a = TensorMap::tiled_2d(a, u8e, m64, k64, lda as u64, TILE_M as u32, BOX_K, b128)?;
     let map_b = TensorMap::tiled_2d(b, u8e, n64, k64, ldb as u64, TILE_N as u32, BOX_K, b128)?;
-    let grid = m
-        .div_ceil(TILE_M)
-        .checked_mul(n.div_ceil(TILE_N))
-        .and_then(|g| u32::try_from(g).ok())
-        .ok_or(Error::TooLarge {
+    // Persistent blocks: one per SM at most, each walking tiles b, b + grid, ... The kernel's
+    // tile index is an int: the tile count must fit one.
+    let tiles = m.div_ceil(TILE_M) as u128 * n.div_ceil(TILE_N) as u128;
+    if tiles > i32::MAX as u128 {
+        return Err(Error::TooLarge {
             op: OP,
-            what: "blocks (ceil(m / 128) * ceil(n / 256))",
-            value: m.div_ceil(TILE_M) as u128 * n.div_ceil(TILE_N) as u128,
-            max: u32::MAX as u128,
-        })?;
-    let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(SMEM);
+            what: "tiles (ceil(m / 128) * ceil(n / 256))",
+            value: tiles,
+            max: i32::MAX as u128,
+        });
+    }
+    let sms = u128::from(s.context().limits().sm_count.max(1));
+    let grid = tiles.min(sms) as u32;
+    let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(smem);
     let (ab, bb) = (a.cast::<u8>()?, b.cast::<u8>()?);
     // SAFETY: the maps address exactly A [m, k] and B [n, k] with their row strides (checked
     // against the slices by TensorMap::tiled_2d; the engine reads nothing outside and zero-fills
     // the rest); A and B are passed so the launch orders those buffers; the kernel writes
     // C[i·ldc + j] only for i < m, j < n, inside `c` (checked), and reads element 0 of the two
-    // scales (non-empty, checked). Block 384 and SMEM bytes are what the kernel is written for;
+    // scales (non-empty, checked). Block 384 and `smem` bytes are what the kernel is written
+    // for, and any 1-D grid of at most `tiles` blocks covers every tile (grid-stride loop);
     // the device is compute capability 9.0 (checked), which the sm_90a image needs.
     unsafe {
         kern.launch(
@@ -266,4 +285,19 @@ pub fn gemm_fp8_cpu<A: Fp8, B: Fp8>(
         }
     }
     (want, bound)
+}
+
+#[cfg(test)]
+mod smem_tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_matches_the_kernels_and_fits_one_block_per_sm() {
+        // Fp8Out<bf16_t>::SMEM and Fp8Out<float>::SMEM in gemm_wgmma_fp8.cu.
+        assert_eq!(smem_bytes(DType::BF16), 216_112);
+        assert_eq!(smem_bytes(DType::F32), 197_696);
+        for d in [DType::BF16, DType::F32] {
+            assert!(smem_bytes(d) <= 227 * 1024, "{d:?}");
+        }
+    }
 }
