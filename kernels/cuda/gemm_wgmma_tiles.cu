@@ -43,7 +43,10 @@
 //   * M, N, K >= 1; kt_per >= 1 k tiles of 64 per slice and splits = ceil(ceil(K / 64) / kt_per)
 //     (every slice holds at least one k tile);
 //   * out: C (element type T, [M, N] with row stride ldc) when splits == 1, else the f32
-//     workspace of splits * M * N floats (row stride N), 4-byte aligned.
+//     workspace of splits * M * N floats (row stride N), 4-byte aligned;
+//   * gemm_wgx_128x64x2_* (clusters of two, compiled in): the grid is even, at most
+//     2 * ceil(M / 128) * ceil(ceil(N / 64) / 2) * splits blocks, and a K-major A's map has a box
+//     of {64, 64} (each CTA loads half of the A tile), the rest as for 128 x 64.
 #include "dtype.cuh"
 #include "shared_address.cuh"
 #include "tma.cuh"
@@ -85,18 +88,22 @@ struct WgxUnit {
     int m0, n0, z, kt0, kt1;
 };
 
-template <class G>
-__device__ __forceinline__ WgxUnit wgx_unit(int u, int tiles_m, int tiles_n, int ktiles, int kt_per) {
-    const int tiles = tiles_m * tiles_n;
+// With clusters of CL CTAs along N, a unit is CL adjacent tiles of one tile row and CTA `rank`
+// takes tile column CL * c + rank (past the last column when tiles_n is not a multiple of CL: that
+// CTA loads zeros and stores nothing).
+template <class G, int CL>
+__device__ __forceinline__ WgxUnit wgx_unit(int u, int tiles_m, int tiles_n, int ktiles, int kt_per, unsigned rank) {
+    const int cols = (tiles_n + CL - 1) / CL;
+    const int tiles = tiles_m * cols;
     const int z = u / tiles, t = u % tiles;
-    const int per_group = WGX_GROUP_M * tiles_n;
+    const int per_group = WGX_GROUP_M * cols;
     const int group = t / per_group;
     const int first_m = group * WGX_GROUP_M;
     const int rows_here = min(tiles_m - first_m, WGX_GROUP_M);
     const int in_group = t % per_group;
     WgxUnit w;
     w.m0 = (first_m + in_group % rows_here) * G::BM;
-    w.n0 = (in_group / rows_here) * G::BN;
+    w.n0 = ((in_group / rows_here) * CL + (int)rank) * G::BN;
     w.z = z;
     w.kt0 = z * kt_per;
     w.kt1 = min(w.kt0 + kt_per, ktiles);
@@ -152,9 +159,14 @@ __device__ __forceinline__ void wgx_store_slab(const float (&d)[ACC], float* __r
     }
 }
 
-template <class E, class G, int TA, int TB>
+// CL = 2: clusters of two CTAs on horizontally adjacent tiles (same m0) share A: each loads half
+// of the A tile (64 rows) by TMA multicast into both CTAs' stage, and a stage is refilled only
+// once the consumers of both CTAs have released it (each consumer warp arrives on both CTAs'
+// `empty` barrier). The L2 -> SM bytes per k tile of a 128 x 64 unit fall from 24 KB to 16 KB.
+template <class E, class G, int TA, int TB, int CL = 1>
 __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* tmB, unsigned char* __restrict__ out,
                                          int M, int N, int K, int ldc, int splits, int kt_per) {
+    static_assert(CL == 1 || (CL == 2 && G::BM == 128), "clusters: two CTAs of 128-row tiles");
     extern __shared__ unsigned char wgx_smem[];
     const unsigned base = (smem_u32(wgx_smem) + 1023u) & ~1023u;  // 128-byte swizzle: 1 KB aligned tiles
     const unsigned epi = base + G::STAGES * G::STAGE_BYTES;  // the consumers' epilogue buffers
@@ -163,16 +175,24 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
     // bars + 8 (STAGES + s) (one arrival per consumer warp once its wgmmas have read the stage).
     const int tiles_m = (M + G::BM - 1) / G::BM, tiles_n = (N + G::BN - 1) / G::BN;
     const int ktiles = (K + WGX_BK - 1) / WGX_BK;
-    const int units = tiles_m * tiles_n * splits;
+    const int units = tiles_m * ((tiles_n + CL - 1) / CL) * splits;
+    // Cluster c (blocks CL c .. CL c + CL - 1) walks units c, c + clusters, ...
+    unsigned rank = 0;
+    if constexpr (CL > 1) rank = cluster_ctarank();
+    const int first_unit = blockIdx.x / CL, unit_step = gridDim.x / CL;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < G::STAGES; ++s) {
             mbar_init(bars + 8 * s, 1);
-            mbar_init(bars + 8 * (G::STAGES + s), 4 * G::CONSUMERS);
+            mbar_init(bars + 8 * (G::STAGES + s), 4 * G::CONSUMERS * CL);
         }
         mbar_init_fence();
     }
-    __syncthreads();
+    if constexpr (CL > 1) {
+        cluster_sync_all();
+    } else {
+        __syncthreads();
+    }
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
@@ -180,8 +200,8 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
         if (G::CONSUMERS == 2) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
         if (threadIdx.x == 0) {
             int it = 0;  // k tiles issued by this block so far (stage it % STAGES)
-            for (int u = blockIdx.x; u < units; u += gridDim.x) {
-                const WgxUnit w = wgx_unit<G>(u, tiles_m, tiles_n, ktiles, kt_per);
+            for (int u = first_unit; u < units; u += unit_step) {
+                const WgxUnit w = wgx_unit<G, CL>(u, tiles_m, tiles_n, ktiles, kt_per, rank);
                 for (int kt = w.kt0; kt < w.kt1; ++kt, ++it) {
                     const int s = it % G::STAGES;
                     if (it >= G::STAGES) mbar_wait(bars + 8 * (G::STAGES + s), ((it / G::STAGES) & 1) ^ 1);
@@ -189,7 +209,16 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
                     mbar_expect_tx(full, G::STAGE_BYTES);
                     const unsigned sa = base + s * G::STAGE_BYTES, sb = sa + G::A_BYTES;
                     const int k0 = kt * WGX_BK;
-                    if (TA) {
+                    if constexpr (CL > 1) {
+                        // Rows 64 rank .. + 63 of the A tile, into both CTAs (tmA's box is 64
+                        // rows for K-major A; M-major A is loaded as 64-row boxes anyway).
+                        const unsigned half = sa + rank * 64 * WGX_ROW_BYTES;
+                        if (TA) {
+                            tma_load_2d_multicast(half, tmA, w.m0 + 64 * (int)rank, k0, full, 3);
+                        } else {
+                            tma_load_2d_multicast(half, tmA, k0, w.m0 + 64 * (int)rank, full, 3);
+                        }
+                    } else if (TA) {
 #pragma unroll
                         for (int j = 0; j < G::BM / 64; ++j)
                             tma_load_2d(sa + j * 64 * WGX_ROW_BYTES, tmA, w.m0 + 64 * j, k0, full);
@@ -221,8 +250,8 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
 #pragma unroll
         for (int i = 0; i < G::ACC; ++i) d[i] = 0.0f;
         int it = 0;
-        for (int u = blockIdx.x; u < units; u += gridDim.x) {
-            const WgxUnit w = wgx_unit<G>(u, tiles_m, tiles_n, ktiles, kt_per);
+        for (int u = first_unit; u < units; u += unit_step) {
+            const WgxUnit w = wgx_unit<G, CL>(u, tiles_m, tiles_n, ktiles, kt_per, rank);
             // do-while: a k loop the compiler must consider empty made ptxas serialise the
             // wgmmas of the bf16 kernels (C7514, the epilogue's reads).
             int kt = w.kt0;
@@ -241,7 +270,14 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
                 // All of this stage's multiplies done before it is handed back (wait_group 1 across
                 // k tiles makes ptxas serialise the wgmmas: C7515, as in gemm_wgmma.cu).
                 wgx_wait0();
-                if (threadIdx.x % 32 == 0) mbar_arrive(bars + 8 * (G::STAGES + s));
+                if (threadIdx.x % 32 == 0) {
+                    if constexpr (CL > 1) {
+#pragma unroll
+                        for (int p = 0; p < CL; ++p) mbar_arrive_cluster(bars + 8 * (G::STAGES + s), p);
+                    } else {
+                        mbar_arrive(bars + 8 * (G::STAGES + s));
+                    }
+                }
                 ++it;
             } while (++kt < w.kt1);
             wgx_fence_acc(d);
@@ -255,6 +291,8 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
             }
         }
     }
+    // No CTA leaves while its peer may still multicast into it or arrive on its barriers.
+    if constexpr (CL > 1) cluster_sync_all();
 }
 
 // C[i ldc + j] = round(sum over z = 0, 1, .. splits - 1 of ws[z][i][j]), slabs added in order.
@@ -510,4 +548,54 @@ extern "C" __global__ void __launch_bounds__(384, 1)
         const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
         int K, int ldc, int splits, int kt_per) {
     gemm_wgx<WgxF16, Wgx128x64, 1, 0>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+
+// 128 x 64 tiles in clusters of two along N sharing A (CL = 2): one unit per cluster, grid even.
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_bf16_nn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x64, 0, 1, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_bf16_nt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x64, 0, 0, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_bf16_tn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x64, 1, 1, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_bf16_tt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x64, 1, 0, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_f16_nn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x64, 0, 1, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_f16_nt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x64, 0, 0, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_f16_tn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x64, 1, 1, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
+    gemm_wgx_128x64x2_f16_tt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x64, 1, 0, 2>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
 }

@@ -93,3 +93,41 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const TensorMap* map, 
         "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
         : "memory");
 }
+
+// ---- clusters (thread block clusters, sm_90) ------------------------------------------------------
+
+// This CTA's rank in its cluster.
+__device__ __forceinline__ unsigned cluster_ctarank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+
+// Every thread of every CTA of the cluster: barriers initialised before any peer touches them, and
+// no CTA leaving while a peer may still write its shared memory or arrive on its barriers.
+__device__ __forceinline__ void cluster_sync_all() {
+    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
+}
+
+// Arrives on the barrier at shared offset `bar` in CTA `cta` of the cluster (this one included),
+// with the default semantics. A `.release.cluster` arrive would put a MEMBAR.ALL.GPU before each
+// (kernels/TUNING.md, session 48: half the speed); releasing a stage whose reads were wgmma's,
+// complete at wgmma.wait_group, needs no fence.
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned cta) {
+    asm volatile(
+        "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1;\n"
+        "mbarrier.arrive.shared::cluster.b64 _, [ra]; }" ::"r"(bar),
+        "r"(cta)
+        : "memory");
+}
+
+// tma_load_2d into the same shared offset `dst` of every CTA in `mask` (bit i: rank i), each
+// CTA's barrier at offset `bar` counting the bytes it received.
+__device__ __forceinline__ void tma_load_2d_multicast(unsigned dst, const TensorMap* map, int c0, int c1, unsigned bar,
+                                                      unsigned short mask) {
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
+        "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+        : "memory");
+}

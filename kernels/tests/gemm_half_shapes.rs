@@ -17,7 +17,7 @@ mod gemm_support;
 use gemm_support::{check, data, upload};
 
 /// (m, n, k): M = 1, N = 1, skinny M / N with a K tail, K = one k tile, small K, a long K over
-/// a small output, odd extents on every side.
+/// a small output, odd extents on every side, more units than one wave.
 const SHAPES: &[(usize, usize, usize)] = &[
     (1, 300, 200),
     (70, 1, 130),
@@ -27,6 +27,9 @@ const SHAPES: &[(usize, usize, usize)] = &[
     (200, 136, 16),
     (64, 64, 4100),
     (131, 263, 77),
+    // More 128 x 64 pairs (9 x 8) than an H100 or H200 has clusters of two: the pair tile's
+    // clusters take several units each.
+    (1100, 1000, 200),
 ];
 
 /// Splits asked for: none, a few (the last slice shorter), more than there are k tiles.

@@ -90,21 +90,34 @@ __device__ __forceinline__ void lab_tma_mc(unsigned dst, const TensorMap* map, i
 
 // ST stages; STAGED = 1: C through shared memory (wgmma_store.cuh), 0: from the fragment
 // (gemm_wgmma.cu's wg_epilogue), which frees the epilogue buffers for a 4th stage.
-template <class E, int TA, int TB, int CL, int PIPE, int ST = 3, int STAGED = 1>
+// Where cluster unit u puts this CTA: CA = 0 (clusters along M, sharing B): rows of CL tiles;
+// CA = 1 (along N, sharing A): columns of CL tiles. Tile rows are walked `group` at a time.
+template <int CL, int CA>
+__device__ __forceinline__ void lab_unit(int u, int tiles_m, int tiles_n, int group, unsigned rank, int bm, int bn,
+                                         int& m0, int& n0) {
+    const int rows = CA == 0 ? (tiles_m + CL - 1) / CL : tiles_m;
+    const int cols = CA == 1 ? (tiles_n + CL - 1) / CL : tiles_n;
+    const int group_rows = max(CA == 0 ? group / CL : group, 1);
+    const int per_group = group_rows * cols, g = u / per_group;
+    const int first = g * group_rows, here = min(rows - first, group_rows), in = u % per_group;
+    const int r = first + in % here, c = in / here;
+    m0 = (CA == 0 ? r * CL + (int)rank : r) * bm;
+    n0 = (CA == 1 ? c * CL + (int)rank : c) * bn;
+}
+
+template <class E, int TA, int TB, int CL, int PIPE, int ST = 3, int STAGED = 1, int BN = 256, int CA = 0>
 __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap* tmB, typename E::T* __restrict__ C,
                                           int M, int N, int K, int ldc, int group) {
-    typedef GemmWgx<128, 256, ST> G;
+    typedef GemmWgx<128, BN, ST> G;
     extern __shared__ unsigned char lab_smem[];
     const unsigned base = (smem_u32(lab_smem) + 1023u) & ~1023u;
     const unsigned epi = base + G::STAGES * G::STAGE_BYTES;
     const unsigned bars = epi + STAGED * G::CONSUMERS * G::EPI_BYTES;
     const unsigned rank = lab_cluster_rank<CL>();
     const int tiles_m = (M + G::BM - 1) / G::BM, tiles_n = (N + G::BN - 1) / G::BN;
-    const int rows_c = (tiles_m + CL - 1) / CL;  // cluster rows of tiles
-    const int units = rows_c * tiles_n;
+    const int units = (CA == 0 ? (tiles_m + CL - 1) / CL : tiles_m) * (CA == 1 ? (tiles_n + CL - 1) / CL : tiles_n);
     const int cid = blockIdx.x / CL, ncl = gridDim.x / CL;
     const int ktiles = (K + WGX_BK - 1) / WGX_BK;
-    const int group_rows = max(group / CL, 1);  // tile rows walked together / CL
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < G::STAGES; ++s) {
@@ -121,9 +134,8 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
         if (threadIdx.x == 0) {
             int it = 0;
             for (int u = cid; u < units; u += ncl) {
-                const int per_group = group_rows * tiles_n, group = u / per_group;
-                const int first = group * group_rows, here = min(rows_c - first, group_rows), in = u % per_group;
-                const int m0 = ((first + in % here) * CL + (int)rank) * G::BM, n0 = (in / here) * G::BN;
+                int m0, n0;
+                lab_unit<CL, CA>(u, tiles_m, tiles_n, group, rank, G::BM, G::BN, m0, n0);
                 for (int kt = 0; kt < ktiles; ++kt, ++it) {
                     const int s = it % G::STAGES;
                     if (it >= G::STAGES) {
@@ -134,28 +146,34 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
                     mbar_expect_tx(full, G::STAGE_BYTES);
                     const unsigned sa = base + s * G::STAGE_BYTES, sb = sa + G::A_BYTES;
                     const int k0 = kt * WGX_BK;
-                    if (TA) {
+                    if constexpr (CL == 2 && CA == 1) {
+                        // Half of A (64 rows; tmA's box is {64, 64}) each, multicast to both.
+                        static_assert(TA == 0, "clusters along N: K-major A only");
+                        lab_tma_mc(sa + rank * 64 * WGX_ROW_BYTES, tmA, k0, m0 + 64 * (int)rank, full, 3);
+                    } else if (TA) {
                         tma_load_2d(sa, tmA, m0, k0, full);
                         tma_load_2d(sa + 64 * WGX_ROW_BYTES, tmA, m0 + 64, k0, full);
                     } else {
                         tma_load_2d(sa, tmA, k0, m0, full);
                     }
-                    if (CL == 1) {
+                    if constexpr (CL == 1 || CA == 1) {
                         if (TB) {
 #pragma unroll
-                            for (int j = 0; j < 4; ++j) tma_load_2d(sb + j * 64 * WGX_ROW_BYTES, tmB, n0 + 64 * j, k0, full);
+                            for (int j = 0; j < BN / 64; ++j)
+                                tma_load_2d(sb + j * 64 * WGX_ROW_BYTES, tmB, n0 + 64 * j, k0, full);
                         } else {
                             tma_load_2d(sb, tmB, k0, n0, full);
                         }
                     } else {
+                        static_assert(BN >= 128, "clusters along M: 128 x 128 or 128 x 256 tiles");
                         if (TB) {
 #pragma unroll
-                            for (int j = 0; j < 2; ++j) {
-                                const int jj = 2 * (int)rank + j;
+                            for (int j = 0; j < BN / 128; ++j) {
+                                const int jj = (BN / 128) * (int)rank + j;
                                 lab_tma_mc(sb + jj * 64 * WGX_ROW_BYTES, tmB, n0 + 64 * jj, k0, full, 3);
                             }
                         } else {
-                            lab_tma_mc(sb + rank * 128 * WGX_ROW_BYTES, tmB, k0, n0 + 128 * (int)rank, full, 3);
+                            lab_tma_mc(sb + rank * (BN / 2) * WGX_ROW_BYTES, tmB, k0, n0 + (BN / 2) * (int)rank, full, 3);
                         }
                     }
                 }
@@ -171,9 +189,8 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
         for (int i = 0; i < G::ACC; ++i) d[i] = 0.0f;
         int it = 0;
         for (int u = cid; u < units; u += ncl) {
-            const int per_group = group_rows * tiles_n, group = u / per_group;
-            const int first = group * group_rows, here = min(rows_c - first, group_rows), in = u % per_group;
-            const int m0 = ((first + in % here) * CL + (int)rank) * G::BM, n0 = (in / here) * G::BN;
+            int m0, n0;
+            lab_unit<CL, CA>(u, tiles_m, tiles_n, group, rank, G::BM, G::BN, m0, n0);
             int kt = 0;
             do {
                 const int s = it % G::STAGES;
@@ -183,7 +200,7 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
                 wgx_fence();
 #pragma unroll
                 for (int kk = 0; kk < WGX_BK / 16; ++kk) {
-                    WgxMma<E, 256, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
+                    WgxMma<E, BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
                                                 wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo), kt > 0 || kk > 0);
                 }
                 wgx_commit();
@@ -215,10 +232,11 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
                 }
             }
             wgx_fence_acc(d);
-            if (STAGED) {
+            if constexpr (STAGED) {
                 unsigned char* buf = lab_smem + (epi - smem_u32(lab_smem)) + c * G::EPI_BYTES;
-                wgx_store_c_staged<E, 256>(d, buf, C, M, N, ldc, m0 + 64 * c, n0, 1 + c);
+                wgx_store_c_staged<E, BN>(d, buf, C, M, N, ldc, m0 + 64 * c, n0, 1 + c);
             } else {
+                static_assert(BN == 256, "fragment stores: 128 x 256 tiles only");
                 wg_epilogue<WgBF16>(d, C, M, N, ldc, m0 + 64 * c, n0);
             }
         }
@@ -246,6 +264,16 @@ LAB_ENTRY(s4d0_nn, 1, 0, 0, 1, , , 4, 0)
 LAB_ENTRY(s4d1_nn, 1, 1, 0, 1, , , 4, 0)
 LAB_ENTRY(s4d0_nt, 1, 0, 0, 0, , , 4, 0)
 LAB_ENTRY(s4d1_nt, 1, 1, 0, 0, , , 4, 0)
+// Smaller tiles (issue 34 item 1's mid shapes): 128 x 64 (8 stages) and 128 x 128 (5 stages), nn.
+LAB_ENTRY(w64p0_nn, 1, 0, 0, 1, , , 8, 1, 64)
+LAB_ENTRY(w64p1_nn, 1, 1, 0, 1, , , 8, 1, 64)
+LAB_ENTRY(w128p0_nn, 1, 0, 0, 1, , , 5, 1, 128)
+LAB_ENTRY(w128p1_nn, 1, 1, 0, 1, , , 5, 1, 128)
+// The same tiles in clusters of two: along N sharing A (CA = 1), along M sharing B (CA = 0).
+LAB_ENTRY(w64cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 8, 1, 64, 1)
+LAB_ENTRY(w128cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 5, 1, 128, 1)
+LAB_ENTRY(w128cm_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 5, 1, 128, 0)
+LAB_ENTRY(w256cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 3, 1, 256, 1)
 
 // ---- host ------------------------------------------------------------------------------------------
 
@@ -284,6 +312,7 @@ typedef int (*CublasCreate)(void**);
 typedef int (*CublasGemmEx)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
                             const void*, void*, int, int, int, int);
 static void* cublas;
+static cudaStream_t lab_stream;  // every timed launch (capturable, unlike the legacy stream)
 static CublasGemmEx gemm_ex;
 
 // Row-major C[M,N] = A[M,K] @ op(B): nn B [K,N]; nt B [N,K].
@@ -303,7 +332,10 @@ struct Variant {
     int cl;       // cluster size (0: the library's non-persistent gemm_wgmma)
     int lib_wgx;  // 1: the library's gemm_wgx (its own signature)
     int group;    // candidates: tile rows walked together
-    int smem;     // candidates: dynamic shared memory (0: gemm_wgx's)
+    int smem;     // candidates: dynamic shared memory (0: gemm_wgx_128x256's)
+    int bn = 256;  // tile columns
+    int ca = 0;    // clusters: 0 along M (sharing B), 1 along N (sharing A)
+    int maxcl = 0;  // clusters: how many fit at once (set at start)
 };
 
 __global__ void fill_bf16(bf16_t* p, size_t n, unsigned seed) {
@@ -338,6 +370,8 @@ int main(int argc, char** argv) {
         return 1;
     }
     ((CublasCreate)dlsym(h, "cublasCreate_v2"))(&cublas);
+    RK(cudaStreamCreateWithFlags(&lab_stream, cudaStreamNonBlocking));
+    ((int (*)(void*, cudaStream_t))dlsym(h, "cublasSetStream_v2"))(cublas, lab_stream);
     gemm_ex = (CublasGemmEx)dlsym(h, "cublasGemmEx");
     int dev = 0, sms = 0;
     RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -375,6 +409,28 @@ int main(int argc, char** argv) {
                                   {"c2p1 g16", (const void*)c2p1_nt, 2, 0, 16},
                                   {"s4 direct p0", (const void*)s4d0_nt, 1, 0, 8, S4D_SMEM},
                                   {"s4 direct p1", (const void*)s4d1_nt, 1, 0, 8, S4D_SMEM}};
+    // LAB_SMALL=1: the smaller tiles at mid shapes (nn only).
+    const bool small = getenv("LAB_SMALL") != nullptr;
+    if (small) {
+        const int s64 = GemmWgx<128, 64, 8>::SMEM, s128 = GemmWgx<128, 128, 5>::SMEM;
+        vs_nn = {{"lib wgx128x64", (const void*)gemm_wgx_128x64_bf16_nn, 1, 1, 0, s64, 64},
+                 {"lib wgx128x128", (const void*)gemm_wgx_128x128_bf16_nn, 1, 1, 0, s128, 128},
+                 {"lib wgx128x256", (const void*)gemm_wgx_128x256_bf16_nn, 1, 1, 0, 0, 256},
+                 {"128x64 p0", (const void*)w64p0_nn, 1, 0, 8, s64, 64},
+                 {"128x64 p1", (const void*)w64p1_nn, 1, 0, 8, s64, 64},
+                 {"128x128 p0", (const void*)w128p0_nn, 1, 0, 8, s128, 128},
+                 {"128x128 p1", (const void*)w128p1_nn, 1, 0, 8, s128, 128},
+                 {"128x256 p0", (const void*)c1p0_nn, 1, 0, 8, 0, 256},
+                 {"128x256 p1", (const void*)c1p1_nn, 1, 0, 8, 0, 256},
+                 {"128x64 cl2 N", (const void*)w64cn_nn, 2, 0, 8, s64, 64, 1},
+                 {"128x128 cl2 N", (const void*)w128cn_nn, 2, 0, 8, s128, 128, 1},
+                 {"128x128 cl2 M", (const void*)w128cm_nn, 2, 0, 8, s128, 128, 0},
+                 {"128x256 cl2 N", (const void*)w256cn_nn, 2, 0, 8, 0, 256, 1},
+                 {"128x256 cl2 M", (const void*)c2p0_nn, 2, 0, 8, 0, 256, 0}};
+        if (shapes.empty() || argc < 5)
+            shapes = {{1000, 1000, 1000, false}, {2048, 2048, 512, false}, {1024, 4096, 1024, false},
+                      {4096, 4096, 256, false}, {2048, 2048, 2048, false}, {8192, 768, 3072, false}};
+    }
     // LAB_NO_CL=1: leave the cluster candidates out.
     if (getenv("LAB_NO_CL"))
         for (auto* vs : {&vs_nn, &vs_nt})
@@ -393,6 +449,15 @@ int main(int argc, char** argv) {
         RK(cudaOccupancyMaxActiveClusters(&max_cl2, (void*)c2p0_nn, &cfg));
     }
     printf("max active clusters of 2: %d\n", max_cl2);
+    for (auto* vs : {&vs_nn, &vs_nt})
+        for (auto& v : *vs)
+            if (v.cl == 2) {
+                cudaLaunchConfig_t cfg = {};
+                cfg.gridDim = dim3(2 * sms);
+                cfg.blockDim = dim3(384);
+                cfg.dynamicSmemBytes = v.smem ? v.smem : wgx_smem;
+                RK(cudaOccupancyMaxActiveClusters(&v.maxcl, v.fn, &cfg));
+            }
 
     cudaEvent_t e0, e1;
     RK(cudaEventCreate(&e0));
@@ -408,35 +473,43 @@ int main(int argc, char** argv) {
         RK(cudaMalloc(&R, (size_t)M * N * 2));
         fill_bf16<<<1024, 256>>>(A, (size_t)M * K, 1);
         fill_bf16<<<1024, 256>>>(B, (size_t)K * N, 2);
+        RK(cudaDeviceSynchronize());  // the fills ran on the legacy stream, the rest on lab_stream
         run_cublas(A, B, R, M, N, K, sh.nt);
+        RK(cudaStreamSynchronize(lab_stream));
         auto& vs = sh.nt ? vs_nt : vs_nn;
         const TensorMap mA = tmap(A, M, K, 64, 128);
         const TensorMap mB_wg = sh.nt ? tmap(B, N, K, 64, 256) : tmap(B, K, N, 64, 64);
         const TensorMap mB_c2 = sh.nt ? tmap(B, N, K, 64, 128) : tmap(B, K, N, 64, 64);
+        const TensorMap mA_half = tmap(A, M, K, 64, 64);  // clusters along N: half of A each
         const int tiles_m = (M + 127) / 128, tiles_n = (N + 255) / 256;
         auto launch = [&](const Variant& v) {
             int ldc = N, splits = 1, kt_per = (K + 63) / 64;
             unsigned char* out = (unsigned char*)C;
             if (v.cl == 0) {
                 void* args[] = {(void*)&mA, (void*)&mB_wg, &A, &B, &C, (void*)&M, (void*)&N, (void*)&K, &ldc};
-                RK(cudaLaunchKernel(v.fn, dim3(tiles_m * tiles_n), dim3(384), args, WG_SMEM_BYTES, 0));
+                RK(cudaLaunchKernel(v.fn, dim3(tiles_m * tiles_n), dim3(384), args, WG_SMEM_BYTES, lab_stream));
             } else if (v.lib_wgx) {
                 void* args[] = {(void*)&mA, (void*)&mB_wg, &A, &B, &out, (void*)&M, (void*)&N, (void*)&K, &ldc, &splits, &kt_per};
-                RK(cudaLaunchKernel(v.fn, dim3(std::min(tiles_m * tiles_n, sms)), dim3(384), args, wgx_smem, 0));
+                const int tn = (N + v.bn - 1) / v.bn;
+                RK(cudaLaunchKernel(v.fn, dim3(std::min(tiles_m * tn, sms)), dim3(384), args, v.smem ? v.smem : wgx_smem, lab_stream));
             } else {
-                const TensorMap& mb = v.cl == 2 ? mB_c2 : mB_wg;
+                const TensorMap& mb = v.cl == 2 && v.ca == 0 ? mB_c2 : mB_wg;
+                const TensorMap& ma = v.cl == 2 && v.ca == 1 ? mA_half : mA;
                 int group = v.group;
-                void* args[] = {(void*)&mA, (void*)&mb, &C, (void*)&M, (void*)&N, (void*)&K, &ldc, &group};
-                const int units = ((tiles_m + v.cl - 1) / v.cl) * tiles_n;
-                const int grid = v.cl == 2 ? 2 * std::min(units, max_cl2) : std::min(units, sms);
-                RK(cudaLaunchKernel(v.fn, dim3(grid), dim3(384), args, v.smem ? v.smem : wgx_smem, 0));
+                void* args[] = {(void*)&ma, (void*)&mb, &C, (void*)&M, (void*)&N, (void*)&K, &ldc, &group};
+                const int tn = (N + v.bn - 1) / v.bn;
+                const int units = v.ca == 1 ? tiles_m * ((tn + v.cl - 1) / v.cl) : ((tiles_m + v.cl - 1) / v.cl) * tn;
+                const int grid = v.cl == 2 ? 2 * std::min(units, v.maxcl) : std::min(units, sms);
+                RK(cudaLaunchKernel(v.fn, dim3(grid), dim3(384), args, v.smem ? v.smem : wgx_smem, lab_stream));
             }
         };
         printf("\n%d x %d x %d %s\n", M, N, K, sh.nt ? "nt" : "nn");
         bool ok = true;
         for (auto& v : vs) {
             RK(cudaMemset(C, 0xff, (size_t)M * N * 2));
+            RK(cudaDeviceSynchronize());
             launch(v);
+            RK(cudaStreamSynchronize(lab_stream));
             RK(cudaMemset(dd, 0, 8));
             diff_bf16<<<1024, 256>>>(C, R, (size_t)M * N, dd);
             float hd[2];
@@ -447,19 +520,39 @@ int main(int argc, char** argv) {
         }
         if (!ok) printf("  (timing anyway)\n");
         const double flop = 2.0 * M * N * K;
+        // Each side's `reps` calls captured once into a CUDA graph and replayed (LAB_GRAPH=0: launched
+        // from the host each time): at 10 us products the host's launch rate, not the GPU, is what
+        // a stream of launches measures.
+        const bool graph = !getenv("LAB_GRAPH") || atoi(getenv("LAB_GRAPH")) != 0;
+        std::vector<cudaGraphExec_t> execs(vs.size() + 1, nullptr);
+        auto calls = [&](size_t i) {
+            for (int k = 0; k < reps; ++k) i == 0 ? run_cublas(A, B, C, M, N, K, sh.nt) : launch(vs[i - 1]);
+        };
+        if (graph) {
+            for (size_t i = 0; i <= vs.size(); ++i) {
+                cudaGraph_t g;
+                RK(cudaStreamBeginCapture(lab_stream, cudaStreamCaptureModeThreadLocal));
+                calls(i);
+                RK(cudaStreamEndCapture(lab_stream, &g));
+                RK(cudaGraphInstantiate(&execs[i], g, 0));
+                RK(cudaGraphDestroy(g));
+            }
+        }
         std::vector<std::vector<float>> t(vs.size() + 1);
         for (int r = 0; r < rounds; ++r) {
             for (size_t i = 0; i <= vs.size(); ++i) {
-                for (int w = 0; w < 3; ++w) i == 0 ? run_cublas(A, B, C, M, N, K, sh.nt) : launch(vs[i - 1]);
-                RK(cudaEventRecord(e0));
-                for (int k = 0; k < reps; ++k) i == 0 ? run_cublas(A, B, C, M, N, K, sh.nt) : launch(vs[i - 1]);
-                RK(cudaEventRecord(e1));
+                if (graph) RK(cudaGraphLaunch(execs[i], lab_stream)); else calls(i);
+                RK(cudaEventRecord(e0, lab_stream));
+                if (graph) RK(cudaGraphLaunch(execs[i], lab_stream)); else calls(i);
+                RK(cudaEventRecord(e1, lab_stream));
                 RK(cudaEventSynchronize(e1));
                 float ms;
                 RK(cudaEventElapsedTime(&ms, e0, e1));
                 t[i].push_back(ms * 1000 / reps);
             }
         }
+        for (auto e : execs)
+            if (e) RK(cudaGraphExecDestroy(e));
         std::vector<float> med(t.size());
         for (size_t i = 0; i < t.size(); ++i) {
             std::sort(t[i].begin(), t[i].end());

@@ -8,7 +8,8 @@
 //! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | large products (4096³, 6144³, 8192³: 0.97–1.05× cuBLAS on two H200s, where `gemm_wgmma_*` gave 0.81–0.96× in the same runs); small K (16–256) with a large M × N: C's write is the cost (1.03× at 8192 × 8192 × 64, was 0.33×); one wave of tiles (2048³, 1024 × 4096 × 1024) |
 //! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | odd mid shapes (4095 × 4097 × 1023, 2039 × 1021 × 4093), 512² × 16384 with split-K |
 //! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): a 128-tall tile would compute 2–128× the rows; split-K spreads the stream of B over every SM |
-//! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)`; 1000³ (128 units); long K over a tiny output (64² × 131072: 64 slices) |
+//! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)`; long K over a tiny output (64² × 131072: 64 slices) |
+//! | `gemm_wgx_128x64x2_*` ([`HalfTile::T128x64Pair`]) | 128 × 64, clusters of two along N sharing A | persistent | where the plan picks 128 × 64 tiles with one k slice, at least two tile columns, and one wave of blocks: 1000³ (64 clusters), 127 × 8191 × 509. There the operand stream through L2 bounds the product; sharing A by TMA multicast cuts it by a third (1000³ on an H200: 0.67× → 0.82× cuBLAS, graph replays, `kernels/tuning/gemm_wgx_cluster_lab.cu`). Past one wave the two CTAs' lockstep costs more than it saves, so the plan stays with 128 × 64 |
 //! | `gemm_mma_*` ([`HalfPlan::MmaSync`]) | 128 × 256 | one per tile | every shape off compute capability 9.0 (or when asked for) |
 //!
 //! Split-K (`splits > 1`): unit (tile, slice z) writes its f32 partial to slab z of a workspace;
@@ -37,16 +38,51 @@ pub enum HalfTile {
     T64x128,
     /// 128 × 64, two consumer warpgroups (m64n64 each), 8 stages.
     T128x64,
+    /// 128 × 64 as [`T128x64`](Self::T128x64), in clusters of two blocks on adjacent tile
+    /// columns that share the A tile (each loads 64 of its rows by TMA multicast into both):
+    /// `gemm_wgx_128x64x2_*`, sm_90a clusters. Never picked by the cost search itself;
+    /// [`gemm_half_plan`] moves a one-wave 128 × 64 plan with one k slice onto it.
+    T128x64Pair,
 }
 
 impl HalfTile {
     /// Every tile shape.
-    pub const ALL: [HalfTile; 4] = [
+    pub const ALL: [HalfTile; 5] = [
+        HalfTile::T128x256,
+        HalfTile::T128x128,
+        HalfTile::T64x128,
+        HalfTile::T128x64,
+        HalfTile::T128x64Pair,
+    ];
+
+    /// The tile shapes the cost search compares (every one but the cluster pair).
+    const SEARCHED: [HalfTile; 4] = [
         HalfTile::T128x256,
         HalfTile::T128x128,
         HalfTile::T64x128,
         HalfTile::T128x64,
     ];
+
+    /// Blocks per cluster (2 for [`T128x64Pair`](Self::T128x64Pair), else 1).
+    pub fn cluster(self) -> usize {
+        match self {
+            HalfTile::T128x64Pair => 2,
+            _ => 1,
+        }
+    }
+
+    /// Rows of a K-major A tile one block loads (its box): half the tile when a pair shares it.
+    pub fn a_box_rows(self) -> usize {
+        self.bm() / self.cluster()
+    }
+
+    /// Blocks the kernel runs with `splits` k slices over an `m × n` output on `sm_count` SMs:
+    /// one per unit up to one per SM (for a pair, whole clusters: an even count).
+    pub fn grid(self, m: usize, n: usize, splits: usize, sm_count: u32) -> usize {
+        let cl = self.cluster();
+        let units = m.div_ceil(self.bm()) * n.div_ceil(self.bn()).div_ceil(cl) * splits;
+        cl * units.min(sm_count as usize / cl).max(1)
+    }
 
     /// Rows of C per unit.
     pub fn bm(self) -> usize {
@@ -60,7 +96,7 @@ impl HalfTile {
     pub fn bn(self) -> usize {
         match self {
             HalfTile::T128x256 => 256,
-            HalfTile::T128x64 => 64,
+            HalfTile::T128x64 | HalfTile::T128x64Pair => 64,
             _ => 128,
         }
     }
@@ -96,7 +132,7 @@ impl HalfTile {
             HalfTile::T128x256 => 0.9,
             HalfTile::T128x128 => 0.8,
             HalfTile::T64x128 => 0.45,
-            HalfTile::T128x64 => 0.5,
+            HalfTile::T128x64 | HalfTile::T128x64Pair => 0.5,
         }
     }
 }
@@ -222,7 +258,7 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
         splits: 1,
     };
     let mut best = (cost(first), first);
-    for tile in HalfTile::ALL {
+    for tile in HalfTile::SEARCHED {
         let tiles = (m.div_ceil(tile.bm()) * n.div_ceil(tile.bn())).max(1);
         let kt = k.div_ceil(HALF_KTILE).max(1);
         // Past one wave of units a split only adds workspace traffic.
@@ -238,6 +274,21 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
                 best = (c, p);
             }
         }
+    }
+    // One wave of 128 × 64 units, one k slice, two tile columns or more: share A in pairs.
+    let pair = HalfTile::T128x64Pair;
+    if best.1
+        == (HalfPlan::Tiles {
+            tile: HalfTile::T128x64,
+            splits: 1,
+        })
+        && n.div_ceil(pair.bn()) >= 2
+        && 2 * m.div_ceil(pair.bm()) * n.div_ceil(pair.bn()).div_ceil(2) <= sms
+    {
+        return HalfPlan::Tiles {
+            tile: pair,
+            splits: 1,
+        };
     }
     best.1
 }
@@ -319,6 +370,26 @@ mod tests {
             gemm_half_plan(TcAlgo::MmaSync, 33, 4096, 4096, 132),
             HalfPlan::MmaSync
         );
+    }
+
+    #[test]
+    fn one_wave_128x64_plans_share_a_in_pairs() {
+        let pair = HalfPlan::Tiles {
+            tile: HalfTile::T128x64Pair,
+            splits: 1,
+        };
+        assert_eq!(plan(1000, 1000, 1000), pair);
+        // One tile column: nobody to pair with.
+        assert_ne!(plan(4096, 33, 4096), pair);
+        for (m, n, k) in [(4096, 4096, 4096), (33, 4096, 4096), (64, 64, 131_072)] {
+            assert_ne!(plan(m, n, k), pair, "{m}x{n}x{k}");
+        }
+        // Whole clusters, at most one block per SM.
+        assert_eq!(HalfTile::T128x64Pair.grid(1000, 1000, 1, 132), 128);
+        assert_eq!(HalfTile::T128x64Pair.grid(1000, 65, 1, 132), 16);
+        assert_eq!(HalfTile::T128x64Pair.grid(10_000, 10_000, 1, 132), 132);
+        assert_eq!(HalfTile::T128x64Pair.grid(1, 1, 1, 1), 2);
+        assert_eq!(HalfTile::T128x64.grid(1000, 1000, 1, 132), 128);
     }
 
     #[test]

@@ -63,10 +63,10 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
     let kernels = k.gemm_wgmma_tiles_kernels()?;
     let kern = T::wgx(kernels, tile, ta, tb);
     raise_smem(kern.function(), tile.smem_bytes())?;
-    let map_a = tma_map_box::<T>(a, ta, true, a_rows, a_cols, lda, tile.bm() as u32)?;
+    // A pair of blocks loads an A tile in two halves (tile.a_box_rows() rows each).
+    let map_a = tma_map_box::<T>(a, ta, true, a_rows, a_cols, lda, tile.a_box_rows() as u32)?;
     let map_b = tma_map_box::<T>(b, tb, false, b_rows, b_cols, ldb, tile.bn() as u32)?;
-    let units = m.div_ceil(tile.bm()) * n.div_ceil(tile.bn()) * splits;
-    let grid = units.min(sms(s) as usize).max(1) as u32;
+    let grid = tile.grid(m, n, splits, s.context().limits().sm_count.max(1)) as u32;
     let cfg = LaunchConfig::new(grid, tile.threads()).with_shared_mem(tile.smem_bytes());
     if splits == 1 {
         let mut out = c.cast_mut::<u8>()?;
@@ -75,8 +75,9 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
         // and zero-fills the rest); A and B are passed so the launch orders those buffers. With
         // one slice the kernel writes C's elements (i·ldc + j) · size_of::<T>() bytes in, for
         // i < m, j < n only: inside `c` (checked by gemm_half to span [m, n] with ldc). Block
-        // size, grid (at most one block per unit) and dynamic shared memory are the tile's, as
-        // the kernel requires; kt_per and splits come from half_split (no empty slice).
+        // size, grid (HalfTile::grid: at most one block per unit, whole clusters for the pair
+        // tile, whose cluster size is compiled into its entries) and dynamic shared memory are the
+        // tile's, as the kernel requires; kt_per and splits come from half_split (no empty slice).
         unsafe {
             kern.launch(
                 s, &cfg, map_a, map_b, a, b, &mut out, mi, ni, ki, lc, si, pi,
