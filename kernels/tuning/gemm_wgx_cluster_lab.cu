@@ -1,24 +1,31 @@
-// gemm_wgx_cluster_lab.cu — issue 34 item 2 (wgmma bf16 >= 1.0x cuBLAS at 4096^3 and 8192^3): the
-// library's 128 x 256 Hopper GEMMs beside candidates, and cuBLAS, in one process.
+// gemm_wgx_cluster_lab.cu — issue 34 items 1 and 2 (half-precision GEMM at every shape; wgmma bf16
+// >= 1.0x cuBLAS at 4096^3 and 8192^3): the library's persistent Hopper GEMMs beside candidates,
+// and cuBLAS, in one process (kernels/TUNING.md, session 48).
 //
-// Candidates (gemm_wgxc<E, TA, TB, CL, PIPE>, below): gemm_wgx's persistent 128 x 256 kernel
-// (1 producer + 2 consumer warpgroups, 3-stage TMA ring, C through shared memory) with
-//   CL = 2:   clusters of two CTAs on vertically adjacent tiles (same n0). Each CTA loads its own A
-//             and half of the shared B tile, multicast into both CTAs' stages: the L2 -> SM bytes
-//             per tile fall from 48 KB to 32 KB. A stage is refilled only when the consumers of
-//             both CTAs have released it (each consumer warp arrives on both CTAs' empty barrier).
+// Candidates (gemm_wgxc<E, TA, TB, CL, PIPE, ST, STAGED, BN, CA>, below): gemm_wgx's persistent
+// 128 x BN kernel (1 producer + 2 consumer warpgroups, an ST-stage TMA ring, C through shared
+// memory) with
+//   CL = 2:   clusters of two CTAs. CA = 0: vertically adjacent tiles (same n0), each CTA loading
+//             its own A and half of the shared B tile by TMA multicast into both CTAs' stages;
+//             CA = 1: horizontally adjacent tiles sharing A the same way (what the library's
+//             gemm_wgx_128x64x2_* became). A stage is refilled only when the consumers of both
+//             CTAs have released it (each consumer warp arrives on both CTAs' empty barrier).
 //   PIPE = 1: the consumers keep one k tile of wgmmas in flight (wait_group 1) and hand back the
 //             stage before it, instead of waiting for each k tile's products (wait_group 0).
-// The library's kernels (gemm_wgmma_bf16_*, gemm_wgx_128x256_bf16_*) are compiled in from
-// kernels/cuda. cuBLAS (cublasGemmEx, bf16, f32 compute, default algorithm) is loaded at run time
-// from $CUBLAS_LIB and timed in alternation with ours. Every kernel's output is compared with
-// cuBLAS's first (max |ours - cublas| / max |cublas|).
+//   STAGED = 0: C from the fragment (4 stages fit without the epilogue buffers).
+// The library's kernels (gemm_wgmma_bf16_*, gemm_wgx_*_bf16_*) are compiled in from kernels/cuda.
+// cuBLAS (cublasGemmEx, bf16, f32 compute, default algorithm) is loaded at run time from
+// $CUBLAS_LIB. Every kernel's output is compared with cuBLAS's first (max |ours - cublas| / max
+// |cublas|); then each side's LAB_REPS calls are captured in a CUDA graph and replayed, the sides
+// in alternation, LAB_ROUNDS times (LAB_GRAPH=0: launched from the host instead). LAB_SMALL=1:
+// the 128 x 64 / 128 x 128 / 128 x 256 tiles and their pairs at mid shapes (nn); LAB_NO_CL=1:
+// no cluster candidates.
 //
 // Build (nvcc 12.4+; no libcuda needed at link time: the tensor-map encoder comes from
 // cudaGetDriverEntryPoint):
 //   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o gemm_wgx_cluster_lab \
 //        kernels/tuning/gemm_wgx_cluster_lab.cu -ldl
-// Run:  CUBLAS_LIB=/path/libcublas.so.12 ./gemm_wgx_cluster_lab [M N K layout]...   (layout nn|nt)
+// Run:  CUBLAS_LIB=/path/libcublas.so.13 ./gemm_wgx_cluster_lab [M N K layout]...   (layout nn|nt)
 #include <cuda_runtime.h>
 #include <cuda.h>
 #include <dlfcn.h>
@@ -34,36 +41,28 @@
 #include "../cuda/gemm_wgmma.cu"
 #include "../cuda/gemm_wgmma_tiles.cu"
 
-// ---- cluster helpers -----------------------------------------------------------------------------
+// ---- cluster helpers (tma.cuh's, which the library's pair tile uses; LAB_PLAIN=0 swaps in the
+// fenced cluster-scope arrive and wait that the first cluster build measured) ----------------------
 
 template <int CL>
 __device__ __forceinline__ unsigned lab_cluster_rank() {
-    if (CL == 1) return 0;
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
+    return CL == 1 ? 0 : cluster_ctarank();
 }
-__device__ __forceinline__ void lab_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;" ::: "memory");
-}
-// Arrive on the barrier at the same shared offset in CTA `cta` of the cluster (own CTA included).
 // LAB_PLAIN = 1 (default): the arrive and the producer's wait with their default semantics
 // (release / acquire at CTA scope; the stage's reads were wgmma's, complete at wait_group); 0:
-// release.cluster / acquire.cluster, which may fence every arrive.
+// release.cluster / acquire.cluster: a MEMBAR.ALL.GPU before every arrive, a CCTL.IVALL after
+// every wait.
 #ifndef LAB_PLAIN
 #define LAB_PLAIN 1
 #endif
 #if LAB_PLAIN
-#define LAB_ARRIVE_SEM ""
-#define LAB_WAIT_SEM ""
+__device__ __forceinline__ void lab_arrive_cluster(unsigned bar, unsigned cta) { mbar_arrive_cluster(bar, cta); }
+__device__ __forceinline__ void lab_wait_cluster(unsigned bar, unsigned parity) { mbar_wait(bar, parity); }
 #else
-#define LAB_ARRIVE_SEM ".release.cluster"
-#define LAB_WAIT_SEM ".acquire.cluster"
-#endif
 __device__ __forceinline__ void lab_arrive_cluster(unsigned bar, unsigned cta) {
     asm volatile(
         "{ .reg .b32 ra; mapa.shared::cluster.u32 ra, %0, %1;\n"
-        "mbarrier.arrive" LAB_ARRIVE_SEM ".shared::cluster.b64 _, [ra]; }" ::"r"(bar),
+        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }" ::"r"(bar),
         "r"(cta)
         : "memory");
 }
@@ -71,20 +70,13 @@ __device__ __forceinline__ void lab_wait_cluster(unsigned bar, unsigned parity) 
     asm volatile(
         "{ .reg .pred p;\n"
         "LAB_WAIT_CL:\n"
-        "mbarrier.try_wait.parity" LAB_WAIT_SEM ".shared::cta.b64 p, [%0], %1;\n"
+        "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n"
         "@!p bra LAB_WAIT_CL;\n"
         "}" ::"r"(bar),
         "r"(parity)
         : "memory");
 }
-__device__ __forceinline__ void lab_tma_mc(unsigned dst, const TensorMap* map, int c0, int c1, unsigned bar,
-                                           unsigned short mask) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-        " [%0], [%1, {%2, %3}], [%4], %5;" ::"r"(dst),
-        "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-        : "memory");
-}
+#endif
 
 // ---- the candidate --------------------------------------------------------------------------------
 
@@ -126,7 +118,7 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
         }
         mbar_init_fence();
     }
-    if (CL > 1) lab_cluster_sync(); else __syncthreads();
+    if (CL > 1) cluster_sync_all(); else __syncthreads();
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
@@ -149,7 +141,7 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
                     if constexpr (CL == 2 && CA == 1) {
                         // Half of A (64 rows; tmA's box is {64, 64}) each, multicast to both.
                         static_assert(TA == 0, "clusters along N: K-major A only");
-                        lab_tma_mc(sa + rank * 64 * WGX_ROW_BYTES, tmA, k0, m0 + 64 * (int)rank, full, 3);
+                        tma_load_2d_multicast(sa + rank * 64 * WGX_ROW_BYTES, tmA, k0, m0 + 64 * (int)rank, full, 3);
                     } else if (TA) {
                         tma_load_2d(sa, tmA, m0, k0, full);
                         tma_load_2d(sa + 64 * WGX_ROW_BYTES, tmA, m0 + 64, k0, full);
@@ -170,10 +162,10 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
 #pragma unroll
                             for (int j = 0; j < BN / 128; ++j) {
                                 const int jj = (BN / 128) * (int)rank + j;
-                                lab_tma_mc(sb + jj * 64 * WGX_ROW_BYTES, tmB, n0 + 64 * jj, k0, full, 3);
+                                tma_load_2d_multicast(sb + jj * 64 * WGX_ROW_BYTES, tmB, n0 + 64 * jj, k0, full, 3);
                             }
                         } else {
-                            lab_tma_mc(sb + rank * (BN / 2) * WGX_ROW_BYTES, tmB, k0, n0 + (BN / 2) * (int)rank, full, 3);
+                            tma_load_2d_multicast(sb + rank * (BN / 2) * WGX_ROW_BYTES, tmB, k0, n0 + (BN / 2) * (int)rank, full, 3);
                         }
                     }
                 }
@@ -242,7 +234,7 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
         }
     }
     // No CTA leaves while its peer may still multicast into it or arrive on its barriers.
-    if (CL > 1) lab_cluster_sync();
+    if (CL > 1) cluster_sync_all();
 }
 
 #define LAB_ENTRY(name, CLV, PIPEV, TA, TB, EXTRA, ...)                                                          \
