@@ -7,6 +7,15 @@ use cuda_stack_driver::Stream;
 pub(crate) const BLOCK: u32 = 256;
 
 /// Streaming multiprocessors of the stream's device (at least 1).
+/// Raises `f`'s dynamic shared memory limit to `bytes` when it is below (a no-op after the first
+/// launch; needed above 48 KiB). Every launch with a large shared-memory request goes through here.
+pub(crate) fn raise_smem(f: &cuda_stack_driver::Function, bytes: u32) -> Result<()> {
+    if f.limits().max_dynamic_shared_bytes < bytes {
+        f.set_max_dynamic_shared_mem(bytes)?;
+    }
+    Ok(())
+}
+
 pub(crate) fn sms(s: &Stream) -> u64 {
     u64::from(s.context().limits().sm_count.max(1))
 }

@@ -576,10 +576,7 @@ fn fwd<T: AttentionElement>(
         // One CTA of 128 threads per 128 query rows of one (b, h) (a grid-stride loop beyond),
         // with the dynamic shared memory the kernel is written for (above the 48 KiB default).
         let smem = fwd_mma_smem(sh.head_dim);
-        let f = kernel.function();
-        if f.limits().max_dynamic_shared_bytes < smem {
-            f.set_max_dynamic_shared_mem(smem)?;
-        }
+        crate::launch::raise_smem(kernel.function(), smem)?;
         let tiles = (sh.batch * sh.heads) as u64 * sh.q_len.div_ceil(FWD_MMA_ROWS) as u64;
         LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS).with_shared_mem(smem)
     } else {

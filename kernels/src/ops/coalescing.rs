@@ -194,7 +194,7 @@ fn aligned_prepare(
             max: 65_535 * tile.cols() as u128,
         });
     }
-    super::gemm_tc::raise_smem(f, tile.smem_bytes())
+    crate::launch::raise_smem(f, tile.smem_bytes())
 }
 
 /// The transpose [`TransposeAlgo::Auto`] picks for `x: [rows, cols]` at device address `addr`

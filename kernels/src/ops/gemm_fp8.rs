@@ -184,9 +184,7 @@ pub fn gemm_fp8<A: Fp8, B: Fp8, C: Fp8GemmOut>(
     check_tma("b", b.as_raw_ptr(), ldb)?;
     let kern = kernel::<A, B, C>(k)?;
     let smem = smem_bytes(C::DTYPE);
-    if kern.function().limits().max_dynamic_shared_bytes < smem {
-        kern.function().set_max_dynamic_shared_mem(smem)?;
-    }
+    crate::launch::raise_smem(kern.function(), smem)?;
     let (m64, n64, k64) = (m as u64, n as u64, kdim as u64);
     let b128 = TensorMapSwizzle::B128;
     let u8e = TensorMapElement::U8;
@@ -212,8 +210,9 @@ pub fn gemm_fp8<A: Fp8, B: Fp8, C: Fp8GemmOut>(
     // the rest); A and B are passed so the launch orders those buffers; the kernel writes
     // C[i·ldc + j] only for i < m, j < n, inside `c` (checked), and reads element 0 of the two
     // scales (non-empty, checked). Block 384 and `smem` bytes are what the kernel is written
-    // for, and any 1-D grid of at most `tiles` blocks covers every tile (grid-stride loop);
-    // the device is compute capability 9.0 (checked), which the sm_90a image needs.
+    // for, and any 1-D grid covers every tile (grid-stride loop over `tiles`, an int); m, n and
+    // k are at least 1 (the empty cases returned above: the k loop runs at least once); the
+    // device is compute capability 9.0 (checked), which the sm_90a image needs.
     unsafe {
         kern.launch(
             s,

@@ -8,7 +8,7 @@ use super::gemm_half_plan::{gemm_half_plan, HalfPlan, HalfTile, HALF_MAX_SPLITS}
 use super::gemm_wgx::{gemm_wgx, WgxKernel, WgxReduceKernel};
 use super::Transpose;
 use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels, GemmWgmmaTilesKernels};
-use crate::launch::{blocks, check_operand, sms, to_i32};
+use crate::launch::{blocks, check_operand, raise_smem, sms, to_i32};
 use crate::{DType, Element, Error, Kernels, Result};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{
@@ -563,13 +563,6 @@ fn stored(t: Transpose, rows: usize, cols: usize) -> (usize, usize) {
         Transpose::NoTrans => (rows, cols),
         Transpose::Trans => (cols, rows),
     }
-}
-
-pub(super) fn raise_smem(f: &cuda_stack_driver::Function, bytes: u32) -> Result<()> {
-    if f.limits().max_dynamic_shared_bytes < bytes {
-        f.set_max_dynamic_shared_mem(bytes)?;
-    }
-    Ok(())
 }
 
 /// The tensor map `gemm_wgmma_*` expects for an operand stored `[rows, cols]` with row stride `ld`:

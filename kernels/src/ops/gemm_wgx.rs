@@ -2,9 +2,9 @@
 //! for [`gemm_half`](super::gemm_half) under a [`HalfPlan::Tiles`](super::HalfPlan) plan.
 
 use super::gemm_half_plan::{half_split, HalfTile, HALF_MAX_WORKSPACE};
-use super::gemm_tc::{raise_smem, tma_map_box, TensorCoreElement};
+use super::gemm_tc::{tma_map_box, TensorCoreElement};
 use super::Transpose;
-use crate::launch::{sms, to_i32};
+use crate::launch::{raise_smem, sms, to_i32};
 use crate::{Error, Kernels, Result};
 use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Stream, TensorMap};
 

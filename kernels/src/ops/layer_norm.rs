@@ -330,10 +330,7 @@ fn layer_norm_bwd_impl<T: Element>(
         // below: layer_norm.cu's layer_norm_bwd_fused says why).
         let kfused = dispatch::layer_norm_bwd_fused::<T>(k)?;
         let smem = fused_smem_bytes::<T>(cols);
-        let f = kfused.function();
-        if f.limits().max_dynamic_shared_bytes < smem {
-            f.set_max_dynamic_shared_mem(smem)?;
-        }
+        crate::launch::raise_smem(kfused.function(), smem)?;
         let cfg = LaunchConfig::new(parts as u32, 256).with_shared_mem(smem);
         // SAFETY: block 256 as the kernel requires, with the dynamic shared memory it takes
         // for `cols` (fused_smem_bytes, the limit raised above where needed: the kernel's

@@ -697,10 +697,7 @@ fn bwd<T: AttentionElement>(
         }?;
     }
     if k_rows > 0 {
-        let f = k_dkdv.function();
-        if f.limits().max_dynamic_shared_bytes < dkdv_smem {
-            f.set_max_dynamic_shared_mem(dkdv_smem)?;
-        }
+        crate::launch::raise_smem(k_dkdv.function(), dkdv_smem)?;
         grads.with_dkdv(shape, |dk, dv, dv_at| {
             // SAFETY: q, k, v, dout as above; lse, delta read at query rows of the same (b, h)
             // (< B·H·Nq, lengths checked; none when Nq == 0); dk and dv written at (b, h, row,

@@ -49,10 +49,7 @@ pub(super) fn fused_dq<T: AttentionElement>(
         s.memset_zeros(acc)?;
     }
     if k_rows > 0 {
-        let f = k_fused.function();
-        if f.limits().max_dynamic_shared_bytes < smem {
-            f.set_max_dynamic_shared_mem(smem)?;
-        }
+        crate::launch::raise_smem(k_fused.function(), smem)?;
         let lay = grads.layout(&shape);
         let (sdo, sdk, sdv) = (st3(dout.strides), st3(lay.dk), st3(lay.dv));
         let acc = &mut *acc;

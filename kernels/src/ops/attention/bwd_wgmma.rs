@@ -165,10 +165,7 @@ pub(super) fn launch<T: AttentionElement>(
     let grid = |rows: usize| (bh * rows.div_ceil(ROWS) as u64).min(sms(s)).max(1) as u32;
 
     let bytes = dq_smem(shape.head_dim);
-    let f = k_dq.function();
-    if f.limits().max_dynamic_shared_bytes < bytes {
-        f.set_max_dynamic_shared_mem(bytes)?;
-    }
+    crate::launch::raise_smem(k_dq.function(), bytes)?;
     let cfg = LaunchConfig::new(grid(shape.q_len), THREADS).with_shared_mem(bytes);
     let dq = grads.dq_buf();
     // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v and dout, whose
@@ -188,10 +185,7 @@ pub(super) fn launch<T: AttentionElement>(
     }?;
 
     let bytes = dkdv_smem(shape.head_dim);
-    let f = k_dkdv.function();
-    if f.limits().max_dynamic_shared_bytes < bytes {
-        f.set_max_dynamic_shared_mem(bytes)?;
-    }
+    crate::launch::raise_smem(k_dkdv.function(), bytes)?;
     let cfg = LaunchConfig::new(grid(shape.kv_len), THREADS).with_shared_mem(bytes);
     grads.with_dkdv(shape, |dk, dv, dv_at| {
         // SAFETY: as for the dq kernel: reads through the same maps, lse and delta at query rows
@@ -240,10 +234,7 @@ pub(super) fn launch_fused<T: AttentionElement>(
     let grid = (bh * shape.kv_len.div_ceil(ROWS) as u64).min(sms(s)).max(1) as u32;
     s.memset_zeros(acc)?;
     let bytes = fused_smem(shape.head_dim);
-    let f = k_fused.function();
-    if f.limits().max_dynamic_shared_bytes < bytes {
-        f.set_max_dynamic_shared_mem(bytes)?;
-    }
+    crate::launch::raise_smem(k_fused.function(), bytes)?;
     let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(bytes);
     {
         let acc = &mut *acc;

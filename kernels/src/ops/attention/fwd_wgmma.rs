@@ -114,10 +114,7 @@ pub(super) fn launch<T: AttentionElement>(
     let map_k = head_map(k, shape, shape.kv_len, ROWS as u32)?;
     let map_v = head_map(v, shape, shape.kv_len, ROWS as u32)?;
     let bytes = smem(shape.head_dim);
-    let f = kernel.function();
-    if f.limits().max_dynamic_shared_bytes < bytes {
-        f.set_max_dynamic_shared_mem(bytes)?;
-    }
+    crate::launch::raise_smem(kernel.function(), bytes)?;
     // One CTA per SM (225 KiB of shared memory at D = 128; 384 threads with 240 registers for
     // each consumer at D = 64), each walking the query tiles with a stride of the grid.
     let tiles = (shape.batch * shape.heads) as u64 * shape.q_len.div_ceil(ROWS) as u64;
