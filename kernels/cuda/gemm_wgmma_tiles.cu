@@ -21,8 +21,12 @@
 //      then writes whole rows, 16 bytes per thread (wgx_store_c_staged), instead of 4-byte stores
 //      that write every 32-byte sector of C in two halves.
 //   4. Split-K: a unit is (tile, k slice z). With splits > 1 each unit writes its f32 partial
-//      tile to slab z of a workspace [splits][M][N]; gemm_wgx_reduce_* then adds the slabs in
-//      order z = 0, 1, ... and rounds once (deterministic: no atomics, a fixed order).
+//      tile to slab z of a workspace [splits][M][N]; gemm_wgx_reduce_* then adds the slabs in a
+//      fixed order (consecutive slabs in groups, groups in order) and rounds once
+//      (deterministic: no atomics, an order fixed by splits). One launch instead (each tile's
+//      last unit adding the slabs, found by a counter) was measured 1.7-3.4x slower on an H200:
+//      one SM's loads in flight cannot read a few hundred KB at the rate of the reduce's whole
+//      grid (kernels/TUNING.md).
 //
 // Units are numbered u = z * tiles + t (the tiles of one k slice run together and share their
 // operand slabs in L2); tile t walks GROUP_M tile rows column by column, as gemm_wgmma.cu does.
@@ -40,6 +44,7 @@
 //       K-major A : dims {K, M}, box {64, BM};   M-major A : dims {M, K}, box {64, 64}
 //       K-major B : dims {K, N}, box {64, BN};   N-major B : dims {N, K}, box {64, 64}
 //     (A and B are passed only so the launch orders their buffers);
+//   * gemm_wgx_reduce_*: block (BX, ZL), BX a multiple of 32, BX * ZL <= 1024, any 1-D grid;
 //   * M, N, K >= 1; kt_per >= 1 k tiles of 64 per slice and splits = ceil(ceil(K / 64) / kt_per)
 //     (every slice holds at least one k tile);
 //   * out: C (element type T, [M, N] with row stride ldc) when splits == 1, else the f32
@@ -252,24 +257,33 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
         int it = 0;
         for (int u = first_unit; u < units; u += unit_step) {
             const WgxUnit w = wgx_unit<G, CL>(u, tiles_m, tiles_n, ktiles, kt_per, rank);
+            // A consumer whose 64 rows all lie past M (M <= 64 under a 128-row tile: 64^2 x
+            // 131072's units) multiplies nothing and stores nothing; it still waits for each
+            // stage and hands it back, so the ring's phases stay in step.
+            // (Not for the 128 x 256 tile: the branch changed the main loop's code of the large
+            // squares' kernel, and the plan gives it no M <= 64.)
+            const bool rows_here = G::BN == 256 || w.m0 + 64 * c < M;
             // do-while: a k loop the compiler must consider empty made ptxas serialise the
             // wgmmas of the bf16 kernels (C7514, the epilogue's reads).
             int kt = w.kt0;
             do {
                 const int s = it % G::STAGES;
                 mbar_wait(bars + 8 * s, (it / G::STAGES) & 1);
-                const unsigned sa = base + s * G::STAGE_BYTES + c * 64 * WGX_ROW_BYTES;
-                const unsigned sb = base + s * G::STAGE_BYTES + G::A_BYTES;
-                wgx_fence();
+                if (rows_here) {
+                    const unsigned sa = base + s * G::STAGE_BYTES + c * 64 * WGX_ROW_BYTES;
+                    const unsigned sb = base + s * G::STAGE_BYTES + G::A_BYTES;
+                    wgx_fence();
 #pragma unroll
-                for (int kk = 0; kk < WGX_BK / 16; ++kk) {
-                    WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
-                                                  wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo), kt > w.kt0 || kk > 0);
+                    for (int kk = 0; kk < WGX_BK / 16; ++kk) {
+                        WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
+                                                      wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo),
+                                                      kt > w.kt0 || kk > 0);
+                    }
+                    wgx_commit();
+                    // All of this stage's multiplies done before it is handed back (wait_group 1
+                    // across k tiles makes ptxas serialise the wgmmas: C7515, as in gemm_wgmma.cu).
+                    wgx_wait0();
                 }
-                wgx_commit();
-                // All of this stage's multiplies done before it is handed back (wait_group 1 across
-                // k tiles makes ptxas serialise the wgmmas: C7515, as in gemm_wgmma.cu).
-                wgx_wait0();
                 if (threadIdx.x % 32 == 0) {
                     if constexpr (CL > 1) {
 #pragma unroll
@@ -280,6 +294,7 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
                 }
                 ++it;
             } while (++kt < w.kt1);
+            if (!rows_here) continue;
             wgx_fence_acc(d);
             if (splits == 1) {
                 unsigned char* buf = wgx_smem + (epi - smem_u32(wgx_smem)) + c * G::EPI_BYTES;
@@ -295,54 +310,75 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
     if constexpr (CL > 1) cluster_sync_all();
 }
 
-// C[i ldc + j] = round(sum over z = 0, 1, .. splits - 1 of ws[z][i][j]), slabs added in order.
-// Any 1-D grid (grid-stride loop); each thread takes pairs of columns when N is even.
+// The sum of slabs [z0, z1) of ws at element e (V: float2 for pairs of columns, else float),
+// added in order z0, z0 + 1, ..; 8 slabs' loads in flight at a time (the same sums as one at a
+// time: with few outputs and many slabs the chain of dependent loads was the reduce's time).
+__device__ __forceinline__ void wgx_add(float& a, float b) { a += b; }
+__device__ __forceinline__ void wgx_add(float2& a, float2 b) {
+    a.x += b.x;
+    a.y += b.y;
+}
+template <class V>
+__device__ __forceinline__ V wgx_slab_sum(const float* __restrict__ ws, u64 slab, u64 e, int z0, int z1) {
+    // slab is a multiple of the vector width when V is float2 (N even).
+    const V* w = reinterpret_cast<const V*>(ws);
+    const u64 stride = slab * sizeof(float) / sizeof(V);
+    V acc = w[(u64)z0 * stride + e];
+    int z = z0 + 1;
+    for (; z + 8 <= z1; z += 8) {
+        V v[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = w[(u64)(z + j) * stride + e];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) wgx_add(acc, v[j]);
+    }
+    for (; z < z1; ++z) wgx_add(acc, w[(u64)z * stride + e]);
+    return acc;
+}
+
+// C[i ldc + j] = round(sum over the slabs z = 0 .. splits - 1 of ws[z][i][j]), in a fixed order:
+// the slabs fall into blockDim.y groups of ceil(splits / blockDim.y) consecutive slabs; thread
+// row y adds group y's slabs in order, then row 0 adds the groups' sums in order y = 0, 1, ...
+// (one group: the plain ordered sum). The order depends on splits and blockDim.y only, which the
+// host derives from splits: deterministic for a given plan. A few outputs over many slabs (64^2 x
+// 131072 in 128 slices) now spread over blockDim.y times the threads, each with one round of
+// loads in flight.
+// Block (BX, ZL) with BX * ZL <= 1024 and BX a multiple of 32; any 1-D grid (grid-stride over
+// blocks of BX elements); each element is a pair of columns when N is even.
 template <class E>
 __device__ __forceinline__ void gemm_wgx_reduce(const float* __restrict__ ws, int splits, int M, int N,
                                                 typename E::T* __restrict__ C, int ldc) {
+    __shared__ float2 part[1024];
     const u64 slab = (u64)M * (u64)N;
     typedef typename E::T T;
     const bool pairs = (N % 2 == 0) && (ldc % 2 == 0) && ((((u64)C) & (2 * sizeof(T) - 1)) == 0);
-    if (pairs) {
-        const u64 total = slab / 2;
-        for (u64 e = global_tid(); e < total; e += grid_threads()) {
-            float2 acc = reinterpret_cast<const float2*>(ws)[e];
-            int z = 1;
-            // 8 slabs' loads in flight, then added in order (the same sums as one at a time): with
-            // few outputs and many slabs the chain of dependent loads was the reduce's time.
-            for (; z + 8 <= splits; z += 8) {
-                float2 v[8];
-#pragma unroll
-                for (int j = 0; j < 8; ++j) v[j] = reinterpret_cast<const float2*>(ws + (u64)(z + j) * slab)[e];
-#pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    acc.x += v[j].x;
-                    acc.y += v[j].y;
-                }
+    const int bx = blockDim.x, zl = blockDim.y, x = threadIdx.x, y = threadIdx.y;
+    const int per = (splits + zl - 1) / zl;
+    const int z0 = y * per, z1 = min(z0 + per, splits);
+    const u64 total = pairs ? slab / 2 : slab;
+    // The loop bounds are the block's, so every thread reaches each __syncthreads.
+    for (u64 first = (u64)blockIdx.x * bx; first < total; first += (u64)gridDim.x * bx) {
+        const u64 e = first + x;
+        if (e < total && z0 < z1) {
+            if (pairs) {
+                part[y * bx + x] = wgx_slab_sum<float2>(ws, slab, e, z0, z1);
+            } else {
+                part[y * bx + x].x = wgx_slab_sum<float>(ws, slab, e, z0, z1);
             }
-            for (; z < splits; ++z) {
-                const float2 v = reinterpret_cast<const float2*>(ws + (u64)z * slab)[e];
-                acc.x += v.x;
-                acc.y += v.y;
-            }
-            const u64 i = (2 * e) / (u64)N, j = (2 * e) % (u64)N;
-            WgxStore<E>::two(C + i * (u64)ldc + j, acc.x, acc.y);
         }
-    } else {
-        for (u64 e = global_tid(); e < slab; e += grid_threads()) {
-            float acc = ws[e];
-            int z = 1;
-            for (; z + 8 <= splits; z += 8) {
-                float v[8];
-#pragma unroll
-                for (int j = 0; j < 8; ++j) v[j] = ws[(u64)(z + j) * slab + e];
-#pragma unroll
-                for (int j = 0; j < 8; ++j) acc += v[j];
+        if (zl > 1) __syncthreads();
+        if (y == 0 && e < total) {
+            float2 acc = part[x];
+            for (int g = 1; g < zl && g * per < splits; ++g) wgx_add(acc, part[g * bx + x]);
+            if (pairs) {
+                const u64 i = (2 * e) / (u64)N, j = (2 * e) % (u64)N;
+                WgxStore<E>::two(C + i * (u64)ldc + j, acc.x, acc.y);
+            } else {
+                const u64 i = e / (u64)N, j = e % (u64)N;
+                WgxStore<E>::one(C + i * (u64)ldc + j, acc.x);
             }
-            for (; z < splits; ++z) acc += ws[(u64)z * slab + e];
-            const u64 i = e / (u64)N, j = e % (u64)N;
-            WgxStore<E>::one(C + i * (u64)ldc + j, acc);
         }
+        if (zl > 1) __syncthreads();
     }
 }
 

@@ -30,10 +30,15 @@ const SHAPES: &[(usize, usize, usize)] = &[
     // More 128 x 64 pairs (9 x 8) than an H100 or H200 has clusters of two: the pair tile's
     // clusters take several units each.
     (1100, 1000, 200),
+    // 257 k tiles over a tiny output: 200 slices asked for run 129 (the reduce's 32 groups),
+    // 64 run 52 (8 groups); M < 64 leaves a 128-row tile's second consumer idle.
+    (40, 72, 16_400),
 ];
 
-/// Splits asked for: none, a few (the last slice shorter), more than there are k tiles.
-const SPLITS: &[usize] = &[1, 3, 64];
+/// Splits asked for: none, a few and a dozen (the last slice shorter; the reduce in one and in
+/// two groups of slices), more than there are k tiles (or, at 16 400, more than 128: the
+/// reduce's largest block).
+const SPLITS: &[usize] = &[1, 3, 12, 64, 200];
 
 fn hopper(cc: ComputeCapability) -> bool {
     cc == (ComputeCapability { major: 9, minor: 0 })
@@ -147,10 +152,14 @@ fn split_deterministic<T: TensorCoreElement>() -> TestResult {
     let (da, db) = (upload(&s, &a, 0)?, upload(&s, &b, 0)?);
     let (want, bound) = reference::gemm_f64(nn, nn, m, n, kd, &a, kd, &b, n);
     let mut runs = Vec::new();
-    for tile in [HalfTile::T64x128, HalfTile::T128x256] {
+    for (tile, splits) in [
+        (HalfTile::T64x128, 16),
+        (HalfTile::T128x256, 16),
+        (HalfTile::T128x64, 64),
+    ] {
         for _ in 0..2 {
             let mut dc = s.alloc_zeros::<T>(m * n)?;
-            let plan = HalfPlan::Tiles { tile, splits: 16 };
+            let plan = HalfPlan::Tiles { tile, splits };
             ops::gemm_half_with_plan(&k, &s, plan, nn, nn, m, n, kd, &da, kd, &db, n, &mut dc, n)?;
             runs.push(s.clone_dtoh(&dc)?);
         }
@@ -158,7 +167,7 @@ fn split_deterministic<T: TensorCoreElement>() -> TestResult {
         let (x, y) = (&runs[runs.len() - 2], &runs[runs.len() - 1]);
         ensure!(bits(x) == bits(y), "{tile:?} split-K: two runs differ");
         check(
-            &format!("{:?} {tile:?} splits=16 {m}x{n}x{kd}", T::DTYPE),
+            &format!("{:?} {tile:?} splits={splits} {m}x{n}x{kd}", T::DTYPE),
             x,
             0,
             m,
@@ -263,6 +272,67 @@ fn plan_table() -> TestResult {
     Ok(())
 }
 
+/// A split-K product on two streams in turn, captured into a graph (its workspace allocated at
+/// capture time) and replayed twice, then eagerly again: every result right and bit-identical.
+fn split_streams_and_graphs() -> TestResult {
+    let ctx = cuda_tests::context()?;
+    if !hopper(ctx.limits().compute_capability) {
+        return Ok(());
+    }
+    let k = Kernels::get(&ctx)?;
+    let (s1, s2) = (ctx.new_stream()?, ctx.new_stream()?);
+    let (m, n, kd) = (200, 300, 3000);
+    let nn = Transpose::NoTrans;
+    let a: Vec<bf16> = data(91, m * kd);
+    let b: Vec<bf16> = data(92, kd * n);
+    let (want, bound) = reference::gemm_f64(nn, nn, m, n, kd, &a, kd, &b, n);
+    let (da, db) = (upload(&s1, &a, 0)?, upload(&s1, &b, 0)?);
+    s1.synchronize()?;
+    let plan = HalfPlan::Tiles {
+        tile: HalfTile::T128x128,
+        splits: 5,
+    };
+    let run = |s: &cuda_stack_driver::Stream, c: &mut cuda_stack_driver::DeviceBuffer<bf16>| {
+        ops::gemm_half_with_plan(&k, s, plan, nn, nn, m, n, kd, &da, kd, &db, n, c, n)
+    };
+    let mut outs = Vec::new();
+    let (mut c1, mut c2) = (
+        s1.alloc_zeros::<bf16>(m * n)?,
+        s2.alloc_zeros::<bf16>(m * n)?,
+    );
+    for _ in 0..3 {
+        run(&s1, &mut c1)?;
+        run(&s2, &mut c2)?;
+        outs.push(s1.clone_dtoh(&c1)?);
+        outs.push(s2.clone_dtoh(&c2)?);
+    }
+    let mut c3 = s1.alloc_zeros::<bf16>(m * n)?;
+    let mut failed = None;
+    let graph = ctx.capture(|cs| {
+        if let Err(e) = run(cs, &mut c3) {
+            failed = Some(e);
+        }
+        Ok(())
+    })?;
+    if let Some(e) = failed {
+        return Err(e.into());
+    }
+    let exec = graph.instantiate()?;
+    for _ in 0..2 {
+        s1.memset_zeros(&mut c3)?;
+        exec.launch(&s1)?;
+        outs.push(s1.clone_dtoh(&c3)?);
+    }
+    run(&s1, &mut c1)?;
+    outs.push(s1.clone_dtoh(&c1)?);
+    let bits = |v: &[bf16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    for (i, o) in outs.iter().enumerate() {
+        check(&format!("split-K run {i}"), o, 0, m, n, n, &want, &bound)?;
+        ensure!(bits(o) == bits(&outs[0]), "run {i} differs from run 0");
+    }
+    Ok(())
+}
+
 fn main() {
     cuda_tests::run(vec![
         cpu("plan_table", plan_table),
@@ -271,5 +341,6 @@ fn main() {
         gpu("split_deterministic_bf16", split_deterministic::<bf16>),
         gpu("split_deterministic_f16", split_deterministic::<f16>),
         gpu("bad_plans", bad_plans),
+        gpu("split_streams_and_graphs", split_streams_and_graphs),
     ]);
 }

@@ -13,8 +13,11 @@
 //! | `gemm_mma_*` ([`HalfPlan::MmaSync`]) | 128 × 256 | one per tile | every shape off compute capability 9.0 (or when asked for) |
 //!
 //! Split-K (`splits > 1`): unit (tile, slice z) writes its f32 partial to slab z of a workspace;
-//! `gemm_wgx_reduce_*` sums the slabs in order z = 0, 1, … and rounds once (deterministic for a
-//! given plan; the plan depends on the shape and the SM count only).
+//! `gemm_wgx_reduce_*` sums the slabs and rounds once: [`reduce_block`]'s `zl` groups of
+//! consecutive slabs, each added in order, then the groups in order (deterministic for a given
+//! plan; the plan depends on the shape and the SM count only). Each tile's last unit adding the
+//! slabs itself (one launch, a counter per tile) measured 1.7–3.4× slower on an H200
+//! (kernels/TUNING.md).
 //!
 //! The model ([`half_plan_cost`]) is a wave model in seconds: per unit, the larger of its tensor
 //! time and the time one SM takes to stream its operand bytes; units in waves of one per SM; a
@@ -156,8 +159,8 @@ pub enum HalfPlan {
 /// k per pipeline stage of every Hopper kernel (a k tile).
 pub const HALF_KTILE: usize = 64;
 
-/// The most k slices a plan may use.
-pub const HALF_MAX_SPLITS: usize = 64;
+/// The most k slices a plan may use (the plan also stops at one unit per SM).
+pub const HALF_MAX_SPLITS: usize = 256;
 
 /// The largest split-K workspace (f32 partials) a plan may need, in bytes.
 pub const HALF_MAX_WORKSPACE: usize = 256 << 20;
@@ -177,7 +180,7 @@ const WIDE_WAVE: f64 = 5e-6;
 const PERSISTENT_FILL: f64 = 3e-6;
 /// One more launch (the split-K reduce) and its gap.
 const LAUNCH: f64 = 2.5e-6;
-/// One round of the reduce's loads (8 slabs in flight per output, then added in order).
+/// One round of the reduce's loads (up to 8 slabs in flight per thread, then added in order).
 const REDUCE_ROUND: f64 = 0.7e-6;
 
 /// k tiles per slice and the slices there really are when `splits` are asked for over `k`.
@@ -185,6 +188,15 @@ pub fn half_split(k: usize, splits: usize) -> (usize, usize) {
     let kt = k.div_ceil(HALF_KTILE).max(1);
     let per = kt.div_ceil(splits.clamp(1, kt));
     (per, kt.div_ceil(per))
+}
+
+/// The split-K reduce's block `(bx, zl)` for `splits` slabs: `zl` groups of consecutive slabs,
+/// each thread adding at most 8 (one round of loads in flight), `zl` the least power of two
+/// that allows it (at most 32); `bx` outputs per block row, 256 threads or more per block.
+/// The reduce's order of additions depends on `zl`, so on `splits` only: deterministic per plan.
+pub fn reduce_block(splits: usize) -> (u32, u32) {
+    let zl = splits.div_ceil(8).next_power_of_two().clamp(1, 32) as u32;
+    ((256 / zl).max(32), zl)
 }
 
 /// The model's time in seconds for `plan` on an `m × n × k` product over `sm_count` SMs
@@ -222,10 +234,12 @@ pub fn half_plan_cost(plan: HalfPlan, m: usize, n: usize, k: usize, sm_count: u3
     // shapes are, the plan whose SMs finish sooner still wins (in the sweep those operands are
     // L2-resident, well above the DRAM rate), and padded compute still counts.
     let floor = (operands + written) / DRAM;
-    let main = (time.powi(4) + floor.powi(4)).powf(0.25);
+    let main = (time.powi(4) + floor.powi(4)).sqrt().sqrt();
     if splits > 1 {
-        // The reduce: its bytes, and per 8 slabs one dependent round of loads per output.
-        let rounds = f(splits.div_ceil(8)) * REDUCE_ROUND;
+        // The reduce: its bytes, and per thread's 8 slabs one dependent round of loads (the
+        // slabs in groups over reduce_block's zl thread rows), a second to add the groups.
+        let zl = reduce_block(splits).1 as usize;
+        let rounds = f(splits.div_ceil(8 * zl) + usize::from(zl > 1)) * REDUCE_ROUND;
         main + LAUNCH + rounds + (written + 2.0 * f(m) * f(n)) / DRAM
     } else {
         main
@@ -291,6 +305,46 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
         };
     }
     best.1
+}
+
+/// What a remembered plan is keyed by: (family, m, n, k, SMs).
+type PlanKey = (TcAlgo, usize, usize, usize, u32);
+
+/// The most shapes [`cached_half_plan`] remembers per thread.
+const PLAN_CACHE_ENTRIES: usize = 1024;
+
+thread_local! {
+    /// Plans [`gemm_half_plan`] made on this thread. At a long K its search compares every tile
+    /// at up to one split per SM (528 costs at 64 × 64 × 131072, about 20 µs of host time, more
+    /// than the GPU's 12 µs), so `gemm_half` asks it once per shape. Cleared when it reaches
+    /// [`PLAN_CACHE_ENTRIES`]: a program cycling through more shapes pays the search again,
+    /// never unbounded memory.
+    static PLANS: std::cell::RefCell<std::collections::HashMap<PlanKey, HalfPlan>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+/// [`gemm_half_plan`]`(family, m, n, k, sm_count)`, remembered per thread (the same plan: the
+/// function is pure).
+pub(crate) fn cached_half_plan(
+    family: TcAlgo,
+    m: usize,
+    n: usize,
+    k: usize,
+    sm_count: u32,
+) -> HalfPlan {
+    let key = (family, m, n, k, sm_count);
+    if let Some(p) = PLANS.with(|c| c.borrow().get(&key).copied()) {
+        return p;
+    }
+    let plan = gemm_half_plan(family, m, n, k, sm_count);
+    PLANS.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.len() >= PLAN_CACHE_ENTRIES {
+            c.clear();
+        }
+        c.insert(key, plan);
+    });
+    plan
 }
 
 #[cfg(test)]
@@ -401,5 +455,32 @@ mod tests {
             HalfTile::T128x256.smem_bytes(),
             3 * 384 * 128 + 2 * 64 * 528 + 1024 + 48
         );
+    }
+
+    #[test]
+    fn cached_plans_are_the_plans() {
+        for (m, n, k) in [(64, 64, 131_072), (1000, 1000, 1000), (7, 4096, 4096)] {
+            for _ in 0..2 {
+                assert_eq!(cached_half_plan(TcAlgo::Wgmma, m, n, k, 132), plan(m, n, k));
+            }
+        }
+        assert_eq!(
+            cached_half_plan(TcAlgo::MmaSync, 64, 64, 64, 132),
+            HalfPlan::MmaSync
+        );
+    }
+
+    #[test]
+    fn reduce_blocks_fit_and_take_one_round() {
+        for splits in 1..=HALF_MAX_SPLITS {
+            let (bx, zl) = reduce_block(splits);
+            assert!(
+                bx % 32 == 0 && bx * zl <= 1024 && bx * zl >= 256,
+                "{splits}"
+            );
+            assert!(splits.div_ceil(zl as usize) <= 8, "{splits}");
+        }
+        assert_eq!(reduce_block(8), (256, 1));
+        assert_eq!(reduce_block(128), (32, 16));
     }
 }

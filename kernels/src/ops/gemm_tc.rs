@@ -4,7 +4,9 @@
 //! The ladder these make with [`super::sgemm`] (FP32 FMA on the SIMT cores) is shown step by step
 //! by the `tensor_cores` program; `kernels/TUNING.md` records how each step was measured.
 
-use super::gemm_half_plan::{gemm_half_plan, HalfPlan, HalfTile, HALF_MAX_SPLITS};
+#[cfg(doc)]
+use super::gemm_half_plan::gemm_half_plan;
+use super::gemm_half_plan::{cached_half_plan, HalfPlan, HalfTile, HALF_MAX_SPLITS};
 use super::gemm_wgx::{gemm_wgx, WgxKernel, WgxReduceKernel};
 use super::Transpose;
 use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels, GemmWgmmaTilesKernels};
@@ -404,7 +406,7 @@ fn zero_product<T: cuda_stack_driver::DeviceRepr>(
 ///
 /// The family is [`tc_choice`]'s; the kernel within it is [`gemm_half_plan`]'s (by shape and SM
 /// count: `gemm_wgmma_*`, the persistent split-K `gemm_wgx_*` tiles, or `gemm_mma_*`; the table
-/// is in `gemm_half_plan`'s module). Operands whose start or rows are not 16-byte aligned are
+/// is in `gemm_half_plan`'s module), asked once per shape and thread. Operands whose start or rows are not 16-byte aligned are
 /// copied into aligned buffers first. Returns the family that ran.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_half<T: TensorCoreElement>(
@@ -424,7 +426,7 @@ pub fn gemm_half<T: TensorCoreElement>(
     ldc: usize,
 ) -> Result<TcAlgo> {
     let family = tc_choice(algo, s.context().limits().compute_capability, T::DTYPE)?;
-    let plan = gemm_half_plan(family, m, n, kdim, sms(s) as u32);
+    let plan = cached_half_plan(family, m, n, kdim, sms(s) as u32);
     gemm_half_with_plan(k, s, plan, ta, tb, m, n, kdim, a, lda, b, ldb, c, ldc)?;
     Ok(family)
 }

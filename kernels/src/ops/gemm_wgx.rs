@@ -1,7 +1,7 @@
 //! Launching the persistent, split-K Hopper GEMMs (`gemm_wgx_*` in `cuda/gemm_wgmma_tiles.cu`)
 //! for [`gemm_half`](super::gemm_half) under a [`HalfPlan::Tiles`](super::HalfPlan) plan.
 
-use super::gemm_half_plan::{half_split, HalfTile, HALF_MAX_WORKSPACE};
+use super::gemm_half_plan::{half_split, reduce_block, HalfTile, HALF_MAX_WORKSPACE};
 use super::gemm_tc::{tma_map_box, TensorCoreElement};
 use super::Transpose;
 use crate::launch::{raise_smem, sms, to_i32};
@@ -111,11 +111,16 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
         }?;
     }
     let reduce = T::wgx_reduce(kernels);
+    let (bx, zl) = reduce_block(splits);
     let pairs = (m * n).div_ceil(2);
-    let blocks = pairs.div_ceil(256).min(sms(s) as usize * 8).max(1) as u32;
-    let cfg = LaunchConfig::new(blocks, 256);
+    let blocks = pairs
+        .div_ceil(bx as usize)
+        .min(sms(s) as usize * (2048 / (bx * zl)) as usize)
+        .max(1) as u32;
+    let cfg = LaunchConfig::new(blocks, (bx, zl));
     // SAFETY: reads ws[z·m·n + e] for z < splits, e < m·n (all written above, inside the
-    // workspace) and writes C[i·ldc + j] for i < m, j < n only (inside `c`); any 1-D grid.
+    // workspace) and writes C[i·ldc + j] for i < m, j < n only (inside `c`); any 1-D grid, a
+    // block of (bx, zl) with bx a multiple of 32 and bx·zl <= 1024 (reduce_block).
     unsafe { reduce.launch(s, &cfg, &ws, si, mi, ni, c, lc) }?;
     Ok(())
 }

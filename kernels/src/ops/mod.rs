@@ -77,8 +77,8 @@ pub use fp8::{
 pub use gelu::{gelu_bwd, gelu_fwd};
 pub use gemm_fp8::{gemm_fp8, gemm_fp8_cpu, Fp8GemmOut, FP8_WGMMA_CC};
 pub use gemm_half_plan::{
-    gemm_half_plan, half_plan_cost, half_split, HalfPlan, HalfTile, HALF_KTILE, HALF_MAX_SPLITS,
-    HALF_MAX_WORKSPACE,
+    gemm_half_plan, half_plan_cost, half_split, reduce_block, HalfPlan, HalfTile, HALF_KTILE,
+    HALF_MAX_SPLITS, HALF_MAX_WORKSPACE,
 };
 pub use gemm_tc::{
     gemm_half, gemm_half_with_plan, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement,
