@@ -261,7 +261,7 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
             // 131072's units) multiplies nothing and stores nothing; it still waits for each
             // stage and hands it back, so the ring's phases stay in step.
             // (Not for the 128 x 256 tile: the branch changed the main loop's code of the large
-            // squares' kernel, and the plan gives it no M <= 64.)
+            // squares' kernel; at M <= 64 that tile's idle consumer multiplies zeros, as before.)
             const bool rows_here = G::BN == 256 || w.m0 + 64 * c < M;
             // do-while: a k loop the compiler must consider empty made ptxas serialise the
             // wgmmas of the bf16 kernels (C7514, the epilogue's reads).

@@ -406,8 +406,9 @@ fn zero_product<T: cuda_stack_driver::DeviceRepr>(
 ///
 /// The family is [`tc_choice`]'s; the kernel within it is [`gemm_half_plan`]'s (by shape and SM
 /// count: `gemm_wgmma_*`, the persistent split-K `gemm_wgx_*` tiles, or `gemm_mma_*`; the table
-/// is in `gemm_half_plan`'s module), asked once per shape and thread. Operands whose start or rows are not 16-byte aligned are
-/// copied into aligned buffers first. Returns the family that ran.
+/// is in `gemm_half_plan`'s module), asked once per shape and thread. Operands whose start or
+/// rows are not 16-byte aligned are copied into aligned buffers first. Returns the family that
+/// ran.
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_half<T: TensorCoreElement>(
     k: &Kernels,

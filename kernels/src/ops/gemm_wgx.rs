@@ -66,7 +66,7 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
     // A pair of blocks loads an A tile in two halves (tile.a_box_rows() rows each).
     let map_a = tma_map_box::<T>(a, ta, true, a_rows, a_cols, lda, tile.a_box_rows() as u32)?;
     let map_b = tma_map_box::<T>(b, tb, false, b_rows, b_cols, ldb, tile.bn() as u32)?;
-    let grid = tile.grid(m, n, splits, s.context().limits().sm_count.max(1)) as u32;
+    let grid = tile.grid(m, n, splits, sms(s) as u32) as u32;
     let cfg = LaunchConfig::new(grid, tile.threads()).with_shared_mem(tile.smem_bytes());
     if splits == 1 {
         let mut out = c.cast_mut::<u8>()?;
