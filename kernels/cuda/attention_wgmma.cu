@@ -40,11 +40,13 @@
 //   * Persistent: a CTA walks query tiles blockIdx.x, + gridDim.x, ...; the producer loads the
 //     next tile's Q as soon as both consumers' last S product of the present one is done
 //     (q_empty), so copies overlap the epilogue. Full attention walks the tiles head by head (the
-//     CTAs running together share K and V in L2); causal, heaviest first across heads (aw_tile).
+//     CTAs running together share K and V in L2); causal, heaviest first within sections of heads
+//     whose K and V fit in L2 (attention_tile_order.cuh).
 //   * Epilogue: O / l rounded once, stored straight from the accumulators (4-byte pairs at D = 64;
 //     at D = 128 regrouped within each quad of lanes into 16-byte stores);
 //     lse = (m + log2 l) ln 2.
 // No atomics: deterministic.
+#include "attention_tile_order.cuh"
 #include "dtype.cuh"
 #include "ex2.cuh"
 #include "shared_address.cuh"
@@ -115,27 +117,22 @@ __device__ __forceinline__ void aw_tma_4d(unsigned dst, const TensorMap* map, in
 }
 
 // The work of query tile t: its (b, h), first row, and the key tiles any of its rows sees. The
-// CTAs take tiles t = blockIdx.x, + gridDim.x, ... Full attention walks them head by head (the
-// CTAs running together share K and V in L2). Causal tiles differ in work (query tile qt sees
-// qt + 1 key tiles when Nq = Nk), and a static stride over the heads' tiles in order handed some
-// CTAs twice the work of others; so causal tiles go heaviest first across all heads (the
-// longest-processing-time order), which a stride over the CTAs spreads evenly.
+// CTAs take tiles t = blockIdx.x, + gridDim.x, ... in attention_tile_order.cuh's order: full
+// attention head by head (the CTAs running together share K and V in L2); causal heaviest first
+// within sections of heads whose K and V fit in L2 (query tile qt sees qt + 1 key tiles when
+// Nq = Nk, and a static stride over a head's tiles in order handed some CTAs twice the work of
+// others).
 struct AwTile {
     int b, h, m0, n_kt;
     long long bh;
 };
-__device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int B, int H, int Nq, int Nk, int causal) {
+__device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int B, int H, int Nq, int Nk, int causal,
+                                          int sec_g) {
     AwTile w;
-    long long rank;  // 0 for the last (heaviest) query tile of a head
-    if (causal) {
-        const long long bhs = (long long)B * H;
-        rank = t / bhs;
-        w.bh = t - rank * bhs;
-    } else {
-        w.bh = t / n_qt;
-        rank = t - w.bh * n_qt;
-    }
-    const int qt = n_qt - 1 - (int)rank;
+    const AttnTileOrder o = attn_tile_order(t, n_qt, (long long)B * H, causal, sec_g);
+    w.bh = o.bh;
+    const int rank = o.rank;  // 0 for the last (heaviest) query tile of a head
+    const int qt = n_qt - 1 - rank;
     w.b = (int)(w.bh / H);
     w.h = (int)(w.bh - (long long)w.b * H);
     w.m0 = qt * AW_BM;
@@ -168,6 +165,8 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
 
     const int n_qt = (Nq + AW_BM - 1) / AW_BM;
     const long long tiles = (long long)B * H * n_qt;
+    // A query tile streams the head's K and V rows (2 D bytes each).
+    const int sec_g = attn_section_heads(causal, (long long)B * H, n_qt, (long long)Nk * 4 * D);
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
@@ -190,7 +189,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         if (threadIdx.x == 0) {
             int it = 0, nq = 0;  // key tiles and query tiles issued so far
             for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal);
+                const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal, sec_g);
                 if (w.n_kt == 0) continue;  // no key seen: the consumers write zeros
                 if (nq > 0) mbar_wait_spin(q_empty, (nq - 1) & 1);
                 mbar_expect_tx(q_full, TILE);
@@ -227,7 +226,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     const long long shift = causal ? (long long)Nk - Nq : 0;
     int it = 0, nq = 0;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal);
+        const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal, sec_g);
         const int w0 = w.m0 + 64 * c;  // the warpgroup's first row
         const int r0 = w0 + 16 * warp + lane / 4;  // this thread's rows: r0, r0 + 8
         // Key tiles every row of the warpgroup sees whole (kt < full_nt: no mask to apply). Every

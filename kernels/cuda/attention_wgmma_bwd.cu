@@ -84,6 +84,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
 
     const int n_kt = (Nk + BN - 1) / BN, n_qt = (Nq + BM - 1) / BM;
     const long long tiles = (long long)B * H * n_kt;
+    // A dK/dV tile streams the head's Q and dO rows (2 D bytes each) with their lse and delta.
+    const int sec_g = attn_section_heads(causal, (long long)B * H, n_kt, (long long)Nq * (4 * D + 8));
     // The query tiles key tile kt's CTA walks: from the first that sees its first key.
     auto first_qt = [&](int kt) {
         if (!causal) return 0;
@@ -110,7 +112,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
         if (warp > 1 || (warp == 0 && lane > 0)) return;
         int it = 0, nkv = 0;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const AbwTile w = abw_tile(t, n_kt, B, H, causal);
+            const AbwTile w = abw_tile(t, n_kt, B, H, causal, sec_g);
             const int qt0 = first_qt(w.tile);
             if (qt0 >= n_qt) continue;  // no query sees these keys: the consumers write zeros
             if (warp == 0) {
@@ -162,7 +164,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
     unsigned pa[KB][4], pd[KB][4];
     int it = 0, nkv = 0;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const AbwTile w = abw_tile(t, n_kt, B, H, causal);
+        const AbwTile w = abw_tile(t, n_kt, B, H, causal, sec_g);
         const int qt0 = first_qt(w.tile);
         const int k0 = w.tile * BN + 64 * c;          // the warpgroup's first key
         const int kr = k0 + 16 * warp + lane / 4;     // this thread's keys: kr, kr + 8
@@ -277,6 +279,8 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
 
     const int n_qt = (Nq + BM - 1) / BM;
     const long long tiles = (long long)B * H * n_qt;
+    // A dQ tile streams the head's K and V rows (2 D bytes each).
+    const int sec_g = attn_section_heads(causal, (long long)B * H, n_qt, (long long)Nk * 4 * D);
     // The key tiles query tile qt's CTA walks: those any of its rows sees.
     auto key_tiles = [&](int qt) {
         int kv_end = Nk;
@@ -305,7 +309,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
         if (threadIdx.x == 0) {
             int it = 0, nq = 0;
             for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const AbwTile w = abw_tile(t, n_qt, B, H, causal);
+                const AbwTile w = abw_tile(t, n_qt, B, H, causal, sec_g);
                 const int qt = n_qt - 1 - w.tile;
                 const int n_kt = key_tiles(qt);
                 if (n_kt == 0) continue;  // no key seen: the consumers write zeros
@@ -338,7 +342,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
     unsigned pa[KB][4];
     int it = 0, nq = 0;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const AbwTile w = abw_tile(t, n_qt, B, H, causal);
+        const AbwTile w = abw_tile(t, n_qt, B, H, causal, sec_g);
         const int qt = n_qt - 1 - w.tile;
         const int n_kt = key_tiles(qt);
         const int w0 = qt * BM + 64 * c;             // the warpgroup's first row

@@ -5,6 +5,7 @@
 // and the tile order. The rules the kernels follow are in attention_wgmma_bwd.cu's header.
 #pragma once
 
+#include "attention_tile_order.cuh"
 #include "dtype.cuh"
 #include "ex2.cuh"
 #include "shared_address.cuh"
@@ -158,14 +159,28 @@ __device__ __forceinline__ void abw_store(const float (&acc)[D / 2], unsigned sh
     }
 }
 
-// The (b, h) of tile rank / bh split: causal problems go heaviest tile first across all heads
-// (the longest-processing-time order, which the grid stride spreads evenly), full ones head by
-// head (the CTAs running together share the head's operands in L2). `tile` is 0 for the heaviest.
+// The (b, h) and rank of tile t (attention_tile_order.cuh: causal problems heaviest tile first
+// within sections of g heads, from attn_section_heads; full ones head by head). `tile` is 0 for
+// the heaviest.
 struct AbwTile {
     int b, h, tile;
     long long bh;
 };
-__device__ __forceinline__ AbwTile abw_tile(long long t, int n_t, int B, int H, int causal) {
+__device__ __forceinline__ AbwTile abw_tile(long long t, int n_t, int B, int H, int causal, int g) {
+    AbwTile w;
+    const AttnTileOrder o = attn_tile_order(t, n_t, (long long)B * H, causal, g);
+    w.bh = o.bh;
+    w.tile = o.rank;
+    w.b = (int)(w.bh / H);
+    w.h = (int)(w.bh - (long long)w.b * H);
+    return w;
+}
+
+// abw_tile's order with one section of all B * H heads (heaviest first across all heads), in the
+// 64-bit arithmetic it had before the sections: the one-pass kernel (attention_wgmma_bwd_fused.cu)
+// keeps it, since the section arithmetic costs its D = 128 consumers (232 registers, all but
+// spent) a spill in every arrangement tried (kernels/TUNING.md, session 50).
+__device__ __forceinline__ AbwTile abw_tile_all_heads(long long t, int n_t, int B, int H, int causal) {
     AbwTile w;
     long long rank;
     if (causal) {
@@ -181,4 +196,3 @@ __device__ __forceinline__ AbwTile abw_tile(long long t, int n_t, int B, int H, 
     w.h = (int)(w.bh - (long long)w.b * H);
     return w;
 }
-

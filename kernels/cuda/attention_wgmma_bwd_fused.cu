@@ -125,7 +125,7 @@ __device__ __forceinline__ void attn_bwd_fused_wgmma(const TensorMap* tmQ, const
         if (warp > 2 || (warp == 0 && lane > 0)) return;
         int it = 0, nkv = 0;
         for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-            const AbwTile w = abw_tile(t, n_kt, B, H, causal);
+            const AbwTile w = abw_tile_all_heads(t, n_kt, B, H, causal);
             const int qt0 = first_qt(w.tile);
             if (qt0 >= n_qt) continue;
             if (warp == 0) {
@@ -209,7 +209,7 @@ __device__ __forceinline__ void attn_bwd_fused_wgmma(const TensorMap* tmQ, const
     unsigned pa[KB][4], pd[KB][4];
     int it = 0, nkv = 0;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const AbwTile w = abw_tile(t, n_kt, B, H, causal);
+        const AbwTile w = abw_tile_all_heads(t, n_kt, B, H, causal);
         const int qt0 = first_qt(w.tile);
         const int k0 = w.tile * BN + 64 * c;
         const int kl = 64 * c + 16 * warp + lane / 4;  // this thread's keys within the tile: kl, kl + 8

@@ -43,9 +43,9 @@ pub enum Layout {
 }
 
 pub struct Tol {
-    out: f64,
-    grad: f64,
-    lse: f64,
+    pub out: f64,
+    pub grad: f64,
+    pub lse: f64,
 }
 
 pub fn tol<T: Element>() -> Tol {

@@ -6,7 +6,6 @@
 use super::family_override::{family_override, FamilyOverride};
 use super::fwd_wgmma::head_map;
 use super::{AttentionElement, AttentionGrads, AttentionInput, AttentionShape};
-use crate::launch::sms;
 use crate::{dispatch, Kernels, Result};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 
@@ -88,7 +87,7 @@ pub(super) fn misfit(
     if dq_smem(shape.head_dim).max(dkdv_smem(shape.head_dim)) > optin_smem {
         return Some("the wgmma attention kernels need more shared memory than this device allows");
     }
-    None
+    super::fwd_wgmma::tiles_misfit(shape)
 }
 
 /// The dq and dk/dv kernels of the head dimension (64 or 128).
@@ -160,13 +159,16 @@ pub(super) fn launch<T: AttentionElement>(
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
     let causal = i32::from(shape.causal);
     // One CTA per SM at most (129–195 KiB of shared memory; 384 threads with 232–240 registers
-    // for each consumer), each walking its tiles with a stride of the grid.
+    // for each consumer): fwd_wgmma::grid.
     let bh = (shape.batch * shape.heads) as u64;
-    let grid = |rows: usize| (bh * rows.div_ceil(ROWS) as u64).min(sms(s)).max(1) as u32;
+    // dq tiles are query tiles streaming keys; dk/dv tiles are key tiles streaming query rows.
+    let grid = |rows: usize, streamed: usize| {
+        super::fwd_wgmma::grid(s, bh * rows.div_ceil(ROWS) as u64, shape.causal, streamed)
+    };
 
     let bytes = dq_smem(shape.head_dim);
     crate::launch::raise_smem(k_dq.function(), bytes)?;
-    let cfg = LaunchConfig::new(grid(shape.q_len), THREADS).with_shared_mem(bytes);
+    let cfg = LaunchConfig::new(grid(shape.q_len, shape.kv_len), THREADS).with_shared_mem(bytes);
     let dq = grads.dq_buf();
     // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v and dout, whose
     // largest offsets the caller checked to lie inside each slice (TensorMap::tiled checks it
@@ -186,7 +188,7 @@ pub(super) fn launch<T: AttentionElement>(
 
     let bytes = dkdv_smem(shape.head_dim);
     crate::launch::raise_smem(k_dkdv.function(), bytes)?;
-    let cfg = LaunchConfig::new(grid(shape.kv_len), THREADS).with_shared_mem(bytes);
+    let cfg = LaunchConfig::new(grid(shape.kv_len, shape.q_len), THREADS).with_shared_mem(bytes);
     grads.with_dkdv(shape, |dk, dv, dv_at| {
         // SAFETY: as for the dq kernel: reads through the same maps, lse and delta at query rows
         // < B·H·Nq; writes dk and dv only at (b, h, row, d), row < Nk, d < D, through their
@@ -231,7 +233,12 @@ pub(super) fn launch_fused<T: AttentionElement>(
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
     let causal = i32::from(shape.causal);
     let bh = (shape.batch * shape.heads) as u64;
-    let grid = (bh * shape.kv_len.div_ceil(ROWS) as u64).min(sms(s)).max(1) as u32;
+    let grid = super::fwd_wgmma::grid(
+        s,
+        bh * shape.kv_len.div_ceil(ROWS) as u64,
+        shape.causal,
+        shape.q_len,
+    );
     s.memset_zeros(acc)?;
     let bytes = fused_smem(shape.head_dim);
     crate::launch::raise_smem(k_fused.function(), bytes)?;

@@ -57,6 +57,46 @@ pub(super) fn misfit(
     if smem(shape.head_dim) > optin_smem {
         return Some("the wgmma attention kernels need more shared memory than this device allows");
     }
+    tiles_misfit(shape)
+}
+
+/// The grid of a Hopper attention launch over `tiles` tiles (fewer than 2³¹: [`tiles_misfit`]),
+/// each of which streams up to `rows` rows of the other operand (keys for the forward and dq,
+/// query rows for dk/dv).
+/// - Full attention, and causal attention with `rows` < [`PER_TILE_ROWS`]: at most one CTA per
+///   SM, each walking its tiles with a stride of the grid (persistent: the producer loads the next
+///   tile's operands during this one's epilogue).
+/// - Causal attention with longer rows: one CTA per tile, so that the block scheduler hands the
+///   next tile, in `cuda/attention_tile_order.cuh`'s order, to whichever SM frees first. Causal
+///   tiles differ in work, and a static stride could not both balance the SMs and keep few heads'
+///   operands in L2 at a time. Measured on an H200 (kernels/TUNING.md, session 50): 4–14% faster
+///   from 2048 rows up, but 5–28% slower at 512 and 1024, where a tile is too short to pay for a
+///   CTA's start.
+pub(super) fn grid(s: &Stream, tiles: u64, causal: bool, rows: usize) -> u32 {
+    let grid = if causal && rows >= PER_TILE_ROWS {
+        tiles
+    } else {
+        tiles.min(sms(s))
+    };
+    grid.clamp(1, i32::MAX as u64) as u32
+}
+
+/// The streamed rows from which a causal launch takes one CTA per tile ([`grid`]).
+pub(super) const PER_TILE_ROWS: usize = 2048;
+
+/// Why the wgmma kernels cannot index this problem's tiles, or `None`: they walk causal tiles in
+/// 32-bit arithmetic (`cuda/attention_tile_order.cuh`), so `B·H·max(Nq, Nk)` (at least the
+/// number of tiles of any of them) must stay below 2³¹. (Outputs of that many rows of 64
+/// 16-bit columns would take 256 GiB.)
+pub(super) fn tiles_misfit(shape: &AttentionShape) -> Option<&'static str> {
+    let rows = shape.q_len.max(shape.kv_len) as u128;
+    let bh = (shape.batch as u128).saturating_mul(shape.heads as u128);
+    if bh.saturating_mul(rows) >= 1 << 31 {
+        return Some(
+            "the wgmma attention kernels index their tiles in 32 bits: B·H·max(Nq, Nk) must be \
+             below 2^31",
+        );
+    }
     None
 }
 
@@ -115,10 +155,10 @@ pub(super) fn launch<T: AttentionElement>(
     let map_v = head_map(v, shape, shape.kv_len, ROWS as u32)?;
     let bytes = smem(shape.head_dim);
     crate::launch::raise_smem(kernel.function(), bytes)?;
-    // One CTA per SM (225 KiB of shared memory at D = 128; 384 threads with 240 registers for
-    // each consumer at D = 64), each walking the query tiles with a stride of the grid.
+    // One CTA per SM at most (225 KiB of shared memory at D = 128; 384 threads with 240
+    // registers for each consumer at D = 64).
     let tiles = (shape.batch * shape.heads) as u64 * shape.q_len.div_ceil(ROWS) as u64;
-    let grid = tiles.min(sms(s)).max(1) as u32;
+    let grid = grid(s, tiles, shape.causal, shape.kv_len);
     let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(bytes);
     // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v, whose largest
     // offsets the caller checked to lie inside each slice (TensorMap::tiled checks it again; the
@@ -152,4 +192,30 @@ pub(super) fn launch<T: AttentionElement>(
         )
     }?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(batch: usize, heads: usize, q_len: usize, kv_len: usize) -> AttentionShape {
+        AttentionShape {
+            batch,
+            heads,
+            q_len,
+            kv_len,
+            head_dim: 64,
+            causal: true,
+        }
+    }
+
+    #[test]
+    fn tiles_fit_below_two_to_the_31() {
+        assert!(tiles_misfit(&shape(16, 16, 16384, 16384)).is_none());
+        assert!(tiles_misfit(&shape(1, 1, (1 << 31) - 1, 1)).is_none());
+        assert!(tiles_misfit(&shape(1, 1, 1, 1 << 31)).is_some());
+        assert!(tiles_misfit(&shape(1 << 16, 1 << 15, 1, 1)).is_some());
+        assert!(tiles_misfit(&shape(1 << 16, 1 << 14, 2, 1)).is_some());
+        assert!(tiles_misfit(&shape(usize::MAX, usize::MAX, usize::MAX, 1)).is_some());
+    }
 }
