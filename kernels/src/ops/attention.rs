@@ -617,3 +617,16 @@ fn fwd<T: AttentionElement>(
     }?;
     Ok(())
 }
+
+/// A causal `B × H × Nq × Nk` shape at D = 64, for the attention modules' unit tests.
+#[cfg(test)]
+fn causal_test_shape(batch: usize, heads: usize, q_len: usize, kv_len: usize) -> AttentionShape {
+    AttentionShape {
+        batch,
+        heads,
+        q_len,
+        kv_len,
+        head_dim: 64,
+        causal: true,
+    }
+}

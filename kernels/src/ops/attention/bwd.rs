@@ -726,16 +726,7 @@ fn bwd<T: AttentionElement>(
 mod tests {
     use super::*;
 
-    fn shape(batch: usize, heads: usize, q_len: usize, kv_len: usize) -> AttentionShape {
-        AttentionShape {
-            batch,
-            heads,
-            q_len,
-            kv_len,
-            head_dim: 64,
-            causal: true,
-        }
-    }
+    use super::super::causal_test_shape as shape;
 
     #[test]
     fn explicit_choices_pass_through() {

@@ -198,16 +198,7 @@ pub(super) fn launch<T: AttentionElement>(
 mod tests {
     use super::*;
 
-    fn shape(batch: usize, heads: usize, q_len: usize, kv_len: usize) -> AttentionShape {
-        AttentionShape {
-            batch,
-            heads,
-            q_len,
-            kv_len,
-            head_dim: 64,
-            causal: true,
-        }
-    }
+    use super::super::causal_test_shape as shape;
 
     #[test]
     fn tiles_fit_below_two_to_the_31() {
