@@ -56,7 +56,7 @@ __device__ __forceinline__ int attn_section_heads(int causal, long long bhs, int
 // Tile t of bhs = B * H heads of n_t tiles each; g from attn_section_heads. Causal problems in
 // 32-bit arithmetic (64-bit divisions cost the backward kernels' consumers spills): the host
 // runs these kernels only where B * H * max(Nq, Nk) < 2^31 (ops/attention/fwd_wgmma.rs,
-// `tiles_fit`), so every tile index and every product below is below 2^31.
+// `tiles_misfit`), so every tile index and every product below is below 2^31.
 __device__ __forceinline__ AttnTileOrder attn_tile_order(long long t, int n_t, long long bhs, int causal, int g) {
     AttnTileOrder o;
     if (!causal) {

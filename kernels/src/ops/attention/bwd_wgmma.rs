@@ -158,8 +158,8 @@ pub(super) fn launch<T: AttentionElement>(
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
     let causal = i32::from(shape.causal);
-    // One CTA per SM at most (129–195 KiB of shared memory; 384 threads with 232–240 registers
-    // for each consumer): fwd_wgmma::grid.
+    // One CTA resident per SM (129–195 KiB of shared memory; 384 threads with 232–240
+    // registers for each consumer); how many CTAs each grid has: fwd_wgmma::grid.
     let bh = (shape.batch * shape.heads) as u64;
     // dq tiles are query tiles streaming keys; dk/dv tiles are key tiles streaming query rows.
     let grid = |rows: usize, streamed: usize| {

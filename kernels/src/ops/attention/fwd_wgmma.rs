@@ -155,8 +155,8 @@ pub(super) fn launch<T: AttentionElement>(
     let map_v = head_map(v, shape, shape.kv_len, ROWS as u32)?;
     let bytes = smem(shape.head_dim);
     crate::launch::raise_smem(kernel.function(), bytes)?;
-    // One CTA per SM at most (225 KiB of shared memory at D = 128; 384 threads with 240
-    // registers for each consumer at D = 64).
+    // One CTA resident per SM (225 KiB of shared memory at D = 128; 384 threads with 240
+    // registers for each consumer at D = 64); how many CTAs the grid has: `grid`.
     let tiles = (shape.batch * shape.heads) as u64 * shape.q_len.div_ceil(ROWS) as u64;
     let grid = grid(s, tiles, shape.causal, shape.kv_len);
     let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(bytes);
