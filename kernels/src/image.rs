@@ -9,42 +9,11 @@
 //! here so that a program can say which image ran ([`LoadedImage`]) and a test can force the
 //! PTX path ([`ImagePreference::Ptx`]).
 
-use crate::ptx::PtxFile;
+use crate::embedded::PtxFile;
+pub use crate::embedded::SassImage;
 use crate::Result;
 use cuda_stack_driver::{ComputeCapability, Context, JitOptions, Module, ModuleImage};
 use std::time::{Duration, Instant};
-
-/// One file's SASS for one real architecture: a cubin compiled by the same NVRTC, from the same
-/// source and options, as the file's PTX; or, for the few files listed in
-/// `kernels/tools/gen-kernels` where it was measured faster, a second cubin for the same
-/// architecture assembled from that PTX by a newer ptxas, which only newer drivers load
-/// ([`SassImage::min_driver`]).
-#[derive(Debug)]
-pub struct SassImage {
-    /// The real architecture, e.g. `"sm_90"`, `"sm_90a"`.
-    pub arch: &'static str,
-    /// Its compute capability.
-    pub cc: ComputeCapability,
-    /// The oldest driver that loads it, as `cuDriverGetVersion` reports one (`12000`: every
-    /// CUDA 12 driver, by CUDA's minor version compatibility; `13000`: CUDA 13.0, R580); 0 when
-    /// unknown.
-    pub min_driver: u32,
-    /// The cubin.
-    pub cubin: &'static [u8],
-}
-
-impl SassImage {
-    /// Whether a device of compute capability `cc` runs this SASS: same major version and a
-    /// minor version not below it (`sm_80` runs on 8.6 and 8.9), exactly its own compute
-    /// capability for an architecture-specific `sm_90a`.
-    pub fn runs_on(&self, cc: ComputeCapability) -> bool {
-        if self.arch.ends_with('a') {
-            cc == self.cc
-        } else {
-            cc.major == self.cc.major && cc.minor >= self.cc.minor
-        }
-    }
-}
 
 impl PtxFile {
     /// The SASS images a device of compute capability `cc` under a driver of version `driver`

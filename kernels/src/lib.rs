@@ -59,6 +59,7 @@ mod binary_strides;
 mod cache;
 mod dispatch;
 mod dtype;
+mod embedded;
 mod error;
 mod family;
 pub mod image;

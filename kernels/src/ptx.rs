@@ -7,68 +7,7 @@ use crate::{Error, Result};
 use cuda_stack_driver::launch::Signature;
 use cuda_stack_driver::{ComputeCapability, Context, JitOptions, Module, ModuleImage};
 
-/// One `.cu` file's PTX, for one or more target architectures.
-#[derive(Debug)]
-pub struct PtxFile {
-    /// The file's base name, e.g. `"reduce"`.
-    pub name: &'static str,
-    /// The CUDA source it was generated from, relative to `kernels/`.
-    pub source: &'static str,
-    /// Its targets, in ascending compute capability.
-    pub targets: &'static [PtxTarget],
-    /// Its SASS, one cubin per real architecture (ascending; empty where none was built). See
-    /// [`crate::image`] for which is loaded.
-    pub sass: &'static [crate::image::SassImage],
-}
-
-/// PTX for one virtual architecture.
-#[derive(Debug)]
-pub struct PtxTarget {
-    /// The virtual architecture, e.g. `"compute_75"`, `"compute_90a"`.
-    pub arch: &'static str,
-    /// The oldest compute capability that can run it.
-    pub min_cc: ComputeCapability,
-    /// The PTX text.
-    pub ptx: &'static str,
-}
-
-impl PtxTarget {
-    /// Whether a device of compute capability `cc` can run this PTX: any `cc` at or above
-    /// `min_cc` for a portable target (`compute_80`); exactly `min_cc` for an
-    /// architecture-specific one (`compute_90a`: Hopper's `wgmma` does not exist on Blackwell);
-    /// the same major version for a family-specific one (`compute_100f`).
-    pub fn runs_on(&self, cc: ComputeCapability) -> bool {
-        if self.arch.ends_with('a') {
-            cc == self.min_cc
-        } else if self.arch.ends_with('f') {
-            cc.major == self.min_cc.major && cc >= self.min_cc
-        } else {
-            cc >= self.min_cc
-        }
-    }
-}
-
-impl PtxFile {
-    /// The newest target the device can run (see [`PtxTarget::runs_on`]): the driver
-    /// JIT-compiles PTX for any newer GPU, and a newer target may use features older GPUs lack.
-    /// Of two targets for one compute capability, the architecture-specific one wins.
-    pub fn pick(&self, cc: ComputeCapability) -> Result<&'static PtxTarget> {
-        self.targets
-            .iter()
-            .filter(|t| t.runs_on(cc))
-            .max_by_key(|t| (t.min_cc, t.arch.ends_with('a')))
-            .ok_or_else(|| Error::NoPtxForDevice {
-                file: self.name,
-                device: cc,
-                oldest: self
-                    .targets
-                    .iter()
-                    .map(|t| t.min_cc)
-                    .min()
-                    .unwrap_or(ComputeCapability { major: 0, minor: 0 }),
-            })
-    }
-}
+pub use crate::embedded::{PtxFile, PtxTarget};
 
 /// The PTX text of file `name` (e.g. `"vector_add"`) for a device of compute capability `cc`.
 pub fn ptx_for(name: &str, cc: ComputeCapability) -> Result<&'static str> {

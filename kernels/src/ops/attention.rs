@@ -226,6 +226,12 @@ impl HeadStrides {
             row: head_dim,
         }
     }
+
+    /// The `(batch, head, row)` strides as the kernels' `long long`s (each checked <= i64::MAX
+    /// by `check_input` / `check_output` before a launch uses them).
+    pub(crate) fn kernel_args(self) -> [i64; 3] {
+        [self.batch as i64, self.head as i64, self.row as i64]
+    }
 }
 
 /// One strided input of the attention kernels: its buffer and the strides it is read with.

@@ -28,7 +28,7 @@
 //! split-K the workspace traffic and one more launch. Its constants are nominal H100 figures,
 //! not fitted: the choice is relative.
 
-use super::gemm_tc::TcAlgo;
+use super::tc_algo::TcAlgo;
 
 /// A tile shape of the persistent, split-K Hopper kernels (`gemm_wgx_<bm>x<bn>_*`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -6,216 +6,17 @@
 
 #[cfg(doc)]
 use super::gemm_half_plan::gemm_half_plan;
-use super::gemm_half_plan::{cached_half_plan, HalfPlan, HalfTile, HALF_MAX_SPLITS};
-use super::gemm_wgx::{gemm_wgx, WgxKernel, WgxReduceKernel};
+use super::gemm_half_plan::{cached_half_plan, HalfPlan, HALF_MAX_SPLITS};
+use super::gemm_wgx::gemm_wgx;
+use super::tc_algo::{tc_choice, TcAlgo};
+use super::tc_element::TensorCoreElement;
+use super::tma_operand::tma_map_sized;
 use super::Transpose;
-use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels, GemmWgmmaTilesKernels};
 use crate::launch::{blocks, check_operand, raise_smem, sms, to_i32};
-use crate::{DType, Element, Error, Kernels, Result};
-use cuda_stack_driver::half::{bf16, f16};
+use crate::{DType, Error, Kernels, Result};
 use cuda_stack_driver::{
-    ComputeCapability, DeviceBuffer, DeviceSlice, Kernel, LaunchConfig, Stream, TensorMap,
-    TensorMapElement, TensorMapSwizzle,
+    ComputeCapability, DeviceBuffer, DeviceSlice, LaunchConfig, Stream, TensorMap, TensorMapElement,
 };
-
-/// Which tensor-core kernel family a GEMM runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TcAlgo {
-    /// `wgmma` on compute capability 9.0 exactly, else `mma.sync` on 8.0 and newer.
-    Auto,
-    /// Hopper: warpgroup MMA reading operands from shared memory, filled by the TMA engine
-    /// (`gemm_wgmma_*`, PTX `compute_90a`: compute capability 9.0 only).
-    Wgmma,
-    /// Ampere and newer: warp-level `mma.sync` on `ldmatrix`-loaded fragments (`gemm_mma_*`).
-    MmaSync,
-}
-
-/// The element types the tensor-core GEMMs take (f32 accumulation, output of the same type).
-pub trait TensorCoreElement: Element + sealed::Sealed {
-    /// How the TMA engine sees it.
-    const TMA: TensorMapElement;
-    /// The `gemm_wgmma_*` entry for these transposes.
-    fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self>;
-    /// The `gemm_mma_*` entry for these transposes.
-    fn mma(k: &GemmMmaKernels, ta: Transpose, tb: Transpose) -> &MmaKernel<Self>;
-    /// The `gemm_wgx_<tile>_*` entry for this tile shape and these transposes.
-    fn wgx(
-        k: &GemmWgmmaTilesKernels,
-        tile: HalfTile,
-        ta: Transpose,
-        tb: Transpose,
-    ) -> &WgxKernel<Self>;
-    /// The `gemm_wgx_reduce_*` entry (split-K slabs summed in order, rounded to this type).
-    fn wgx_reduce(k: &GemmWgmmaTilesKernels) -> &WgxReduceKernel<Self>;
-}
-
-/// 0..4 for nn, nt, tn, tt (the order of the entries in the macro below).
-fn layout_index(ta: Transpose, tb: Transpose) -> usize {
-    2 * usize::from(ta == Transpose::Trans) + usize::from(tb == Transpose::Trans)
-}
-
-/// The signature of a `gemm_wgmma_*` entry (tensor maps of A and B, then A, B, C, M, N, K, ldc).
-pub type WgmmaKernel<T> = Kernel<(
-    TensorMap,
-    TensorMap,
-    &'static DeviceSlice<T>,
-    &'static DeviceSlice<T>,
-    &'static mut DeviceSlice<T>,
-    i32,
-    i32,
-    i32,
-    i32,
-)>;
-
-/// The signature of a `gemm_mma_*` entry (A, B, C, M, N, K, lda, ldb, ldc).
-pub type MmaKernel<T> = Kernel<(
-    &'static DeviceSlice<T>,
-    &'static DeviceSlice<T>,
-    &'static mut DeviceSlice<T>,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-)>;
-
-mod sealed {
-    pub trait Sealed {}
-    impl Sealed for super::f16 {}
-    impl Sealed for super::bf16 {}
-}
-
-macro_rules! tc_element {
-    ($t:ty, $tma:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident,
-     $mnn:ident, $mnt:ident, $mtn:ident, $mtt:ident,
-     [$($w256:ident),+], [$($w128:ident),+], [$($w64:ident),+], [$($wn64:ident),+],
-     [$($wp64:ident),+], $reduce:ident) => {
-        impl TensorCoreElement for $t {
-            const TMA: TensorMapElement = TensorMapElement::$tma;
-            fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self> {
-                match (ta, tb) {
-                    (Transpose::NoTrans, Transpose::NoTrans) => &k.$nn,
-                    (Transpose::NoTrans, Transpose::Trans) => &k.$nt,
-                    (Transpose::Trans, Transpose::NoTrans) => &k.$tn,
-                    (Transpose::Trans, Transpose::Trans) => &k.$tt,
-                }
-            }
-            fn mma(k: &GemmMmaKernels, ta: Transpose, tb: Transpose) -> &MmaKernel<Self> {
-                match (ta, tb) {
-                    (Transpose::NoTrans, Transpose::NoTrans) => &k.$mnn,
-                    (Transpose::NoTrans, Transpose::Trans) => &k.$mnt,
-                    (Transpose::Trans, Transpose::NoTrans) => &k.$mtn,
-                    (Transpose::Trans, Transpose::Trans) => &k.$mtt,
-                }
-            }
-            fn wgx(
-                k: &GemmWgmmaTilesKernels,
-                tile: HalfTile,
-                ta: Transpose,
-                tb: Transpose,
-            ) -> &WgxKernel<Self> {
-                let i = layout_index(ta, tb);
-                match tile {
-                    HalfTile::T128x256 => [$(&k.$w256),+][i],
-                    HalfTile::T128x128 => [$(&k.$w128),+][i],
-                    HalfTile::T64x128 => [$(&k.$w64),+][i],
-                    HalfTile::T128x64 => [$(&k.$wn64),+][i],
-                    HalfTile::T128x64Pair => [$(&k.$wp64),+][i],
-                }
-            }
-            fn wgx_reduce(k: &GemmWgmmaTilesKernels) -> &WgxReduceKernel<Self> {
-                &k.$reduce
-            }
-        }
-    };
-}
-tc_element!(
-    bf16,
-    BF16,
-    gemm_wgmma_bf16_nn,
-    gemm_wgmma_bf16_nt,
-    gemm_wgmma_bf16_tn,
-    gemm_wgmma_bf16_tt,
-    gemm_mma_bf16_nn,
-    gemm_mma_bf16_nt,
-    gemm_mma_bf16_tn,
-    gemm_mma_bf16_tt,
-    [
-        gemm_wgx_128x256_bf16_nn,
-        gemm_wgx_128x256_bf16_nt,
-        gemm_wgx_128x256_bf16_tn,
-        gemm_wgx_128x256_bf16_tt
-    ],
-    [
-        gemm_wgx_128x128_bf16_nn,
-        gemm_wgx_128x128_bf16_nt,
-        gemm_wgx_128x128_bf16_tn,
-        gemm_wgx_128x128_bf16_tt
-    ],
-    [
-        gemm_wgx_64x128_bf16_nn,
-        gemm_wgx_64x128_bf16_nt,
-        gemm_wgx_64x128_bf16_tn,
-        gemm_wgx_64x128_bf16_tt
-    ],
-    [
-        gemm_wgx_128x64_bf16_nn,
-        gemm_wgx_128x64_bf16_nt,
-        gemm_wgx_128x64_bf16_tn,
-        gemm_wgx_128x64_bf16_tt
-    ],
-    [
-        gemm_wgx_128x64x2_bf16_nn,
-        gemm_wgx_128x64x2_bf16_nt,
-        gemm_wgx_128x64x2_bf16_tn,
-        gemm_wgx_128x64x2_bf16_tt
-    ],
-    gemm_wgx_reduce_bf16
-);
-tc_element!(
-    f16,
-    F16,
-    gemm_wgmma_f16_nn,
-    gemm_wgmma_f16_nt,
-    gemm_wgmma_f16_tn,
-    gemm_wgmma_f16_tt,
-    gemm_mma_f16_nn,
-    gemm_mma_f16_nt,
-    gemm_mma_f16_tn,
-    gemm_mma_f16_tt,
-    [
-        gemm_wgx_128x256_f16_nn,
-        gemm_wgx_128x256_f16_nt,
-        gemm_wgx_128x256_f16_tn,
-        gemm_wgx_128x256_f16_tt
-    ],
-    [
-        gemm_wgx_128x128_f16_nn,
-        gemm_wgx_128x128_f16_nt,
-        gemm_wgx_128x128_f16_tn,
-        gemm_wgx_128x128_f16_tt
-    ],
-    [
-        gemm_wgx_64x128_f16_nn,
-        gemm_wgx_64x128_f16_nt,
-        gemm_wgx_64x128_f16_tn,
-        gemm_wgx_64x128_f16_tt
-    ],
-    [
-        gemm_wgx_128x64_f16_nn,
-        gemm_wgx_128x64_f16_nt,
-        gemm_wgx_128x64_f16_tn,
-        gemm_wgx_128x64_f16_tt
-    ],
-    [
-        gemm_wgx_128x64x2_f16_nn,
-        gemm_wgx_128x64x2_f16_nt,
-        gemm_wgx_128x64x2_f16_tn,
-        gemm_wgx_128x64x2_f16_tt
-    ],
-    gemm_wgx_reduce_f16
-);
 
 // Launch geometry, as gemm_mma.cu / gemm_wgmma.cu define it.
 const WG_THREADS: u32 = 384;
@@ -224,31 +25,6 @@ const MM_THREADS: u32 = 256;
 const MM_SMEM: u32 = 3 * (128 * 64 * 2 + 256 * 64 * 2) + 128;
 const TILE_M: usize = 128;
 const TILE_N: usize = 256;
-
-/// The kernel family `algo` resolves to on a device of compute capability `cc`, or why none can
-/// run there. The one place the choice is made (`Auto`: wgmma on exactly 9.0 — its PTX is
-/// architecture-specific — else mma.sync on 8.0 and newer; kernels/TUNING.md, tensor cores).
-pub fn tc_choice(algo: TcAlgo, cc: ComputeCapability, dtype: DType) -> Result<TcAlgo> {
-    let hopper = cc == ComputeCapability { major: 9, minor: 0 };
-    let ampere_plus = cc >= ComputeCapability { major: 8, minor: 0 };
-    match algo {
-        TcAlgo::Auto if hopper => Ok(TcAlgo::Wgmma),
-        TcAlgo::Auto | TcAlgo::MmaSync if ampere_plus => Ok(TcAlgo::MmaSync),
-        TcAlgo::Wgmma if hopper => Ok(TcAlgo::Wgmma),
-        TcAlgo::Wgmma => Err(Error::Unsupported {
-            op: "gemm (wgmma)",
-            dtype,
-            why: "wgmma kernels are built for sm_90a and run on compute capability 9.0 only; \
-                  use TcAlgo::Auto or MmaSync",
-        }),
-        _ => Err(Error::Unsupported {
-            op: "gemm (tensor cores)",
-            dtype,
-            why: "the f16/bf16 tensor-core GEMMs need compute capability 8.0 or newer; convert to \
-                  f32 and use sgemm",
-        }),
-    }
-}
 
 /// An operand as the kernels need it: 16-byte aligned start, row stride a multiple of 16 bytes.
 /// Misaligned ones are copied into a padded buffer first (one pass over the operand).
@@ -582,21 +358,6 @@ fn operand_map<T: TensorCoreElement>(
     tma_map(x, T::TMA, t, is_a, rows, cols, ld)
 }
 
-/// [`operand_map`] for a tile of `box_mn` rows of A or columns of B (`gemm_wgx_*`): K-major
-/// operands in boxes of 64 k by `box_mn` rows, M/N-major ones in boxes of 64 × 64.
-#[allow(clippy::too_many_arguments)]
-pub(super) fn tma_map_box<T: TensorCoreElement>(
-    x: &DeviceSlice<T>,
-    t: Transpose,
-    is_a: bool,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    box_mn: u32,
-) -> Result<TensorMap> {
-    tma_map_sized(x, T::TMA, t, is_a, rows, cols, ld, box_mn)
-}
-
 fn tma_map<T: cuda_stack_driver::DeviceRepr>(
     x: &DeviceSlice<T>,
     elem: TensorMapElement,
@@ -608,32 +369,6 @@ fn tma_map<T: cuda_stack_driver::DeviceRepr>(
 ) -> Result<TensorMap> {
     let box_mn = if is_a { TILE_M as u32 } else { TILE_N as u32 };
     tma_map_sized(x, elem, t, is_a, rows, cols, ld, box_mn)
-}
-
-#[allow(clippy::too_many_arguments)]
-fn tma_map_sized<T: cuda_stack_driver::DeviceRepr>(
-    x: &DeviceSlice<T>,
-    elem: TensorMapElement,
-    t: Transpose,
-    is_a: bool,
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    box_mn: u32,
-) -> Result<TensorMap> {
-    let bk = (128 / std::mem::size_of::<T>()) as u32; // k per 128-byte box row
-    let k_major = (is_a && t == Transpose::NoTrans) || (!is_a && t == Transpose::Trans);
-    let (box_rows, box_cols) = if k_major { (box_mn, bk) } else { (bk, 64) };
-    Ok(TensorMap::tiled_2d(
-        x,
-        elem,
-        rows as u64,
-        cols as u64,
-        ld as u64,
-        box_rows,
-        box_cols,
-        TensorMapSwizzle::B128,
-    )?)
 }
 
 /// `C = op(A) · op(B)` in f32 storage on the TF32 tensor cores (`gemm_wgmma_tf32_nt`: inputs

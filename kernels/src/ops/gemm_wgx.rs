@@ -2,37 +2,12 @@
 //! for [`gemm_half`](super::gemm_half) under a [`HalfPlan::Tiles`](super::HalfPlan) plan.
 
 use super::gemm_half_plan::{half_split, reduce_block, HalfTile, HALF_MAX_WORKSPACE};
-use super::gemm_tc::{tma_map_box, TensorCoreElement};
+use super::tc_element::TensorCoreElement;
+use super::tma_operand::tma_map_box;
 use super::Transpose;
 use crate::launch::{raise_smem, sms, to_i32};
 use crate::{Error, Kernels, Result};
-use cuda_stack_driver::{DeviceSlice, Kernel, LaunchConfig, Stream, TensorMap};
-
-/// The signature of a `gemm_wgx_*` entry (tensor maps of A and B, then A, B, the output — C, or
-/// the f32 split-K workspace — as bytes, M, N, K, ldc, splits, k tiles per slice).
-pub type WgxKernel<T> = Kernel<(
-    TensorMap,
-    TensorMap,
-    &'static DeviceSlice<T>,
-    &'static DeviceSlice<T>,
-    &'static mut DeviceSlice<u8>,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-    i32,
-)>;
-
-/// The signature of `gemm_wgx_reduce_*` (workspace, splits, M, N, C, ldc).
-pub type WgxReduceKernel<T> = Kernel<(
-    &'static DeviceSlice<f32>,
-    i32,
-    i32,
-    i32,
-    &'static mut DeviceSlice<T>,
-    i32,
-)>;
+use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// `C = op(A) · op(B)` with `gemm_wgx_<tile>_*` and `splits` k slices (as asked; the slices
 /// really run are [`half_split`]'s). Operands are the aligned ones `gemm_half` prepared

@@ -41,6 +41,9 @@ mod reduce_dim;
 mod sgemm;
 mod softmax;
 mod strided_copy;
+mod tc_algo;
+mod tc_element;
+mod tma_operand;
 mod vector_add;
 
 pub use activation_grad::{relu_bwd, tanh_bwd};
@@ -80,11 +83,7 @@ pub use gemm_half_plan::{
     gemm_half_plan, half_plan_cost, half_split, reduce_block, HalfPlan, HalfTile, HALF_KTILE,
     HALF_MAX_SPLITS, HALF_MAX_WORKSPACE,
 };
-pub use gemm_tc::{
-    gemm_half, gemm_half_with_plan, gemm_tf32, tc_choice, MmaKernel, TcAlgo, TensorCoreElement,
-    WgmmaKernel,
-};
-pub use gemm_wgx::{WgxKernel, WgxReduceKernel};
+pub use gemm_tc::{gemm_half, gemm_half_with_plan, gemm_tf32};
 pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use layer_norm::{
@@ -116,4 +115,6 @@ pub use softmax::{
     SoftmaxAlgo, NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,
 };
 pub use strided_copy::strided_copy;
+pub use tc_algo::{tc_choice, TcAlgo};
+pub use tc_element::{MmaKernel, TensorCoreElement, WgmmaKernel, WgxKernel, WgxReduceKernel};
 pub use vector_add::{vector_add, vector_add_seed};

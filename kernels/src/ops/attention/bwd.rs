@@ -471,12 +471,6 @@ struct Io<'a, 'b, T: AttentionElement> {
     dq_acc: Option<&'b mut DeviceSlice<f32>>,
 }
 
-/// The `(batch, head, row)` strides as the kernels' `long long`s (each checked <= i64::MAX by
-/// `check_input` / `check_output` before a launch uses them).
-pub(super) fn st3(x: HeadStrides) -> [i64; 3] {
-    [x.batch as i64, x.head as i64, x.row as i64]
-}
-
 /// The backward behind both entry points; `dense`: out, dout, dq, dk, dv must be exactly the
 /// dense arrays (the classic contract), else any views inside their buffers.
 #[allow(clippy::too_many_arguments)]
@@ -593,8 +587,12 @@ fn bwd<T: AttentionElement>(
     };
     let st = strides([q.strides, k.strides, v.strides]);
     let lay = grads.layout(shape);
-    let (so, sdo) = (st3(out.strides), st3(dout.strides));
-    let (sdq, sdk, sdv) = (st3(lay.dq), st3(lay.dk), st3(lay.dv));
+    let (so, sdo) = (out.strides.kernel_args(), dout.strides.kernel_args());
+    let (sdq, sdk, sdv) = (
+        lay.dq.kernel_args(),
+        lay.dk.kernel_args(),
+        lay.dv.kernel_args(),
+    );
     let sh = shape;
     let causal = i32::from(sh.causal);
     let dims = (

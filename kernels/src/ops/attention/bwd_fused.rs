@@ -3,7 +3,6 @@
 //! an f32 workspace, then the conversion that scales and rounds it into dq (through dq's
 //! strides).
 
-use super::bwd::st3;
 use super::{AttentionElement, AttentionGrads, AttentionInput, AttentionShape};
 use crate::launch::{grid, BLOCK};
 use crate::{dispatch, Kernels, Result};
@@ -51,7 +50,11 @@ pub(super) fn fused_dq<T: AttentionElement>(
     if k_rows > 0 {
         crate::launch::raise_smem(k_fused.function(), smem)?;
         let lay = grads.layout(&shape);
-        let (sdo, sdk, sdv) = (st3(dout.strides), st3(lay.dk), st3(lay.dv));
+        let (sdo, sdk, sdv) = (
+            dout.strides.kernel_args(),
+            lay.dk.kernel_args(),
+            lay.dv.kernel_args(),
+        );
         let acc = &mut *acc;
         grads.with_dkdv(&shape, |dk, dv, dv_at| {
             // SAFETY: reads q, k, v, dout, lse, delta exactly as attn_bwd_dkdv_mma_* does
@@ -96,7 +99,7 @@ pub(super) fn convert_dq<T: AttentionElement>(
     let cfg = LaunchConfig::new(grid(n4 as u64, u64::from(BLOCK), i32::MAX as u64), BLOCK);
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
     let (nq, dd) = (shape.q_len as i32, shape.head_dim as i32);
-    let sdq = st3(grads.layout(shape).dq);
+    let sdq = grads.layout(shape).dq.kernel_args();
     let dq = grads.dq_buf();
     // SAFETY: reads acc as 16-byte groups i < n4 = B·H·Nq·D / 4 (exactly B·H·Nq·D elements,
     // 16-byte aligned: checked by the caller) and writes the matching 4 elements of dq at

@@ -152,8 +152,11 @@ pub(super) fn launch<T: AttentionElement>(
     scale: T::Scalar,
 ) -> Result<()> {
     let lay = grads.layout(shape);
-    let st = super::bwd::st3;
-    let (sdq, sdk, sdv) = (st(lay.dq), st(lay.dk), st(lay.dv));
+    let (sdq, sdk, sdv) = (
+        lay.dq.kernel_args(),
+        lay.dk.kernel_args(),
+        lay.dv.kernel_args(),
+    );
     let [map_q, map_k, map_v, map_do] = maps(shape, [q, k, v], dout)?;
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
@@ -226,8 +229,7 @@ pub(super) fn launch_fused<T: AttentionElement>(
 ) -> Result<()> {
     let k_fused = fused_kernel::<T>(kern, shape.head_dim)?;
     let lay = grads.layout(shape);
-    let st = super::bwd::st3;
-    let (sdk, sdv) = (st(lay.dk), st(lay.dv));
+    let (sdk, sdv) = (lay.dk.kernel_args(), lay.dv.kernel_args());
     let [map_q, map_k, map_v, map_do] = maps(shape, [q, k, v], dout)?;
     let (bb, hh) = (shape.batch as i32, shape.heads as i32);
     let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
