@@ -182,6 +182,56 @@ impl Function {
         Ok(n.max(0) as u32)
     }
 
+    /// How many clusters of `cfg`'s shape (its cluster dimensions, block size and dynamic shared
+    /// memory; its grid is ignored) can be resident on the device at once
+    /// (`cuOccupancyMaxActiveClusters`): the most clusters a persistent grid should launch. A
+    /// cluster's blocks share one GPC, so this is often less than the SM count over the cluster
+    /// size (an H100 or H200: 32 clusters of 4 blocks of one SM each, not 33). `cfg` must name a
+    /// cluster ([`LaunchConfig::with_cluster`]); `cfg` is validated as for a launch first.
+    pub fn max_active_clusters(&self, cfg: &LaunchConfig) -> Result<u32> {
+        let Some(c) = cfg.cluster() else {
+            return Err(Error::LaunchConfig {
+                kernel: self.inner.name.clone(),
+                problem: "max_active_clusters needs a launch configuration with a cluster \
+                          (LaunchConfig::with_cluster)"
+                    .into(),
+            });
+        };
+        // The grid only has to be a multiple of the cluster for the check; the query ignores it.
+        let probe = LaunchConfig::new((c.x, c.y, c.z), cfg.block())
+            .with_shared_mem(cfg.shared_mem_bytes())
+            .with_cluster(c);
+        probe.validate(
+            self.inner.module.ctx.limits(),
+            &self.limits(),
+            &self.inner.name,
+        )?;
+        self.inner.module.ctx.bind()?;
+        // SAFETY: all-zero is a valid value for this plain C union.
+        let mut attr: cuda_stack_sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
+        attr.id = cuda_stack_sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+        attr.value.clusterDim.x = c.x;
+        attr.value.clusterDim.y = c.y;
+        attr.value.clusterDim.z = c.z;
+        let b = cfg.block();
+        let lc = cuda_stack_sys::CUlaunchConfig {
+            gridDimX: c.x,
+            gridDimY: c.y,
+            gridDimZ: c.z,
+            blockDimX: b.x,
+            blockDimY: b.y,
+            blockDimZ: b.z,
+            sharedMemBytes: cfg.shared_mem_bytes(),
+            hStream: std::ptr::null_mut(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut n = 0;
+        // SAFETY: out-pointer to a local; `lc` and `attr` live across the call; live handle.
+        unsafe { driver()?.cuOccupancyMaxActiveClusters(&mut n, self.inner.raw, &lc)? };
+        Ok(n.max(0) as u32)
+    }
+
     /// The block size that maximises occupancy and the minimum grid that fills the device
     /// (`cuOccupancyMaxPotentialBlockSize`), as `(min_grid, block)`.
     pub fn max_potential_block_size(&self, dynamic_shared: usize) -> Result<(u32, u32)> {

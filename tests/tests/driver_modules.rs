@@ -537,6 +537,27 @@ fn cluster_launch() -> TestResult {
         s.clone_dtoh(&out)? == (1..=16).collect::<Vec<u32>>(),
         "cluster launch output"
     );
+    // Occupancy of clusters: a configuration without one is refused; larger clusters of the same
+    // blocks fit no more often than smaller ones, and at least once.
+    let f = k.function();
+    ensure!(
+        matches!(
+            f.max_active_clusters(&LaunchConfig::new(16, 64)),
+            Err(Error::LaunchConfig { .. })
+        ),
+        "max_active_clusters without a cluster"
+    );
+    let n2 = f.max_active_clusters(&LaunchConfig::new(16, 64).with_cluster(2))?;
+    let n8 = f.max_active_clusters(&LaunchConfig::new(16, 64).with_cluster(8))?;
+    ensure!(n8 >= 1 && n8 <= n2, "clusters of 2: {n2}, of 8: {n8}");
+    ensure!(
+        matches!(
+            f.max_active_clusters(&LaunchConfig::new(16, 64).with_cluster(16)),
+            Err(Error::LaunchConfig { .. })
+        ),
+        "a cluster over the portable 8"
+    );
+    println!("resident clusters of 64-thread blocks: {n2} of 2, {n8} of 8");
     Ok(())
 }
 
