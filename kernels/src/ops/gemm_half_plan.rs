@@ -8,7 +8,8 @@
 //! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | large products (4096³, 6144³, 8192³: 0.97–1.05× cuBLAS on two H200s, where `gemm_wgmma_*` gave 0.81–0.96× in the same runs); small K (16–256) with a large M × N: C's write is the cost (1.03× at 8192 × 8192 × 64, was 0.33×); one wave of tiles (2048³, 1024 × 4096 × 1024) |
 //! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | odd mid shapes (4095 × 4097 × 1023, 2039 × 1021 × 4093), 512² × 16384 with split-K |
 //! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): a 128-tall tile would compute 2–128× the rows; split-K spreads the stream of B over every SM |
-//! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)`; long K over a tiny output (64² × 131072: 64 slices) |
+//! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)` |
+//! | `gemm_wgx_64x64_*` | 64 × 64 | persistent | both M and N ≤ 64 (a long K over a tiny output: 64² × 131072 in 98 slices 10.1 µs, in 128 slices 9.3 µs, against 12.2 µs for 128 × 64 in 128 slices on an H200, CUDA graphs); at a skinny M or N alone the 64 × 128 / 128 × 64 tiles with twice the slices measured faster |
 //! | `gemm_wgx_128x64x2_*` ([`HalfTile::T128x64Pair`]) | 128 × 64, clusters of two along N sharing A | persistent | where the plan picks 128 × 64 tiles with one k slice, at least two tile columns, and one wave of blocks: 1000³ (64 clusters), 127 × 8191 × 509. There the operand stream through L2 bounds the product; sharing A by TMA multicast cuts it by a third (1000³ on an H200: 0.67× → 0.82× cuBLAS, graph replays, `kernels/tuning/gemm_wgx_cluster_lab.cu`). Past one wave the two CTAs' lockstep costs more than it saves, so the plan stays with 128 × 64 |
 //! | `gemm_mma_*` ([`HalfPlan::MmaSync`]) | 128 × 256 | one per tile | every shape off compute capability 9.0 (or when asked for) |
 //!
@@ -41,6 +42,9 @@ pub enum HalfTile {
     T64x128,
     /// 128 × 64, two consumer warpgroups (m64n64 each), 8 stages.
     T128x64,
+    /// 64 × 64, one consumer warpgroup (m64n64), 8 stages: for outputs of at most 64 rows and
+    /// 64 columns (a long K over a 64 × 64 output; the table above).
+    T64x64,
     /// 128 × 64 as [`T128x64`](Self::T128x64), in clusters of two blocks on adjacent tile
     /// columns that share the A tile (each loads 64 of its rows by TMA multicast into both):
     /// `gemm_wgx_128x64x2_*`, sm_90a clusters. Never picked by the cost search itself;
@@ -50,20 +54,22 @@ pub enum HalfTile {
 
 impl HalfTile {
     /// Every tile shape.
-    pub const ALL: [HalfTile; 5] = [
+    pub const ALL: [HalfTile; 6] = [
         HalfTile::T128x256,
         HalfTile::T128x128,
         HalfTile::T64x128,
         HalfTile::T128x64,
+        HalfTile::T64x64,
         HalfTile::T128x64Pair,
     ];
 
     /// The tile shapes the cost search compares (every one but the cluster pair).
-    const SEARCHED: [HalfTile; 4] = [
+    const SEARCHED: [HalfTile; 5] = [
         HalfTile::T128x256,
         HalfTile::T128x128,
         HalfTile::T64x128,
         HalfTile::T128x64,
+        HalfTile::T64x64,
     ];
 
     /// Blocks per cluster (2 for [`T128x64Pair`](Self::T128x64Pair), else 1).
@@ -90,7 +96,7 @@ impl HalfTile {
     /// Rows of C per unit.
     pub fn bm(self) -> usize {
         match self {
-            HalfTile::T64x128 => 64,
+            HalfTile::T64x128 | HalfTile::T64x64 => 64,
             _ => 128,
         }
     }
@@ -99,7 +105,7 @@ impl HalfTile {
     pub fn bn(self) -> usize {
         match self {
             HalfTile::T128x256 => 256,
-            HalfTile::T128x64 | HalfTile::T128x64Pair => 64,
+            HalfTile::T128x64 | HalfTile::T128x64Pair | HalfTile::T64x64 => 64,
             _ => 128,
         }
     }
@@ -136,6 +142,7 @@ impl HalfTile {
             HalfTile::T128x128 => 0.8,
             HalfTile::T64x128 => 0.45,
             HalfTile::T128x64 | HalfTile::T128x64Pair => 0.5,
+            HalfTile::T64x64 => 0.35,
         }
     }
 }
@@ -273,6 +280,12 @@ pub fn gemm_half_plan(family: TcAlgo, m: usize, n: usize, k: usize, sm_count: u3
     };
     let mut best = (cost(first), first);
     for tile in HalfTile::SEARCHED {
+        // 64 × 64 only where both sides of the output fit one tile side: at 33 × 4096 × 4096 and
+        // 4096 × 64 × 4096 the model preferred it (half the slabs to reduce) but it measured
+        // 10–30% slower than 64 × 128 / 128 × 64 with twice the slices (session 52, H200).
+        if tile == HalfTile::T64x64 && (m > 64 || n > 64) {
+            continue;
+        }
         let tiles = (m.div_ceil(tile.bm()) * n.div_ceil(tile.bn())).max(1);
         let kt = k.div_ceil(HALF_KTILE).max(1);
         // Past one wave of units a split only adds workspace traffic.
@@ -406,6 +419,34 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn the_64x64_tile_only_where_both_sides_fit_it() {
+        assert!(matches!(
+            plan(64, 64, 131_072),
+            HalfPlan::Tiles {
+                tile: HalfTile::T64x64,
+                splits: 2..
+            }
+        ));
+        for (m, n, k) in [
+            (64, 4096, 4096),
+            (33, 4096, 4096),
+            (4096, 64, 4096),
+            (65, 64, 8192),
+        ] {
+            assert!(
+                !matches!(
+                    plan(m, n, k),
+                    HalfPlan::Tiles {
+                        tile: HalfTile::T64x64,
+                        ..
+                    }
+                ),
+                "{m}x{n}x{k}"
+            );
+        }
     }
 
     #[test]

@@ -95,7 +95,7 @@ macro_rules! tc_element {
     ($t:ty, $tma:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident,
      $mnn:ident, $mnt:ident, $mtn:ident, $mtt:ident,
      [$($w256:ident),+], [$($w128:ident),+], [$($w64:ident),+], [$($wn64:ident),+],
-     [$($wp64:ident),+], $reduce:ident) => {
+     [$($wp64:ident),+], [$($w6464:ident),+], $reduce:ident) => {
         impl TensorCoreElement for $t {
             const TMA: TensorMapElement = TensorMapElement::$tma;
             fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self> {
@@ -126,6 +126,7 @@ macro_rules! tc_element {
                     HalfTile::T128x128 => [$(&k.$w128),+][i],
                     HalfTile::T64x128 => [$(&k.$w64),+][i],
                     HalfTile::T128x64 => [$(&k.$wn64),+][i],
+                    HalfTile::T64x64 => [$(&k.$w6464),+][i],
                     HalfTile::T128x64Pair => [$(&k.$wp64),+][i],
                 }
             }
@@ -176,6 +177,12 @@ tc_element!(
         gemm_wgx_128x64x2_bf16_tn,
         gemm_wgx_128x64x2_bf16_tt
     ],
+    [
+        gemm_wgx_64x64_bf16_nn,
+        gemm_wgx_64x64_bf16_nt,
+        gemm_wgx_64x64_bf16_tn,
+        gemm_wgx_64x64_bf16_tt
+    ],
     gemm_wgx_reduce_bf16
 );
 tc_element!(
@@ -218,6 +225,12 @@ tc_element!(
         gemm_wgx_128x64x2_f16_nt,
         gemm_wgx_128x64x2_f16_tn,
         gemm_wgx_128x64x2_f16_tt
+    ],
+    [
+        gemm_wgx_64x64_f16_nn,
+        gemm_wgx_64x64_f16_nt,
+        gemm_wgx_64x64_f16_tn,
+        gemm_wgx_64x64_f16_tt
     ],
     gemm_wgx_reduce_f16
 );
