@@ -9,7 +9,7 @@
 //! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | odd mid shapes (4095 × 4097 × 1023, 2039 × 1021 × 4093), 512² × 16384 with split-K |
 //! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): a 128-tall tile would compute 2–128× the rows; split-K spreads the stream of B over every SM |
 //! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)` |
-//! | `gemm_wgx_64x64_*` | 64 × 64 | persistent | both M and N ≤ 64 (a long K over a tiny output: 64² × 131072 in 98 slices 10.1 µs, in 128 slices 9.3 µs, against 12.2 µs for 128 × 64 in 128 slices on an H200, CUDA graphs); at a skinny M or N alone the 64 × 128 / 128 × 64 tiles with twice the slices measured faster |
+//! | `gemm_wgx_64x64_*` | 64 × 64 | persistent | both M and N ≤ 64: 2–23% faster than the plan without it at every output of at most 64 × 64 measured (CUDA graphs on an H200: 64² × 131072 in 128 slices 9.3 µs against 12.2 µs for 128 × 64; 32² × 1024 in 8 slices 4.3 against 4.4); its model efficiency (0.25) is fitted to those runs, where one slice's k tiles cost ~0.19 µs each and splitting long K paid. At a skinny M or N alone the 64 × 128 / 128 × 64 tiles with twice the slices measured faster |
 //! | `gemm_wgx_128x64x2_*` ([`HalfTile::T128x64Pair`]) | 128 × 64, clusters of two along N sharing A | persistent | where the plan picks 128 × 64 tiles with one k slice, at least two tile columns, and one wave of blocks: 1000³ (64 clusters), 127 × 8191 × 509. There the operand stream through L2 bounds the product; sharing A by TMA multicast cuts it by a third (1000³ on an H200: 0.67× → 0.82× cuBLAS, graph replays, `kernels/tuning/gemm_wgx_cluster_lab.cu`). Past one wave the two CTAs' lockstep costs more than it saves, so the plan stays with 128 × 64 |
 //! | `gemm_mma_*` ([`HalfPlan::MmaSync`]) | 128 × 256 | one per tile | every shape off compute capability 9.0 (or when asked for) |
 //!
@@ -142,7 +142,7 @@ impl HalfTile {
             HalfTile::T128x128 => 0.8,
             HalfTile::T64x128 => 0.45,
             HalfTile::T128x64 | HalfTile::T128x64Pair => 0.5,
-            HalfTile::T64x64 => 0.35,
+            HalfTile::T64x64 => 0.25,
         }
     }
 }
