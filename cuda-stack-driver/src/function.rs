@@ -186,8 +186,9 @@ impl Function {
     /// memory; its grid is ignored) can be resident on the device at once
     /// (`cuOccupancyMaxActiveClusters`): the most clusters a persistent grid should launch. A
     /// cluster's blocks share one GPC, so this is often less than the SM count over the cluster
-    /// size (an H100 or H200: 32 clusters of 4 blocks of one SM each, not 33). `cfg` must name a
-    /// cluster ([`LaunchConfig::with_cluster`]); `cfg` is validated as for a launch first.
+    /// size (an H200, blocks that each fill an SM: 30 clusters of 4, not 33; 15 of 8, not 16).
+    /// `cfg` must name a cluster ([`LaunchConfig::with_cluster`]); `cfg` is validated as for a
+    /// launch first.
     pub fn max_active_clusters(&self, cfg: &LaunchConfig) -> Result<u32> {
         let Some(c) = cfg.cluster() else {
             return Err(Error::LaunchConfig {
