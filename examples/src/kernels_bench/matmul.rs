@@ -19,7 +19,7 @@ const ALGOS: [(MatmulAlgo, &str, Kind); 3] = [
 ];
 
 /// Checks each algorithm (edge tiles, and sgemm's aligned fast path), then times them.
-/// Target: sgemm at 4096 >= 0.80x cuBLAS.
+/// Target: sgemm at 4096 >= 0.90x cuBLAS (issue 34 item 4; it was 0.80x before that issue).
 pub fn matmul(b: &mut Bench) -> BenchResult<()> {
     b.section("matmul: naive / tiled16 / sgemm vs cuBLAS");
     let (k, s) = (b.k.clone(), b.s.clone());
@@ -87,7 +87,7 @@ pub fn matmul(b: &mut Bench) -> BenchResult<()> {
                     ours: row.rate,
                     theirs: cublas.as_ref().map(|f: &Figure| f.value),
                     unit: Unit::TFlops,
-                    need: 0.80,
+                    need: 0.90,
                     against: "cuBLAS via PyTorch, TF32 off (key `sgemm_4096`)".into(),
                     remark: String::new(),
                 });
