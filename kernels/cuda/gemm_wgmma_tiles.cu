@@ -12,9 +12,10 @@
 //   * a large K with a small M * N has a handful of tiles;
 //   * mid shapes (~1000^3) have 32 tiles of 128 x 256 for 132 SMs.
 // These kernels answer all four with four changes:
-//   1. Tile shapes BM x BN = 128 x 256, 128 x 128, 64 x 128 (one consumer warpgroup, m64n128),
-//      128 x 64 (m64n64) and 64 x 64 (one consumer, m64n64): a skinny operand no longer pads a
-//      256-wide or 128-tall tile.
+//   1. Tile shapes BM x BN = 128 x 256, 128 x 192, 128 x 128, 64 x 128 (one consumer warpgroup,
+//      m64n128), 128 x 64 (m64n64) and 64 x 64 (one consumer, m64n64): a skinny operand no longer
+//      pads a 256-wide or 128-tall tile, and 128 x 192 evens out the waves where 128 x 256 and
+//      128 x 128 leave the last one mostly idle.
 //   2. Persistent blocks: grid = min(units, SMs); block b walks units b, b + grid, ... The
 //      producer warpgroup runs ahead across unit boundaries (the stage ring and its phases carry
 //      on), so the next unit's loads overlap this unit's epilogue.
@@ -85,6 +86,7 @@ struct GemmWgx {
     };
 };
 typedef GemmWgx<128, 256, 3> Wgx128x256;
+typedef GemmWgx<128, 192, 4> Wgx128x192;
 typedef GemmWgx<128, 128, 5> Wgx128x128;
 typedef GemmWgx<64, 128, 8> Wgx64x128;
 typedef GemmWgx<128, 64, 8> Wgx128x64;
@@ -637,6 +639,56 @@ extern "C" __global__ void __launch_bounds__(256, 1)
     gemm_wgx<WgxF16, Wgx64x64, 1, 0>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
 }
 
+// 128 x 192 tiles (m64n192 per consumer, 4 stages): a wave count the 128 x 256 and 128 x 128 tiles
+// round badly (8192 x 768: 192 or 384 tiles for 132 SMs, 256 of 128 x 192).
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_bf16_nn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x192, 0, 1>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_bf16_nt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x192, 0, 0>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_bf16_tn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x192, 1, 1>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_bf16_tt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const bf16_t* __restrict__ A, const bf16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxBF16, Wgx128x192, 1, 0>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_f16_nn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x192, 0, 1>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_f16_nt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x192, 0, 0>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_f16_tn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x192, 1, 1>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    gemm_wgx_128x192_f16_tt(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,
+        const f16_t* __restrict__ A, const f16_t* __restrict__ B, unsigned char* __restrict__ out, int M, int N,
+        int K, int ldc, int splits, int kt_per) {
+    gemm_wgx<WgxF16, Wgx128x192, 1, 0>(&tmA, &tmB, out, M, N, K, ldc, splits, kt_per);
+}
 // 128 x 64 tiles in clusters of two along N sharing A (CL = 2): one unit per cluster, grid even.
 extern "C" __global__ void __launch_bounds__(384, 1) __cluster_dims__(2, 1, 1)
     gemm_wgx_128x64x2_bf16_nn(const __grid_constant__ TensorMap tmA, const __grid_constant__ TensorMap tmB,

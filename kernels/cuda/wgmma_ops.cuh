@@ -44,6 +44,16 @@ __device__ __forceinline__ void wgx_fence_acc(float (&d)[R]) {
     "%56, %57, %58, %59, %60, %61, %62, %63" \
     "}"
 
+#define WGX_R96 \
+    "{" \
+    "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+    "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+    "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+    "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95" \
+    "}"
+
 #define WGX_R128 \
     "{" \
     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
@@ -59,6 +69,7 @@ __device__ __forceinline__ void wgx_fence_acc(float (&d)[R]) {
 #define WGX_A8(i) "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), "+f"(d[i + 7])
 #define WGX_A32 WGX_A8(0), WGX_A8(8), WGX_A8(16), WGX_A8(24)
 #define WGX_A64 WGX_A32, WGX_A8(32), WGX_A8(40), WGX_A8(48), WGX_A8(56)
+#define WGX_A96 WGX_A64, WGX_A8(64), WGX_A8(72), WGX_A8(80), WGX_A8(88)
 #define WGX_A128 WGX_A64, WGX_A8(64), WGX_A8(72), WGX_A8(80), WGX_A8(88), WGX_A8(96), WGX_A8(104), WGX_A8(112), WGX_A8(120)
 
 // Element tags: which wgmma input type, and how a result is rounded on the store.
@@ -93,6 +104,15 @@ struct WgxMma<WgxBF16, 128, TA, TB> {
     }
 };
 template <int TA, int TB>
+struct WgxMma<WgxBF16, 192, TA, TB> {
+    static __device__ __forceinline__ void run(float (&d)[96], unsigned long long da, unsigned long long db, int accumulate) {
+        asm volatile("{ .reg .pred p; setp.ne.b32 p, %98, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 " WGX_R96 ", %96, %97, p, 1, 1, %99, %100; }"
+                     : WGX_A96
+                     : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
+    }
+};
+template <int TA, int TB>
 struct WgxMma<WgxBF16, 256, TA, TB> {
     static __device__ __forceinline__ void run(float (&d)[128], unsigned long long da, unsigned long long db, int accumulate) {
         asm volatile("{ .reg .pred p; setp.ne.b32 p, %130, 0;\n"
@@ -116,6 +136,15 @@ struct WgxMma<WgxF16, 128, TA, TB> {
         asm volatile("{ .reg .pred p; setp.ne.b32 p, %66, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGX_R64 ", %64, %65, p, 1, 1, %67, %68; }"
                      : WGX_A64
+                     : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
+    }
+};
+template <int TA, int TB>
+struct WgxMma<WgxF16, 192, TA, TB> {
+    static __device__ __forceinline__ void run(float (&d)[96], unsigned long long da, unsigned long long db, int accumulate) {
+        asm volatile("{ .reg .pred p; setp.ne.b32 p, %98, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n192k16.f32.f16.f16 " WGX_R96 ", %96, %97, p, 1, 1, %99, %100; }"
+                     : WGX_A96
                      : "l"(da), "l"(db), "r"(accumulate), "n"(TA), "n"(TB));
     }
 };

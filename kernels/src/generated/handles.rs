@@ -1034,7 +1034,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 496 kernels, in manifest order.
+/// The names of all 504 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1299,6 +1299,14 @@ pub static KERNEL_NAMES: &[&str] = &[
     "gemm_wgx_128x128_f16_nt",
     "gemm_wgx_128x128_f16_tn",
     "gemm_wgx_128x128_f16_tt",
+    "gemm_wgx_128x192_bf16_nn",
+    "gemm_wgx_128x192_bf16_nt",
+    "gemm_wgx_128x192_bf16_tn",
+    "gemm_wgx_128x192_bf16_tt",
+    "gemm_wgx_128x192_f16_nn",
+    "gemm_wgx_128x192_f16_nt",
+    "gemm_wgx_128x192_f16_tn",
+    "gemm_wgx_128x192_f16_tt",
     "gemm_wgx_128x256_bf16_nn",
     "gemm_wgx_128x256_bf16_nt",
     "gemm_wgx_128x256_bf16_tn",
@@ -1811,6 +1819,14 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `gemm_wgx_128x128_f16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `gemm_wgx_128x128_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `gemm_wgx_128x128_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_bf16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_bf16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_bf16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_bf16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_f16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_f16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_f16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemm_wgx_128x192_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `gemm_wgx_128x256_bf16_nn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `gemm_wgx_128x256_bf16_nt` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `gemm_wgx_128x256_bf16_tn` | `TensorMap tmA`, `TensorMap tmB`, `const bf16_t* A`, `const bf16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
@@ -4369,6 +4385,22 @@ pub struct GemmWgmmaTilesKernels {
     pub gemm_wgx_128x128_f16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
     /// `gemm_wgx_128x128_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
     pub gemm_wgx_128x128_f16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_bf16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_bf16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_bf16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_bf16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_f16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_f16_nt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_f16_tn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
+    /// `gemm_wgx_128x192_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
+    pub gemm_wgx_128x192_f16_tt: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
     /// `gemm_wgx_128x256_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
     pub gemm_wgx_128x256_bf16_nn: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>,
     /// `gemm_wgx_128x256_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)`.
@@ -4505,6 +4537,54 @@ fn load_gemm_wgmma_tiles(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgm
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         gemm_wgx_128x128_f16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x128_f16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_bf16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_bf16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_bf16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_bf16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_bf16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_bf16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_bf16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_bf16_tt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_f16_nn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_f16_nn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_f16_nt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_f16_nt")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_f16_tn: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_f16_tn")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemm_wgx_128x192_f16_tt: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>("gemm_wgx_128x192_f16_tt")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -8023,6 +8103,46 @@ impl Kernels {
         Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x128_f16_tt)
     }
 
+    /// `gemm_wgx_128x192_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_bf16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_bf16_nn)
+    }
+
+    /// `gemm_wgx_128x192_bf16_nt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_bf16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_bf16_nt)
+    }
+
+    /// `gemm_wgx_128x192_bf16_tn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_bf16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_bf16_tn)
+    }
+
+    /// `gemm_wgx_128x192_bf16_tt(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_bf16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_bf16_tt)
+    }
+
+    /// `gemm_wgx_128x192_f16_nn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_f16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_f16_nn)
+    }
+
+    /// `gemm_wgx_128x192_f16_nt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_f16_nt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_f16_nt)
+    }
+
+    /// `gemm_wgx_128x192_f16_tn(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_f16_tn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_f16_tn)
+    }
+
+    /// `gemm_wgx_128x192_f16_tt(TensorMap tmA, TensorMap tmB, const f16_t* A, const f16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemm_wgx_128x192_f16_tt(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
+        Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x192_f16_tt)
+    }
+
     /// `gemm_wgx_128x256_bf16_nn(TensorMap tmA, TensorMap tmB, const bf16_t* A, const bf16_t* B, unsigned char* out, int M, int N, int K, int ldc, int splits, int kt_per)` from `cuda/gemm_wgmma_tiles.cu` (the first call of any of that file's kernels loads it).
     pub fn gemm_wgx_128x256_bf16_nn(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>> {
         Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_128x256_bf16_nn)
@@ -10240,6 +10360,30 @@ impl Kernels {
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x128_f16_tt.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_bf16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_bf16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_bf16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_bf16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_f16_nn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_f16_nt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_f16_tn.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x192_f16_tt.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<u8>, i32, i32, i32, i32, i32, i32)>::from_function(f.gemm_wgx_128x256_bf16_nn.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -10364,7 +10508,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<f16>, i32)>::from_function(f.gemm_wgx_reduce_f16.function().clone())? };
-            n += 50;
+            n += 58;
         }
         if let Some(f) = self.grad_norm.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -11259,6 +11403,14 @@ impl Kernels {
             "gemm_wgx_128x128_f16_nt" => self.gemm_wgx_128x128_f16_nt().ok().map(|k| k.function()),
             "gemm_wgx_128x128_f16_tn" => self.gemm_wgx_128x128_f16_tn().ok().map(|k| k.function()),
             "gemm_wgx_128x128_f16_tt" => self.gemm_wgx_128x128_f16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_bf16_nn" => self.gemm_wgx_128x192_bf16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_bf16_nt" => self.gemm_wgx_128x192_bf16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_bf16_tn" => self.gemm_wgx_128x192_bf16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_bf16_tt" => self.gemm_wgx_128x192_bf16_tt().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_f16_nn" => self.gemm_wgx_128x192_f16_nn().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_f16_nt" => self.gemm_wgx_128x192_f16_nt().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_f16_tn" => self.gemm_wgx_128x192_f16_tn().ok().map(|k| k.function()),
+            "gemm_wgx_128x192_f16_tt" => self.gemm_wgx_128x192_f16_tt().ok().map(|k| k.function()),
             "gemm_wgx_128x256_bf16_nn" => self.gemm_wgx_128x256_bf16_nn().ok().map(|k| k.function()),
             "gemm_wgx_128x256_bf16_nt" => self.gemm_wgx_128x256_bf16_nt().ok().map(|k| k.function()),
             "gemm_wgx_128x256_bf16_tn" => self.gemm_wgx_128x256_bf16_tn().ok().map(|k| k.function()),

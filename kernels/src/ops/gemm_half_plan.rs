@@ -6,6 +6,7 @@
 //! |---|---|---|---|
 //! | `gemm_wgmma_*` ([`HalfPlan::Wide`]) | 128 × 256 | one per tile | empty products only (K = 0 writes zeros); [`gemm_half_with_plan`](super::gemm_half_with_plan) still runs it on request |
 //! | `gemm_wgx_128x256_*` | 128 × 256 | persistent | large products (4096³, 6144³, 8192³: 0.97–1.05× cuBLAS on two H200s, where `gemm_wgmma_*` gave 0.81–0.96× in the same runs); small K (16–256) with a large M × N: C's write is the cost (1.03× at 8192 × 8192 × 64, was 0.33×); one wave of tiles (2048³, 1024 × 4096 × 1024) |
+//! | `gemm_wgx_128x192_*` | 128 × 192 | persistent | where 128 × 256 and 128 × 128 round badly into waves of one unit per SM: 8192 × 768 × 3072 (192 or 384 tiles for 132 SMs; 256 of 128 × 192, two nearly full waves) |
 //! | `gemm_wgx_128x128_*` | 128 × 128 | persistent | odd mid shapes (4095 × 4097 × 1023, 2039 × 1021 × 4093), 512² × 16384 with split-K |
 //! | `gemm_wgx_64x128_*` | 64 × 128 | persistent | skinny M (1–64): a 128-tall tile would compute 2–128× the rows; split-K spreads the stream of B over every SM |
 //! | `gemm_wgx_128x64_*` | 128 × 64 | persistent | skinny N (1–64), the same for `op(A)` |
@@ -36,6 +37,10 @@ use super::tc_algo::TcAlgo;
 pub enum HalfTile {
     /// 128 × 256 outputs per unit, two consumer warpgroups, 3 stages.
     T128x256,
+    /// 128 × 192, two consumer warpgroups (m64n192 each), 4 stages: where the 128 × 256 and
+    /// 128 × 128 tiles leave the last wave mostly idle (8192 × 768: 192 or 384 tiles for 132
+    /// SMs, 256 of these).
+    T128x192,
     /// 128 × 128, two consumer warpgroups, 5 stages.
     T128x128,
     /// 64 × 128, one consumer warpgroup, 8 stages.
@@ -54,8 +59,9 @@ pub enum HalfTile {
 
 impl HalfTile {
     /// Every tile shape.
-    pub const ALL: [HalfTile; 6] = [
+    pub const ALL: [HalfTile; 7] = [
         HalfTile::T128x256,
+        HalfTile::T128x192,
         HalfTile::T128x128,
         HalfTile::T64x128,
         HalfTile::T128x64,
@@ -64,8 +70,9 @@ impl HalfTile {
     ];
 
     /// The tile shapes the cost search compares (every one but the cluster pair).
-    const SEARCHED: [HalfTile; 5] = [
+    const SEARCHED: [HalfTile; 6] = [
         HalfTile::T128x256,
+        HalfTile::T128x192,
         HalfTile::T128x128,
         HalfTile::T64x128,
         HalfTile::T128x64,
@@ -105,6 +112,7 @@ impl HalfTile {
     pub fn bn(self) -> usize {
         match self {
             HalfTile::T128x256 => 256,
+            HalfTile::T128x192 => 192,
             HalfTile::T128x64 | HalfTile::T128x64Pair | HalfTile::T64x64 => 64,
             _ => 128,
         }
@@ -115,6 +123,7 @@ impl HalfTile {
     pub fn stages(self) -> usize {
         match self {
             HalfTile::T128x256 => 3,
+            HalfTile::T128x192 => 4,
             HalfTile::T128x128 => 5,
             _ => 8,
         }
@@ -139,6 +148,7 @@ impl HalfTile {
     fn efficiency(self) -> f64 {
         match self {
             HalfTile::T128x256 => 0.9,
+            HalfTile::T128x192 => 0.85,
             HalfTile::T128x128 => 0.8,
             HalfTile::T64x128 => 0.45,
             HalfTile::T128x64 | HalfTile::T128x64Pair => 0.5,
@@ -485,6 +495,25 @@ mod tests {
         assert_eq!(HalfTile::T128x64Pair.grid(10_000, 10_000, 1, 132), 132);
         assert_eq!(HalfTile::T128x64Pair.grid(1, 1, 1, 1), 2);
         assert_eq!(HalfTile::T128x64.grid(1000, 1000, 1, 132), 128);
+    }
+
+    #[test]
+    fn the_128x192_tile_where_the_others_leave_a_wave_idle() {
+        let t192 = HalfPlan::Tiles {
+            tile: HalfTile::T128x192,
+            splits: 1,
+        };
+        // 8192 x 768: 192 tiles of 128 x 256 (1.45 waves of 132), 384 of 128 x 128 (2.9),
+        // 256 of 128 x 192 (1.94).
+        assert_eq!(plan(8192, 768, 3072), t192);
+        // Where 128 x 256 fills its waves, it stays.
+        for n in [2048, 4096, 8192] {
+            assert_ne!(plan(n, n, n), t192, "{n}^3");
+        }
+        assert_eq!(
+            HalfTile::T128x192.smem_bytes(),
+            4 * 320 * 128 + 2 * 64 * 400 + 1024 + 64
+        );
     }
 
     #[test]

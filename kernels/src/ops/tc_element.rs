@@ -94,7 +94,7 @@ mod sealed {
 macro_rules! tc_element {
     ($t:ty, $tma:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident,
      $mnn:ident, $mnt:ident, $mtn:ident, $mtt:ident,
-     [$($w256:ident),+], [$($w128:ident),+], [$($w64:ident),+], [$($wn64:ident),+],
+     [$($w256:ident),+], [$($w192:ident),+], [$($w128:ident),+], [$($w64:ident),+], [$($wn64:ident),+],
      [$($wp64:ident),+], [$($w6464:ident),+], $reduce:ident) => {
         impl TensorCoreElement for $t {
             const TMA: TensorMapElement = TensorMapElement::$tma;
@@ -123,6 +123,7 @@ macro_rules! tc_element {
                 let i = layout_index(ta, tb);
                 match tile {
                     HalfTile::T128x256 => [$(&k.$w256),+][i],
+                    HalfTile::T128x192 => [$(&k.$w192),+][i],
                     HalfTile::T128x128 => [$(&k.$w128),+][i],
                     HalfTile::T64x128 => [$(&k.$w64),+][i],
                     HalfTile::T128x64 => [$(&k.$wn64),+][i],
@@ -152,6 +153,12 @@ tc_element!(
         gemm_wgx_128x256_bf16_nt,
         gemm_wgx_128x256_bf16_tn,
         gemm_wgx_128x256_bf16_tt
+    ],
+    [
+        gemm_wgx_128x192_bf16_nn,
+        gemm_wgx_128x192_bf16_nt,
+        gemm_wgx_128x192_bf16_tn,
+        gemm_wgx_128x192_bf16_tt
     ],
     [
         gemm_wgx_128x128_bf16_nn,
@@ -201,6 +208,12 @@ tc_element!(
         gemm_wgx_128x256_f16_nt,
         gemm_wgx_128x256_f16_tn,
         gemm_wgx_128x256_f16_tt
+    ],
+    [
+        gemm_wgx_128x192_f16_nn,
+        gemm_wgx_128x192_f16_nt,
+        gemm_wgx_128x192_f16_tn,
+        gemm_wgx_128x192_f16_tt
     ],
     [
         gemm_wgx_128x128_f16_nn,
