@@ -1,7 +1,7 @@
 //! `Function`: one kernel entry point of a loaded module, its attributes and occupancy, and the
 //! untyped (`unsafe`) launch.
 
-use crate::launch::{KernelLimits, Signature};
+use crate::launch::{KernelLimits, LaunchAttributes, Signature};
 use crate::module::ModuleInner;
 use crate::stream::EnqueueGuard;
 use crate::{driver, Error, LaunchConfig, Result, Stream};
@@ -208,27 +208,10 @@ impl Function {
             &self.inner.name,
         )?;
         self.inner.module.ctx.bind()?;
-        // SAFETY: all-zero is a valid value for this plain C union.
-        let mut attr: cuda_stack_sys::CUlaunchAttribute = unsafe { std::mem::zeroed() };
-        attr.id = cuda_stack_sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-        attr.value.clusterDim.x = c.x;
-        attr.value.clusterDim.y = c.y;
-        attr.value.clusterDim.z = c.z;
-        let b = cfg.block();
-        let lc = cuda_stack_sys::CUlaunchConfig {
-            gridDimX: c.x,
-            gridDimY: c.y,
-            gridDimZ: c.z,
-            blockDimX: b.x,
-            blockDimY: b.y,
-            blockDimZ: b.z,
-            sharedMemBytes: cfg.shared_mem_bytes(),
-            hStream: std::ptr::null_mut(),
-            attrs: &mut attr,
-            numAttrs: 1,
-        };
+        let mut attrs = LaunchAttributes::of(&probe);
+        let lc = attrs.config(&probe, std::ptr::null_mut());
         let mut n = 0;
-        // SAFETY: out-pointer to a local; `lc` and `attr` live across the call; live handle.
+        // SAFETY: out-pointer to a local; `lc` and `attrs` live across the call; live handle.
         unsafe { driver()?.cuOccupancyMaxActiveClusters(&mut n, self.inner.raw, &lc)? };
         Ok(n.max(0) as u32)
     }
@@ -425,34 +408,8 @@ impl Function {
             };
             return Ok(());
         }
-        // SAFETY: all-zero is a valid value for these plain C structs/unions.
-        let mut attrs: [cuda_stack_sys::CUlaunchAttribute; 2] = unsafe { std::mem::zeroed() };
-        let mut n = 0;
-        if let Some(c) = cfg.cluster() {
-            attrs[n].id =
-                cuda_stack_sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-            attrs[n].value.clusterDim.x = c.x;
-            attrs[n].value.clusterDim.y = c.y;
-            attrs[n].value.clusterDim.z = c.z;
-            n += 1;
-        }
-        if cfg.is_cooperative() {
-            attrs[n].id = cuda_stack_sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-            attrs[n].value.cooperative = 1;
-            n += 1;
-        }
-        let lc = cuda_stack_sys::CUlaunchConfig {
-            gridDimX: g.x,
-            gridDimY: g.y,
-            gridDimZ: g.z,
-            blockDimX: b.x,
-            blockDimY: b.y,
-            blockDimZ: b.z,
-            sharedMemBytes: cfg.shared_mem_bytes(),
-            hStream: stream.as_raw(),
-            attrs: attrs.as_mut_ptr(),
-            numAttrs: n as u32,
-        };
+        let mut attrs = LaunchAttributes::of(cfg);
+        let lc = attrs.config(cfg, stream.as_raw());
         // SAFETY: forwarded to the caller; `lc` and `attrs` live across the call.
         unsafe {
             drv.cuLaunchKernelEx(
