@@ -6,8 +6,10 @@
 //   * f16 / bf16 are stored as 16-bit bit patterns and computed in f32 (see dtype.cuh). For
 //     + - * / the f32 result rounded once to f16/bf16 is the correctly rounded result;
 //   * fast memory-bound code: 16-byte vector loads/stores (4 f32, 2 f64, 4 i32, 8 f16/bf16 per
-//     access) taken when every pointer is 16-byte aligned (checked at run time; otherwise a scalar
-//     path is used), a grid-stride loop (any grid is correct), 64-bit indices;
+//     access) taken when every pointer is 16-byte aligned, or all the same number of elements short
+//     of a 16-byte boundary (those first elements one per thread; checked at run time; otherwise a
+//     scalar path is used), a grid-stride loop (any grid of at least 8 threads is correct: the
+//     up to 7 elements before the first boundary go to threads 0..6), 64-bit indices;
 //   * kernel fusion (seed 004): relu(x * scale + bias) reads x once and writes once, instead of
 //     three kernels and two temporaries; its backward pass computes dL/dx and dL/dbias together,
 //     with a deterministic column sum (no atomics: fixed summation order for a fixed grid).
@@ -71,6 +73,20 @@ struct OpTanh {
 };
 
 // ---------------------------------------------------------------------------------------------
+// Elements of p before its first 16-byte boundary, at most n (0 when p is aligned; n when p is not
+// a whole number of elements away from one). When every operand is the same number of elements
+// short of a boundary (in-place ops on a view one element in), those first elements go one per
+// thread and the rest in 16-byte packets. On an H200, relu of 2^24 f32 from x[1..] into out[1..]
+// ran in 35.8 us this way, as fast as the scalar path (x[1..] into an aligned out, 35.8) and
+// behind aligned operands (34.9); 16-bit types, whose scalar path moves 2 bytes per access, were
+// not measured (kernels/TUNING.md).
+template <typename S>
+__device__ __forceinline__ u64 head16(const S* p, u64 n) {
+    const u64 mis = (u64)p & 15u;
+    const u64 h = mis == 0 ? 0 : (mis % sizeof(S) != 0 ? n : (16 - mis) / sizeof(S));
+    return h < n ? h : n;
+}
+
 // out[i] = op(x[i])
 template <typename Tag, typename Op>
 __device__ __forceinline__ void map1(const typename DType<Tag>::Storage* x,
@@ -79,26 +95,35 @@ __device__ __forceinline__ void map1(const typename DType<Tag>::Storage* x,
     typedef typename D::Storage S;
     const u64 tid = global_tid(), stride = grid_threads();
     u64 done = 0;
-    if (aligned16(x, out)) {
-        const u64 V = Pack<S>::N, packs = n / V;
+    const u64 h = head16(x, n);
+    if (h < n && aligned16(x + h, out + h)) {
+        if (tid < h) out[tid] = D::store(op(D::load(x[tid])));
+        const S* xa = x + h;
+        S* oa = out + h;
+        const u64 V = Pack<S>::N, packs = (n - h) / V;
         for (u64 p = tid; p < packs; p += stride) {
-            Pack<S> v = load_pack(x + p * V);
+            Pack<S> v = load_pack(xa + p * V);
 #pragma unroll
             for (int j = 0; j < (int)V; ++j) v.v[j] = D::store(op(D::load(v.v[j])));
-            store_pack(out + p * V, v);
+            store_pack(oa + p * V, v);
         }
-        done = packs * V;
+        done = h + packs * V;
     }
-    // Scalar path (misaligned views) and the tail: 4 independent loads in flight per thread
-    // before any store (a plain grid-stride loop issues them one at a time).
-    for (u64 i = done + tid; i < n; i += 4 * stride) {
+    // Scalar path (operands at different distances from a 16-byte boundary, or not a whole
+    // number of elements away from one) and the tail: 4 independent loads in flight per thread
+    // before any store (a plain grid-stride loop issues them one at a time), a block's 4 loads
+    // in one chunk of 4 x blockDim elements: 4 loads a whole grid apart ran relu of 2^24 f32 one
+    // element in at 0.95x PyTorch on an H200, the chunk at 0.995x (kernels/TUNING.md).
+    const u64 chunk = 4 * (u64)blockDim.x;
+    for (u64 c0 = done + blockIdx.x * chunk; c0 < n; c0 += (u64)gridDim.x * chunk) {
+        const u64 i = c0 + threadIdx.x;
         S v[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            if (i + u * stride < n) v[u] = x[i + u * stride];
+            if (i + u * blockDim.x < n) v[u] = x[i + u * blockDim.x];
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            if (i + u * stride < n) out[i + u * stride] = D::store(op(D::load(v[u])));
+            if (i + u * blockDim.x < n) out[i + u * blockDim.x] = D::store(op(D::load(v[u])));
     }
 }
 
@@ -111,31 +136,39 @@ __device__ __forceinline__ void map2(const typename DType<Tag>::Storage* a,
     typedef typename D::Storage S;
     const u64 tid = global_tid(), stride = grid_threads();
     u64 done = 0;
-    if (aligned16(a, b, out)) {
-        const u64 V = Pack<S>::N, packs = n / V;
+    const u64 h = head16(a, n);
+    if (h < n && aligned16(a + h, b + h, out + h)) {
+        if (tid < h) out[tid] = D::store(op(D::load(a[tid]), D::load(b[tid])));
+        const S* aa = a + h;
+        const S* ba = b + h;
+        S* oa = out + h;
+        const u64 V = Pack<S>::N, packs = (n - h) / V;
         for (u64 p = tid; p < packs; p += stride) {
-            Pack<S> va = load_pack(a + p * V);
-            Pack<S> vb = load_pack(b + p * V);
+            Pack<S> va = load_pack(aa + p * V);
+            Pack<S> vb = load_pack(ba + p * V);
 #pragma unroll
             for (int j = 0; j < (int)V; ++j)
                 va.v[j] = D::store(op(D::load(va.v[j]), D::load(vb.v[j])));
-            store_pack(out + p * V, va);
+            store_pack(oa + p * V, va);
         }
-        done = packs * V;
+        done = h + packs * V;
     }
-    // Scalar path (misaligned views) and the tail: 4 independent pairs of loads in flight.
-    for (u64 i = done + tid; i < n; i += 4 * stride) {
+    // Scalar path (operands at different distances from a 16-byte boundary) and the tail: 4
+    // independent pairs of loads in flight, in one chunk of 4 x blockDim elements per block.
+    const u64 chunk = 4 * (u64)blockDim.x;
+    for (u64 c0 = done + blockIdx.x * chunk; c0 < n; c0 += (u64)gridDim.x * chunk) {
+        const u64 i = c0 + threadIdx.x;
         S va[4], vb[4];
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            if (i + u * stride < n) {
-                va[u] = a[i + u * stride];
-                vb[u] = b[i + u * stride];
+            if (i + u * blockDim.x < n) {
+                va[u] = a[i + u * blockDim.x];
+                vb[u] = b[i + u * blockDim.x];
             }
 #pragma unroll
         for (int u = 0; u < 4; ++u)
-            if (i + u * stride < n)
-                out[i + u * stride] = D::store(op(D::load(va[u]), D::load(vb[u])));
+            if (i + u * blockDim.x < n)
+                out[i + u * blockDim.x] = D::store(op(D::load(va[u]), D::load(vb[u])));
     }
 }
 

@@ -465,6 +465,53 @@ fn binary_all<T: Gen>() -> TestResult {
     Ok(())
 }
 
+/// Operands at view offsets of their own (the sweep's `relu n=2^24 off=1` reads a view one
+/// element in and writes an aligned buffer): the kernels' scalar path, a block's loads in one
+/// chunk, over sizes around its chunk and packet edges. Exact against the reference, with the
+/// elements in front of the output view untouched.
+fn elementwise_mixed_offsets<T: Gen>() -> TestResult {
+    let (_ctx, s, k) = setup()?;
+    let sizes = [1usize, 2, 7, 8, 9, 33, 4099, (1 << 20) + 3];
+    for &n in &sizes {
+        let (x, y) = (data::<T>(11, n), data::<T>(12, n));
+        for (xo, oo) in [(1, 2), (2, 1), (1, 1), (3, 3), (0, 1), (1, 0), (7, 7)] {
+            let dx = upload(&s, &x, xo)?;
+            let mut o = poisoned::<T>(&s, n, oo)?;
+            ops::relu(&k, &s, &dx.slice(xo..)?, &mut o.slice_mut(oo..)?)?;
+            check_exact(
+                &format!("relu<{}> n={n} x+{xo} out+{oo}", T::DTYPE),
+                &download(&s, &o, oo)?,
+                &reference::relu(&x),
+            )?;
+        }
+        for (ao, bo, oo) in [
+            (1, 1, 2),
+            (1, 2, 1),
+            (2, 1, 1),
+            (3, 3, 3),
+            (1, 1, 1),
+            (0, 0, 1),
+        ] {
+            let (da, db) = (upload(&s, &x, ao)?, upload(&s, &y, bo)?);
+            let mut o = poisoned::<T>(&s, n, oo)?;
+            ops::binary(
+                &k,
+                &s,
+                BinaryOp::Add,
+                &da.slice(ao..)?,
+                &db.slice(bo..)?,
+                &mut o.slice_mut(oo..)?,
+            )?;
+            check_exact(
+                &format!("add<{}> n={n} a+{ao} b+{bo} out+{oo}", T::DTYPE),
+                &download(&s, &o, oo)?,
+                &reference::binary(BinaryOp::Add, &x, &y),
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// `binary_broadcast` for every pair of operand shapes broadcasting gives, against the
 /// reference (exact), at packet-aligned and misaligned offsets; then its bounds checks.
 fn binary_broadcast_all<T: Gen>() -> TestResult {
@@ -1775,6 +1822,10 @@ fn main() {
         gpu("binary_i32", binary_all::<i32>),
         gpu("binary_f16", binary_all::<f16>),
         gpu("binary_bf16", binary_all::<bf16>),
+        gpu("mixed_offsets_f32", elementwise_mixed_offsets::<f32>),
+        gpu("mixed_offsets_f64", elementwise_mixed_offsets::<f64>),
+        gpu("mixed_offsets_f16", elementwise_mixed_offsets::<f16>),
+        gpu("mixed_offsets_bf16", elementwise_mixed_offsets::<bf16>),
         gpu("binary_broadcast_f32", binary_broadcast_all::<f32>),
         gpu("binary_broadcast_f64", binary_broadcast_all::<f64>),
         gpu("binary_broadcast_i32", binary_broadcast_all::<i32>),
