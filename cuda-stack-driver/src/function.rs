@@ -352,7 +352,9 @@ impl Function {
     /// kernel does with them, and nothing else may use that memory concurrently in a conflicting
     /// way (no ordering is done for you here). When `stream` is capturing, that memory must also
     /// stay valid (and unaliased) for every replay of the graph: the graph keeps only the
-    /// kernel's module alive, not memory it knows nothing about.
+    /// kernel's module alive, not memory it knows nothing about. With
+    /// [`LaunchConfig::with_programmatic_dependency`], the kernel must run `griddepcontrol.wait`
+    /// before it touches memory that earlier work in the stream may use.
     pub unsafe fn launch(
         &self,
         stream: &Stream,
@@ -389,7 +391,7 @@ impl Function {
                 .push(self.clone());
         }
         let (g, b) = (cfg.grid(), cfg.block());
-        if cfg.cluster().is_none() && !cfg.is_cooperative() {
+        if !cfg.is_extended() {
             // SAFETY: forwarded to the caller.
             unsafe {
                 drv.cuLaunchKernel(

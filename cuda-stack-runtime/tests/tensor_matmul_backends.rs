@@ -328,8 +328,13 @@ fn the_switch_selects_the_backend() -> TestResult {
             .filter(|(l, c)| l == "cublas" && c.starts_with("cublasGemm"))
             .count()
     };
-    let launches =
-        |calls: &[(String, String)]| calls.iter().filter(|(_, c)| c == "cuLaunchKernel").count();
+    // Plain launches and extended ones (cuLaunchKernelEx: clusters, programmatic dependencies).
+    let launches = |calls: &[(String, String)]| {
+        calls
+            .iter()
+            .filter(|(_, c)| c == "cuLaunchKernel" || c == "cuLaunchKernelEx")
+            .count()
+    };
     for backend in [MatmulBackend::Cublas, MatmulBackend::Kernels] {
         let calls = traced(|| {
             with_matmul_backend(backend, || {

@@ -47,6 +47,8 @@
 //       K-major B : dims {K, N}, box {64, BN};   N-major B : dims {N, K}, box {64, 64}
 //     (A and B are passed only so the launch orders their buffers);
 //   * gemm_wgx_reduce_*: block (BX, ZL), BX a multiple of 32, BX * ZL <= 1024, any 1-D grid;
+//   * every entry runs griddep_wait first (before any global access), so the host may launch
+//     each with a programmatic dependency on the kernel before it (and does);
 //   * M, N, K >= 1; kt_per >= 1 k tiles of 64 per slice and splits = ceil(ceil(K / 64) / kt_per)
 //     (every slice holds at least one k tile);
 //   * out: C (element type T, [M, N] with row stride ldc) when splits == 1, else the f32
@@ -55,6 +57,7 @@
 //     2 * ceil(M / 128) * ceil(ceil(N / 64) / 2) * splits blocks, and a K-major A's map has a box
 //     of {64, 64} (each CTA loads half of the A tile), the rest as for 128 x 64.
 #include "dtype.cuh"
+#include "grid_dependency.cuh"
 #include "shared_address.cuh"
 #include "tma.cuh"
 #include "wgmma_ops.cuh"
@@ -202,6 +205,10 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
     } else {
         __syncthreads();
     }
+    // The host may launch these with a programmatic dependency: nothing above touches global
+    // memory (the barriers are in shared memory), so the set-up overlaps the previous kernel's
+    // tail; A and B are read, and C or the workspace written, only after the wait.
+    griddep_wait();
 
     const int wg = threadIdx.x / 128;
     if (wg == 0) {
@@ -298,6 +305,10 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
                 }
                 ++it;
             } while (++kt < w.kt1);
+            // The next kernel (a split's reduce, or whatever follows) may be scheduled once
+            // every block is in its last epilogue: not earlier, so that a reduce's blocks, which
+            // can only wait for this grid, are not placed beside the main loop.
+            if (u + unit_step >= units) griddep_launch_dependents();
             if (!rows_here) continue;
             wgx_fence_acc(d);
             if (splits == 1) {
@@ -353,6 +364,9 @@ template <class E>
 __device__ __forceinline__ void gemm_wgx_reduce(const float* __restrict__ ws, int splits, int M, int N,
                                                 typename E::T* __restrict__ C, int ldc) {
     __shared__ float2 part[1024];
+    // Launched with a programmatic dependency on the product that wrote ws (see gemm_wgx).
+    griddep_wait();
+    griddep_launch_dependents();
     const u64 slab = (u64)M * (u64)N;
     typedef typename E::T T;
     const bool pairs = (N % 2 == 0) && (ldc % 2 == 0) && ((((u64)C) & (2 * sizeof(T) - 1)) == 0);

@@ -333,6 +333,117 @@ fn split_streams_and_graphs() -> TestResult {
     Ok(())
 }
 
+/// The split-K workspace kept between calls (`ops::release_split_workspaces`): calls on three
+/// streams in turn with workspaces that grow, shrink and pass the cached size (one of 38 MB is
+/// allocated per call), none synchronized before the last; two threads enqueueing on one stream
+/// at once; a stream dropped while its workspace is cached, the cache released mid-run. Every
+/// output right.
+fn split_workspace_reuse() -> TestResult {
+    let ctx = cuda_tests::context()?;
+    if !hopper(ctx.limits().compute_capability) {
+        return Ok(());
+    }
+    let k = Kernels::get(&ctx)?;
+    let nn = Transpose::NoTrans;
+    // (m, n, k, tile, splits): workspaces of 1.2, 2.6, 1.7 and 38.4 MB (over the 32 MiB kept).
+    let cases: [(usize, usize, usize, HalfTile, usize); 4] = [
+        (200, 300, 3000, HalfTile::T128x128, 5),
+        (64, 640, 2048, HalfTile::T64x128, 16),
+        (300, 200, 1500, HalfTile::T128x64, 7),
+        (800, 1200, 640, HalfTile::T128x128, 10),
+    ];
+    ensure!(
+        800 * 1200 * 10 * 4 > ops::SPLIT_WORKSPACE_CACHED_MAX_BYTES,
+        "the last case must be over the cached size"
+    );
+    let s0 = ctx.new_stream()?;
+    let mut inputs = Vec::new();
+    for (i, &(m, n, kd, _, _)) in cases.iter().enumerate() {
+        let a: Vec<bf16> = data(100 + i as u64, m * kd);
+        let b: Vec<bf16> = data(200 + i as u64, kd * n);
+        let (want, bound) = reference::gemm_f64(nn, nn, m, n, kd, &a, kd, &b, n);
+        inputs.push((upload(&s0, &a, 0)?, upload(&s0, &b, 0)?, want, bound));
+    }
+    s0.synchronize()?;
+    let run =
+        |s: &cuda_stack_driver::Stream, i: usize, c: &mut cuda_stack_driver::DeviceBuffer<bf16>| {
+            let (m, n, kd, tile, splits) = cases[i];
+            let plan = HalfPlan::Tiles { tile, splits };
+            let (a, b) = (&inputs[i].0, &inputs[i].1);
+            ops::gemm_half_with_plan(&k, s, plan, nn, nn, m, n, kd, a, kd, b, n, c, n)
+        };
+    let streams = [ctx.new_stream()?, ctx.new_stream()?, ctx.new_stream()?];
+    // (case, output) pairs in the order queued; nothing synchronized until all are queued.
+    let mut outs = Vec::new();
+    for round in 0..3 {
+        for (j, s) in streams.iter().enumerate() {
+            for i in [round % 4, (round + j + 1) % 4, 3, j % 3] {
+                let (m, n, ..) = cases[i];
+                let mut c = s.alloc_zeros::<bf16>(m * n)?;
+                run(s, i, &mut c)?;
+                outs.push((i, c));
+            }
+        }
+        if round == 1 {
+            ops::release_split_workspaces();
+        }
+    }
+    // A stream dropped while its workspace is cached; a new one after it.
+    {
+        let s = ctx.new_stream()?;
+        let mut c = s.alloc_zeros::<bf16>(200 * 300)?;
+        run(&s, 0, &mut c)?;
+        outs.push((0, c));
+    }
+    let s = ctx.new_stream()?;
+    let mut c = s.alloc_zeros::<bf16>(64 * 640)?;
+    run(&s, 1, &mut c)?;
+    outs.push((1, c));
+    // Two threads queueing split products on one stream at once.
+    let shared = &streams[0];
+    let threaded: Vec<Vec<(usize, cuda_stack_driver::DeviceBuffer<bf16>)>> =
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..2)
+                .map(|t| {
+                    let run = &run;
+                    sc.spawn(move || -> Result<Vec<_>, String> {
+                        let mut v = Vec::new();
+                        for r in 0..6 {
+                            let i = (t + r) % 3;
+                            let (m, n, ..) = cases[i];
+                            let mut c = shared
+                                .alloc_zeros::<bf16>(m * n)
+                                .map_err(|e| e.to_string())?;
+                            run(shared, i, &mut c).map_err(|e| e.to_string())?;
+                            v.push((i, c));
+                        }
+                        Ok(v)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .map(|h| h.join().map_err(|_| "thread panicked".to_string())?)
+                .collect::<Result<Vec<_>, String>>()
+        })?;
+    outs.extend(threaded.into_iter().flatten());
+    for (q, (i, c)) in outs.iter().enumerate() {
+        let (m, n, ..) = cases[*i];
+        let host = c.home_stream().clone_dtoh(c)?;
+        check(
+            &format!("call {q} (case {i})"),
+            &host,
+            0,
+            m,
+            n,
+            n,
+            &inputs[*i].2,
+            &inputs[*i].3,
+        )?;
+    }
+    ops::release_split_workspaces();
+    Ok(())
+}
+
 fn main() {
     cuda_tests::run(vec![
         cpu("plan_table", plan_table),
@@ -342,5 +453,6 @@ fn main() {
         gpu("split_deterministic_f16", split_deterministic::<f16>),
         gpu("bad_plans", bad_plans),
         gpu("split_streams_and_graphs", split_streams_and_graphs),
+        gpu("split_workspace_reuse", split_workspace_reuse),
     ]);
 }

@@ -24,6 +24,10 @@ fn main() {
         gpu("cubin_from_nvrtc_loads", cubin),
         gpu("cluster_launch_on_sm90", cluster_launch),
         gpu("cooperative_launch", cooperative_launch),
+        gpu(
+            "programmatic_dependent_launch",
+            programmatic_dependent_launch,
+        ),
     ]);
 }
 
@@ -558,6 +562,96 @@ fn cluster_launch() -> TestResult {
         "a cluster over the portable 8"
     );
     println!("resident clusters of 64-thread blocks: {n2} of 2, {n8} of 8");
+    Ok(())
+}
+
+/// A writer and a checker chained with programmatic dependencies (each waits for the kernel
+/// before it with `griddepcontrol.wait` before touching the buffer; the writer lets its dependent
+/// launch at once and then stalls): every round sees the value the round's writer stored. The
+/// checkers' first instructions are timed against the writers' last to show the overlap the
+/// attribute gives (printed, not asserted: the scheduler owes none). Refused before sm_90.
+fn programmatic_dependent_launch() -> TestResult {
+    const SRC: &str = r#"
+extern "C" __global__ void pdl_write(unsigned* buf, unsigned n, unsigned value,
+                                     long long cycles, unsigned long long* times) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+    if (threadIdx.x == 0) { long long t0 = clock64(); while (clock64() - t0 < cycles) { } }
+    __syncthreads();
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        buf[i] = value;
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    if (threadIdx.x == 0) atomicMax(times, t);
+}
+extern "C" __global__ void pdl_check(const unsigned* buf, unsigned n, unsigned value,
+                                     unsigned* wrong, unsigned long long* times) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (threadIdx.x == 0) atomicMin(times + 1, t);
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x)
+        if (buf[i] != value) atomicAdd(wrong, 1u);
+}
+"#;
+    type Write = cuda_stack_driver::Kernel<(
+        &'static mut DeviceSlice<u32>,
+        u32,
+        u32,
+        i64,
+        &'static mut DeviceSlice<u64>,
+    )>;
+    type Check = cuda_stack_driver::Kernel<(
+        &'static DeviceSlice<u32>,
+        u32,
+        u32,
+        &'static mut DeviceSlice<u32>,
+        &'static mut DeviceSlice<u64>,
+    )>;
+    let ctx = context()?;
+    let s = ctx.new_stream()?;
+    if ctx.limits().compute_capability.major < 9 {
+        let k = block_ids_kernel(&ctx)?;
+        let mut out = s.alloc_zeros::<u32>(4)?;
+        let cfg = LaunchConfig::new(4, 32).with_programmatic_dependency();
+        // SAFETY: refused before launch (block_ids writes out[blockIdx.x]: 4 blocks, 4 elements).
+        let r = unsafe { k.launch(&s, &cfg, &mut out) };
+        ensure!(
+            matches!(r, Err(Error::LaunchConfig { .. })),
+            "programmatic dependency before sm_90 accepted"
+        );
+        return Ok(());
+    }
+    let m = load_cuda(&ctx, SRC)?;
+    // SAFETY: the signatures match the declarations above.
+    let (write, check): (Write, Check) =
+        unsafe { (m.kernel("pdl_write")?, m.kernel("pdl_check")?) };
+    let n = 1 << 20;
+    let mut buf = s.alloc_zeros::<u32>(n)?;
+    let mut wrong = s.alloc_zeros::<u32>(1)?;
+    let cfg = LaunchConfig::new(264, 256).with_programmatic_dependency();
+    let mut overlapped = 0;
+    let rounds = 20;
+    for r in 0..rounds {
+        let mut times = s.clone_htod(&[0u64, u64::MAX])?;
+        let v = 1000 + r as u32;
+        // SAFETY: both kernels stay below n in grid-stride loops over buffers of n elements,
+        // touch one `wrong` counter and two `times` words, and run griddepcontrol.wait before
+        // any access to `buf` (the writer also before its own timing words).
+        unsafe {
+            write.launch(&s, &cfg, &mut buf, n as u32, v, 200_000, &mut times)?;
+            check.launch(&s, &cfg, &buf, n as u32, v, &mut wrong, &mut times)?;
+        }
+        let t = s.clone_dtoh(&times)?;
+        if t[1] < t[0] {
+            overlapped += 1;
+        }
+    }
+    let bad = s.clone_dtoh(&wrong)?[0];
+    ensure!(bad == 0, "{bad} elements read before their writer finished");
+    println!(
+        "programmatic dependent launch: {overlapped} of {rounds} checkers started before their writer finished"
+    );
     Ok(())
 }
 

@@ -122,7 +122,10 @@ macro_rules! impl_launch {
             /// structs, no module globals written while other kernels read them). Check every
             /// length/shape scalar against the buffers before calling (e.g. `n <= out.len()`
             /// for a one-thread-per-element kernel with an `if (i < n)` guard); a kernel without
-            /// a bounds guard needs the grid itself checked too.
+            /// a bounds guard needs the grid itself checked too. With
+            /// [`LaunchConfig::with_programmatic_dependency`] the kernel must also run
+            /// `griddepcontrol.wait` before its first access to any buffer (the ordering this
+            /// call does for the buffers holds only from that point).
             #[allow(clippy::too_many_arguments, unused_mut)]
             #[inline]
             pub unsafe fn launch(&self, stream: &Stream, cfg: &LaunchConfig $(, $a: $A::Arg<'_>)*) -> Result<()> {

@@ -100,7 +100,10 @@ fn measure(
     step()?;
     let calls = rec.take();
     drop(rec);
-    let launches = calls.iter().filter(|c| c.call == "cuLaunchKernel").count();
+    let launches = calls
+        .iter()
+        .filter(|c| c.call == "cuLaunchKernel" || c.call == "cuLaunchKernelEx")
+        .count();
     sync.synchronize()?;
     let mut host = 0.0;
     let t = Instant::now();

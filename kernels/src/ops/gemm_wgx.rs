@@ -2,6 +2,7 @@
 //! for [`gemm_half`](super::gemm_half) under a [`HalfPlan::Tiles`](super::HalfPlan) plan.
 
 use super::gemm_half_plan::{half_split, reduce_block, HalfTile, HALF_MAX_WORKSPACE};
+use super::split_workspace::WorkspaceLease;
 use super::tc_element::TensorCoreElement;
 use super::tma_operand::tma_map_box;
 use super::Transpose;
@@ -53,6 +54,13 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
         // size, grid (HalfTile::grid: at most one block per unit, whole clusters for the pair
         // tile, whose cluster size is compiled into its entries) and dynamic shared memory are the
         // tile's, as the kernel requires; kt_per and splits come from half_split (no empty slice).
+        // Programmatic dependency: every gemm_wgx entry runs griddepcontrol.wait before its
+        // first global access (gemm_wgmma_tiles.cu's host contract), so its set-up may overlap
+        // the previous kernel's tail (1000^3 on an H200: 10.4 -> 9.0 us eager, 9.2 -> 8.6 us in
+        // graph replays). Not for split plans' products, whose previous kernel is mostly the
+        // last call's reduce: there it measured slower in graph replays (512^2 x 16384: 20.0
+        // -> 20.9 us; kernels/TUNING.md).
+        let cfg = cfg.with_programmatic_dependency();
         unsafe {
             kern.launch(
                 s, &cfg, map_a, map_b, a, b, &mut out, mi, ni, ki, lc, si, pi,
@@ -72,13 +80,13 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
         })?;
     // SAFETY: every element of every slab is written by the product below before the reduce
     // reads it: each (tile, slice) unit exists (no empty slice) and writes its tile's i < m,
-    // j < n entries of slab z.
-    let mut ws = unsafe { s.alloc::<f32>(len)? };
+    // j < n entries of slab z; what a previous call left there is never read.
+    let mut ws = unsafe { WorkspaceLease::take(s, len)? };
     {
         let mut out = ws.cast_mut::<u8>()?;
         // SAFETY: as above for A and B; with splits > 1 the kernel writes only the f32 slabs
-        // ws[z·m·n + i·n + j] (z < splits, i < m, j < n), all inside the workspace of
-        // splits·m·n floats (4-byte aligned: a fresh allocation).
+        // ws[z·m·n + i·n + j] (z < splits, i < m, j < n), all inside the workspace of at least
+        // splits·m·n floats (4-byte aligned: an allocation's start).
         unsafe {
             kern.launch(
                 s, &cfg, map_a, map_b, a, b, &mut out, mi, ni, ki, lc, si, pi,
@@ -92,10 +100,14 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
         .div_ceil(bx as usize)
         .min(sms(s) as usize * (2048 / (bx * zl)) as usize)
         .max(1) as u32;
-    let cfg = LaunchConfig::new(blocks, (bx, zl));
+    // With a programmatic dependency on the product (the reduce runs griddepcontrol.wait first):
+    // the launch gap between the two is hidden (eager 512^2 x 16384 on an H200: 22.3 -> 21.2 us,
+    // 64 x 4096 x 4096: 12.8 -> 12.0), graph replays within noise.
+    let cfg = LaunchConfig::new(blocks, (bx, zl)).with_programmatic_dependency();
     // SAFETY: reads ws[z·m·n + e] for z < splits, e < m·n (all written above, inside the
     // workspace) and writes C[i·ldc + j] for i < m, j < n only (inside `c`); any 1-D grid, a
-    // block of (bx, zl) with bx a multiple of 32 and bx·zl <= 1024 (reduce_block).
+    // block of (bx, zl) with bx a multiple of 32 and bx·zl <= 1024 (reduce_block); the kernel
+    // waits for the product (griddepcontrol.wait) before its first global access.
     unsafe { reduce.launch(s, &cfg, &ws, si, mi, ni, c, lc) }?;
     Ok(())
 }

@@ -40,6 +40,7 @@ mod reduce;
 mod reduce_dim;
 mod sgemm;
 mod softmax;
+mod split_workspace;
 mod strided_copy;
 mod tc_algo;
 mod tc_element;
@@ -113,6 +114,9 @@ pub use sgemm::{
 pub use softmax::{
     narrow_shape, shared_max_cols, softmax_choice, softmax_rows, softmax_rows_with, split_shape,
     SoftmaxAlgo, NARROW_MAX_COLS, REGISTERS_MAX_COLS, SPLIT_MAX_ROWS, WARP_MAX_COLS,
+};
+pub use split_workspace::{
+    release_split_workspaces, SPLIT_WORKSPACE_CACHED_MAX_BYTES, SPLIT_WORKSPACE_CACHED_STREAMS,
 };
 pub use strided_copy::strided_copy;
 pub use tc_algo::{tc_choice, TcAlgo};
