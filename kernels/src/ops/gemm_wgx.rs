@@ -56,7 +56,7 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
         // tile's, as the kernel requires; kt_per and splits come from half_split (no empty slice).
         // Programmatic dependency: every gemm_wgx entry runs griddepcontrol.wait before its
         // first global access (gemm_wgmma_tiles.cu's host contract), so its set-up may overlap
-        // the previous kernel's tail (1000^3 on an H200: 10.4 -> 9.0 us eager, 9.2 -> 8.6 us in
+        // the previous kernel's tail (1000^3 on an H200: 10.4 -> 9.0 us eager, 9.2 -> 8.7 us in
         // graph replays). Not for split plans' products, whose previous kernel is mostly the
         // last call's reduce: there it measured slower in graph replays (512^2 x 16384: 20.0
         // -> 20.9 us; kernels/TUNING.md).
@@ -102,7 +102,8 @@ pub(crate) fn gemm_wgx<T: TensorCoreElement>(
         .max(1) as u32;
     // With a programmatic dependency on the product (the reduce runs griddepcontrol.wait first):
     // the launch gap between the two is hidden (eager 512^2 x 16384 on an H200: 22.3 -> 21.2 us,
-    // 64 x 4096 x 4096: 12.8 -> 12.0), graph replays within noise.
+    // 64 x 4096 x 4096: 12.8 -> 12.0); graph replays within -2% to +2% (512^2 x 16384: 19.6
+    // -> 20.0 us, 64 x 4096 x 4096: 11.1 -> 10.9; kernels/TUNING.md).
     let cfg = LaunchConfig::new(blocks, (bx, zl)).with_programmatic_dependency();
     // SAFETY: reads ws[z·m·n + e] for z < splits, e < m·n (all written above, inside the
     // workspace) and writes C[i·ldc + j] for i < m, j < n only (inside `c`); any 1-D grid, a
