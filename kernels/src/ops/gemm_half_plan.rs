@@ -27,8 +27,9 @@
 //! overlaps nothing: what 8192 × 8192 × 64 at 0.33× cuBLAS shows) or once for the persistent
 //! ones (plus each unit's epilogue); combined with the bytes over DRAM bandwidth as a soft
 //! maximum (so that at the bandwidth floor the plan whose SMs finish first still wins); and for
-//! split-K the workspace traffic and one more launch. Its constants are nominal H100 figures,
-//! not fitted: the choice is relative.
+//! split-K the workspace traffic (the reduce's reads of slabs still in L2 at twice DRAM's rate)
+//! and one more launch. Its constants are nominal H100 figures, not fitted (but for the slabs'
+//! L2 rate, set by one H200 measurement): the choice is relative.
 
 use super::tc_algo::TcAlgo;
 
@@ -199,6 +200,15 @@ const PERSISTENT_FILL: f64 = 3e-6;
 const LAUNCH: f64 = 2.5e-6;
 /// One round of the reduce's loads (up to 8 slabs in flight per thread, then added in order).
 const REDUCE_ROUND: f64 = 0.7e-6;
+/// Bytes per second the reduce reads slabs at while they are still in L2 (the product wrote
+/// them just before): twice [`DRAM`]. With every slab read at DRAM's rate the model preferred 3
+/// slices to 4 at 4096 × 64 × 4096 by 0.4%, where 4 measured 7% faster in CUDA-graph replays
+/// (H200, session 56, every plan of the sweep's 45 half-precision shapes timed: this rate
+/// changes no other choice there).
+const SLAB_L2: f64 = 6.0e12;
+/// The largest workspace whose slabs [`SLAB_L2`] applies to (H100 and H200 have 50 MB of L2;
+/// past this the slabs are costed at [`DRAM`]).
+const SLAB_L2_BYTES: f64 = 32.0 * 1024.0 * 1024.0;
 
 /// k tiles per slice and the slices there really are when `splits` are asked for over `k`.
 pub fn half_split(k: usize, splits: usize) -> (usize, usize) {
@@ -257,7 +267,12 @@ pub fn half_plan_cost(plan: HalfPlan, m: usize, n: usize, k: usize, sm_count: u3
         // slabs in groups over reduce_block's zl thread rows), a second to add the groups.
         let zl = reduce_block(splits).1 as usize;
         let rounds = f(splits.div_ceil(8 * zl) + usize::from(zl > 1)) * REDUCE_ROUND;
-        main + LAUNCH + rounds + (written + 2.0 * f(m) * f(n)) / DRAM
+        let slab_rate = if written <= SLAB_L2_BYTES {
+            SLAB_L2
+        } else {
+            DRAM
+        };
+        main + LAUNCH + rounds + written / slab_rate + 2.0 * f(m) * f(n) / DRAM
     } else {
         main
     }
@@ -429,6 +444,19 @@ mod tests {
                 ..
             }
         ));
+    }
+
+    #[test]
+    fn skinny_n_fills_the_sms_with_slices() {
+        // 32 tiles of 128 x 64: 4 slices (128 units) measured 7% faster than 3 in CUDA-graph
+        // replays on an H200 (session 56), the reduce reading slabs still in L2.
+        assert_eq!(
+            plan(4096, 64, 4096),
+            HalfPlan::Tiles {
+                tile: HalfTile::T128x64,
+                splits: 4
+            }
+        );
     }
 
     #[test]
