@@ -108,9 +108,11 @@ transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transp
 //     136 x 65 floats (35,360 B); 2 blocks per SM (59 registers on sm_90). 0.85-0.86x of an
 //     H200's D2D copy at 12345 x 6789, 16383 x 8191 and 8191 x 16385 (lab figures);
 //   * 128 x 128, 32 warps: 5 input rows (25 loads) per warp; 136 x 129 floats (70,176 B: above
-//     the 48 KB default, so the host raises the kernel's limit); 1 block per SM (55 registers).
-//     0.89x / 0.83x at 1000 x 4097 / 4099 x 1023, where the 128 x 64 tile gives 0.83x / 0.79x,
-//     but 0.69-0.70x on the large odd shapes.
+//     the 48 KB default, so the host raises the kernel's limit); 1 block per SM. 0.89x / 0.83x at
+//     1000 x 4097 / 4099 x 1023, where the 128 x 64 tile gives 0.83x / 0.79x, but 0.69-0.70x on
+//     the large odd shapes. Its blocks walk the tiles (transpose_aligned_walk: one block per SM,
+//     the next tile's loads in flight while this one is written): 1000 x 4097 / 4099 x 1023
+//     10.57 / 10.71 -> 10.10 / 10.28 us on an H200 (session 56, both launches in one run).
 // ops::transpose_aligned_tile picks between them (kernels/src/ops/coalescing.rs).
 // transpose_tiled_aligned_*_ld: the same, writing output rows ldo >= rows floats apart (out is
 // [cols, ldo]; columns rows .. ldo - 1 are not touched): the SGEMM's relayout of a transposed B
@@ -118,64 +120,122 @@ transpose_tiled_padded(const float* in, float* out, int rows, int cols) { transp
 // with float4 loads.
 // Any rows, cols >= 1. Launch: block 32 NW EXACTLY (512 for 128 x 64, 1024 for 128 x 128), grid
 // (ceil(rows / TR), ceil(cols / TC)) (note: rows first; so cols <= 65535 TC), dynamic shared
-// memory (TR + 8) (TC + 1) 4 bytes.
+// memory (TR + 8) (TC + 1) 4 bytes. The 128 x 128 entries take any grid (x, y) instead, its
+// blocks walking the tiles (the op launches min(tiles, SMs) x 1).
+template <int TR, int TC, int NW>
+struct AlignedTileRegs {
+    static constexpr int IR = TR + 8, P = TC + 1;   // tile[i * P + j] = in[r0 - 8 + i][c0 + j]
+    static constexpr int RPW = (IR + NW - 1) / NW;  // input rows per warp
+    static constexpr int NLI = TC / 32 + 1;         // 128-byte lines per input segment (<= TC floats)
+    static constexpr int OPW = (TC + NW - 1) / NW;  // output rows per warp
+    static constexpr int NLO = TR / 32 + 1;         // lines per output segment (<= TR + 7 floats)
+    static_assert(TR % 32 == 0 && TC % 32 == 0, "tiles of whole lines");
+    float v[RPW][NLI];
+    int mis[RPW];
+
+    // Every load of tile (r0, c0) first: input row r0 - 8 + i for i = w, w + NW, ... (a row
+    // outside the matrix loads nothing and stores nothing).
+    __device__ __forceinline__ void load(const float* __restrict__ in, int rows, int cols, int r0, int c0) {
+        const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+        const int cw = min(TC, cols - c0);  // this tile's columns
+#pragma unroll
+        for (int j = 0; j < RPW; ++j) {
+            const int i = w + NW * j, r = r0 - 8 + i;
+            const bool ok = (IR % NW == 0 || i < IR) && r >= 0 && r < rows;
+            const float* seg = in + (u64)(ok ? r : 0) * (u64)cols + c0;
+            const int m = (int)(((u64)seg >> 2) & 31);  // floats past its line
+            mis[j] = ok ? m : (1 << 20);                // no lane's offset lands in [0, cw)
+#pragma unroll
+            for (int k = 0; k < NLI; ++k) {
+                const int o = 32 * k + lane - m;  // tile column this lane takes
+                v[j][k] = (ok && o >= 0 && o < cw) ? __ldg(seg + o) : 0.f;
+            }
+        }
+    }
+
+    // The loaded rows into the shared tile (cw: the tile's columns).
+    __device__ __forceinline__ void stage(float* tile, int cw) const {
+        const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+        for (int j = 0; j < RPW; ++j) {
+            const int i = w + NW * j;
+#pragma unroll
+            for (int k = 0; k < NLI; ++k) {
+                const int o = 32 * k + lane - mis[j];
+                if (o >= 0 && o < cw) tile[i * P + o] = v[j][k];
+            }
+        }
+    }
+
+    // Output rows c0 .. c0 + cw - 1 of tile (r0, c0) from the shared tile, cut on sectors.
+    static __device__ __forceinline__ void write(const float* tile, float* __restrict__ out, int rows, int ldo,
+                                                 int r0, int c0, int cw) {
+        const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+        for (int j = 0; j < OPW; ++j) {
+            const int i = w + NW * j;  // output row c0 + i
+            if ((TC % NW == 0 || i < TC) && i < cw) {
+                float* row = out + (u64)(c0 + i) * (u64)ldo;
+                const int s = (int)(((u64)(row + r0) >> 2) & 7);  // floats past a sector
+                const int lo = r0 == 0 ? 0 : r0 - s;
+                const int hi = r0 + TR >= rows ? rows : r0 + TR - s;
+                float* seg = row + lo;
+                const int m = (int)(((u64)seg >> 2) & 31);
+                const int base = lo - (r0 - 8);  // tile row of output lo
+#pragma unroll
+                for (int k = 0; k < NLO; ++k) {
+                    const int o = 32 * k + lane - m;  // offset in [lo, hi)
+                    if (o >= 0 && o < hi - lo) seg[o] = tile[(base + o) * P + i];
+                }
+            }
+        }
+    }
+};
+
+// One tile per block: tile (blockIdx.x, blockIdx.y).
 template <int TR, int TC, int NW>
 __device__ __forceinline__ void transpose_aligned_body(const float* __restrict__ in, float* __restrict__ out,
                                                        int rows, int cols, int ldo) {
-    constexpr int IR = TR + 8, P = TC + 1;   // tile[i * P + j] = in[r0 - 8 + i][c0 + j]
-    constexpr int RPW = (IR + NW - 1) / NW;  // input rows per warp
-    constexpr int NLI = TC / 32 + 1;         // 128-byte lines per input segment (<= TC floats)
-    constexpr int OPW = (TC + NW - 1) / NW;  // output rows per warp
-    constexpr int NLO = TR / 32 + 1;         // lines per output segment (<= TR + 7 floats)
-    static_assert(TR % 32 == 0 && TC % 32 == 0, "tiles of whole lines");
     extern __shared__ float tile[];
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const int r0 = blockIdx.x * TR, c0 = blockIdx.y * TC;
-    const int cw = min(TC, cols - c0);  // this tile's columns
-    float v[RPW][NLI];
-    int mis[RPW];
-    // Every load first: input row r0 - 8 + i for i = w, w + NW, ... (a row outside the matrix
-    // loads nothing and stores nothing).
-#pragma unroll
-    for (int j = 0; j < RPW; ++j) {
-        const int i = w + NW * j, r = r0 - 8 + i;
-        const bool ok = (IR % NW == 0 || i < IR) && r >= 0 && r < rows;
-        const float* seg = in + (u64)(ok ? r : 0) * (u64)cols + c0;
-        const int m = (int)(((u64)seg >> 2) & 31);  // floats past its line
-        mis[j] = ok ? m : (1 << 20);                // no lane's offset lands in [0, cw)
-#pragma unroll
-        for (int k = 0; k < NLI; ++k) {
-            const int o = 32 * k + lane - m;  // tile column this lane takes
-            v[j][k] = (ok && o >= 0 && o < cw) ? __ldg(seg + o) : 0.f;
-        }
-    }
-#pragma unroll
-    for (int j = 0; j < RPW; ++j) {
-        const int i = w + NW * j;
-#pragma unroll
-        for (int k = 0; k < NLI; ++k) {
-            const int o = 32 * k + lane - mis[j];
-            if (o >= 0 && o < cw) tile[i * P + o] = v[j][k];
-        }
-    }
+    const int cw = min(TC, cols - c0);
+    AlignedTileRegs<TR, TC, NW> t;
+    t.load(in, rows, cols, r0, c0);
+    t.stage(tile, cw);
     __syncthreads();
-#pragma unroll
-    for (int j = 0; j < OPW; ++j) {
-        const int i = w + NW * j;  // output row c0 + i
-        if ((TC % NW == 0 || i < TC) && i < cw) {
-            float* row = out + (u64)(c0 + i) * (u64)ldo;
-            const int s = (int)(((u64)(row + r0) >> 2) & 7);  // floats past a sector
-            const int lo = r0 == 0 ? 0 : r0 - s;
-            const int hi = r0 + TR >= rows ? rows : r0 + TR - s;
-            float* seg = row + lo;
-            const int m = (int)(((u64)seg >> 2) & 31);
-            const int base = lo - (r0 - 8);  // tile row of output lo
-#pragma unroll
-            for (int k = 0; k < NLO; ++k) {
-                const int o = 32 * k + lane - m;  // offset in [lo, hi)
-                if (o >= 0 && o < hi - lo) seg[o] = tile[(base + o) * P + i];
-            }
-        }
+    AlignedTileRegs<TR, TC, NW>::write(tile, out, rows, ldo, r0, c0, cw);
+}
+
+// Blocks walking tiles (session 56, kernels/tuning/transpose_h200_lab.cu's txp): block b takes
+// tiles b, b + blocks, ... of the column-major order (t = tile row + tile rows * tile column; b =
+// blockIdx.x + gridDim.x * blockIdx.y, blocks = gridDim.x * gridDim.y), and issues the NEXT
+// tile's loads before it writes this one from shared memory, so it has loads in flight while it
+// writes. With the 2-D grid of one block per tile (ceil(rows / TR), ceil(cols / TC)) that is
+// transpose_aligned_body's walk; the op launches one block per SM instead.
+template <int TR, int TC, int NW>
+__device__ __forceinline__ void transpose_aligned_walk(const float* __restrict__ in, float* __restrict__ out,
+                                                       int rows, int cols, int ldo) {
+    extern __shared__ float tile[];
+    // 32-bit tile numbers: rows x cols floats exist in memory, so there are fewer than 2^31 / 4
+    // tiles of TR x TC >= 2^12 (64-bit division here cost registers the loads need).
+    const int tiles_r = (rows + TR - 1) / TR;
+    const int tiles = tiles_r * ((cols + TC - 1) / TC);
+    const int step = gridDim.x * gridDim.y;
+    int t = blockIdx.x + gridDim.x * blockIdx.y;
+    if (t >= tiles) return;
+    AlignedTileRegs<TR, TC, NW> regs;
+    regs.load(in, rows, cols, (t % tiles_r) * TR, (t / tiles_r) * TC);
+    for (;;) {
+        const int r0 = (t % tiles_r) * TR, c0 = (t / tiles_r) * TC;
+        const int cw = min(TC, cols - c0);
+        regs.stage(tile, cw);
+        __syncthreads();
+        const int next = t + step;
+        if (next < tiles) regs.load(in, rows, cols, (next % tiles_r) * TR, (next / tiles_r) * TC);
+        AlignedTileRegs<TR, TC, NW>::write(tile, out, rows, ldo, r0, c0, cw);
+        if (next >= tiles) break;
+        __syncthreads();  // every read of the tile done before the next tile is staged
+        t = next;
     }
 }
 extern "C" __global__ void __launch_bounds__(512, 1)
@@ -184,7 +244,7 @@ transpose_tiled_aligned_128x64(const float* __restrict__ in, float* __restrict__
 }
 extern "C" __global__ void __launch_bounds__(1024, 1)
 transpose_tiled_aligned_128x128(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
-    transpose_aligned_body<128, 128, 32>(in, out, rows, cols, rows);
+    transpose_aligned_walk<128, 128, 32>(in, out, rows, cols, rows);
 }
 extern "C" __global__ void __launch_bounds__(512, 1)
 transpose_tiled_aligned_128x64_ld(const float* __restrict__ in, float* __restrict__ out, int rows, int cols, int ldo) {
@@ -192,7 +252,7 @@ transpose_tiled_aligned_128x64_ld(const float* __restrict__ in, float* __restric
 }
 extern "C" __global__ void __launch_bounds__(1024, 1)
 transpose_tiled_aligned_128x128_ld(const float* __restrict__ in, float* __restrict__ out, int rows, int cols, int ldo) {
-    transpose_aligned_body<128, 128, 32>(in, out, rows, cols, ldo);
+    transpose_aligned_walk<128, 128, 32>(in, out, rows, cols, ldo);
 }
 
 // transpose_skinny: shapes with fewer than 64 rows or fewer than 64 columns, where a 64 x 64

@@ -1469,6 +1469,9 @@ const TRANSPOSE_SHAPES: &[(usize, usize)] = &[
     (6, 6),
     (9, 4096),
     (4096, 9),
+    // More 128 x 128 tiles than SMs: the op's blocks walk two tiles or more each (264 and 153).
+    (1000, 4097),
+    (2049, 1100),
 ];
 
 fn transposes() -> TestResult {

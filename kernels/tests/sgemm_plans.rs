@@ -395,6 +395,8 @@ fn transpose_ld() -> TestResult {
         (64, 3001, 67),
         (7, 200, 7),
         (300, 260, 301),
+        // 153 tiles of 128 x 128: more than the SMs, so blocks walk several tiles.
+        (2049, 1100, 2052),
     ] {
         for (off, tile) in [0usize, 1].into_iter().flat_map(|o| {
             [

@@ -50,7 +50,7 @@ fn library_launch<'k>(
             // memory limit); the tile as it picks it.
             let sms = s.context().limits().sm_count;
             let tile = ops::transpose_aligned_tile(rows, cols, sms);
-            let cfg = tile.launch_config(rows, cols);
+            let cfg = tile.launch_config_on(rows, cols, sms);
             match tile {
                 ops::AlignedTile::T128x64 => (
                     "transpose_tiled_aligned_128x64",
