@@ -537,6 +537,37 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "gemv_half",
+        source: "cuda/gemv_half.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/gemv_half.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/gemv_half.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/gemv_half.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/gemv_half.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "grad_norm",
         source: "cuda/grad_norm.cu",
         targets: &[
@@ -1034,7 +1065,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 504 kernels, in manifest order.
+/// The names of all 508 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1349,6 +1380,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "gemm_wgx_64x64_f16_tt",
     "gemm_wgx_reduce_bf16",
     "gemm_wgx_reduce_f16",
+    "gemv_half_cols_bf16",
+    "gemv_half_cols_f16",
+    "gemv_half_rows_bf16",
+    "gemv_half_rows_f16",
     "clip_coef_f32",
     "clip_coef_f64",
     "scale_by_device_f32",
@@ -1869,6 +1904,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `gemm_wgx_64x64_f16_tt` | `TensorMap tmA`, `TensorMap tmB`, `const f16_t* A`, `const f16_t* B`, `unsigned char* out`, `int M`, `int N`, `int K`, `int ldc`, `int splits`, `int kt_per` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `gemm_wgx_reduce_bf16` | `const float* ws`, `int splits`, `int M`, `int N`, `bf16_t* C`, `int ldc` | `cuda/gemm_wgmma_tiles.cu` |
 /// | `gemm_wgx_reduce_f16` | `const float* ws`, `int splits`, `int M`, `int N`, `f16_t* C`, `int ldc` | `cuda/gemm_wgmma_tiles.cu` |
+/// | `gemv_half_cols_bf16` | `const bf16_t* mat`, `int ld`, `const bf16_t* x`, `int incx`, `bf16_t* y`, `int incy`, `int C`, `int K` | `cuda/gemv_half.cu` |
+/// | `gemv_half_cols_f16` | `const f16_t* mat`, `int ld`, `const f16_t* x`, `int incx`, `f16_t* y`, `int incy`, `int C`, `int K` | `cuda/gemv_half.cu` |
+/// | `gemv_half_rows_bf16` | `const bf16_t* mat`, `int ld`, `const bf16_t* x`, `int incx`, `bf16_t* y`, `int incy`, `int R`, `int K`, `int W` | `cuda/gemv_half.cu` |
+/// | `gemv_half_rows_f16` | `const f16_t* mat`, `int ld`, `const f16_t* x`, `int incx`, `f16_t* y`, `int incy`, `int R`, `int K`, `int W` | `cuda/gemv_half.cu` |
 /// | `clip_coef_f32` | `const float* partial`, `unsigned int num`, `float max_norm`, `float* norm`, `float* scale` | `cuda/grad_norm.cu` |
 /// | `clip_coef_f64` | `const double* partial`, `unsigned int num`, `double max_norm`, `double* norm`, `double* scale` | `cuda/grad_norm.cu` |
 /// | `scale_by_device_f32` | `float* x`, `unsigned long long n`, `const float* scale` | `cuda/grad_norm.cu` |
@@ -2102,6 +2141,8 @@ pub struct Kernels {
     gemm_wgmma_fp8: crate::family::LazyModule<GemmWgmmaFp8Kernels>,
     /// `cuda/gemm_wgmma_tiles.cu`, loaded on the first call of [`Kernels::gemm_wgmma_tiles_kernels`] or of one of its kernels.
     gemm_wgmma_tiles: crate::family::LazyModule<GemmWgmmaTilesKernels>,
+    /// `cuda/gemv_half.cu`, loaded on the first call of [`Kernels::gemv_half_kernels`] or of one of its kernels.
+    gemv_half: crate::family::LazyModule<GemvHalfKernels>,
     /// `cuda/grad_norm.cu`, loaded on the first call of [`Kernels::grad_norm_kernels`] or of one of its kernels.
     grad_norm: crate::family::LazyModule<GradNormKernels>,
     /// `cuda/introspect.cu`, loaded on the first call of [`Kernels::introspect_kernels`] or of one of its kernels.
@@ -4840,6 +4881,48 @@ fn load_gemm_wgmma_tiles(m: &cuda_stack_driver::Module) -> crate::Result<GemmWgm
     })
 }
 
+/// The kernels of `cuda/gemv_half.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::gemv_half_kernels`].
+#[derive(Clone, Debug)]
+pub struct GemvHalfKernels {
+    /// `gemv_half_cols_bf16(const bf16_t* mat, int ld, const bf16_t* x, int incx, bf16_t* y, int incy, int C, int K)`.
+    pub gemv_half_cols_bf16: Kernel<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32)>,
+    /// `gemv_half_cols_f16(const f16_t* mat, int ld, const f16_t* x, int incx, f16_t* y, int incy, int C, int K)`.
+    pub gemv_half_cols_f16: Kernel<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32)>,
+    /// `gemv_half_rows_bf16(const bf16_t* mat, int ld, const bf16_t* x, int incx, bf16_t* y, int incy, int R, int K, int W)`.
+    pub gemv_half_rows_bf16: Kernel<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>,
+    /// `gemv_half_rows_f16(const f16_t* mat, int ld, const f16_t* x, int incx, f16_t* y, int incy, int R, int K, int W)`.
+    pub gemv_half_rows_f16: Kernel<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>,
+}
+
+fn load_gemv_half(m: &cuda_stack_driver::Module) -> crate::Result<GemvHalfKernels> {
+    Ok(GemvHalfKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemv_half_cols_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32)>("gemv_half_cols_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemv_half_cols_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32)>("gemv_half_cols_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemv_half_rows_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>("gemv_half_rows_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        gemv_half_rows_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>("gemv_half_rows_f16")? },
+    })
+}
+
 /// The kernels of `cuda/grad_norm.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::grad_norm_kernels`].
 #[derive(Clone, Debug)]
 pub struct GradNormKernels {
@@ -6553,22 +6636,23 @@ impl Kernels {
             gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
             gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
             gemm_wgmma_tiles: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[33], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[34], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[35], pref),
+            gemv_half: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[33], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[34], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[35], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[36], pref),
         }
     }
 
@@ -6690,6 +6774,12 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn gemm_wgmma_tiles_kernels(&self) -> crate::Result<&GemmWgmmaTilesKernels> {
         self.gemm_wgmma_tiles.get(load_gemm_wgmma_tiles)
+    }
+
+    /// The kernels of `cuda/gemv_half.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn gemv_half_kernels(&self) -> crate::Result<&GemvHalfKernels> {
+        self.gemv_half.get(load_gemv_half)
     }
 
     /// The kernels of `cuda/grad_norm.cu`, loaded on the first call and kept. Fails with
@@ -8353,6 +8443,26 @@ impl Kernels {
         Ok(&self.gemm_wgmma_tiles_kernels()?.gemm_wgx_reduce_f16)
     }
 
+    /// `gemv_half_cols_bf16(const bf16_t* mat, int ld, const bf16_t* x, int incx, bf16_t* y, int incy, int C, int K)` from `cuda/gemv_half.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemv_half_cols_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32)>> {
+        Ok(&self.gemv_half_kernels()?.gemv_half_cols_bf16)
+    }
+
+    /// `gemv_half_cols_f16(const f16_t* mat, int ld, const f16_t* x, int incx, f16_t* y, int incy, int C, int K)` from `cuda/gemv_half.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemv_half_cols_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32)>> {
+        Ok(&self.gemv_half_kernels()?.gemv_half_cols_f16)
+    }
+
+    /// `gemv_half_rows_bf16(const bf16_t* mat, int ld, const bf16_t* x, int incx, bf16_t* y, int incy, int R, int K, int W)` from `cuda/gemv_half.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemv_half_rows_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemv_half_kernels()?.gemv_half_rows_bf16)
+    }
+
+    /// `gemv_half_rows_f16(const f16_t* mat, int ld, const f16_t* x, int incx, f16_t* y, int incy, int R, int K, int W)` from `cuda/gemv_half.cu` (the first call of any of that file's kernels loads it).
+    pub fn gemv_half_rows_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>> {
+        Ok(&self.gemv_half_kernels()?.gemv_half_rows_f16)
+    }
+
     /// `clip_coef_f32(const float* partial, unsigned int num, float max_norm, float* norm, float* scale)` from `cuda/grad_norm.cu` (the first call of any of that file's kernels loads it).
     pub fn clip_coef_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, u32, f32, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>)>> {
         Ok(&self.grad_norm_kernels()?.clip_coef_f32)
@@ -9332,6 +9442,7 @@ impl Kernels {
             self.gemm_wgmma.loaded(),
             self.gemm_wgmma_fp8.loaded(),
             self.gemm_wgmma_tiles.loaded(),
+            self.gemv_half.loaded(),
             self.grad_norm.loaded(),
             self.introspect.loaded(),
             self.launch_bench.loaded(),
@@ -9434,6 +9545,10 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.gemm_wgmma_tiles_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.gemv_half_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -10510,6 +10625,21 @@ impl Kernels {
             unsafe { Kernel::<(&'static DeviceSlice<f32>, i32, i32, i32, &'static mut DeviceSlice<f16>, i32)>::from_function(f.gemm_wgx_reduce_f16.function().clone())? };
             n += 58;
         }
+        if let Some(f) = self.gemv_half.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32)>::from_function(f.gemv_half_cols_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32)>::from_function(f.gemv_half_cols_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, i32, &'static DeviceSlice<bf16>, i32, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32)>::from_function(f.gemv_half_rows_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, i32, &'static DeviceSlice<f16>, i32, &'static mut DeviceSlice<f16>, i32, i32, i32, i32)>::from_function(f.gemv_half_rows_f16.function().clone())? };
+            n += 4;
+        }
         if let Some(f) = self.grad_norm.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -11453,6 +11583,10 @@ impl Kernels {
             "gemm_wgx_64x64_f16_tt" => self.gemm_wgx_64x64_f16_tt().ok().map(|k| k.function()),
             "gemm_wgx_reduce_bf16" => self.gemm_wgx_reduce_bf16().ok().map(|k| k.function()),
             "gemm_wgx_reduce_f16" => self.gemm_wgx_reduce_f16().ok().map(|k| k.function()),
+            "gemv_half_cols_bf16" => self.gemv_half_cols_bf16().ok().map(|k| k.function()),
+            "gemv_half_cols_f16" => self.gemv_half_cols_f16().ok().map(|k| k.function()),
+            "gemv_half_rows_bf16" => self.gemv_half_rows_bf16().ok().map(|k| k.function()),
+            "gemv_half_rows_f16" => self.gemv_half_rows_f16().ok().map(|k| k.function()),
             "clip_coef_f32" => self.clip_coef_f32().ok().map(|k| k.function()),
             "clip_coef_f64" => self.clip_coef_f64().ok().map(|k| k.function()),
             "scale_by_device_f32" => self.scale_by_device_f32().ok().map(|k| k.function()),

@@ -8,6 +8,7 @@
 use super::gemm_half_plan::gemm_half_plan;
 use super::gemm_half_plan::{cached_half_plan, HalfPlan, HALF_MAX_SPLITS};
 use super::gemm_wgx::gemm_wgx;
+use super::gemv_half::{gemv_half, gemv_half_fits};
 use super::tc_algo::{tc_choice, TcAlgo};
 use super::tc_element::TensorCoreElement;
 use super::tma_operand::tma_map_sized;
@@ -182,7 +183,9 @@ fn zero_product<T: cuda_stack_driver::DeviceRepr>(
 ///
 /// The family is [`tc_choice`]'s; the kernel within it is [`gemm_half_plan`]'s (by shape and SM
 /// count: `gemm_wgmma_*`, the persistent split-K `gemm_wgx_*` tiles, or `gemm_mma_*`; the table
-/// is in `gemm_half_plan`'s module), asked once per shape and thread. Operands whose start or
+/// is in `gemm_half_plan`'s module), asked once per shape and thread, except that a matrix with
+/// rows contiguous in k times a vector runs `gemv_half_rows_*` ([`HalfPlan::Gemv`], where
+/// [`gemv_half_fits`] says so, on every GPU). Operands whose start or
 /// rows are not 16-byte aligned are copied into aligned buffers first. Returns the family that
 /// ran.
 #[allow(clippy::too_many_arguments)]
@@ -203,7 +206,11 @@ pub fn gemm_half<T: TensorCoreElement>(
     ldc: usize,
 ) -> Result<TcAlgo> {
     let family = tc_choice(algo, s.context().limits().compute_capability, T::DTYPE)?;
-    let plan = cached_half_plan(family, m, n, kdim, sms(s) as u32);
+    let plan = if gemv_half_fits(ta, tb, m, n, kdim) {
+        HalfPlan::Gemv
+    } else {
+        cached_half_plan(family, m, n, kdim, sms(s) as u32)
+    };
     gemm_half_with_plan(k, s, plan, ta, tb, m, n, kdim, a, lda, b, ldb, c, ldc)?;
     Ok(family)
 }
@@ -256,11 +263,33 @@ pub fn gemm_half_with_plan<T: TensorCoreElement>(
     };
     let (a_rows, a_cols) = stored(ta, m, kdim);
     let (b_rows, b_cols) = stored(tb, kdim, n);
-    let needs = match plan {
-        HalfPlan::MmaSync => TcAlgo::MmaSync,
-        HalfPlan::Wide | HalfPlan::Tiles { .. } => TcAlgo::Wgmma,
-    };
-    tc_choice(needs, s.context().limits().compute_capability, T::DTYPE)?;
+    match plan {
+        HalfPlan::MmaSync => {
+            tc_choice(
+                TcAlgo::MmaSync,
+                s.context().limits().compute_capability,
+                T::DTYPE,
+            )?;
+        }
+        HalfPlan::Wide | HalfPlan::Tiles { .. } => {
+            tc_choice(
+                TcAlgo::Wgmma,
+                s.context().limits().compute_capability,
+                T::DTYPE,
+            )?;
+        }
+        // No tensor cores: every GPU the crate supports runs it; only the shape is checked.
+        HalfPlan::Gemv if m != 1 && n != 1 => {
+            return Err(Error::Invalid {
+                op: OP,
+                problem: format!(
+                    "HalfPlan::Gemv multiplies a matrix by a vector: m or n must be 1, not \
+                     {m} x {n}; use ops::gemm_half_plan's plan or ops::gemm_half"
+                ),
+            });
+        }
+        HalfPlan::Gemv => {}
+    }
     if let HalfPlan::Tiles { splits, .. } = plan {
         if !(1..=HALF_MAX_SPLITS).contains(&splits) {
             return Err(Error::Invalid {
@@ -282,6 +311,16 @@ pub fn gemm_half_with_plan<T: TensorCoreElement>(
     let b = aligned(k, s, b, b_rows, b_cols, ldb)?;
     let grid = (m.div_ceil(TILE_M) * n.div_ceil(TILE_N)) as u32;
     match plan {
+        HalfPlan::Gemv => gemv_half(
+            k,
+            s,
+            (ta, tb),
+            (m, n, kdim),
+            (a.slice(), a.ld()),
+            (b.slice(), b.ld()),
+            c,
+            ldc,
+        )?,
         HalfPlan::Tiles { tile, splits } => gemm_wgx(
             k,
             s,

@@ -28,6 +28,7 @@ mod gemm_fp8;
 mod gemm_half_plan;
 mod gemm_tc;
 mod gemm_wgx;
+mod gemv_half;
 mod grad_norm;
 mod introspect;
 mod layer_norm;
@@ -81,10 +82,11 @@ pub use fp8::{
 pub use gelu::{gelu_bwd, gelu_fwd};
 pub use gemm_fp8::{gemm_fp8, gemm_fp8_cpu, Fp8GemmOut, FP8_WGMMA_CC};
 pub use gemm_half_plan::{
-    gemm_half_plan, half_plan_cost, half_split, reduce_block, HalfPlan, HalfTile, HALF_KTILE,
-    HALF_MAX_SPLITS, HALF_MAX_WORKSPACE,
+    gemm_half_plan, half_plan_cost, half_split, reduce_block, HalfPlan, HalfTile, GEMV_MIN_OUTPUTS,
+    HALF_KTILE, HALF_MAX_SPLITS, HALF_MAX_WORKSPACE,
 };
 pub use gemm_tc::{gemm_half, gemm_half_with_plan, gemm_tf32};
+pub use gemv_half::gemv_half_fits;
 pub use grad_norm::{clip_coef, scale_by_device, sumsq_partials, sumsq_parts};
 pub use introspect::{thread_hierarchy, THREAD_RECORD_WORDS};
 pub use layer_norm::{
@@ -120,5 +122,8 @@ pub use split_workspace::{
 };
 pub use strided_copy::strided_copy;
 pub use tc_algo::{tc_choice, TcAlgo};
-pub use tc_element::{MmaKernel, TensorCoreElement, WgmmaKernel, WgxKernel, WgxReduceKernel};
+pub use tc_element::{
+    GemvColsKernel, GemvRowsKernel, MmaKernel, TensorCoreElement, WgmmaKernel, WgxKernel,
+    WgxReduceKernel,
+};
 pub use vector_add::{vector_add, vector_add_seed};

@@ -1,10 +1,13 @@
 //! The element types of the tensor-core GEMMs (f16, bf16) and the kernel entries each has: the
 //! signatures of the `gemm_wgmma_*`, `gemm_mma_*` and `gemm_wgx_*` entries, picked by transposes
-//! and tile.
+//! and tile, and of the matrix-vector entries `gemv_half_*` that `gemm_half` runs at M = 1 or
+//! N = 1.
 
 use super::gemm_half_plan::HalfTile;
 use super::Transpose;
-use crate::generated::handles::{GemmMmaKernels, GemmWgmmaKernels, GemmWgmmaTilesKernels};
+use crate::generated::handles::{
+    GemmMmaKernels, GemmWgmmaKernels, GemmWgmmaTilesKernels, GemvHalfKernels,
+};
 use crate::Element;
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceSlice, Kernel, TensorMap, TensorMapElement};
@@ -26,6 +29,10 @@ pub trait TensorCoreElement: Element + sealed::Sealed {
     ) -> &WgxKernel<Self>;
     /// The `gemm_wgx_reduce_*` entry (split-K slabs summed in order, rounded to this type).
     fn wgx_reduce(k: &GemmWgmmaTilesKernels) -> &WgxReduceKernel<Self>;
+    /// The `gemv_half_rows_*` entry (a matrix with rows contiguous in k times a vector).
+    fn gemv_rows(k: &GemvHalfKernels) -> &GemvRowsKernel<Self>;
+    /// The `gemv_half_cols_*` entry (a vector times a matrix with rows contiguous in the output).
+    fn gemv_cols(k: &GemvHalfKernels) -> &GemvColsKernel<Self>;
 }
 
 /// 0..4 for nn, nt, tn, tt (the order of the entries in the macro below).
@@ -85,6 +92,31 @@ pub type WgxReduceKernel<T> = Kernel<(
     i32,
 )>;
 
+/// The signature of `gemv_half_rows_*` (matrix, ld, x, incx, y, incy, R, K, warps per row).
+pub type GemvRowsKernel<T> = Kernel<(
+    &'static DeviceSlice<T>,
+    i32,
+    &'static DeviceSlice<T>,
+    i32,
+    &'static mut DeviceSlice<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+)>;
+
+/// The signature of `gemv_half_cols_*` (matrix, ld, x, incx, y, incy, C, K).
+pub type GemvColsKernel<T> = Kernel<(
+    &'static DeviceSlice<T>,
+    i32,
+    &'static DeviceSlice<T>,
+    i32,
+    &'static mut DeviceSlice<T>,
+    i32,
+    i32,
+    i32,
+)>;
+
 mod sealed {
     pub trait Sealed {}
     impl Sealed for super::f16 {}
@@ -95,7 +127,7 @@ macro_rules! tc_element {
     ($t:ty, $tma:ident, $nn:ident, $nt:ident, $tn:ident, $tt:ident,
      $mnn:ident, $mnt:ident, $mtn:ident, $mtt:ident,
      [$($w256:ident),+], [$($w192:ident),+], [$($w128:ident),+], [$($w64:ident),+], [$($wn64:ident),+],
-     [$($wp64:ident),+], [$($w6464:ident),+], $reduce:ident) => {
+     [$($wp64:ident),+], [$($w6464:ident),+], $reduce:ident, $gemv_rows:ident, $gemv_cols:ident) => {
         impl TensorCoreElement for $t {
             const TMA: TensorMapElement = TensorMapElement::$tma;
             fn wgmma(k: &GemmWgmmaKernels, ta: Transpose, tb: Transpose) -> &WgmmaKernel<Self> {
@@ -133,6 +165,12 @@ macro_rules! tc_element {
             }
             fn wgx_reduce(k: &GemmWgmmaTilesKernels) -> &WgxReduceKernel<Self> {
                 &k.$reduce
+            }
+            fn gemv_rows(k: &GemvHalfKernels) -> &GemvRowsKernel<Self> {
+                &k.$gemv_rows
+            }
+            fn gemv_cols(k: &GemvHalfKernels) -> &GemvColsKernel<Self> {
+                &k.$gemv_cols
             }
         }
     };
@@ -190,7 +228,9 @@ tc_element!(
         gemm_wgx_64x64_bf16_tn,
         gemm_wgx_64x64_bf16_tt
     ],
-    gemm_wgx_reduce_bf16
+    gemm_wgx_reduce_bf16,
+    gemv_half_rows_bf16,
+    gemv_half_cols_bf16
 );
 tc_element!(
     f16,
@@ -245,5 +285,7 @@ tc_element!(
         gemm_wgx_64x64_f16_tn,
         gemm_wgx_64x64_f16_tt
     ],
-    gemm_wgx_reduce_f16
+    gemm_wgx_reduce_f16,
+    gemv_half_rows_f16,
+    gemv_half_cols_f16
 );
