@@ -189,8 +189,9 @@ pub const HALF_MAX_WORKSPACE: usize = 256 << 20;
 
 /// The fewest outputs (`max(m, n)` with `m == 1` or `n == 1`) for which
 /// [`gemm_half`](super::gemm_half) runs [`HalfPlan::Gemv`] ([`gemv_half_fits`](super::gemv_half_fits)):
-/// below it the row kernel splits each row between warps to fill the GPU and the split-K tiles
-/// spread a long K further (2048 × 1 × 8192 on an H200: 8.8 µs against 15.7 with the tiles).
+/// at 2048 × 1 × 8192 it took 8.8 µs on an H200 against 15.7 with the tiles. Below it the row
+/// kernel splits each row between warps to fill the GPU, where the split-K tiles may spread a
+/// long K further: not measured, so those shapes keep the tiles.
 pub const GEMV_MIN_OUTPUTS: usize = 2048;
 
 // The model's constants (nominal H100 SXM figures; only their ratios steer the choice).
