@@ -13,7 +13,7 @@
 //! | `gemm_wgx_64x64_*` | 64 × 64 | persistent | both M and N ≤ 64: 2–23% faster than the plan without it at every output of at most 64 × 64 measured (CUDA graphs on an H200: 64² × 131072 in 128 slices 9.3 µs against 12.2 µs for 128 × 64; 32² × 1024 in 8 slices 4.3 against 4.4); its model efficiency (0.25) is fitted to those runs, where one slice's k tiles cost ~0.19 µs each and splitting long K paid. At a skinny M or N alone the 64 × 128 / 128 × 64 tiles with twice the slices measured faster |
 //! | `gemm_wgx_128x64x2_*` ([`HalfTile::T128x64Pair`]) | 128 × 64, clusters of two along N sharing A | persistent | where the plan picks 128 × 64 tiles with one k slice, at least two tile columns, and one wave of blocks: 1000³ (64 clusters), 127 × 8191 × 509. There the operand stream through L2 bounds the product; sharing A by TMA multicast cuts it by a third (1000³ on an H200: 0.67× → 0.82× cuBLAS, graph replays, `kernels/tuning/gemm_wgx_cluster_lab.cu`). Past one wave the two CTAs' lockstep costs more than it saves, so the plan stays with 128 × 64 |
 //! | `gemm_mma_*` ([`HalfPlan::MmaSync`]) | 128 × 256 | one per tile | every shape off compute capability 9.0 (or when asked for) |
-//! | `gemv_half_rows_*` ([`HalfPlan::Gemv`]) | one output row or column | 8 matrix rows per block (or warps sharing a row) | chosen by [`gemm_half`](super::gemm_half), not by this plan (it depends on the layouts): M = 1 with B transposed or N = 1 with A not, at least [`GEMV_MIN_OUTPUTS`] outputs, every GPU ([`gemv_half_fits`](super::gemv_half_fits)). A matrix times a vector is bound by reading the matrix; this kernel reads rows contiguous in k once with 16-byte loads on every SM, with no split-K reduce: 4096 × 1 × 4096 7.2 µs against 12.9 with the tiles on an H200, 1.43× cuBLAS (kernels/TUNING.md, session 56). `gemv_half_cols_*` (the other layouts) runs only when asked for: the tiles measured faster there |
+//! | `gemv_half_rows_*` ([`HalfPlan::Gemv`]) | one output row or column | 8 matrix rows per block (or warps sharing a row) | chosen by [`gemm_half`](super::gemm_half), not by this plan (it depends on the layouts): M = 1 with B transposed or N = 1 with A not, at least [`GEMV_MIN_OUTPUTS`] outputs, every GPU ([`gemv_half_fits`](super::gemv_half_fits)). A matrix times a vector is bound by reading the matrix; this kernel reads rows contiguous in k once with 16-byte loads on every SM, with no split-K reduce: 4096 × 1 × 4096 7.1–7.2 µs against 12.9 with the tiles on an H200, 1.43–1.49× cuBLAS in two sweeps (kernels/TUNING.md, session 56). `gemv_half_cols_*` (the other layouts) runs only when asked for: the tiles measured faster there |
 //!
 //! Split-K (`splits > 1`): unit (tile, slice z) writes its f32 partial to slab z of a workspace;
 //! `gemm_wgx_reduce_*` sums the slabs and rounds once: [`reduce_block`]'s `zl` groups of
@@ -238,18 +238,13 @@ pub fn reduce_block(splits: usize) -> (u32, u32) {
 }
 
 /// The model's time in seconds for `plan` on an `m × n × k` product over `sm_count` SMs
-/// (`MmaSync`: not modelled, infinity). See the module documentation.
+/// (`MmaSync` and `Gemv`: not modelled, infinity; `gemm_half` picks `Gemv` by layout). See the
+/// module documentation.
 pub fn half_plan_cost(plan: HalfPlan, m: usize, n: usize, k: usize, sm_count: u32) -> f64 {
     let sms = sm_count.max(1) as usize;
     let f = |x: usize| x as f64;
     let (bm, bn, eff, splits, persistent) = match plan {
-        HalfPlan::MmaSync => return f64::INFINITY,
-        // Bound by streaming the operands once, plus a launch; only for a 1-wide side.
-        HalfPlan::Gemv if m == 1 || n == 1 => {
-            let bytes = 2.0 * (f(m) * f(k) + f(k) * f(n) + f(m) * f(n));
-            return bytes / DRAM + PERSISTENT_FILL;
-        }
-        HalfPlan::Gemv => return f64::INFINITY,
+        HalfPlan::MmaSync | HalfPlan::Gemv => return f64::INFINITY,
         HalfPlan::Wide => (128, 256, 0.9, 1, false),
         HalfPlan::Tiles { tile, splits } => (tile.bm(), tile.bn(), tile.efficiency(), splits, true),
     };
@@ -466,14 +461,12 @@ mod tests {
     }
 
     #[test]
-    fn the_matrix_vector_plan_has_a_cost_only_for_one_row_or_column() {
-        assert!(half_plan_cost(HalfPlan::Gemv, 1, 4096, 4096, 132).is_finite());
-        assert!(half_plan_cost(HalfPlan::Gemv, 4096, 1, 4096, 132).is_finite());
-        assert!(half_plan_cost(HalfPlan::Gemv, 2, 4096, 4096, 132).is_infinite());
-        // The plan itself never picks it (gemm_half does, knowing the layouts).
+    fn the_plan_never_picks_the_matrix_vector_kernels() {
+        // gemm_half does, knowing the layouts (ops::gemv_half_fits).
         for (m, n) in [(1, 4096), (4096, 1)] {
             assert_ne!(plan(m, n, 4096), HalfPlan::Gemv);
         }
+        assert!(half_plan_cost(HalfPlan::Gemv, 4096, 1, 4096, 132).is_infinite());
     }
 
     #[test]

@@ -183,11 +183,11 @@ fn zero_product<T: cuda_stack_driver::DeviceRepr>(
 ///
 /// The family is [`tc_choice`]'s; the kernel within it is [`gemm_half_plan`]'s (by shape and SM
 /// count: `gemm_wgmma_*`, the persistent split-K `gemm_wgx_*` tiles, or `gemm_mma_*`; the table
-/// is in `gemm_half_plan`'s module), asked once per shape and thread, except that a matrix with
-/// rows contiguous in k times a vector runs `gemv_half_rows_*` ([`HalfPlan::Gemv`], where
-/// [`gemv_half_fits`] says so, on every GPU). Operands whose start or
-/// rows are not 16-byte aligned are copied into aligned buffers first. Returns the family that
-/// ran.
+/// is in `gemm_half_plan`'s module), asked once per shape and thread. With [`TcAlgo::Auto`], a
+/// matrix with rows contiguous in k times a vector runs `gemv_half_rows_*` instead
+/// ([`HalfPlan::Gemv`], where [`gemv_half_fits`] says so; no tensor cores). Operands whose start
+/// or rows are not 16-byte aligned are copied into aligned buffers first. Returns the family
+/// [`tc_choice`] resolved `algo` to (the one that ran, but for a matrix-vector product).
 #[allow(clippy::too_many_arguments)]
 pub fn gemm_half<T: TensorCoreElement>(
     k: &Kernels,
@@ -206,7 +206,9 @@ pub fn gemm_half<T: TensorCoreElement>(
     ldc: usize,
 ) -> Result<TcAlgo> {
     let family = tc_choice(algo, s.context().limits().compute_capability, T::DTYPE)?;
-    let plan = if gemv_half_fits(ta, tb, m, n, kdim) {
+    // An explicit family is honoured; `Auto` may leave the tensor cores for a matrix-vector
+    // product.
+    let plan = if algo == TcAlgo::Auto && gemv_half_fits(ta, tb, m, n, kdim) {
         HalfPlan::Gemv
     } else {
         cached_half_plan(family, m, n, kdim, sms(s) as u32)
@@ -263,32 +265,22 @@ pub fn gemm_half_with_plan<T: TensorCoreElement>(
     };
     let (a_rows, a_cols) = stored(ta, m, kdim);
     let (b_rows, b_cols) = stored(tb, kdim, n);
-    match plan {
-        HalfPlan::MmaSync => {
-            tc_choice(
-                TcAlgo::MmaSync,
-                s.context().limits().compute_capability,
-                T::DTYPE,
-            )?;
-        }
-        HalfPlan::Wide | HalfPlan::Tiles { .. } => {
-            tc_choice(
-                TcAlgo::Wgmma,
-                s.context().limits().compute_capability,
-                T::DTYPE,
-            )?;
-        }
+    let needs = match plan {
+        HalfPlan::MmaSync => Some(TcAlgo::MmaSync),
+        HalfPlan::Wide | HalfPlan::Tiles { .. } => Some(TcAlgo::Wgmma),
         // No tensor cores: every GPU the crate supports runs it; only the shape is checked.
-        HalfPlan::Gemv if m != 1 && n != 1 => {
-            return Err(Error::Invalid {
-                op: OP,
-                problem: format!(
-                    "HalfPlan::Gemv multiplies a matrix by a vector: m or n must be 1, not \
-                     {m} x {n}; use ops::gemm_half_plan's plan or ops::gemm_half"
-                ),
-            });
-        }
-        HalfPlan::Gemv => {}
+        HalfPlan::Gemv => None,
+    };
+    if let Some(needs) = needs {
+        tc_choice(needs, s.context().limits().compute_capability, T::DTYPE)?;
+    } else if m != 1 && n != 1 {
+        return Err(Error::Invalid {
+            op: OP,
+            problem: format!(
+                "HalfPlan::Gemv multiplies a matrix by a vector: m or n must be 1, not {m} x {n}; \
+                 use ops::gemm_half_plan's plan or ops::gemm_half"
+            ),
+        });
     }
     if let HalfPlan::Tiles { splits, .. } = plan {
         if !(1..=HALF_MAX_SPLITS).contains(&splits) {

@@ -26,7 +26,8 @@ pub(crate) fn warps_per_row(rows: usize) -> usize {
         .clamp(1, 8)
 }
 
-/// Whether [`gemm_half`](super::gemm_half) runs `C = op(A) · op(B)` as a matrix times a vector
+/// Whether [`gemm_half`](super::gemm_half) with [`TcAlgo::Auto`](super::TcAlgo::Auto) runs
+/// `C = op(A) · op(B)` as a matrix times a vector
 /// ([`HalfPlan::Gemv`](super::HalfPlan::Gemv), `gemv_half_rows_*`) instead of its tile plan: one
 /// output column (`n == 1`) with A not transposed, or one output row (`m == 1`) with B
 /// transposed — the matrix's rows contiguous in k — at least
