@@ -18,7 +18,7 @@
 // p = 32 w + l, + 32 W, ... of the row (4 in flight), the k tail (K % 8 elements) goes to the
 // first lanes of part 0; the 32 lanes add in a fixed butterfly, the W parts in order.
 // cols: a block of 1024 threads owns 32 columns (four packets of 8): thread (q, p) with
-// q = t / 4 takes rows k = q, q + 256, ... of packet p, in groups of 4 rows whose loads are
+// q = t / 4 takes rows k = q, q + 256, ... of packet p, in groups of 2 rows whose loads are
 // issued before the previous group's products; the 256 partial sums of each column are added
 // in a fixed tree in shared memory.
 //
@@ -107,12 +107,13 @@ __device__ __forceinline__ void gemv_cols_load(const typename D::Storage* __rest
     xk = D::load(x[(u64)k * (u64)incx]);
 }
 
-template <class D, int U, bool PREFETCH>
+template <class D>
 __device__ __forceinline__ void gemv_cols(const typename D::Storage* __restrict__ mat, int ld,
                                           const typename D::Storage* __restrict__ x, int incx,
                                           typename D::Storage* __restrict__ y, int incy, int C, int K) {
     typedef typename D::Storage S;
     constexpr int KL = GEMV_COLS_KLANES, WIDTH = GEMV_COLS_WIDTH;
+    constexpr int U = 2;  // rows per group (groups of 4 or 8, prefetched or not, measured no faster)
     __shared__ float part[KL][WIDTH + 1];
     const int t = threadIdx.x, q = t / (WIDTH / 8), pk = t % (WIDTH / 8);
     const int c0 = blockIdx.x * WIDTH + 8 * pk;  // this thread's packet of columns
@@ -136,16 +137,9 @@ __device__ __forceinline__ void gemv_cols(const typename D::Storage* __restrict_
         }
         for (int g = 0; g < groups; ++g, k += U * KL) {
             const int kn = k + U * KL;
-            if (!PREFETCH && g > 0) {
-#pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    if (k + u * KL < K) gemv_cols_load<D>(mat, ld, x, incx, k + u * KL, c0, cw, a[u], xs[u]);
-                    else xs[u] = 0.0f;
-                }
-            }
 #pragma unroll
             for (int u = 0; u < U; ++u) {
-                if (PREFETCH && kn + u * KL < K) gemv_cols_load<D>(mat, ld, x, incx, kn + u * KL, c0, cw, an[u], xn[u]);
+                if (kn + u * KL < K) gemv_cols_load<D>(mat, ld, x, incx, kn + u * KL, c0, cw, an[u], xn[u]);
                 else xn[u] = 0.0f;
             }
 #pragma unroll
@@ -155,12 +149,10 @@ __device__ __forceinline__ void gemv_cols(const typename D::Storage* __restrict_
                     for (int e = 0; e < 8; ++e) acc[e] = fmaf(D::load(a[u].v[e]), xs[u], acc[e]);
                 }
             }
-            if (PREFETCH) {
 #pragma unroll
-                for (int u = 0; u < U; ++u) {
-                    a[u] = an[u];
-                    xs[u] = xn[u];
-                }
+            for (int u = 0; u < U; ++u) {
+                a[u] = an[u];
+                xs[u] = xn[u];
             }
         }
     }
@@ -192,9 +184,9 @@ extern "C" __global__ void __launch_bounds__(256) gemv_half_rows_f16(const f16_t
 }
 extern "C" __global__ void __launch_bounds__(GEMV_COLS_THREADS) gemv_half_cols_bf16(const bf16_t* __restrict__ mat,
     int ld, const bf16_t* __restrict__ x, int incx, bf16_t* __restrict__ y, int incy, int C, int K) {
-    gemv_cols<DType<BF16>, 2, true>(mat, ld, x, incx, y, incy, C, K);
+    gemv_cols<DType<BF16>>(mat, ld, x, incx, y, incy, C, K);
 }
 extern "C" __global__ void __launch_bounds__(GEMV_COLS_THREADS) gemv_half_cols_f16(const f16_t* __restrict__ mat,
     int ld, const f16_t* __restrict__ x, int incx, f16_t* __restrict__ y, int incy, int C, int K) {
-    gemv_cols<DType<F16>, 2, true>(mat, ld, x, incx, y, incy, C, K);
+    gemv_cols<DType<F16>>(mat, ld, x, incx, y, incy, C, K);
 }
