@@ -212,7 +212,7 @@ impl Function {
         let lc = attrs.config(&probe, std::ptr::null_mut());
         let mut n = 0;
         // SAFETY: out-pointer to a local; `lc` and `attrs` live across the call; live handle.
-        unsafe { driver()?.cuOccupancyMaxActiveClusters(&mut n, self.inner.raw, &lc)? };
+        unsafe { driver()?.cuOccupancyMaxActiveClusters(&mut n, self.inner.raw, lc.as_raw())? };
         Ok(n.max(0) as u32)
     }
 
@@ -415,7 +415,7 @@ impl Function {
         // SAFETY: forwarded to the caller; `lc` and `attrs` live across the call.
         unsafe {
             drv.cuLaunchKernelEx(
-                &lc,
+                lc.as_raw(),
                 self.inner.raw,
                 params.as_mut_ptr(),
                 std::ptr::null_mut(),
