@@ -744,6 +744,12 @@ family!(attn_bwd_dq_convert -> AttnDqConvert<T>; "scaled_dot_product_attention_b
 const WHY_ATTN: &str = "attention kernels exist for f32, f64, f16 and bf16";
 family!(attn_fwd -> AttnFwd<T>; "scaled_dot_product_attention", WHY_ATTN;
     F32 => attn_fwd_f32, F64 => attn_fwd_f64, F16 => attn_fwd_f16, BF16 => attn_fwd_bf16);
+family!(attn_fwd_tiled_d64 -> AttnFwd<T>; "scaled_dot_product_attention (tiled SIMT)",
+    "the tiled SIMT attention forward exists for f32, f16 and bf16";
+    F32 => attn_fwd_tiled_d64_f32, F16 => attn_fwd_tiled_d64_f16, BF16 => attn_fwd_tiled_d64_bf16);
+family!(attn_fwd_tiled_d128 -> AttnFwd<T>; "scaled_dot_product_attention (tiled SIMT)",
+    "the tiled SIMT attention forward exists for f32, f16 and bf16";
+    F32 => attn_fwd_tiled_d128_f32, F16 => attn_fwd_tiled_d128_f16, BF16 => attn_fwd_tiled_d128_bf16);
 family!(attn_bwd_delta -> AttnDelta<T>; "scaled_dot_product_attention_backward", WHY_ATTN;
     F32 => attn_bwd_delta_f32, F64 => attn_bwd_delta_f64, F16 => attn_bwd_delta_f16,
     BF16 => attn_bwd_delta_bf16);
@@ -752,6 +758,22 @@ family!(attn_bwd_dq -> AttnDq<T>; "scaled_dot_product_attention_backward", WHY_A
 family!(attn_bwd_dkdv -> AttnDkDv<T>; "scaled_dot_product_attention_backward", WHY_ATTN;
     F32 => attn_bwd_dkdv_f32, F64 => attn_bwd_dkdv_f64, F16 => attn_bwd_dkdv_f16,
     BF16 => attn_bwd_dkdv_bf16);
+family!(attn_bwd_dq_tiled_d64 -> AttnDq<T>; "scaled_dot_product_attention_backward (tiled SIMT)",
+    "the tiled SIMT attention backward exists for f32, f16 and bf16";
+    F32 => attn_bwd_dq_tiled_d64_f32, F16 => attn_bwd_dq_tiled_d64_f16,
+    BF16 => attn_bwd_dq_tiled_d64_bf16);
+family!(attn_bwd_dq_tiled_d128 -> AttnDq<T>; "scaled_dot_product_attention_backward (tiled SIMT)",
+    "the tiled SIMT attention backward exists for f32, f16 and bf16";
+    F32 => attn_bwd_dq_tiled_d128_f32, F16 => attn_bwd_dq_tiled_d128_f16,
+    BF16 => attn_bwd_dq_tiled_d128_bf16);
+family!(attn_bwd_dkdv_tiled_d64 -> AttnDkDv<T>; "scaled_dot_product_attention_backward (tiled SIMT)",
+    "the tiled SIMT attention backward exists for f32, f16 and bf16";
+    F32 => attn_bwd_dkdv_tiled_d64_f32, F16 => attn_bwd_dkdv_tiled_d64_f16,
+    BF16 => attn_bwd_dkdv_tiled_d64_bf16);
+family!(attn_bwd_dkdv_tiled_d128 -> AttnDkDv<T>; "scaled_dot_product_attention_backward (tiled SIMT)",
+    "the tiled SIMT attention backward exists for f32, f16 and bf16";
+    F32 => attn_bwd_dkdv_tiled_d128_f32, F16 => attn_bwd_dkdv_tiled_d128_f16,
+    BF16 => attn_bwd_dkdv_tiled_d128_bf16);
 
 /// `sgd4(p0, g0, …, p3, g3, n0, n1, n2, n3, lr, wd)` (four tensors, in place).
 pub(crate) type Sgd4<T> = Kernel<(

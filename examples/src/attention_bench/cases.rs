@@ -264,6 +264,21 @@ pub fn all(quick: bool) -> Vec<Case> {
             });
         }
     }
+    // The f32 path (the CUDA cores: `attention_tiled*.cu`; PyTorch's `efficient` backend), forward
+    // and forward + backward (the chain's block above has the full D = 64 forward).
+    for d in [64, 128] {
+        for causal in [false, true] {
+            for pass in [Pass::Fwd, Pass::FwdBwd] {
+                if d == 64 && !causal && pass == Pass::Fwd {
+                    continue;
+                }
+                v.push(Case {
+                    dt: Dt::F32,
+                    ..Case::sdpa(cb, ch, cn, d, causal, pass)
+                });
+            }
+        }
+    }
     let (rows, ln_c) = if quick { (512, 768) } else { (16384, 768) };
     let gelu_n = if quick { 1 << 20 } else { 16384 * 3072 };
     let (emb_n, emb_v) = if quick { (1024, 50304) } else { (16384, 50304) };

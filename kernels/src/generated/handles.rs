@@ -125,6 +125,68 @@ pub static PTX_FILES: &[PtxFile] = &[
         ],
     },
     PtxFile {
+        name: "attention_tiled",
+        source: "cuda/attention_tiled.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/attention_tiled.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/attention_tiled.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/attention_tiled.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/attention_tiled.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
+        name: "attention_tiled_bwd",
+        source: "cuda/attention_tiled_bwd.cu",
+        targets: &[
+            PtxTarget {
+                arch: "compute_75",
+                min_cc: ComputeCapability { major: 7, minor: 5 },
+                ptx: include_str!("../../ptx/attention_tiled_bwd.ptx"),
+            },
+        ],
+        sass: &[
+            SassImage {
+                arch: "sm_75",
+                cc: ComputeCapability { major: 7, minor: 5 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/attention_tiled_bwd.sm_75.cubin"),
+            },
+            SassImage {
+                arch: "sm_80",
+                cc: ComputeCapability { major: 8, minor: 0 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/attention_tiled_bwd.sm_80.cubin"),
+            },
+            SassImage {
+                arch: "sm_90",
+                cc: ComputeCapability { major: 9, minor: 0 },
+                min_driver: 12000,
+                cubin: include_bytes!("../../sass/attention_tiled_bwd.sm_90.cubin"),
+            },
+        ],
+    },
+    PtxFile {
         name: "attention_wgmma",
         source: "cuda/attention_wgmma.cu",
         targets: &[
@@ -1065,7 +1127,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 508 kernels, in manifest order.
+/// The names of all 526 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1111,6 +1173,24 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_bwd_fused_mma_d128_f16",
     "attn_bwd_fused_mma_d64_bf16",
     "attn_bwd_fused_mma_d64_f16",
+    "attn_fwd_tiled_d128_bf16",
+    "attn_fwd_tiled_d128_f16",
+    "attn_fwd_tiled_d128_f32",
+    "attn_fwd_tiled_d64_bf16",
+    "attn_fwd_tiled_d64_f16",
+    "attn_fwd_tiled_d64_f32",
+    "attn_bwd_dkdv_tiled_d128_bf16",
+    "attn_bwd_dkdv_tiled_d128_f16",
+    "attn_bwd_dkdv_tiled_d128_f32",
+    "attn_bwd_dkdv_tiled_d64_bf16",
+    "attn_bwd_dkdv_tiled_d64_f16",
+    "attn_bwd_dkdv_tiled_d64_f32",
+    "attn_bwd_dq_tiled_d128_bf16",
+    "attn_bwd_dq_tiled_d128_f16",
+    "attn_bwd_dq_tiled_d128_f32",
+    "attn_bwd_dq_tiled_d64_bf16",
+    "attn_bwd_dq_tiled_d64_f16",
+    "attn_bwd_dq_tiled_d64_f32",
     "attn_fwd_wgmma_d128_bf16",
     "attn_fwd_wgmma_d128_f16",
     "attn_fwd_wgmma_d64_bf16",
@@ -1635,6 +1715,24 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_bwd_fused_mma_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_fused_mma_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
 /// | `attn_bwd_fused_mma_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_mma_bwd.cu` |
+/// | `attn_fwd_tiled_d128_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_tiled.cu` |
+/// | `attn_fwd_tiled_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_tiled.cu` |
+/// | `attn_fwd_tiled_d128_f32` | `const float* q`, `const float* k`, `const float* v`, `float* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_tiled.cu` |
+/// | `attn_fwd_tiled_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_tiled.cu` |
+/// | `attn_fwd_tiled_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_tiled.cu` |
+/// | `attn_fwd_tiled_d64_f32` | `const float* q`, `const float* k`, `const float* v`, `float* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_tiled.cu` |
+/// | `attn_bwd_dkdv_tiled_d128_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dkdv_tiled_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dkdv_tiled_d128_f32` | `const float* q`, `const float* k`, `const float* v`, `const float* dout`, `const float* lse`, `const float* delta`, `float* dk`, `float* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dkdv_tiled_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dkdv_tiled_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dkdv_tiled_d64_f32` | `const float* q`, `const float* k`, `const float* v`, `const float* dout`, `const float* lse`, `const float* delta`, `float* dk`, `float* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dq_tiled_d128_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dq_tiled_d128_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dq_tiled_d128_f32` | `const float* q`, `const float* k`, `const float* v`, `const float* dout`, `const float* lse`, `const float* delta`, `float* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dq_tiled_d64_bf16` | `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dq_tiled_d64_f16` | `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
+/// | `attn_bwd_dq_tiled_d64_f32` | `const float* q`, `const float* k`, `const float* v`, `const float* dout`, `const float* lse`, `const float* delta`, `float* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `int D`, `long long q_sb`, `long long q_sh`, `long long q_sr`, `long long k_sb`, `long long k_sh`, `long long k_sr`, `long long v_sb`, `long long v_sh`, `long long v_sr`, `long long do_sb`, `long long do_sh`, `long long do_sr`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_tiled_bwd.cu` |
 /// | `attn_fwd_wgmma_d128_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
 /// | `attn_fwd_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
 /// | `attn_fwd_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
@@ -2109,6 +2207,10 @@ pub struct Kernels {
     attention_mma: crate::family::LazyModule<AttentionMmaKernels>,
     /// `cuda/attention_mma_bwd.cu`, loaded on the first call of [`Kernels::attention_mma_bwd_kernels`] or of one of its kernels.
     attention_mma_bwd: crate::family::LazyModule<AttentionMmaBwdKernels>,
+    /// `cuda/attention_tiled.cu`, loaded on the first call of [`Kernels::attention_tiled_kernels`] or of one of its kernels.
+    attention_tiled: crate::family::LazyModule<AttentionTiledKernels>,
+    /// `cuda/attention_tiled_bwd.cu`, loaded on the first call of [`Kernels::attention_tiled_bwd_kernels`] or of one of its kernels.
+    attention_tiled_bwd: crate::family::LazyModule<AttentionTiledBwdKernels>,
     /// `cuda/attention_wgmma.cu`, loaded on the first call of [`Kernels::attention_wgmma_kernels`] or of one of its kernels.
     attention_wgmma: crate::family::LazyModule<AttentionWgmmaKernels>,
     /// `cuda/attention_wgmma_bwd.cu`, loaded on the first call of [`Kernels::attention_wgmma_bwd_kernels`] or of one of its kernels.
@@ -2566,6 +2668,170 @@ fn load_attention_mma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<Attent
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_bwd_fused_mma_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_fused_mma_d64_f16")? },
+    })
+}
+
+/// The kernels of `cuda/attention_tiled.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::attention_tiled_kernels`].
+#[derive(Clone, Debug)]
+pub struct AttentionTiledKernels {
+    /// `attn_fwd_tiled_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_tiled_d128_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_tiled_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_tiled_d128_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_tiled_d128_f32(const float* q, const float* k, const float* v, float* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_tiled_d128_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_tiled_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_tiled_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_tiled_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_tiled_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_tiled_d64_f32(const float* q, const float* k, const float* v, float* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_tiled_d64_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+}
+
+fn load_attention_tiled(m: &cuda_stack_driver::Module) -> crate::Result<AttentionTiledKernels> {
+    Ok(AttentionTiledKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_tiled_d128_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_tiled_d128_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_tiled_d128_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_tiled_d128_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_tiled_d128_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_tiled_d128_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_tiled_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_tiled_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_tiled_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_tiled_d64_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_tiled_d64_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_fwd_tiled_d64_f32")? },
+    })
+}
+
+/// The kernels of `cuda/attention_tiled_bwd.cu` (PTX for `compute_75`; SASS for `sm_75`, `sm_80`, `sm_90`), from [`Kernels::attention_tiled_bwd_kernels`].
+#[derive(Clone, Debug)]
+pub struct AttentionTiledBwdKernels {
+    /// `attn_bwd_dkdv_tiled_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_dkdv_tiled_d128_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_tiled_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_dkdv_tiled_d128_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_tiled_d128_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dk, float* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_dkdv_tiled_d128_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_tiled_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_dkdv_tiled_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_tiled_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_dkdv_tiled_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dkdv_tiled_d64_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dk, float* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
+    pub attn_bwd_dkdv_tiled_d64_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_tiled_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)`.
+    pub attn_bwd_dq_tiled_d128_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_tiled_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)`.
+    pub attn_bwd_dq_tiled_d128_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_tiled_d128_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)`.
+    pub attn_bwd_dq_tiled_d128_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_tiled_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)`.
+    pub attn_bwd_dq_tiled_d64_bf16: Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_tiled_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)`.
+    pub attn_bwd_dq_tiled_d64_f16: Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+    /// `attn_bwd_dq_tiled_d64_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)`.
+    pub attn_bwd_dq_tiled_d64_f32: Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
+}
+
+fn load_attention_tiled_bwd(m: &cuda_stack_driver::Module) -> crate::Result<AttentionTiledBwdKernels> {
+    Ok(AttentionTiledBwdKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_tiled_d128_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_tiled_d128_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_tiled_d128_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_tiled_d128_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_tiled_d128_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_tiled_d128_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_tiled_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_tiled_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_tiled_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_tiled_d64_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dkdv_tiled_d64_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dkdv_tiled_d64_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_tiled_d128_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_tiled_d128_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_tiled_d128_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_tiled_d128_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_tiled_d128_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_tiled_d128_f32")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_tiled_d64_bf16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_tiled_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_tiled_d64_f16: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_tiled_d64_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_dq_tiled_d64_f32: unsafe { m.kernel_prechecked::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>("attn_bwd_dq_tiled_d64_f32")? },
     })
 }
 
@@ -6620,39 +6886,41 @@ impl Kernels {
             attention: crate::family::LazyModule::new(ctx, &PTX_FILES[1], pref),
             attention_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[2], pref),
             attention_mma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[3], pref),
-            attention_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
-            attention_wgmma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
-            attention_wgmma_bwd_fused: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
-            binary_strided: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
-            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
-            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
-            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
-            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
-            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
-            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
-            fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
-            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
-            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
-            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
-            gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
-            gemm_wgmma_tiles: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
-            gemv_half: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
-            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
-            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
-            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
-            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
-            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
-            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
-            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
-            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
-            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
-            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
-            random: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
-            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
-            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[33], pref),
-            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[34], pref),
-            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[35], pref),
-            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[36], pref),
+            attention_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[4], pref),
+            attention_tiled_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[5], pref),
+            attention_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[6], pref),
+            attention_wgmma_bwd: crate::family::LazyModule::new(ctx, &PTX_FILES[7], pref),
+            attention_wgmma_bwd_fused: crate::family::LazyModule::new(ctx, &PTX_FILES[8], pref),
+            binary_strided: crate::family::LazyModule::new(ctx, &PTX_FILES[9], pref),
+            cast: crate::family::LazyModule::new(ctx, &PTX_FILES[10], pref),
+            classifier: crate::family::LazyModule::new(ctx, &PTX_FILES[11], pref),
+            coalescing: crate::family::LazyModule::new(ctx, &PTX_FILES[12], pref),
+            dropout: crate::family::LazyModule::new(ctx, &PTX_FILES[13], pref),
+            elementwise: crate::family::LazyModule::new(ctx, &PTX_FILES[14], pref),
+            embedding: crate::family::LazyModule::new(ctx, &PTX_FILES[15], pref),
+            fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[16], pref),
+            gelu: crate::family::LazyModule::new(ctx, &PTX_FILES[17], pref),
+            gemm_mma: crate::family::LazyModule::new(ctx, &PTX_FILES[18], pref),
+            gemm_wgmma: crate::family::LazyModule::new(ctx, &PTX_FILES[19], pref),
+            gemm_wgmma_fp8: crate::family::LazyModule::new(ctx, &PTX_FILES[20], pref),
+            gemm_wgmma_tiles: crate::family::LazyModule::new(ctx, &PTX_FILES[21], pref),
+            gemv_half: crate::family::LazyModule::new(ctx, &PTX_FILES[22], pref),
+            grad_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[23], pref),
+            introspect: crate::family::LazyModule::new(ctx, &PTX_FILES[24], pref),
+            launch_bench: crate::family::LazyModule::new(ctx, &PTX_FILES[25], pref),
+            layer_norm: crate::family::LazyModule::new(ctx, &PTX_FILES[26], pref),
+            log_softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[27], pref),
+            matmul_naive: crate::family::LazyModule::new(ctx, &PTX_FILES[28], pref),
+            matmul_tiled: crate::family::LazyModule::new(ctx, &PTX_FILES[29], pref),
+            multi_tensor: crate::family::LazyModule::new(ctx, &PTX_FILES[30], pref),
+            optim: crate::family::LazyModule::new(ctx, &PTX_FILES[31], pref),
+            pad_rows: crate::family::LazyModule::new(ctx, &PTX_FILES[32], pref),
+            random: crate::family::LazyModule::new(ctx, &PTX_FILES[33], pref),
+            reduce: crate::family::LazyModule::new(ctx, &PTX_FILES[34], pref),
+            sgemm: crate::family::LazyModule::new(ctx, &PTX_FILES[35], pref),
+            softmax: crate::family::LazyModule::new(ctx, &PTX_FILES[36], pref),
+            strided_copy: crate::family::LazyModule::new(ctx, &PTX_FILES[37], pref),
+            vector_add: crate::family::LazyModule::new(ctx, &PTX_FILES[38], pref),
         }
     }
 
@@ -6678,6 +6946,18 @@ impl Kernels {
     /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
     pub fn attention_mma_bwd_kernels(&self) -> crate::Result<&AttentionMmaBwdKernels> {
         self.attention_mma_bwd.get(load_attention_mma_bwd)
+    }
+
+    /// The kernels of `cuda/attention_tiled.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn attention_tiled_kernels(&self) -> crate::Result<&AttentionTiledKernels> {
+        self.attention_tiled.get(load_attention_tiled)
+    }
+
+    /// The kernels of `cuda/attention_tiled_bwd.cu`, loaded on the first call and kept. Fails with
+    /// [`crate::Error::NoPtxForDevice`] on a device none of the file's targets runs on.
+    pub fn attention_tiled_bwd_kernels(&self) -> crate::Result<&AttentionTiledBwdKernels> {
+        self.attention_tiled_bwd.get(load_attention_tiled_bwd)
     }
 
     /// The kernels of `cuda/attention_wgmma.cu`, loaded on the first call and kept. Fails with
@@ -7096,6 +7376,96 @@ impl Kernels {
     /// `attn_bwd_fused_mma_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_mma_bwd.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_bwd_fused_mma_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_mma_bwd_kernels()?.attn_bwd_fused_mma_d64_f16)
+    }
+
+    /// `attn_fwd_tiled_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_tiled_d128_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_kernels()?.attn_fwd_tiled_d128_bf16)
+    }
+
+    /// `attn_fwd_tiled_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_tiled_d128_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_kernels()?.attn_fwd_tiled_d128_f16)
+    }
+
+    /// `attn_fwd_tiled_d128_f32(const float* q, const float* k, const float* v, float* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_tiled_d128_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_kernels()?.attn_fwd_tiled_d128_f32)
+    }
+
+    /// `attn_fwd_tiled_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_tiled_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_kernels()?.attn_fwd_tiled_d64_bf16)
+    }
+
+    /// `attn_fwd_tiled_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_tiled_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_kernels()?.attn_fwd_tiled_d64_f16)
+    }
+
+    /// `attn_fwd_tiled_d64_f32(const float* q, const float* k, const float* v, float* out, float* lse, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_tiled.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_tiled_d64_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_kernels()?.attn_fwd_tiled_d64_f32)
+    }
+
+    /// `attn_bwd_dkdv_tiled_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_tiled_d128_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dkdv_tiled_d128_bf16)
+    }
+
+    /// `attn_bwd_dkdv_tiled_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_tiled_d128_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dkdv_tiled_d128_f16)
+    }
+
+    /// `attn_bwd_dkdv_tiled_d128_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dk, float* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_tiled_d128_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dkdv_tiled_d128_f32)
+    }
+
+    /// `attn_bwd_dkdv_tiled_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_tiled_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dkdv_tiled_d64_bf16)
+    }
+
+    /// `attn_bwd_dkdv_tiled_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_tiled_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dkdv_tiled_d64_f16)
+    }
+
+    /// `attn_bwd_dkdv_tiled_d64_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dk, float* dv, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dkdv_tiled_d64_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dkdv_tiled_d64_f32)
+    }
+
+    /// `attn_bwd_dq_tiled_d128_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_tiled_d128_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dq_tiled_d128_bf16)
+    }
+
+    /// `attn_bwd_dq_tiled_d128_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_tiled_d128_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dq_tiled_d128_f16)
+    }
+
+    /// `attn_bwd_dq_tiled_d128_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_tiled_d128_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dq_tiled_d128_f32)
+    }
+
+    /// `attn_bwd_dq_tiled_d64_bf16(const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_tiled_d64_bf16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dq_tiled_d64_bf16)
+    }
+
+    /// `attn_bwd_dq_tiled_d64_f16(const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, f16_t* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_tiled_d64_f16(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dq_tiled_d64_f16)
+    }
+
+    /// `attn_bwd_dq_tiled_d64_f32(const float* q, const float* k, const float* v, const float* dout, const float* lse, const float* delta, float* dq, int B, int H, int Nq, int Nk, int D, long long q_sb, long long q_sh, long long q_sr, long long k_sb, long long k_sh, long long k_sr, long long v_sb, long long v_sh, long long v_sr, long long do_sb, long long do_sh, long long do_sr, long long g_sb, long long g_sh, long long g_sr, float scale, int causal)` from `cuda/attention_tiled_bwd.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_dq_tiled_d64_f32(&self) -> crate::Result<&Kernel<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_tiled_bwd_kernels()?.attn_bwd_dq_tiled_d64_f32)
     }
 
     /// `attn_fwd_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_wgmma.cu` (the first call of any of that file's kernels loads it).
@@ -9426,6 +9796,8 @@ impl Kernels {
             self.attention.loaded(),
             self.attention_mma.loaded(),
             self.attention_mma_bwd.loaded(),
+            self.attention_tiled.loaded(),
+            self.attention_tiled_bwd.loaded(),
             self.attention_wgmma.loaded(),
             self.attention_wgmma_bwd.loaded(),
             self.attention_wgmma_bwd_fused.loaded(),
@@ -9481,6 +9853,14 @@ impl Kernels {
             Err(e) => return Err(e),
         }
         match self.attention_mma_bwd_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.attention_tiled_kernels() {
+            Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        match self.attention_tiled_bwd_kernels() {
             Ok(_) | Err(crate::Error::NoPtxForDevice { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -9769,6 +10149,66 @@ impl Kernels {
             // constructor, and its result is dropped.
             unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_mma_d64_f16.function().clone())? };
             n += 14;
+        }
+        if let Some(f) = self.attention_tiled.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_tiled_d128_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_tiled_d128_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_tiled_d128_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_tiled_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_tiled_d64_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_tiled_d64_f32.function().clone())? };
+            n += 6;
+        }
+        if let Some(f) = self.attention_tiled_bwd.if_loaded() {
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_tiled_d128_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_tiled_d128_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_tiled_d128_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_tiled_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_tiled_d64_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dkdv_tiled_d64_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_tiled_d128_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_tiled_d128_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_tiled_d128_f32.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_tiled_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_tiled_d64_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(&'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_dq_tiled_d64_f32.function().clone())? };
+            n += 12;
         }
         if let Some(f) = self.attention_wgmma.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -11314,6 +11754,24 @@ impl Kernels {
             "attn_bwd_fused_mma_d128_f16" => self.attn_bwd_fused_mma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_fused_mma_d64_bf16" => self.attn_bwd_fused_mma_d64_bf16().ok().map(|k| k.function()),
             "attn_bwd_fused_mma_d64_f16" => self.attn_bwd_fused_mma_d64_f16().ok().map(|k| k.function()),
+            "attn_fwd_tiled_d128_bf16" => self.attn_fwd_tiled_d128_bf16().ok().map(|k| k.function()),
+            "attn_fwd_tiled_d128_f16" => self.attn_fwd_tiled_d128_f16().ok().map(|k| k.function()),
+            "attn_fwd_tiled_d128_f32" => self.attn_fwd_tiled_d128_f32().ok().map(|k| k.function()),
+            "attn_fwd_tiled_d64_bf16" => self.attn_fwd_tiled_d64_bf16().ok().map(|k| k.function()),
+            "attn_fwd_tiled_d64_f16" => self.attn_fwd_tiled_d64_f16().ok().map(|k| k.function()),
+            "attn_fwd_tiled_d64_f32" => self.attn_fwd_tiled_d64_f32().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_tiled_d128_bf16" => self.attn_bwd_dkdv_tiled_d128_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_tiled_d128_f16" => self.attn_bwd_dkdv_tiled_d128_f16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_tiled_d128_f32" => self.attn_bwd_dkdv_tiled_d128_f32().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_tiled_d64_bf16" => self.attn_bwd_dkdv_tiled_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_tiled_d64_f16" => self.attn_bwd_dkdv_tiled_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_dkdv_tiled_d64_f32" => self.attn_bwd_dkdv_tiled_d64_f32().ok().map(|k| k.function()),
+            "attn_bwd_dq_tiled_d128_bf16" => self.attn_bwd_dq_tiled_d128_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dq_tiled_d128_f16" => self.attn_bwd_dq_tiled_d128_f16().ok().map(|k| k.function()),
+            "attn_bwd_dq_tiled_d128_f32" => self.attn_bwd_dq_tiled_d128_f32().ok().map(|k| k.function()),
+            "attn_bwd_dq_tiled_d64_bf16" => self.attn_bwd_dq_tiled_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_dq_tiled_d64_f16" => self.attn_bwd_dq_tiled_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_dq_tiled_d64_f32" => self.attn_bwd_dq_tiled_d64_f32().ok().map(|k| k.function()),
             "attn_fwd_wgmma_d128_bf16" => self.attn_fwd_wgmma_d128_bf16().ok().map(|k| k.function()),
             "attn_fwd_wgmma_d128_f16" => self.attn_fwd_wgmma_d128_f16().ok().map(|k| k.function()),
             "attn_fwd_wgmma_d64_bf16" => self.attn_fwd_wgmma_d64_bf16().ok().map(|k| k.function()),

@@ -1,7 +1,8 @@
 //! Fused scaled-dot-product attention, forward and backward: the scores `scale · Q Kᵀ` are never
 //! written to memory; the forward saves the row log-sum-exp that the backward recomputes the
 //! probabilities from (FlashAttention-2's scheme). Three kernel families ([`AttentionAlgo`]):
-//! SIMT (`cuda/attention.cu`, every dtype and head dimension), mma.sync (`cuda/attention_mma.cu`,
+//! SIMT (`cuda/attention.cu`, every dtype and head dimension, and `cuda/attention_tiled.cu`, the
+//! tiled forward for f32, f16 and bf16 at D ≤ 128), mma.sync (`cuda/attention_mma.cu`,
 //! `cuda/attention_mma_bwd.cu`, sm_80+) and, on sm_90, wgmma with TMA (`cuda/attention_wgmma.cu`
 //! and `cuda/attention_wgmma_bwd.cu`, FlashAttention-3's structure).
 //!
@@ -25,6 +26,7 @@ mod bwd_fused;
 mod bwd_wgmma;
 mod family_override;
 mod fwd_wgmma;
+mod tiled;
 mod views;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
 pub use bwd::{
@@ -95,8 +97,11 @@ pub enum AttentionAlgo {
     /// [`ATTENTION_BWD_ENV`] override the forward's and the backward's choice (where the kernels
     /// they name fit).
     Auto,
-    /// `attn_fwd_<dt>`, `attn_bwd_{dq,dkdv}_<dt>` (`cuda/attention.cu`): every dtype and head
-    /// dimension.
+    /// The CUDA cores, every dtype and head dimension: the forward on
+    /// `attn_fwd_tiled_d{64,128}_<dt>` (`cuda/attention_tiled.cu`: 64 query rows a CTA against
+    /// key tiles in shared memory) for f32, f16 and bf16 at D ≤ 128 where the device has the
+    /// shared memory (every sm_80+ GPU), else on `attn_fwd_<dt>` (`cuda/attention.cu`, a warp a
+    /// query row); the backward on `attn_bwd_{dq,dkdv}_<dt>` (`cuda/attention.cu`).
     Simt,
     /// `attn_fwd_mma_d{64,128}_<dt>` (`cuda/attention_mma.cu`) and
     /// `attn_bwd_{dq,dkdv}_mma_d{64,128}_<dt>` (`cuda/attention_mma_bwd.cu`); mma.sync, compute
@@ -539,7 +544,12 @@ fn fwd<T: AttentionElement>(
         family
     };
     let tensor_cores = family == Fwd::Mma;
-    let kernel = if !tensor_cores {
+    // The SIMT family runs the tiled kernel where it fits (f32, f16, bf16; D <= 128), else the
+    // warp-a-row one.
+    let tiled = family == Fwd::Simt && tiled::fits::<T>(shape, limits);
+    let kernel = if tiled {
+        tiled::kernel::<T>(kern, shape.head_dim)?
+    } else if !tensor_cores {
         dispatch::attn_fwd::<T>(kern)?
     } else if shape.head_dim == 64 {
         dispatch::attn_fwd_mma_d64::<T>(kern)?
@@ -585,12 +595,16 @@ fn fwd<T: AttentionElement>(
         crate::launch::raise_smem(kernel.function(), smem)?;
         let tiles = (sh.batch * sh.heads) as u64 * sh.q_len.div_ceil(FWD_MMA_ROWS) as u64;
         LaunchConfig::new(grid(tiles, 1, i32::MAX as u64), THREADS).with_shared_mem(smem)
+    } else if tiled {
+        // One CTA of 256 threads per 64 query rows of one (b, h), its shared memory raised.
+        tiled::config(kernel, sh)?
     } else {
         config(s, q_rows)
     };
-    // (The tensor-core kernels read and write exactly what the SIMT kernel does: q rows < Nq,
-    // k and v rows < Nk, columns < D, out and lse rows < B·H·Nq; their zero-filled copies of
-    // key rows past Nk read nothing.)
+    // (The tensor-core kernels and the tiled SIMT one read and write exactly what the
+    // warp-a-row kernel does: q rows < Nq, k and v rows < Nk, columns < D, out and lse rows <
+    // B·H·Nq; their zero-filled copies of key rows past Nk (and, tiled, of columns past D) read
+    // nothing. The tiled kernel's 32-bit tile count is below 2^31 (`tiled::fits`).)
     unsafe {
         kernel.launch(
             s,

@@ -502,6 +502,8 @@ fn bwd<T: AttentionElement>(
     let (tensor_cores, fused) = (p.family == Family::Mma, p.dq == AttentionBwdDq::Atomic);
     let d128 = shape.head_dim == 128;
     let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
+    let tiled_fits =
+        p.family == Family::Simt && super::tiled::bwd_fits::<T>(shape, s.context().limits());
     // The wgmma kernels, or the SIMT / mma.sync ones (one signature).
     let (wgmma, k_dq, k_dkdv) = match (p.family, d128) {
         // The one-pass kernel is looked up by bwd_wgmma::launch_fused.
@@ -511,6 +513,11 @@ fn bwd<T: AttentionElement>(
             None,
             None,
         ),
+        // The tiled kernels where they fit (f32, f16, bf16; D <= 128), else a warp a row.
+        (Family::Simt, _) if tiled_fits => {
+            let (dq, dkdv) = super::tiled::bwd_kernels::<T>(kern, shape.head_dim)?;
+            (None, Some(dq), Some(dkdv))
+        }
         (Family::Simt, _) => (
             None,
             Some(dispatch::attn_bwd_dq::<T>(kern)?),
@@ -544,6 +551,8 @@ fn bwd<T: AttentionElement>(
             tc_cfg(shape.q_len),
             tc_cfg(shape.kv_len).with_shared_mem(dkdv_smem),
         )
+    } else if let (true, Some(dq), Some(dkdv)) = (tiled_fits, k_dq, k_dkdv) {
+        super::tiled::bwd_configs((dq, dkdv), shape)?
     } else {
         (config(s, q_rows_of(shape)), config(s, k_rows_of(shape)))
     };

@@ -1,0 +1,166 @@
+//! The tiled SIMT kernels: the forward (`attn_fwd_tiled_d{64,128}_*`, `cuda/attention_tiled.cu`)
+//! and the backward's dq and dk/dv (`attn_bwd_{dq,dkdv}_tiled_d{64,128}_*`,
+//! `cuda/attention_tiled_bwd.cu`): where they fit, and their launches. They serve the SIMT family
+//! ([`AttentionAlgo::Simt`](super::AttentionAlgo::Simt), and
+//! [`AttentionAlgo::Auto`](super::AttentionAlgo::Auto) where no tensor-core kernel fits) for f32,
+//! f16 and bf16 at head dimensions up to 128: 64 rows of one head per CTA against tiles of 64
+//! staged in shared memory, 30–40× the warp-a-row kernels (`attn_fwd_<dt>`,
+//! `attn_bwd_{dq,dkdv}_<dt>`; H200, `kernels/TUNING.md`), which keep f64, D > 128 and GPUs
+//! without the shared memory.
+
+use super::{AttentionElement, AttentionShape};
+use crate::dispatch::{self, AttnDkDv, AttnDq, AttnFwd};
+use crate::{DType, Kernels, Result};
+use cuda_stack_driver::{DeviceLimits, LaunchConfig};
+
+/// Query rows per CTA (`AT_BM`).
+const ROWS: usize = 64;
+/// Block size (`AT_THREADS`).
+const THREADS: u32 = 256;
+
+/// The head dimension the kernel is built for (`DP`): 64 for D ≤ 64, 128 for D ≤ 128.
+fn padded_dim(head_dim: usize) -> usize {
+    if head_dim <= 64 {
+        64
+    } else {
+        128
+    }
+}
+
+/// The dynamic shared memory (`AT_SMEM_BYTES(DP)` in `cuda/attention_tiled.cu`): the Q, K and V
+/// tiles of 64 rows of DP + 4 floats (P reuses K's): 52,224 bytes at DP = 64, 101,376 at 128.
+pub(super) fn smem(head_dim: usize) -> u32 {
+    3 * ROWS as u32 * (padded_dim(head_dim) as u32 + 4) * 4
+}
+
+/// The dynamic shared memory of the backward's dq kernel (`ATB_DQ_SMEM(DP)` in
+/// `cuda/attention_tiled_bwd.cu`): the Q, dO, K and V tiles (dS reuses V's): 69,632 bytes at
+/// DP = 64, 135,168 at 128.
+fn dq_smem(head_dim: usize) -> u32 {
+    4 * ROWS as u32 * (padded_dim(head_dim) as u32 + 4) * 4
+}
+
+/// The dynamic shared memory of the backward's dk/dv kernel (`ATB_DKDV_SMEM(DP)`): the K, V, Q and
+/// dO tiles and the P^T and dS^T tiles of 64 × 68 floats: 104,448 bytes at DP = 64, 169,984 at 128.
+fn dkdv_smem(head_dim: usize) -> u32 {
+    dq_smem(head_dim) + 2 * ROWS as u32 * (ROWS as u32 + 4) * 4
+}
+
+/// The tiles `B·H·⌈rows / 64⌉` of one side (the kernels count them in 32 bits).
+fn tiles_of(shape: &AttentionShape, rows: usize) -> u64 {
+    (shape.batch as u64)
+        .saturating_mul(shape.heads as u64)
+        .saturating_mul(rows.div_ceil(ROWS) as u64)
+}
+
+/// The forward's query tiles.
+fn tiles(shape: &AttentionShape) -> u64 {
+    tiles_of(shape, shape.q_len)
+}
+
+/// What the tiled kernels need of every problem: f32, f16 or bf16, `1 ≤ D ≤ 128`, fewer than 2³¹
+/// tiles on each side, and `bytes` of shared memory within the device's opt-in limit per block.
+fn fits_with<T: AttentionElement>(
+    shape: &AttentionShape,
+    limits: &DeviceLimits,
+    bytes: u32,
+) -> bool {
+    T::DTYPE != DType::F64
+        && (1..=128).contains(&shape.head_dim)
+        && tiles_of(shape, shape.q_len) < 1 << 31
+        && tiles_of(shape, shape.kv_len) < 1 << 31
+        && bytes <= limits.max_shared_per_block_optin
+}
+
+/// Whether the tiled forward takes `shape` for `T` on a device with `limits` (the shared memory:
+/// every sm_80+ GPU; not sm_75 at D > 64).
+pub(super) fn fits<T: AttentionElement>(shape: &AttentionShape, limits: &DeviceLimits) -> bool {
+    fits_with::<T>(shape, limits, smem(shape.head_dim))
+}
+
+/// Whether the tiled backward takes `shape` (its dk/dv kernel needs the most shared memory:
+/// 104,448 bytes at D ≤ 64, which sm_80 and sm_90 allow a block, and 169,984 at D > 64, which only
+/// sm_90 does; elsewhere the warp-a-row kernels run).
+pub(super) fn bwd_fits<T: AttentionElement>(shape: &AttentionShape, limits: &DeviceLimits) -> bool {
+    fits_with::<T>(shape, limits, dkdv_smem(shape.head_dim))
+}
+
+/// The kernel for `head_dim` (loading its module on first use).
+pub(super) fn kernel<T: AttentionElement>(kern: &Kernels, head_dim: usize) -> Result<&AttnFwd<T>> {
+    if padded_dim(head_dim) == 64 {
+        dispatch::attn_fwd_tiled_d64::<T>(kern)
+    } else {
+        dispatch::attn_fwd_tiled_d128::<T>(kern)
+    }
+}
+
+/// The backward's dq and dk/dv kernels for `head_dim`.
+pub(super) fn bwd_kernels<T: AttentionElement>(
+    kern: &Kernels,
+    head_dim: usize,
+) -> Result<(&AttnDq<T>, &AttnDkDv<T>)> {
+    Ok(if padded_dim(head_dim) == 64 {
+        (
+            dispatch::attn_bwd_dq_tiled_d64::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_tiled_d64::<T>(kern)?,
+        )
+    } else {
+        (
+            dispatch::attn_bwd_dq_tiled_d128::<T>(kern)?,
+            dispatch::attn_bwd_dkdv_tiled_d128::<T>(kern)?,
+        )
+    })
+}
+
+/// The backward's launches: one CTA per query tile (dq) and per key tile (dk/dv), each kernel's
+/// dynamic shared memory limit raised first.
+pub(super) fn bwd_configs<T: AttentionElement>(
+    (dq, dkdv): (&AttnDq<T>, &AttnDkDv<T>),
+    shape: &AttentionShape,
+) -> Result<(LaunchConfig, LaunchConfig)> {
+    let (bq, bk) = (dq_smem(shape.head_dim), dkdv_smem(shape.head_dim));
+    crate::launch::raise_smem(dq.function(), bq)?;
+    crate::launch::raise_smem(dkdv.function(), bk)?;
+    let cfg = |rows: usize, bytes: u32| {
+        let grid = crate::launch::grid(tiles_of(shape, rows), 1, i32::MAX as u64);
+        LaunchConfig::new(grid, THREADS).with_shared_mem(bytes)
+    };
+    Ok((cfg(shape.q_len, bq), cfg(shape.kv_len, bk)))
+}
+
+/// One CTA per query tile (the kernel's grid-stride loop serves any grid), with the kernel's
+/// dynamic shared memory limit raised first.
+pub(super) fn config<T: AttentionElement>(
+    kernel: &AttnFwd<T>,
+    shape: &AttentionShape,
+) -> Result<LaunchConfig> {
+    let bytes = smem(shape.head_dim);
+    crate::launch::raise_smem(kernel.function(), bytes)?;
+    let grid = crate::launch::grid(tiles(shape), 1, i32::MAX as u64);
+    Ok(LaunchConfig::new(grid, THREADS).with_shared_mem(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shared_memory_matches_the_kernel() {
+        // AT_SMEM_BYTES in cuda/attention_tiled.cu.
+        assert_eq!(smem(64), 52_224);
+        assert_eq!(smem(1), 52_224);
+        assert_eq!(smem(65), 101_376);
+        assert_eq!(smem(128), 101_376);
+        // ATB_DQ_SMEM / ATB_DKDV_SMEM in cuda/attention_tiled_bwd.cu.
+        assert_eq!(dq_smem(64), 69_632);
+        assert_eq!(dq_smem(128), 135_168);
+        assert_eq!(dkdv_smem(64), 104_448);
+        assert_eq!(dkdv_smem(128), 169_984);
+    }
+
+    #[test]
+    fn tiles_count_query_tiles_of_every_head() {
+        let sh = super::super::causal_test_shape(2, 3, 65, 65);
+        assert_eq!(tiles(&sh), 2 * 3 * 2);
+    }
+}
