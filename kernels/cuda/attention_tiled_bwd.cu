@@ -13,9 +13,10 @@
 //     tile's space, dQ += dS K (rows 4 ty + i, columns 4 tx + 64 g). Shared memory 4 tiles:
 //     135,168 B at DP = 128 (one CTA an SM), 69,632 B at DP = 64.
 //   * attn_bwd_dkdv_tiled_d{64,128}_<dt>: 64 key rows (K scaled by scale log2 e, and V staged once),
-//     query tiles of 64 streamed: S^T and dP^T for keys 4 ty + i and queries tx + 16 j, P^T and dS^T
-//     into two tiles of their own, dV += P^T dO, dK += dS^T Q. Shared memory 4 tiles and 2 of
-//     64 x 68 floats: 169,984 B at DP = 128, 104,448 B at DP = 64.
+//     query tiles of 64 streamed: S^T and dP^T for keys 4 ty + i and queries tx + 16 j, P^T into a
+//     tile of its own for dV += P^T dO, then dS^T in its place for dK += dS^T Q. Shared memory 4
+//     tiles and one of 64 x 68 floats: 152,576 B at DP = 128 (an A100 allows a block 163 KB),
+//     87,040 B at DP = 64 (an sm_86 / sm_89 GPU 99 KB).
 // Masking: the causal mask (query i sees key j iff j <= i + Nk - Nq) and rows that see no key
 // (lse = -inf) by P = 0; key rows past Nk and query rows past Nq are staged as zeros (K, V, Q, dO
 // rows of 0 add nothing to dq, and queries past Nq get lse = +inf and delta = 0, so P = dS = 0).
@@ -29,7 +30,7 @@
 
 #define ATB_TILE(DP) (AT_BM * AT_LD(DP))  // floats of a staged tile
 #define ATB_DQ_SMEM(DP) (4 * ATB_TILE(DP) * 4)
-#define ATB_DKDV_SMEM(DP) ((4 * ATB_TILE(DP) + 2 * AT_BM * AT_PLD) * 4)
+#define ATB_DKDV_SMEM(DP) ((4 * ATB_TILE(DP) + AT_BM * AT_PLD) * 4)
 // Blocks an SM the register budget is set for: the shared memory allows one CTA at DP = 128.
 #ifndef ATB_MINB_D64
 #define ATB_MINB_D64 2
@@ -164,8 +165,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_tiled(
     float* const Vs = Ks + ATB_TILE(DP);
     float* const Qs = Vs + ATB_TILE(DP);
     float* const dOs = Qs + ATB_TILE(DP);
-    float* const Pt = dOs + ATB_TILE(DP);  // P^T: keys x queries, rows of AT_PLD floats
-    float* const dSt = Pt + AT_BM * AT_PLD;
+    float* const Pt = dOs + ATB_TILE(DP);  // P^T (keys x queries, rows of AT_PLD floats), then dS^T
+    float* const dSt = Pt;
     const int tid = threadIdx.x, ty = tid / 16, tx = tid % 16;
     const float LOG2E = 1.4426950408889634f, INF = __int_as_float(0x7f800000);
     const float sl2 = scale * LOG2E;
@@ -228,11 +229,18 @@ __device__ __forceinline__ void attn_bwd_dkdv_tiled(
                 for (int j = 0; j < 4; ++j) {
                     float p = exp2f(s[i][j] - l2[j]);
                     if (part && (long long)(n0 + 4 * ty + i) > (long long)(m0 + tx + 16 * j) + shift) p = 0.0f;
+                    s[i][j] = p;
+                    dp[i][j] = p * (dp[i][j] - dl[j]);  // dS^T
                     Pt[(4 * ty + i) * AT_PLD + tx + 16 * j] = p;
-                    dSt[(4 * ty + i) * AT_PLD + tx + 16 * j] = p * (dp[i][j] - dl[j]);
                 }
             __syncthreads();
             at_mul_acc<DP>(gv, Pt, 4 * ty, dOs, tx);  // dV += P^T dO
+            __syncthreads();  // every read of P^T is done: dS^T takes its place
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+#pragma unroll
+                for (int j = 0; j < 4; ++j) dSt[(4 * ty + i) * AT_PLD + tx + 16 * j] = dp[i][j];
+            __syncthreads();
             at_mul_acc<DP>(gk, dSt, 4 * ty, Qs, tx);  // dK += dS^T Q
         }
         at_store_rows<Tag, S, DP>(dk + b * dk_sb + h * dk_sh, dk_sr, n0, Nk, D, gk, ty, tx, scale);

@@ -41,9 +41,9 @@ fn dq_smem(head_dim: usize) -> u32 {
 }
 
 /// The dynamic shared memory of the backward's dk/dv kernel (`ATB_DKDV_SMEM(DP)`): the K, V, Q and
-/// dO tiles and the P^T and dS^T tiles of 64 × 68 floats: 104,448 bytes at DP = 64, 169,984 at 128.
+/// dO tiles and one of 64 × 68 floats (P^T, then dS^T): 87,040 bytes at DP = 64, 152,576 at 128.
 fn dkdv_smem(head_dim: usize) -> u32 {
-    dq_smem(head_dim) + 2 * ROWS as u32 * (ROWS as u32 + 4) * 4
+    dq_smem(head_dim) + ROWS as u32 * (ROWS as u32 + 4) * 4
 }
 
 /// The tiles `B·H·⌈rows / 64⌉` of one side (the kernels count them in 32 bits).
@@ -78,9 +78,9 @@ pub(super) fn fits<T: AttentionElement>(shape: &AttentionShape, limits: &DeviceL
     fits_with::<T>(shape, limits, smem(shape.head_dim))
 }
 
-/// Whether the tiled backward takes `shape` (its dk/dv kernel needs the most shared memory:
-/// 104,448 bytes at D ≤ 64, which sm_80 and sm_90 allow a block, and 169,984 at D > 64, which only
-/// sm_90 does; elsewhere the warp-a-row kernels run).
+/// Whether the tiled backward takes `shape` (its dk/dv kernel needs the most shared memory at
+/// D > 64: 152,576 bytes, which sm_80 and sm_90 allow a block; at D ≤ 64 its dq kernel's 69,632 and
+/// the dk/dv kernel's 87,040 fit sm_86 / sm_89 too; elsewhere the warp-a-row kernels run).
 pub(super) fn bwd_fits<T: AttentionElement>(shape: &AttentionShape, limits: &DeviceLimits) -> bool {
     fits_with::<T>(shape, limits, dkdv_smem(shape.head_dim))
 }
@@ -154,8 +154,8 @@ mod tests {
         // ATB_DQ_SMEM / ATB_DKDV_SMEM in cuda/attention_tiled_bwd.cu.
         assert_eq!(dq_smem(64), 69_632);
         assert_eq!(dq_smem(128), 135_168);
-        assert_eq!(dkdv_smem(64), 104_448);
-        assert_eq!(dkdv_smem(128), 169_984);
+        assert_eq!(dkdv_smem(64), 87_040);
+        assert_eq!(dkdv_smem(128), 152_576);
     }
 
     #[test]
