@@ -693,8 +693,10 @@ fn bwd<T: AttentionElement>(
         // dout is read at (b, h, row, d), row < Nq, through its strides (checked inside its
         // slice), lse and delta at query rows r < B·H·Nq (dense, lengths checked); dq is written
         // at (b, h, row, d), row < Nq, through its strides, the view checked inside its buffer
-        // and free of overlaps (dense: exact length). The tensor-core kernel accesses the same
-        // elements (its zero-filled copies of rows past Nk read nothing).
+        // and free of overlaps (dense: exact length). The tensor-core and tiled SIMT kernels
+        // access the same elements (their zero-filled copies of rows past Nk, and tiled, of
+        // columns past D, read nothing; the tiled kernel's 32-bit tile counts are below 2^31,
+        // `tiled::bwd_fits`, and its dynamic shared memory is what `tiled::bwd_configs` raised).
         unsafe {
             k_dq.launch(
                 s, &dq_cfg, q.data, k.data, v.data, dout.data, lse, &*delta, dq, bb, hh, nq, nk,
@@ -712,9 +714,10 @@ fn bwd<T: AttentionElement>(
             // of overlaps (dense: exact lengths); with `dv_at >= 0` (the packed gradient) dv's
             // view lies dv_at elements past dk's inside dk's buffer (the packed buffer's exact
             // length checked), disjoint from dk's view, and dv's (empty) buffer is not accessed.
-            // The tensor-core kernel accesses the same elements (its zero-filled copies of query
-            // and key rows past Nq and Nk read nothing); at D = 128 it is launched with the
-            // dynamic shared memory it is written for, its limit raised above.
+            // The tensor-core and tiled SIMT kernels access the same elements (their zero-filled
+            // copies of query and key rows past Nq and Nk, and tiled, of columns past D, read
+            // nothing); each is launched with the dynamic shared memory it is written for, its
+            // limit raised above (the D = 128 tensor-core kernel; `tiled::bwd_configs`).
             unsafe {
                 k_dkdv.launch(
                     s, &dkdv_cfg, q.data, k.data, v.data, dout.data, lse, &*delta, dk, dv, bb, hh,
