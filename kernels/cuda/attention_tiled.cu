@@ -58,8 +58,6 @@ __device__ __forceinline__ void attn_fwd_tiled(const S* __restrict__ q, const S*
     const float NEG_INF = __int_as_float(0xff800000);
     const float sl2 = scale * 1.4426950408889634f;
     const long long shift = causal ? (long long)Nk - Nq : 0;
-    // 32-bit tile arithmetic (64-bit divisions cost registers the loops need): the host runs this
-    // kernel only where B * H * ceil(Nq / 64) < 2^31.
     const unsigned bhs = (unsigned)B * (unsigned)H;
     const int n_qt = (Nq + AT_BM - 1) / AT_BM;
     const unsigned tiles = bhs * (unsigned)n_qt;
@@ -67,22 +65,11 @@ __device__ __forceinline__ void attn_fwd_tiled(const S* __restrict__ q, const S*
     for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
         unsigned bh;
         int qt;
-        if (causal) {  // heaviest first: the last query tile of every head, then the one before, ...
-            const unsigned rank = t / bhs;
-            bh = t - rank * bhs;
-            qt = n_qt - 1 - (int)rank;
-        } else {
-            bh = t / (unsigned)n_qt;
-            qt = (int)(t - bh * (unsigned)n_qt);
-        }
+        at_tile(t, bhs, n_qt, causal, true, bh, qt);
         const int b = (int)(bh / (unsigned)H), h = (int)(bh - (unsigned)b * (unsigned)H);
         const int m0 = qt * AT_BM;
-        long long kv_end = Nk;
-        if (causal) {
-            const long long e = (long long)m0 + AT_BM + shift;
-            kv_end = e <= 0 ? 0 : (e >= Nk ? Nk : e);
-        }
-        const int n_kt = (int)((kv_end + AT_BN - 1) / AT_BN);
+        // Key tiles any row of the tile sees (those of its last row).
+        const int n_kt = (at_keys_seen((long long)m0 + AT_BM - 1, shift, Nk, causal) + AT_BN - 1) / AT_BN;
 
         __syncthreads();  // the previous tile's epilogue and PV reads are done
         at_stage<Tag, S, DP>(Qs, q + b * q_sb + h * q_sh, q_sr, m0, Nq, D, sl2);
@@ -90,15 +77,8 @@ __device__ __forceinline__ void attn_fwd_tiled(const S* __restrict__ q, const S*
         // lim[i]: the keys row 4 ty + i sees are those < lim[i]; the tile's rows all see those < lim0.
         int lim[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            const long long e = causal ? (long long)(m0 + 4 * ty + i) + shift + 1 : Nk;
-            lim[i] = e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
-        }
-        int lim0 = Nk;
-        if (causal) {
-            const long long e = (long long)m0 + shift + 1;
-            lim0 = e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
-        }
+        for (int i = 0; i < 4; ++i) lim[i] = at_keys_seen((long long)m0 + 4 * ty + i, shift, Nk, causal);
+        const int lim0 = at_keys_seen(m0, shift, Nk, causal);
         float o[4][4 * G], m[4], lp[4];
 #pragma unroll
         for (int i = 0; i < 4; ++i) {

@@ -11,6 +11,30 @@
 #define AT_LD(DP) ((DP) + 4)
 #define AT_PLD (AT_BN + 4)
 
+// Tile t of B * H heads of n_t tiles (32-bit arithmetic: 64-bit divisions cost registers the loops
+// need, and the host runs these kernels only where B * H * n_t < 2^31): its head and tile index.
+// Causal problems go heaviest first (`last`: a head's heaviest tile is its last one (the forward,
+// dq), else its first (dk/dv)); full attention head by head.
+__device__ __forceinline__ void at_tile(unsigned t, unsigned bhs, int n_t, int causal, bool last, unsigned& bh,
+                                        int& tile) {
+    if (causal) {
+        const unsigned rank = t / bhs;
+        bh = t - rank * bhs;
+        tile = last ? n_t - 1 - (int)rank : (int)rank;
+    } else {
+        bh = t / (unsigned)n_t;
+        tile = (int)(t - bh * (unsigned)n_t);
+    }
+}
+
+// The keys [0, result) query row `row` sees: all Nk, or (causal) those <= row + shift, shift =
+// Nk - Nq (bottom-right aligned); 0 when it sees none.
+__device__ __forceinline__ int at_keys_seen(long long row, long long shift, int Nk, int causal) {
+    if (!causal) return Nk;
+    const long long e = row + shift + 1;
+    return e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
+}
+
 // Rows [r0, r0 + 64) x columns [0, DP) of a strided [N, D] matrix (row stride sr) into dst (rows of
 // AT_LD(DP) floats), times mul; zeros past N rows or D columns. Each warp reads 32 consecutive
 // columns of a row: coalesced.

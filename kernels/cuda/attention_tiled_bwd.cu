@@ -39,20 +39,6 @@
 #define ATB_MINB_D128 1
 #endif
 
-// Tile t of B * H heads of n_t tiles: its head and tile index; causal problems heaviest first
-// (`last`: the heaviest tile of a head is its last one (dq), else its first (dk/dv)).
-__device__ __forceinline__ void atb_tile(unsigned t, unsigned bhs, int n_t, int causal, bool last, unsigned& bh,
-                                         int& tile) {
-    if (causal) {
-        const unsigned rank = t / bhs;
-        bh = t - rank * bhs;
-        tile = last ? n_t - 1 - (int)rank : (int)rank;
-    } else {
-        bh = t / (unsigned)n_t;
-        tile = (int)(t - bh * (unsigned)n_t);
-    }
-}
-
 template <typename Tag, typename S, int DP>
 __device__ __forceinline__ void attn_bwd_dq_tiled(const S* __restrict__ q, const S* __restrict__ k,
                                                   const S* __restrict__ v, const S* __restrict__ dout,
@@ -81,15 +67,11 @@ __device__ __forceinline__ void attn_bwd_dq_tiled(const S* __restrict__ q, const
     for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
         unsigned bh;
         int qt;
-        atb_tile(t, bhs, n_qt, causal, true, bh, qt);
+        at_tile(t, bhs, n_qt, causal, true, bh, qt);
         const int b = (int)(bh / (unsigned)H), h = (int)(bh - (unsigned)b * (unsigned)H);
         const int m0 = qt * AT_BM;
-        long long kv_end = Nk;
-        if (causal) {
-            const long long e = (long long)m0 + AT_BM + shift;
-            kv_end = e <= 0 ? 0 : (e >= Nk ? Nk : e);
-        }
-        const int n_kt = (int)((kv_end + AT_BN - 1) / AT_BN);
+        // Key tiles any row of the tile sees (those of its last row).
+        const int n_kt = (at_keys_seen((long long)m0 + AT_BM - 1, shift, Nk, causal) + AT_BN - 1) / AT_BN;
         // This thread's rows: lse in log2 units (+inf where the row sees no key or is past Nq:
         // P = 0), delta, and the keys each sees (< lim).
         float l2[4], dl[4];
@@ -100,14 +82,9 @@ __device__ __forceinline__ void attn_bwd_dq_tiled(const S* __restrict__ q, const
             const float lv = r < Nq ? lse[(long long)bh * Nq + r] : -INF;
             l2[i] = lv == -INF ? INF : lv * LOG2E;
             dl[i] = r < Nq ? delta[(long long)bh * Nq + r] : 0.0f;
-            const long long e = causal ? (long long)r + shift + 1 : Nk;
-            lim[i] = e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
+            lim[i] = at_keys_seen(r, shift, Nk, causal);
         }
-        int lim0 = Nk;  // keys every row of the tile sees
-        if (causal) {
-            const long long e = (long long)m0 + shift + 1;
-            lim0 = e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
-        }
+        const int lim0 = at_keys_seen(m0, shift, Nk, causal);  // keys every row of the tile sees
 
         __syncthreads();  // the previous tile's reads are done
         at_stage<Tag, S, DP>(Qs, q + b * q_sb + h * q_sh, q_sr, m0, Nq, D, sl2);
@@ -178,7 +155,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_tiled(
     for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
         unsigned bh;
         int kt;
-        atb_tile(t, bhs, n_kt, causal, false, bh, kt);
+        at_tile(t, bhs, n_kt, causal, false, bh, kt);
         const int b = (int)(bh / (unsigned)H), h = (int)(bh - (unsigned)b * (unsigned)H);
         const int n0 = kt * AT_BN;
         // Query tiles that see a key of this tile: causal, queries >= n0 - shift.
