@@ -158,6 +158,79 @@ mod tests {
         assert_eq!(dkdv_smem(128), 152_576);
     }
 
+    /// A device's limits with `optin` bytes of shared memory a block (the rest an H100's).
+    fn limits(major: i32, minor: i32, optin: u32) -> DeviceLimits {
+        DeviceLimits {
+            max_threads_per_block: 1024,
+            max_block_dim: [1024, 1024, 64],
+            max_grid_dim: [i32::MAX as u32, 65535, 65535],
+            max_shared_per_block: 48 * 1024,
+            max_shared_per_block_optin: optin,
+            sm_count: 132,
+            compute_capability: cuda_stack_driver::ComputeCapability { major, minor },
+            cooperative_launch: true,
+            memory_pools: true,
+        }
+    }
+
+    fn shape(d: usize) -> AttentionShape {
+        AttentionShape {
+            head_dim: d,
+            ..super::super::causal_test_shape(2, 3, 100, 70)
+        }
+    }
+
+    #[test]
+    fn the_rule_follows_dtype_head_dim_and_shared_memory() {
+        use cuda_stack_driver::half::{bf16, f16};
+        let (h100, a100) = (limits(9, 0, 232_448), limits(8, 0, 166_912));
+        let (ada, turing) = (limits(8, 9, 101_376), limits(7, 5, 65_536));
+        for d in [1, 40, 64, 65, 100, 128] {
+            assert!(
+                fits::<f32>(&shape(d), &h100) && bwd_fits::<f32>(&shape(d), &h100),
+                "{d}"
+            );
+            assert!(
+                fits::<f16>(&shape(d), &a100) && bwd_fits::<bf16>(&shape(d), &a100),
+                "{d}"
+            );
+            // 101,376 bytes: the forward fits at every D, the backward at D <= 64 only.
+            assert!(fits::<f32>(&shape(d), &ada), "{d}");
+            assert_eq!(bwd_fits::<f32>(&shape(d), &ada), d <= 64, "{d}");
+            // 64 KiB: the forward at D <= 64; the backward's dk/dv needs 87,040 bytes.
+            assert_eq!(fits::<f32>(&shape(d), &turing), d <= 64, "{d}");
+            assert!(!bwd_fits::<f32>(&shape(d), &turing), "{d}");
+            assert!(!fits::<f64>(&shape(d), &h100) && !bwd_fits::<f64>(&shape(d), &h100));
+        }
+        for d in [0, 129, 256] {
+            assert!(
+                !fits::<f32>(&shape(d), &h100) && !bwd_fits::<f32>(&shape(d), &h100),
+                "{d}"
+            );
+        }
+        // 2^31 tiles or more (on either side) is the warp-a-row kernels' work.
+        let huge = AttentionShape {
+            batch: 1 << 20,
+            heads: 1 << 11,
+            q_len: 64,
+            kv_len: 1,
+            head_dim: 64,
+            causal: false,
+        };
+        assert!(!fits::<f32>(&huge, &h100) && !bwd_fits::<f32>(&huge, &h100));
+        let one_less = AttentionShape {
+            heads: (1 << 11) - 1,
+            ..huge
+        };
+        assert!(fits::<f32>(&one_less, &h100) && bwd_fits::<f32>(&one_less, &h100));
+        let keys = AttentionShape {
+            q_len: 1,
+            kv_len: 64,
+            ..huge
+        };
+        assert!(!bwd_fits::<f32>(&keys, &h100));
+    }
+
     #[test]
     fn tiles_count_query_tiles_of_every_head() {
         let sh = super::super::causal_test_shape(2, 3, 65, 65);
