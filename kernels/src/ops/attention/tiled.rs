@@ -59,30 +59,32 @@ fn tiles(shape: &AttentionShape) -> u64 {
 }
 
 /// What the tiled kernels need of every problem: f32, f16 or bf16, `1 ≤ D ≤ 128`, fewer than 2³¹
-/// tiles on each side, and `bytes` of shared memory within the device's opt-in limit per block.
+/// tiles of `rows` (each side a kernel walks), and `bytes` of shared memory within the device's
+/// opt-in limit per block.
 fn fits_with<T: AttentionElement>(
     shape: &AttentionShape,
     limits: &DeviceLimits,
+    rows: &[usize],
     bytes: u32,
 ) -> bool {
     T::DTYPE != DType::F64
         && (1..=128).contains(&shape.head_dim)
-        && tiles_of(shape, shape.q_len) < 1 << 31
-        && tiles_of(shape, shape.kv_len) < 1 << 31
+        && rows.iter().all(|&r| tiles_of(shape, r) < 1 << 31)
         && bytes <= limits.max_shared_per_block_optin
 }
 
 /// Whether the tiled forward takes `shape` for `T` on a device with `limits` (the shared memory:
 /// every sm_80+ GPU; not sm_75 at D > 64).
 pub(super) fn fits<T: AttentionElement>(shape: &AttentionShape, limits: &DeviceLimits) -> bool {
-    fits_with::<T>(shape, limits, smem(shape.head_dim))
+    fits_with::<T>(shape, limits, &[shape.q_len], smem(shape.head_dim))
 }
 
 /// Whether the tiled backward takes `shape` (its dk/dv kernel needs the most shared memory at
 /// D > 64: 152,576 bytes, which sm_80 and sm_90 allow a block; at D ≤ 64 its dq kernel's 69,632 and
 /// the dk/dv kernel's 87,040 fit sm_86 / sm_89 too; elsewhere the warp-a-row kernels run).
 pub(super) fn bwd_fits<T: AttentionElement>(shape: &AttentionShape, limits: &DeviceLimits) -> bool {
-    fits_with::<T>(shape, limits, dkdv_smem(shape.head_dim))
+    let rows = [shape.q_len, shape.kv_len];
+    fits_with::<T>(shape, limits, &rows, dkdv_smem(shape.head_dim))
 }
 
 /// The kernel for `head_dim` (loading its module on first use).
@@ -223,12 +225,16 @@ mod tests {
             ..huge
         };
         assert!(fits::<f32>(&one_less, &h100) && bwd_fits::<f32>(&one_less, &h100));
+        // 2^25 heads: 2^25 query tiles, but 2^31 key tiles for the backward's dk/dv kernel.
         let keys = AttentionShape {
-            q_len: 1,
-            kv_len: 64,
-            ..huge
+            batch: 1 << 14,
+            heads: 1 << 11,
+            q_len: 64,
+            kv_len: 4096,
+            head_dim: 64,
+            causal: false,
         };
-        assert!(!bwd_fits::<f32>(&keys, &h100));
+        assert!(fits::<f32>(&keys, &h100) && !bwd_fits::<f32>(&keys, &h100));
     }
 
     #[test]
