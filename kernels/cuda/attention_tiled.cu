@@ -26,7 +26,8 @@
 // No atomics and fixed summation orders: deterministic run to run.
 //
 // Launch: block AT_THREADS (256) exactly, any grid >= 1 (a grid-stride loop over the
-// B * H * ceil(Nq / 64) < 2^31 query tiles), dynamic shared memory AT_SMEM_BYTES(DP) (above the 48 KiB
+// B * H * ceil(Nq / 64) < 2^31 query tiles; Nq, Nk <= 2^31 - 129, as the row arithmetic is in
+// int), dynamic shared memory AT_SMEM_BYTES(DP) (above the 48 KiB
 // default: the host raises the function's limit). 1 <= D <= DP.
 #include "attention_tiled.cuh"
 

@@ -24,7 +24,8 @@
 // tile first); full attention head by head.
 //
 // Launch: block AT_THREADS (256) exactly, any grid >= 1 (a grid-stride loop over the
-// B * H * ceil(N / 64) < 2^31 tiles, N = Nq for dq, Nk for dk/dv), dynamic shared memory
+// B * H * ceil(N / 64) < 2^31 tiles, N = Nq for dq, Nk for dk/dv; Nq, Nk <= 2^31 - 129, as the row
+// arithmetic is in int), dynamic shared memory
 // ATB_DQ_SMEM(DP) / ATB_DKDV_SMEM(DP) (the host raises the functions' limits). 1 <= D <= DP.
 #include "attention_tiled.cuh"
 

@@ -604,7 +604,8 @@ fn fwd<T: AttentionElement>(
     // (The tensor-core kernels and the tiled SIMT one read and write exactly what the
     // warp-a-row kernel does: q rows < Nq, k and v rows < Nk, columns < D, out and lse rows <
     // B·H·Nq; their zero-filled copies of key rows past Nk (and, tiled, of columns past D) read
-    // nothing. The tiled kernel's 32-bit tile count is below 2^31 (`tiled::fits`).)
+    // nothing. The tiled kernel's 32-bit tile count is below 2^31 and Nq, Nk leave room for
+    // its int row arithmetic (`tiled::fits`).)
     unsafe {
         kernel.launch(
             s,

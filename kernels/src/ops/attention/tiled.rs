@@ -53,14 +53,15 @@ fn tiles_of(shape: &AttentionShape, rows: usize) -> u64 {
         .saturating_mul(rows.div_ceil(ROWS) as u64)
 }
 
-/// The forward's query tiles.
-fn tiles(shape: &AttentionShape) -> u64 {
-    tiles_of(shape, shape.q_len)
-}
+/// The longest `Nq` or `Nk` the kernels take: they add up to a tile (64) and a row within it to
+/// row indices in 32-bit `int`s (`N + 63` for the tile count, `n0 + 64` against a row's limit), so
+/// every length stays 128 short of `i32::MAX`. Longer ones (possible: f32 at D = 1 and
+/// N ≈ 2³¹ is 8 GiB an operand) run on the warp-a-row kernels, which count rows in 64 bits.
+const MAX_LEN: usize = i32::MAX as usize - 128;
 
-/// What the tiled kernels need of every problem: f32, f16 or bf16, `1 ≤ D ≤ 128`, fewer than 2³¹
-/// tiles of `rows` (each side a kernel walks), and `bytes` of shared memory within the device's
-/// opt-in limit per block.
+/// What the tiled kernels need of every problem: f32, f16 or bf16, `1 ≤ D ≤ 128`, `Nq` and `Nk`
+/// at most [`MAX_LEN`], fewer than 2³¹ tiles of `rows` (each side a kernel walks), and `bytes` of
+/// shared memory within the device's opt-in limit per block.
 fn fits_with<T: AttentionElement>(
     shape: &AttentionShape,
     limits: &DeviceLimits,
@@ -69,6 +70,7 @@ fn fits_with<T: AttentionElement>(
 ) -> bool {
     T::DTYPE != DType::F64
         && (1..=128).contains(&shape.head_dim)
+        && shape.q_len.max(shape.kv_len) <= MAX_LEN
         && rows.iter().all(|&r| tiles_of(shape, r) < 1 << 31)
         && bytes <= limits.max_shared_per_block_optin
 }
@@ -114,31 +116,38 @@ pub(super) fn bwd_kernels<T: AttentionElement>(
     })
 }
 
+/// The forward's launch: one CTA per query tile, the kernel's dynamic shared memory limit raised
+/// first.
+pub(super) fn config<T: AttentionElement>(
+    kernel: &AttnFwd<T>,
+    shape: &AttentionShape,
+) -> Result<LaunchConfig> {
+    tile_config(kernel.function(), shape, shape.q_len, smem(shape.head_dim))
+}
+
 /// The backward's launches: one CTA per query tile (dq) and per key tile (dk/dv), each kernel's
 /// dynamic shared memory limit raised first.
 pub(super) fn bwd_configs<T: AttentionElement>(
     (dq, dkdv): (&AttnDq<T>, &AttnDkDv<T>),
     shape: &AttentionShape,
 ) -> Result<(LaunchConfig, LaunchConfig)> {
-    let (bq, bk) = (dq_smem(shape.head_dim), dkdv_smem(shape.head_dim));
-    crate::launch::raise_smem(dq.function(), bq)?;
-    crate::launch::raise_smem(dkdv.function(), bk)?;
-    let cfg = |rows: usize, bytes: u32| {
-        let grid = crate::launch::grid(tiles_of(shape, rows), 1, i32::MAX as u64);
-        LaunchConfig::new(grid, THREADS).with_shared_mem(bytes)
-    };
-    Ok((cfg(shape.q_len, bq), cfg(shape.kv_len, bk)))
+    let d = shape.head_dim;
+    Ok((
+        tile_config(dq.function(), shape, shape.q_len, dq_smem(d))?,
+        tile_config(dkdv.function(), shape, shape.kv_len, dkdv_smem(d))?,
+    ))
 }
 
-/// One CTA per query tile (the kernel's grid-stride loop serves any grid), with the kernel's
-/// dynamic shared memory limit raised first.
-pub(super) fn config<T: AttentionElement>(
-    kernel: &AttnFwd<T>,
+/// One CTA of [`THREADS`] per tile of `rows` (the kernels' grid-stride loops serve any grid) with
+/// `bytes` of dynamic shared memory, `f`'s limit raised to it first.
+fn tile_config(
+    f: &cuda_stack_driver::Function,
     shape: &AttentionShape,
+    rows: usize,
+    bytes: u32,
 ) -> Result<LaunchConfig> {
-    let bytes = smem(shape.head_dim);
-    crate::launch::raise_smem(kernel.function(), bytes)?;
-    let grid = crate::launch::grid(tiles(shape), 1, i32::MAX as u64);
+    crate::launch::raise_smem(f, bytes)?;
+    let grid = crate::launch::grid(tiles_of(shape, rows), 1, i32::MAX as u64);
     Ok(LaunchConfig::new(grid, THREADS).with_shared_mem(bytes))
 }
 
@@ -238,8 +247,28 @@ mod tests {
     }
 
     #[test]
+    fn lengths_stay_short_of_the_kernels_int_arithmetic() {
+        let h100 = limits(9, 0, 232_448);
+        let len = |q_len, kv_len| AttentionShape {
+            batch: 1,
+            heads: 1,
+            q_len,
+            kv_len,
+            head_dim: 1,
+            causal: true,
+        };
+        assert!(fits::<f32>(&len(MAX_LEN, MAX_LEN), &h100));
+        assert!(bwd_fits::<f32>(&len(MAX_LEN, MAX_LEN), &h100));
+        // i32::MAX - 127 rows would overflow `N + 63` / `n0 + 64` in the kernels.
+        for (q, k) in [(MAX_LEN + 1, 1), (1, MAX_LEN + 1), (i32::MAX as usize, 5)] {
+            assert!(!fits::<f32>(&len(q, k), &h100), "{q} x {k}");
+            assert!(!bwd_fits::<f32>(&len(q, k), &h100), "{q} x {k}");
+        }
+    }
+
+    #[test]
     fn tiles_count_query_tiles_of_every_head() {
         let sh = super::super::causal_test_shape(2, 3, 65, 65);
-        assert_eq!(tiles(&sh), 2 * 3 * 2);
+        assert_eq!(tiles_of(&sh, sh.q_len), 2 * 3 * 2);
     }
 }
