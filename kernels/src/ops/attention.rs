@@ -1,8 +1,8 @@
 //! Fused scaled-dot-product attention, forward and backward: the scores `scale · Q Kᵀ` are never
 //! written to memory; the forward saves the row log-sum-exp that the backward recomputes the
 //! probabilities from (FlashAttention-2's scheme). Three kernel families ([`AttentionAlgo`]):
-//! SIMT (`cuda/attention.cu`, every dtype and head dimension, and `cuda/attention_tiled.cu`, the
-//! tiled forward for f32, f16 and bf16 at D ≤ 128), mma.sync (`cuda/attention_mma.cu`,
+//! SIMT (`cuda/attention.cu`, every dtype and head dimension, and `cuda/attention_tiled*.cu`, the
+//! tiled forward and backward for f32, f16 and bf16 at D ≤ 128), mma.sync (`cuda/attention_mma.cu`,
 //! `cuda/attention_mma_bwd.cu`, sm_80+) and, on sm_90, wgmma with TMA (`cuda/attention_wgmma.cu`
 //! and `cuda/attention_wgmma_bwd.cu`, FlashAttention-3's structure).
 //!
@@ -97,11 +97,12 @@ pub enum AttentionAlgo {
     /// [`ATTENTION_BWD_ENV`] override the forward's and the backward's choice (where the kernels
     /// they name fit).
     Auto,
-    /// The CUDA cores, every dtype and head dimension: the forward on
-    /// `attn_fwd_tiled_d{64,128}_<dt>` (`cuda/attention_tiled.cu`: 64 query rows a CTA against
-    /// key tiles in shared memory) for f32, f16 and bf16 at D ≤ 128 where the device has the
-    /// shared memory (every sm_80+ GPU), else on `attn_fwd_<dt>` (`cuda/attention.cu`, a warp a
-    /// query row); the backward on `attn_bwd_{dq,dkdv}_<dt>` (`cuda/attention.cu`).
+    /// The CUDA cores, every dtype and head dimension: for f32, f16 and bf16 at D ≤ 128, where the
+    /// device has the shared memory (every sm_80 and sm_90 GPU), the tiled kernels
+    /// `attn_fwd_tiled_d{64,128}_<dt>` (`cuda/attention_tiled.cu`) and
+    /// `attn_bwd_{dq,dkdv}_tiled_d{64,128}_<dt>` (`cuda/attention_tiled_bwd.cu`): 64 rows of a
+    /// head a CTA against tiles of the other side in shared memory; else `attn_fwd_<dt>` and
+    /// `attn_bwd_{dq,dkdv}_<dt>` (`cuda/attention.cu`, a warp a row).
     Simt,
     /// `attn_fwd_mma_d{64,128}_<dt>` (`cuda/attention_mma.cu`) and
     /// `attn_bwd_{dq,dkdv}_mma_d{64,128}_<dt>` (`cuda/attention_mma_bwd.cu`); mma.sync, compute
