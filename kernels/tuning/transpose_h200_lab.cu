@@ -79,9 +79,9 @@
 // Transpose candidate. in [rows, cols] -> out [cols, rows]; any rows, cols >= 1.
 // Launch: block 32 NW, grid (ceil(rows / TR), ceil(cols / TC)), dynamic shared memory
 // (TR + 8) (TC + 1) floats. tile[i][j] = in[r0 - 8 + i][c0 + j].
-template <int TR, int TC, int NW, int MINB>
-__global__ void __launch_bounds__(NW * 32, MINB)
-tx(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+template <int TR, int TC, int NW>
+__device__ __forceinline__ void tx_body(const float* __restrict__ in, float* __restrict__ out, int rows, int cols,
+                                        int r0, int c0) {
     constexpr int IR = TR + 8, P = TC + 1;
     constexpr int RPW = (IR + NW - 1) / NW;  // input rows per warp
     constexpr int NLI = TC / 32 + 1;         // 128-byte lines per input segment (TC floats)
@@ -89,7 +89,6 @@ tx(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
     constexpr int NLO = TR / 32 + 1;         // lines per output segment (<= TR + 7 floats, sector start)
     extern __shared__ float tile[];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const int r0 = blockIdx.x * TR, c0 = blockIdx.y * TC;
     const int cw = min(TC, cols - c0);
     float v[RPW][NLI];
     int mis[RPW];
@@ -135,6 +134,29 @@ tx(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
             }
         }
     }
+}
+
+template <int TR, int TC, int NW, int MINB>
+__global__ void __launch_bounds__(NW * 32, MINB)
+tx(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    tx_body<TR, TC, NW>(in, out, rows, cols, blockIdx.x * TR, blockIdx.y * TC);
+}
+
+// Session 58: tx's tile in a swizzled order. 1-D grid of one block per tile; the tiles go in
+// groups of G tile columns, and within a group the tile column runs fastest: the blocks resident
+// together (~264 of 128 x 64 on an H200) cover a G x (264 / G) patch of tiles, so each input row
+// is read in runs of G x TC floats and each output row written in runs of (264 / G) x TR floats
+// (tx's column-major order: runs of TC read, whole output rows written). G = 1 is tx's order.
+// Question: is the large odd shapes' 0.82x of the D2D copy DRAM locality of the 256-byte reads?
+template <int TR, int TC, int NW, int MINB, int G>
+__global__ void __launch_bounds__(NW * 32, MINB)
+txs(const float* __restrict__ in, float* __restrict__ out, int rows, int cols) {
+    const int tiles_r = (rows + TR - 1) / TR, tiles_c = (cols + TC - 1) / TC;
+    const int b = blockIdx.x, gsz = G * tiles_r;
+    const int g = b / gsz, u = b - g * gsz;
+    const int gw = min(G, tiles_c - g * G);  // the last group may be narrower
+    const int tr = u / gw, tc = g * G + (u - tr * gw);
+    tx_body<TR, TC, NW>(in, out, rows, cols, tr * TR, tc * TC);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -345,6 +367,26 @@ static const TxCand kTx[] = {
     TXC(128, 64, 8, 1),    // 8 warps, 17 rows (51 loads) each: fewer threads, more work
 };
 
+struct TxsCand {
+    const char* name;
+    void (*kern)(const float*, float*, int, int);
+    int tr, tc, threads;
+    size_t smem;
+};
+#define TXS(TR, TC, NW, MB, G) \
+    TxsCand { "txs<" #TR "," #TC "," #NW "," #MB "," #G ">", txs<TR, TC, NW, MB, G>, TR, TC, 32 * NW, (size_t)(TR + 8) * (TC + 1) * 4 }
+static const TxsCand kTxs[] = {
+    TXS(128, 64, 16, 1, 1),  // the library's 128 x 64 kernel's order through the 1-D mapping (control)
+    TXS(128, 64, 16, 1, 2),
+    TXS(128, 64, 16, 1, 4),
+    TXS(128, 64, 16, 1, 8),
+    TXS(128, 64, 16, 1, 16),
+    TXS(128, 64, 16, 1, 32),
+    TXS(128, 128, 32, 1, 4),
+    TXS(128, 128, 32, 1, 8),
+    TXS(128, 128, 32, 1, 16),
+};
+
 struct TxpCand {
     const char* name;
     void (*kern)(const float*, float*, int, int);
@@ -389,8 +431,11 @@ static void run_transposes() {
         if (c.smem > 48 * 1024) CK(cudaFuncSetAttribute(c.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
     for (const auto& c : kTxp)
         if (c.smem > 48 * 1024) CK(cudaFuncSetAttribute(c.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
+    for (const auto& c : kTxs)
+        if (c.smem > 48 * 1024) CK(cudaFuncSetAttribute(c.kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)c.smem));
     const size_t NTX = sizeof(kTx) / sizeof(kTx[0]), NTXP = sizeof(kTxp) / sizeof(kTxp[0]);
-    std::vector<double> worst(NTX + NTXP + 1, 1e9);  // min xD2D over odd shapes
+    const size_t NTXS = sizeof(kTxs) / sizeof(kTxs[0]);
+    std::vector<double> worst(NTX + NTXP + NTXS + 1, 1e9);  // min xD2D over odd shapes
     for (auto sh : kTrShapes) {
         const int rows = sh.rows, cols = sh.cols;
         const size_t n = (size_t)rows * cols;
@@ -469,11 +514,17 @@ static void run_transposes() {
             CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, c.kern, c.threads, c.smem));
             row(c.name, [&] { c.kern<<<per_sm * g_sms, c.threads, c.smem>>>(d_in, d_out, rows, cols); }, (int)(NTX + k));
         }
+        for (size_t k = 0; k < NTXS; ++k) {
+            const TxsCand& c = kTxs[k];
+            const unsigned g = (unsigned)(((rows + c.tr - 1) / c.tr) * ((cols + c.tc - 1) / c.tc));
+            row(c.name, [&] { c.kern<<<g, c.threads, c.smem>>>(d_in, d_out, rows, cols); }, (int)(NTX + NTXP + k));
+        }
     }
     printf("\nmin xD2D over the odd shapes (target >= 0.85 on H100 and H200):\n");
     printf("  %-18s %.3f\n", "lib aligned", worst.back());
     for (size_t k = 0; k < NTX; ++k) printf("  %-18s %.3f\n", kTx[k].name, worst[k]);
     for (size_t k = 0; k < NTXP; ++k) printf("  %-18s %.3f\n", kTxp[k].name, worst[NTX + k]);
+    for (size_t k = 0; k < NTXS; ++k) printf("  %-18s %.3f\n", kTxs[k].name, worst[NTX + NTXP + k]);
     CK(cudaFree(d_in));
     CK(cudaFree(d_out));
     CK(cudaFree(d_cp));
