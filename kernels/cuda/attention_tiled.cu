@@ -150,14 +150,7 @@ __device__ __forceinline__ void attn_fwd_tiled(const S* __restrict__ q, const S*
             const int row = m0 + 4 * ty + i;
             if (row >= Nq) continue;
             const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-            S* orow = out + b * o_sb + h * o_sh + row * o_sr;
-#pragma unroll
-            for (int g = 0; g < G; ++g)
-#pragma unroll
-                for (int c = 0; c < 4; ++c) {
-                    const int col = 4 * tx + 64 * g + c;
-                    if (col < D) orow[col] = DType<Tag>::store(o[i][4 * g + c] * inv);
-                }
+            at_store_row<Tag, S, DP>(out + b * o_sb + h * o_sh + row * o_sr, D, o, i, tx, inv);
             if (tx == 0) lse[(long long)bh * Nq + row] = l > 0.0f ? (m[i] + log2f(l)) * 0.6931471805599453f : NEG_INF;
         }
     }

@@ -115,6 +115,20 @@ __device__ __forceinline__ void at_mul_acc(float (&o)[4][4 * (DP / 64)], const f
     }
 }
 
+// Row i of the 4 x (4 DP / 64) block `o` scaled by mul into the row `dst` (its columns
+// 4 tx + 64 g + c < D).
+template <typename Tag, typename S, int DP>
+__device__ __forceinline__ void at_store_row(S* __restrict__ dst, int D, const float (&o)[4][4 * (DP / 64)], int i,
+                                             int tx, float mul) {
+#pragma unroll
+    for (int g = 0; g < DP / 64; ++g)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            const int col = 4 * tx + 64 * g + c;
+            if (col < D) dst[col] = DType<Tag>::store(o[i][4 * g + c] * mul);
+        }
+}
+
 // Rows 4 ty + i (i < 4) of the 4 x (4 DP / 64) block `o` scaled by mul into row r0 + 4 ty + i
 // (< N) of a strided [N, D] matrix (columns 4 tx + 64 g + c < D).
 template <typename Tag, typename S, int DP>
@@ -123,14 +137,6 @@ __device__ __forceinline__ void at_store_rows(S* __restrict__ dst, long long sr,
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
         const int row = r0 + 4 * ty + i;
-        if (row >= N) continue;
-        S* r = dst + (long long)row * sr;
-#pragma unroll
-        for (int g = 0; g < DP / 64; ++g)
-#pragma unroll
-            for (int c = 0; c < 4; ++c) {
-                const int col = 4 * tx + 64 * g + c;
-                if (col < D) r[col] = DType<Tag>::store(o[i][4 * g + c] * mul);
-            }
+        if (row < N) at_store_row<Tag, S, DP>(dst + (long long)row * sr, D, o, i, tx, mul);
     }
 }
