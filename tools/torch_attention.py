@@ -22,9 +22,11 @@ Each case is one of (the `op` field):
 Every case has `dtype` ("f32", "bf16", "f16") and `pass` ("fwd", "bwd" or "fwdbwd"; "bwd" times
 the backward alone from saved forward results where PyTorch allows it: gelu and layer_norm).
 
-Timing is the method attention_bench uses on its side: one warm-up call, R back-to-back calls
-between two CUDA events on one stream (R chosen so a trial lasts ~20 ms, at most 200), median of
-5 trials (3 with "quick": true in a case). Output: JSON
+Timing is the method attention_bench uses on its side: one warm-up call, then `settle_s` seconds
+of untimed back-to-back calls (the case's field: 1 s for the attention cases, 0 for the row ops
+and in quick runs; the GPU then runs at the clock its power cap sets for the work), R back-to-back
+calls between two CUDA events on one stream (R chosen so a trial lasts ~20 ms, at most 200),
+median of 5 trials (3 with "quick": true in a case). Output: JSON
 {"torch": version, "device": name, "cases": {id: {"s": seconds per call, "backend": str|null}}}.
 """
 import json
@@ -52,12 +54,16 @@ def events_time(run):
     return s.elapsed_time(e) / 1e3
 
 
-def measure(fn, quick):
+def measure(fn, quick, settle_s=0.0):
     trials, target, max_reps = (3, 0.005, 50) if quick else (5, 0.020, 200)
     fn()
     torch.cuda.synchronize()
     one = events_time(fn)
     reps = max(1, min(max_reps, int(target / max(one, 1e-7))))
+    # settle_s of untimed back-to-back calls first (the case's "settle_s", as attention_bench
+    # does on its side): the trials then run at the clock the GPU's power cap sets for this work.
+    for _ in range(math.ceil(settle_s / max(one, 1e-7)) if settle_s > 0 else 0):
+        fn()
 
     def loop():
         for _ in range(reps):
@@ -192,7 +198,8 @@ def main():
         if make is None:
             sys.exit(f"torch_attention.py: unknown op {c['op']!r} in case {c['id']}")
         fn, backend = make(c, dev)
-        out[c["id"]] = {"s": measure(fn, c.get("quick", False)), "backend": backend}
+        s = measure(fn, c.get("quick", False), float(c.get("settle_s", 0.0)))
+        out[c["id"]] = {"s": s, "backend": backend}
         print(f"torch {c['id']}: {out[c['id']]['s'] * 1e6:.1f} us", file=sys.stderr)
         torch.cuda.empty_cache()
     json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(dev),

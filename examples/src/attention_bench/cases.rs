@@ -3,6 +3,9 @@
 
 use serde_json::{json, Value};
 
+/// [`Case::settle_secs`] of a compute-bound case.
+pub const SETTLE_SECS: f64 = 1.0;
+
 /// What a case runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
@@ -171,8 +174,21 @@ impl Case {
             "id": self.id(), "op": self.op.name(), "pass": self.pass.name(),
             "dtype": self.dt.name(), "b": self.b, "h": self.h, "n": self.n, "d": self.d,
             "causal": self.causal, "rows": self.rows, "c": self.c, "v": self.v,
-            "device": device, "quick": quick,
+            "device": device, "quick": quick, "settle_s": self.settle_secs(quick),
         })
+    }
+
+    /// Seconds of untimed back-to-back calls before the trials, on both sides: 1 s for the
+    /// attention cases (compute-bound: an H200 holds the D = 128 forward at its power cap, where
+    /// the clock falls from 1980 MHz to 1575–1785 MHz within a fraction of a second, so a case
+    /// timed right after a lighter one, or from a cool start, runs faster than the same case
+    /// settled: kernels/TUNING.md, session 58; `kernels_bench` settles its GEMMs likewise), none
+    /// for the memory-bound row ops and in `--quick` runs.
+    pub fn settle_secs(&self, quick: bool) -> f64 {
+        match self.op {
+            Op::Sdpa | Op::Chain if !quick => SETTLE_SECS,
+            _ => 0.0,
+        }
     }
 
     /// Attention FLOPs: `4·b·h·n²·d` (two GEMMs), halved when causal; the backward is 2.5× the
@@ -328,5 +344,21 @@ mod tests {
         let causal = Case::sdpa(1, 1, 1024, 64, true, Pass::FwdBwd);
         assert_eq!(causal.flops(), 3.5 * 2.0 * 1024.0 * 1024.0 * 64.0);
         assert!(full.counts_flops());
+    }
+
+    #[test]
+    fn the_compute_bound_cases_settle_on_both_sides() {
+        for c in all(false) {
+            let want = match c.op {
+                Op::Sdpa | Op::Chain => SETTLE_SECS,
+                _ => 0.0,
+            };
+            assert_eq!(c.settle_secs(false), want, "{}", c.id());
+            assert_eq!(c.to_json(0, false)["settle_s"].as_f64(), Some(want));
+        }
+        for c in all(true) {
+            assert_eq!(c.settle_secs(true), 0.0, "{}", c.id());
+            assert_eq!(c.to_json(0, true)["settle_s"].as_f64(), Some(0.0));
+        }
     }
 }

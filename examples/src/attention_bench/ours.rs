@@ -16,6 +16,7 @@ pub struct Bench {
     trials: usize,
     target_s: f64,
     max_reps: usize,
+    quick: bool,
 }
 
 /// A case's inputs, made once and reused by every timed call.
@@ -54,16 +55,22 @@ impl Bench {
             trials: if quick { 3 } else { 5 },
             target_s: if quick { 0.005 } else { 0.020 },
             max_reps: if quick { 50 } else { 200 },
+            quick,
         })
     }
 
-    /// Median seconds per call: one warm-up call, R back-to-back calls per trial (R so a trial
-    /// lasts about `target_s`), the median over the trials (`tools/torch_attention.py` does the
-    /// same).
-    fn median(&self, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
+    /// Median seconds per call: one warm-up call, `settle_s` of untimed back-to-back calls
+    /// ([`Case::settle_secs`]), R back-to-back calls per trial (R so a trial lasts about
+    /// `target_s`), the median over the trials (`tools/torch_attention.py` does the same).
+    fn median(&self, settle_s: f64, mut f: impl FnMut() -> Res<()>) -> Res<f64> {
         let s = cuda_stack_runtime::current_stream()?;
         f()?;
         let one = self.timer.time(&s, |_| f())?.as_secs_f64();
+        if settle_s > 0.0 {
+            for _ in 0..(settle_s / one.max(1e-7)).ceil() as usize {
+                f()?;
+            }
+        }
         let reps = ((self.target_s / one.max(1e-7)) as usize).clamp(1, self.max_reps);
         // Slow cases (a call of 0.1 s or more) take 3 trials, so a sweep stays minutes long.
         let trials = if one >= 0.1 { 3 } else { self.trials };
@@ -80,34 +87,35 @@ impl Bench {
 
     fn time_as<T: AttentionElement + FloatElement>(&mut self, case: &Case) -> Res<f64> {
         let inputs = make_inputs::<T>(case)?;
+        let settle = case.settle_secs(self.quick);
         let t = match (&inputs, case.op) {
             (Inputs::Attention { q, k, v, .. }, Op::Chain) => {
                 let scale = 1.0 / (case.d as f64).sqrt();
-                self.median(|| o::chain(q, k, v, scale))?
+                self.median(settle, || o::chain(q, k, v, scale))?
             }
             (Inputs::Attention { q, k, v, dout }, Op::Sdpa) => match case.pass {
-                Pass::Fwd => self.median(|| o::sdpa_fwd(q, k, v, case.causal))?,
-                _ => self.median(|| o::sdpa_fwd_bwd(q, k, v, dout, case.causal))?,
+                Pass::Fwd => self.median(settle, || o::sdpa_fwd(q, k, v, case.causal))?,
+                _ => self.median(settle, || o::sdpa_fwd_bwd(q, k, v, dout, case.causal))?,
             },
             (Inputs::Rows { x, dy, w, b }, Op::LayerNorm) => {
                 let saved = o::layer_norm_fwd(x, w, b)?;
                 match case.pass {
-                    Pass::Fwd => self.median(|| o::layer_norm_fwd(x, w, b).map(drop))?,
-                    _ => self.median(|| o::layer_norm_bwd(x, w, &saved, dy))?,
+                    Pass::Fwd => self.median(settle, || o::layer_norm_fwd(x, w, b).map(drop))?,
+                    _ => self.median(settle, || o::layer_norm_bwd(x, w, &saved, dy))?,
                 }
             }
             (Inputs::Rows { x, dy, .. }, Op::Gelu) => match case.pass {
-                Pass::Fwd => self.median(|| o::gelu_fwd(x))?,
-                _ => self.median(|| o::gelu_bwd(x, dy))?,
+                Pass::Fwd => self.median(settle, || o::gelu_fwd(x))?,
+                _ => self.median(settle, || o::gelu_bwd(x, dy))?,
             },
             (Inputs::Rows { x, .. }, Op::CrossEntropy) => {
                 let t = targets(case.n, case.v)?;
                 let one = Tensor::<f32>::from_vec(vec![1.0], &[])?.to_dtype::<T::Stat>()?;
-                self.median(|| o::classifier(x, &t, &one))?
+                self.median(settle, || o::classifier(x, &t, &one))?
             }
             (Inputs::Lookup { table, idx, dy }, Op::Embedding) => match case.pass {
-                Pass::Fwd => self.median(|| o::embedding_fwd(table, idx))?,
-                _ => self.median(|| o::embedding_bwd(idx, dy, case.v))?,
+                Pass::Fwd => self.median(settle, || o::embedding_fwd(table, idx))?,
+                _ => self.median(settle, || o::embedding_bwd(idx, dy, case.v))?,
             },
             _ => return Err(format!("attention_bench: no inputs for case {}", case.id()).into()),
         };

@@ -20,7 +20,9 @@
 //!   forward + its gradient at vocabulary 50257: ≥ 1.5×.
 //!
 //! Times: CUDA events around back-to-back calls on one stream, median of trials, after a
-//! warm-up; PyTorch's side (`tools/torch_attention.py`) times the same way.
+//! warm-up and, for the attention cases, 1 s of untimed calls (`Case::settle_secs`: each case is
+//! timed at the clock the GPU's power cap sets for it, not at what the case before left);
+//! PyTorch's side (`tools/torch_attention.py`) times the same way.
 //!
 //! Run: `cargo run --release -p cuda-examples --bin attention_bench -- [--quick] [--torch-run]
 //! [--torch FILE] [--filter TEXT] [--device N] [--json] [--bwd-dq auto|atomic|separate]`;
