@@ -19,7 +19,12 @@ pub fn timing(quick: bool) -> Timing {
         trials: if quick { 3 } else { 5 },
         target_secs: if quick { 0.002 } else { 0.010 },
         max_reps: if quick { 50 } else { 1000 },
-        settle_secs: 0.0, // memory-bound kernels: their clocks do not depend on what ran before
+        // No settling (both sides): most families are memory-bound, and their clocks do not
+        // depend on what ran before. The GEMM families (hgemm, sgemm) are timed unsettled here
+        // too, in trials of ~10 ms; `kernels_bench`'s tensor-core section and `attention_bench`
+        // settle theirs (kernels/TUNING.md, "mma.sync, fifth round" and session 58). Whether
+        // settling moves the sweep's GEMM ratios has not been measured.
+        settle_secs: 0.0,
     }
 }
 
