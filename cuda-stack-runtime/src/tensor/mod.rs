@@ -84,6 +84,7 @@ mod create;
 mod dim_range;
 mod display;
 mod dtype;
+mod dtype_impls;
 mod error;
 mod float_dtype;
 mod fp8_dtype;
