@@ -124,6 +124,36 @@ impl fmt::Display for Arch {
     }
 }
 
+/// The real architectures a file with PTX targets `targets` gets SASS for, of the `asked` ones:
+/// each that one of its targets runs on (the newest such target decides), as `sm_XYa` where
+/// that target is architecture-specific (`compute_90a` code does not compile for plain
+/// `sm_90`). Ascending, without repeats.
+pub(crate) fn sass_archs(targets: &[Arch], asked: &[Arch]) -> Vec<Arch> {
+    let runs_on = |t: &Arch, real: &Arch| match t.variant {
+        Variant::Portable => (t.major, t.minor) <= (real.major, real.minor),
+        Variant::ArchSpecific => (t.major, t.minor) == (real.major, real.minor),
+        Variant::FamilySpecific => t.major == real.major && t.minor <= real.minor,
+    };
+    let mut out: Vec<Arch> = asked
+        .iter()
+        .filter_map(|real| {
+            let t = targets.iter().filter(|t| runs_on(t, real)).max()?;
+            Some(Arch {
+                major: real.major,
+                minor: real.minor,
+                variant: if t.variant == Variant::Portable {
+                    real.variant
+                } else {
+                    t.variant
+                },
+            })
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,13 +1,15 @@
 //! [`Build`]: what a build script asks for, and [`Output`]: what it got.
 
-use crate::arch::{Arch, Variant, DEFAULT_ARCH};
+use crate::arch::{sass_archs, Arch};
 use crate::diagnostics::{self, Severity};
+use crate::directives::{directives, parse_archs};
 use crate::discover::{self, Compiler, CompilerInfo, Found};
 use crate::env::Env;
 use crate::error::BuildError;
 use crate::handles::{self, HandleFile, HandleStyle, SassFile};
 use crate::isa::{IsaVersion, DEFAULT_FLOOR};
 use crate::job::{Compiled, Job};
+use crate::parallel::run_parallel;
 use crate::signature::{self, KernelDecl, RustType, TypeMap};
 use crate::{includes, nvcc, nvrtc, ptx_entries};
 use std::ffi::OsString;
@@ -696,94 +698,6 @@ enum Done {
     Binary(Vec<u8>, String),
 }
 
-/// The real architectures a file with PTX targets `targets` gets SASS for, of the `asked` ones:
-/// each that one of its targets runs on (the newest such target decides), as `sm_XYa` where
-/// that target is architecture-specific (`compute_90a` code does not compile for plain
-/// `sm_90`). Ascending, without repeats.
-pub(crate) fn sass_archs(targets: &[Arch], asked: &[Arch]) -> Vec<Arch> {
-    let runs_on = |t: &Arch, real: &Arch| match t.variant {
-        Variant::Portable => (t.major, t.minor) <= (real.major, real.minor),
-        Variant::ArchSpecific => (t.major, t.minor) == (real.major, real.minor),
-        Variant::FamilySpecific => t.major == real.major && t.minor <= real.minor,
-    };
-    let mut out: Vec<Arch> = asked
-        .iter()
-        .filter_map(|real| {
-            let t = targets.iter().filter(|t| runs_on(t, real)).max()?;
-            Some(Arch {
-                major: real.major,
-                minor: real.minor,
-                variant: if t.variant == Variant::Portable {
-                    real.variant
-                } else {
-                    t.variant
-                },
-            })
-        })
-        .collect();
-    out.sort();
-    out.dedup();
-    out
-}
-
-fn parse_archs(list: &[String]) -> Result<Vec<Arch>, BuildError> {
-    if list.is_empty() {
-        return Ok(vec![DEFAULT_ARCH]);
-    }
-    let mut v = list
-        .iter()
-        .map(|a| Arch::parse(a))
-        .collect::<Result<Vec<_>, _>>()?;
-    v.sort();
-    v.dedup();
-    Ok(v)
-}
-
-/// A file's own `// cuda-stack-build: archs=…` / `options=…` lines (`// gen-ptx:` is read too: the
-/// name `cuda-stack-kernels`' files used first): its PTX targets (`None`: the build's) and its extra
-/// options. `src` names the file in errors.
-pub fn directives(src: &Path, text: &str) -> Result<(Option<Vec<Arch>>, Vec<String>), BuildError> {
-    let mut archs = None;
-    let mut opts = Vec::new();
-    for line in text.lines() {
-        let l = line.trim();
-        let Some(rest) = l.strip_prefix("//") else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let Some(body) = rest
-            .strip_prefix("cuda-stack-build:")
-            .or_else(|| rest.strip_prefix("gen-ptx:"))
-        else {
-            continue;
-        };
-        let (key, val) = body.trim().split_once('=').ok_or_else(|| {
-            BuildError::Config(format!(
-                "{}: directive `{l}` is not `key=value`",
-                src.display()
-            ))
-        })?;
-        match key.trim() {
-            "archs" => {
-                let list: Vec<String> = val
-                    .split(',')
-                    .map(|a| a.trim().to_string())
-                    .filter(|a| !a.is_empty())
-                    .collect();
-                archs = Some(parse_archs(&list)?);
-            }
-            "options" => opts.extend(val.split_whitespace().map(String::from)),
-            other => {
-                return Err(BuildError::Config(format!(
-                    "{}: unknown directive `{other}` (known: archs, options)",
-                    src.display()
-                )))
-            }
-        }
-    }
-    Ok((archs, opts))
-}
-
 /// Checks a compiled PTX: its ISA against the floor, and its `.entry` parameters against the
 /// declarations. Returns its ISA.
 fn check_ptx(
@@ -854,41 +768,6 @@ fn check_ptx(
         }
     }
     Ok(isa)
-}
-
-/// Runs `f` on every item with up to `jobs` threads; results in item order. Each item runs on
-/// a thread of its own (started by the worker that took it): NVRTC numbers the call sequences
-/// in the PTX it prints with a per-thread counter that every earlier compile on that thread
-/// advances, so a compile that shared its thread with others would print numbers that depend on
-/// which files the scheduler happened to give that thread before it, and the generated PTX would
-/// change from run to run.
-fn run_parallel<T: Sync, R: Send>(items: &[T], jobs: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    let jobs = jobs.clamp(1, items.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let slots: Vec<std::sync::Mutex<Option<R>>> =
-        items.iter().map(|_| std::sync::Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..jobs {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= items.len() {
-                    break;
-                }
-                let item = &items[i];
-                let f = &f;
-                let r = std::thread::scope(|one| {
-                    one.spawn(move || f(item))
-                        .join()
-                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
-                });
-                *slots[i].lock().unwrap_or_else(|p| p.into_inner()) = Some(r);
-            });
-        }
-    });
-    slots
-        .into_iter()
-        .filter_map(|m| m.into_inner().unwrap_or_else(|p| p.into_inner()))
-        .collect()
 }
 
 fn display_path(src: &Path, root: Option<&Path>) -> String {

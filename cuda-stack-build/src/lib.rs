@@ -83,6 +83,7 @@
 mod arch;
 mod builder;
 mod diagnostics;
+mod directives;
 mod discover;
 mod env;
 mod error;
@@ -93,11 +94,13 @@ mod job;
 mod known_archs;
 mod nvcc;
 mod nvrtc;
+mod parallel;
 pub mod ptx_entries;
 mod signature;
 
 pub use arch::{Arch, Variant, DEFAULT_ARCH};
-pub use builder::{directives, Build, CompiledCubin, CompiledFile, CompiledPtx, Output};
+pub use builder::{Build, CompiledCubin, CompiledFile, CompiledPtx, Output};
+pub use directives::directives;
 pub use discover::{Compiler, CompilerInfo};
 pub use error::{BuildError, Place};
 pub use isa::{IsaVersion, DEFAULT_FLOOR};
