@@ -52,11 +52,11 @@
 //!
 //! ## Dtypes, and where dispatch happens
 //! `Tensor<T>` exists for every [`TensorElement`]: `f32`, `f64`, `i32`, `i64`, `f16`, `bf16`.
-//! **Dtype dispatch is in one place: `src/tensor/dtype.rs`**, the implementations of
-//! [`TensorElement`] — one per dtype, each naming the `cuda-stack-kernels` op it calls for every
-//! tensor op, or inheriting a default that returns [`TensorError::UnsupportedDType`] (the training
-//! kernels' dispatch is [`GradElement`], in `src/tensor/grad_dtype.rs`). The
-//! support table is in that file's docs; in short: f32 everything; f64 and i32 elementwise,
+//! **Dtype dispatch is in one place: `src/tensor/dtype.rs`** declares [`TensorElement`] and
+//! `src/tensor/dtype_impls.rs` implements it — one implementation per dtype, each naming the
+//! `cuda-stack-kernels` op it calls for every tensor op, or inheriting a default that returns
+//! [`TensorError::UnsupportedDType`] (the training kernels' dispatch is [`GradElement`], in
+//! `src/tensor/grad_dtype.rs`). The support table is in `dtype.rs`'s docs; in short: f32 everything; f64 and i32 elementwise,
 //! reductions and matmul; f16/bf16 elementwise, reductions (accumulated in f32, results in
 //! f32) and matmul (f32 accumulation, on cuBLAS or through f32 on the kernels); i64 (the dtype
 //! of an i32 sum) storage, views and `full`. `matmul` picks cuBLAS or the kernels in one place
