@@ -130,11 +130,19 @@ fn body(args: Args) -> ProgramResult {
     let q = args.common.json;
     say!(
         q,
-        "attention_bench: {} cases{} on GPU {device}; forward: {}; backward dq: {}",
+        "attention_bench: {} cases{} on GPU {device}; forward: {}; backward dq: {}; {}",
         cases.len(),
         if quick { " (--quick)" } else { "" },
         std::env::var(fwd_env).unwrap_or_else(|_| "auto".into()),
-        std::env::var(env).unwrap_or_else(|_| "auto (shape rule)".into())
+        std::env::var(env).unwrap_or_else(|_| "auto (shape rule)".into()),
+        if quick {
+            "no settling".to_string()
+        } else {
+            format!(
+                "each attention case settles {} s before its trials, on both sides",
+                ab::cases::SETTLE_SECS
+            )
+        }
     );
     let ours = ab::measure(&cases, device, quick)?;
     let torch = if let Some(p) = &args.torch {
