@@ -64,13 +64,9 @@ __device__ __forceinline__ void attn_fwd_tiled(const S* __restrict__ q, const S*
     const unsigned tiles = bhs * (unsigned)n_qt;
 
     for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-        unsigned bh;
-        int qt;
-        at_tile(t, bhs, n_qt, causal, true, bh, qt);
-        const int b = (int)(bh / (unsigned)H), h = (int)(bh - (unsigned)b * (unsigned)H);
-        const int m0 = qt * AT_BM;
-        // Key tiles any row of the tile sees (those of its last row).
-        const int n_kt = (at_keys_seen((long long)m0 + AT_BM - 1, shift, Nk, causal) + AT_BN - 1) / AT_BN;
+        const AtQueryTile w = at_query_tile(t, bhs, H, n_qt, shift, Nk, causal);
+        const unsigned bh = w.bh;
+        const int b = w.b, h = w.h, m0 = w.m0, n_kt = w.n_kt;
 
         __syncthreads();  // the previous tile's epilogue and PV reads are done
         at_stage<Tag, S, DP>(Qs, q + b * q_sb + h * q_sh, q_sr, m0, Nq, D, sl2);

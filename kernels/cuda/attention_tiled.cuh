@@ -35,6 +35,24 @@ __device__ __forceinline__ int at_keys_seen(long long row, long long shift, int 
     return e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
 }
 
+// Query tile t of the forward's and the dq kernel's loop (heaviest first when causal): its head
+// bh = b H + h, its first row m0, and the key tiles any of its rows sees (those of its last row).
+struct AtQueryTile {
+    unsigned bh;
+    int b, h, m0, n_kt;
+};
+__device__ __forceinline__ AtQueryTile at_query_tile(unsigned t, unsigned bhs, int H, int n_qt, long long shift, int Nk,
+                                                     int causal) {
+    AtQueryTile w;
+    int qt;
+    at_tile(t, bhs, n_qt, causal, true, w.bh, qt);
+    w.b = (int)(w.bh / (unsigned)H);
+    w.h = (int)(w.bh - (unsigned)w.b * (unsigned)H);
+    w.m0 = qt * AT_BM;
+    w.n_kt = (at_keys_seen((long long)w.m0 + AT_BM - 1, shift, Nk, causal) + AT_BN - 1) / AT_BN;
+    return w;
+}
+
 // Rows [r0, r0 + 64) x columns [0, DP) of a strided [N, D] matrix (row stride sr) into dst (rows of
 // AT_LD(DP) floats), times mul; zeros past N rows or D columns. Each warp reads 32 consecutive
 // columns of a row: coalesced.

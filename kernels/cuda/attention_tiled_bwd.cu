@@ -66,13 +66,9 @@ __device__ __forceinline__ void attn_bwd_dq_tiled(const S* __restrict__ q, const
     const unsigned tiles = bhs * (unsigned)n_qt;
 
     for (unsigned t = blockIdx.x; t < tiles; t += gridDim.x) {
-        unsigned bh;
-        int qt;
-        at_tile(t, bhs, n_qt, causal, true, bh, qt);
-        const int b = (int)(bh / (unsigned)H), h = (int)(bh - (unsigned)b * (unsigned)H);
-        const int m0 = qt * AT_BM;
-        // Key tiles any row of the tile sees (those of its last row).
-        const int n_kt = (at_keys_seen((long long)m0 + AT_BM - 1, shift, Nk, causal) + AT_BN - 1) / AT_BN;
+        const AtQueryTile w = at_query_tile(t, bhs, H, n_qt, shift, Nk, causal);
+        const unsigned bh = w.bh;
+        const int b = w.b, h = w.h, m0 = w.m0, n_kt = w.n_kt;
         // This thread's rows: lse in log2 units (+inf where the row sees no key or is past Nq:
         // P = 0), delta, and the keys each sees (< lim).
         float l2[4], dl[4];
