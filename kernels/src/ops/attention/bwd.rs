@@ -696,7 +696,8 @@ fn bwd<T: AttentionElement>(
         // and free of overlaps (dense: exact length). The tensor-core and tiled SIMT kernels
         // access the same elements (their zero-filled copies of rows past Nk, and tiled, of
         // columns past D, read nothing; the tiled kernel's 32-bit tile counts are below 2^31 and
-        // Nq, Nk leave room for its int row arithmetic, `tiled::bwd_fits`, and its dynamic shared memory is what `tiled::bwd_configs` raised).
+        // Nq, Nk leave room for its int row arithmetic, `tiled::bwd_fits`, and its dynamic
+        // shared memory is what `tiled::bwd_configs` raised).
         unsafe {
             k_dq.launch(
                 s, &dq_cfg, q.data, k.data, v.data, dout.data, lse, &*delta, dq, bb, hh, nq, nk,
