@@ -4,11 +4,12 @@
 use super::training::*;
 use super::Res;
 use crate::Args;
+use cuda_examples::children;
 use cuda_stack_nccl::{CommConfig, CommGroup, Communicator};
 use cuda_stack_runtime::set_device;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// One thread per GPU, each with its communicator and with that GPU as its current device (a
 /// thread's current device is its own and starts at 0: without this, every rank's tensors would
@@ -96,39 +97,25 @@ pub(crate) fn on_processes(args: &Args, n: usize, task: &str, job: Job) -> Res<V
         if job.sharded {
             cmd.arg("--sharded");
         }
-        children.push(cmd.spawn()?);
-    }
-    // Each child's output is read on a thread of its own (a full pipe must never stall it).
-    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
-    let (tx, rx) = std::sync::mpsc::channel();
-    for (rank, ch) in children.into_iter().enumerate() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send((rank, ch.wait_with_output()));
-        });
-    }
-    drop(tx);
-    let deadline = Instant::now() + Duration::from_secs(900);
-    let mut outs = vec![Value::Null; n];
-    for _ in 0..n {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok((rank, o)) = rx.recv_timeout(left) else {
-            for pid in &pids {
-                // Only the children this run started, by id.
-                let _ = Command::new("kill").arg(pid.to_string()).status();
+        match cmd.spawn() {
+            Ok(c) => children.push(c),
+            Err(e) => {
+                children::kill(&children::ids(&children));
+                return Err(format!("starting worker {rank}: {e}").into());
             }
-            return Err("a worker process did not finish within 15 minutes".into());
-        };
-        let o = o?;
-        if !o.status.success() {
-            return Err(format!("worker {rank} failed ({})", o.status).into());
         }
+    }
+    let outs = children::wait_all(children, Duration::from_secs(900))?;
+    let mut values = Vec::with_capacity(n);
+    for (rank, o) in outs.iter().enumerate() {
         let text = String::from_utf8_lossy(&o.stdout);
         let line = text.lines().last().unwrap_or("");
-        outs[rank] = serde_json::from_str(line)
-            .map_err(|e| format!("worker {rank} output {line:?}: {e}"))?;
+        values.push(
+            serde_json::from_str(line)
+                .map_err(|e| format!("worker {rank} output {line:?}: {e}"))?,
+        );
     }
-    Ok(outs)
+    Ok(values)
 }
 
 /// A child: rank `rank` of `world`, one GPU; prints one JSON line.

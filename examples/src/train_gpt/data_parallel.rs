@@ -29,6 +29,7 @@
 use super::throughput::GPT2_VOCAB;
 use super::{Args, ConfigName, TorchPlan};
 use cuda_examples::bench::Table;
+use cuda_examples::children;
 use cuda_examples::exit::ProgramResult;
 use cuda_examples::gpt::torch_bench::{describe, thousands, Target, TorchGpt, TorchRequest};
 use cuda_examples::gpt::{GptConfig, MemoryEstimate};
@@ -37,7 +38,7 @@ use cuda_stack_runtime::caching::format_bytes;
 use cuda_stack_runtime::cuda_stack_driver::Device;
 use serde_json::{json, Value};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 mod rank;
 pub use rank::worker;
@@ -204,7 +205,7 @@ fn spawn_ranks(world: usize, out: &Out) -> Result<Vec<RankReport>, String> {
         match cmd.spawn() {
             Ok(c) => children.push(c),
             Err(e) => {
-                kill(&children.iter().map(|c| c.id()).collect::<Vec<_>>());
+                children::kill(&children::ids(&children));
                 return Err(format!("starting rank {rank}: {e}"));
             }
         }
@@ -217,67 +218,28 @@ fn spawn_ranks(world: usize, out: &Out) -> Result<Vec<RankReport>, String> {
             .collect::<Vec<_>>()
             .join(", ")
     ));
-    let pids: Vec<u32> = children.iter().map(|c| c.id()).collect();
-    let (tx, rx) = std::sync::mpsc::channel();
-    for (rank, ch) in children.into_iter().enumerate() {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send((rank, ch.wait_with_output()));
-        });
-    }
-    drop(tx);
-    let deadline = Instant::now() + CHILD_DEADLINE;
-    let mut reports: Vec<Option<RankReport>> = vec![None; world];
-    for _ in 0..world {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let Ok((rank, o)) = rx.recv_timeout(left) else {
-            kill(&pids);
-            return Err(format!(
-                "a rank did not finish within {} s",
-                CHILD_DEADLINE.as_secs()
-            ));
-        };
-        let failed = |why: String| {
-            kill(&pids);
-            Err(format!("rank {rank} failed: {why}"))
-        };
-        let o = match o {
-            Ok(o) => o,
-            Err(e) => return failed(e.to_string()),
-        };
-        if !o.status.success() {
-            return failed(format!("{} (its message is above)", o.status));
+    let outs = match children::wait_all(children, CHILD_DEADLINE) {
+        Ok(o) => o,
+        Err(children::ChildrenError::Failed { rank, why }) => {
+            return Err(format!("rank {rank} failed: {why} (its message is above)"))
         }
+        Err(e) => return Err(e.to_string()),
+    };
+    let mut reports = Vec::with_capacity(world);
+    for (rank, o) in outs.iter().enumerate() {
         let text = String::from_utf8_lossy(&o.stdout);
         let line = text
             .lines()
             .rev()
             .find(|l| l.trim_start().starts_with('{'))
             .unwrap_or("");
-        let parsed = serde_json::from_str::<Value>(line)
+        let report = serde_json::from_str::<Value>(line)
             .map_err(|e| format!("rank {rank}'s report {line:?}: {e}"))
-            .and_then(|v| RankReport::parse(&v));
-        match parsed {
-            Ok(r) => reports[rank] = Some(r),
-            Err(e) => return failed(e),
-        }
+            .and_then(|v| RankReport::parse(&v))
+            .map_err(|e| format!("rank {rank} failed: {e}"))?;
+        reports.push(report);
     }
-    reports
-        .into_iter()
-        .enumerate()
-        .map(|(r, x)| x.ok_or_else(|| format!("rank {r} sent no report")))
-        .collect()
-}
-
-/// Stops the children this run started, by process id.
-fn kill(pids: &[u32]) {
-    for pid in pids {
-        let _ = Command::new("kill")
-            .arg(pid.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status();
-    }
+    Ok(reports)
 }
 
 /// The parent of a `--gpus N` run: preflight, the one-GPU run, the N-GPU run, the tables,
