@@ -6,7 +6,9 @@ Usage (on the GPU machine, in the same command as the benchmark):
     python3 tools/torch_sweep.py cases.json > torch_sweep.json
     kernels_bench --sweep --torch-sweep torch_sweep.json
 
-Timing is the method kernels_bench uses on its side: one warm-up call, R back-to-back calls
+Timing is the method kernels_bench uses on its side: one warm-up call, for the GEMM cases the
+case's `settle_s` seconds of untimed calls (the clock a GPU at its power limit holds for this
+kernel, not for the case before), R back-to-back calls
 between two CUDA events on one stream (R chosen so a trial lasts ~10 ms, at most 1000), median
 of 5 trials, the same tensors every call. Each case is also replayed from a CUDA graph of R
 calls (same events, same trials): the graph time is PyTorch's GPU time without its host-side
@@ -16,6 +18,7 @@ TF32 is off for matmuls (cuBLAS FP32, like the sgemm it is compared with); bf16/
 Output: JSON {"header": ..., "cases": {id: {"eager_s": s, "graph_s": s or null}}}.
 """
 import json
+import math
 import sys
 
 import torch
@@ -38,12 +41,16 @@ def events_time(run):
     return s.elapsed_time(e) / 1e3
 
 
-def measure(fn, quick):
+def measure(fn, quick, settle_s=0.0):
     trials, target, max_reps = (3, 0.002, 50) if quick else (TRIALS, TARGET_S, MAX_REPS)
     fn()
     torch.cuda.synchronize()
     one = events_time(fn)
     reps = max(1, min(max_reps, int(target / max(one, 1e-7))))
+    if settle_s > 0:
+        for _ in range(max(1, math.ceil(settle_s / max(one, 1e-7)))):
+            fn()
+        torch.cuda.synchronize()
 
     def loop():
         for _ in range(reps):
@@ -163,7 +170,7 @@ def main():
     for i, c in enumerate(cases):
         fn = case_fn(c, dev)
         fn.__name__ = c["id"]
-        eager, graph_s = measure(fn, quick)
+        eager, graph_s = measure(fn, quick, c.get("settle_s", 0.0))
         out[c["id"]] = {"eager_s": eager, "graph_s": graph_s}
         print(f"[{i + 1}/{len(cases)}] {c['id']}: eager {eager * 1e6:.2f} us, graph "
               f"{graph_s * 1e6 if graph_s else float('nan'):.2f} us", file=sys.stderr)

@@ -6,6 +6,12 @@
 
 use serde_json::{json, Value};
 
+/// GPU seconds of untimed calls each side makes before timing a GEMM case (not in `--quick`):
+/// an H100 or H200 at its power limit sets its clock from its recent draw, so a GEMM timed
+/// right after a lighter case runs faster than it would sustained (kernels/TUNING.md, "Lab
+/// bursts and the power cap"). `attention_bench` settles its attention cases the same way.
+pub const SETTLE_SECS: f64 = 1.0;
+
 /// What one case runs.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -347,8 +353,19 @@ impl Case {
         (0..r).map(|i| at(a, i).max(at(b, i))).collect()
     }
 
-    /// The case as JSON for `tools/torch_sweep.py`.
-    pub fn to_json(&self) -> Value {
+    /// GPU seconds of untimed calls before this case's trials, on both sides: [`SETTLE_SECS`]
+    /// for the compute-bound GEMM families, none for the memory-bound ones (their clocks do not
+    /// depend on what ran before) and none in `--quick`.
+    pub fn settle_secs(&self, quick: bool) -> f64 {
+        if self.is_flops() && !quick {
+            SETTLE_SECS
+        } else {
+            0.0
+        }
+    }
+
+    /// The case as JSON for `tools/torch_sweep.py` (`settle_s`: [`Case::settle_secs`]).
+    pub fn to_json(&self, quick: bool) -> Value {
         let mut v = match &self.op {
             Op::Add { n, off } => json!({"op": "add", "n": n, "off": off}),
             Op::Relu { n, off } => json!({"op": "relu", "n": n, "off": off}),
@@ -391,6 +408,7 @@ impl Case {
             Op::Jit { n, off } => json!({"op": "jit_addcmul", "n": n, "off": off}),
         };
         v["id"] = json!(self.id());
+        v["settle_s"] = json!(self.settle_secs(quick));
         v
     }
 }
@@ -679,9 +697,30 @@ mod tests {
                 );
             }
             for c in &cases {
-                assert_eq!(c.to_json()["id"], json!(c.id()));
+                assert_eq!(c.to_json(quick)["id"], json!(c.id()));
             }
         }
+    }
+
+    #[test]
+    fn only_the_gemm_cases_settle_and_never_in_quick() {
+        for quick in [false, true] {
+            for c in sweep(quick) {
+                let want = if c.is_flops() && !quick {
+                    SETTLE_SECS
+                } else {
+                    0.0
+                };
+                assert_eq!(c.settle_secs(quick), want, "{}", c.id());
+                assert_eq!(
+                    c.to_json(quick)["settle_s"].as_f64(),
+                    Some(want),
+                    "{}",
+                    c.id()
+                );
+            }
+        }
+        assert!(sweep(false).iter().any(|c| c.settle_secs(false) > 0.0));
     }
 
     #[test]

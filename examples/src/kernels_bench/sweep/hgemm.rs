@@ -10,7 +10,7 @@
 use super::cases::{Case, Op};
 use super::ours::Ours;
 use crate::kb::check;
-use crate::kb::timing::{measure, BenchResult, Timing};
+use crate::kb::timing::{measure, measure_settled, BenchResult, Timing};
 use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{DeviceSlice, Stream};
 use cuda_stack_kernels::ops::{self, TcAlgo, TensorCoreElement, Transpose};
@@ -185,7 +185,10 @@ fn run_t<T: TensorCoreElement>(
         (m, n, kd),
         (ta, tb),
     )?;
-    let eager = measure(s, t, |s, _| Ok(call(s, &mut out).map(|_| ())?))?.secs;
+    let eager = measure_settled(s, t, t.settle_secs, |s, _| {
+        Ok(call(s, &mut out).map(|_| ())?)
+    })?
+    .secs;
     // The same calls captured once (tensor maps encoded and the split-K workspace made at
     // capture time) and replayed: what the GPU spends, without our host side.
     let mut failed = None;

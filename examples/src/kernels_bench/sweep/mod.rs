@@ -28,7 +28,7 @@ use report::{Measured, TorchSide};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::timing::BenchResult;
+use super::timing::{BenchResult, Timing};
 
 /// What the command line asked for.
 #[derive(Debug, Clone)]
@@ -51,7 +51,7 @@ pub fn cases_json(quick: bool, filter: Option<&str>) -> BenchResult<String> {
     let v: Vec<_> = cases::sweep(quick)
         .iter()
         .filter(|c| filter.is_none_or(|f| c.id().contains(f)))
-        .map(Case::to_json)
+        .map(|c| c.to_json(quick))
         .collect();
     Ok(serde_json::to_string_pretty(&v)?)
 }
@@ -102,6 +102,10 @@ pub fn run(o: Options) -> BenchResult<()> {
     let mut measured = Vec::with_capacity(all.len());
     for c in &all {
         pb.set_message(c.id());
+        let t = Timing {
+            settle_secs: c.settle_secs(o.quick),
+            ..t
+        };
         let ours = match ours::run(&k, &s, &t, c) {
             Ok(v) => v,
             Err(e) => {

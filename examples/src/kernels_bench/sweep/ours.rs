@@ -1,14 +1,14 @@
 //! Our side of the sweep: each case set up, checked against its CPU reference at the swept
 //! shape itself, then timed.
 //!
-//! Timing is the method `tools/torch_sweep.py` uses on PyTorch's side: one warm-up call, R
-//! back-to-back calls between two events on one stream (R chosen so a trial lasts ~10 ms),
+//! Timing is the method `tools/torch_sweep.py` uses on PyTorch's side: one warm-up call, for
+//! the GEMM cases [`Case::settle_secs`] of untimed calls, R back-to-back calls between two events on one stream (R chosen so a trial lasts ~10 ms),
 //! the median of 5 trials, the same buffers every call (a case that fits in L2 runs from L2 on
 //! both sides alike).
 
 use super::cases::{Case, Op};
 use crate::kb::check;
-use crate::kb::timing::{measure, BenchResult, Timing};
+use crate::kb::timing::{measure_settled, BenchResult, Timing};
 use cuda_stack_driver::{DeviceBuffer, DeviceSlice, Stream};
 use cuda_stack_kernels::ops::{self, ReduceAlgo, Transpose, TransposeAlgo};
 use cuda_stack_kernels::{reference, Kernels, StridedLayout};
@@ -19,11 +19,7 @@ pub fn timing(quick: bool) -> Timing {
         trials: if quick { 3 } else { 5 },
         target_secs: if quick { 0.002 } else { 0.010 },
         max_reps: if quick { 50 } else { 1000 },
-        // No settling (both sides): most families are memory-bound, and their clocks do not
-        // depend on what ran before. The GEMM families (hgemm, sgemm) are timed unsettled here
-        // too, in trials of ~10 ms; `kernels_bench`'s tensor-core section and `attention_bench`
-        // settle theirs (kernels/TUNING.md, "mma.sync, fifth round" and session 58). Whether
-        // settling moves the sweep's GEMM ratios has not been measured.
+        // Set per case from `Case::settle_secs` (the GEMM families settle, both sides alike).
         settle_secs: 0.0,
     }
 }
@@ -67,7 +63,7 @@ fn view(
 pub fn run(k: &Kernels, s: &Stream, t: &Timing, c: &Case) -> BenchResult<Ours> {
     let what = c.id();
     let time = |f: &mut dyn FnMut(&Stream) -> BenchResult<()>| -> BenchResult<f64> {
-        Ok(measure(s, t, |s, _| f(s))?.secs)
+        Ok(measure_settled(s, t, t.settle_secs, |s, _| f(s))?.secs)
     };
     let mut d2d_secs = None;
     let secs = match &c.op {

@@ -249,11 +249,17 @@ pub fn write(
     let cases = case_table(all).render();
     std::fs::create_dir_all(out).map_err(|e| format!("creating --out {}: {e}", out.display()))?;
     let torch_line = torch.map_or("none (no --torch-sweep)".to_string(), |t| t.header.clone());
+    let settle = if quick {
+        0.0
+    } else {
+        super::cases::SETTLE_SECS
+    };
     let md = format!(
         "# kernels_bench --sweep on {device}{}\n\n\
          PyTorch side: {torch_line}\n\n\
          Ratio = reference time / our time (> 1: we are faster). Both sides: one warm-up call, \
-         R back-to-back calls between two CUDA events on one stream (a trial of ~10 ms), \
+         for the GEMM cases {settle} s of untimed calls (the clock the power limit lets the GPU \
+         hold for that kernel), R back-to-back calls between two CUDA events on one stream (a trial of ~10 ms), \
          median of 5 trials, the same buffers every call. Transposes are measured against our \
          D2D copy of the same bytes (target on shapes of at least 1 MiB); GEMMs against cuBLAS \
          through `torch.mm` with TF32 off. † marks cases where PyTorch's eager time is at least \
