@@ -41,7 +41,7 @@
 //! "Safe" means: **no program without the `unsafe` keyword can cause undefined behaviour**, on
 //! the host or on the device, whatever it passes, in whatever order it drops things, however its
 //! threads interleave, and whatever the driver returns. The rules that make it so, each guarded
-//! by tests in `tests/tests/soundness.rs` and `tests/compile_fail/`:
+//! by tests in `tests/tests/soundness/` and `tests/compile_fail/`:
 //!
 //! 1. **Kernels.** Making a typed [`Kernel`] is `unsafe` (the CUDA declaration matches the Rust
 //!    signature; parameter count and sizes are checked). *Launching* one is `unsafe` too
