@@ -44,13 +44,17 @@ pub enum AttentionBwdDq {
 
 /// The choice [`AttentionBwdDq::Auto`] makes for a problem that fits the tensor cores, on a
 /// device of `sm_count` SMs: [`ATTENTION_BWD_DQ_ENV`] when set to a known value, else
-/// [`AttentionBwdDq::Separate`] at every shape. Measured on an H100 (`attention_bench --filter
-/// "sdpa fwdbwd"`, 14 shapes from 16×16×512×64 to 1×16×16384×128, causal and not, 2026-11-27),
-/// the fused pass was slower at every one: fwd+bwd geomean 0.341× PyTorch against the two-kernel
-/// path's 0.424× (1.07× to 1.41× slower; the f32 atomics over the `B·H·Nq·D` workspace, its
-/// zeroing and its conversion cost more than the recomputed S, P and dP they save with these
-/// mma.sync kernels). The fused path stays selectable for measurement; `sm_count` and the shape
-/// are kept for a rule that a faster fused kernel earns. Explicit choices are returned
+/// [`AttentionBwdDq::Separate`] at every shape, so that dq is the same bits on every run.
+///
+/// That costs speed on compute capability 9.0. There the one pass (`attn_bwd_fused_wgmma_*`)
+/// is faster at 11 of `attention_bench`'s 14 bf16 shapes, held at the power cap (H200, session
+/// 59): forward + backward geomean 0.917–0.921× PyTorch's SDPA (cuDNN) against 0.890–0.893×
+/// with the two kernels. It is slower at D = 128 causal for N ≤ 2048 (0.79× against 0.85×). The
+/// same pass with its adds in a fixed order costs 2–32% more than the atomic one and beats the
+/// two kernels at few shapes, so it is not shipped. With the mma.sync kernels (an H100 before
+/// the wgmma backward, 2026-11-27) the fused pass was slower at every shape. Note that cuDNN's
+/// backward, the comparison's other side, adds dq in whatever order too. `sm_count` and the
+/// shape are kept for a rule that a deterministic one pass earns. Explicit choices are returned
 /// unchanged. This is the one place the rule lives (kernels/TUNING.md has the figures).
 pub fn attention_bwd_dq_choice(
     sm_count: u32,
