@@ -1,26 +1,7 @@
-//! Test data (xorshift64* values per dtype), uploads with poisoned fronts, and the comparisons
-//! (exact, bitwise, ulps, relative) every op test uses.
+//! Test values per dtype (`Gen`, from `op_support`'s xorshift64*) and the comparisons (exact,
+//! bitwise, ulps, relative) every op test uses.
 
 use super::*;
-
-/// xorshift64*: deterministic test data without a dependency.
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [-1, 1).
-    pub(crate) fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 52) as f64) - 1.0
-    }
-}
 
 /// Test values per dtype.
 pub(crate) trait Gen: Element {
@@ -82,35 +63,6 @@ pub(crate) fn small_data<T: Gen>(seed: u64, n: usize) -> Vec<T> {
     (0..n).map(|_| T::small(&mut rng)).collect()
 }
 
-/// `data` on the device behind `off` extra elements (view it with `.slice(off..)`).
-pub(crate) fn upload<T: DeviceRepr>(s: &Stream, data: &[T], off: usize) -> Res<DeviceBuffer<T>> {
-    let mut v: Vec<T> = vec![T::zeroed(); off];
-    v.extend_from_slice(data);
-    Ok(s.clone_htod(&v)?)
-}
-
-/// `off + n` elements of 0xFF bytes (NaN for floats).
-pub(crate) fn poisoned<T: DeviceRepr>(s: &Stream, n: usize, off: usize) -> Res<DeviceBuffer<T>> {
-    let mut b = s.alloc_zeros::<T>(n + off)?;
-    s.memset_bytes(&mut b, 0xFF)?;
-    Ok(b)
-}
-
-/// The view's elements, after checking that the `off` elements in front are still poison.
-pub(crate) fn download<T: DeviceRepr>(s: &Stream, buf: &DeviceSlice<T>, off: usize) -> Res<Vec<T>> {
-    let all = s.clone_dtoh(buf)?;
-    let front: &[u8] = bytemuck_bytes(&all[..off]);
-    ensure!(
-        front.iter().all(|&b| b == 0xFF),
-        "an element in front of the output view was overwritten"
-    );
-    Ok(all[off..].to_vec())
-}
-
-pub(crate) fn bytemuck_bytes<T: DeviceRepr>(v: &[T]) -> &[u8] {
-    cuda_stack_driver::bytemuck::cast_slice(v)
-}
-
 pub(crate) fn same<T: Element>(a: T, b: T) -> bool {
     let (x, y) = (a.to_f64(), b.to_f64());
     x == y || (x.is_nan() && y.is_nan())
@@ -158,25 +110,6 @@ pub(crate) fn check_bits<T: DeviceRepr + PartialEq + std::fmt::Debug>(
         .into());
     }
     Ok(())
-}
-
-/// One unit in the last place of `x` in `dtype`.
-pub(crate) fn ulp(dtype: DType, x: f64) -> f64 {
-    let (mant, emin) = match dtype {
-        DType::F32 => (23, -126),
-        DType::F64 => (52, -1022),
-        DType::F16 => (10, -14),
-        DType::BF16 => (7, -126),
-        DType::F8E4M3 => (3, -6),
-        DType::F8E5M2 => (2, -14),
-        DType::I32 => return 1.0,
-    };
-    let e = if x == 0.0 {
-        emin
-    } else {
-        (x.abs().log2().floor() as i32).max(emin)
-    };
-    2f64.powi(e - mant)
 }
 
 /// Within `ulps` units in the last place of `T` (NaN matches NaN).

@@ -18,7 +18,7 @@
 //! - fill_normal: 4e-6 relative + 1e-6 absolute.
 
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{Context, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 use cuda_stack_kernels::ops::{
     self, AlignedTile, BinaryOp, MatmulAlgo, ReduceAlgo, SoftmaxAlgo, Transpose, TransposeAlgo,
 };
@@ -31,7 +31,9 @@ const SIZES: &[usize] = &[0, 1, 31, 32, 33, 1023, 1025, 4099, 65537, (1 << 20) +
 /// View offsets: 0 (aligned, vector paths) and 1 (misaligned, scalar fallbacks).
 const OFFSETS: &[usize] = &[0, 1];
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+#[path = "../op_support/mod.rs"]
+mod op_support;
+use op_support::*;
 
 fn setup() -> Res<(Context, Stream, Arc<Kernels>)> {
     let ctx = cuda_tests::context()?;

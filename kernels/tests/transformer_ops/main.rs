@@ -25,12 +25,14 @@
 //!   device's scale; the norm bit-identical across two runs.
 
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, LaunchConfig, Stream};
 use cuda_stack_kernels::{ops, reference, Compute, DType, Element, Kernels};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
 use std::sync::Arc;
 
-type Res<T> = Result<T, Box<dyn std::error::Error>>;
+#[path = "../op_support/mod.rs"]
+mod op_support;
+use op_support::*;
 
 const OFFSETS: &[usize] = &[0, 1];
 
