@@ -2,9 +2,9 @@
 //! shape itself, then timed.
 //!
 //! Timing is the method `tools/torch_sweep.py` uses on PyTorch's side: one warm-up call, for
-//! the GEMM cases [`Case::settle_secs`] of untimed calls, R back-to-back calls between two events on one stream (R chosen so a trial lasts ~10 ms),
-//! the median of 5 trials, the same buffers every call (a case that fits in L2 runs from L2 on
-//! both sides alike).
+//! the GEMM cases [`Case::settle_secs`] of untimed calls, R back-to-back calls between two
+//! events on one stream (R chosen so a trial lasts ~10 ms), the median of 5 trials, the same
+//! buffers every call (a case that fits in L2 runs from L2 on both sides alike).
 
 use super::cases::{Case, Op};
 use crate::kb::check;

@@ -259,8 +259,8 @@ pub fn write(
          PyTorch side: {torch_line}\n\n\
          Ratio = reference time / our time (> 1: we are faster). Both sides: one warm-up call, \
          for the GEMM cases {settle} s of untimed calls (the clock the power limit lets the GPU \
-         hold for that kernel), R back-to-back calls between two CUDA events on one stream (a trial of ~10 ms), \
-         median of 5 trials, the same buffers every call. Transposes are measured against our \
+         hold for that kernel), R back-to-back calls between two CUDA events on one stream \
+         (a trial of ~10 ms), median of 5 trials, the same buffers every call. Transposes are measured against our \
          D2D copy of the same bytes (target on shapes of at least 1 MiB); GEMMs against cuBLAS \
          through `torch.mm` with TF32 off. † marks cases where PyTorch's eager time is at least \
          1.5x its CUDA-graph-replayed time (its host launch cost dominates). Where both sides were \
