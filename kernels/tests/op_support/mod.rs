@@ -1,12 +1,22 @@
-//! What the op tests (`ops`, `transformer_ops`) share: deterministic data, uploads behind an
-//! offset, poisoned outputs whose front is checked on download, and one ulp of a dtype.
+//! What the op tests (`ops`, `transformer_ops`) share: the context, stream and kernels of a
+//! test, deterministic data, uploads behind an offset, poisoned outputs whose front is checked on
+//! download, and one ulp of a dtype.
 
-use cuda_stack_driver::{DeviceBuffer, DeviceRepr, DeviceSlice, Stream};
-use cuda_stack_kernels::DType;
+use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, DeviceSlice, Stream};
+use cuda_stack_kernels::{DType, Kernels};
 use cuda_tests::ensure;
+use std::sync::Arc;
 
 /// What setup steps return.
 pub type Res<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// The test GPU's context, a stream on it and its kernels.
+pub fn setup() -> Res<(Context, Stream, Arc<Kernels>)> {
+    let ctx = cuda_tests::context()?;
+    let s = ctx.new_stream()?;
+    let k = Kernels::get(&ctx)?;
+    Ok((ctx, s, k))
+}
 
 /// xorshift64*: deterministic test data without a dependency.
 pub struct Rng(u64);

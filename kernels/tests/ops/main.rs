@@ -18,7 +18,7 @@
 //! - fill_normal: 4e-6 relative + 1e-6 absolute.
 
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{Context, DeviceRepr, DeviceSlice, LaunchConfig, Stream};
+use cuda_stack_driver::{DeviceRepr, DeviceSlice, LaunchConfig, Stream};
 use cuda_stack_kernels::ops::{
     self, AlignedTile, BinaryOp, MatmulAlgo, ReduceAlgo, SoftmaxAlgo, Transpose, TransposeAlgo,
 };
@@ -34,13 +34,6 @@ const OFFSETS: &[usize] = &[0, 1];
 #[path = "../op_support/mod.rs"]
 mod op_support;
 use op_support::*;
-
-fn setup() -> Res<(Context, Stream, Arc<Kernels>)> {
-    let ctx = cuda_tests::context()?;
-    let s = ctx.new_stream()?;
-    let k = Kernels::get(&ctx)?;
-    Ok((ctx, s, k))
-}
 
 mod bias_relu;
 mod copies;

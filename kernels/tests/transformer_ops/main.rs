@@ -25,10 +25,9 @@
 //!   device's scale; the norm bit-identical across two runs.
 
 use cuda_stack_driver::half::{bf16, f16};
-use cuda_stack_driver::{Context, DeviceBuffer, DeviceRepr, LaunchConfig, Stream};
-use cuda_stack_kernels::{ops, reference, Compute, DType, Element, Kernels};
+use cuda_stack_driver::{DeviceBuffer, DeviceRepr, LaunchConfig};
+use cuda_stack_kernels::{ops, reference, Compute, DType, Element};
 use cuda_tests::{cpu, ensure, gpu, TestResult};
-use std::sync::Arc;
 
 #[path = "../op_support/mod.rs"]
 mod op_support;
@@ -36,12 +35,6 @@ use op_support::*;
 
 const OFFSETS: &[usize] = &[0, 1];
 
-fn setup() -> Res<(Context, Stream, Arc<Kernels>)> {
-    let ctx = cuda_tests::context()?;
-    let s = ctx.new_stream()?;
-    let k = Kernels::get(&ctx)?;
-    Ok((ctx, s, k))
-}
 mod classifier;
 mod clipping;
 mod data;
