@@ -17,10 +17,13 @@
 //! run), so it stays opt-in.
 //!
 //! ## What differs on the fused path
-//! The bias gradient is accumulated in f32 inside the GEMM and rounded once to the 16-bit type,
-//! as the separate column sum does (f32 accumulation, one rounding): the two agree to the 16-bit
-//! rounding but are not the same bits (another summation order). `dW` is the same product on
-//! another cuBLAS entry point (cuBLASLt rather than `cublasGemmEx`), equal to its rounding.
+//! The separate column sum accumulates in f32 and rounds once; so does cuBLASLt's bf16 epilogue,
+//! so the two agree to the 16-bit rounding but are not the same bits (another summation order).
+//! cuBLASLt's f16 epilogue rounds its partial sums to f16 on the way (measured, session 60: a
+//! column of 39 rows came out 3.1e-3 off the exact sum where `Σ|dY|` was 19; the column sum was
+//! within one rounding), so for f16 the separate path is the more accurate. `dW` is the same
+//! product on another cuBLAS entry point (cuBLASLt rather than `cublasGemmEx`), equal to its
+//! rounding.
 
 use super::matmul_cublas::{choose, Chosen};
 use crate::tensor::error::{Result, TensorError};
@@ -43,10 +46,12 @@ pub enum LinearBiasGrad {
     /// algorithm (odd 16-bit widths may not) — and the separate path elsewhere. The epilogue
     /// saves the column sum's re-read of `dY` and its kernels, but cuBLASLt may choose another
     /// (not split-K) kernel for the GEMM with the epilogue: measure
-    /// (`transformer_ops_bench --filter linear`). The bias gradient is accumulated in f32 and
-    /// rounded once to the 16-bit type, as the column sum does: the two agree to the 16-bit
-    /// rounding, not bit for bit (another summation order); `dW` is the same product on
-    /// cuBLASLt instead of `cublasGemmEx`, equal to its rounding.
+    /// (`transformer_ops_bench --filter linear`). For bf16 the bias gradient is accumulated in
+    /// f32 and rounded once, as the column sum does: the two agree to the 16-bit rounding, not
+    /// bit for bit (another summation order). For f16 cuBLASLt rounds its partial sums to f16
+    /// on the way, so `db` can be off by a few f16 roundings of sums as large as `Σ|dY|` (the
+    /// module docs have the measured case). `dW` is the same product on cuBLASLt instead of
+    /// `cublasGemmEx`, equal to its rounding.
     Fused,
     /// The weight-gradient GEMM, then a column sum of `dY` (`Tensor::sum(0)`).
     Separate,
