@@ -3,18 +3,22 @@
 # cuda/attention_wgmma_bwd_fused.cu and the lab), checked and timed in a scratch copy (TUNING.md:
 # "The one pass under the power cap; its adds in a fixed order"). On the GPU machine (nvcc),
 # from the project root:
-#   bash kernels/tuning/attn_bwd_ordered.sh kernels/tuning/attn_bwd_fused_ordered_v2.patch [check]
+#   bash kernels/tuning/attn_bwd_ordered.sh PATCH|- [check]
+# (`-`: the tree as it is; since session 60 the library has the ordered kernels, v2's design, so
+# the v1 / v2 patches no longer apply: they stay as the record of what was measured.)
 # Checks first and stops at the first failure or hang (a hung timing run costs its whole timeout):
 # `quick`, `quick` on one CTA (ABF_ORD_GRID=1: the waits must end whatever runs at once), reruns
 # on 3 CTAs, with `check` the 184-case check; then per shape "fused" (atomic) and "ordered", each
 # "/ two kernels", head-by-head and key-tile-major (second build) for full attention.
 set -u
-patch=${1:?usage: $0 PATCH [check]}
+patch=${1:?usage: $0 PATCH|- [check]}
 deep=${2:-}
 root=$(pwd)
 w=/tmp/attn_bwd_ordered
 rm -rf $w && mkdir -p $w && cp -r kernels $w/ && cd $w || exit 1
-git apply --unsafe-paths --directory=. "$root/$patch" 2>/dev/null || patch -s -p1 < "$root/$patch" || exit 1
+if [ "$patch" != - ]; then
+  git apply --unsafe-paths --directory=. "$root/$patch" 2>/dev/null || patch -s -p1 < "$root/$patch" || exit 1
+fi
 build() {  # $1: binary, rest: flags
   local out=$1; shift
   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a "$@" -o "$out" kernels/tuning/attn_wgmma_bwd_lab.cu -lcuda

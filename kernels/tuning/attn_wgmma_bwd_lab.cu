@@ -129,6 +129,10 @@ static const void* const WG_DQ[2][2] = {{(const void*)attn_bwd_dq_wgmma_d64_bf16
 static const void* const WG_FU[2][2] = {
     {(const void*)attn_bwd_fused_wgmma_d64_bf16, (const void*)attn_bwd_fused_wgmma_d128_bf16},
     {(const void*)attn_bwd_fused_wgmma_d64_f16, (const void*)attn_bwd_fused_wgmma_d128_f16}};
+// The ordered one pass (dq's adds in key-tile order: bitwise reproducible).
+static const void* const WG_FO[2][2] = {
+    {(const void*)attn_bwd_fused_ord_wgmma_d64_bf16, (const void*)attn_bwd_fused_ord_wgmma_d128_bf16},
+    {(const void*)attn_bwd_fused_ord_wgmma_d64_f16, (const void*)attn_bwd_fused_ord_wgmma_d128_f16}};
 typedef void (*ConvFn)(const float*, u16*, int, int, int, int, long long, long long, long long, float);
 static const ConvFn CONV[2] = {(ConvFn)attn_bwd_dq_convert_bf16, (ConvFn)attn_bwd_dq_convert_f16};
 static const void* const WG_KV[2][2] = {
@@ -260,6 +264,13 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     u16* out = g; u16* gw = g + nq; u16* gw2 = gw + nq + 2 * nk; u16* gm = gw2 + nq + 2 * nk;
     u16* gf = gm + nq + 2 * nk;
     float* acc; RK(cudaMalloc(&acc, nq * 4));
+    // The ordered one pass's tile counter and (b, h, query tile) counters; its dq, dk, dv at go,
+    // twice (go2: the rerun must give the same bits).
+    const long long n_order = 1 + (long long)B * H * ((Nq + ABF_BM(D) - 1) / ABF_BM(D));
+    int* order; RK(cudaMalloc(&order, n_order * 4));
+    u16* go; RK(cudaMalloc(&go, (nq + 2 * nk) * 2 * 2));
+    u16* go2 = go + nq + 2 * nk;
+    RK(cudaMemset(go, 0xff, (nq + 2 * nk) * 2 * 2));
     float *lse, *delta;
     RK(cudaMalloc(&lse, (size_t)B * H * Nq * 4)); RK(cudaMalloc(&delta, (size_t)B * H * Nq * 4));
     RK(cudaMemset(g, 0xff, (nq + 2 * nk) * 8 + nq * 2));  // NaN everywhere: every element must be written
@@ -337,6 +348,22 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
         else RK(cudaLaunchKernel(WG_FU[f][dd], kv_grid, ABW_THREADS, fu_args, fu_smem, s));
         CONV[f]<<<std::max(cgrid, 1), 256, 0, s>>>(acc, o, B, H, Nq, D, qsb, qsh, qsr, scale);
     };
+    RK(cudaFuncSetAttribute(WG_FO[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, fu_smem));
+    // The ordered kernels' tile order: key-tile-major where the library runs it (D = 64), and in
+    // the key-tile-major build.
+    int kt_major = ABF_KT_MAJOR || D == 64;
+    void* fo_args[] = {&t[3], &t[4], &t[5], &t[6], &pq,  &pk,  &pv,  &pdo, &lse, &delta, &facc, &fdk, &fdv,
+                       &Bv,   &Hv,   &Nqv,  &Nkv,  &ksb, &ksh, &ksr, &ksb, &ksh, &ksr,  &dv_at, &sc, &cz, &order, &kt_major};
+    // ABF_ORD_GRID (lab): CTAs of the ordered kernel (default: as the others); fewer than the SMs
+    // shows that its waits end whatever number of CTAs run at once.
+    const int ord_grid = getenv("ABF_ORD_GRID") ? std::max(1, atoi(getenv("ABF_ORD_GRID"))) : kv_grid;
+    auto launch_ord = [&](u16* o) {
+        fdk = o + nq; fdv = o + nq + nk;
+        RK(cudaMemsetAsync(acc, 0, nq * 4, s));
+        RK(cudaMemsetAsync(order, 0, n_order * 4, s));
+        RK(cudaLaunchKernel(WG_FO[f][dd], ord_grid, ABW_THREADS, fo_args, fu_smem, s));
+        CONV[f]<<<std::max(cgrid, 1), 256, 0, s>>>(acc, o, B, H, Nq, D, qsb, qsh, qsr, scale);
+    };
     // The mma.sync backward (dense dO) into gm.
     const int mkv_smem = dd ? AB_DKDV128_DYN_SMEM : 0;
     if (dd) RK(cudaFuncSetAttribute(MMA_KV[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, mkv_smem));
@@ -372,6 +399,10 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     hang("mma.sync");
     launch_fused(gf);
     hang("fused");
+    launch_ord(go);
+    hang("ordered");
+    launch_ord(go2);
+    hang("ordered rerun");
     RK(cudaGetLastError());
 
     const size_t ng = nq + 2 * nk;
@@ -383,13 +414,18 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     RK(cudaMemcpy(hf.data(), gf, ng * 2, cudaMemcpyDeviceToHost));
     // The fused kernel's dk, dv: the same bits as the dk/dv kernel's.
     const bool fsame = memcmp(hw.data() + nq, hf.data() + nq, 2 * nk * 2) == 0;
+    // The ordered kernel's: dk, dv the same bits as the dk/dv kernel's; dq the same bits on rerun.
+    std::vector<u16> ho(2 * ng);
+    RK(cudaMemcpy(ho.data(), go, 2 * ng * 2, cudaMemcpyDeviceToHost));
+    const bool osame = memcmp(hw.data() + nq, ho.data() + nq, 2 * nk * 2) == 0;
+    const bool orerun = memcmp(ho.data(), ho.data() + ng, ng * 2) == 0;
     RK(cudaMemcpy(hout.data(), out, nq * 2, cudaMemcpyDeviceToHost));
     RK(cudaMemcpy(hlse.data(), lse, rows * 4, cudaMemcpyDeviceToHost));
     const bool same = memcmp(hw.data(), hw2.data(), ng * 2) == 0;
     auto part = [&](const std::vector<u16>& v, size_t o, size_t n) { return std::vector<u16>(v.begin() + o, v.begin() + o + n); };
     const char* names[3] = {"dq", "dk", "dv"};
     const size_t offs[3] = {0, nq, nq + nk}, lens[3] = {nq, nk, nk};
-    bool ok = same && fsame;
+    bool ok = same && fsame && osame && orerun;
     char line[512];
     int len = snprintf(line, sizeof line, "B%d H%d Nq%d Nk%d D%d causal%d packed%d %s:", B, H, Nq, Nk, D, p.causal,
                        p.packed, f ? "f16" : "bf16");
@@ -418,6 +454,10 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
                 const double ef = abs_err(part(hf, 0, nq), *refs[0], f, &mrf);
                 ok = ok && ef <= tol * mrf + 1e-5;
                 len += snprintf(line + len, sizeof line - len, " (fused %.2e)", ef / std::max(mrf, 1e-30));
+                double mro;
+                const double eo = abs_err(part(ho, 0, nq), *refs[0], f, &mro);
+                ok = ok && eo <= tol * mro + 1e-5;
+                len += snprintf(line + len, sizeof line - len, " (ordered %.2e)", eo / std::max(mro, 1e-30));
             }
         }
     } else {
@@ -425,13 +465,14 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
             len += snprintf(line + len, sizeof line - len, " %s vs mma %.2e", names[i],
                             rel_diff(part(hw, offs[i], lens[i]), part(hm, offs[i], lens[i]), f));
     }
-    printf("%s %s%s%s\n", ok ? "ok  " : "FAIL", line, same ? "" : " RERUN DIFFERS", fsame ? "" : " FUSED DK/DV DIFFER");
+    printf("%s %s%s%s%s%s\n", ok ? "ok  " : "FAIL", line, same ? "" : " RERUN DIFFERS", fsame ? "" : " FUSED DK/DV DIFFER",
+           osame ? "" : " ORDERED DK/DV DIFFER", orerun ? "" : " ORDERED RERUN DIFFERS");
 
     if (time_iters > 0) {
-        cudaEvent_t e[8];
+        cudaEvent_t e[9];
         for (auto& x : e) RK(cudaEventCreate(&x));
-        for (int i = 0; i < 3; ++i) { launch_wg_dq(gw); launch_wg_kv(gw); launch_mma_dq(); launch_mma_kv(); launch_fused(gf); }
-        float ms[6] = {0, 0, 0, 0, 0, 0};
+        for (int i = 0; i < 3; ++i) { launch_wg_dq(gw); launch_wg_kv(gw); launch_mma_dq(); launch_mma_kv(); launch_fused(gf); launch_ord(go); }
+        float ms[7] = {0, 0, 0, 0, 0, 0, 0};
         // Interleaved rounds so that clocks and temperature hit both families alike.
         const int rounds = 4;
         for (int round = 0; round < rounds; ++round) {
@@ -448,8 +489,10 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
             RK(cudaEventRecord(e[5], s));
             for (int i = 0; i < time_iters; ++i) launch_fused(gf);
             RK(cudaEventRecord(e[6], s));
-            RK(cudaEventSynchronize(e[6]));
-            for (int k = 0; k < 6; ++k) {
+            for (int i = 0; i < time_iters; ++i) launch_ord(go);
+            RK(cudaEventRecord(e[7], s));
+            RK(cudaEventSynchronize(e[7]));
+            for (int k = 0; k < 7; ++k) {
                 float x;
                 RK(cudaEventElapsedTime(&x, e[k], e[k + 1]));
                 ms[k] += x;
@@ -458,7 +501,7 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
         RK(cudaGetLastError());
         const double n = (double)rounds * time_iters;
         const double wdq = ms[0] * 1e3 / n, wkv = ms[1] * 1e3 / n, mdq = ms[2] * 1e3 / n, mkv = ms[3] * 1e3 / n;
-        const double del = ms[4] * 1e3 / n, fu = ms[5] * 1e3 / n;
+        const double del = ms[4] * 1e3 / n, fu = ms[5] * 1e3 / n, fo = ms[6] * 1e3 / n;
         printf("time B%d H%d N%d D%d causal%d %s (%d SMs): delta %.1f us\n", B, H, Nq, D, p.causal, f ? "f16" : "bf16",
                g_sms, del);
         printf("  wgmma    dq %.1f us + dkdv %.1f us = %.1f us: bwd %.1f TFLOP/s, +delta %.1f TFLOP/s\n", wdq, wkv,
@@ -468,11 +511,14 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
         printf("  wgmma / mma.sync time: %.3f (dq %.3f, dkdv %.3f)\n", (wdq + wkv) / (mdq + mkv), wdq / mdq, wkv / mkv);
         printf("  fused    memset + fused + convert %.1f us: bwd %.1f TFLOP/s, +delta %.1f TFLOP/s; / two kernels %.3f\n",
                fu, tflops(p, fu), tflops(p, fu + del), fu / (wdq + wkv));
+        printf("  ordered  memset + fused + convert %.1f us: bwd %.1f TFLOP/s, +delta %.1f TFLOP/s; / two kernels %.3f, / fused %.3f\n",
+               fo, tflops(p, fo), tflops(p, fo + del), fo / (wdq + wkv), fo / fu);
         for (auto& x : e) RK(cudaEventDestroy(x));
     }
     fflush(stdout);
     RK(cudaStreamDestroy(s));
     RK(cudaFree(d)); RK(cudaFree(g)); RK(cudaFree(lse)); RK(cudaFree(delta)); RK(cudaFree(acc));
+    RK(cudaFree(order)); RK(cudaFree(go));
     return ok;
 }
 

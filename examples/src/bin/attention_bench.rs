@@ -25,14 +25,15 @@
 //! PyTorch's side (`tools/torch_attention.py`) times the same way.
 //!
 //! Run: `cargo run --release -p cuda-examples --bin attention_bench -- [--quick] [--torch-run]
-//! [--torch FILE] [--filter TEXT] [--device N] [--json] [--bwd-dq auto|atomic|separate]`;
+//! [--torch FILE] [--filter TEXT] [--device N] [--json] [--bwd-dq auto|atomic|separate|ordered]`;
 //! `--cases` prints the case list as JSON for running the script by hand. `--bwd-dq` picks how
 //! the tensor-core backward computes dq (it sets `CUDA_STACK_ATTN_BWD_DQ` for the run): `atomic`
 //! is the fused one-pass backward (dq added in f32 in whatever order the tiles finish: on
 //! compute capability 9.0 the wgmma one, `attn_bwd_fused_wgmma_*`, elsewhere the mma.sync
-//! one), `separate` the deterministic two-kernel one, `auto` (the default) leaves the choice to
-//! `cuda_stack_kernels::ops::attention_bwd_dq_choice` (or to the variable, when already set).
-//! Compare the two with `--filter sdpa` run once each way on the same machine.
+//! one), `ordered` the wgmma one pass with the adds in key-tile order (deterministic; compute
+//! capability 9.0 only), `separate` the deterministic two-kernel one, `auto` (the default)
+//! leaves the choice to `cuda_stack_kernels::ops::attention_bwd_dq_choice` (or to the variable,
+//! when already set). Compare them with `--filter sdpa` run once each way on the same machine.
 
 use clap::Parser;
 use cuda_examples::cli::Common;
@@ -96,6 +97,8 @@ enum BwdDq {
     Atomic,
     /// dq by its own kernel (deterministic).
     Separate,
+    /// The fused backward with dq's adds in key-tile order (deterministic; wgmma only).
+    Ordered,
 }
 
 fn main() -> ExitCode {
@@ -109,6 +112,7 @@ fn body(args: Args) -> ProgramResult {
         // Set before any other thread exists (the GPU work starts below).
         BwdDq::Atomic => std::env::set_var(env, "atomic"),
         BwdDq::Separate => std::env::set_var(env, "separate"),
+        BwdDq::Ordered => std::env::set_var(env, "ordered"),
     }
     let fwd_env = cuda_stack_kernels::ops::ATTENTION_FWD_ENV;
     match args.fwd {

@@ -170,6 +170,44 @@ family!(attn_bwd_fused_wgmma_d64 -> AttnFusedWgmma<T>;
 family!(attn_bwd_fused_wgmma_d128 -> AttnFusedWgmma<T>;
     "scaled_dot_product_attention_backward (fused, wgmma)", WHY_WGMMA_BWD;
     F16 => attn_bwd_fused_wgmma_d128_f16, BF16 => attn_bwd_fused_wgmma_d128_bf16);
+/// `attn_bwd_fused_ord_wgmma(..., scale, causal, order_words, kt_major)`: [`AttnFusedWgmma`]'s
+/// arguments, then the tile and turn counters (32-bit words, zeroed) and the tile order.
+pub(crate) type AttnFusedOrdWgmma<T> = Kernel<(
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    cuda_stack_driver::TensorMap,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<T>,
+    In<Scalar<T>>,
+    In<Scalar<T>>,
+    Out<f32>,
+    Out<T>,
+    Out<T>,
+    i32,
+    i32,
+    i32,
+    i32,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    Scalar<T>,
+    i32,
+    Out<f32>,
+    i32,
+)>;
+family!(attn_bwd_fused_ord_wgmma_d64 -> AttnFusedOrdWgmma<T>;
+    "scaled_dot_product_attention_backward (ordered one pass, wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_fused_ord_wgmma_d64_f16, BF16 => attn_bwd_fused_ord_wgmma_d64_bf16);
+family!(attn_bwd_fused_ord_wgmma_d128 -> AttnFusedOrdWgmma<T>;
+    "scaled_dot_product_attention_backward (ordered one pass, wgmma)", WHY_WGMMA_BWD;
+    F16 => attn_bwd_fused_ord_wgmma_d128_f16, BF16 => attn_bwd_fused_ord_wgmma_d128_bf16);
 family!(attn_bwd_dq_mma_d64 -> AttnDq<T>; "scaled_dot_product_attention_backward (tensor cores)",
     "the tensor-core attention kernels exist for f16 and bf16";
     F16 => attn_bwd_dq_mma_d64_f16, BF16 => attn_bwd_dq_mma_d64_bf16);

@@ -1127,7 +1127,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 526 kernels, in manifest order.
+/// The names of all 530 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1203,6 +1203,10 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_bwd_dq_wgmma_d128_f16",
     "attn_bwd_dq_wgmma_d64_bf16",
     "attn_bwd_dq_wgmma_d64_f16",
+    "attn_bwd_fused_ord_wgmma_d128_bf16",
+    "attn_bwd_fused_ord_wgmma_d128_f16",
+    "attn_bwd_fused_ord_wgmma_d64_bf16",
+    "attn_bwd_fused_ord_wgmma_d64_f16",
     "attn_bwd_fused_wgmma_d128_bf16",
     "attn_bwd_fused_wgmma_d128_f16",
     "attn_bwd_fused_wgmma_d64_bf16",
@@ -1745,6 +1749,10 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_bwd_dq_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
 /// | `attn_bwd_dq_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
 /// | `attn_bwd_dq_wgmma_d64_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dq`, `int B`, `int H`, `int Nq`, `int Nk`, `long long g_sb`, `long long g_sh`, `long long g_sr`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
+/// | `attn_bwd_fused_ord_wgmma_d128_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal`, `float* order_words`, `int kt_major` | `cuda/attention_wgmma_bwd_fused.cu` |
+/// | `attn_bwd_fused_ord_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal`, `float* order_words`, `int kt_major` | `cuda/attention_wgmma_bwd_fused.cu` |
+/// | `attn_bwd_fused_ord_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal`, `float* order_words`, `int kt_major` | `cuda/attention_wgmma_bwd_fused.cu` |
+/// | `attn_bwd_fused_ord_wgmma_d64_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal`, `float* order_words`, `int kt_major` | `cuda/attention_wgmma_bwd_fused.cu` |
 /// | `attn_bwd_fused_wgmma_d128_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd_fused.cu` |
 /// | `attn_bwd_fused_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd_fused.cu` |
 /// | `attn_bwd_fused_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `float* dq_acc`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd_fused.cu` |
@@ -2954,6 +2962,14 @@ fn load_attention_wgmma_bwd(m: &cuda_stack_driver::Module) -> crate::Result<Atte
 /// The kernels of `cuda/attention_wgmma_bwd_fused.cu` (PTX for `compute_90a`; SASS for `sm_90a`), from [`Kernels::attention_wgmma_bwd_fused_kernels`].
 #[derive(Clone, Debug)]
 pub struct AttentionWgmmaBwdFusedKernels {
+    /// `attn_bwd_fused_ord_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)`.
+    pub attn_bwd_fused_ord_wgmma_d128_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `attn_bwd_fused_ord_wgmma_d128_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)`.
+    pub attn_bwd_fused_ord_wgmma_d128_f16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `attn_bwd_fused_ord_wgmma_d64_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)`.
+    pub attn_bwd_fused_ord_wgmma_d64_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>,
+    /// `attn_bwd_fused_ord_wgmma_d64_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)`.
+    pub attn_bwd_fused_ord_wgmma_d64_f16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>,
     /// `attn_bwd_fused_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
     pub attn_bwd_fused_wgmma_d128_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>,
     /// `attn_bwd_fused_wgmma_d128_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)`.
@@ -2966,6 +2982,30 @@ pub struct AttentionWgmmaBwdFusedKernels {
 
 fn load_attention_wgmma_bwd_fused(m: &cuda_stack_driver::Module) -> crate::Result<AttentionWgmmaBwdFusedKernels> {
     Ok(AttentionWgmmaBwdFusedKernels {
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_ord_wgmma_d128_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>("attn_bwd_fused_ord_wgmma_d128_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_ord_wgmma_d128_f16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>("attn_bwd_fused_ord_wgmma_d128_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_ord_wgmma_d64_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>("attn_bwd_fused_ord_wgmma_d64_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_bwd_fused_ord_wgmma_d64_f16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>("attn_bwd_fused_ord_wgmma_d64_f16")? },
         // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
         // its constness) and was checked against every PTX target's entry (parameter count and
         // sizes) when generated; the SASS was compiled from the same source and options in the
@@ -7528,6 +7568,26 @@ impl Kernels {
         Ok(&self.attention_wgmma_bwd_kernels()?.attn_bwd_dq_wgmma_d64_f16)
     }
 
+    /// `attn_bwd_fused_ord_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_ord_wgmma_d128_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_ord_wgmma_d128_bf16)
+    }
+
+    /// `attn_bwd_fused_ord_wgmma_d128_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_ord_wgmma_d128_f16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_ord_wgmma_d128_f16)
+    }
+
+    /// `attn_bwd_fused_ord_wgmma_d64_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_ord_wgmma_d64_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_ord_wgmma_d64_bf16)
+    }
+
+    /// `attn_bwd_fused_ord_wgmma_d64_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const f16_t* q, const f16_t* k, const f16_t* v, const f16_t* dout, const float* lse, const float* delta, float* dq_acc, f16_t* dk, f16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal, float* order_words, int kt_major)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_bwd_fused_ord_wgmma_d64_f16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>> {
+        Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_ord_wgmma_d64_f16)
+    }
+
     /// `attn_bwd_fused_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, float* dq_acc, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_wgmma_bwd_fused.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_bwd_fused_wgmma_d128_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_wgmma_bwd_fused_kernels()?.attn_bwd_fused_wgmma_d128_bf16)
@@ -10255,6 +10315,18 @@ impl Kernels {
         if let Some(f) = self.attention_wgmma_bwd_fused.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.attn_bwd_fused_ord_wgmma_d128_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.attn_bwd_fused_ord_wgmma_d128_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.attn_bwd_fused_ord_wgmma_d64_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32, &'static mut DeviceSlice<f32>, i32)>::from_function(f.attn_bwd_fused_ord_wgmma_d64_f16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_wgmma_d128_bf16.function().clone())? };
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
@@ -10265,7 +10337,7 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<f32>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>::from_function(f.attn_bwd_fused_wgmma_d64_f16.function().clone())? };
-            n += 4;
+            n += 8;
         }
         if let Some(f) = self.binary_strided.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -11784,6 +11856,10 @@ impl Kernels {
             "attn_bwd_dq_wgmma_d128_f16" => self.attn_bwd_dq_wgmma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_dq_wgmma_d64_bf16" => self.attn_bwd_dq_wgmma_d64_bf16().ok().map(|k| k.function()),
             "attn_bwd_dq_wgmma_d64_f16" => self.attn_bwd_dq_wgmma_d64_f16().ok().map(|k| k.function()),
+            "attn_bwd_fused_ord_wgmma_d128_bf16" => self.attn_bwd_fused_ord_wgmma_d128_bf16().ok().map(|k| k.function()),
+            "attn_bwd_fused_ord_wgmma_d128_f16" => self.attn_bwd_fused_ord_wgmma_d128_f16().ok().map(|k| k.function()),
+            "attn_bwd_fused_ord_wgmma_d64_bf16" => self.attn_bwd_fused_ord_wgmma_d64_bf16().ok().map(|k| k.function()),
+            "attn_bwd_fused_ord_wgmma_d64_f16" => self.attn_bwd_fused_ord_wgmma_d64_f16().ok().map(|k| k.function()),
             "attn_bwd_fused_wgmma_d128_bf16" => self.attn_bwd_fused_wgmma_d128_bf16().ok().map(|k| k.function()),
             "attn_bwd_fused_wgmma_d128_f16" => self.attn_bwd_fused_wgmma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_fused_wgmma_d64_bf16" => self.attn_bwd_fused_wgmma_d64_bf16().ok().map(|k| k.function()),

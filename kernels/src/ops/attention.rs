@@ -22,6 +22,7 @@
 use crate::launch::{grid, sms, to_i32};
 
 mod bwd;
+mod bwd_dq;
 mod bwd_fused;
 mod bwd_wgmma;
 mod family_override;
@@ -30,9 +31,11 @@ mod tiled;
 mod views;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
 pub use bwd::{
-    attention_bwd, attention_bwd_dq_choice, attention_bwd_dq_plan, attention_bwd_dq_plan_strided,
-    attention_bwd_dq_workspace_len, attention_bwd_strided, attention_bwd_tc_fits,
-    attention_bwd_with, attention_bwd_with_dq, AttentionBwdDq, ATTENTION_BWD_DQ_ENV,
+    attention_bwd, attention_bwd_dq_plan, attention_bwd_dq_plan_strided, attention_bwd_strided,
+    attention_bwd_tc_fits, attention_bwd_with, attention_bwd_with_dq,
+};
+pub use bwd_dq::{
+    attention_bwd_dq_choice, attention_bwd_dq_workspace_len, AttentionBwdDq, ATTENTION_BWD_DQ_ENV,
 };
 pub use bwd_wgmma::ATTENTION_BWD_ENV;
 use cuda_stack_driver::half::{bf16, f16};

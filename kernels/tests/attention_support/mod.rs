@@ -360,3 +360,35 @@ pub fn setup() -> Res<(cuda_stack_driver::Context, Stream, std::sync::Arc<Kernel
     let k = Kernels::get(&ctx)?;
     Ok((ctx, s, k))
 }
+
+/// The bound of a cross-path or run-to-run dq difference: `ulps` units of the element type's
+/// last place at the largest |dq| (bf16 2^-8, f16 2^-11 relative), plus the tests' atol.
+pub fn dq_bound<T: AttentionElement>(dq: &[T], ulps: f64) -> f64 {
+    let eps = if T::DTYPE == DType::BF16 {
+        2f64.powi(-8)
+    } else {
+        2f64.powi(-11)
+    };
+    let max = dq.iter().fold(0.0f64, |m, x| m.max(x.to_f64().abs()));
+    ulps * eps * max + atol::<T>()
+}
+
+/// `a` and `b` within `bound` element by element; returns how many differ at all.
+pub fn close<T: AttentionElement>(what: &str, a: &[T], b: &[T], bound: f64) -> Res<usize> {
+    ensure!(
+        a.len() == b.len(),
+        "{what}: lengths {} and {}",
+        a.len(),
+        b.len()
+    );
+    let mut differ = 0;
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let (x, y) = (x.to_f64(), y.to_f64());
+        differ += usize::from(x.to_bits() != y.to_bits());
+        ensure!(
+            (x - y).abs() <= bound,
+            "{what}[{i}]: {x} vs {y} (bound {bound})"
+        );
+    }
+    Ok(differ)
+}

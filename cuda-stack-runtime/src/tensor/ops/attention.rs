@@ -53,7 +53,7 @@ pub trait AttentionElement: TensorElement {
     ) -> Result<AttentionBwdDq>;
 
     /// Queues `ops::attention_bwd_strided` for this dtype (automatic kernels; dq as `dq_mode`
-    /// says, with the f32 workspace `dq_acc` for `AttentionBwdDq::Atomic`).
+    /// says, with the f32 workspace `dq_acc` for `AttentionBwdDq::Atomic` and `Ordered`).
     #[doc(hidden)]
     #[allow(clippy::too_many_arguments)]
     fn attention_bwd(
@@ -542,10 +542,12 @@ impl<T: AttentionElement> Tensor<T> {
         let (o_view, do_view) = ((&*od, o_st), (&*gd, do_st));
         let packed = layout == Layout::Packed;
         // The dq path, decided before anything is allocated: the f32 workspace only for the
-        // atomic one (which then runs: dq, dk, dv and the workspace are new allocations, 512-byte
-        // aligned, or 16-byte aligned thirds of one, or one packed buffer, as the plan assumes).
+        // one-pass ones, atomic or ordered (which then run: dq, dk, dv and the workspace are new
+        // allocations, 512-byte aligned, or 16-byte aligned thirds of one, or one packed buffer,
+        // as the plan assumes).
         let mut dq_mode = T::attention_bwd_dq_plan(exec.stream(), &shape, qkv, do_view, packed)?;
-        let acc_len = if dq_mode == AttentionBwdDq::Atomic {
+        let one_pass = matches!(dq_mode, AttentionBwdDq::Atomic | AttentionBwdDq::Ordered);
+        let acc_len = if one_pass {
             ops::attention_bwd_dq_workspace_len(&shape)?
         } else {
             0
@@ -558,9 +560,9 @@ impl<T: AttentionElement> Tensor<T> {
         // inside).
         let run = |grads: AttentionGrads<'_, T>| {
             // SAFETY: the delta kernel writes every element of its workspace before the others
-            // read it, and the atomic path zeroes every element of the dq workspace first (it
-            // runs whenever that workspace is made: acc_len > 0 only for a planned Atomic, which
-            // the op then runs or refuses with an error).
+            // read it, and the one-pass paths zero every element of the dq workspace first (they
+            // run whenever that workspace is made: acc_len > 0 only for a planned Atomic or
+            // Ordered, which the op then runs or refuses with an error).
             unsafe {
                 let _delta = exec.storage_with::<T::Lse>(q_rows, |delta| {
                     let bwd = |acc: Option<&mut DeviceSlice<f32>>| {

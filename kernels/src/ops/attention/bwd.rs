@@ -1,8 +1,10 @@
 //! The attention backward pass: delta, then dq and dk/dv, on the SIMT kernels, the mma.sync
 //! tensor-core kernels or (sm_90) the wgmma ones (`bwd_wgmma`); on the mma.sync kernels dq
-//! either by its own kernel (deterministic) or fused into the dk/dv pass with f32 atomics
-//! ([`AttentionBwdDq`]; [`attention_bwd_dq_choice`] is the one place that choice is made).
+//! either by its own kernel (deterministic) or fused into the dk/dv pass with f32 atomics, and
+//! on the wgmma kernels also by the one pass with its adds in a fixed order ([`AttentionBwdDq`];
+//! [`attention_bwd_dq_choice`] is the one place that choice is made).
 
+use super::bwd_dq::{attention_bwd_dq_choice, attention_bwd_dq_workspace_len, AttentionBwdDq};
 use super::family_override::FamilyOverride;
 use super::{bwd_fused, bwd_wgmma};
 use super::{
@@ -13,77 +15,6 @@ use super::{
 use crate::launch::{grid, sms};
 use crate::{dispatch, Error, Kernels, Result};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
-
-/// The environment variable [`AttentionBwdDq::Auto`] reads first: `atomic` (or `fused`) picks
-/// [`AttentionBwdDq::Atomic`], `separate` (or `deterministic`) [`AttentionBwdDq::Separate`]
-/// (case-insensitive; other values are ignored). Read at every call, so a benchmark can flip it
-/// between runs of the same program.
-pub const ATTENTION_BWD_DQ_ENV: &str = "CUDA_STACK_ATTN_BWD_DQ";
-
-/// How the tensor-core backward computes dq (the SIMT backward always runs its own dq kernel).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum AttentionBwdDq {
-    /// [`attention_bwd_dq_choice`] decides ([`ATTENTION_BWD_DQ_ENV`] first, then the shape);
-    /// without a dq workspace, [`AttentionBwdDq::Separate`].
-    #[default]
-    Auto,
-    /// dq's own kernel beside the dk/dv kernel (`attn_bwd_dq_mma_*` / `attn_bwd_dq_wgmma_*`):
-    /// dq's kernel recomputes S, P and dP per query tile (3 of its GEMMs repeat the dk/dv
-    /// kernel's work); no atomics, the same bits every run.
-    Separate,
-    /// One pass over the key blocks computes dk, dv and each (query tile, key block)'s share of
-    /// dq, added into an f32 workspace (`B·H·Nq·D` elements, zeroed first):
-    /// `attn_bwd_fused_mma_*` (FlashAttention-2's backward, `red.global.add.f32`) or, on
-    /// compute capability 9.0, `attn_bwd_fused_wgmma_*` (FlashAttention-3's: bulk reductions of
-    /// each tile's dQ from shared memory); `attn_bwd_dq_convert_*` then scales and rounds it into
-    /// dq. The order of the adds varies from run to run, so **dq is not bitwise reproducible**
-    /// (it differs in the last bits; dk and dv are the same bits as with
-    /// [`AttentionBwdDq::Separate`]).
-    Atomic,
-}
-
-/// The choice [`AttentionBwdDq::Auto`] makes for a problem that fits the tensor cores, on a
-/// device of `sm_count` SMs: [`ATTENTION_BWD_DQ_ENV`] when set to a known value, else
-/// [`AttentionBwdDq::Separate`] at every shape, so that dq is the same bits on every run.
-///
-/// That costs speed on compute capability 9.0. There the one pass (`attn_bwd_fused_wgmma_*`)
-/// is faster at 11 of `attention_bench`'s 14 bf16 shapes, held at the power cap (H200, session
-/// 59): forward + backward geomean 0.917–0.921× PyTorch's SDPA (cuDNN) against 0.890–0.893×
-/// with the two kernels. It is slower at D = 128 causal for N ≤ 2048 (0.79× against 0.85×). The
-/// same pass with its adds in a fixed order costs 2–32% more than the atomic one and beats the
-/// two kernels at few shapes, so it is not shipped. With the mma.sync kernels (an H100 before
-/// the wgmma backward, 2026-11-27) the fused pass was slower at every shape. Note that cuDNN's
-/// backward, the comparison's other side, adds dq in whatever order too. `sm_count` and the
-/// shape are kept for a rule that a deterministic one pass earns. Explicit choices are returned
-/// unchanged. This is the one place the rule lives (kernels/TUNING.md has the figures).
-pub fn attention_bwd_dq_choice(
-    sm_count: u32,
-    shape: &AttentionShape,
-    dq: AttentionBwdDq,
-) -> AttentionBwdDq {
-    if dq != AttentionBwdDq::Auto {
-        return dq;
-    }
-    if let Ok(v) = std::env::var(ATTENTION_BWD_DQ_ENV) {
-        match v.trim().to_ascii_lowercase().as_str() {
-            "atomic" | "fused" => return AttentionBwdDq::Atomic,
-            "separate" | "deterministic" => return AttentionBwdDq::Separate,
-            _ => {}
-        }
-    }
-    let _ = (sm_count, shape);
-    AttentionBwdDq::Separate
-}
-
-/// The f32 elements of the dq workspace [`AttentionBwdDq::Atomic`] needs: `B·H·Nq·D`
-/// ([`Error::TooLarge`] when that overflows).
-pub fn attention_bwd_dq_workspace_len(shape: &AttentionShape) -> Result<usize> {
-    super::product(
-        "scaled_dot_product_attention_backward",
-        "B·H·Nq·D",
-        &[shape.batch, shape.heads, shape.q_len, shape.head_dim],
-    )
-}
 
 /// Why the tensor-core backward cannot run this problem, or `None` when it can (the forward's
 /// rules — f16/bf16, D = 64 or 128, sm_80+, 16-byte aligned views with strides that are
@@ -198,42 +129,57 @@ fn plan<T: AttentionElement>(
     };
     let sm_count = u32::try_from(sms(s)).unwrap_or(u32::MAX);
     let dq = match (family, dq) {
-        (Family::Simt, AttentionBwdDq::Atomic) => {
+        (Family::Simt, AttentionBwdDq::Atomic | AttentionBwdDq::Ordered) => {
             return Err(unsupported(
                 OP_TC,
-                "the atomic dq path runs on the tensor-core kernels only (f16/bf16, D = 64 or \
-                 128, sm_80+, aligned buffers)",
+                "the one-pass dq paths (atomic, ordered) run on the tensor-core kernels only \
+                 (f16/bf16, D = 64 or 128, sm_80+, aligned buffers)",
             ))
         }
         (Family::Simt, _) => AttentionBwdDq::Separate,
-        (_, AttentionBwdDq::Atomic) if !acc_ok => {
+        // Nothing to add in any order (dq is zeros or empty): the wgmma request ran on the
+        // mma.sync kernels for want of a query or a key (above); their two kernels write it.
+        (Family::Mma, AttentionBwdDq::Ordered) if empty => AttentionBwdDq::Separate,
+        (Family::Mma, AttentionBwdDq::Ordered) => {
             return Err(unsupported(
                 OP_TC,
-                "the atomic dq path needs a 16-byte aligned f32 dq workspace of \
-                 attention_bwd_dq_workspace_len elements",
+                "the ordered one-pass dq path runs on the wgmma kernels only (compute \
+                 capability 9.0); AttentionBwdDq::Separate is deterministic everywhere",
+            ))
+        }
+        (_, AttentionBwdDq::Atomic | AttentionBwdDq::Ordered) if !acc_ok => {
+            return Err(unsupported(
+                OP_TC,
+                "the one-pass dq paths (atomic, ordered) need a 16-byte aligned f32 dq \
+                 workspace of attention_bwd_dq_workspace_len elements",
             ))
         }
         (_, AttentionBwdDq::Auto) if !acc_ok => AttentionBwdDq::Separate,
+        // Auto's ordered pass exists on the wgmma kernels only; Separate is deterministic too.
+        (Family::Mma, d) => match attention_bwd_dq_choice(sm_count, shape, d) {
+            AttentionBwdDq::Ordered => AttentionBwdDq::Separate,
+            d => d,
+        },
         (_, d) => attention_bwd_dq_choice(sm_count, shape, d),
     };
     // The one pass holds more in shared memory than either of the two wgmma kernels.
     if family == Family::Wgmma
-        && dq == AttentionBwdDq::Atomic
+        && matches!(dq, AttentionBwdDq::Atomic | AttentionBwdDq::Ordered)
         && bwd_wgmma::fused_smem(shape.head_dim) > limits.max_shared_per_block_optin
     {
         return Err(unsupported(
             OP_WG,
-            "the one-pass wgmma backward (the atomic dq path) needs more shared memory than \
-             this device allows",
+            "the one-pass wgmma backward (the atomic and ordered dq paths) needs more shared \
+             memory than this device allows",
         ));
     }
     Ok(Plan { family, dq })
 }
 
 /// How [`attention_bwd_with_dq`] would compute dq for these inputs with `algo` and `dq` when
-/// dq, dk, dv and the dq workspace are new allocations (16-byte aligned): `Separate` or
-/// `Atomic`, never `Auto`. Callers that allocate their buffers per call (the tensor op) ask
-/// this first and allocate the workspace only for `Atomic`.
+/// dq, dk, dv and the dq workspace are new allocations (16-byte aligned): `Separate`, `Atomic`
+/// or `Ordered`, never `Auto`. Callers that allocate their buffers per call (the tensor op) ask
+/// this first and allocate the workspace only for the one-pass paths.
 #[allow(clippy::too_many_arguments)]
 pub fn attention_bwd_dq_plan<T: AttentionElement>(
     s: &Stream,
@@ -503,7 +449,8 @@ fn bwd<T: AttentionElement>(
     let views = [(dout.data.as_raw_ptr(), dout.strides), g[0], g[1], g[2]];
     let acc_ok = dq_acc.as_ref().is_some_and(|a| a.as_raw_ptr() % 16 == 0);
     let p = plan(s, algo, dq_mode, shape, [&q, &k, &v], views, acc_ok)?;
-    let (tensor_cores, fused) = (p.family == Family::Mma, p.dq == AttentionBwdDq::Atomic);
+    let tensor_cores = p.family == Family::Mma;
+    let fused = matches!(p.dq, AttentionBwdDq::Atomic | AttentionBwdDq::Ordered);
     let d128 = shape.head_dim == 128;
     let k_delta = dispatch::attn_bwd_delta::<T>(kern)?;
     let tiled_fits =
@@ -583,11 +530,22 @@ fn bwd<T: AttentionElement>(
         }
         _ => views::check_grads(OP, &grads, shape)?,
     }
-    // The atomic dq path's workspace, checked with the other operands (before delta launches).
+    // The one-pass paths' workspace, checked with the other operands (before delta launches).
     let acc = match (fused, dq_acc) {
         (false, _) => None,
         (true, Some(a)) => {
-            check_dense(OP, "dq workspace", a.len(), &q_dims, q_rows * d)?;
+            let want = attention_bwd_dq_workspace_len(shape)?;
+            if a.len() != want {
+                return Err(Error::Shape {
+                    op: OP,
+                    what: "dq workspace",
+                    expected: format!(
+                        "attention_bwd_dq_workspace_len = {want} f32 elements (the {q_dims} \
+                         accumulator, then the ordered pass's counters)"
+                    ),
+                    found: format!("{} elements", a.len()),
+                });
+            }
             Some(a)
         }
         (true, None) => {
@@ -652,6 +610,7 @@ fn bwd<T: AttentionElement>(
                 acc,
                 &mut grads,
                 scale,
+                p.dq == AttentionBwdDq::Ordered,
             )
         }
         (_, acc) => acc,
@@ -735,38 +694,4 @@ fn bwd<T: AttentionElement>(
         })?;
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    use super::super::causal_test_shape as shape;
-
-    #[test]
-    fn explicit_choices_pass_through() {
-        for d in [AttentionBwdDq::Separate, AttentionBwdDq::Atomic] {
-            assert_eq!(attention_bwd_dq_choice(132, &shape(1, 1, 1, 1), d), d);
-            assert_eq!(attention_bwd_dq_choice(1, &shape(64, 64, 4096, 4096), d), d);
-        }
-    }
-
-    #[test]
-    fn auto_takes_the_deterministic_path_everywhere() {
-        if std::env::var_os(ATTENTION_BWD_DQ_ENV).is_some() {
-            return; // the variable decides; nothing of the shape rule to check
-        }
-        let auto = |sms, sh| attention_bwd_dq_choice(sms, &sh, AttentionBwdDq::Auto);
-        // The fused pass measured slower at every shape (see the function's docs): GPT-2's
-        // 3072 key blocks, one short wave, and no SM count alike.
-        for (sms, sh) in [
-            (132, shape(16, 12, 1024, 1024)),
-            (132, shape(1, 131, 8192, 64)),
-            (132, shape(2, 33, 1, 65)),
-            (132, shape(1, 1, 0, 0)),
-            (0, shape(1, 1, 1, 1)),
-        ] {
-            assert_eq!(auto(sms, sh), AttentionBwdDq::Separate);
-        }
-    }
 }

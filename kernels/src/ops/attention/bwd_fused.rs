@@ -10,6 +10,7 @@ use cuda_stack_driver::{DeviceSlice, LaunchConfig, Stream};
 
 /// The [`AttentionBwdDq::Atomic`](super::AttentionBwdDq::Atomic) path after delta: zero `acc`, the fused kernel (dk, dv, and dq
 /// added into `acc`), then dq = round(acc · scale). The caller checked every length (`acc`:
+/// [`attention_bwd_dq_workspace_len`](super::attention_bwd_dq_workspace_len), at least
 /// `B·H·Nq·D`, 16-byte aligned), that the problem fits the tensor cores, and wrote delta.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn fused_dq<T: AttentionElement>(
@@ -81,8 +82,8 @@ pub(super) fn fused_dq<T: AttentionElement>(
 }
 
 /// dq = round(acc · scale) through dq's strides (`attn_bwd_dq_convert_*`): the last step of both
-/// atomic dq paths (the mma.sync fused kernel's and the wgmma one's). The caller checked `acc`
-/// (`B·H·Nq·D` elements, 16-byte aligned), dq's view and that the problem fits the tensor cores
+/// one-pass dq paths (the mma.sync fused kernel's and the wgmma ones'). The caller checked `acc`
+/// (at least `B·H·Nq·D` elements, 16-byte aligned), dq's view and that the problem fits the tensor cores
 /// (dq 16-byte aligned, strides multiples of 8 elements), and that `B·H·Nq > 0`.
 pub(super) fn convert_dq<T: AttentionElement>(
     kern: &Kernels,
@@ -101,7 +102,7 @@ pub(super) fn convert_dq<T: AttentionElement>(
     let (nq, dd) = (shape.q_len as i32, shape.head_dim as i32);
     let sdq = grads.layout(shape).dq.kernel_args();
     let dq = grads.dq_buf();
-    // SAFETY: reads acc as 16-byte groups i < n4 = B·H·Nq·D / 4 (exactly B·H·Nq·D elements,
+    // SAFETY: reads acc as 16-byte groups i < n4 = B·H·Nq·D / 4 (at least B·H·Nq·D elements,
     // 16-byte aligned: checked by the caller) and writes the matching 4 elements of dq at
     // (b, h, row, d..d + 4), row < Nq, d + 4 <= D, through dq's strides: the view checked inside
     // its buffer and free of overlaps; 8-byte aligned groups (dq 16-byte aligned, strides

@@ -56,7 +56,8 @@ pub(super) fn dkdv_smem(head_dim: usize) -> u32 {
 /// `cuda/attention_wgmma_bwd_fused.cu`): the K and V tiles of 128 keys, 3 stages of Q and dO
 /// tiles of 64 (D = 128) or 128 (D = 64) query rows with their lse and delta, the dS tile (128
 /// keys of those rows, 16-bit), the f32 dQ staging tile (the rows' `4·D` bytes each), plus 1 KiB
-/// of alignment and the barriers: 196.25 KiB at D = 64, 210.75 KiB at D = 128.
+/// of alignment and the barriers (the ordered kernels' step records too): 196.31 KiB at D = 64,
+/// 210.81 KiB at D = 128.
 pub(super) fn fused_smem(head_dim: usize) -> u32 {
     let bm = if head_dim == 128 { 64 } else { 128 };
     let row = head_dim as u32 * 4;
@@ -65,7 +66,7 @@ pub(super) fn fused_smem(head_dim: usize) -> u32 {
         + 128 * bm * 2
         + bm * row
         + 1024
-        + 256
+        + 320
 }
 
 /// Why the wgmma backward cannot run this problem (which the mma.sync backward can: `tc_misfit`
@@ -210,11 +211,15 @@ pub(super) fn launch<T: AttentionElement>(
     })
 }
 
-/// The one-pass wgmma backward ([`AttentionBwdDq::Atomic`](super::AttentionBwdDq::Atomic) on
-/// compute capability 9.0) after delta: zero `acc`, `attn_bwd_fused_wgmma_*` (dk and dv as the
-/// dk/dv kernel computes them, and each tile's share of dq added into `acc` by bulk reductions),
-/// then dq = round(acc · scale). The caller checked what [`launch`] needs, that `acc` holds
-/// exactly `B·H·Nq·D` elements and is 16-byte aligned, and that `B·H·Nq > 0` and `Nk > 0`.
+/// The one-pass wgmma backward ([`AttentionBwdDq::Atomic`](super::AttentionBwdDq::Atomic), or
+/// with `ordered` [`AttentionBwdDq::Ordered`](super::AttentionBwdDq::Ordered), on compute
+/// capability 9.0) after delta: zero `acc`, `attn_bwd_fused_wgmma_*` or
+/// `attn_bwd_fused_ord_wgmma_*` (dk and dv as the dk/dv kernel computes them, and each tile's
+/// share of dq added by bulk reductions into `acc`'s first `B·H·Nq·D` elements; the ordered
+/// kernels keep their counters in its tail), then dq = round(acc · scale). The caller checked
+/// what [`launch`] needs, that `acc` holds exactly
+/// [`attention_bwd_dq_workspace_len`](super::attention_bwd_dq_workspace_len) elements and is
+/// 16-byte aligned, and that `B·H·Nq > 0` and `Nk > 0`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn launch_fused<T: AttentionElement>(
     kern: &Kernels,
@@ -226,7 +231,21 @@ pub(super) fn launch_fused<T: AttentionElement>(
     acc: &mut DeviceSlice<f32>,
     grads: &mut AttentionGrads<'_, T>,
     scale: T::Scalar,
+    ordered: bool,
 ) -> Result<()> {
+    if ordered {
+        return launch_ordered(
+            kern,
+            s,
+            shape,
+            [q, k, v],
+            dout,
+            (lse, delta),
+            acc,
+            grads,
+            scale,
+        );
+    }
     let k_fused = fused_kernel::<T>(kern, shape.head_dim)?;
     let lay = grads.layout(shape);
     let (sdk, sdv) = (lay.dk.kernel_args(), lay.dv.kernel_args());
@@ -266,6 +285,72 @@ pub(super) fn launch_fused<T: AttentionElement>(
     super::bwd_fused::convert_dq(kern, s, shape, acc, grads, scale)
 }
 
+/// [`launch_fused`] with `ordered`: `attn_bwd_fused_ord_wgmma_*` with the tile and turn counters
+/// at [`order_offset`](super::bwd_dq::order_offset) in `acc`, full attention's tiles handed out
+/// key tile by key tile at D = 64 (measured faster there, head by head faster at D = 128:
+/// kernels/TUNING.md, session 60).
+#[allow(clippy::too_many_arguments)]
+fn launch_ordered<T: AttentionElement>(
+    kern: &Kernels,
+    s: &Stream,
+    shape: &AttentionShape,
+    [q, k, v]: [&AttentionInput<'_, T>; 3],
+    dout: &AttentionInput<'_, T>,
+    (lse, delta): (&DeviceSlice<T::Scalar>, &DeviceSlice<T::Scalar>),
+    acc: &mut DeviceSlice<f32>,
+    grads: &mut AttentionGrads<'_, T>,
+    scale: T::Scalar,
+) -> Result<()> {
+    let k_ord = if shape.head_dim == 128 {
+        dispatch::attn_bwd_fused_ord_wgmma_d128::<T>(kern)?
+    } else {
+        dispatch::attn_bwd_fused_ord_wgmma_d64::<T>(kern)?
+    };
+    let lay = grads.layout(shape);
+    let (sdk, sdv) = (lay.dk.kernel_args(), lay.dv.kernel_args());
+    let [map_q, map_k, map_v, map_do] = maps(shape, [q, k, v], dout)?;
+    let (bb, hh) = (shape.batch as i32, shape.heads as i32);
+    let (nq, nk) = (shape.q_len as i32, shape.kv_len as i32);
+    let causal = i32::from(shape.causal);
+    let kt_major = i32::from(shape.head_dim == 64);
+    let bh = (shape.batch * shape.heads) as u64;
+    let grid = super::fwd_wgmma::grid(
+        s,
+        bh * shape.kv_len.div_ceil(ROWS) as u64,
+        shape.causal,
+        shape.q_len,
+    );
+    s.memset_zeros(acc)?;
+    let bytes = fused_smem(shape.head_dim);
+    crate::launch::raise_smem(k_ord.function(), bytes)?;
+    let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(bytes);
+    let at = super::bwd_dq::order_offset(shape)?;
+    {
+        let (mut sums, mut order) = acc.split_at_mut(at)?;
+        let (sums, order) = (&mut *sums, &mut *order);
+        grads.with_dkdv(shape, |dk, dv, dv_at| {
+            // SAFETY: as the atomic one pass (`launch_fused`): reads through the maps, lse and
+            // delta, writes dk and dv exactly as the dk/dv kernel, adds into sums[(bh·Nq + row)·D
+            // + col] for rows < Nq, cols < D of the CTA's own (b, h) (the B·H·Nq·D elements
+            // before `at`, 16-byte aligned). It reads and raises order[0] (the tile counter) and
+            // order[1 + bh·ceil(Nq / BM) + qt] for its query tiles (BM = 64 or 128: inside the
+            // 1 + B·H·ceil(Nq / 64) words after `at`, zeroed above, 16-byte aligned), as ints.
+            // Its waits end whatever number of CTAs runs at once (tiles are taken from the
+            // counter in order; a tile waits only for earlier ones, all taken by running CTAs).
+            // The 384 threads and the shared memory it is written for (its limit raised above).
+            unsafe {
+                k_ord.launch(
+                    s, &cfg, map_q, map_k, map_v, map_do, q.data, k.data, v.data, dout.data, lse,
+                    delta, sums, dk, dv, bb, hh, nq, nk, sdk[0], sdk[1], sdk[2], sdv[0], sdv[1],
+                    sdv[2], dv_at, scale, causal, order, kt_major,
+                )
+            }?;
+            Ok(())
+        })?;
+    }
+    super::bwd_fused::convert_dq(kern, s, shape, acc, grads, scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,8 +363,8 @@ mod tests {
         assert_eq!(dkdv_smem(64), 135_424);
         assert_eq!(dkdv_smem(128), 199_936);
         // ABF_SMEM_BYTES in cuda/attention_wgmma_bwd_fused.cu.
-        assert_eq!(fused_smem(64), 200_960);
-        assert_eq!(fused_smem(128), 215_808);
+        assert_eq!(fused_smem(64), 201_024);
+        assert_eq!(fused_smem(128), 215_872);
         // An H100's or H200's opt-in limit per block: 227 KiB.
         for d in [64, 128] {
             assert!(dq_smem(d).max(dkdv_smem(d)).max(fused_smem(d)) <= 227 * 1024);
