@@ -407,12 +407,14 @@ impl<T: AttentionElement> Tensor<T> {
     /// [`Tensor::scaled_dot_product_attention_forward_token_major`]'s output, or of a
     /// `[B, Nq, H·D]` gradient reshaped to `[B, Nq, H, D]`); other strides are errors.
     ///
-    /// On the tensor cores (f16/bf16, D = 64 or 128, sm_80+) dq is computed either by its own
-    /// kernel (deterministic) or in the dk/dv pass, added atomically into a temporary f32
-    /// buffer of `B·H·Nq·D` elements (faster; dq may then differ in its last bits from run to
-    /// run, dk and dv do not): `cuda_stack_kernels::ops::attention_bwd_dq_choice` decides, and
-    /// the environment variable `CUDA_STACK_ATTN_BWD_DQ=separate` (or `atomic`) forces either
-    /// (`ops::ATTENTION_BWD_DQ_ENV`).
+    /// On the tensor cores (f16/bf16, D = 64 or 128, sm_80+) dq is computed by its own kernel
+    /// (deterministic), or in the dk/dv pass into a temporary f32 buffer of
+    /// `ops::attention_bwd_dq_workspace_len` elements: on sm_90 with its adds in key-tile order
+    /// (deterministic too; what the shape rule picks at D ≤ 64 with 4096+ keys), or atomically
+    /// (faster at most shapes; dq may then differ in its last bits from run to run, dk and dv do
+    /// not; only when asked for). `cuda_stack_kernels::ops::attention_bwd_dq_choice` decides, and
+    /// the environment variable `CUDA_STACK_ATTN_BWD_DQ=separate` (or `ordered`, `atomic`)
+    /// forces one (`ops::ATTENTION_BWD_DQ_ENV`).
     #[allow(clippy::too_many_arguments)]
     pub fn scaled_dot_product_attention_backward(
         &self,
