@@ -122,10 +122,15 @@ fn plan<T: AttentionElement>(
         },
     };
     let empty = shape.batch == 0 || shape.heads == 0 || shape.q_len == 0 || shape.kv_len == 0;
-    let family = if family == Family::Wgmma && empty {
-        Family::Mma
+    // An ordered dq has nothing to add in any order there: the two kernels write the zeros.
+    let (family, dq) = if family == Family::Wgmma && empty {
+        let dq = match dq {
+            AttentionBwdDq::Ordered => AttentionBwdDq::Separate,
+            d => d,
+        };
+        (Family::Mma, dq)
     } else {
-        family
+        (family, dq)
     };
     let sm_count = u32::try_from(sms(s)).unwrap_or(u32::MAX);
     let dq = match (family, dq) {
@@ -137,9 +142,6 @@ fn plan<T: AttentionElement>(
             ))
         }
         (Family::Simt, _) => AttentionBwdDq::Separate,
-        // Nothing to add in any order (dq is zeros or empty): the wgmma request ran on the
-        // mma.sync kernels for want of a query or a key (above); their two kernels write it.
-        (Family::Mma, AttentionBwdDq::Ordered) if empty => AttentionBwdDq::Separate,
         (Family::Mma, AttentionBwdDq::Ordered) => {
             return Err(unsupported(
                 OP_TC,

@@ -39,8 +39,8 @@ pub enum AttentionBwdDq {
     /// counter, so the waits end whatever number of CTAs runs at once). dq is the same bits on
     /// every run (not the same bits as `Separate`'s: another summation order); dk and dv are
     /// `Separate`'s bits. Elsewhere (the mma.sync and SIMT kernels) an explicit `Ordered` is
-    /// [`Error::Unsupported`](crate::Error::Unsupported); a problem without a query or a key
-    /// (nothing to add) runs the two kernels.
+    /// [`Error::Unsupported`](crate::Error::Unsupported); where the wgmma kernels were chosen, a
+    /// problem without a query or a key (nothing to add) runs the two kernels.
     Ordered,
 }
 
