@@ -26,8 +26,12 @@ Timing is the method attention_bench uses on its side: one warm-up call, then `s
 of untimed back-to-back calls (the case's field: 1 s for the attention cases, 0 for the row ops
 and in quick runs; the GPU then runs at the clock its power cap sets for the work), R back-to-back
 calls between two CUDA events on one stream (R chosen so a trial lasts ~20 ms, at most 200),
-median of 5 trials (3 with "quick": true in a case). Output: JSON
-{"torch": version, "device": name, "cases": {id: {"s": seconds per call, "backend": str|null}}}.
+median of 5 trials (3 with "quick": true in a case). The sdpa cases are timed a second way: the
+call captured once into a CUDA graph and replayed the same way ("graph_s"; null when capture
+fails), PyTorch's GPU time without its host side, which at the small cases is most of an eager
+fwd+bwd call and moves with the host (16 x 16 x 512 x 64 took 217 to 424 us eager between runs on
+one H200). Output: JSON {"torch": version, "device": name, "cases": {id: {"s": seconds per call,
+"backend": str|null, "graph_s": seconds per replayed call|null (sdpa only)}}}.
 """
 import json
 import math
@@ -70,6 +74,29 @@ def measure(fn, quick, settle_s=0.0):
             fn()
 
     return median([events_time(loop) / reps for _ in range(trials)])
+
+
+def graph_time(fn, quick, settle_s=0.0):
+    """The same call captured once into a CUDA graph and replayed, timed as `measure` does: the
+    GPU's time without PyTorch's host side (eager autograd's Python and dispatch cost, which at
+    the small cases can exceed the kernels' time and varies with the host). None, with a message
+    on stderr, when the call cannot be captured."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the capturing stream, as torch.cuda.graph asks
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+    except Exception as e:  # noqa: BLE001 -- any capture failure only drops the graph figure
+        print(f"torch_attention.py: CUDA-graph capture failed ({e}); eager time only", file=sys.stderr)
+        return None
+    t = measure(g.replay, quick, settle_s)
+    del g
+    return t
 
 
 def backend_of(fn):
@@ -198,9 +225,16 @@ def main():
         if make is None:
             sys.exit(f"torch_attention.py: unknown op {c['op']!r} in case {c['id']}")
         fn, backend = make(c, dev)
-        s = measure(fn, c.get("quick", False), float(c.get("settle_s", 0.0)))
+        quick, settle = c.get("quick", False), float(c.get("settle_s", 0.0))
+        s = measure(fn, quick, settle)
         out[c["id"]] = {"s": s, "backend": backend}
-        print(f"torch {c['id']}: {out[c['id']]['s'] * 1e6:.1f} us", file=sys.stderr)
+        line = f"torch {c['id']}: {s * 1e6:.1f} us"
+        if c["op"] == "sdpa":
+            g = graph_time(fn, quick, settle)
+            out[c["id"]]["graph_s"] = g
+            if g is not None:
+                line += f" (CUDA-graph replay {g * 1e6:.1f} us)"
+        print(line, file=sys.stderr)
         torch.cuda.empty_cache()
     json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(dev),
                "cases": out}, sys.stdout, indent=1)

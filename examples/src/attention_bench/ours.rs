@@ -5,13 +5,16 @@ use super::cases::{Case, Dt, Op, Pass};
 use super::ours_ops as o;
 use cuda_examples::timing::GpuTimer;
 use cuda_stack_driver::half::bf16;
-use cuda_stack_runtime::{AttentionElement, FloatElement, Runtime, Tensor, TensorElement};
+use cuda_stack_runtime::{
+    use_stream, AttentionElement, FloatElement, Runtime, Tensor, TensorElement,
+};
 use std::error::Error;
 
 type Res<T> = Result<T, Box<dyn Error>>;
 
 /// The timer and the timing parameters.
 pub struct Bench {
+    device: usize,
     timer: GpuTimer,
     trials: usize,
     target_s: f64,
@@ -51,6 +54,7 @@ impl Bench {
         cuda_stack_runtime::set_device(device)?;
         let rt = Runtime::get(device)?;
         Ok(Bench {
+            device,
             timer: GpuTimer::new(rt.context())?,
             trials: if quick { 3 } else { 5 },
             target_s: if quick { 0.005 } else { 0.020 },
@@ -77,26 +81,60 @@ impl Bench {
         self.timer.median_per_call(&s, trials, reps, |_| f())
     }
 
-    /// Seconds per call of `case`.
-    pub fn time(&mut self, case: &Case) -> Res<f64> {
+    /// One call of `f` captured into a CUDA graph (on a capture stream of this device, the
+    /// call's temporaries owned by the graph) and its replays timed as [`Bench::median`] times
+    /// eager calls: the GPU's time for the call without our host side.
+    fn graph_median(&self, settle_s: f64, f: impl FnOnce() -> Res<()>) -> Res<f64> {
+        let rt = Runtime::get(self.device)?;
+        let s = cuda_stack_runtime::current_stream()?;
+        // The inputs were made on the current stream; the capture stream reads them.
+        s.synchronize()?;
+        let capture = rt.context().begin_capture()?;
+        let stream = capture.stream().clone();
+        let called = {
+            let _on_capture = use_stream(&stream);
+            f()
+        };
+        let graph = capture.end();
+        called?;
+        let exec = graph?.instantiate()?;
+        self.median(settle_s, || Ok(exec.launch(&s)?))
+    }
+
+    /// Seconds per eager call of `case` and, for the attention cases, per call replayed from
+    /// a CUDA graph.
+    pub fn time(&mut self, case: &Case) -> Res<super::OursTimes> {
         match case.dt {
             Dt::F32 => self.time_as::<f32>(case),
             Dt::Bf16 => self.time_as::<bf16>(case),
         }
     }
 
-    fn time_as<T: AttentionElement + FloatElement>(&mut self, case: &Case) -> Res<f64> {
+    fn time_as<T: AttentionElement + FloatElement>(
+        &mut self,
+        case: &Case,
+    ) -> Res<super::OursTimes> {
         let inputs = make_inputs::<T>(case)?;
         let settle = case.settle_secs(self.quick);
+        if let (Inputs::Attention { q, k, v, dout }, Op::Sdpa) = (&inputs, case.op) {
+            let call = || match case.pass {
+                Pass::Fwd => o::sdpa_fwd(q, k, v, case.causal),
+                _ => o::sdpa_fwd_bwd(q, k, v, dout, case.causal),
+            };
+            let eager = self.median(settle, call)?;
+            // A capture that fails drops the graph figure only (the ratio then compares
+            // PyTorch's faster time with our eager one).
+            let graph = self
+                .graph_median(settle, call)
+                .map_err(|e| eprintln!("{}: CUDA-graph capture failed: {e}", case.id()))
+                .ok();
+            return Ok((eager, graph));
+        }
         let t = match (&inputs, case.op) {
             (Inputs::Attention { q, k, v, .. }, Op::Chain) => {
                 let scale = 1.0 / (case.d as f64).sqrt();
                 self.median(settle, || o::chain(q, k, v, scale))?
             }
-            (Inputs::Attention { q, k, v, dout }, Op::Sdpa) => match case.pass {
-                Pass::Fwd => self.median(settle, || o::sdpa_fwd(q, k, v, case.causal))?,
-                _ => self.median(settle, || o::sdpa_fwd_bwd(q, k, v, dout, case.causal))?,
-            },
             (Inputs::Rows { x, dy, w, b }, Op::LayerNorm) => {
                 let saved = o::layer_norm_fwd(x, w, b)?;
                 match case.pass {
@@ -119,7 +157,7 @@ impl Bench {
             },
             _ => return Err(format!("attention_bench: no inputs for case {}", case.id()).into()),
         };
-        Ok(t)
+        Ok((t, None))
     }
 }
 

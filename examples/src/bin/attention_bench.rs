@@ -22,7 +22,11 @@
 //! Times: CUDA events around back-to-back calls on one stream, median of trials, after a
 //! warm-up and, for the attention cases, 1 s of untimed calls (`Case::settle_secs`: each case is
 //! timed at the clock the GPU's power cap sets for it, not at what the case before left);
-//! PyTorch's side (`tools/torch_attention.py`) times the same way.
+//! PyTorch's side (`tools/torch_attention.py`) times the same way. Both sides time the attention
+//! cases a second way too: one call captured into a CUDA graph and replayed (the GPU's time
+//! without the host side, which at 16 × 16 × 512 × 64 moved PyTorch's eager fwd+bwd between 217
+//! and 537 µs from run to run on one H200). An attention case's ratio is the lower of the eager
+//! ratio and the graph ratio, so neither side's host cost can carry a case.
 //!
 //! Run: `cargo run --release -p cuda-examples --bin attention_bench -- [--quick] [--torch-run]
 //! [--torch FILE] [--filter TEXT] [--device N] [--json] [--bwd-dq auto|atomic|separate|ordered]`;
@@ -172,7 +176,12 @@ fn body(args: Args) -> ProgramResult {
             let torch = torch
                 .as_ref()
                 .and_then(|t| t.cases.get(&case.id()).cloned());
-            ab::Row { case, ours, torch }
+            ab::Row {
+                case,
+                ours: ours.0,
+                ours_graph: ours.1,
+                torch,
+            }
         })
         .collect();
     let (text, doc) = ab::report(&rows, torch.as_ref());
