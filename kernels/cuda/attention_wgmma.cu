@@ -34,7 +34,10 @@
 //     of A), V the B operand read N-major (transposed) from shared memory.
 //   * Overlap: O += P V of key tile j is committed and not waited for; the warpgroup goes on to
 //     wait for K of tile j + 1 and issue its S product, and waits for both groups together. The
-//     other consumer warpgroup's softmax fills the tensor cores meanwhile.
+//     other consumer warpgroup's softmax fills the tensor cores meanwhile. At D = 64 the two
+//     consumers take turns (FlashAttention-3's ping-pong, two named barriers): a turn issues
+//     O += P V of tile j and S of tile j + 1 (a query tile's first S is a turn of its own), then
+//     passes, so one warpgroup's softmax runs while the other's products do.
 //   * Causal: key tiles past the last key any row of the CTA sees are never copied; a warpgroup
 //     masks only tiles its rows see in part (or not at all: it never branches around a product).
 //   * Persistent: a CTA walks query tiles blockIdx.x, + gridDim.x, ...; the producer loads the
@@ -60,6 +63,18 @@
 // K/V stages: 3 at D = 128 (224 KiB with the Q tile, of the 227 an H100 or H200 block may use), 4
 // at D = 64 (144 KiB).
 #define AW_STAGES(D) ((D) == 128 ? 3 : 4)
+// The consumers' turns (see Overlap above): at D = 64, measured 1-8.5% faster on an H200 (session
+// 61: tuning/attn_fwd_pingpong.patch's lab builds, where turns of S alone were slower); at D = 128,
+// whose timings sit under the power cap, both ways moved within their noise, so it keeps the free
+// order (-DAW_TURNS_D128=1 builds it with turns, for the lab).
+#ifndef AW_TURNS_D128
+#define AW_TURNS_D128 0
+#endif
+#define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
+// Waits for consumer c's turn (named barrier 8 + c: its 128 threads and the other consumer's 128
+// arrivals); passes the turn to the other consumer.
+__device__ __forceinline__ void aw_turn_wait(int c) { asm volatile("bar.sync %0, 256;" ::"r"(8 + c) : "memory"); }
+__device__ __forceinline__ void aw_turn_pass(int c) { asm volatile("bar.arrive %0, 256;" ::"r"(9 - c) : "memory"); }
 // Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
 // 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
@@ -216,6 +231,9 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
+    // Consumer 0 takes the first turn: consumer 1 passes once before its first wait.
+    if constexpr (AW_TURNS(D))
+        if (c == 1) aw_turn_pass(1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     const float NEG_INF = __int_as_float(0xff800000);
     // exp2 arguments are fma(s, mul, -m) on the raw scores when scale log2 e > 0 (the max of the raw
@@ -255,6 +273,9 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             const unsigned ph = (it / ST) & 1;
             const unsigned k_tile = sK + 2 * st * TILE, v_tile = k_tile + TILE;
             mbar_wait_spin(kfull + 8 * st, ph);
+            // A later tile's S goes in the turn taken for the last tile's O += P V.
+            if constexpr (AW_TURNS(D))
+                if (kt == 0) aw_turn_wait(c);
             // S = Q K^T: k steps of 16 (32 bytes) within each 64-column atom.
             wgx_fence();
 #pragma unroll
@@ -263,6 +284,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                 E::qk(s, wgx_desc(sQ + off + c * 64 * 128, 16, 1024), wgx_desc(k_tile + off, 16, 1024), kk > 0);
             }
             wgx_commit();
+            if constexpr (AW_TURNS(D)) aw_turn_pass(c);
             wgx_wait0();  // S, and the previous tile's O += P V
             wgx_fence_acc(s);
             wgx_fence_acc(o);
@@ -329,10 +351,13 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             // O += P V: k step kb = keys 16 kb .. + 15 = 16 rows of 128 bytes of the V tile; the
             // D columns are ATOMS atoms of 64, AW_ATOM apart (the leading byte offset).
             mbar_wait_spin(vfull + 8 * st, ph);
+            if constexpr (AW_TURNS(D)) aw_turn_wait(c);  // O += P V, then the next tile's S
             wgx_fence();
 #pragma unroll
             for (int kb = 0; kb < AW_BN / 16; ++kb) E::pv(o, pa[kb], wgx_desc(v_tile + kb * 16 * 128, AW_ATOM, 1024));
             wgx_commit();
+            if constexpr (AW_TURNS(D))
+                if (kt == w.n_kt - 1) aw_turn_pass(c);
         }
         wgx_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
         wgx_fence_acc(o);
@@ -384,6 +409,10 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             if (row < Nq && quad == 0) lse[w.bh * Nq + row] = x > 0.0f ? (m[rr] + log2f(x)) * 0.6931471805599453f : NEG_INF;
         }
     }
+    // Consumer 1 passed once more than it waited: consumer 0 takes that last pass, so that no
+    // barrier phase is left open when the CTA exits.
+    if constexpr (AW_TURNS(D))
+        if (c == 0) aw_turn_wait(0);
 }
 
 // q, k, v are not read here (the tensor maps address them); they are parameters so that a launch
