@@ -252,3 +252,43 @@ pub fn report(rows: &[Row], torch: Option<&TorchSide>) -> (String, Value) {
     });
     (text, doc)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(ours: f64, ours_graph: Option<f64>, s: f64, graph_s: Option<f64>) -> Row {
+        Row {
+            case: Case::sdpa(16, 16, 512, 64, false, Pass::FwdBwd),
+            ours,
+            ours_graph,
+            torch: Some(TorchTime {
+                s,
+                graph_s,
+                backend: None,
+            }),
+        }
+    }
+
+    #[test]
+    fn a_case_is_judged_on_the_lower_ratio() {
+        // PyTorch's host-bound eager call (2x ours) does not carry the case: its replay does.
+        let r = row(250e-6, Some(240e-6), 500e-6, Some(228e-6));
+        assert!((r.ratio().unwrap() - 228.0 / 240.0).abs() < 1e-12);
+        // Our slow host does not hide behind our replay either.
+        let r = row(300e-6, Some(200e-6), 240e-6, Some(220e-6));
+        assert!((r.ratio().unwrap() - 240.0 / 300.0).abs() < 1e-12);
+        // Only PyTorch replayed: its faster time against our eager one.
+        let r = row(250e-6, None, 500e-6, Some(228e-6));
+        assert!((r.ratio().unwrap() - 228.0 / 250.0).abs() < 1e-12);
+        // Neither replayed: the eager ratio.
+        let r = row(250e-6, None, 300e-6, None);
+        assert!((r.ratio().unwrap() - 300.0 / 250.0).abs() < 1e-12);
+        // No PyTorch figures: no ratio.
+        let r = Row {
+            torch: None,
+            ..row(1.0, None, 1.0, None)
+        };
+        assert_eq!(r.ratio(), None);
+    }
+}
