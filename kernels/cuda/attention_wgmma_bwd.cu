@@ -72,6 +72,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
     constexpr int KVT = ABW_TILE(BN, D), QT = ABW_TILE(BM, D);
     constexpr int NA = D / 2, NS = BM / 2, KB = BM / 16;
     constexpr bool OVERLAP = ABW_KV_OVERLAP != 0 && D == 64 && BM == 64;
+    constexpr bool TURNS = ABW_TURNS != 0 && OVERLAP;
     extern __shared__ unsigned char abw_smem[];
     const unsigned base = (smem_u32(abw_smem) + 1023u) & ~1023u;
     const unsigned sK = base, sV = base + KVT, sQ = base + 2 * KVT;  // stage s: Q at sQ + 2 s QT, dO after it
@@ -156,6 +157,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // keys 64 c .. 64 c + 63 of each key tile
+    if constexpr (TURNS)
+        if (c == 1) ABW_TURN_PASS(1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     const float* lsh = reinterpret_cast<const float*>(abw_smem + (sL - smem_u32(abw_smem)));
     float s[NS], dp[NS], gk[NA], gv[NA];
@@ -180,11 +183,14 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             const unsigned q_tile = sQ + 2 * st * QT, do_tile = q_tile + QT;
             mbar_wait_spin(full + 8 * st, (it / ST) & 1);
             // S^T = K Q^T, dP^T = V dO^T (the warpgroup's 64 keys against the tile's BM queries).
+            if constexpr (TURNS)
+                if (qt == qt0) ABW_TURN_WAIT(c);
             wgx_fence();
             abw_mul_ss<E, BM, BN, D>(s, sK + c * 64 * 128, q_tile);
             wgx_commit();
             abw_mul_ss<E, BM, BN, D>(dp, sV + c * 64 * 128, do_tile);
             wgx_commit();
+            if constexpr (TURNS) ABW_TURN_PASS(c);
             wgx_wait1();  // S^T (and, ABW_KV_OVERLAP, the previous step's dV, dK products)
             wgx_fence_acc(s);
             if (OVERLAP && qt > qt0) {  // the previous step's stage (Q, dO, lse, delta) has been read
@@ -227,10 +233,13 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             abw_pack<E, KB>(pa, s);
             abw_pack<E, KB>(pd, dp);
             // dV += P^T dO, dK += dS^T Q (dO and Q N-major: k = the tile's queries).
+            if constexpr (TURNS) ABW_TURN_WAIT(c);
             wgx_fence();
             abw_mul_rs<E, KB, BM, D>(gv, pa, do_tile);
             abw_mul_rs<E, KB, BM, D>(gk, pd, q_tile);
             wgx_commit();
+            if constexpr (TURNS)
+                if (qt == n_qt - 1) ABW_TURN_PASS(c);
             if (!OVERLAP) {
                 wgx_wait0();
                 wgx_fence_acc(gv);
@@ -254,6 +263,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
         abw_store<E, D>(gk, dkb, dk_sr, kr, Nk, scale, quad);
         abw_store<E, D>(gv, dvb, dv_sr, kr, Nk, 1.0f, quad);
     }
+    if constexpr (TURNS)
+        if (c == 0) ABW_TURN_WAIT(0);  // consumer 1's first pass, never waited for
 }
 
 // ---- dQ ------------------------------------------------------------------------------------------
@@ -267,6 +278,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
     constexpr int BM = ABW_DQ_BM, BN = ABW_DQ_BN(D), ST = ABW_DQ_STAGES(D);
     constexpr int QT = ABW_TILE(BM, D), KT = ABW_TILE(BN, D);
     constexpr int NA = D / 2, NS = BN / 2, KB = BN / 16;
+    constexpr bool TURNS = ABW_TURNS != 0 && D == 64;
     extern __shared__ unsigned char abw_smem[];
     const unsigned base = (smem_u32(abw_smem) + 1023u) & ~1023u;
     const unsigned sQ = base, sdO = base + QT, sK = base + 2 * QT;  // stage s: K at sK + 2 s KT, V after it
@@ -335,6 +347,8 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
+    if constexpr (TURNS)
+        if (c == 1) ABW_TURN_PASS(1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     float s[NS], dp[NS], acc[NA];
 #pragma unroll
@@ -382,6 +396,8 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             const unsigned ph = (it / ST) & 1;
             const unsigned k_tile = sK + 2 * st * KT, v_tile = k_tile + KT;
             mbar_wait_spin(kfull + 8 * st, ph);
+            if constexpr (TURNS)
+                if (kt == 0) ABW_TURN_WAIT(c);
             wgx_fence();
             abw_mul_ss<E, BN, BM, D>(s, sQ + c * 64 * 128, k_tile);  // S = Q K^T
             wgx_commit();
@@ -389,6 +405,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             wgx_fence();  // (a fence after the wait: ptxas injects one before dP's products otherwise, C7519)
             abw_mul_ss<E, BN, BM, D>(dp, sdO + c * 64 * 128, v_tile);  // dP = dO V^T
             wgx_commit();
+            if constexpr (TURNS) ABW_TURN_PASS(c);
             wgx_wait1();  // S, and the previous tile's dQ += dS K
             wgx_fence_acc(s);
             if (kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
@@ -418,9 +435,12 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
                         dp[4 * i + 2 * rr + x] = s[4 * i + 2 * rr + x] * (dp[4 * i + 2 * rr + x] - dl[rr]);
             abw_pack<E, KB>(pa, dp);
             // dQ += dS K (K N-major: k = the tile's keys); left in flight.
+            if constexpr (TURNS) ABW_TURN_WAIT(c);
             wgx_fence();
             abw_mul_rs<E, KB, BN, D>(acc, pa, k_tile);
             wgx_commit();
+            if constexpr (TURNS)
+                if (kt == n_kt - 1) ABW_TURN_PASS(c);
         }
         wgx_wait0();  // the last dQ += dS K (nothing in flight when the tile had no key tile)
         wgx_fence_acc(acc);
@@ -428,6 +448,8 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
 
         abw_store<E, D>(acc, dq + w.b * g_sb + w.h * g_sh, g_sr, r0, Nq, scale, quad);
     }
+    if constexpr (TURNS)
+        if (c == 0) ABW_TURN_WAIT(0);  // consumer 1's first pass, never waited for
 }
 
 // q, k, v, dout are not read here (the tensor maps address them); they are parameters so that a
