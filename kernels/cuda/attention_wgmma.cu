@@ -54,6 +54,7 @@
 #include "ex2.cuh"
 #include "shared_address.cuh"
 #include "tma.cuh"
+#include "warpgroup_turns.cuh"
 #include "wgmma_ops.cuh"
 
 #define AW_BM 128       // query rows per CTA (two consumer warpgroups of 64)
@@ -71,10 +72,6 @@
 #define AW_TURNS_D128 0
 #endif
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
-// Waits for consumer c's turn (named barrier 8 + c: its 128 threads and the other consumer's 128
-// arrivals); passes the turn to the other consumer.
-__device__ __forceinline__ void aw_turn_wait(int c) { asm volatile("bar.sync %0, 256;" ::"r"(8 + c) : "memory"); }
-__device__ __forceinline__ void aw_turn_pass(int c) { asm volatile("bar.arrive %0, 256;" ::"r"(9 - c) : "memory"); }
 // Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
 // 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
@@ -233,7 +230,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
     // Consumer 0 takes the first turn: consumer 1 passes once before its first wait.
     if constexpr (AW_TURNS(D))
-        if (c == 1) aw_turn_pass(1);
+        if (c == 1) wg_turn_pass(1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     const float NEG_INF = __int_as_float(0xff800000);
     // exp2 arguments are fma(s, mul, -m) on the raw scores when scale log2 e > 0 (the max of the raw
@@ -275,7 +272,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             mbar_wait_spin(kfull + 8 * st, ph);
             // A later tile's S goes in the turn taken for the last tile's O += P V.
             if constexpr (AW_TURNS(D))
-                if (kt == 0) aw_turn_wait(c);
+                if (kt == 0) wg_turn_wait(c);
             // S = Q K^T: k steps of 16 (32 bytes) within each 64-column atom.
             wgx_fence();
 #pragma unroll
@@ -284,7 +281,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                 E::qk(s, wgx_desc(sQ + off + c * 64 * 128, 16, 1024), wgx_desc(k_tile + off, 16, 1024), kk > 0);
             }
             wgx_commit();
-            if constexpr (AW_TURNS(D)) aw_turn_pass(c);
+            if constexpr (AW_TURNS(D)) wg_turn_pass(c);
             wgx_wait0();  // S, and the previous tile's O += P V
             wgx_fence_acc(s);
             wgx_fence_acc(o);
@@ -351,13 +348,13 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             // O += P V: k step kb = keys 16 kb .. + 15 = 16 rows of 128 bytes of the V tile; the
             // D columns are ATOMS atoms of 64, AW_ATOM apart (the leading byte offset).
             mbar_wait_spin(vfull + 8 * st, ph);
-            if constexpr (AW_TURNS(D)) aw_turn_wait(c);  // O += P V, then the next tile's S
+            if constexpr (AW_TURNS(D)) wg_turn_wait(c);  // O += P V, then the next tile's S
             wgx_fence();
 #pragma unroll
             for (int kb = 0; kb < AW_BN / 16; ++kb) E::pv(o, pa[kb], wgx_desc(v_tile + kb * 16 * 128, AW_ATOM, 1024));
             wgx_commit();
             if constexpr (AW_TURNS(D))
-                if (kt == w.n_kt - 1) aw_turn_pass(c);
+                if (kt == w.n_kt - 1) wg_turn_pass(c);
         }
         wgx_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
         wgx_fence_acc(o);
@@ -412,7 +409,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     // Consumer 1 passed once more than it waited: consumer 0 takes that last pass, so that no
     // barrier phase is left open when the CTA exits.
     if constexpr (AW_TURNS(D))
-        if (c == 0) aw_turn_wait(0);
+        if (c == 0) wg_turn_wait(0);
 }
 
 // q, k, v are not read here (the tensor maps address them); they are parameters so that a launch

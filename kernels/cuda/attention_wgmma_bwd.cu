@@ -57,6 +57,7 @@
 // loops; barrier waits spin inside one asm statement. Whole tiles are skipped only on CTA-uniform
 // conditions (the causal range of query or key tiles of the CTA).
 #include "attention_wgmma_bwd.cuh"
+#include "warpgroup_turns.cuh"
 
 // ---- dK, dV --------------------------------------------------------------------------------------
 
@@ -158,7 +159,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
     const int c = wg - 1;  // keys 64 c .. 64 c + 63 of each key tile
     if constexpr (TURNS)
-        if (c == 1) ABW_TURN_PASS(1);
+        if (c == 1) wg_turn_pass(1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     const float* lsh = reinterpret_cast<const float*>(abw_smem + (sL - smem_u32(abw_smem)));
     float s[NS], dp[NS], gk[NA], gv[NA];
@@ -184,13 +185,13 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             mbar_wait_spin(full + 8 * st, (it / ST) & 1);
             // S^T = K Q^T, dP^T = V dO^T (the warpgroup's 64 keys against the tile's BM queries).
             if constexpr (TURNS)
-                if (qt == qt0) ABW_TURN_WAIT(c);
+                if (qt == qt0) wg_turn_wait(c);
             wgx_fence();
             abw_mul_ss<E, BM, BN, D>(s, sK + c * 64 * 128, q_tile);
             wgx_commit();
             abw_mul_ss<E, BM, BN, D>(dp, sV + c * 64 * 128, do_tile);
             wgx_commit();
-            if constexpr (TURNS) ABW_TURN_PASS(c);
+            if constexpr (TURNS) wg_turn_pass(c);
             wgx_wait1();  // S^T (and, ABW_KV_OVERLAP, the previous step's dV, dK products)
             wgx_fence_acc(s);
             if (OVERLAP && qt > qt0) {  // the previous step's stage (Q, dO, lse, delta) has been read
@@ -233,13 +234,13 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             abw_pack<E, KB>(pa, s);
             abw_pack<E, KB>(pd, dp);
             // dV += P^T dO, dK += dS^T Q (dO and Q N-major: k = the tile's queries).
-            if constexpr (TURNS) ABW_TURN_WAIT(c);
+            if constexpr (TURNS) wg_turn_wait(c);
             wgx_fence();
             abw_mul_rs<E, KB, BM, D>(gv, pa, do_tile);
             abw_mul_rs<E, KB, BM, D>(gk, pd, q_tile);
             wgx_commit();
             if constexpr (TURNS)
-                if (qt == n_qt - 1) ABW_TURN_PASS(c);
+                if (qt == n_qt - 1) wg_turn_pass(c);
             if (!OVERLAP) {
                 wgx_wait0();
                 wgx_fence_acc(gv);
@@ -264,7 +265,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
         abw_store<E, D>(gv, dvb, dv_sr, kr, Nk, 1.0f, quad);
     }
     if constexpr (TURNS)
-        if (c == 0) ABW_TURN_WAIT(0);  // consumer 1's first pass, never waited for
+        if (c == 0) wg_turn_wait(0);  // consumer 1's first pass, never waited for
 }
 
 // ---- dQ ------------------------------------------------------------------------------------------
@@ -348,7 +349,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
     if constexpr (TURNS)
-        if (c == 1) ABW_TURN_PASS(1);
+        if (c == 1) wg_turn_pass(1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     float s[NS], dp[NS], acc[NA];
 #pragma unroll
@@ -397,7 +398,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             const unsigned k_tile = sK + 2 * st * KT, v_tile = k_tile + KT;
             mbar_wait_spin(kfull + 8 * st, ph);
             if constexpr (TURNS)
-                if (kt == 0) ABW_TURN_WAIT(c);
+                if (kt == 0) wg_turn_wait(c);
             wgx_fence();
             abw_mul_ss<E, BN, BM, D>(s, sQ + c * 64 * 128, k_tile);  // S = Q K^T
             wgx_commit();
@@ -405,7 +406,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             wgx_fence();  // (a fence after the wait: ptxas injects one before dP's products otherwise, C7519)
             abw_mul_ss<E, BN, BM, D>(dp, sdO + c * 64 * 128, v_tile);  // dP = dO V^T
             wgx_commit();
-            if constexpr (TURNS) ABW_TURN_PASS(c);
+            if constexpr (TURNS) wg_turn_pass(c);
             wgx_wait1();  // S, and the previous tile's dQ += dS K
             wgx_fence_acc(s);
             if (kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
@@ -435,12 +436,12 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
                         dp[4 * i + 2 * rr + x] = s[4 * i + 2 * rr + x] * (dp[4 * i + 2 * rr + x] - dl[rr]);
             abw_pack<E, KB>(pa, dp);
             // dQ += dS K (K N-major: k = the tile's keys); left in flight.
-            if constexpr (TURNS) ABW_TURN_WAIT(c);
+            if constexpr (TURNS) wg_turn_wait(c);
             wgx_fence();
             abw_mul_rs<E, KB, BN, D>(acc, pa, k_tile);
             wgx_commit();
             if constexpr (TURNS)
-                if (kt == n_kt - 1) ABW_TURN_PASS(c);
+                if (kt == n_kt - 1) wg_turn_pass(c);
         }
         wgx_wait0();  // the last dQ += dS K (nothing in flight when the tile had no key tile)
         wgx_fence_acc(acc);
@@ -449,7 +450,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
         abw_store<E, D>(acc, dq + w.b * g_sb + w.h * g_sh, g_sr, r0, Nq, scale, quad);
     }
     if constexpr (TURNS)
-        if (c == 0) ABW_TURN_WAIT(0);  // consumer 1's first pass, never waited for
+        if (c == 0) wg_turn_wait(0);  // consumer 1's first pass, never waited for
 }
 
 // q, k, v, dout are not read here (the tensor maps address them); they are parameters so that a

@@ -37,21 +37,11 @@
 #endif
 // ABW_TURNS (lab only, off; not yet timed: kernels/TUNING.md, session 61): at D = 64 the two
 // consumer warpgroups of the dk/dv (with ABW_KV_OVERLAP) and dq kernels take turns issuing their
-// products, as the forward's do at D = 64: a turn is one step's last products (dV, dK += ... or
-// dQ += dS K) then the next step's first (S^T, dP^T or S, dP); a key or query tile's first step
-// is a turn of its own. Named barriers 8 + c: consumer 1 passes once first, consumer 0 takes the
-// last pass before the CTA exits.
+// products, as the forward's do at D = 64 (warpgroup_turns.cuh): a turn is one step's last
+// products (dV, dK += ... or dQ += dS K) then the next step's first (S^T, dP^T or S, dP); a key or
+// query tile's first step is a turn of its own.
 #ifndef ABW_TURNS
 #define ABW_TURNS 0
-#endif
-#if ABW_TURNS
-__device__ __forceinline__ void abw_turn_wait(int c) { asm volatile("bar.sync %0, 256;" ::"r"(8 + c) : "memory"); }
-__device__ __forceinline__ void abw_turn_pass(int c) { asm volatile("bar.arrive %0, 256;" ::"r"(9 - c) : "memory"); }
-#define ABW_TURN_WAIT(C) abw_turn_wait(C)
-#define ABW_TURN_PASS(C) abw_turn_pass(C)
-#else
-#define ABW_TURN_WAIT(C) ((void)0)
-#define ABW_TURN_PASS(C) ((void)0)
 #endif
 #define ABW_KV_BM(D) ((D) == 128 ? 64 : ABW_KV_BM64)
 #define ABW_DQ_BN(D) ((D) == 128 ? 64 : ABW_DQ_BN64)
