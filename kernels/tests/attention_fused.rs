@@ -329,6 +329,11 @@ fn fused_misfits() -> TestResult {
             unsupported(&r),
             "D = {d} Atomic, misaligned workspace: {r:?}"
         );
+        let r = run(auto, atomic, Some(0..len - 4))?;
+        ensure!(
+            !fits || matches!(r, Err(Error::Shape { .. })),
+            "D = {d} Atomic, workspace too short: {r:?}"
+        );
         let r = run(auto, atomic, Some(0..len + 4))?;
         ensure!(
             !fits || matches!(r, Err(Error::Shape { .. })),

@@ -158,7 +158,8 @@ fn ordered_long<T: AttentionElement>() -> TestResult {
 }
 
 /// `Ordered` where it cannot run, nothing launched: on the mma.sync kernels and SIMT (explicit
-/// families), without a workspace; on a non-9.0 device through `Auto`'s family too.
+/// families), without a workspace or with one that lacks the counters (`Error::Shape`: the
+/// kernel would write past it); on a non-9.0 device through `Auto`'s family too.
 fn ordered_misfits() -> TestResult {
     let (ctx, s, k) = setup()?;
     let unsupported = |r: &Result<(), Error>| matches!(r, Err(Error::Unsupported { .. }));
@@ -169,8 +170,33 @@ fn ordered_misfits() -> TestResult {
     let mut dk = s.alloc_zeros::<bf16>(2 * 4 * d)?;
     let mut dv = s.alloc_zeros::<bf16>(2 * 4 * d)?;
     let mut acc = s.alloc_zeros::<f32>(ops::attention_bwd_dq_workspace_len(&sh)?)?;
+    // The accumulator alone (B·H·Nq·D), without the counters the ordered kernel keeps after it.
+    let mut short = s.alloc_zeros::<f32>(2 * 4 * d)?;
     let xi = AttentionInput::dense(&*x, 2, 4, d);
     let ordered = AttentionBwdDq::Ordered;
+    let r = ops::attention_bwd_with_dq(
+        &k,
+        &s,
+        AttentionAlgo::Auto,
+        ordered,
+        &sh,
+        xi,
+        xi,
+        xi,
+        &x,
+        &lse,
+        &x,
+        &mut delta,
+        Some(&mut short),
+        &mut dq,
+        &mut dk,
+        &mut dv,
+        0.5,
+    );
+    ensure!(
+        matches!(r, Err(Error::Shape { .. })) || (!is_sm90(&ctx) && unsupported(&r)),
+        "Ordered with a workspace missing its counters: {r:?}"
+    );
     let mut run = |algo, with_ws: bool| {
         ops::attention_bwd_with_dq(
             &k,
