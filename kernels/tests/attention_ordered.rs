@@ -174,57 +174,24 @@ fn ordered_misfits() -> TestResult {
     let mut short = s.alloc_zeros::<f32>(2 * 4 * d)?;
     let xi = AttentionInput::dense(&*x, 2, 4, d);
     let ordered = AttentionBwdDq::Ordered;
-    let r = ops::attention_bwd_with_dq(
-        &k,
-        &s,
-        AttentionAlgo::Auto,
-        ordered,
-        &sh,
-        xi,
-        xi,
-        xi,
-        &x,
-        &lse,
-        &x,
-        &mut delta,
-        Some(&mut short),
-        &mut dq,
-        &mut dk,
-        &mut dv,
-        0.5,
-    );
+    let mut run = |algo, ws: Option<&mut cuda_stack_driver::DeviceSlice<f32>>| {
+        ops::attention_bwd_with_dq(
+            &k, &s, algo, ordered, &sh, xi, xi, xi, &x, &lse, &x, &mut delta, ws, &mut dq, &mut dk,
+            &mut dv, 0.5,
+        )
+    };
+    let r = run(AttentionAlgo::Auto, Some(&mut short));
     ensure!(
         matches!(r, Err(Error::Shape { .. })) || (!is_sm90(&ctx) && unsupported(&r)),
         "Ordered with a workspace missing its counters: {r:?}"
     );
-    let mut run = |algo, with_ws: bool| {
-        ops::attention_bwd_with_dq(
-            &k,
-            &s,
-            algo,
-            ordered,
-            &sh,
-            xi,
-            xi,
-            xi,
-            &x,
-            &lse,
-            &x,
-            &mut delta,
-            if with_ws { Some(&mut acc) } else { None },
-            &mut dq,
-            &mut dk,
-            &mut dv,
-            0.5,
-        )
-    };
-    let r = run(AttentionAlgo::TensorCore, true);
+    let r = run(AttentionAlgo::TensorCore, Some(&mut acc));
     ensure!(unsupported(&r), "Ordered on the mma.sync kernels: {r:?}");
-    let r = run(AttentionAlgo::Simt, true);
+    let r = run(AttentionAlgo::Simt, Some(&mut acc));
     ensure!(unsupported(&r), "Ordered on SIMT: {r:?}");
-    let r = run(AttentionAlgo::Auto, false);
+    let r = run(AttentionAlgo::Auto, None);
     ensure!(unsupported(&r), "Ordered without a workspace: {r:?}");
-    let r = run(AttentionAlgo::Auto, true);
+    let r = run(AttentionAlgo::Auto, Some(&mut acc));
     ensure!(
         r.is_ok() == is_sm90(&ctx) && (r.is_ok() || unsupported(&r)),
         "Ordered through Auto (compute capability 9.0: {}): {r:?}",
