@@ -73,7 +73,7 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
     constexpr int KVT = ABW_TILE(BN, D), QT = ABW_TILE(BM, D);
     constexpr int NA = D / 2, NS = BM / 2, KB = BM / 16;
     constexpr bool OVERLAP = ABW_KV_OVERLAP != 0 && D == 64 && BM == 64;
-    constexpr bool TURNS = ABW_TURNS != 0 && OVERLAP;
+    constexpr bool TURNS = ABW_KV_TURNS != 0 && OVERLAP;
     extern __shared__ unsigned char abw_smem[];
     const unsigned base = (smem_u32(abw_smem) + 1023u) & ~1023u;
     const unsigned sK = base, sV = base + KVT, sQ = base + 2 * KVT;  // stage s: Q at sQ + 2 s QT, dO after it
@@ -279,7 +279,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
     constexpr int BM = ABW_DQ_BM, BN = ABW_DQ_BN(D), ST = ABW_DQ_STAGES(D);
     constexpr int QT = ABW_TILE(BM, D), KT = ABW_TILE(BN, D);
     constexpr int NA = D / 2, NS = BN / 2, KB = BN / 16;
-    constexpr bool TURNS = ABW_TURNS != 0 && D == 64;
+    constexpr bool TURNS = ABW_DQ_TURNS != 0 && D == 64;
     extern __shared__ unsigned char abw_smem[];
     const unsigned base = (smem_u32(abw_smem) + 1023u) & ~1023u;
     const unsigned sQ = base, sdO = base + QT, sK = base + 2 * QT;  // stage s: K at sK + 2 s KT, V after it

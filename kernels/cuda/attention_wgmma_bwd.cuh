@@ -35,13 +35,17 @@
 #ifndef ABW_KV_OVERLAP
 #define ABW_KV_OVERLAP 1
 #endif
-// ABW_TURNS (lab only, off; not yet timed: kernels/TUNING.md, session 61): at D = 64 the two
-// consumer warpgroups of the dk/dv (with ABW_KV_OVERLAP) and dq kernels take turns issuing their
-// products, as the forward's do at D = 64 (warpgroup_turns.cuh): a turn is one step's last
-// products (dV, dK += ... or dQ += dS K) then the next step's first (S^T, dP^T or S, dP); a key or
-// query tile's first step is a turn of its own.
-#ifndef ABW_TURNS
-#define ABW_TURNS 0
+// ABW_KV_TURNS (on) and ABW_DQ_TURNS (lab only, off): at D = 64 the two consumer warpgroups of
+// the dk/dv (with ABW_KV_OVERLAP) and dq kernels take turns issuing their products, as the
+// forward's do at D = 64 (warpgroup_turns.cuh): a turn is one step's last products (dV, dK += ...
+// or dQ += dS K) then the next step's first (S^T, dP^T or S, dP); a key or query tile's first step
+// is a turn of its own. On an H200 (kernels/TUNING.md, session 62) the turns make the dk/dv kernel
+// 5-8% faster at D = 64 and the dq kernel 14-22% slower, so dk/dv takes turns and dq does not.
+#ifndef ABW_KV_TURNS
+#define ABW_KV_TURNS 1
+#endif
+#ifndef ABW_DQ_TURNS
+#define ABW_DQ_TURNS 0
 #endif
 #define ABW_KV_BM(D) ((D) == 128 ? 64 : ABW_KV_BM64)
 #define ABW_DQ_BN(D) ((D) == 128 ? 64 : ABW_DQ_BN64)

@@ -1,15 +1,16 @@
 #!/bin/bash
-# The wgmma attention backward's consumers taking turns at D = 64 (-DABW_TURNS=1: dk/dv and dq,
-# kernels/cuda/attention_wgmma_bwd.cuh) against the shipped order, in one process each and in
-# alternation. On the GPU machine (nvcc 13.0), from the repository root:
+# The wgmma attention backward's consumers taking turns at D = 64 in both kernels (-DABW_KV_TURNS=1
+# -DABW_DQ_TURNS=1: dk/dv and dq, kernels/cuda/attention_wgmma_bwd.cuh) against neither taking
+# turns (both 0), in one process each and in alternation. On the GPU machine (nvcc 13.0), from the repository root:
 #   bash kernels/tuning/attn_bwd_turns.sh [OUT]
 # Builds both labs, checks the turns build (quick, then check: every case, reruns' bits), then
-# times both at the bench's D = 64 shapes, causal and full, twice. kernels/TUNING.md, session 61.
+# times both at the bench's D = 64 shapes, causal and full, twice. kernels/TUNING.md, sessions 61-62
+# (run in session 62: dk/dv faster with turns, dq slower, so only dk/dv ships with them).
 set -u
 out=${1:-${OUT:-/tmp}}
 mkdir -p "$out"
 for v in 0 1; do
-  nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DABW_TURNS=$v -o /tmp/attn_bwd_t$v \
+  nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DABW_KV_TURNS=$v -DABW_DQ_TURNS=$v -o /tmp/attn_bwd_t$v \
     kernels/tuning/attn_wgmma_bwd_lab.cu -lcuda > "$out/build_t$v.txt" 2>&1 &
 done
 wait
