@@ -36,7 +36,9 @@
 //     registers; then dV += P^T dO and dK += dS^T Q (wgmma m64nDk16 with the A operand from
 //     registers: the accumulator layout of two n8 blocks is one k16 step of A; dO and Q read
 //     N-major, the transpose bit). dK (times scale) and dV are rounded once and stored from the
-//     registers.
+//     registers. At D = 64 (ABW_KV_OVERLAP) dV, dK += ... of one query tile stay in flight while
+//     the next tile's S^T, dP^T are issued, and the two consumers take turns (ABW_KV_TURNS,
+//     warpgroup_turns.cuh): a turn is one tile's dV, dK += ... then the next tile's S^T, dP^T.
 //   * attn_bwd_dq_wgmma_*: a CTA owns 128 query rows (64 per consumer warpgroup; Q and dO tiles
 //     in shared memory, loaded once per CTA tile); K and V tiles of ABW_DQ_BN = 64 keys stream
 //     through a ring of ABW_DQ_STAGES(D) stages (separate K and V barriers, as the forward's).
