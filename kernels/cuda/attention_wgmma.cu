@@ -72,6 +72,14 @@
 #define AW_TURNS_D128 0
 #endif
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
+// AW_POLY_EXP (lab only, 0: every exponential on the MUFU): of a thread's 16 blocks of 8 keys per
+// row and key tile, AW_POLY_EXP (1, 2, 4, 8 or 16) take their exponentials from ex2_poly (FMA and
+// integer pipes) instead: blocks i with (i + 1) % (16 / AW_POLY_EXP) == 0. Not yet timed
+// (kernels/tuning/attn_fwd_poly_exp.sh; kernels/TUNING.md, session 62).
+#ifndef AW_POLY_EXP
+#define AW_POLY_EXP 0
+#endif
+#define AW_POLY_BLOCK(i) (AW_POLY_EXP > 0 && ((i) + 1) % (16 / (AW_POLY_EXP > 0 ? AW_POLY_EXP : 1)) == 0)
 // Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
 // 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
@@ -325,7 +333,8 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                 for (int i = 0; i < 16; ++i)
 #pragma unroll
                     for (int x = 0; x < 2; ++x) {
-                        const float p = ex2_approx(fmaf(s[4 * i + 2 * rr + x], mul, nm));
+                        const float a = fmaf(s[4 * i + 2 * rr + x], mul, nm);
+                        const float p = AW_POLY_BLOCK(i) ? ex2_poly(a) : ex2_approx(a);
                         s[4 * i + 2 * rr + x] = p;
                         sum += p;
                     }
