@@ -13,8 +13,8 @@ __device__ __forceinline__ float ex2_approx(float x) {
 // SM, as long as its two products take the tensor cores). x rounded to the nearest integer n by
 // adding 1.5 * 2^23, 2^(x - n) by a degree-3 polynomial (relative error 7.8e-5 on [-0.5, 0.5],
 // under a bf16 P's half ulp), n added to the exponent bits. For softmax arguments (x <= 0 up to
-// rounding); x < -125 and -inf give +0, as ex2_approx's flush does. Lab only for now: the
-// forward's AW_POLY_EXP switch (attention_wgmma.cu; kernels/TUNING.md, session 62).
+// rounding); x < -125 and -inf give +0, as ex2_approx's flush does, and NaN stays NaN. Lab only
+// for now: the forward's AW_POLY_EXP switch (attention_wgmma.cu; kernels/TUNING.md, session 62).
 __device__ __forceinline__ float ex2_poly(float x) {
     const float xc = fmaxf(x, -125.0f);
     const float t = __fadd_rn(xc, 12582912.0f);  // the low bits of t hold n (its ulp is 1)
@@ -22,5 +22,6 @@ __device__ __forceinline__ float ex2_poly(float x) {
     const float p = fmaf(fmaf(fmaf(0.0552684478f, f, 0.2426203936f), f, 0.6932433248f), f, 0.9999269843f);
     // t's bits are 0x4B400000 + n, whose low 9 bits shifted by 23 are n << 23 (mod 2^32).
     const unsigned e = (unsigned)__float_as_int(t) << 23;
-    return x < -125.0f ? 0.0f : __int_as_float((int)((unsigned)__float_as_int(p) + e));
+    const float r = __int_as_float((int)((unsigned)__float_as_int(p) + e));
+    return x >= -125.0f ? r : (x < -125.0f ? 0.0f : x);  // a NaN argument stays NaN, as in ex2_approx
 }
