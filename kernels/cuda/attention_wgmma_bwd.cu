@@ -281,7 +281,6 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
     constexpr int BM = ABW_DQ_BM, BN = ABW_DQ_BN(D), ST = ABW_DQ_STAGES(D);
     constexpr int QT = ABW_TILE(BM, D), KT = ABW_TILE(BN, D);
     constexpr int NA = D / 2, NS = BN / 2, KB = BN / 16;
-    constexpr bool TURNS = ABW_DQ_TURNS != 0 && D == 64;
     extern __shared__ unsigned char abw_smem[];
     const unsigned base = (smem_u32(abw_smem) + 1023u) & ~1023u;
     const unsigned sQ = base, sdO = base + QT, sK = base + 2 * QT;  // stage s: K at sK + 2 s KT, V after it
@@ -350,8 +349,6 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
 
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
-    if constexpr (TURNS)
-        if (c == 1) wg_turn_pass(1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     float s[NS], dp[NS], acc[NA];
 #pragma unroll
@@ -399,8 +396,6 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             const unsigned ph = (it / ST) & 1;
             const unsigned k_tile = sK + 2 * st * KT, v_tile = k_tile + KT;
             mbar_wait_spin(kfull + 8 * st, ph);
-            if constexpr (TURNS)
-                if (kt == 0) wg_turn_wait(c);
             wgx_fence();
             abw_mul_ss<E, BN, BM, D>(s, sQ + c * 64 * 128, k_tile);  // S = Q K^T
             wgx_commit();
@@ -408,7 +403,6 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             wgx_fence();  // (a fence after the wait: ptxas injects one before dP's products otherwise, C7519)
             abw_mul_ss<E, BN, BM, D>(dp, sdO + c * 64 * 128, v_tile);  // dP = dO V^T
             wgx_commit();
-            if constexpr (TURNS) wg_turn_pass(c);
             wgx_wait1();  // S, and the previous tile's dQ += dS K
             wgx_fence_acc(s);
             if (kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
@@ -438,12 +432,9 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
                         dp[4 * i + 2 * rr + x] = s[4 * i + 2 * rr + x] * (dp[4 * i + 2 * rr + x] - dl[rr]);
             abw_pack<E, KB>(pa, dp);
             // dQ += dS K (K N-major: k = the tile's keys); left in flight.
-            if constexpr (TURNS) wg_turn_wait(c);
             wgx_fence();
             abw_mul_rs<E, KB, BN, D>(acc, pa, k_tile);
             wgx_commit();
-            if constexpr (TURNS)
-                if (kt == n_kt - 1) wg_turn_pass(c);
         }
         wgx_wait0();  // the last dQ += dS K (nothing in flight when the tile had no key tile)
         wgx_fence_acc(acc);
@@ -451,8 +442,6 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
 
         abw_store<E, D>(acc, dq + w.b * g_sb + w.h * g_sh, g_sr, r0, Nq, scale, quad);
     }
-    if constexpr (TURNS)
-        if (c == 0) wg_turn_wait(0);  // consumer 1's first pass, never waited for
 }
 
 // q, k, v, dout are not read here (the tensor maps address them); they are parameters so that a

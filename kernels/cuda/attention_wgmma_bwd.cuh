@@ -35,17 +35,14 @@
 #ifndef ABW_KV_OVERLAP
 #define ABW_KV_OVERLAP 1
 #endif
-// ABW_KV_TURNS (on) and ABW_DQ_TURNS (lab only, off): at D = 64 the two consumer warpgroups of
-// the dk/dv (with ABW_KV_OVERLAP) and dq kernels take turns issuing their products, as the
-// forward's do at D = 64 (warpgroup_turns.cuh): a turn is one step's last products (dV, dK += ...
-// or dQ += dS K) then the next step's first (S^T, dP^T or S, dP); a key or query tile's first step
-// is a turn of its own. On an H200 (kernels/TUNING.md, session 62) the turns make the dk/dv kernel
-// 5-8% faster at D = 64 and the dq kernel 14-22% slower, so dk/dv takes turns and dq does not.
+// ABW_KV_TURNS (on; 0 for lab comparisons): at D = 64 the two consumer warpgroups of the dk/dv
+// kernel (with ABW_KV_OVERLAP) take turns issuing their products, as the forward's do at D = 64
+// (warpgroup_turns.cuh): a turn is one query step's dV, dK += ... then the next step's S^T, dP^T;
+// a key tile's first step is a turn of its own. On an H200 (kernels/TUNING.md, session 62) the
+// dk/dv kernel runs 5-8% faster with them; the dq kernel ran 14-22% slower with the same turns
+// (tuning/attn_bwd_dq_turns.patch, measured and dropped).
 #ifndef ABW_KV_TURNS
 #define ABW_KV_TURNS 1
-#endif
-#ifndef ABW_DQ_TURNS
-#define ABW_DQ_TURNS 0
 #endif
 #define ABW_KV_BM(D) ((D) == 128 ? 64 : ABW_KV_BM64)
 #define ABW_DQ_BN(D) ((D) == 128 ? 64 : ABW_DQ_BN64)

@@ -1,7 +1,8 @@
 #!/bin/bash
-# The wgmma attention backward's consumers taking turns at D = 64 in both kernels (-DABW_KV_TURNS=1
-# -DABW_DQ_TURNS=1: dk/dv and dq, kernels/cuda/attention_wgmma_bwd.cuh) against neither taking
-# turns (both 0), in one process each and in alternation. On the GPU machine (nvcc 13.0), from the repository root:
+# The wgmma attention backward's consumers taking turns at D = 64 in both kernels (dk/dv: the
+# shipped ABW_KV_TURNS; dq: tuning/attn_bwd_dq_turns.patch's ABW_DQ_TURNS, applied to a copy of the
+# sources) against neither taking turns, in one process each and in alternation. On the GPU
+# machine (nvcc 13.0), from the repository root:
 #   bash kernels/tuning/attn_bwd_turns.sh [OUT]
 # Builds both labs, checks the turns build (quick, then check: every case, reruns' bits), then
 # times both at the bench's D = 64 shapes, causal and full, twice. kernels/TUNING.md, sessions 61-62
@@ -9,9 +10,12 @@
 set -u
 out=${1:-${OUT:-/tmp}}
 mkdir -p "$out"
+src=$(mktemp -d)
+mkdir -p "$src/kernels/tuning" && cp -r kernels/cuda "$src/kernels/" && cp kernels/tuning/attn_wgmma_bwd_lab.cu "$src/kernels/tuning/"
+(cd "$src" && git apply "$OLDPWD/kernels/tuning/attn_bwd_dq_turns.patch") || { echo "the dq turns patch does not apply"; exit 1; }
 for v in 0 1; do
   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DABW_KV_TURNS=$v -DABW_DQ_TURNS=$v -o /tmp/attn_bwd_t$v \
-    kernels/tuning/attn_wgmma_bwd_lab.cu -lcuda > "$out/build_t$v.txt" 2>&1 &
+    "$src/kernels/tuning/attn_wgmma_bwd_lab.cu" -lcuda > "$out/build_t$v.txt" 2>&1 &
 done
 wait
 for v in 0 1; do [ -x /tmp/attn_bwd_t$v ] || { echo "build t$v failed"; tail "$out/build_t$v.txt"; exit 1; }; done
