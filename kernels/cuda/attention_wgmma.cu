@@ -72,14 +72,6 @@
 #define AW_TURNS_D128 0
 #endif
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
-// AW_POLY_EXP (lab only, 0: every exponential on the MUFU): of a thread's 16 blocks of 8 keys per
-// row and key tile, AW_POLY_EXP (1, 2, 4, 8 or 16) take their exponentials from ex2_poly (FMA and
-// integer pipes) instead: blocks i with (i + 1) % (16 / AW_POLY_EXP) == 0. Not yet timed
-// (kernels/tuning/attn_fwd_poly_exp.sh; kernels/TUNING.md, session 62).
-#ifndef AW_POLY_EXP
-#define AW_POLY_EXP 0
-#endif
-#define AW_POLY_BLOCK(i) (AW_POLY_EXP > 0 && ((i) + 1) % (16 / (AW_POLY_EXP > 0 ? AW_POLY_EXP : 1)) == 0)
 // Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
 // 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
@@ -273,6 +265,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         }
         float s[64];
         unsigned pa[AW_BN / 16][4];
+        const unsigned long long dq0 = wgx_desc(sQ + c * 64 * 128, 16, 1024);
         for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
             const int st = it % ST;
             const unsigned ph = (it / ST) & 1;
@@ -286,7 +279,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
 #pragma unroll
             for (int kk = 0; kk < D / 16; ++kk) {
                 const unsigned off = (kk / 4) * AW_ATOM + (kk % 4) * 32;
-                E::qk(s, wgx_desc(sQ + off + c * 64 * 128, 16, 1024), wgx_desc(k_tile + off, 16, 1024), kk > 0);
+                E::qk(s, wgx_desc_add(dq0, off), wgx_desc_add(wgx_desc(k_tile, 16, 1024), off), kk > 0);
             }
             wgx_commit();
             if constexpr (AW_TURNS(D)) wg_turn_pass(c);
@@ -334,7 +327,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
 #pragma unroll
                     for (int x = 0; x < 2; ++x) {
                         const float a = fmaf(s[4 * i + 2 * rr + x], mul, nm);
-                        const float p = AW_POLY_BLOCK(i) ? ex2_poly(a) : ex2_approx(a);
+                        const float p = ex2_approx(a);
                         s[4 * i + 2 * rr + x] = p;
                         sum += p;
                     }
@@ -360,7 +353,8 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             if constexpr (AW_TURNS(D)) wg_turn_wait(c);  // O += P V, then the next tile's S
             wgx_fence();
 #pragma unroll
-            for (int kb = 0; kb < AW_BN / 16; ++kb) E::pv(o, pa[kb], wgx_desc(v_tile + kb * 16 * 128, AW_ATOM, 1024));
+            for (int kb = 0; kb < AW_BN / 16; ++kb)
+                E::pv(o, pa[kb], wgx_desc_add(wgx_desc(v_tile, AW_ATOM, 1024), kb * 16 * 128));
             wgx_commit();
             if constexpr (AW_TURNS(D))
                 if (kt == w.n_kt - 1) wg_turn_pass(c);

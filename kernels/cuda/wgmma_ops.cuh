@@ -16,6 +16,14 @@ __device__ __forceinline__ unsigned long long wgx_desc(unsigned addr, unsigned l
            ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
 
+// The descriptor of a matrix `bytes` further on in shared memory: only the start-address field
+// (the low 14 bits, address >> 4) changes. Every shared::cta address is below 2^18, so the field
+// never carries into the leading byte offset; one 32-bit add instead of the whole construction.
+__device__ __forceinline__ unsigned long long wgx_desc_add(unsigned long long desc, unsigned bytes) {
+    const unsigned lo = (unsigned)desc + (bytes >> 4);
+    return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 __device__ __forceinline__ void wgx_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgx_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgx_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
