@@ -1,6 +1,6 @@
 #!/bin/bash
 # The wgmma attention forward with some of the softmax's exponentials on the FMA and integer pipes
-# (ex2_poly, cuda/ex2.cuh) instead of the MUFU: the lab switch AW_POLY_EXP = 0 (shipped), 2, 4, 8
+# (ex2_poly, cuda/ex2.cuh of the patch below) instead of the MUFU: the lab switch AW_POLY_EXP = 0 (shipped), 2, 4, 8
 # of each thread's 16 blocks of 8 keys per row (cuda/attention_wgmma.cu). At D = 64 one key tile's
 # exponentials take the MUFU (16 a clock per SM) about as long as its two products take the tensor
 # cores, and the forward runs at 0.87-0.94x of cuDNN at 512-4096 keys without being power-bound.
@@ -9,14 +9,19 @@
 # Builds the four labs, checks each polynomial build (quick, then the full check: out within 1e-2
 # of max|ref|, lse within 1e-5), measures the pipes' use of builds 0 and 4 with ncu at
 # 16 x 16 x 1024 x 64, then times all four in alternation at the bench's D = 64 shapes and one
-# D = 128 shape, twice. Prepared in session 62, not yet run (kernels/TUNING.md).
+# D = 128 shape, twice. Prepared in session 62, run in session 63: every build slower (TUNING.md).
 set -u
 out=${1:-${OUT:-/tmp}}
 mkdir -p "$out"
+# The switch lives in tuning/attn_fwd_softmax_variants.patch (measured and dropped, session 63),
+# applied to a copy of the sources.
+src=$(mktemp -d)
+mkdir -p "$src/kernels/tuning" && cp -r kernels/cuda "$src/kernels/" && cp kernels/tuning/attn_wgmma_lab.cu "$src/kernels/tuning/"
+(cd "$src" && git apply "$OLDPWD/kernels/tuning/attn_fwd_softmax_variants.patch") || { echo "the patch does not apply"; exit 1; }
 V="0 2 4 8"
 for v in $V; do
   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DAW_POLY_EXP=$v -o /tmp/attn_fwd_p$v \
-    kernels/tuning/attn_wgmma_lab.cu -lcuda > "$out/build_p$v.txt" 2>&1 &
+    "$src/kernels/tuning/attn_wgmma_lab.cu" -lcuda > "$out/build_p$v.txt" 2>&1 &
 done
 wait
 for v in $V; do [ -x /tmp/attn_fwd_p$v ] || { echo "build p$v failed"; tail "$out/build_p$v.txt"; exit 1; }; done

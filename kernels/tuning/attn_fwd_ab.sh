@@ -1,0 +1,38 @@
+#!/bin/bash
+# Lab builds of the wgmma attention forward (tuning/attn_wgmma_lab.cu) that differ only by -D
+# switches, checked and then timed in alternation: the A/B harness for a lab switch.
+# On the GPU machine (nvcc 13.0), from the repository root:
+#   bash kernels/tuning/attn_fwd_ab.sh OUT "-DX=0" "-DX=1" [...]
+# Every build but the first runs `quick` and the full `check`; the timing goes over the bench's
+# D = 64 shapes and one D = 128 shape, full and causal, two rounds, variants in turn.
+set -u
+out=$1; shift
+mkdir -p "$out"
+n=0
+for f in "$@"; do
+  # shellcheck disable=SC2086
+  nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a $f -o /tmp/attn_ab$n kernels/tuning/attn_wgmma_lab.cu \
+    -lcuda > /tmp/attn_ab_build$n.txt 2>&1 &
+  n=$((n + 1))
+done
+wait
+for ((i = 0; i < n; i++)); do
+  [ -x /tmp/attn_ab$i ] || { echo "build $i failed"; tail /tmp/attn_ab_build$i.txt; exit 1; }
+done
+for ((i = 1; i < n; i++)); do
+  echo "v$i quick: $(timeout 120 /tmp/attn_ab$i quick 2>&1 | tail -1)"
+  timeout 300 /tmp/attn_ab$i check > /tmp/attn_ab_check$i.txt 2>&1
+  echo "v$i check rc=$? $(tail -1 /tmp/attn_ab_check$i.txt) ($(grep -c FAIL /tmp/attn_ab_check$i.txt) FAIL lines)"
+done
+i=0; for f in "$@"; do echo "v$i = $f"; i=$((i + 1)); done | tee "$out/time.txt"
+for c in "16 16 512 64" "16 16 1024 64" "2 12 4097 64" "16 16 1024 128"; do
+  for z in 0 1; do
+    for r in 1 2; do
+      for ((i = 0; i < n; i++)); do
+        # shellcheck disable=SC2086
+        echo "$c c$z r$r v$i: $(timeout 90 /tmp/attn_ab$i time $c $z 2>&1 | grep '^time')" >> "$out/time.txt"
+      done
+    done
+  done
+done
+cat "$out/time.txt"
