@@ -189,9 +189,9 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             if constexpr (TURNS)
                 if (qt == qt0) wg_turn_wait(c);
             wgx_fence();
-            abw_mul_ss<E, BM, BN, D>(s, sK + c * 64 * 128, q_tile);
+            abw_mul_ss<E, BM, BN, D, ABW_DESC_ADD_KV>(s, sK + c * 64 * 128, q_tile);
             wgx_commit();
-            abw_mul_ss<E, BM, BN, D>(dp, sV + c * 64 * 128, do_tile);
+            abw_mul_ss<E, BM, BN, D, ABW_DESC_ADD_KV>(dp, sV + c * 64 * 128, do_tile);
             wgx_commit();
             if constexpr (TURNS) wg_turn_pass(c);
             wgx_wait1();  // S^T (and, ABW_KV_OVERLAP, the previous step's dV, dK products)
@@ -238,8 +238,8 @@ __device__ __forceinline__ void attn_bwd_dkdv_wgmma(const TensorMap* tmQ, const 
             // dV += P^T dO, dK += dS^T Q (dO and Q N-major: k = the tile's queries).
             if constexpr (TURNS) wg_turn_wait(c);
             wgx_fence();
-            abw_mul_rs<E, KB, BM, D>(gv, pa, do_tile);
-            abw_mul_rs<E, KB, BM, D>(gk, pd, q_tile);
+            abw_mul_rs<E, KB, BM, D, ABW_DESC_ADD_KV>(gv, pa, do_tile);
+            abw_mul_rs<E, KB, BM, D, ABW_DESC_ADD_KV>(gk, pd, q_tile);
             wgx_commit();
             if constexpr (TURNS)
                 if (qt == n_qt - 1) wg_turn_pass(c);
@@ -397,11 +397,11 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             const unsigned k_tile = sK + 2 * st * KT, v_tile = k_tile + KT;
             mbar_wait_spin(kfull + 8 * st, ph);
             wgx_fence();
-            abw_mul_ss<E, BN, BM, D>(s, sQ + c * 64 * 128, k_tile);  // S = Q K^T
+            abw_mul_ss<E, BN, BM, D, ABW_DESC_ADD_DQ>(s, sQ + c * 64 * 128, k_tile);  // S = Q K^T
             wgx_commit();
             mbar_wait_spin(vfull + 8 * st, ph);
             wgx_fence();  // (a fence after the wait: ptxas injects one before dP's products otherwise, C7519)
-            abw_mul_ss<E, BN, BM, D>(dp, sdO + c * 64 * 128, v_tile);  // dP = dO V^T
+            abw_mul_ss<E, BN, BM, D, ABW_DESC_ADD_DQ>(dp, sdO + c * 64 * 128, v_tile);  // dP = dO V^T
             wgx_commit();
             wgx_wait1();  // S, and the previous tile's dQ += dS K
             wgx_fence_acc(s);
@@ -433,7 +433,7 @@ __device__ __forceinline__ void attn_bwd_dq_wgmma(const TensorMap* tmQ, const Te
             abw_pack<E, KB>(pa, dp);
             // dQ += dS K (K N-major: k = the tile's keys); left in flight.
             wgx_fence();
-            abw_mul_rs<E, KB, BN, D>(acc, pa, k_tile);
+            abw_mul_rs<E, KB, BN, D, ABW_DESC_ADD_DQ>(acc, pa, k_tile);
             wgx_commit();
         }
         wgx_wait0();  // the last dQ += dS K (nothing in flight when the tile had no key tile)

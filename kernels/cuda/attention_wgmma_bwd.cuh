@@ -119,23 +119,49 @@ __device__ __forceinline__ void abw_load_tile(unsigned dst, const TensorMap* map
                     : "memory");
 }
 
+// ABW_DESC_ADD_KV, _DQ, _FUSED (lab, 0 shipped; ABW_DESC_ADD sets all three): the dk/dv, dq and
+// one-pass kernels build each k step's descriptors by one add to the tile's (wgx_desc_add), as
+// the forward does since session 63. Session 63's lab run (H200, D = 64): dk/dv 4.8-5.1% faster,
+// dq 2.9-3.1% slower, the one pass 1.3-3.0% faster; kernels/TUNING.md.
+#ifndef ABW_DESC_ADD
+#define ABW_DESC_ADD 0
+#endif
+#ifndef ABW_DESC_ADD_KV
+#define ABW_DESC_ADD_KV ABW_DESC_ADD
+#endif
+#ifndef ABW_DESC_ADD_DQ
+#define ABW_DESC_ADD_DQ ABW_DESC_ADD
+#endif
+#ifndef ABW_DESC_ADD_FUSED
+#define ABW_DESC_ADD_FUSED ABW_DESC_ADD
+#endif
+
 // d (64 x N) = A (64 x 16 k, rows a_row0 .. of tile `ta` of TA rows) B^T (B: N rows of tile `tb`
 // of N rows), k = 16 * (D / 16): both K-major in shared memory. Replaces d (first step unscaled).
-template <class E, int N, int TA, int D>
+template <class E, int N, int TA, int D, bool ADD>
 __device__ __forceinline__ void abw_mul_ss(float (&d)[N / 2], unsigned ta, unsigned tb) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
         const unsigned ka = (kk / 4) * TA * 128 + (kk % 4) * 32, kb = (kk / 4) * N * 128 + (kk % 4) * 32;
-        WgxMma<typename E::Tag, N, 0, 0>::run(d, wgx_desc(ta + ka, 16, 1024), wgx_desc(tb + kb, 16, 1024),
-                                              kk > 0);
+        if constexpr (ADD)
+            WgxMma<typename E::Tag, N, 0, 0>::run(d, wgx_desc_add(wgx_desc(ta, 16, 1024), ka),
+                                                  wgx_desc_add(wgx_desc(tb, 16, 1024), kb), kk > 0);
+        else
+            WgxMma<typename E::Tag, N, 0, 0>::run(d, wgx_desc(ta + ka, 16, 1024), wgx_desc(tb + kb, 16, 1024),
+                                                  kk > 0);
     }
 }
 
 // d (64 x D) += A (64 x 16 KB, registers) B (the 16 KB rows of tile tb of R rows, N-major).
-template <class E, int KB, int R, int D>
+template <class E, int KB, int R, int D, bool ADD>
 __device__ __forceinline__ void abw_mul_rs(float (&d)[D / 2], const unsigned (&a)[KB][4], unsigned tb) {
 #pragma unroll
-    for (int kb = 0; kb < KB; ++kb) E::rs(d, a[kb], wgx_desc(tb + kb * 16 * 128, R * 128, 1024));
+    for (int kb = 0; kb < KB; ++kb) {
+        if constexpr (ADD)
+            E::rs(d, a[kb], wgx_desc_add(wgx_desc(tb, R * 128, 1024), kb * 16 * 128));
+        else
+            E::rs(d, a[kb], wgx_desc(tb + kb * 16 * 128, R * 128, 1024));
+    }
 }
 
 // The accumulator layout of 64 x 16 KB (f32) rounded into A-operand fragments: for the k16 step

@@ -379,9 +379,9 @@ __device__ __forceinline__ void attn_bwd_fused_wgmma(const TensorMap* tmQ, const
             mbar_wait_spin(full + 8 * st, (it / ST) & 1);
             // S^T = K Q^T, dP^T = V dO^T.
             wgx_fence();
-            abw_mul_ss<E, BM, BN, D>(s, sK + c * 64 * 128, q_tile);
+            abw_mul_ss<E, BM, BN, D, ABW_DESC_ADD_FUSED>(s, sK + c * 64 * 128, q_tile);
             wgx_commit();
-            abw_mul_ss<E, BM, BN, D>(dp, sV + c * 64 * 128, do_tile);
+            abw_mul_ss<E, BM, BN, D, ABW_DESC_ADD_FUSED>(dp, sV + c * 64 * 128, do_tile);
             wgx_commit();
             wgx_wait1();
             wgx_fence_acc(s);
@@ -451,8 +451,8 @@ __device__ __forceinline__ void attn_bwd_fused_wgmma(const TensorMap* tmQ, const
 #pragma unroll
             for (int i = 0; i < 32; ++i) gq[i] = 0.0f;
             wgx_fence();
-            abw_mul_rs<E, KB, BM, D>(gv, pa, do_tile);
-            abw_mul_rs<E, KB, BM, D>(gk, pd, q_tile);
+            abw_mul_rs<E, KB, BM, D, ABW_DESC_ADD_FUSED>(gv, pa, do_tile);
+            abw_mul_rs<E, KB, BM, D, ABW_DESC_ADD_FUSED>(gk, pd, q_tile);
             if (ABF_MBAR_SYNC) {  // the other warpgroup's half of dS, while dV and dK run
                 wgx_commit();
                 mbar_wait_spin(ds_full, it & 1);
