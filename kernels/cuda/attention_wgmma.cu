@@ -61,6 +61,17 @@
 #define AW_BN 128       // keys per tile
 #define AW_THREADS 384  // producer + 2 consumers
 #define AW_ATOM 16384   // one 64-column (128-byte) swizzled box of 128 rows
+// AW_NC64 (lab, 2 shipped): consumer warpgroups at D = 64. 3 is FlashAttention-3's 192-row query
+// tile at head dimension 64: 512 threads, the consumers at 160 registers, the Q tile as two boxes
+// of 128 rows (the second half-used). Lab only: the host contract above (384 threads, 128-row
+// tiles) is NC = 2's. Not yet run (kernels/TUNING.md, session 63).
+#ifndef AW_NC64
+#define AW_NC64 2
+#endif
+#define AW_NC(D) ((D) == 64 ? AW_NC64 : 2)
+#define AW_BM_D(D) (64 * AW_NC(D))               // query rows per CTA
+#define AW_THREADS_D(D) (128 * (AW_NC(D) + 1))   // producer + consumers
+#define AW_QBOXES(D) ((AW_BM_D(D) + 127) / 128)  // 128-row boxes in the Q tile
 // K/V stages: 3 at D = 128 (224 KiB with the Q tile, of the 227 an H100 or H200 block may use), 4
 // at D = 64 (144 KiB).
 #define AW_STAGES(D) ((D) == 128 ? 3 : 4)
@@ -75,7 +86,7 @@
 // Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
 // 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
-#define AW_SMEM_BYTES(D) ((1 + 2 * AW_STAGES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
+#define AW_SMEM_BYTES(D) ((AW_QBOXES(D) + 2 * AW_STAGES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
 
 // ---- wgmma (descriptors, fence / commit / wait and the register lists: wgmma_ops.cuh) ---------
 
@@ -138,6 +149,7 @@ struct AwTile {
     int b, h, m0, n_kt;
     long long bh;
 };
+template <int BM>
 __device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int B, int H, int Nq, int Nk, int causal,
                                           int sec_g) {
     AwTile w;
@@ -147,10 +159,10 @@ __device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int B, int H, i
     const int qt = n_qt - 1 - rank;
     w.b = (int)(w.bh / H);
     w.h = (int)(w.bh - (long long)w.b * H);
-    w.m0 = qt * AW_BM;
+    w.m0 = qt * BM;
     int kv_end = Nk;
     if (causal) {
-        const long long e = (long long)w.m0 + AW_BM + (long long)Nk - Nq;
+        const long long e = (long long)w.m0 + BM + (long long)Nk - Nq;
         kv_end = e <= 0 ? 0 : (e >= Nk ? Nk : (int)e);
     }
     w.n_kt = (kv_end + AW_BN - 1) / AW_BN;
@@ -166,27 +178,29 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     constexpr int ATOMS = D / 64;
     constexpr int NO = D / 2;  // O accumulators per thread (64 x D over 128 threads)
     constexpr int ST = AW_STAGES(D);
+    constexpr int NC = AW_NC(D), BM = AW_BM_D(D), QB = AW_QBOXES(D);
+    static_assert(QB == 1 || ATOMS == 1, "a Q tile of two boxes is laid out for one 64-column atom");
     extern __shared__ unsigned char aw_smem[];
     const unsigned base = (smem_u32(aw_smem) + 1023u) & ~1023u;
     const unsigned sQ = base;
-    const unsigned sK = base + TILE;                      // stage s: sK + 2 s TILE
-    const unsigned bars = base + (1 + 2 * ST) * TILE;
+    const unsigned sK = base + QB * TILE;                 // stage s: sK + 2 s TILE
+    const unsigned bars = base + (QB + 2 * ST) * TILE;
     const unsigned q_full = bars, q_empty = bars + 8;
     // k_full[s] = bars + 16 + 8 s, v_full[s] = bars + 16 + 8 (STAGES + s), kv_empty[s] = bars + 16 + 8 (2 STAGES + s)
     const unsigned kfull = bars + 16, vfull = kfull + 8 * ST, kvempty = kfull + 16 * ST;
 
-    const int n_qt = (Nq + AW_BM - 1) / AW_BM;
+    const int n_qt = (Nq + BM - 1) / BM;
     const long long tiles = (long long)B * H * n_qt;
     // A query tile streams the head's K and V rows (2 D bytes each).
     const int sec_g = attn_section_heads(causal, (long long)B * H, n_qt, (long long)Nk * 4 * D);
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
-        mbar_init(q_empty, 8);
+        mbar_init(q_empty, 4 * NC);
         for (int s = 0; s < ST; ++s) {
             mbar_init(kfull + 8 * s, 1);
             mbar_init(vfull + 8 * s, 1);
-            mbar_init(kvempty + 8 * s, 8);
+            mbar_init(kvempty + 8 * s, 4 * NC);
         }
         mbar_init_fence();
     }
@@ -201,12 +215,15 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         if (threadIdx.x == 0) {
             int it = 0, nq = 0;  // key tiles and query tiles issued so far
             for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-                const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal, sec_g);
+                const AwTile w = aw_tile<BM>(t, n_qt, B, H, Nq, Nk, causal, sec_g);
                 if (w.n_kt == 0) continue;  // no key seen: the consumers write zeros
                 if (nq > 0) mbar_wait_spin(q_empty, (nq - 1) & 1);
-                mbar_expect_tx(q_full, TILE);
+                mbar_expect_tx(q_full, QB * TILE);
 #pragma unroll
-                for (int a = 0; a < ATOMS; ++a) aw_tma_4d(sQ + a * AW_ATOM, tmQ, 64 * a, w.m0, w.h, w.b, q_full);
+                for (int a = 0; a < ATOMS; ++a)
+#pragma unroll
+                    for (int x = 0; x < QB; ++x)
+                        aw_tma_4d(sQ + (a + x) * AW_ATOM, tmQ, 64 * a, w.m0 + 128 * x, w.h, w.b, q_full);
                 ++nq;
                 for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
                     const int s = it % ST;
@@ -226,11 +243,14 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         return;
     }
 
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
+    if constexpr (NC == 3)
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 160;");
+    else
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
     // Consumer 0 takes the first turn: consumer 1 passes once before its first wait.
     if constexpr (AW_TURNS(D))
-        if (c == 1) wg_turn_pass(1);
+        if (c == NC - 1) wg_turn_pass<NC>(NC - 1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
     const float NEG_INF = __int_as_float(0xff800000);
     // exp2 arguments are fma(s, mul, -m) on the raw scores when scale log2 e > 0 (the max of the raw
@@ -241,7 +261,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     const long long shift = causal ? (long long)Nk - Nq : 0;
     int it = 0, nq = 0;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const AwTile w = aw_tile(t, n_qt, B, H, Nq, Nk, causal, sec_g);
+        const AwTile w = aw_tile<BM>(t, n_qt, B, H, Nq, Nk, causal, sec_g);
         const int w0 = w.m0 + 64 * c;  // the warpgroup's first row
         const int r0 = w0 + 16 * warp + lane / 4;  // this thread's rows: r0, r0 + 8
         // Key tiles every row of the warpgroup sees whole (kt < full_nt: no mask to apply). Every
@@ -273,7 +293,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             mbar_wait_spin(kfull + 8 * st, ph);
             // A later tile's S goes in the turn taken for the last tile's O += P V.
             if constexpr (AW_TURNS(D))
-                if (kt == 0) wg_turn_wait(c);
+                if (kt == 0) wg_turn_wait<NC>(c);
             // S = Q K^T: k steps of 16 (32 bytes) within each 64-column atom.
             wgx_fence();
 #pragma unroll
@@ -282,7 +302,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                 E::qk(s, wgx_desc_add(dq0, off), wgx_desc_add(wgx_desc(k_tile, 16, 1024), off), kk > 0);
             }
             wgx_commit();
-            if constexpr (AW_TURNS(D)) wg_turn_pass(c);
+            if constexpr (AW_TURNS(D)) wg_turn_pass<NC>(c);
             wgx_wait0();  // S, and the previous tile's O += P V
             wgx_fence_acc(s);
             wgx_fence_acc(o);
@@ -350,14 +370,14 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             // O += P V: k step kb = keys 16 kb .. + 15 = 16 rows of 128 bytes of the V tile; the
             // D columns are ATOMS atoms of 64, AW_ATOM apart (the leading byte offset).
             mbar_wait_spin(vfull + 8 * st, ph);
-            if constexpr (AW_TURNS(D)) wg_turn_wait(c);  // O += P V, then the next tile's S
+            if constexpr (AW_TURNS(D)) wg_turn_wait<NC>(c);  // O += P V, then the next tile's S
             wgx_fence();
 #pragma unroll
             for (int kb = 0; kb < AW_BN / 16; ++kb)
                 E::pv(o, pa[kb], wgx_desc_add(wgx_desc(v_tile, AW_ATOM, 1024), kb * 16 * 128));
             wgx_commit();
             if constexpr (AW_TURNS(D))
-                if (kt == w.n_kt - 1) wg_turn_pass(c);
+                if (kt == w.n_kt - 1) wg_turn_pass<NC>(c);
         }
         wgx_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
         wgx_fence_acc(o);
@@ -412,13 +432,13 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     // Consumer 1 passed once more than it waited: consumer 0 takes that last pass, so that no
     // barrier phase is left open when the CTA exits.
     if constexpr (AW_TURNS(D))
-        if (c == 0) wg_turn_wait(0);
+        if (c == 0) wg_turn_wait<NC>(0);
 }
 
 // q, k, v are not read here (the tensor maps address them); they are parameters so that a launch
 // orders their buffers like any other kernel argument.
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_D(64), 1)
     attn_fwd_wgmma_d64_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
                             const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
@@ -427,7 +447,7 @@ extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
     attn_fwd_wgmma<AwBF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_D(128), 1)
     attn_fwd_wgmma_d128_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
                             const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
@@ -436,7 +456,7 @@ extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
     attn_fwd_wgmma<AwBF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_D(64), 1)
     attn_fwd_wgmma_d64_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
                             const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
@@ -445,7 +465,7 @@ extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
     attn_fwd_wgmma<AwF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS, 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_D(128), 1)
     attn_fwd_wgmma_d128_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
                             const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,

@@ -3,8 +3,9 @@
 # switches, checked and then timed in alternation: the A/B harness for a lab switch.
 # On the GPU machine (nvcc 13.0), from the repository root:
 #   bash kernels/tuning/attn_fwd_ab.sh OUT "-DX=0" "-DX=1" [...]
-# Every build but the first runs `quick` and the full `check`; the timing goes over the bench's
-# D = 64 shapes and one D = 128 shape, full and causal, two rounds, variants in turn.
+# Every build but the first runs `quick` and the full `check` (and, with AB_SANITIZE=1, `quick`
+# under synccheck and racecheck); the timing goes over the bench's D = 64 shapes and one D = 128
+# shape, full and causal, two rounds, variants in turn.
 set -u
 out=$1; shift
 mkdir -p "$out"
@@ -23,6 +24,10 @@ for ((i = 1; i < n; i++)); do
   echo "v$i quick: $(timeout 120 /tmp/attn_ab$i quick 2>&1 | tail -1)"
   timeout 300 /tmp/attn_ab$i check > /tmp/attn_ab_check$i.txt 2>&1
   echo "v$i check rc=$? $(tail -1 /tmp/attn_ab_check$i.txt) ($(grep -c FAIL /tmp/attn_ab_check$i.txt) FAIL lines)"
+  if [ "${AB_SANITIZE:-0}" = 1 ]; then
+    echo "v$i synccheck: $(timeout 120 compute-sanitizer --tool synccheck /tmp/attn_ab$i quick 2>&1 | tail -1)"
+    echo "v$i racecheck: $(timeout 180 compute-sanitizer --tool racecheck --racecheck-report hazard /tmp/attn_ab$i quick 2>&1 | tail -1)"
+  fi
 done
 i=0; for f in "$@"; do echo "v$i = $f"; i=$((i + 1)); done | tee "$out/time.txt"
 for c in "16 16 512 64" "16 16 1024 64" "2 12 4097 64" "16 16 1024 128"; do

@@ -295,8 +295,8 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     // Forward (out, lse) and delta.
     const int fsm = AW_SMEM_BYTES(D);
     RK(cudaFuncSetAttribute(FWD[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, fsm));
-    const long long fq = (long long)B * H * ((Nq + 127) / 128);
-    FWD[f][dd]<<<(int)std::min<long long>(fq, g_sms), AW_THREADS, fsm, s>>>(t[0], t[1], t[2], pq, pk, pv, out, lse, B,
+    const long long fq = (long long)B * H * ((Nq + AW_BM_D(D) - 1) / AW_BM_D(D));
+    FWD[f][dd]<<<(int)std::min<long long>(fq, g_sms), AW_THREADS_D(D), fsm, s>>>(t[0], t[1], t[2], pq, pk, pv, out, lse, B,
                                                                             H, Nq, Nk, qsb, qsh, qsr, scale,
                                                                             p.causal);
     const long long rows = (long long)B * H * Nq;

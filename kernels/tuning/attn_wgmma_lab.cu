@@ -157,7 +157,7 @@ static bool run(const Problem& p, int time_iters, unsigned seed) {
     auto kern = D == 64 ? attn_fwd_wgmma_d64_bf16 : attn_fwd_wgmma_d128_bf16;
     RK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     int sms; RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    long long tiles = (long long)B * H * ((Nq + 127) / 128);
+    long long tiles = (long long)B * H * ((Nq + AW_BM_D(D) - 1) / AW_BM_D(D));
     int grid = (int)std::min<long long>(tiles, sms);
     cudaStream_t s; RK(cudaStreamCreate(&s));
     CUfunction mf = D == 64 ? g_mod_fn64 : g_mod_fn128;
@@ -181,9 +181,9 @@ static bool run(const Problem& p, int time_iters, unsigned seed) {
         }
         if (mf) {
             CK(cuFuncSetAttribute(mf, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, smem));
-            CK(cuLaunchKernel(mf, grid, 1, 1, AW_THREADS, 1, 1, smem, (CUstream)s, args, nullptr));
+            CK(cuLaunchKernel(mf, grid, 1, 1, AW_THREADS_D(D), 1, 1, smem, (CUstream)s, args, nullptr));
         } else {
-            kern<<<grid, AW_THREADS, smem, s>>>(tq, tk, tv, pq, pk, pv, dout, dlse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale,
+            kern<<<grid, AW_THREADS_D(D), smem, s>>>(tq, tk, tv, pq, pk, pv, dout, dlse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale,
                                                 p.causal);
         }
     };
