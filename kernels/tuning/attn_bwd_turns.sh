@@ -10,9 +10,7 @@
 set -u
 out=${1:-${OUT:-/tmp}}
 mkdir -p "$out"
-src=$(mktemp -d)
-mkdir -p "$src/kernels/tuning" && cp -r kernels/cuda "$src/kernels/" && cp kernels/tuning/attn_wgmma_bwd_lab.cu "$src/kernels/tuning/"
-(cd "$src" && git apply "$OLDPWD/kernels/tuning/attn_bwd_dq_turns.patch") || { echo "the dq turns patch does not apply"; exit 1; }
+src=$(bash kernels/tuning/patched_sources.sh attn_bwd_dq_turns.patch attn_wgmma_bwd_lab.cu) || exit 1
 for v in 0 1; do
   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DABW_KV_TURNS=$v -DABW_DQ_TURNS=$v -o /tmp/attn_bwd_t$v \
     "$src/kernels/tuning/attn_wgmma_bwd_lab.cu" -lcuda > "$out/build_t$v.txt" 2>&1 &

@@ -15,9 +15,7 @@ out=${1:-${OUT:-/tmp}}
 mkdir -p "$out"
 # The switch lives in tuning/attn_fwd_softmax_variants.patch (measured and dropped, session 63),
 # applied to a copy of the sources.
-src=$(mktemp -d)
-mkdir -p "$src/kernels/tuning" && cp -r kernels/cuda "$src/kernels/" && cp kernels/tuning/attn_wgmma_lab.cu "$src/kernels/tuning/"
-(cd "$src" && git apply "$OLDPWD/kernels/tuning/attn_fwd_softmax_variants.patch") || { echo "the patch does not apply"; exit 1; }
+src=$(bash kernels/tuning/patched_sources.sh attn_fwd_softmax_variants.patch attn_wgmma_lab.cu) || exit 1
 V="0 2 4 8"
 for v in $V; do
   nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -DAW_POLY_EXP=$v -o /tmp/attn_fwd_p$v \

@@ -14,9 +14,7 @@ out=${1:-${OUT:-/tmp}}
 mkdir -p "$out"
 # The switch lives in tuning/attn_fwd_softmax_variants.patch (measured and dropped, session 63),
 # applied to a copy of the sources.
-src=$(mktemp -d)
-mkdir -p "$src/kernels/tuning" && cp -r kernels/cuda "$src/kernels/" && cp kernels/tuning/attn_wgmma_lab.cu "$src/kernels/tuning/"
-(cd "$src" && git apply "$OLDPWD/kernels/tuning/attn_fwd_softmax_variants.patch") || { echo "the patch does not apply"; exit 1; }
+src=$(bash kernels/tuning/patched_sources.sh attn_fwd_softmax_variants.patch attn_wgmma_lab.cu) || exit 1
 V="0 1 2"
 for v in $V; do
   nvcc -O2 -std=c++17 -lineinfo -gencode arch=compute_90a,code=sm_90a -DAW_SOFTMAX_ILP=$v -o /tmp/attn_fwd_i$v \
