@@ -12,8 +12,6 @@
 set -u
 out=${1:-${OUT:-/tmp}}
 mkdir -p "$out"
-# The switch lives in tuning/attn_fwd_softmax_variants.patch (measured and dropped, session 63),
-# applied to a copy of the sources.
 src=$(bash kernels/tuning/patched_sources.sh attn_fwd_softmax_variants.patch attn_wgmma_lab.cu) || exit 1
 V="0 1 2"
 for v in $V; do
