@@ -85,8 +85,17 @@
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
 // Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
 // 1023 bytes to reach a 1024-byte boundary first).
+// AW_ROWSUM_MMA (lab, 0 shipped): at D = 64 the softmax's row sums come from the tensor cores:
+// O += P V is m64n72k16 over the V tile and an atom of ones (columns 64..71, placed after the
+// stages and reached through the descriptor's leading byte offset), so accumulator column 64 is
+// the row sum of the rounded P; per key tile and warp the 64 FADDs of the sums go, and the
+// epilogue's shuffles; the P V product grows by an eighth. Not yet run (kernels/TUNING.md).
+#ifndef AW_ROWSUM_MMA
+#define AW_ROWSUM_MMA 0
+#endif
+#define AW_ONES(D) ((D) == 64 && AW_ROWSUM_MMA ? 1 : 0)
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
-#define AW_SMEM_BYTES(D) ((AW_QBOXES(D) + 2 * AW_STAGES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
+#define AW_SMEM_BYTES(D) ((AW_QBOXES(D) + 2 * AW_STAGES(D) + AW_ONES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
 
 // ---- wgmma (descriptors, fence / commit / wait and the register lists: wgmma_ops.cuh) ---------
 
@@ -128,6 +137,25 @@
 AW_ELEMENT(AwBF16, bf16_t, "bf16")
 AW_ELEMENT(AwF16, f16_t, "f16")
 #undef AW_ELEMENT
+
+#if AW_ROWSUM_MMA
+// d (64 x 72) += A (64 x 16, registers) B (16 x 72, shared, N-major: 64 columns of V, then 8 of
+// the ones atom a leading byte offset on). 1.0 as two packed elements.
+#define AW_PV72(NAME, PTX, ONE2)                                                                              \
+    __device__ __forceinline__ unsigned aw_one2(NAME) { return ONE2; }                                        \
+    __device__ __forceinline__ void aw_pv72(NAME, float (&d)[36], const unsigned (&a)[4], unsigned long long db) { \
+        asm volatile("{ .reg .pred p; setp.ne.b32 p, %41, 0;\n"                                               \
+                     "wgmma.mma_async.sync.aligned.m64n72k16.f32." PTX "." PTX " {"                             \
+                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "          \
+                     "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}" \
+                     ", {%36, %37, %38, %39}, %40, p, 1, 1, 1; }"                                               \
+                     : WGX_A32, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])                             \
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                           \
+    }
+AW_PV72(AwBF16, "bf16", 0x3F803F80u)
+AW_PV72(AwF16, "f16", 0x3C003C00u)
+#undef AW_PV72
+#endif
 
 // One 4-D box {64, 128, 1, 1} at (c0, c1, c2, c3) into shared memory at dst.
 __device__ __forceinline__ void aw_tma_4d(unsigned dst, const TensorMap* map, int c0, int c1, int c2, int c3,
@@ -184,7 +212,12 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     const unsigned base = (smem_u32(aw_smem) + 1023u) & ~1023u;
     const unsigned sQ = base;
     const unsigned sK = base + QB * TILE;                 // stage s: sK + 2 s TILE
-    const unsigned bars = base + (QB + 2 * ST) * TILE;
+    constexpr bool RS = AW_ONES(D) == 1;  // row sums from the P V product (AW_ROWSUM_MMA)
+    constexpr int NOA = NO + (RS ? 4 : 0);  // O accumulators and, with RS, the row-sum columns
+#if AW_ROWSUM_MMA
+    const unsigned sOnes = base + (QB + 2 * ST) * TILE;  // with RS: one atom of ones
+#endif
+    const unsigned bars = base + (QB + 2 * ST + AW_ONES(D)) * TILE;
     const unsigned q_full = bars, q_empty = bars + 8;
     // k_full[s] = bars + 16 + 8 s, v_full[s] = bars + 16 + 8 (STAGES + s), kv_empty[s] = bars + 16 + 8 (2 STAGES + s)
     const unsigned kfull = bars + 16, vfull = kfull + 8 * ST, kvempty = kfull + 16 * ST;
@@ -204,6 +237,15 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         }
         mbar_init_fence();
     }
+#if AW_ROWSUM_MMA
+    if constexpr (RS) {
+        // The ones atom, written through the generic proxy and read by wgmma (the async proxy).
+        const unsigned one2 = aw_one2(E{});
+        for (int i = threadIdx.x; i < AW_ATOM / 16; i += blockDim.x)
+            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(sOnes + 16 * i), "r"(one2) : "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+#endif
     __syncthreads();
 
     // The warpgroup index through a shuffle, so that ptxas knows it (and every branch derived from
@@ -275,9 +317,9 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             const long long fe = f <= 0 ? 0 : f / AW_BN;
             full_nt = fe < full_nt ? (int)fe : full_nt;
         }
-        float o[NO];
+        float o[NOA];
 #pragma unroll
-        for (int i = 0; i < NO; ++i) o[i] = 0.0f;
+        for (int i = 0; i < NOA; ++i) o[i] = 0.0f;
         float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
         if (w.n_kt > 0) {
             mbar_wait_spin(q_full, nq & 1);
@@ -349,12 +391,12 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                         const float a = fmaf(s[4 * i + 2 * rr + x], mul, nm);
                         const float p = ex2_approx(a);
                         s[4 * i + 2 * rr + x] = p;
-                        sum += p;
+                        if constexpr (!RS) sum += p;
                     }
-                l[rr] = l[rr] * corr + sum;
+                if constexpr (!RS) l[rr] = l[rr] * corr + sum;
                 m[rr] = m_new;
 #pragma unroll
-                for (int i = 0; i < D / 8; ++i) {
+                for (int i = 0; i < NOA / 4; ++i) {
                     o[4 * i + 2 * rr] *= corr;
                     o[4 * i + 2 * rr + 1] *= corr;
                 }
@@ -373,8 +415,14 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             if constexpr (AW_TURNS(D)) wg_turn_wait<NC>(c);  // O += P V, then the next tile's S
             wgx_fence();
 #pragma unroll
-            for (int kb = 0; kb < AW_BN / 16; ++kb)
-                E::pv(o, pa[kb], wgx_desc_add(wgx_desc(v_tile, AW_ATOM, 1024), kb * 16 * 128));
+            for (int kb = 0; kb < AW_BN / 16; ++kb) {
+#if AW_ROWSUM_MMA
+                if constexpr (RS)
+                    aw_pv72(E{}, o, pa[kb], wgx_desc_add(wgx_desc(v_tile, sOnes - v_tile, 1024), kb * 16 * 128));
+                else
+#endif
+                    E::pv(o, pa[kb], wgx_desc_add(wgx_desc(v_tile, AW_ATOM, 1024), kb * 16 * 128));
+            }
             wgx_commit();
             if constexpr (AW_TURNS(D))
                 if (kt == w.n_kt - 1) wg_turn_pass<NC>(c);
@@ -386,9 +434,14 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         // Epilogue: O / l, lse.
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
-            float x = l[rr];
-            x += __shfl_xor_sync(0xffffffffu, x, 1);
-            x += __shfl_xor_sync(0xffffffffu, x, 2);
+            float x;
+            if constexpr (RS) {
+                x = o[NO + 2 * rr];  // every column of the ones block holds the whole row's sum
+            } else {
+                x = l[rr];
+                x += __shfl_xor_sync(0xffffffffu, x, 1);
+                x += __shfl_xor_sync(0xffffffffu, x, 2);
+            }
             const int row = r0 + 8 * rr;
             const float inv = x > 0.0f ? 1.0f / x : 0.0f;
             unsigned short* p = out + w.b * o_sb + w.h * o_sh + row * o_sr;
