@@ -83,8 +83,6 @@
 #define AW_TURNS_D128 0
 #endif
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
-// Q tile, then per stage a K tile and a V tile, each D / 64 atoms; then the barriers (and up to
-// 1023 bytes to reach a 1024-byte boundary first).
 // AW_ROWSUM_MMA (lab, 0 shipped): at D = 64 the softmax's row sums come from the tensor cores:
 // O += P V is m64n72k16 over the V tile and an atom of ones (columns 64..71, placed after the
 // stages and reached through the descriptor's leading byte offset), so accumulator column 64 is
@@ -94,6 +92,9 @@
 #define AW_ROWSUM_MMA 0
 #endif
 #define AW_ONES(D) ((D) == 64 && AW_ROWSUM_MMA ? 1 : 0)
+// Q tile (QBOXES boxes), then per stage a K tile and a V tile, each D / 64 atoms, (with
+// AW_ROWSUM_MMA) the ones atom; then the barriers (and up to 1023 bytes to reach a 1024-byte
+// boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
 #define AW_SMEM_BYTES(D) ((AW_QBOXES(D) + 2 * AW_STAGES(D) + AW_ONES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
 
@@ -290,7 +291,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     else
         asm volatile("setmaxnreg.inc.sync.aligned.u32 240;");
     const int c = wg - 1;  // rows 64 c .. 64 c + 63 of each query tile
-    // Consumer 0 takes the first turn: consumer 1 passes once before its first wait.
+    // Consumer 0 takes the first turn: the last consumer passes once before its first wait.
     if constexpr (AW_TURNS(D))
         if (c == NC - 1) wg_turn_pass<NC>(NC - 1);
     const int lane = threadIdx.x % 32, warp = (threadIdx.x % 128) / 32, quad = lane % 4;
