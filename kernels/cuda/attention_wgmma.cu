@@ -57,14 +57,11 @@
 #include "warpgroup_turns.cuh"
 #include "wgmma_ops.cuh"
 
-#define AW_BM 128       // query rows per CTA (two consumer warpgroups of 64)
-#define AW_BN 128       // keys per tile
-#define AW_THREADS 384  // producer + 2 consumers
-#define AW_ATOM 16384   // one 64-column (128-byte) swizzled box of 128 rows
+#define AW_BN 128      // keys per tile
+#define AW_ATOM 16384  // one 64-column (128-byte) swizzled box of 128 rows
 // AW_NC64 (lab, 2 shipped): consumer warpgroups at D = 64. 3 is FlashAttention-3's 192-row query
 // tile at head dimension 64: 512 threads, the consumers at 160 registers, the Q tile as two boxes
-// of 128 rows (the second half-used). Lab only: the host contract above (384 threads, 128-row
-// tiles) is NC = 2's. Not yet run (kernels/TUNING.md, session 63).
+// of 128 rows (the second half-used). Not yet run (kernels/TUNING.md, session 63).
 #ifndef AW_NC64
 #define AW_NC64 2
 #endif
@@ -72,6 +69,9 @@
 #define AW_BM_D(D) (64 * AW_NC(D))               // query rows per CTA
 #define AW_THREADS_D(D) (128 * (AW_NC(D) + 1))   // producer + consumers
 #define AW_QBOXES(D) ((AW_BM_D(D) + 127) / 128)  // 128-row boxes in the Q tile
+// The host contract's tile and block (two consumers; with AW_NC64 = 3 the lab's D = 64 differs).
+#define AW_BM AW_BM_D(128)
+#define AW_THREADS AW_THREADS_D(128)
 // K/V stages: 3 at D = 128 (224 KiB with the Q tile, of the 227 an H100 or H200 block may use), 4
 // at D = 64 (144 KiB).
 #define AW_STAGES(D) ((D) == 128 ? 3 : 4)

@@ -15,7 +15,7 @@ __device__ __forceinline__ void wg_turn_wait(int c) {
 }
 template <int NC = 2>
 __device__ __forceinline__ void wg_turn_pass(int c) {
-    if constexpr (NC == 2)
+    if constexpr (NC == 2)  // the same barrier as the general form; the shipped kernels' code unchanged
         asm volatile("bar.arrive %0, 256;" ::"r"(9 - c) : "memory");
     else
         asm volatile("bar.arrive %0, 256;" ::"r"(8 + (c + 1) % NC) : "memory");
