@@ -1,6 +1,6 @@
 // attention_wgmma.cu — the fused attention forward on Hopper (FlashAttention-3's structure): TMA
 // copies of Q, K and V tiles, warpgroup MMA (wgmma) for both products, a producer warpgroup and
-// two consumer warpgroups. f16 / bf16 q, k, v with f32 accumulation, head dimensions 64 and 128.
+// two (at D = 64 also three) consumer warpgroups. f16 / bf16 q, k, v with f32 accumulation, head dimensions 64 and 128.
 // Same semantics as attention.cu's attn_fwd_<dt> and attention_mma.cu's kernels: strided q/k/v
 // and out, dense lse [B, H, Nq] (f32), bottom-right aligned causal mask (query i sees
 // key j iff j <= i + Nk - Nq), a row that sees no key gives out = 0 and lse = -inf.
@@ -8,9 +8,9 @@
 // gen-ptx: archs=90a
 //
 // Host contract (kernels/src/ops/attention.rs checks it before every launch):
-//   * block AW_THREADS (384) exactly, any grid >= 1 (a grid-stride loop over the B * H *
-//     ceil(Nq / 128) query tiles), dynamic shared memory AW_SMEM_BYTES(D) (the function's limit
-//     raised first);
+//   * block AW_THREADS_NC(NC) exactly (384 threads; 512 for the d64_m192 kernels, NC = 3), any
+//     grid >= 1 (a grid-stride loop over the B * H * ceil(Nq / AW_BM_NC(NC)) query tiles of 128,
+//     or 192, rows), dynamic shared memory AW_SMEM_NC(D, NC) (the function's limit raised first);
 //   * tmQ, tmK, tmV: 4-D tensor maps over q, k, v with dims {D, N, H, B} (N = Nq for q, Nk for k
 //     and v), the views' row, head and batch strides (bytes, multiples of 16), box {64, 128, 1, 1},
 //     128-byte swizzle, zero fill outside; q, k, v are passed too (the kernel reads only through
@@ -19,13 +19,13 @@
 //     4-byte aligned rows (the op asks for 16-byte aligned out and strides multiples of 8),
 //     lse dense [B, H, Nq].
 //
-// Design (per CTA: 3 warpgroups; a query tile of 128 rows of one (b, h); key tiles of 128):
+// Design (per CTA: 1 + NC warpgroups; a query tile of 64 NC rows of one (b, h); key tiles of 128):
 //   * Warpgroup 0 produces: it gives its registers back (setmaxnreg) and one thread drives the
 //     copy engine: the Q tile once per query tile (q_full / q_empty barriers), then every key
 //     tile's K and V into a ring of AW_STAGES(D) stages (k_full, v_full: bytes; kv_empty: one arrival
 //     per consumer warp once it has read the stage). K and V have their own barriers so that
 //     S = Q K^T can start before V has landed.
-//   * Warpgroups 1 and 2 consume: warpgroup c owns query rows 64 c .. 64 c + 63 of the tile.
+//   * Warpgroups 1 .. NC consume: warpgroup c owns query rows 64 c .. 64 c + 63 of the tile.
 //     S = Q K^T is wgmma m64n128k16 with both operands in shared memory (K-major), D / 16 of them
 //     per key tile; the online softmax runs on the f32 accumulators in registers (the row max over
 //     the 4 lanes of a row by shuffles; the scale times log2 e folded into ex2's argument); P is
@@ -34,14 +34,14 @@
 //     of A), V the B operand read N-major (transposed) from shared memory.
 //   * Overlap: O += P V of key tile j is committed and not waited for; the warpgroup goes on to
 //     wait for K of tile j + 1 and issue its S product, and waits for both groups together. The
-//     other consumer warpgroup's softmax fills the tensor cores meanwhile. At D = 64 the two
-//     consumers take turns (FlashAttention-3's ping-pong, two named barriers): a turn issues
+//     other consumer warpgroups' softmax fills the tensor cores meanwhile. At D = 64 the
+//     consumers take turns (FlashAttention-3's ping-pong, one named barrier each): a turn issues
 //     O += P V of tile j and S of tile j + 1 (a query tile's first S is a turn of its own), then
-//     passes, so one warpgroup's softmax runs while the other's products do.
+//     passes, so one warpgroup's softmax runs while another's products do.
 //   * Causal: key tiles past the last key any row of the CTA sees are never copied; a warpgroup
 //     masks only tiles its rows see in part (or not at all: it never branches around a product).
 //   * Persistent: a CTA walks query tiles blockIdx.x, + gridDim.x, ...; the producer loads the
-//     next tile's Q as soon as both consumers' last S product of the present one is done
+//     next tile's Q as soon as every consumer's last S product of the present one is done
 //     (q_empty), so copies overlap the epilogue. Full attention walks the tiles head by head (the
 //     CTAs running together share K and V in L2); causal, heaviest first within sections of heads
 //     whose K and V fit in L2 (attention_tile_order.cuh).
@@ -59,19 +59,14 @@
 
 #define AW_BN 128      // keys per tile
 #define AW_ATOM 16384  // one 64-column (128-byte) swizzled box of 128 rows
-// AW_NC64 (lab, 2 shipped): consumer warpgroups at D = 64. 3 is FlashAttention-3's 192-row query
-// tile at head dimension 64: 512 threads, the consumers at 160 registers, the Q tile as two boxes
-// of 128 rows (the second half-used). Not yet run (kernels/TUNING.md, session 63).
-#ifndef AW_NC64
-#define AW_NC64 2
-#endif
-#define AW_NC(D) ((D) == 64 ? AW_NC64 : 2)
-#define AW_BM_D(D) (64 * AW_NC(D))               // query rows per CTA
-#define AW_THREADS_D(D) (128 * (AW_NC(D) + 1))   // producer + consumers
-#define AW_QBOXES(D) ((AW_BM_D(D) + 127) / 128)  // 128-row boxes in the Q tile
-// The host contract's tile and block (two consumers; with AW_NC64 = 3 the lab's D = 64 differs).
-#define AW_BM AW_BM_D(128)
-#define AW_THREADS AW_THREADS_D(128)
+// Consumer warpgroups NC: 2 (query tiles of 128 rows, 384 threads, the consumers at 240
+// registers) for every kernel; at D = 64 also 3 (`attn_fwd_wgmma_d64_m192_*`: FlashAttention-3's
+// 192-row tile, 512 threads, the consumers at 160 registers, the Q tile as two boxes of 128 rows
+// of which the second is half used). The host picks per problem (kernels/src/ops/attention/
+// fwd_wgmma.rs: 192-row tiles do ~16% more work a second on an H200 but pad and mask more).
+#define AW_BM_NC(NC) (64 * (NC))                    // query rows per CTA
+#define AW_THREADS_NC(NC) (128 * ((NC) + 1))        // producer + consumers
+#define AW_QBOXES_NC(NC) ((AW_BM_NC(NC) + 127) / 128)  // 128-row boxes in the Q tile
 // K/V stages: 3 at D = 128 (224 KiB with the Q tile, of the 227 an H100 or H200 block may use), 4
 // at D = 64 (144 KiB).
 #define AW_STAGES(D) ((D) == 128 ? 3 : 4)
@@ -83,20 +78,10 @@
 #define AW_TURNS_D128 0
 #endif
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
-// AW_ROWSUM_MMA (lab, 0 shipped): at D = 64 the softmax's row sums come from the tensor cores:
-// O += P V is m64n72k16 over the V tile and an atom of ones (columns 64..71, placed after the
-// stages and reached through the descriptor's leading byte offset), so accumulator column 64 is
-// the row sum of the rounded P; per key tile and warp the 64 FADDs of the sums go, and the
-// epilogue's shuffles; the P V product grows by an eighth. Not yet run (kernels/TUNING.md).
-#ifndef AW_ROWSUM_MMA
-#define AW_ROWSUM_MMA 0
-#endif
-#define AW_ONES(D) ((D) == 64 && AW_ROWSUM_MMA ? 1 : 0)
-// Q tile (QBOXES boxes), then per stage a K tile and a V tile, each D / 64 atoms, (with
-// AW_ROWSUM_MMA) the ones atom; then the barriers (and up to 1023 bytes to reach a 1024-byte
-// boundary first).
+// Q tile (QBOXES boxes of 128 rows), then per stage a K tile and a V tile, each D / 64 atoms;
+// then the barriers (and up to 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
-#define AW_SMEM_BYTES(D) ((AW_QBOXES(D) + 2 * AW_STAGES(D) + AW_ONES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
+#define AW_SMEM_NC(D, NC) ((AW_QBOXES_NC(NC) + 2 * AW_STAGES(D)) * AW_TILE_BYTES(D) + 1024 + 256)
 
 // ---- wgmma (descriptors, fence / commit / wait and the register lists: wgmma_ops.cuh) ---------
 
@@ -139,25 +124,6 @@ AW_ELEMENT(AwBF16, bf16_t, "bf16")
 AW_ELEMENT(AwF16, f16_t, "f16")
 #undef AW_ELEMENT
 
-#if AW_ROWSUM_MMA
-// d (64 x 72) += A (64 x 16, registers) B (16 x 72, shared, N-major: 64 columns of V, then 8 of
-// the ones atom a leading byte offset on). 1.0 as two packed elements.
-#define AW_PV72(NAME, PTX, ONE2)                                                                              \
-    __device__ __forceinline__ unsigned aw_one2(NAME) { return ONE2; }                                        \
-    __device__ __forceinline__ void aw_pv72(NAME, float (&d)[36], const unsigned (&a)[4], unsigned long long db) { \
-        asm volatile("{ .reg .pred p; setp.ne.b32 p, %41, 0;\n"                                               \
-                     "wgmma.mma_async.sync.aligned.m64n72k16.f32." PTX "." PTX " {"                             \
-                     "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "          \
-                     "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}" \
-                     ", {%36, %37, %38, %39}, %40, p, 1, 1, 1; }"                                               \
-                     : WGX_A32, "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35])                             \
-                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));                           \
-    }
-AW_PV72(AwBF16, "bf16", 0x3F803F80u)
-AW_PV72(AwF16, "f16", 0x3C003C00u)
-#undef AW_PV72
-#endif
-
 // One 4-D box {64, 128, 1, 1} at (c0, c1, c2, c3) into shared memory at dst.
 __device__ __forceinline__ void aw_tma_4d(unsigned dst, const TensorMap* map, int c0, int c1, int c2, int c3,
                                           unsigned bar) {
@@ -198,7 +164,7 @@ __device__ __forceinline__ AwTile aw_tile(long long t, int n_qt, int B, int H, i
     return w;
 }
 
-template <class E, int D>
+template <class E, int D, int NC>
 __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const TensorMap* tmK, const TensorMap* tmV,
                                                unsigned short* __restrict__ out, float* __restrict__ lse, int B, int H,
                                                int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr,
@@ -207,18 +173,14 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
     constexpr int ATOMS = D / 64;
     constexpr int NO = D / 2;  // O accumulators per thread (64 x D over 128 threads)
     constexpr int ST = AW_STAGES(D);
-    constexpr int NC = AW_NC(D), BM = AW_BM_D(D), QB = AW_QBOXES(D);
+    static_assert(NC == 2 || (NC == 3 && D == 64), "3 consumers only at D = 64 (registers)");
+    constexpr int BM = AW_BM_NC(NC), QB = AW_QBOXES_NC(NC);
     static_assert(QB == 1 || ATOMS == 1, "a Q tile of two boxes is laid out for one 64-column atom");
     extern __shared__ unsigned char aw_smem[];
     const unsigned base = (smem_u32(aw_smem) + 1023u) & ~1023u;
     const unsigned sQ = base;
     const unsigned sK = base + QB * TILE;                 // stage s: sK + 2 s TILE
-    constexpr bool RS = AW_ONES(D) == 1;  // row sums from the P V product (AW_ROWSUM_MMA)
-    constexpr int NOA = NO + (RS ? 4 : 0);  // O accumulators and, with RS, the row-sum columns
-#if AW_ROWSUM_MMA
-    const unsigned sOnes = base + (QB + 2 * ST) * TILE;  // with RS: one atom of ones
-#endif
-    const unsigned bars = base + (QB + 2 * ST + AW_ONES(D)) * TILE;
+    const unsigned bars = base + (QB + 2 * ST) * TILE;
     const unsigned q_full = bars, q_empty = bars + 8;
     // k_full[s] = bars + 16 + 8 s, v_full[s] = bars + 16 + 8 (STAGES + s), kv_empty[s] = bars + 16 + 8 (2 STAGES + s)
     const unsigned kfull = bars + 16, vfull = kfull + 8 * ST, kvempty = kfull + 16 * ST;
@@ -238,15 +200,6 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         }
         mbar_init_fence();
     }
-#if AW_ROWSUM_MMA
-    if constexpr (RS) {
-        // The ones atom, written through the generic proxy and read by wgmma (the async proxy).
-        const unsigned one2 = aw_one2(E{});
-        for (int i = threadIdx.x; i < AW_ATOM / 16; i += blockDim.x)
-            asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(sOnes + 16 * i), "r"(one2) : "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    }
-#endif
     __syncthreads();
 
     // The warpgroup index through a shuffle, so that ptxas knows it (and every branch derived from
@@ -318,9 +271,9 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             const long long fe = f <= 0 ? 0 : f / AW_BN;
             full_nt = fe < full_nt ? (int)fe : full_nt;
         }
-        float o[NOA];
+        float o[NO];
 #pragma unroll
-        for (int i = 0; i < NOA; ++i) o[i] = 0.0f;
+        for (int i = 0; i < NO; ++i) o[i] = 0.0f;
         float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.0f, 0.0f};
         if (w.n_kt > 0) {
             mbar_wait_spin(q_full, nq & 1);
@@ -392,12 +345,12 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                         const float a = fmaf(s[4 * i + 2 * rr + x], mul, nm);
                         const float p = ex2_approx(a);
                         s[4 * i + 2 * rr + x] = p;
-                        if constexpr (!RS) sum += p;
+                        sum += p;
                     }
-                if constexpr (!RS) l[rr] = l[rr] * corr + sum;
+                l[rr] = l[rr] * corr + sum;
                 m[rr] = m_new;
 #pragma unroll
-                for (int i = 0; i < NOA / 4; ++i) {
+                for (int i = 0; i < D / 8; ++i) {
                     o[4 * i + 2 * rr] *= corr;
                     o[4 * i + 2 * rr + 1] *= corr;
                 }
@@ -416,14 +369,8 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             if constexpr (AW_TURNS(D)) wg_turn_wait<NC>(c);  // O += P V, then the next tile's S
             wgx_fence();
 #pragma unroll
-            for (int kb = 0; kb < AW_BN / 16; ++kb) {
-#if AW_ROWSUM_MMA
-                if constexpr (RS)
-                    aw_pv72(E{}, o, pa[kb], wgx_desc_add(wgx_desc(v_tile, sOnes - v_tile, 1024), kb * 16 * 128));
-                else
-#endif
-                    E::pv(o, pa[kb], wgx_desc_add(wgx_desc(v_tile, AW_ATOM, 1024), kb * 16 * 128));
-            }
+            for (int kb = 0; kb < AW_BN / 16; ++kb)
+                E::pv(o, pa[kb], wgx_desc_add(wgx_desc(v_tile, AW_ATOM, 1024), kb * 16 * 128));
             wgx_commit();
             if constexpr (AW_TURNS(D))
                 if (kt == w.n_kt - 1) wg_turn_pass<NC>(c);
@@ -435,14 +382,9 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         // Epilogue: O / l, lse.
 #pragma unroll
         for (int rr = 0; rr < 2; ++rr) {
-            float x;
-            if constexpr (RS) {
-                x = o[NO + 2 * rr];  // every column of the ones block holds the whole row's sum
-            } else {
-                x = l[rr];
-                x += __shfl_xor_sync(0xffffffffu, x, 1);
-                x += __shfl_xor_sync(0xffffffffu, x, 2);
-            }
+            float x = l[rr];
+            x += __shfl_xor_sync(0xffffffffu, x, 1);
+            x += __shfl_xor_sync(0xffffffffu, x, 2);
             const int row = r0 + 8 * rr;
             const float inv = x > 0.0f ? 1.0f / x : 0.0f;
             unsigned short* p = out + w.b * o_sb + w.h * o_sh + row * o_sr;
@@ -492,38 +434,56 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
 // q, k, v are not read here (the tensor maps address them); they are parameters so that a launch
 // orders their buffers like any other kernel argument.
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS_D(64), 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_NC(2), 1)
     attn_fwd_wgmma_d64_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
                             const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
                             float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
                             long long o_sr, float scale, int causal) {
-    attn_fwd_wgmma<AwBF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
+    attn_fwd_wgmma<AwBF16, 64, 2>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS_D(128), 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_NC(2), 1)
     attn_fwd_wgmma_d128_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
                             const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
                             float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
                             long long o_sr, float scale, int causal) {
-    attn_fwd_wgmma<AwBF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
+    attn_fwd_wgmma<AwBF16, 128, 2>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS_D(64), 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_NC(2), 1)
     attn_fwd_wgmma_d64_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
                             const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
                             float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
                             long long o_sr, float scale, int causal) {
-    attn_fwd_wgmma<AwF16, 64>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
+    attn_fwd_wgmma<AwF16, 64, 2>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }
 // @readonly: q, k, v
-extern "C" __global__ void __launch_bounds__(AW_THREADS_D(128), 1)
+extern "C" __global__ void __launch_bounds__(AW_THREADS_NC(2), 1)
     attn_fwd_wgmma_d128_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
                             const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
                             const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
                             float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
                             long long o_sr, float scale, int causal) {
-    attn_fwd_wgmma<AwF16, 128>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
+    attn_fwd_wgmma<AwF16, 128, 2>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
+}
+// @readonly: q, k, v
+extern "C" __global__ void __launch_bounds__(AW_THREADS_NC(3), 1)
+    attn_fwd_wgmma_d64_m192_bf16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const bf16_t* __restrict__ q,
+                            const bf16_t* __restrict__ k, const bf16_t* __restrict__ v, bf16_t* __restrict__ out,
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
+                            long long o_sr, float scale, int causal) {
+    attn_fwd_wgmma<AwBF16, 64, 3>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
+}
+// @readonly: q, k, v
+extern "C" __global__ void __launch_bounds__(AW_THREADS_NC(3), 1)
+    attn_fwd_wgmma_d64_m192_f16(const __grid_constant__ TensorMap tmQ, const __grid_constant__ TensorMap tmK,
+                            const __grid_constant__ TensorMap tmV, const f16_t* __restrict__ q,
+                            const f16_t* __restrict__ k, const f16_t* __restrict__ v, f16_t* __restrict__ out,
+                            float* __restrict__ lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh,
+                            long long o_sr, float scale, int causal) {
+    attn_fwd_wgmma<AwF16, 64, 3>(&tmQ, &tmK, &tmV, out, lse, B, H, Nq, Nk, o_sb, o_sh, o_sr, scale, causal);
 }

@@ -119,21 +119,24 @@ __device__ __forceinline__ void abw_load_tile(unsigned dst, const TensorMap* map
                     : "memory");
 }
 
-// ABW_DESC_ADD_KV, _DQ, _FUSED (lab, 0 shipped; ABW_DESC_ADD sets all three): the dk/dv, dq and
-// one-pass kernels build each k step's descriptors by one add to the tile's (wgx_desc_add), as
-// the forward does since session 63. Session 63's lab run (H200, D = 64): dk/dv 4.8-5.1% faster,
-// dq 2.9-3.1% slower, the one pass 1.3-3.0% faster; kernels/TUNING.md.
-#ifndef ABW_DESC_ADD
-#define ABW_DESC_ADD 0
+// ABW_DESC_ADD_KV, _DQ, _FUSED: the dk/dv, dq and one-pass kernels build each k step's
+// descriptors by one add to the tile's (wgx_desc_add), as the forward does since session 63, or
+// (0) each from its address. Session 63's lab run (H200, D = 64): dk/dv 4.8-5.1% faster, dq
+// 2.9-3.1% slower, the one pass 1.3-3.0% faster (the ordered one at D = 128 6%); kernels/
+// TUNING.md. Shipped: 1 for dk/dv and the one pass, 0 for dq. ABW_DESC_ADD sets all three (lab).
+#ifdef ABW_DESC_ADD
+#define ABW_DESC_ADD_KV ABW_DESC_ADD
+#define ABW_DESC_ADD_DQ ABW_DESC_ADD
+#define ABW_DESC_ADD_FUSED ABW_DESC_ADD
 #endif
 #ifndef ABW_DESC_ADD_KV
-#define ABW_DESC_ADD_KV ABW_DESC_ADD
+#define ABW_DESC_ADD_KV 1
 #endif
 #ifndef ABW_DESC_ADD_DQ
-#define ABW_DESC_ADD_DQ ABW_DESC_ADD
+#define ABW_DESC_ADD_DQ 0
 #endif
 #ifndef ABW_DESC_ADD_FUSED
-#define ABW_DESC_ADD_FUSED ABW_DESC_ADD
+#define ABW_DESC_ADD_FUSED 1
 #endif
 
 // d (64 x N) = A (64 x 16 k, rows a_row0 .. of tile `ta` of TA rows) B^T (B: N rows of tile `tb`

@@ -293,10 +293,10 @@ static bool run(const Problem& p, bool check, int time_iters, unsigned seed) {
     long long ksb = (long long)H * Nk * D, ksh = (long long)Nk * D, ksr = D, dv_at = -1;
 
     // Forward (out, lse) and delta.
-    const int fsm = AW_SMEM_BYTES(D);
+    const int fsm = AW_SMEM_NC(D, 2);
     RK(cudaFuncSetAttribute(FWD[f][dd], cudaFuncAttributeMaxDynamicSharedMemorySize, fsm));
-    const long long fq = (long long)B * H * ((Nq + AW_BM_D(D) - 1) / AW_BM_D(D));
-    FWD[f][dd]<<<(int)std::min<long long>(fq, g_sms), AW_THREADS_D(D), fsm, s>>>(t[0], t[1], t[2], pq, pk, pv, out, lse, B,
+    const long long fq = (long long)B * H * ((Nq + AW_BM_NC(2) - 1) / AW_BM_NC(2));
+    FWD[f][dd]<<<(int)std::min<long long>(fq, g_sms), AW_THREADS_NC(2), fsm, s>>>(t[0], t[1], t[2], pq, pk, pv, out, lse, B,
                                                                             H, Nq, Nk, qsb, qsh, qsr, scale,
                                                                             p.causal);
     const long long rows = (long long)B * H * Nq;

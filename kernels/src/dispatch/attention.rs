@@ -65,6 +65,9 @@ pub(crate) type AttnFwdWgmma<T> = Kernel<(
 family!(attn_fwd_wgmma_d64 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wgmma)",
     "the wgmma attention kernels exist for f16 and bf16";
     F16 => attn_fwd_wgmma_d64_f16, BF16 => attn_fwd_wgmma_d64_bf16);
+family!(attn_fwd_wgmma_d64_m192 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wgmma)",
+    "the wgmma attention kernels exist for f16 and bf16";
+    F16 => attn_fwd_wgmma_d64_m192_f16, BF16 => attn_fwd_wgmma_d64_m192_bf16);
 family!(attn_fwd_wgmma_d128 -> AttnFwdWgmma<T>; "scaled_dot_product_attention (wgmma)",
     "the wgmma attention kernels exist for f16 and bf16";
     F16 => attn_fwd_wgmma_d128_f16, BF16 => attn_fwd_wgmma_d128_bf16);

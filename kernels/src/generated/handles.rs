@@ -1127,7 +1127,7 @@ pub static PTX_FILES: &[PtxFile] = &[
     },
 ];
 
-/// The names of all 530 kernels, in manifest order.
+/// The names of all 532 kernels, in manifest order.
 pub static KERNEL_NAMES: &[&str] = &[
     "bias_relu_bwd_f64",
     "bias_relu_fwd_f64",
@@ -1195,6 +1195,8 @@ pub static KERNEL_NAMES: &[&str] = &[
     "attn_fwd_wgmma_d128_f16",
     "attn_fwd_wgmma_d64_bf16",
     "attn_fwd_wgmma_d64_f16",
+    "attn_fwd_wgmma_d64_m192_bf16",
+    "attn_fwd_wgmma_d64_m192_f16",
     "attn_bwd_dkdv_wgmma_d128_bf16",
     "attn_bwd_dkdv_wgmma_d128_f16",
     "attn_bwd_dkdv_wgmma_d64_bf16",
@@ -1741,6 +1743,8 @@ pub static KERNEL_NAMES: &[&str] = &[
 /// | `attn_fwd_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
 /// | `attn_fwd_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
 /// | `attn_fwd_wgmma_d64_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
+/// | `attn_fwd_wgmma_d64_m192_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `bf16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
+/// | `attn_fwd_wgmma_d64_m192_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `f16_t* out`, `float* lse`, `int B`, `int H`, `int Nq`, `int Nk`, `long long o_sb`, `long long o_sh`, `long long o_sr`, `float scale`, `int causal` | `cuda/attention_wgmma.cu` |
 /// | `attn_bwd_dkdv_wgmma_d128_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
 /// | `attn_bwd_dkdv_wgmma_d128_f16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const f16_t* q`, `const f16_t* k`, `const f16_t* v`, `const f16_t* dout`, `const float* lse`, `const float* delta`, `f16_t* dk`, `f16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
 /// | `attn_bwd_dkdv_wgmma_d64_bf16` | `TensorMap tmQ`, `TensorMap tmK`, `TensorMap tmV`, `TensorMap tmdO`, `const bf16_t* q`, `const bf16_t* k`, `const bf16_t* v`, `const bf16_t* dout`, `const float* lse`, `const float* delta`, `bf16_t* dk`, `bf16_t* dv`, `int B`, `int H`, `int Nq`, `int Nk`, `long long dk_sb`, `long long dk_sh`, `long long dk_sr`, `long long dv_sb`, `long long dv_sh`, `long long dv_sr`, `long long dv_at`, `float scale`, `int causal` | `cuda/attention_wgmma_bwd.cu` |
@@ -2854,6 +2858,10 @@ pub struct AttentionWgmmaKernels {
     pub attn_fwd_wgmma_d64_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>,
     /// `attn_fwd_wgmma_d64_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
     pub attn_fwd_wgmma_d64_f16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_wgmma_d64_m192_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_wgmma_d64_m192_bf16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>,
+    /// `attn_fwd_wgmma_d64_m192_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)`.
+    pub attn_fwd_wgmma_d64_m192_f16: Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>,
 }
 
 fn load_attention_wgmma(m: &cuda_stack_driver::Module) -> crate::Result<AttentionWgmmaKernels> {
@@ -2882,6 +2890,18 @@ fn load_attention_wgmma(m: &cuda_stack_driver::Module) -> crate::Result<Attentio
         // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
         // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
         attn_fwd_wgmma_d64_f16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>("attn_fwd_wgmma_d64_f16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_wgmma_d64_m192_bf16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>("attn_fwd_wgmma_d64_m192_bf16")? },
+        // SAFETY: the signature is generated from the kernel's CUDA declaration (`written` from
+        // its constness) and was checked against every PTX target's entry (parameter count and
+        // sizes) when generated; the SASS was compiled from the same source and options in the
+        // same run, and `gen-ptx --check` / `gen-handles --check` keep all three in step.
+        // `Kernels::verify_with_driver` re-checks every handle against the driver (GPU tests).
+        attn_fwd_wgmma_d64_m192_f16: unsafe { m.kernel_prechecked::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>("attn_fwd_wgmma_d64_m192_f16")? },
     })
 }
 
@@ -7528,6 +7548,16 @@ impl Kernels {
         Ok(&self.attention_wgmma_kernels()?.attn_fwd_wgmma_d64_f16)
     }
 
+    /// `attn_fwd_wgmma_d64_m192_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, const bf16_t* q, const bf16_t* k, const bf16_t* v, bf16_t* out, float* lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_wgmma_d64_m192_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_wgmma_kernels()?.attn_fwd_wgmma_d64_m192_bf16)
+    }
+
+    /// `attn_fwd_wgmma_d64_m192_f16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, const f16_t* q, const f16_t* k, const f16_t* v, f16_t* out, float* lse, int B, int H, int Nq, int Nk, long long o_sb, long long o_sh, long long o_sr, float scale, int causal)` from `cuda/attention_wgmma.cu` (the first call of any of that file's kernels loads it).
+    pub fn attn_fwd_wgmma_d64_m192_f16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>> {
+        Ok(&self.attention_wgmma_kernels()?.attn_fwd_wgmma_d64_m192_f16)
+    }
+
     /// `attn_bwd_dkdv_wgmma_d128_bf16(TensorMap tmQ, TensorMap tmK, TensorMap tmV, TensorMap tmdO, const bf16_t* q, const bf16_t* k, const bf16_t* v, const bf16_t* dout, const float* lse, const float* delta, bf16_t* dk, bf16_t* dv, int B, int H, int Nq, int Nk, long long dk_sb, long long dk_sh, long long dk_sr, long long dv_sb, long long dv_sh, long long dv_sr, long long dv_at, float scale, int causal)` from `cuda/attention_wgmma_bwd.cu` (the first call of any of that file's kernels loads it).
     pub fn attn_bwd_dkdv_wgmma_d128_bf16(&self) -> crate::Result<&Kernel<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<f32>, &'static DeviceSlice<f32>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, i32, i32, i32, i32, i64, i64, i64, i64, i64, i64, i64, f32, i32)>> {
         Ok(&self.attention_wgmma_bwd_kernels()?.attn_bwd_dkdv_wgmma_d128_bf16)
@@ -10283,7 +10313,13 @@ impl Kernels {
             // SAFETY: the same declaration match as the handle's own; this is the checked
             // constructor, and its result is dropped.
             unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_wgmma_d64_f16.function().clone())? };
-            n += 4;
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static DeviceSlice<bf16>, &'static mut DeviceSlice<bf16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_wgmma_d64_m192_bf16.function().clone())? };
+            // SAFETY: the same declaration match as the handle's own; this is the checked
+            // constructor, and its result is dropped.
+            unsafe { Kernel::<(cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, cuda_stack_driver::TensorMap, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static DeviceSlice<f16>, &'static mut DeviceSlice<f16>, &'static mut DeviceSlice<f32>, i32, i32, i32, i32, i64, i64, i64, f32, i32)>::from_function(f.attn_fwd_wgmma_d64_m192_f16.function().clone())? };
+            n += 6;
         }
         if let Some(f) = self.attention_wgmma_bwd.if_loaded() {
             // SAFETY: the same declaration match as the handle's own; this is the checked
@@ -11848,6 +11884,8 @@ impl Kernels {
             "attn_fwd_wgmma_d128_f16" => self.attn_fwd_wgmma_d128_f16().ok().map(|k| k.function()),
             "attn_fwd_wgmma_d64_bf16" => self.attn_fwd_wgmma_d64_bf16().ok().map(|k| k.function()),
             "attn_fwd_wgmma_d64_f16" => self.attn_fwd_wgmma_d64_f16().ok().map(|k| k.function()),
+            "attn_fwd_wgmma_d64_m192_bf16" => self.attn_fwd_wgmma_d64_m192_bf16().ok().map(|k| k.function()),
+            "attn_fwd_wgmma_d64_m192_f16" => self.attn_fwd_wgmma_d64_m192_f16().ok().map(|k| k.function()),
             "attn_bwd_dkdv_wgmma_d128_bf16" => self.attn_bwd_dkdv_wgmma_d128_bf16().ok().map(|k| k.function()),
             "attn_bwd_dkdv_wgmma_d128_f16" => self.attn_bwd_dkdv_wgmma_d128_f16().ok().map(|k| k.function()),
             "attn_bwd_dkdv_wgmma_d64_bf16" => self.attn_bwd_dkdv_wgmma_d64_bf16().ok().map(|k| k.function()),

@@ -27,6 +27,7 @@ mod bwd_fused;
 mod bwd_wgmma;
 mod family_override;
 mod fwd_wgmma;
+mod fwd_wgmma_tile;
 mod tiled;
 mod views;
 use crate::{dispatch, DType, Element, Error, Kernels, Result};
@@ -42,6 +43,7 @@ use cuda_stack_driver::half::{bf16, f16};
 use cuda_stack_driver::{ComputeCapability, DeviceSlice, LaunchConfig, Stream};
 use family_override::FamilyOverride;
 pub use fwd_wgmma::ATTENTION_FWD_ENV;
+pub use fwd_wgmma_tile::{attention_fwd_wgmma_rows, ATTENTION_FWD_ROWS_ENV};
 use views::check_output;
 pub use views::{AttentionGrads, AttentionOutput};
 
@@ -113,7 +115,9 @@ pub enum AttentionAlgo {
     /// dout, dq, dk, dv) and strides (of every one of them) that are multiples of 8 elements.
     TensorCore,
     /// The forward on `attn_fwd_wgmma_d{64,128}_<dt>` (`cuda/attention_wgmma.cu`: TMA copies,
-    /// warpgroup MMA, a producer and two consumer warpgroups; FlashAttention-3's structure), the
+    /// warpgroup MMA, a producer and two consumer warpgroups; FlashAttention-3's structure; at
+    /// D = 64 also `attn_fwd_wgmma_d64_m192_<dt>`, three consumers, where
+    /// [`attention_fwd_wgmma_rows`] picks 192-row tiles), the
     /// backward on `attn_bwd_{dq,dkdv}_wgmma_d{64,128}_<dt>` (`cuda/attention_wgmma_bwd.cu`:
     /// the same structure, dq by its own kernel, deterministic): compute capability 9.0 exactly,
     /// and [`AttentionAlgo::TensorCore`]'s rules. A backward without a query or a key runs on

@@ -53,9 +53,10 @@ pub use attention::{
     attention_bwd, attention_bwd_dq_choice, attention_bwd_dq_plan, attention_bwd_dq_plan_strided,
     attention_bwd_dq_workspace_len, attention_bwd_strided, attention_bwd_tc_fits,
     attention_bwd_with, attention_bwd_with_dq, attention_fwd, attention_fwd_strided,
-    attention_fwd_with, attention_tc_fits, AttentionAlgo, AttentionBwdDq, AttentionElement,
-    AttentionGrads, AttentionInput, AttentionOutput, AttentionShape, HeadStrides,
-    ATTENTION_BWD_DQ_ENV, ATTENTION_BWD_ENV, ATTENTION_FWD_ENV, ATTENTION_MAX_HEAD_DIM,
+    attention_fwd_wgmma_rows, attention_fwd_with, attention_tc_fits, AttentionAlgo, AttentionBwdDq,
+    AttentionElement, AttentionGrads, AttentionInput, AttentionOutput, AttentionShape, HeadStrides,
+    ATTENTION_BWD_DQ_ENV, ATTENTION_BWD_ENV, ATTENTION_FWD_ENV, ATTENTION_FWD_ROWS_ENV,
+    ATTENTION_MAX_HEAD_DIM,
 };
 pub use bias_relu::{
     bias_relu_bwd, bias_relu_bwd_f64, bias_relu_bwd_parts, bias_relu_fwd, bias_relu_fwd_f64,

@@ -392,3 +392,74 @@ pub fn close<T: AttentionElement>(what: &str, a: &[T], b: &[T], bound: f64) -> R
     }
     Ok(differ)
 }
+
+/// out, lse, dq, dk, dv of one path, as f64.
+pub type Outputs = [Vec<f64>; 5];
+
+/// Forward then backward of `sh` on `algo`'s kernels, on dense inputs made from `seed`.
+pub fn run_path<T: AttentionElement>(
+    k: &Kernels,
+    s: &Stream,
+    sh: &AttentionShape,
+    algo: AttentionAlgo,
+    seed: u64,
+) -> Res<Outputs> {
+    let (b, h, nq, nk, d) = (sh.batch, sh.heads, sh.q_len, sh.kv_len, sh.head_dim);
+    let q = s.clone_htod(&data::<T>(seed, b * h * nq * d, 1.0))?;
+    let kk = s.clone_htod(&data::<T>(seed + 1, b * h * nk * d, 1.0))?;
+    let v = s.clone_htod(&data::<T>(seed + 2, b * h * nk * d, 1.0))?;
+    let dout = s.clone_htod(&data::<T>(seed + 3, b * h * nq * d, 1.0))?;
+    let scale = T::scale_scalar(1.0 / (d as f64).sqrt()).to_f64();
+    let nan = T::from_f64(f64::NAN);
+    let snan = T::scale_scalar(f64::NAN);
+    let mut out = s.clone_htod(&vec![nan; b * h * nq * d])?;
+    let mut lse = s.clone_htod(&vec![snan; b * h * nq])?;
+    let mut delta = s.clone_htod(&vec![snan; b * h * nq])?;
+    let mut dq = s.clone_htod(&vec![nan; b * h * nq * d])?;
+    let mut dk = s.clone_htod(&vec![nan; b * h * nk * d])?;
+    let mut dv = s.clone_htod(&vec![nan; b * h * nk * d])?;
+    let (qi, ki) = (
+        ops::AttentionInput::dense(&*q, h, nq, d),
+        ops::AttentionInput::dense(&*kk, h, nk, d),
+    );
+    let vi = ops::AttentionInput::dense(&*v, h, nk, d);
+    ops::attention_fwd_with(k, s, algo, sh, qi, ki, vi, &mut out, &mut lse, scale)?;
+    ops::attention_bwd_with(
+        k, s, algo, sh, qi, ki, vi, &out, &lse, &dout, &mut delta, &mut dq, &mut dk, &mut dv, scale,
+    )?;
+    let f = |x: Vec<T>| x.iter().map(|e| e.to_f64()).collect::<Vec<f64>>();
+    let lse: Vec<f64> = s
+        .clone_dtoh(&lse)?
+        .iter()
+        .map(|x| Compute::to_f64(*x))
+        .collect();
+    Ok([
+        f(s.clone_dtoh(&out)?),
+        lse,
+        f(s.clone_dtoh(&dq)?),
+        f(s.clone_dtoh(&dk)?),
+        f(s.clone_dtoh(&dv)?),
+    ])
+}
+
+/// Two paths' outputs ([`run_path`]) within twice the per-type tolerance (each side is within it
+/// of the exact result).
+pub fn compare_paths<T: AttentionElement>(
+    label: &str,
+    got: &Outputs,
+    want: &Outputs,
+) -> TestResult {
+    let t = tol::<T>();
+    let names = ["out", "lse", "dq", "dk", "dv"];
+    for (j, name) in names.iter().enumerate() {
+        let what = format!("{label}: {name}");
+        if j == 1 {
+            compare_lse(&what, &got[1], &want[1], 2.0 * t.lse)?;
+        } else {
+            let tol = 2.0 * if j == 0 { t.out } else { t.grad };
+            let g: Vec<T> = got[j].iter().map(|&x| T::from_f64(x)).collect();
+            compare(&what, &g, &want[j], tol)?;
+        }
+    }
+    Ok(())
+}

@@ -1,8 +1,10 @@
-//! The Hopper forward (`attn_fwd_wgmma_d{64,128}_*`, `cuda/attention_wgmma.cu`): where it fits,
-//! its tensor maps, its launch; and [`ATTENTION_FWD_ENV`], which overrides the forward's
-//! automatic choice for measurements.
+//! The Hopper forward (`attn_fwd_wgmma_d{64,128}_*` and `attn_fwd_wgmma_d64_m192_*`,
+//! `cuda/attention_wgmma.cu`): where it fits, its tensor maps, its launch; and
+//! [`ATTENTION_FWD_ENV`], which overrides the forward's automatic choice for measurements. Which
+//! query tile it runs at D = 64: `fwd_wgmma_tile.rs`.
 
 use super::family_override::{family_override, FamilyOverride};
+use super::fwd_wgmma_tile::attention_fwd_wgmma_rows;
 use super::{AttentionElement, AttentionInput, AttentionShape, HeadStrides};
 use crate::launch::sms;
 use crate::{dispatch, DType, Kernels, Result};
@@ -22,20 +24,26 @@ pub(super) fn fwd_override() -> Option<FamilyOverride> {
     family_override(ATTENTION_FWD_ENV)
 }
 
-/// Query rows per CTA (`AW_BM`).
-const ROWS: usize = 128;
-/// Block size (`AW_THREADS`): a producer and two consumer warpgroups.
-const THREADS: u32 = 384;
+/// Rows of a copy-engine box (the K and V tiles; the Q tile is one or two boxes).
+const BOX_ROWS: u32 = 128;
 /// One 128-row box of 64 16-bit columns (`AW_ATOM`).
 const ATOM: u32 = 16384;
 
-/// The dynamic shared memory of `attn_fwd_wgmma_d{64,128}_*` (`AW_SMEM_BYTES` in
-/// `cuda/attention_wgmma.cu`): the Q tile and 4 (D = 64) or 3 (D = 128) stages of K and V tiles of
-/// 128 rows, plus 1 KiB of alignment and the barriers: 145 KiB at D = 64, 225 KiB at D = 128.
-pub(super) fn smem(head_dim: usize) -> u32 {
+/// Query rows per CTA (`AW_BM_NC(NC)`): 128 or, at D = 64, 192 ([`attention_fwd_wgmma_rows`]).
+/// Block size (`AW_THREADS_NC(NC)`): a producer and one consumer warpgroup per 64 rows.
+fn threads(rows: usize) -> u32 {
+    128 * (rows as u32 / 64 + 1)
+}
+
+/// The dynamic shared memory of the forward with `rows`-row query tiles (`AW_SMEM_NC` in
+/// `cuda/attention_wgmma.cu`): the Q tile (one box of 128 rows, or two for 192), 4 (D = 64) or 3
+/// (D = 128) stages of K and V tiles of 128 rows, plus 1 KiB of alignment and the barriers:
+/// 145 KiB at D = 64 (161 KiB with 192 rows), 225 KiB at D = 128.
+pub(super) fn smem(head_dim: usize, rows: usize) -> u32 {
     let stages = if head_dim == 128 { 3 } else { 4 };
     let tile = (head_dim as u32 / 64) * ATOM;
-    (1 + 2 * stages) * tile + 1024 + 256
+    let q_boxes = (rows as u32).div_ceil(BOX_ROWS);
+    (q_boxes + 2 * stages) * tile + 1024 + 256
 }
 
 /// Why the wgmma forward cannot run this problem (which the mma.sync forward can: `tc_ok`), or
@@ -54,7 +62,7 @@ pub(super) fn misfit(
     if cc != (ComputeCapability { major: 9, minor: 0 }) {
         return Some("the wgmma attention kernels need compute capability 9.0 (sm_90a)");
     }
-    if smem(shape.head_dim) > optin_smem {
+    if smem(shape.head_dim, 128) > optin_smem {
         return Some("the wgmma attention kernels need more shared memory than this device allows");
     }
     tiles_misfit(shape)
@@ -145,29 +153,35 @@ pub(super) fn launch<T: AttentionElement>(
     lse: &mut DeviceSlice<T::Scalar>,
     scale: T::Scalar,
 ) -> Result<()> {
-    let kernel = if shape.head_dim == 64 {
-        dispatch::attn_fwd_wgmma_d64::<T>(kern)?
-    } else {
-        dispatch::attn_fwd_wgmma_d128::<T>(kern)?
+    let optin = s.context().limits().max_shared_per_block_optin;
+    let rows = match attention_fwd_wgmma_rows(sms(s) as u32, shape) {
+        192 if smem(shape.head_dim, 192) <= optin => 192,
+        _ => 128,
     };
-    let map_q = head_map(q, shape, shape.q_len, ROWS as u32)?;
-    let map_k = head_map(k, shape, shape.kv_len, ROWS as u32)?;
-    let map_v = head_map(v, shape, shape.kv_len, ROWS as u32)?;
-    let bytes = smem(shape.head_dim);
+    let kernel = match (shape.head_dim, rows) {
+        (64, 192) => dispatch::attn_fwd_wgmma_d64_m192::<T>(kern)?,
+        (64, _) => dispatch::attn_fwd_wgmma_d64::<T>(kern)?,
+        _ => dispatch::attn_fwd_wgmma_d128::<T>(kern)?,
+    };
+    let map_q = head_map(q, shape, shape.q_len, BOX_ROWS)?;
+    let map_k = head_map(k, shape, shape.kv_len, BOX_ROWS)?;
+    let map_v = head_map(v, shape, shape.kv_len, BOX_ROWS)?;
+    let bytes = smem(shape.head_dim, rows);
     crate::launch::raise_smem(kernel.function(), bytes)?;
-    // One CTA resident per SM (225 KiB of shared memory at D = 128; 384 threads with 240
-    // registers for each consumer at D = 64); how many CTAs the grid has: `grid`.
-    let tiles = (shape.batch * shape.heads) as u64 * shape.q_len.div_ceil(ROWS) as u64;
+    // One CTA resident per SM (225 KiB of shared memory at D = 128; at D = 64, 384 threads with
+    // 240 registers for each consumer, or 512 with 160); how many CTAs the grid has: `grid`.
+    let tiles = (shape.batch * shape.heads) as u64 * shape.q_len.div_ceil(rows) as u64;
     let grid = grid(s, tiles, shape.causal, shape.kv_len);
-    let cfg = LaunchConfig::new(grid, THREADS).with_shared_mem(bytes);
+    let cfg = LaunchConfig::new(grid, threads(rows)).with_shared_mem(bytes);
     // SAFETY: the maps address exactly the `[B, H, rows, D]` views of q, k, v, whose largest
     // offsets the caller checked to lie inside each slice (TensorMap::tiled checks it again; the
     // copy engine reads nothing outside the extents and zero-fills the rest). q, k, v are passed
     // so the launch orders those buffers. The kernel writes out at (b, h, row, d) with row < Nq,
     // d < D through out's strides (each <= i64::MAX; the view checked inside out and free of
     // overlaps) and lse[r] only for rows r < B·H·Nq, the exact dense length the caller checked. Every extent is an `int`
-    // (checked by the caller), the block is the 384 threads and the shared memory the bytes the
-    // kernel is written for, and its grid-stride loop serves any grid.
+    // (checked by the caller), the block is the kernel's 384 (or, for the 192-row kernel, 512)
+    // threads and the shared memory the bytes it is written for, and its grid-stride loop serves
+    // any grid.
     unsafe {
         kernel.launch(
             s,
