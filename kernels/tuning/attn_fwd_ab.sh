@@ -5,7 +5,9 @@
 #   bash kernels/tuning/attn_fwd_ab.sh OUT "-DX=0" "-DX=1" [...]
 # Every build but the first runs `quick` and the full `check` (and, with AB_SANITIZE=1, `quick`
 # under synccheck and racecheck); the timing goes over the bench's D = 64 shapes and one D = 128
-# shape, full and causal, two rounds, variants in turn.
+# shape, full and causal, two rounds, variants in turn, each after attention_bench's 1 s settle
+# (AW_SETTLE; AB_SETTLE=0 times before the power cap lowers the clock, as sessions 63 and 64's
+# first run did, which favoured the variant doing more work a second).
 set -u
 out=$1; shift
 mkdir -p "$out"
@@ -35,7 +37,7 @@ for c in "16 16 512 64" "16 16 1024 64" "2 12 4097 64" "16 16 1024 128"; do
     for r in 1 2; do
       for ((i = 0; i < n; i++)); do
         # shellcheck disable=SC2086
-        echo "$c c$z r$r v$i: $(timeout 90 /tmp/attn_ab$i time $c $z 2>&1 | grep '^time')" >> "$out/time.txt"
+        echo "$c c$z r$r v$i: $(AW_SETTLE=${AB_SETTLE:-1} timeout 90 /tmp/attn_ab$i time $c $z 2>&1 | grep '^time')" >> "$out/time.txt"
       done
     done
   done

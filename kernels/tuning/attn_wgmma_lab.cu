@@ -8,12 +8,14 @@
 //       kernels/tuning/attn_wgmma_lab.cu -lcuda
 //   ./attn_lab check               # the correctness cases
 //   ./attn_lab time B H N D causal  # TFLOP/s (4·B·H·N²·D, halved when causal)
-// `time` times as attention_bench does (trials of ~20 ms, the median of 5), so that its figures
-// are those of a GPU held at its power cap, as the bench's and PyTorch's are; AW_ITERS=n times one
+// `time` times as attention_bench does (trials of ~20 ms, the median of 5) but, unless AW_SETTLE=1
+// asks for the bench's 1 s settle, before the power cap lowers the clock: at 16 x 16 x 512 x 64
+// that ran 2-9% faster than settled (session 64, kernels/TUNING.md); AW_ITERS=n times one
 // burst of n launches instead (faster by 7-10% at D = 128 on an H200: kernels/TUNING.md, session
 // 58). Diagnostics (environment): AW_RANDN standard-normal inputs (the bench's) instead of uniform,
 // AW_SEPARATE q/k/v in three allocations, AW_POOL buffers from the default memory pool,
 // AW_HOSTWORK the maps encoded and the limit raised at every launch (as the library's op does),
+// AW_SETTLE=s s seconds of untimed launches before the trials (attention_bench settles 1 s),
 // AW_HOSTTIME the host time of a launch call, AW_FEWCHECK a 64-row check before timing.
 #include <cuda.h>
 #include <cuda_runtime.h>
@@ -267,6 +269,13 @@ static bool run(const Problem& p, int time_iters, unsigned seed) {
             return (double)ms;
         };
         for (int i = 0; i < 3; ++i) launch();
+        // AW_SETTLE=s: s seconds of untimed back-to-back launches first, as attention_bench's
+        // settle (Case::settle_secs): the trials then run at the clock the power cap holds.
+        if (const char* st = getenv("AW_SETTLE")) {
+            const double one = timed(1);
+            const long n = (long)(atof(st) * 1000.0 / std::max(one, 1e-4));
+            for (long i = 0; i < n; ++i) launch();
+        }
         double us;
         char how[64];
         if (g_burst > 0) {

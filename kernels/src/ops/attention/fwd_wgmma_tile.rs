@@ -17,28 +17,34 @@ const KEY_TILE: u64 = 128;
 
 /// The time a 192-row CTA takes per query row and key tile, relative to a 128-row CTA's: three
 /// consumers share each K and V tile and the exponentials of one consumer overlap two others'
-/// products. Measured on an H200 (kernels/TUNING.md, session 64: the lab's 4 shapes at D = 64,
-/// full and causal): 0.83–0.87 per unit of work, 0.84 taken.
-const ROWS192_UNIT_COST: f64 = 0.84;
+/// products. Measured on an H200 through the library at the power cap's clock (kernels/
+/// TUNING.md, session 64: `attention_bench` with the tile forced each way, five D = 64 cases):
+/// 0.85–0.875 per unit of work, 0.86 taken. (The lab's short timings, before the cap lowers the
+/// clock, gave 0.83–0.87.)
+const ROWS192_UNIT_COST: f64 = 0.86;
 
-/// How much cheaper the 192-row tile must model to be chosen: the model is coarse, and near a tie
-/// the kernel with more measurements behind it (128 rows) is kept.
-const ROWS192_MARGIN: f64 = 0.97;
+/// How much cheaper the 192-row tile must model to be chosen: the model matched the library's
+/// five measurements within 1.5%, and near a tie the 128-row kernel (more measurements behind it)
+/// is kept.
+const ROWS192_MARGIN: f64 = 0.98;
 
 /// The query rows per CTA the wgmma forward runs `shape` with on a device of `sm_count` SMs:
 /// [`ATTENTION_FWD_ROWS_ENV`] when it names 128 or 192 (192 only at head dimension 64), else 128
 /// at head dimensions other than 64, else the tile whose modelled time is lower.
 ///
 /// The model: a CTA's time is proportional to the query rows it holds (padding included) times
-/// the key tiles it streams (under a causal mask, only those its rows see), times 0.84 for the
-/// 192-row kernel (its measured cost per unit); the launch takes the longer of the total over the
-/// SMs and the longest single tile; 192 rows must model at least 3% faster. The 192-row tile does more useful work a second but pads
-/// more (1024 queries are 6 × 192 = 1152 rows) and, under a causal mask, computes more of the
-/// masked triangle (a 192-row tile spans two key tiles of the diagonal), and a problem with fewer
-/// tiles than SMs waits for its longest tile. Measured against that (session 64, H200, lab
-/// timings, 192 against 128 rows): 16 × 16 heads of 512 and 1024 queries 0.94× full, 1.06× and
-/// 1.13× causal (the model: 0.945, 1.13, 1.12); 2 × 12 heads of 4097, 0.86× full and 0.85×
-/// causal (model 0.84, 0.865).
+/// the key tiles it streams (under a causal mask, only those its rows see), times 0.86 for the
+/// 192-row kernel (its measured cost per unit). Without a mask every tile is the same work and
+/// the persistent CTAs take them in waves of one per SM: the launch is the number of waves times
+/// a tile. Under a causal mask (tiles of unequal work, heaviest first) it is the longer of the
+/// total over the SMs and the longest tile. 192 rows must model at least 2% faster. The 192-row
+/// tile does more useful work a second but pads more (1024 queries are 6 × 192 = 1152 rows),
+/// under a causal mask computes more of the masked triangle (a 192-row tile spans two key tiles
+/// of the diagonal), and with fewer tiles than SMs the longest one decides. Measured against
+/// that (session 64, H200, `attention_bench`, 192 against 128 rows; the model in brackets):
+/// 16 × 16 heads of 512 and 1024 queries 0.955× and 0.97× full (0.968, 0.968), 2 × 12 heads of
+/// 4097 0.875× full and 0.90× causal (0.86, 0.885), 1 × 16 heads of 4096 0.962× (0.968); in the
+/// lab, 512 and 1024 causal 1.06× and 1.13× (1.16, 1.15: 128 rows kept).
 pub fn attention_fwd_wgmma_rows(sm_count: u32, shape: &AttentionShape) -> usize {
     if shape.head_dim != 64 {
         return 128;
@@ -62,10 +68,16 @@ pub fn attention_fwd_wgmma_rows(sm_count: u32, shape: &AttentionShape) -> usize 
 /// The model's time (arbitrary units) of `shape` with `rows`-row query tiles whose unit of work
 /// (a query row against a key tile) costs `unit`.
 fn modelled_time(sm_count: u32, shape: &AttentionShape, rows: u64, unit: f64) -> f64 {
+    let sms = f64::from(sm_count.max(1));
     let (sum, longest) = key_tiles(shape, rows);
     let bh = shape.batch as f64 * shape.heads as f64;
-    let total = bh * sum as f64 * rows as f64 / f64::from(sm_count.max(1));
-    unit * total.max(longest as f64 * rows as f64)
+    let tile = longest as f64 * rows as f64;
+    if !shape.causal {
+        // Equal tiles in waves: ceil(tiles / SMs) of them.
+        let tiles = bh * shape.q_len.div_ceil(rows as usize) as f64;
+        return unit * (tiles / sms).ceil() * tile;
+    }
+    unit * (bh * sum as f64 * rows as f64 / sms).max(tile)
 }
 
 /// The key tiles one head's query tiles of `rows` rows stream (the kernel's `n_kt`: all of them
