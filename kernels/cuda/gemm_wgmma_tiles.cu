@@ -63,6 +63,14 @@
 #include "wgmma_ops.cuh"
 #include "wgmma_store.cuh"
 
+// GWX_DESC_ADD (lab, 0 shipped): each k step's descriptors by one add to the stage's
+// (wgx_desc_add), as the attention kernels do since sessions 63-64, instead of from the address:
+// 48 instructions a k tile instead of 69 in the 128 x 128 nn kernel (ptxas 13.0). Prepared in
+// session 64, not yet run: tuning/gemm_wgx_desc_add.sh.
+#ifndef GWX_DESC_ADD
+#define GWX_DESC_ADD 0
+#endif
+
 #define WGX_ROW_BYTES 128  // every tile row (K-major) or 64-wide strip row (M/N-major) is 128 bytes
 #define WGX_BK 64          // k per stage (128 bytes of 16-bit elements)
 #define WGX_GROUP_M 8      // tile rows walked together (L2 reuse of B)
@@ -284,12 +292,21 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
                     const unsigned sa = base + s * G::STAGE_BYTES + c * 64 * WGX_ROW_BYTES;
                     const unsigned sb = base + s * G::STAGE_BYTES + G::A_BYTES;
                     wgx_fence();
+#if GWX_DESC_ADD
+                    const unsigned long long da = wgx_desc(sa, TA ? lbo : 16, sbo);
+                    const unsigned long long db = wgx_desc(sb, TB ? lbo : 16, sbo);
+#pragma unroll
+                    for (int kk = 0; kk < WGX_BK / 16; ++kk)
+                        WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc_add(da, kk * a_step), wgx_desc_add(db, kk * b_step),
+                                                      kt > w.kt0 || kk > 0);
+#else
 #pragma unroll
                     for (int kk = 0; kk < WGX_BK / 16; ++kk) {
                         WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
                                                       wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo),
                                                       kt > w.kt0 || kk > 0);
                     }
+#endif
                     wgx_commit();
                     // All of this stage's multiplies done before it is handed back (wait_group 1
                     // across k tiles makes ptxas serialise the wgmmas: C7515, as in gemm_wgmma.cu).
