@@ -78,6 +78,14 @@
 #define AW_TURNS_D128 0
 #endif
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
+// AW_SKIP (lab, 0 shipped): a consumer stops at the last key tile its own rows see and runs no
+// products for the CTA's later ones (rows of padding past Nq see none): it still waits for each
+// of those stages to fill, releases it, and takes its turns, so the ring and the turns stay in
+// step. With 192-row tiles that is the causal diagonal's masked third and the ragged last tile's
+// padding (512 queries: 576 rows, the last consumer idle). Not yet run (kernels/TUNING.md).
+#ifndef AW_SKIP
+#define AW_SKIP 0
+#endif
 // Q tile (QBOXES boxes of 128 rows), then per stage a K tile and a V tile, each D / 64 atoms;
 // then the barriers (and up to 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
@@ -263,14 +271,27 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         // Key tiles every row of the warpgroup sees whole (kt < full_nt: no mask to apply). Every
         // warpgroup runs the products of every key tile of the CTA, masked where its rows see
         // none of it: skipping them per warpgroup put wgmma instructions on a branch that the
-        // 12.4 ptxas compiled into a hang (kernels/TUNING.md), and with 128-row query and key
-        // tiles only Nq != Nk and the ragged last query tile ever have such a tile.
+        // 12.4 ptxas compiled into a hang (kernels/TUNING.md; the warpgroup index was not yet
+        // known to be warp-uniform then), and with 128-row query and key tiles only Nq != Nk and
+        // the ragged last query tile ever have such a tile. AW_SKIP (lab) ends the loop early.
         int full_nt = Nk / AW_BN;
         if (causal) {
             const long long f = (long long)w0 + 1 + shift;
             const long long fe = f <= 0 ? 0 : f / AW_BN;
             full_nt = fe < full_nt ? (int)fe : full_nt;
         }
+        // Key tiles this warpgroup multiplies: all of the CTA's, or (AW_SKIP) those up to the
+        // last key its last real row sees.
+        int my_nkt = w.n_kt;
+#if AW_SKIP
+        {
+            const int last = w0 + 63 < Nq - 1 ? w0 + 63 : Nq - 1;  // < w0: padding only
+            long long e = causal ? (long long)last + 1 + shift : (long long)Nk;
+            e = e > Nk ? Nk : e;
+            const long long n = last < w0 || e <= 0 ? 0 : (e + AW_BN - 1) / AW_BN;
+            my_nkt = n < my_nkt ? (int)n : my_nkt;
+        }
+#endif
         float o[NO];
 #pragma unroll
         for (int i = 0; i < NO; ++i) o[i] = 0.0f;
@@ -282,7 +303,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         float s[64];
         unsigned pa[AW_BN / 16][4];
         const unsigned long long dq0 = wgx_desc(sQ + c * 64 * 128, 16, 1024);
-        for (int kt = 0; kt < w.n_kt; ++kt, ++it) {
+        for (int kt = 0; kt < my_nkt; ++kt, ++it) {
             const int st = it % ST;
             const unsigned ph = (it / ST) & 1;
             const unsigned k_tile = sK + 2 * st * TILE, v_tile = k_tile + TILE;
@@ -304,7 +325,7 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
             wgx_fence_acc(o);
             // Every S product that reads Q is done after the last tile's; the previous tile's
             // stage has been read by its O += P V.
-            if (kt == w.n_kt - 1 && lane == 0) mbar_arrive(q_empty);
+            if (kt == my_nkt - 1 && lane == 0) mbar_arrive(q_empty);
             if (kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
 
             // Online softmax. s[4 i + 2 rr + x]: row r0 + 8 rr, key kt * 128 + 8 i + 2 quad + x.
@@ -373,11 +394,32 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
                 E::pv(o, pa[kb], wgx_desc_add(wgx_desc(v_tile, AW_ATOM, 1024), kb * 16 * 128));
             wgx_commit();
             if constexpr (AW_TURNS(D))
-                if (kt == w.n_kt - 1) wg_turn_pass<NC>(c);
+                if (kt == my_nkt - 1) wg_turn_pass<NC>(c);
         }
         wgx_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
         wgx_fence_acc(o);
-        if (w.n_kt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
+        if (my_nkt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
+#if AW_SKIP
+        // The key tiles this warpgroup skips: each stage waited for (so that the release counts
+        // toward this fill's phase) and released, and one turn each; with no key tile at all,
+        // also the query tile's first turn and its release of Q.
+        if (my_nkt == 0 && w.n_kt > 0) {
+            if (lane == 0) mbar_arrive(q_empty);
+            if constexpr (AW_TURNS(D)) {
+                wg_turn_wait<NC>(c);
+                wg_turn_pass<NC>(c);
+            }
+        }
+        for (int kt = my_nkt; kt < w.n_kt; ++kt, ++it) {
+            const int st = it % ST;
+            mbar_wait_spin(kfull + 8 * st, (it / ST) & 1);
+            if (lane == 0) mbar_arrive(kvempty + 8 * st);
+            if constexpr (AW_TURNS(D)) {
+                wg_turn_wait<NC>(c);
+                wg_turn_pass<NC>(c);
+            }
+        }
+#endif
 
         // Epilogue: O / l, lse.
 #pragma unroll
