@@ -153,15 +153,18 @@ pub(super) fn launch<T: AttentionElement>(
     lse: &mut DeviceSlice<T::Scalar>,
     scale: T::Scalar,
 ) -> Result<()> {
-    let optin = s.context().limits().max_shared_per_block_optin;
-    let rows = match attention_fwd_wgmma_rows(sms(s) as u32, shape) {
-        192 if smem(shape.head_dim, 192) <= optin => 192,
-        _ => 128,
-    };
-    let kernel = match (shape.head_dim, rows) {
-        (64, 192) => dispatch::attn_fwd_wgmma_d64_m192::<T>(kern)?,
-        (64, _) => dispatch::attn_fwd_wgmma_d64::<T>(kern)?,
-        _ => dispatch::attn_fwd_wgmma_d128::<T>(kern)?,
+    let limits = s.context().limits();
+    // The kernel and its tile together: the 192-row kernels exist only at D = 64, and only where
+    // their shared memory fits.
+    let (kernel, rows) = match (
+        shape.head_dim,
+        attention_fwd_wgmma_rows(limits.sm_count, shape),
+    ) {
+        (64, 192) if smem(64, 192) <= limits.max_shared_per_block_optin => {
+            (dispatch::attn_fwd_wgmma_d64_m192::<T>(kern)?, 192)
+        }
+        (64, _) => (dispatch::attn_fwd_wgmma_d64::<T>(kern)?, 128),
+        _ => (dispatch::attn_fwd_wgmma_d128::<T>(kern)?, 128),
     };
     let map_q = head_map(q, shape, shape.q_len, BOX_ROWS)?;
     let map_k = head_map(k, shape, shape.kv_len, BOX_ROWS)?;

@@ -229,47 +229,26 @@ mod tests {
         if std::env::var_os(ATTENTION_FWD_ROWS_ENV).is_some() {
             return;
         }
-        let h200 = 132;
-        // Measured faster with 192 rows (session 64).
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(16, 16, 512, 512, 64, false)),
-            192
-        );
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(16, 16, 1024, 1024, 64, false)),
-            192
-        );
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(2, 12, 4097, 4097, 64, false)),
-            192
-        );
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(2, 12, 4097, 4097, 64, true)),
-            192
-        );
-        // Measured slower with 192 rows.
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(16, 16, 512, 512, 64, true)),
-            128
-        );
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(16, 16, 1024, 1024, 64, true)),
-            128
-        );
-        // Fewer tiles than SMs: the longest tile decides.
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(1, 1, 4096, 4096, 64, false)),
-            128
-        );
-        // Padding: 128 queries fill one 128-row tile and half a 192-row one.
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(64, 16, 128, 4096, 64, false)),
-            128
-        );
-        // Only D = 64 has the 192-row kernels.
-        assert_eq!(
-            attention_fwd_wgmma_rows(h200, &shape(2, 12, 4097, 4097, 128, false)),
-            128
-        );
+        // (shape, the rows chosen) on 132 SMs (an H200 or an H100 SXM).
+        let cases = [
+            // Measured faster with 192 rows (session 64).
+            (shape(16, 16, 512, 512, 64, false), 192),
+            (shape(1, 16, 4096, 4096, 64, false), 192),
+            (shape(16, 16, 1024, 1024, 64, false), 192),
+            (shape(2, 12, 4097, 4097, 64, false), 192),
+            (shape(2, 12, 4097, 4097, 64, true), 192),
+            // Measured slower with 192 rows.
+            (shape(16, 16, 512, 512, 64, true), 128),
+            (shape(16, 16, 1024, 1024, 64, true), 128),
+            // Fewer tiles than SMs: the longest tile decides.
+            (shape(1, 1, 4096, 4096, 64, false), 128),
+            // Padding: 128 queries fill one 128-row tile and half a 192-row one.
+            (shape(64, 16, 128, 4096, 64, false), 128),
+            // Only D = 64 has the 192-row kernels.
+            (shape(2, 12, 4097, 4097, 128, false), 128),
+        ];
+        for (sh, want) in cases {
+            assert_eq!(attention_fwd_wgmma_rows(132, &sh), want, "{sh:?}");
+        }
     }
 }
