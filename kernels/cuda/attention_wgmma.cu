@@ -78,14 +78,21 @@
 #define AW_TURNS_D128 0
 #endif
 #define AW_TURNS(D) ((D) == 64 || AW_TURNS_D128)
-// AW_SKIP (lab, 0 shipped): a consumer stops at the last key tile its own rows see and runs no
-// products for the CTA's later ones (rows of padding past Nq see none): it still waits for each
+// AW_SKIP (1 shipped): at D = 64 a consumer stops at the last key tile its own rows see and runs
+// no products for the CTA's later ones (rows of padding past Nq see none): it still waits for each
 // of those stages to fill, releases it, and takes its turns, so the ring and the turns stay in
 // step. With 192-row tiles that is the causal diagonal's masked third and the ragged last tile's
-// padding (512 queries: 576 rows, the last consumer idle). Not yet run (kernels/TUNING.md).
+// padding (512 queries: 576 rows, the last consumer idle). Session 65 (kernels/TUNING.md): the
+// 192-row causal forward 0.86-0.93x the time, the 128-row one's ragged last tile (4097 queries)
+// 0.95x; at D = 128, where 128-row tiles leave a consumer nothing to skip unless Nq != Nk, it only
+// cost 1% (-DAW_SKIP_D128=1 builds it there, for the lab; -DAW_SKIP=0 turns it off).
 #ifndef AW_SKIP
-#define AW_SKIP 0
+#define AW_SKIP 1
 #endif
+#ifndef AW_SKIP_D128
+#define AW_SKIP_D128 0
+#endif
+#define AW_SKIPS(D) (AW_SKIP && ((D) == 64 || AW_SKIP_D128))
 // Q tile (QBOXES boxes of 128 rows), then per stage a K tile and a V tile, each D / 64 atoms;
 // then the barriers (and up to 1023 bytes to reach a 1024-byte boundary first).
 #define AW_TILE_BYTES(D) ((D) / 64 * AW_ATOM)
@@ -273,25 +280,23 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         // none of it: skipping them per warpgroup put wgmma instructions on a branch that the
         // 12.4 ptxas compiled into a hang (kernels/TUNING.md; the warpgroup index was not yet
         // known to be warp-uniform then), and with 128-row query and key tiles only Nq != Nk and
-        // the ragged last query tile ever have such a tile. AW_SKIP (lab) ends the loop early.
+        // the ragged last query tile ever have such a tile. AW_SKIP ends the loop early at D = 64.
         int full_nt = Nk / AW_BN;
         if (causal) {
             const long long f = (long long)w0 + 1 + shift;
             const long long fe = f <= 0 ? 0 : f / AW_BN;
             full_nt = fe < full_nt ? (int)fe : full_nt;
         }
-        // Key tiles this warpgroup multiplies: all of the CTA's, or (AW_SKIP) those up to the
+        // Key tiles this warpgroup multiplies: all of the CTA's, or (AW_SKIPS) those up to the
         // last key its last real row sees.
         int my_nkt = w.n_kt;
-#if AW_SKIP
-        {
+        if constexpr (AW_SKIPS(D)) {
             const int last = w0 + 63 < Nq - 1 ? w0 + 63 : Nq - 1;  // < w0: padding only
             long long e = causal ? (long long)last + 1 + shift : (long long)Nk;
             e = e > Nk ? Nk : e;
             const long long n = last < w0 || e <= 0 ? 0 : (e + AW_BN - 1) / AW_BN;
             my_nkt = n < my_nkt ? (int)n : my_nkt;
         }
-#endif
         float o[NO];
 #pragma unroll
         for (int i = 0; i < NO; ++i) o[i] = 0.0f;
@@ -399,27 +404,27 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         wgx_wait0();  // the last O += P V (nothing is in flight when the tile had no key tile)
         wgx_fence_acc(o);
         if (my_nkt > 0 && lane == 0) mbar_arrive(kvempty + 8 * ((it - 1) % ST));
-#if AW_SKIP
-        // The key tiles this warpgroup skips: each stage waited for (so that the release counts
-        // toward this fill's phase) and released, and one turn each; with no key tile at all,
-        // also the query tile's first turn and its release of Q.
-        if (my_nkt == 0 && w.n_kt > 0) {
-            if (lane == 0) mbar_arrive(q_empty);
-            if constexpr (AW_TURNS(D)) {
-                wg_turn_wait<NC>(c);
-                wg_turn_pass<NC>(c);
+        if constexpr (AW_SKIPS(D)) {
+            // The key tiles this warpgroup skips: each stage waited for (so that the release counts
+            // toward this fill's phase) and released, and one turn each; with no key tile at all,
+            // also the query tile's first turn and its release of Q.
+            if (my_nkt == 0 && w.n_kt > 0) {
+                if (lane == 0) mbar_arrive(q_empty);
+                if constexpr (AW_TURNS(D)) {
+                    wg_turn_wait<NC>(c);
+                    wg_turn_pass<NC>(c);
+                }
+            }
+            for (int kt = my_nkt; kt < w.n_kt; ++kt, ++it) {
+                const int st = it % ST;
+                mbar_wait_spin(kfull + 8 * st, (it / ST) & 1);
+                if (lane == 0) mbar_arrive(kvempty + 8 * st);
+                if constexpr (AW_TURNS(D)) {
+                    wg_turn_wait<NC>(c);
+                    wg_turn_pass<NC>(c);
+                }
             }
         }
-        for (int kt = my_nkt; kt < w.n_kt; ++kt, ++it) {
-            const int st = it % ST;
-            mbar_wait_spin(kfull + 8 * st, (it / ST) & 1);
-            if (lane == 0) mbar_arrive(kvempty + 8 * st);
-            if constexpr (AW_TURNS(D)) {
-                wg_turn_wait<NC>(c);
-                wg_turn_pass<NC>(c);
-            }
-        }
-#endif
 
         // Epilogue: O / l, lse.
 #pragma unroll
