@@ -65,8 +65,8 @@
 
 // GWX_DESC_ADD (lab, 0 shipped): each k step's descriptors by one add to the stage's
 // (wgx_desc_add), as the attention kernels do since sessions 63-64, instead of from the address:
-// 48 instructions a k tile instead of 69 in the 128 x 128 nn kernel (ptxas 13.0). Prepared in
-// session 64, not yet run: tuning/gemm_wgx_desc_add.sh.
+// 48 instructions a k tile instead of 69 in the 128 x 128 nn kernel (ptxas 13.0). Measured in
+// session 65 (tuning/gemm_wgx_desc_add.sh): no gain against cuBLAS, so not shipped.
 #ifndef GWX_DESC_ADD
 #define GWX_DESC_ADD 0
 #endif
