@@ -3,6 +3,8 @@
 # switches, checked and then timed in alternation: the A/B harness for a lab switch.
 # On the GPU machine (nvcc 13.0), from the repository root:
 #   bash kernels/tuning/attn_fwd_ab.sh OUT "-DX=0" "-DX=1" [...]
+# A variant "@PATCH [-D...]" is the lab built with PATCH applied to a copy of kernels/cuda (e.g.
+# "@kernels/tuning/aw_half_peeled.patch").
 # Every build but the first runs `quick` and the full `check` (and, with AB_SANITIZE=1, `quick`
 # under memcheck, synccheck and racecheck); the timing goes over the bench's D = 64 shapes and one D = 128
 # shape, full and causal, two rounds, variants in turn, each after attention_bench's 1 s settle
@@ -15,8 +17,18 @@ t=${AB_TAG:-}
 mkdir -p "$out"
 n=0
 for f in "$@"; do
+  # A variant "@FILE [-D...]" builds the lab from a copy of kernels/cuda with the patch FILE applied.
+  lab=kernels/tuning/attn_wgmma_lab.cu flags=$f
+  if [[ $f == @* ]]; then
+    p=${f%% *} flags=${f#"${f%% *}"}
+    d=/tmp/attn_ab_src$t$n
+    rm -rf "$d" && mkdir -p "$d/kernels" && cp -r kernels/cuda kernels/tuning "$d/kernels/"
+    pf=$(realpath "${p#@}")
+    (cd "$d" && git apply -p1 "$pf") || patch -s -p1 -d "$d" < "$pf" || { echo "patch $pf failed"; exit 1; }
+    lab=$d/kernels/tuning/attn_wgmma_lab.cu
+  fi
   # shellcheck disable=SC2086
-  nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a $f -o /tmp/attn_ab$t$n kernels/tuning/attn_wgmma_lab.cu \
+  nvcc -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a $flags -o /tmp/attn_ab$t$n "$lab" \
     -lcuda > /tmp/attn_ab_build$t$n.txt 2>&1 &
   n=$((n + 1))
 done
