@@ -66,6 +66,11 @@ pub enum ImagePreference {
     /// The SASS that fits the device, else the PTX (the default).
     #[default]
     MachineCode,
+    /// The SASS that fits the device among the cubins every supported driver loads (today NVRTC
+    /// 12.4's, what a CUDA 12 driver runs), even under a driver that would load a newer ptxas's
+    /// ([`SassImage::min_driver`]); else the PTX. For testing on a new driver the machine code
+    /// an older one gets.
+    BaselineMachineCode,
     /// Always the PTX, JIT-compiled by the driver (what a GPU no SASS fits gets; for tests and
     /// for measuring the JIT).
     Ptx,
@@ -75,12 +80,31 @@ impl ImagePreference {
     /// The environment variable [`ImagePreference::from_env`] reads.
     pub const ENV: &'static str = "CUDA_STACK_KERNELS_IMAGE";
 
-    /// `CUDA_STACK_KERNELS_IMAGE=ptx` gives [`ImagePreference::Ptx`]; anything else (or
-    /// nothing) [`ImagePreference::MachineCode`].
+    /// `CUDA_STACK_KERNELS_IMAGE=ptx` gives [`ImagePreference::Ptx`],
+    /// `CUDA_STACK_KERNELS_IMAGE=baseline-sass` [`ImagePreference::BaselineMachineCode`];
+    /// anything else (or nothing) [`ImagePreference::MachineCode`].
     pub fn from_env() -> ImagePreference {
-        match std::env::var(Self::ENV) {
-            Ok(v) if v.trim().eq_ignore_ascii_case("ptx") => ImagePreference::Ptx,
+        Self::parse(std::env::var(Self::ENV).ok().as_deref())
+    }
+
+    /// [`ImagePreference::from_env`]'s reading of the variable's value (`None`: unset).
+    fn parse(value: Option<&str>) -> ImagePreference {
+        match value.map(str::trim) {
+            Some(v) if v.eq_ignore_ascii_case("ptx") => ImagePreference::Ptx,
+            Some(v) if v.eq_ignore_ascii_case("baseline-sass") => {
+                ImagePreference::BaselineMachineCode
+            }
             _ => ImagePreference::MachineCode,
+        }
+    }
+
+    /// The driver version to choose SASS for (`Some(None)`: the version every supported driver
+    /// has, as [`PtxFile::sass_candidates`] takes an unknown one), or `None` for no SASS.
+    fn sass_driver(self) -> Option<Option<i32>> {
+        match self {
+            ImagePreference::MachineCode => Some(driver_version()),
+            ImagePreference::BaselineMachineCode => Some(None),
+            ImagePreference::Ptx => None,
         }
     }
 }
@@ -154,8 +178,8 @@ pub fn load_image(
 ) -> Result<(Module, LoadedImage)> {
     let cc = ctx.limits().compute_capability;
     let mut fallback: Option<String> = None;
-    if pref == ImagePreference::MachineCode {
-        for sass in file.sass_candidates(cc, driver_version()) {
+    if let Some(driver) = pref.sass_driver() {
+        for sass in file.sass_candidates(cc, driver) {
             let start = Instant::now();
             match ctx.load_module(ModuleImage::Cubin(sass.cubin), &JitOptions::default()) {
                 Ok(m) => {
@@ -300,5 +324,35 @@ mod tests {
     fn the_preference_comes_from_the_environment_name() {
         assert_eq!(ImagePreference::default(), ImagePreference::MachineCode);
         assert_eq!(ImagePreference::ENV, "CUDA_STACK_KERNELS_IMAGE");
+        let parse = ImagePreference::parse;
+        assert_eq!(parse(None), ImagePreference::MachineCode);
+        assert_eq!(parse(Some(" PTX ")), ImagePreference::Ptx);
+        assert_eq!(
+            parse(Some("baseline-sass")),
+            ImagePreference::BaselineMachineCode
+        );
+        assert_eq!(
+            parse(Some("Baseline-SASS\n")),
+            ImagePreference::BaselineMachineCode
+        );
+        assert_eq!(parse(Some("sass")), ImagePreference::MachineCode);
+        assert_eq!(parse(Some("")), ImagePreference::MachineCode);
+    }
+
+    #[test]
+    fn the_baseline_preference_takes_the_cubins_every_driver_loads() {
+        // Whatever driver is loaded: the unknown driver's choice, never the CUDA 13 cubin.
+        assert_eq!(
+            ImagePreference::BaselineMachineCode.sass_driver(),
+            Some(None)
+        );
+        assert_eq!(ImagePreference::Ptx.sass_driver(), None);
+        let h100 = cc(9, 0);
+        let baseline: Vec<u32> = FILE
+            .sass_candidates(h100, None)
+            .iter()
+            .map(|s| s.min_driver)
+            .collect();
+        assert_eq!(baseline, [12000, 12000]);
     }
 }

@@ -71,17 +71,20 @@ fn load_and_verify(pref: ImagePreference) -> TestResult {
             .iter()
             .find(|f| f.name == l.file)
             .ok_or("unknown file")?;
+        // The driver the SASS is chosen for: this one, or (baseline) the oldest supported.
+        let driver = match pref {
+            ImagePreference::BaselineMachineCode => None,
+            _ => driver_version(),
+        };
         let want = match pref {
             ImagePreference::Ptx => ImageKind::Ptx,
-            ImagePreference::MachineCode if file.pick_sass(cc, driver_version()).is_some() => {
-                ImageKind::Sass
-            }
-            ImagePreference::MachineCode => ImageKind::Ptx,
+            _ if file.pick_sass(cc, driver).is_some() => ImageKind::Sass,
+            _ => ImageKind::Ptx,
         };
         ensure!(l.kind == want, "{l}: expected {want:?}");
         ensure!(l.fallback.is_none(), "{l}: the SASS failed to load");
         // Of two cubins for the device's architecture, the one for this driver ran.
-        if let (ImageKind::Sass, Some(best)) = (l.kind, file.pick_sass(cc, driver_version())) {
+        if let (ImageKind::Sass, Some(best)) = (l.kind, file.pick_sass(cc, driver)) {
             ensure!(
                 l.min_driver == best.min_driver && l.bytes == best.cubin.len(),
                 "{l}: expected the cubin for drivers from {}",
@@ -118,6 +121,12 @@ fn ptx_loads_and_agrees_with_the_driver() -> TestResult {
     load_and_verify(ImagePreference::Ptx)
 }
 
+/// The cubins an older driver gets (NVRTC 12.4's, where a CUDA 13 driver loads CUDA 13.0
+/// ptxas's), loaded on this one.
+fn baseline_sass_loads_and_agrees_with_the_driver() -> TestResult {
+    load_and_verify(ImagePreference::BaselineMachineCode)
+}
+
 /// Only the file of the kernel asked for loads.
 fn files_load_on_first_use_only() -> TestResult {
     let ctx = cuda_tests::context()?;
@@ -145,6 +154,10 @@ fn main() {
         gpu(
             "ptx_loads_and_agrees_with_the_driver",
             ptx_loads_and_agrees_with_the_driver,
+        ),
+        gpu(
+            "baseline_sass_loads_and_agrees_with_the_driver",
+            baseline_sass_loads_and_agrees_with_the_driver,
         ),
         gpu("files_load_on_first_use_only", files_load_on_first_use_only),
     ]);
