@@ -275,12 +275,12 @@ __device__ __forceinline__ void attn_fwd_wgmma(const TensorMap* tmQ, const Tenso
         const AwTile w = aw_tile<BM>(t, n_qt, B, H, Nq, Nk, causal, sec_g);
         const int w0 = w.m0 + 64 * c;  // the warpgroup's first row
         const int r0 = w0 + 16 * warp + lane / 4;  // this thread's rows: r0, r0 + 8
-        // Key tiles every row of the warpgroup sees whole (kt < full_nt: no mask to apply). Every
-        // warpgroup runs the products of every key tile of the CTA, masked where its rows see
-        // none of it: skipping them per warpgroup put wgmma instructions on a branch that the
-        // 12.4 ptxas compiled into a hang (kernels/TUNING.md; the warpgroup index was not yet
-        // known to be warp-uniform then), and with 128-row query and key tiles only Nq != Nk and
-        // the ragged last query tile ever have such a tile. AW_SKIP ends the loop early at D = 64.
+        // Key tiles every row of the warpgroup sees whole (kt < full_nt: no mask to apply). At
+        // D = 128 every warpgroup runs the products of every key tile of the CTA, masked where
+        // its rows see none of it (with 128-row query and key tiles only Nq != Nk and the ragged
+        // last query tile have such a tile); at D = 64 AW_SKIP ends its loop at its own last key
+        // tile. Skipping per warpgroup once compiled into a hang under ptxas 12.4 (kernels/
+        // TUNING.md), when the warpgroup index was not yet known to be warp-uniform.
         int full_nt = Nk / AW_BN;
         if (causal) {
             const long long f = (long long)w0 + 1 + shift;
