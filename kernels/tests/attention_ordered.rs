@@ -8,8 +8,8 @@
 //! - dk and dv bit for bit equal to the two-kernel path's;
 //! - dq within a few units in the last place of the two-kernel path's (another summation
 //!   order), and **bit for bit equal to a second run's** (the point of the ordered adds);
-//! - `AttentionBwdDq::Auto` with a workspace at D = 64 and 4097 keys (the shape rule's ordered
-//!   case) gives the ordered run's bits;
+//! - `AttentionBwdDq::Auto` with a workspace at D = 64 and 4097 keys, and at D = 128 with 8192
+//!   keys and no mask (the shape rule's ordered cases), gives the ordered run's bits;
 //! - the refusals: `Ordered` on the mma.sync kernels, on SIMT, without a workspace.
 //!
 //! Below compute capability 9.0 only the refusals run. `ordered_small_*` are small shapes for
@@ -128,15 +128,26 @@ fn ordered_sweep<T: AttentionElement>() -> TestResult {
     Ok(())
 }
 
-/// The shape rule's ordered case (D = 64, 4097 keys, full and causal): the ordered pass as
-/// above, and `Auto` with a workspace gives its bits.
+/// The shape rule's ordered cases (D = 64 with 4097 keys, full and causal; D = 128 with 8192
+/// keys, full, over 130 query rows: 64 key tiles adding into each query tile in turn): the
+/// ordered pass as above, and `Auto` with a workspace gives its bits.
 fn ordered_long<T: AttentionElement>() -> TestResult {
     let (ctx, s, k) = setup()?;
     if !is_sm90(&ctx) {
         return Ok(());
     }
-    for causal in [false, true] {
-        let sh = shape(1, 1, 4097, 4097, 64, causal);
+    for sh in [
+        shape(1, 1, 4097, 4097, 64, false),
+        shape(1, 1, 4097, 4097, 64, true),
+        shape(
+            1,
+            1,
+            130,
+            ops::ATTENTION_BWD_ORDERED_MIN_KEYS_D128,
+            128,
+            false,
+        ),
+    ] {
         let dq = ordered_ways::<T>(&k, &s, sh, Layout::Dense, 21)?;
         let auto = case_dq::<T>(
             &k,

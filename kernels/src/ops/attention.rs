@@ -37,6 +37,7 @@ pub use bwd::{
 };
 pub use bwd_dq::{
     attention_bwd_dq_choice, attention_bwd_dq_workspace_len, AttentionBwdDq, ATTENTION_BWD_DQ_ENV,
+    ATTENTION_BWD_ORDERED_MIN_KEYS_D128, ATTENTION_BWD_ORDERED_MIN_KEYS_D64,
 };
 pub use bwd_wgmma::ATTENTION_BWD_ENV;
 use cuda_stack_driver::half::{bf16, f16};

@@ -55,7 +55,8 @@ pub use attention::{
     attention_bwd_with, attention_bwd_with_dq, attention_fwd, attention_fwd_strided,
     attention_fwd_wgmma_rows, attention_fwd_with, attention_tc_fits, AttentionAlgo, AttentionBwdDq,
     AttentionElement, AttentionGrads, AttentionInput, AttentionOutput, AttentionShape, HeadStrides,
-    ATTENTION_BWD_DQ_ENV, ATTENTION_BWD_ENV, ATTENTION_FWD_ENV, ATTENTION_FWD_ROWS_ENV,
+    ATTENTION_BWD_DQ_ENV, ATTENTION_BWD_ENV, ATTENTION_BWD_ORDERED_MIN_KEYS_D128,
+    ATTENTION_BWD_ORDERED_MIN_KEYS_D64, ATTENTION_FWD_ENV, ATTENTION_FWD_ROWS_ENV,
     ATTENTION_MAX_HEAD_DIM,
 };
 pub use bias_relu::{

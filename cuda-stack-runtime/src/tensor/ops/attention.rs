@@ -410,7 +410,8 @@ impl<T: AttentionElement> Tensor<T> {
     /// On the tensor cores (f16/bf16, D = 64 or 128, sm_80+) dq is computed by its own kernel
     /// (deterministic), or in the dk/dv pass into a temporary f32 buffer of
     /// `ops::attention_bwd_dq_workspace_len` elements: on sm_90 with its adds in key-tile order
-    /// (deterministic too; what the shape rule picks at D ≤ 64 with 4096+ keys), or atomically
+    /// (deterministic too; what the shape rule picks at D ≤ 64 with 4096+ keys and at D = 128
+    /// without a causal mask with 8192+ keys), or atomically
     /// (faster at most shapes; dq may then differ in its last bits from run to run, dk and dv do
     /// not; only when asked for). `cuda_stack_kernels::ops::attention_bwd_dq_choice` decides, and
     /// the environment variable `CUDA_STACK_ATTN_BWD_DQ=separate` (or `ordered`, `atomic`)

@@ -48,21 +48,34 @@ pub enum AttentionBwdDq {
 /// the ordered pass's counters are sized for it.
 const ORDER_TILE_ROWS: usize = 64;
 
+/// The fewest keys at which [`AttentionBwdDq::Auto`] takes [`AttentionBwdDq::Ordered`] for a head
+/// dimension of at most 64 (causal or not).
+pub const ATTENTION_BWD_ORDERED_MIN_KEYS_D64: usize = 4096;
+
+/// The fewest keys at which [`AttentionBwdDq::Auto`] takes [`AttentionBwdDq::Ordered`] for a head
+/// dimension of 65 to 128 without a causal mask (with one it never does).
+pub const ATTENTION_BWD_ORDERED_MIN_KEYS_D128: usize = 8192;
+
 /// The choice [`AttentionBwdDq::Auto`] makes for a problem that fits the tensor cores, on a
 /// device of `sm_count` SMs: [`ATTENTION_BWD_DQ_ENV`] when set to a known value, else a
 /// deterministic path: [`AttentionBwdDq::Ordered`] for head dimensions up to 64 with at least
-/// 4096 keys, [`AttentionBwdDq::Separate`] elsewhere. The op runs `Ordered` only on the wgmma
-/// kernels (compute capability 9.0) and `Separate` in its place on the others.
+/// [`ATTENTION_BWD_ORDERED_MIN_KEYS_D64`] keys, and up to 128 without a causal mask with at least
+/// [`ATTENTION_BWD_ORDERED_MIN_KEYS_D128`] keys; [`AttentionBwdDq::Separate`] elsewhere. The op
+/// runs `Ordered` only on the wgmma kernels (compute capability 9.0) and `Separate` in its place
+/// on the others.
 ///
 /// Measured on an H200 (sessions 59 and 60, kernels/TUNING.md): the ordered pass's backward
 /// takes 0.83–0.85× the two kernels' time at 2 × 12 × 4097 × 64 (full and causal; forward +
 /// backward through `attention_bench` 976 against 1074 µs full, 587 against 602 causal) but
-/// 1.05–1.17× at 512 and 1024 keys and 1.06–1.28× at D = 128 (it beats them there only at 16384
-/// keys full, by 1%): its adds wait for each other, which long sequences hide. The atomic one pass is faster still at 11 of
-/// `attention_bench`'s 14 shapes (forward + backward 0.917–0.921× PyTorch's SDPA against
-/// 0.890–0.893× with the two kernels), but dq then changes in its last bits from run to run —
-/// cuDNN's backward, the comparison's other side, is just as nondeterministic — so `Auto` never
-/// takes it. `sm_count` is kept for a rule that needs it. Explicit choices are returned
+/// 1.05–1.17× at 512 and 1024 keys: its adds wait for each other, which long sequences hide. At
+/// D = 128 (sessions 65 and 66, forward + backward in CUDA-graph replays, in turn with the two
+/// kernels): full attention 0.955–0.96× the time at 1 × 16 × 16384 and 0.96–0.97× at
+/// 2 × 16 × 8192, 1.5% slower at 4 × 16 × 4096, 2–10% slower at 2048 keys and fewer; causal within
+/// 1.5% either way at every length, so it stays on the two kernels. The atomic one pass is faster
+/// still at 11 of `attention_bench`'s 14 shapes (forward + backward 0.917–0.921× PyTorch's SDPA
+/// against 0.890–0.893× with the two kernels), but dq then changes in its last bits from run to
+/// run — cuDNN's backward, the comparison's other side, is just as nondeterministic — so `Auto`
+/// never takes it. `sm_count` is kept for a rule that needs it. Explicit choices are returned
 /// unchanged. This is the one place the rule lives.
 pub fn attention_bwd_dq_choice(
     sm_count: u32,
@@ -81,7 +94,11 @@ pub fn attention_bwd_dq_choice(
         }
     }
     let _ = sm_count;
-    if shape.head_dim <= 64 && shape.kv_len >= 4096 {
+    let long_d64 = shape.head_dim <= 64 && shape.kv_len >= ATTENTION_BWD_ORDERED_MIN_KEYS_D64;
+    let long_full_d128 = shape.head_dim <= 128
+        && !shape.causal
+        && shape.kv_len >= ATTENTION_BWD_ORDERED_MIN_KEYS_D128;
+    if long_d64 || long_full_d128 {
         AttentionBwdDq::Ordered
     } else {
         AttentionBwdDq::Separate
@@ -158,7 +175,7 @@ mod tests {
     }
 
     #[test]
-    fn auto_is_deterministic_and_orders_long_d64() {
+    fn auto_is_deterministic_and_orders_long_d64_and_long_full_d128() {
         if std::env::var_os(ATTENTION_BWD_DQ_ENV).is_some() {
             return; // the variable decides; nothing of the shape rule to check
         }
@@ -173,9 +190,30 @@ mod tests {
         ] {
             assert_eq!(auto(sms, sh), AttentionBwdDq::Separate, "{sh:?}");
         }
-        for sh in [shape(2, 12, 4097, 4097), shape(1, 1, 1, 4096)] {
+        let full = |mut sh: AttentionShape| {
+            sh.causal = false;
+            sh
+        };
+        for sh in [
+            d128(full(shape(4, 16, 4096, 4096))),
+            d128(full(shape(1, 1, 1, 8191))),
+            d128(shape(1, 16, 16384, 16384)),
+        ] {
+            assert_eq!(auto(132, sh), AttentionBwdDq::Separate, "{sh:?}");
+        }
+        for sh in [
+            shape(2, 12, 4097, 4097),
+            shape(1, 1, 1, 4096),
+            full(shape(2, 12, 4097, 4097)),
+            d128(full(shape(2, 16, 8192, 8192))),
+            d128(full(shape(1, 16, 16384, 16384))),
+            d128(full(shape(1, 1, 1, 8192))),
+        ] {
             assert_eq!(auto(132, sh), AttentionBwdDq::Ordered, "{sh:?}");
         }
+        let mut d256 = full(shape(1, 1, 8192, 8192));
+        d256.head_dim = 256;
+        assert_eq!(auto(132, d256), AttentionBwdDq::Separate, "{d256:?}");
     }
 
     #[test]
