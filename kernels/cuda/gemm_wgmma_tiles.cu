@@ -63,13 +63,18 @@
 #include "wgmma_ops.cuh"
 #include "wgmma_store.cuh"
 
-// GWX_DESC_ADD (lab, 0 shipped): each k step's descriptors by one add to the stage's
-// (wgx_desc_add), as the attention kernels do since sessions 63-64, instead of from the address:
-// 48 instructions a k tile instead of 69 in the 128 x 128 nn kernel (ptxas 13.0). Measured in
-// session 65 (tuning/gemm_wgx_desc_add.sh): no gain against cuBLAS, so not shipped.
+// GWX_DESC_ADD: each k step's wgmma descriptors by one add to the stage's (wgx_desc_add), as the
+// attention kernels do since sessions 63-64, instead of from the address (48 instructions a k
+// tile instead of 69 in the 128 x 128 nn kernel, ptxas 13.0). 0 (shipped): none; 1: every tile;
+// 2: every tile but 128 x 256. Measured (kernels/TUNING.md, sessions 65-66, H200, CUDA-graph
+// replays against cuBLAS in the same process, ptxas 13.0): the small tiles, whose m64n64 /
+// m64n128 steps are 32-64 tensor cycles against the 20-40 instructions between them, 1-3% faster
+// (1024^2 x 8192, 1000^3, 512^2 x 16384, 256^2 x 65536); 128 x 256 at 4096^3 1.5-2% slower.
+// 2 is the candidate to ship, not yet run through the library's own (NVRTC 12.4) cubins.
 #ifndef GWX_DESC_ADD
 #define GWX_DESC_ADD 0
 #endif
+#define WGX_DESC_ADD(BN) (GWX_DESC_ADD == 1 || (GWX_DESC_ADD == 2 && (BN) != 256))
 
 #define WGX_ROW_BYTES 128  // every tile row (K-major) or 64-wide strip row (M/N-major) is 128 bytes
 #define WGX_BK 64          // k per stage (128 bytes of 16-bit elements)
@@ -292,21 +297,21 @@ __device__ __forceinline__ void gemm_wgx(const TensorMap* tmA, const TensorMap* 
                     const unsigned sa = base + s * G::STAGE_BYTES + c * 64 * WGX_ROW_BYTES;
                     const unsigned sb = base + s * G::STAGE_BYTES + G::A_BYTES;
                     wgx_fence();
-#if GWX_DESC_ADD
-                    const unsigned long long da = wgx_desc(sa, TA ? lbo : 16, sbo);
-                    const unsigned long long db = wgx_desc(sb, TB ? lbo : 16, sbo);
+                    if constexpr (WGX_DESC_ADD(G::BN)) {
+                        const unsigned long long da = wgx_desc(sa, TA ? lbo : 16, sbo);
+                        const unsigned long long db = wgx_desc(sb, TB ? lbo : 16, sbo);
 #pragma unroll
-                    for (int kk = 0; kk < WGX_BK / 16; ++kk)
-                        WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc_add(da, kk * a_step), wgx_desc_add(db, kk * b_step),
-                                                      kt > w.kt0 || kk > 0);
-#else
+                        for (int kk = 0; kk < WGX_BK / 16; ++kk)
+                            WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc_add(da, kk * a_step),
+                                                          wgx_desc_add(db, kk * b_step), kt > w.kt0 || kk > 0);
+                    } else {
 #pragma unroll
-                    for (int kk = 0; kk < WGX_BK / 16; ++kk) {
-                        WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
-                                                      wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo),
-                                                      kt > w.kt0 || kk > 0);
+                        for (int kk = 0; kk < WGX_BK / 16; ++kk) {
+                            WgxMma<E, G::BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
+                                                          wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo),
+                                                          kt > w.kt0 || kk > 0);
+                        }
                     }
-#endif
                     wgx_commit();
                     // All of this stage's multiplies done before it is handed back (wait_group 1
                     // across k tiles makes ptxas serialise the wgmmas: C7515, as in gemm_wgmma.cu).

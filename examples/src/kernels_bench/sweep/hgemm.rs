@@ -50,6 +50,9 @@ const FULL: &[Shape] = &[
     ("bf16", 512, 512, 16_384, "TN"),
     ("bf16", 64, 64, 131_072, "NN"),
     ("f16", 64, 64, 131_072, "TT"),
+    // A long K over a mid output: one wave of 128 x 256 tiles needs 4 k slices (session 66's
+    // split-K lab: 0.69x cuBLAS at the fastest plan).
+    ("bf16", 1024, 1024, 8192, "NN"),
     // Odd and prime extents.
     ("bf16", 1000, 1000, 1000, "NN"),
     ("bf16", 1000, 1000, 1000, "NT"),
