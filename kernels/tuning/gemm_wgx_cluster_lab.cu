@@ -10,8 +10,9 @@
 //             CA = 1: horizontally adjacent tiles sharing A the same way (what the library's
 //             gemm_wgx_128x64x2_* became). A stage is refilled only when the consumers of both
 //             CTAs have released it (each consumer warp arrives on both CTAs' empty barrier).
-//   PIPE = 1: the consumers keep one k tile of wgmmas in flight (wait_group 1) and hand back the
-//             stage before it, instead of waiting for each k tile's products (wait_group 0).
+//   PIPE = 1, 2: the consumers keep one (two) k tiles of wgmmas in flight (wait_group PIPE) and
+//             hand back the stage PIPE k tiles back, instead of waiting for each k tile's products
+//             (wait_group 0).
 //   STAGED = 0: C from the fragment (4 stages fit without the epilogue buffers).
 // The library's kernels (gemm_wgmma_bf16_*, gemm_wgx_*_bf16_*) are compiled in from kernels/cuda.
 // cuBLAS (cublasGemmEx, bf16, f32 compute, default algorithm) is loaded at run time from
@@ -79,6 +80,12 @@ __device__ __forceinline__ void lab_wait_cluster(unsigned bar, unsigned parity) 
 #endif
 
 // ---- the candidate --------------------------------------------------------------------------------
+
+// wgmma.wait_group N: at most N committed groups of this warpgroup still in flight.
+template <int N>
+__device__ __forceinline__ void lab_wait_group() {
+    asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
 
 // ST stages; STAGED = 1: C through shared memory (wgmma_store.cuh), 0: from the fragment
 // (gemm_wgmma.cu's wg_epilogue), which frees the epilogue buffers for a 4th stage.
@@ -198,8 +205,8 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
                 wgx_commit();
                 int rel = s;
                 if (PIPE) {
-                    wgx_wait1();
-                    rel = kt > 0 ? (it + G::STAGES - 1) % G::STAGES : -1;
+                    lab_wait_group<PIPE>();
+                    rel = kt >= PIPE ? (it + G::STAGES - PIPE) % G::STAGES : -1;
                 } else {
                     wgx_wait0();
                 }
@@ -214,12 +221,15 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
             } while (++kt < ktiles);
             if (PIPE) {
                 wgx_wait0();
-                const int rel = (it - 1) % G::STAGES;
-                if (threadIdx.x % 32 == 0) {
+                // The stages of the last min(PIPE, ktiles) k tiles are still held.
+                for (int j = 1; j <= PIPE && j <= ktiles; ++j) {
+                    const int rel = (it - j) % G::STAGES;
+                    if (threadIdx.x % 32 == 0) {
 #pragma unroll
-                    for (int p = 0; p < CL; ++p) {
-                        if (CL > 1) lab_arrive_cluster(bars + 8 * (G::STAGES + rel), p);
-                        else mbar_arrive(bars + 8 * (G::STAGES + rel));
+                        for (int p = 0; p < CL; ++p) {
+                            if (CL > 1) lab_arrive_cluster(bars + 8 * (G::STAGES + rel), p);
+                            else mbar_arrive(bars + 8 * (G::STAGES + rel));
+                        }
                     }
                 }
             }
@@ -261,6 +271,10 @@ LAB_ENTRY(w64p0_nn, 1, 0, 0, 1, , , 8, 1, 64)
 LAB_ENTRY(w64p1_nn, 1, 1, 0, 1, , , 8, 1, 64)
 LAB_ENTRY(w128p0_nn, 1, 0, 0, 1, , , 5, 1, 128)
 LAB_ENTRY(w128p1_nn, 1, 1, 0, 1, , , 5, 1, 128)
+// Two k tiles' products in flight (PIPE = 2; session 66: the small tiles' tensor pipe is 46% busy
+// where cuBLAS's same decomposition reaches 77%, kernels/TUNING.md).
+LAB_ENTRY(w64p2_nn, 1, 2, 0, 1, , , 8, 1, 64)
+LAB_ENTRY(w128p2_nn, 1, 2, 0, 1, , , 5, 1, 128)
 // The same tiles in clusters of two: along N sharing A (CA = 1), along M sharing B (CA = 0).
 LAB_ENTRY(w64cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 8, 1, 64, 1)
 LAB_ENTRY(w128cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 5, 1, 128, 1)
@@ -412,6 +426,8 @@ int main(int argc, char** argv) {
                  {"128x64 p1", (const void*)w64p1_nn, 1, 0, 8, s64, 64},
                  {"128x128 p0", (const void*)w128p0_nn, 1, 0, 8, s128, 128},
                  {"128x128 p1", (const void*)w128p1_nn, 1, 0, 8, s128, 128},
+                 {"128x64 p2", (const void*)w64p2_nn, 1, 0, 8, s64, 64},
+                 {"128x128 p2", (const void*)w128p2_nn, 1, 0, 8, s128, 128},
                  {"128x256 p0", (const void*)c1p0_nn, 1, 0, 8, 0, 256},
                  {"128x256 p1", (const void*)c1p1_nn, 1, 0, 8, 0, 256},
                  {"128x64 cl2 N", (const void*)w64cn_nn, 2, 0, 8, s64, 64, 1},
