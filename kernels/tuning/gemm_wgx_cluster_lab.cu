@@ -283,54 +283,7 @@ LAB_ENTRY(w256cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 3, 1, 256, 1)
 
 // ---- host ------------------------------------------------------------------------------------------
 
-#define RK(x)                                                                                            \
-    do {                                                                                                 \
-        cudaError_t r_ = (x);                                                                            \
-        if (r_ != cudaSuccess) {                                                                         \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(r_));           \
-            exit(1);                                                                                     \
-        }                                                                                                \
-    } while (0)
-
-typedef CUresult (*EncodeFn)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                             const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                             CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-static EncodeFn encode_fn;
-
-// A row-major [rows, cols] bf16 matrix, cols contiguous, as a map with box {bc, br}.
-static TensorMap tmap(const void* p, int rows, int cols, int bc, int br) {
-    CUtensorMap m;
-    cuuint64_t dims[2] = {(cuuint64_t)cols, (cuuint64_t)rows}, strides[1] = {(cuuint64_t)cols * 2};
-    cuuint32_t box[2] = {(cuuint32_t)bc, (cuuint32_t)br}, es[2] = {1, 1};
-    CUresult r = encode_fn(&m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void*)p, dims, strides, box, es,
-                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    if (r != CUDA_SUCCESS) {
-        fprintf(stderr, "cuTensorMapEncodeTiled failed (%d)\n", (int)r);
-        exit(1);
-    }
-    TensorMap t;
-    memcpy(&t, &m, sizeof t);
-    return t;
-}
-
-typedef int (*CublasCreate)(void**);
-typedef int (*CublasGemmEx)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
-                            const void*, void*, int, int, int, int);
-static void* cublas;
-static cudaStream_t lab_stream;  // every timed launch (capturable, unlike the legacy stream)
-static CublasGemmEx gemm_ex;
-
-// Row-major C[M,N] = A[M,K] @ op(B): nn B [K,N]; nt B [N,K].
-static void run_cublas(const bf16_t* A, const bf16_t* B, bf16_t* C, int M, int N, int K, bool nt) {
-    float one = 1, zero = 0;
-    // column-major view: C^T [N,M] = op(B)^T [N,K] . A^T [K,M]
-    int r = gemm_ex(cublas, nt ? 1 : 0, 0, N, M, K, &one, B, 14, nt ? K : N, A, 14, K, &zero, C, 14, N, 68, -1);
-    if (r) {
-        fprintf(stderr, "cublasGemmEx failed (%d)\n", r);
-        exit(1);
-    }
-}
+#include "gemm_lab_host.cuh"
 
 struct Variant {
     const char* name;
@@ -344,41 +297,8 @@ struct Variant {
     int maxcl = 0;  // clusters: how many fit at once (set at start)
 };
 
-__global__ void fill_bf16(bf16_t* p, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned x = (unsigned)i * 2654435761u ^ seed;
-        x ^= x >> 13;
-        x *= 0x5bd1e995u;
-        x ^= x >> 15;
-        p[i] = f32_to_bf16(((x & 0xffff) / 32768.0f) - 1.0f);
-    }
-}
-__global__ void diff_bf16(const bf16_t* a, const bf16_t* b, size_t n, float* out) {
-    float md = 0, mr = 0;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        float x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
-        md = fmaxf(md, fabsf(x - y));
-        mr = fmaxf(mr, fabsf(y));
-        if (x != x) md = INFINITY;
-    }
-    atomicMax((int*)&out[0], __float_as_int(md));
-    atomicMax((int*)&out[1], __float_as_int(mr));
-}
-
 int main(int argc, char** argv) {
-    RK(cudaFree(0));
-    cudaDriverEntryPointQueryResult q;
-    RK(cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", (void**)&encode_fn, cudaEnableDefault, &q));
-    const char* lib = getenv("CUBLAS_LIB");
-    void* h = lib ? dlopen(lib, RTLD_NOW) : nullptr;
-    if (!h) {
-        fprintf(stderr, "set CUBLAS_LIB to libcublas.so (%s)\n", dlerror());
-        return 1;
-    }
-    ((CublasCreate)dlsym(h, "cublasCreate_v2"))(&cublas);
-    RK(cudaStreamCreateWithFlags(&lab_stream, cudaStreamNonBlocking));
-    ((int (*)(void*, cudaStream_t))dlsym(h, "cublasSetStream_v2"))(cublas, lab_stream);
-    gemm_ex = (CublasGemmEx)dlsym(h, "cublasGemmEx");
+    lab_host_init();
     int dev = 0, sms = 0;
     RK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
     cudaDeviceProp prop;
@@ -467,23 +387,10 @@ int main(int argc, char** argv) {
                 RK(cudaOccupancyMaxActiveClusters(&v.maxcl, v.fn, &cfg));
             }
 
-    cudaEvent_t e0, e1;
-    RK(cudaEventCreate(&e0));
-    RK(cudaEventCreate(&e1));
-    float* dd;
-    RK(cudaMalloc(&dd, 8));
     for (const Shape& sh : shapes) {
         const int M = sh.M, N = sh.N, K = sh.K;
-        bf16_t *A, *B, *C, *R;
-        RK(cudaMalloc(&A, (size_t)M * K * 2));
-        RK(cudaMalloc(&B, (size_t)K * N * 2));
-        RK(cudaMalloc(&C, (size_t)M * N * 2));
-        RK(cudaMalloc(&R, (size_t)M * N * 2));
-        fill_bf16<<<1024, 256>>>(A, (size_t)M * K, 1);
-        fill_bf16<<<1024, 256>>>(B, (size_t)K * N, 2);
-        RK(cudaDeviceSynchronize());  // the fills ran on the legacy stream, the rest on lab_stream
-        run_cublas(A, B, R, M, N, K, sh.nt);
-        RK(cudaStreamSynchronize(lab_stream));
+        LabOperands ops = lab_operands(M, N, K, sh.nt);
+        bf16_t *A = ops.A, *B = ops.B, *C = ops.C, *R = ops.R;
         auto& vs = sh.nt ? vs_nt : vs_nn;
         const TensorMap mA = tmap(A, M, K, 64, 128);
         const TensorMap mB_wg = sh.nt ? tmap(B, N, K, 64, 256) : tmap(B, K, N, 64, 64);
@@ -514,15 +421,7 @@ int main(int argc, char** argv) {
         printf("\n%d x %d x %d %s\n", M, N, K, sh.nt ? "nt" : "nn");
         bool ok = true;
         for (auto& v : vs) {
-            RK(cudaMemset(C, 0xff, (size_t)M * N * 2));
-            RK(cudaDeviceSynchronize());
-            launch(v);
-            RK(cudaStreamSynchronize(lab_stream));
-            RK(cudaMemset(dd, 0, 8));
-            diff_bf16<<<1024, 256>>>(C, R, (size_t)M * N, dd);
-            float hd[2];
-            RK(cudaMemcpy(hd, dd, 8, cudaMemcpyDeviceToHost));
-            const float rel = hd[0] / hd[1];
+            const float rel = lab_check(ops, M, N, [&] { launch(v); });
             printf("  check %-16s max|d|/max|ref| = %.2e %s\n", v.name, rel, rel < 1e-2 ? "ok" : "FAIL");
             if (!(rel < 1e-2)) ok = false;
         }
@@ -546,33 +445,17 @@ int main(int argc, char** argv) {
                 RK(cudaGraphDestroy(g));
             }
         }
-        std::vector<std::vector<float>> t(vs.size() + 1);
-        for (int r = 0; r < rounds; ++r) {
-            for (size_t i = 0; i <= vs.size(); ++i) {
-                if (graph) RK(cudaGraphLaunch(execs[i], lab_stream)); else calls(i);
-                RK(cudaEventRecord(e0, lab_stream));
-                if (graph) RK(cudaGraphLaunch(execs[i], lab_stream)); else calls(i);
-                RK(cudaEventRecord(e1, lab_stream));
-                RK(cudaEventSynchronize(e1));
-                float ms;
-                RK(cudaEventElapsedTime(&ms, e0, e1));
-                t[i].push_back(ms * 1000 / reps);
-            }
-        }
+        auto t = lab_time_rounds(vs.size() + 1, rounds, reps, [&](size_t i) {
+            if (graph) RK(cudaGraphLaunch(execs[i], lab_stream)); else calls(i);
+        });
         for (auto e : execs)
             if (e) RK(cudaGraphExecDestroy(e));
         std::vector<float> med(t.size());
-        for (size_t i = 0; i < t.size(); ++i) {
-            std::sort(t[i].begin(), t[i].end());
-            med[i] = t[i][t[i].size() / 2];
-        }
+        for (size_t i = 0; i < t.size(); ++i) med[i] = t[i][t[i].size() / 2];
         for (size_t i = 0; i < t.size(); ++i)
             printf("  %-16s %9.1f us  %6.1f TFLOP/s  x cuBLAS %.3f\n", i == 0 ? "cuBLAS" : vs[i - 1].name, med[i],
                    flop / med[i] / 1e6, med[0] / med[i]);
-        RK(cudaFree(A));
-        RK(cudaFree(B));
-        RK(cudaFree(C));
-        RK(cudaFree(R));
+        lab_free(ops);
     }
     return 0;
 }
