@@ -26,8 +26,20 @@ for r in 1 2; do
   done
 done
 grep -E "==|x cuBLAS|FAIL" "$out/loop.txt"
+# Stall reasons too (--print-details all prints the warp-state breakdown), ours and cuBLAS's
+# kernel of the same decomposition (through PyTorch: nvjet_sm90_tst_128x64_64x8_1x2 in session 66).
 for k in w64p0_nn w64p1_nn w64p2_nn; do
   LAB_SMALL=1 LAB_NO_CL=1 LAB_ROUNDS=1 LAB_REPS=2 CUBLAS_LIB=$cub timeout 120 \
-    ncu --set full -k regex:"^$k\$" -c 1 /tmp/gemm_loop_lab 1024 1024 8192 nn > "$out/ncu_$k.txt" 2>&1
+    ncu --set full --print-details all -k regex:"^$k\$" -c 1 /tmp/gemm_loop_lab 1024 1024 8192 nn > "$out/ncu_$k.txt" 2>&1
   echo "$k: $(grep -E '^\s+Duration' "$out/ncu_$k.txt" | head -1) $(grep -oE 'Tensor is the highest-utilized pipeline \([0-9.]+%\)' "$out/ncu_$k.txt" | head -1)"
 done
+cat > /tmp/gemm_loop_mm.py <<'PY'
+import torch
+a = torch.randn(1024, 8192, device="cuda", dtype=torch.bfloat16)
+b = torch.randn(8192, 1024, device="cuda", dtype=torch.bfloat16)
+for _ in range(3):
+    c = a @ b
+torch.cuda.synchronize()
+PY
+timeout 120 ncu --set full --print-details all -k regex:nvjet -s 1 -c 1 python3 /tmp/gemm_loop_mm.py > "$out/ncu_cublas.txt" 2>&1
+echo "cuBLAS: $(grep -E '^\s+Duration' "$out/ncu_cublas.txt" | head -1)"
