@@ -5,7 +5,8 @@
 # (kernels/TUNING.md, "Split-K in pairs sharing A, measured and dropped; ..."). This times, in one
 # process per shape against cuBLAS (CUDA-graph replays), the library's 128 x 64 / 128 x 128 /
 # 128 x 256 kernels beside the lab's copies that keep 0, 1 or 2 k tiles of products in flight
-# (gemm_wgx_cluster_lab.cu, LAB_SMALL=1 LAB_NO_CL=1: `128x64 p0/p1/p2`, `128x128 p0/p1/p2`), at
+# (gemm_wgx_cluster_lab.cu, LAB_SMALL=1 LAB_NO_CL=1: `128x64 p0/p1/p2`, `128x128 p0/p1/p2`, and
+# `p0 da` / `p2 da` with the descriptors by one add), at
 # long-K shapes with one unit per SM and at the mid shapes session 48 measured; then Nsight
 # Compute's full set on the 128 x 64 candidates at 1024 x 1024 x 8192.
 # On the GPU machine (nvcc 13.0, pip's cuBLAS, ncu), from the repository root:
@@ -28,7 +29,7 @@ done
 grep -E "==|x cuBLAS|FAIL" "$out/loop.txt"
 # Stall reasons too (--print-details all prints the warp-state breakdown), ours and cuBLAS's
 # kernel of the same decomposition (through PyTorch: nvjet_sm90_tst_128x64_64x8_1x2 in session 66).
-for k in w64p0_nn w64p1_nn w64p2_nn; do
+for k in w64p0_nn w64p1_nn w64p2_nn w64p2d_nn; do
   LAB_SMALL=1 LAB_NO_CL=1 LAB_ROUNDS=1 LAB_REPS=2 CUBLAS_LIB=$cub timeout 120 \
     ncu --set full --print-details all -k regex:"^$k\$" -c 1 /tmp/gemm_loop_lab 1024 1024 8192 nn > "$out/ncu_$k.txt" 2>&1
   echo "$k: $(grep -E '^\s+Duration' "$out/ncu_$k.txt" | head -1) $(grep -oE 'Tensor is the highest-utilized pipeline \([0-9.]+%\)' "$out/ncu_$k.txt" | head -1)"

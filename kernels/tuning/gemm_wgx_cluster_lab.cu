@@ -14,6 +14,7 @@
 //             hand back the stage PIPE k tiles back, instead of waiting for each k tile's products
 //             (wait_group 0).
 //   STAGED = 0: C from the fragment (4 stages fit without the epilogue buffers).
+//   DA = 1:   each k step's wgmma descriptors by one add to the stage's (GWX_DESC_ADD's form).
 // The library's kernels (gemm_wgmma_bf16_*, gemm_wgx_*_bf16_*) are compiled in from kernels/cuda.
 // cuBLAS (cublasGemmEx, bf16, f32 compute, default algorithm) is loaded at run time from
 // $CUBLAS_LIB. Every kernel's output is compared with cuBLAS's first (max |ours - cublas| / max
@@ -104,7 +105,8 @@ __device__ __forceinline__ void lab_unit(int u, int tiles_m, int tiles_n, int gr
     n0 = (CA == 1 ? c * CL + (int)rank : c) * bn;
 }
 
-template <class E, int TA, int TB, int CL, int PIPE, int ST = 3, int STAGED = 1, int BN = 256, int CA = 0>
+template <class E, int TA, int TB, int CL, int PIPE, int ST = 3, int STAGED = 1, int BN = 256, int CA = 0,
+          int DA = 0>
 __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap* tmB, typename E::T* __restrict__ C,
                                           int M, int N, int K, int ldc, int group) {
     typedef GemmWgx<128, BN, ST> G;
@@ -197,10 +199,20 @@ __device__ __forceinline__ void gemm_wgxc(const TensorMap* tmA, const TensorMap*
                 const unsigned sa = base + s * G::STAGE_BYTES + c * 64 * WGX_ROW_BYTES;
                 const unsigned sb = base + s * G::STAGE_BYTES + G::A_BYTES;
                 wgx_fence();
+                if constexpr (DA) {
+                    // Each k step's descriptors by one add to the stage's (GWX_DESC_ADD's form).
+                    const unsigned long long da = wgx_desc(sa, TA ? lbo : 16, sbo);
+                    const unsigned long long db = wgx_desc(sb, TB ? lbo : 16, sbo);
 #pragma unroll
-                for (int kk = 0; kk < WGX_BK / 16; ++kk) {
-                    WgxMma<E, BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
-                                                wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo), kt > 0 || kk > 0);
+                    for (int kk = 0; kk < WGX_BK / 16; ++kk)
+                        WgxMma<E, BN, TA, TB>::run(d, wgx_desc_add(da, kk * a_step), wgx_desc_add(db, kk * b_step),
+                                                    kt > 0 || kk > 0);
+                } else {
+#pragma unroll
+                    for (int kk = 0; kk < WGX_BK / 16; ++kk) {
+                        WgxMma<E, BN, TA, TB>::run(d, wgx_desc(sa + kk * a_step, TA ? lbo : 16, sbo),
+                                                    wgx_desc(sb + kk * b_step, TB ? lbo : 16, sbo), kt > 0 || kk > 0);
+                    }
                 }
                 wgx_commit();
                 int rel = s;
@@ -275,6 +287,10 @@ LAB_ENTRY(w128p1_nn, 1, 1, 0, 1, , , 5, 1, 128)
 // where cuBLAS's same decomposition reaches 77%, kernels/TUNING.md).
 LAB_ENTRY(w64p2_nn, 1, 2, 0, 1, , , 8, 1, 64)
 LAB_ENTRY(w128p2_nn, 1, 2, 0, 1, , , 5, 1, 128)
+// The same with each k step's descriptors by one add (DA = 1; GWX_DESC_ADD=2's form).
+LAB_ENTRY(w64p0d_nn, 1, 0, 0, 1, , , 8, 1, 64, 0, 1)
+LAB_ENTRY(w64p2d_nn, 1, 2, 0, 1, , , 8, 1, 64, 0, 1)
+LAB_ENTRY(w128p2d_nn, 1, 2, 0, 1, , , 5, 1, 128, 0, 1)
 // The same tiles in clusters of two: along N sharing A (CA = 1), along M sharing B (CA = 0).
 LAB_ENTRY(w64cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 8, 1, 64, 1)
 LAB_ENTRY(w128cn_nn, 2, 0, 0, 1, __cluster_dims__(2, 1, 1), , 5, 1, 128, 1)
@@ -348,6 +364,9 @@ int main(int argc, char** argv) {
                  {"128x128 p1", (const void*)w128p1_nn, 1, 0, 8, s128, 128},
                  {"128x64 p2", (const void*)w64p2_nn, 1, 0, 8, s64, 64},
                  {"128x128 p2", (const void*)w128p2_nn, 1, 0, 8, s128, 128},
+                 {"128x64 p0 da", (const void*)w64p0d_nn, 1, 0, 8, s64, 64},
+                 {"128x64 p2 da", (const void*)w64p2d_nn, 1, 0, 8, s64, 64},
+                 {"128x128 p2 da", (const void*)w128p2d_nn, 1, 0, 8, s128, 128},
                  {"128x256 p0", (const void*)c1p0_nn, 1, 0, 8, 0, 256},
                  {"128x256 p1", (const void*)c1p1_nn, 1, 0, 8, 0, 256},
                  {"128x64 cl2 N", (const void*)w64cn_nn, 2, 0, 8, s64, 64, 1},
