@@ -253,8 +253,9 @@ pub const ATTENTION_SHAPES: [(usize, usize, usize, usize); 7] = [
 ];
 
 /// Attention shapes reported beside the sweep, no target: bf16 at D = 128 with keys between the
-/// sweep's 4096 and 16384, where the backward's one pass with dq in a fixed order (`--bwd-dq
-/// ordered`) went from 1.5% slower than `Auto`'s two kernels to 4.5% faster (session 65).
+/// sweep's 4096 and 16384, where the backward's one pass with dq in a fixed order goes from 1.5%
+/// slower than the two kernels to faster; `Auto` takes it there without a causal mask
+/// (`ops::ATTENTION_BWD_ORDERED_MIN_KEYS_D128`, sessions 65–66).
 pub const REPORTED_SHAPES: [(usize, usize, usize, usize); 1] = [(2, 16, 8192, 128)];
 
 /// Every case, in the order they are printed. `quick`: one small shape per family.

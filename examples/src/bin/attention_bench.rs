@@ -8,7 +8,8 @@
 //!   `torch.nn.functional.scaled_dot_product_attention` (the backend PyTorch picked is printed).
 //!   TFLOP/s count `4·B·H·N²·D`, halved when causal; forward+backward 3.5× that.
 //!   Targets: ≥ 0.9× PyTorch in the geometric mean, ≥ 0.8× at every case. Reported beside
-//!   them, no target: (2, 16, 8192, 128), where the backward's dq choice at D = 128 is open.
+//!   them, no target: (2, 16, 8192, 128), where `Auto`'s backward at D = 128 starts taking the
+//!   ordered one pass (full attention).
 //! - **The f32 path** (the CUDA cores; PyTorch runs its `efficient` backend there), forward and
 //!   forward+backward at (1, 16, 4096, 64) and (1, 16, 4096, 128), causal and full: reported, no
 //!   target.
